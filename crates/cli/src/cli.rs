@@ -1,0 +1,131 @@
+//! The command-line surface, in the shape of `docker run`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "vectraguard",
+    version,
+    about = "Run scripts, shells and AI agents in a default-deny Linux sandbox",
+    long_about = None,
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run commands in a sandbox
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+    /// Show which isolation layers this host supports, and how to fix missing ones
+    Doctor,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Run a script (with its shebang, or sh) or `-- CMD ARGS...` in a sandbox
+    #[command(
+        after_help = "Examples:\n  vectraguard sandbox run build.sh\n  vectraguard sandbox run --mount \"$PWD\":/workspace --env NODE_ENV=production script.sh\n  vectraguard sandbox run -- make test"
+    )]
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub options: SandboxOptions,
+
+    /// SCRIPT [ARGS...] (run with its shebang, or sh), or `-- CMD [ARGS...]`
+    #[arg(value_name = "SCRIPT | -- CMD", trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+
+    /// Set by `main` from the raw arguments: whether `args` came after `--`.
+    #[arg(skip)]
+    pub after_dash_dash: bool,
+}
+
+/// Options shared by every way of starting a sandbox.
+#[derive(Debug, Args, Default)]
+pub struct SandboxOptions {
+    /// Bind-mount a host path: HOST:CONTAINER[:ro] (repeatable; read-write by default).
+    /// Without any --mount, the current directory is the workspace.
+    #[arg(long = "mount", short = 'v', value_name = "HOST:CONTAINER[:ro]")]
+    pub mounts: Vec<String>,
+
+    /// Expose a host path read-only at the same place (repeatable)
+    #[arg(long = "read-only", value_name = "PATH")]
+    pub read_only: Vec<String>,
+
+    /// Set an environment variable: KEY=VALUE, or KEY to copy the host's value (repeatable)
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+
+    /// Read environment variables from a file of KEY=VALUE lines (repeatable)
+    #[arg(long = "env-file", value_name = "FILE")]
+    pub env_files: Vec<PathBuf>,
+
+    /// Working directory inside the sandbox
+    #[arg(long, short = 'w', value_name = "PATH")]
+    pub workdir: Option<PathBuf>,
+
+    /// Session name (also the sandbox's hostname)
+    #[arg(long)]
+    pub name: Option<String>,
+
+    /// Name of the agent running this session (default: $VECTRAGUARD_AGENT)
+    #[arg(long)]
+    pub agent: Option<String>,
+
+    /// Free-text description recorded with the session
+    #[arg(long)]
+    pub description: Option<String>,
+
+    /// Run as this host user when started as root: NAME or UID[:GID]
+    #[arg(long, short = 'u', value_name = "USER")]
+    pub user: Option<String>,
+
+    /// Network mode: none (loopback only; the default), allow, host
+    #[arg(long, value_name = "MODE")]
+    pub network: Option<String>,
+
+    /// Same as --network none
+    #[arg(long, conflicts_with = "network")]
+    pub no_network: bool,
+
+    /// Use this configuration file instead of vectraguard.toml and the user config
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Apply a named profile from the configuration files
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+
+    // Options of the product that later versions enforce. They are accepted by the
+    // parser only so that using them fails with a clear message instead of a generic
+    // "unexpected argument"; see `run::reject_unavailable`.
+    #[arg(long, value_name = "IMAGE", hide = true)]
+    pub image: Option<String>,
+    #[arg(long, value_name = "DOMAIN[:PORT]", hide = true)]
+    pub allow: Vec<String>,
+    #[arg(long, value_name = "DOMAIN", hide = true)]
+    pub deny: Vec<String>,
+    #[arg(long = "add-host", value_name = "NAME:IP", hide = true)]
+    pub add_host: Vec<String>,
+    #[arg(long, value_name = "SIZE", hide = true)]
+    pub memory: Option<String>,
+    #[arg(long, value_name = "N", hide = true)]
+    pub cpus: Option<String>,
+    #[arg(long, value_name = "N", hide = true)]
+    pub pids: Option<String>,
+    #[arg(long, value_name = "DURATION", hide = true)]
+    pub timeout: Option<String>,
+    #[arg(long = "max-output", value_name = "SIZE", hide = true)]
+    pub max_output: Option<String>,
+    #[arg(long, value_name = "SIZE", hide = true)]
+    pub disk: Option<String>,
+}

@@ -1,0 +1,409 @@
+//! `vectraguard sandbox run`: turn flags and configuration into a sandbox spec, run
+//! it, and map the outcome to an exit status.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use vg_policy::config::{self, ConfigFile, ConfigSource, Settings};
+use vg_policy::env::{EnvAssignment, Environment, parse_env_file};
+use vg_policy::mount::MountSpec;
+use vg_policy::paths::{is_within, normalize_absolute};
+use vg_policy::view::{NodeKind, ResolvedMount, ViewOptions};
+use vg_policy::{FsView, NetworkMode};
+use vg_sandbox::{SandboxSpec, Termination};
+
+use crate::EXIT_FAILURE;
+use crate::cli::{RunArgs, SandboxOptions};
+use crate::host;
+
+/// Size of the private `/tmp` and `$HOME` tmpfs mounts.
+const TMP_SIZE: u64 = 1 << 30;
+const HOME_SIZE: u64 = 1 << 30;
+
+/// Exit status for "command not found".
+const EXIT_NOT_FOUND: i32 = 127;
+
+/// A failure with the exit status it should produce.
+struct Failure {
+    code: i32,
+    error: anyhow::Error,
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(error: anyhow::Error) -> Self {
+        Self {
+            code: EXIT_FAILURE,
+            error,
+        }
+    }
+}
+
+pub fn run(args: RunArgs) -> i32 {
+    match run_inner(args) {
+        Ok(code) => code,
+        Err(Failure { code, error }) => {
+            eprintln!("vectraguard: error: {error:#}");
+            code
+        }
+    }
+}
+
+fn run_inner(args: RunArgs) -> Result<i32, Failure> {
+    reject_unavailable(&args.options)?;
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let settings = settings(&args.options, &cwd)?;
+    let network = settings
+        .network
+        .unwrap_or(NetworkMode::None)
+        .ensure_supported()
+        .map_err(anyhow::Error::from)?;
+    debug_assert_eq!(network, NetworkMode::None);
+
+    let mounts = resolve_mounts(&settings, &cwd)?;
+    let primary = mounts
+        .first()
+        .map(|m| m.host.clone())
+        .unwrap_or_else(|| cwd.clone());
+    let identity = host::resolve_identity(settings.user.as_deref(), &primary)?;
+    let argv = command_argv(&args, &cwd, &mounts)?;
+    let workdir = match &settings.workdir {
+        Some(w) => w.clone(),
+        None => default_workdir(&cwd, &mounts),
+    };
+
+    let mut env = Environment::base(
+        &identity,
+        std::env::var("TERM").ok().as_deref(),
+        std::env::var("LANG").ok().as_deref(),
+    );
+    let mut assignments: Vec<EnvAssignment> = Vec::new();
+    for file in &settings.env_files {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read --env-file {}", file.display()))?;
+        assignments.extend(parse_env_file(&text, &file.display().to_string()).map_err(anyhow::Error::from)?);
+    }
+    assignments.extend(settings.env.iter().cloned());
+    env.apply(&assignments, |k| std::env::var(k).ok());
+
+    let hostname = match &settings.name {
+        Some(name) => checked_hostname(name)?,
+        None => "vectraguard".to_owned(),
+    };
+
+    let view = FsView::default_view(
+        &host::layout(),
+        &ViewOptions {
+            mounts,
+            home: identity.home.clone(),
+            uid: identity.uid,
+            gid: identity.gid,
+            tmp_size: TMP_SIZE,
+            home_size: HOME_SIZE,
+        },
+    );
+    let spec = SandboxSpec {
+        hostname,
+        argv,
+        env: env.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect(),
+        workdir,
+        view,
+        identity,
+    };
+    let sandbox = vg_sandbox::spawn(&spec, [0, 1, 2]).map_err(anyhow::Error::from)?;
+    let outcome = sandbox.wait().map_err(anyhow::Error::from)?;
+    if let Termination::ExecFailed(errno) = outcome.termination {
+        eprintln!(
+            "vectraguard: {}: {}",
+            spec.argv[0],
+            std::io::Error::from_raw_os_error(errno)
+        );
+    }
+    Ok(outcome.termination.exit_code())
+}
+
+/// Options of the product that this version cannot enforce: refuse them rather than
+/// run with less isolation (or less limiting) than the user asked for.
+fn reject_unavailable(o: &SandboxOptions) -> Result<()> {
+    let unavailable: &[(&str, bool)] = &[
+        ("--image (container images)", o.image.is_some()),
+        ("--allow/--deny/--add-host (mediated network)", !o.allow.is_empty() || !o.deny.is_empty() || !o.add_host.is_empty()),
+        ("--memory", o.memory.is_some()),
+        ("--cpus", o.cpus.is_some()),
+        ("--pids", o.pids.is_some()),
+        ("--timeout", o.timeout.is_some()),
+        ("--max-output", o.max_output.is_some()),
+        ("--disk", o.disk.is_some()),
+    ];
+    if let Some((name, _)) = unavailable.iter().find(|(_, used)| *used) {
+        bail!(
+            "{name} is not available in this version of vectraguard, and running without it would be weaker than you asked; remove the option"
+        );
+    }
+    Ok(())
+}
+
+/// Merges configuration files and flags (flags win).
+fn settings(o: &SandboxOptions, cwd: &Path) -> Result<Settings> {
+    let mut files: Vec<ConfigFile> = Vec::new();
+    if let Some(path) = &o.config {
+        files.push(config::load(path, ConfigSource::Explicit)?);
+    } else {
+        if let Some(project) = config::discover_project(cwd) {
+            files.push(config::load(&project, ConfigSource::Project)?);
+        }
+        if let Some(home) = host::invoker_home() {
+            let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
+            let user = config::user_config_path(&home, xdg.as_deref());
+            if user.exists() {
+                files.push(config::load(&user, ConfigSource::User)?);
+            }
+        }
+    }
+    let refs: Vec<&ConfigFile> = files.iter().collect();
+    let mut settings = config::resolve_profile(&refs, o.profile.as_deref())?;
+    settings.overlay(flag_settings(o)?);
+    if settings.agent.is_none() {
+        settings.agent = std::env::var("VECTRAGUARD_AGENT").ok().filter(|a| !a.is_empty());
+    }
+    Ok(settings)
+}
+
+fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
+    let network = if o.no_network {
+        Some(NetworkMode::None)
+    } else {
+        o.network.as_deref().map(NetworkMode::parse).transpose()?
+    };
+    let workdir = match &o.workdir {
+        Some(w) => Some(normalize_absolute(w).with_context(|| {
+            format!("--workdir {}: must be an absolute path inside the sandbox, without '..'", w.display())
+        })?),
+        None => None,
+    };
+    let read_only = o
+        .read_only
+        .iter()
+        .map(|p| {
+            normalize_absolute(Path::new(p)).with_context(|| {
+                format!("--read-only {p}: must be an absolute path without '..'")
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Settings {
+        name: o.name.clone(),
+        agent: o.agent.clone(),
+        description: o.description.clone(),
+        workdir,
+        user: o.user.clone(),
+        network,
+        mounts: o
+            .mounts
+            .iter()
+            .map(|m| MountSpec::parse(m))
+            .collect::<Result<Vec<_>, _>>()?,
+        read_only,
+        env: o
+            .env
+            .iter()
+            .map(|e| EnvAssignment::parse(e))
+            .collect::<Result<Vec<_>, _>>()?,
+        env_files: o.env_files.clone(),
+    })
+}
+
+/// Checks every mount's host side and resolves it; without `--mount`, the current
+/// directory is the workspace, at the same path inside.
+fn resolve_mounts(settings: &Settings, cwd: &Path) -> Result<Vec<ResolvedMount>> {
+    let mut specs = settings.mounts.clone();
+    if specs.is_empty() {
+        if cwd == Path::new("/") {
+            bail!("refusing to use / as the workspace: cd into a project directory or pass --mount HOST:CONTAINER");
+        }
+        if host::invoker_home().as_deref() == Some(cwd) {
+            bail!(
+                "refusing to use your home directory {} as the workspace (it holds your keys and tokens): cd into a project directory or pass --mount HOST:CONTAINER",
+                cwd.display()
+            );
+        }
+        specs.push(MountSpec {
+            host: cwd.to_path_buf(),
+            container: cwd.to_path_buf(),
+            read_only: false,
+        });
+    }
+    for path in &settings.read_only {
+        specs.push(MountSpec {
+            host: path.clone(),
+            container: path.clone(),
+            read_only: true,
+        });
+    }
+    specs.iter().map(resolve_mount).collect()
+}
+
+fn resolve_mount(spec: &MountSpec) -> Result<ResolvedMount> {
+    let named = &spec.host;
+    let meta = std::fs::metadata(named).with_context(|| {
+        format!("mount source {} does not exist or cannot be read", named.display())
+    })?;
+    let real = std::fs::canonicalize(named)
+        .with_context(|| format!("cannot resolve mount source {}", named.display()))?;
+    if &real != named {
+        bail!(
+            "mount source {} resolves through a symlink to {}: name the real path instead",
+            named.display(),
+            real.display()
+        );
+    }
+    Ok(ResolvedMount {
+        host: real,
+        container: spec.container.clone(),
+        read_only: spec.read_only,
+        kind: if meta.is_dir() { NodeKind::Dir } else { NodeKind::File },
+    })
+}
+
+/// The host path `path` as seen inside the sandbox, through the mount that holds it.
+fn to_container(path: &Path, mounts: &[ResolvedMount]) -> Option<PathBuf> {
+    mounts
+        .iter()
+        .rev()
+        .filter(|m| m.kind == NodeKind::Dir && is_within(path, &m.host))
+        .max_by_key(|m| m.host.components().count())
+        .and_then(|m| path.strip_prefix(&m.host).ok().map(|rest| m.container.join(rest)))
+}
+
+fn default_workdir(cwd: &Path, mounts: &[ResolvedMount]) -> PathBuf {
+    to_container(cwd, mounts)
+        .or_else(|| mounts.iter().find(|m| m.kind == NodeKind::Dir).map(|m| m.container.clone()))
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// The argv to execute: `-- CMD ARGS...` as given, or the script with its interpreter.
+fn command_argv(args: &RunArgs, cwd: &Path, mounts: &[ResolvedMount]) -> Result<Vec<String>, Failure> {
+    match args.args.split_first() {
+        None => Err(anyhow::anyhow!(
+            "nothing to run: give a script path or `-- CMD ARGS...` (see `vectraguard sandbox run --help`)"
+        )
+        .into()),
+        Some(_) if args.after_dash_dash => Ok(args.args.clone()),
+        Some((script, rest)) => script_argv(Path::new(script), rest, cwd, mounts),
+    }
+}
+
+fn script_argv(
+    script: &Path,
+    rest: &[String],
+    cwd: &Path,
+    mounts: &[ResolvedMount],
+) -> Result<Vec<String>, Failure> {
+    let host_path = std::fs::canonicalize(cwd.join(script)).map_err(|e| Failure {
+        code: EXIT_NOT_FOUND,
+        error: anyhow::anyhow!("script {}: {e}", script.display()),
+    })?;
+    let inside = to_container(&host_path, mounts).ok_or_else(|| {
+        anyhow::anyhow!(
+            "script {} is outside the workspace; mount its directory with --mount",
+            host_path.display()
+        )
+    })?;
+    let head = read_head(&host_path).map_err(|e| Failure {
+        code: 126,
+        error: anyhow::anyhow!("script {}: {e}", host_path.display()),
+    })?;
+    let mut argv = shebang(&head).unwrap_or_else(|| vec!["sh".to_owned()]);
+    argv.push(inside.display().to_string());
+    argv.extend(rest.iter().cloned());
+    Ok(argv)
+}
+
+fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = vec![0u8; 256];
+    let n = std::fs::File::open(path)?.read(&mut buf)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// `#!interp [one-arg]`, split as the kernel does: the interpreter, then everything
+/// after the first run of blanks as a single argument.
+fn shebang(head: &[u8]) -> Option<Vec<String>> {
+    let line = head.strip_prefix(b"#!")?;
+    let end = line.iter().position(|&b| b == b'\n').unwrap_or(line.len());
+    let line = String::from_utf8_lossy(&line[..end]);
+    let line = line.trim_matches(|c| c == ' ' || c == '\t' || c == '\r');
+    if line.is_empty() {
+        return None;
+    }
+    let mut parts = line.splitn(2, [' ', '\t']);
+    let interp = parts.next()?.to_owned();
+    let mut argv = vec![interp];
+    if let Some(arg) = parts.next().map(|a| a.trim_matches([' ', '\t'])).filter(|a| !a.is_empty()) {
+        argv.push(arg.to_owned());
+    }
+    Some(argv)
+}
+
+/// A session name must be a valid hostname label sequence: it becomes the hostname.
+fn checked_hostname(name: &str) -> Result<String> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.as_bytes().iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && !name.starts_with(['-', '.']);
+    if !ok {
+        bail!("--name {name:?}: use 1-63 letters, digits, '-', '_' or '.' (it becomes the sandbox's hostname)");
+    }
+    Ok(name.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shebang_is_split_like_the_kernel() {
+        assert_eq!(shebang(b"#!/bin/sh\necho"), Some(vec!["/bin/sh".into()]));
+        assert_eq!(
+            shebang(b"#! /usr/bin/env  python3 -u\n"),
+            Some(vec!["/usr/bin/env".into(), "python3 -u".into()])
+        );
+        assert_eq!(shebang(b"echo hi\n"), None);
+        assert_eq!(shebang(b"#!\n"), None);
+    }
+
+    #[test]
+    fn host_paths_map_through_the_deepest_mount() {
+        let mounts = vec![
+            ResolvedMount {
+                host: "/home/a/p".into(),
+                container: "/workspace".into(),
+                read_only: false,
+                kind: NodeKind::Dir,
+            },
+            ResolvedMount {
+                host: "/home/a/p/sub".into(),
+                container: "/other".into(),
+                read_only: true,
+                kind: NodeKind::Dir,
+            },
+        ];
+        assert_eq!(
+            to_container(Path::new("/home/a/p/x.sh"), &mounts),
+            Some(PathBuf::from("/workspace/x.sh"))
+        );
+        assert_eq!(
+            to_container(Path::new("/home/a/p/sub/y"), &mounts),
+            Some(PathBuf::from("/other/y"))
+        );
+        assert_eq!(to_container(Path::new("/etc/passwd"), &mounts), None);
+        assert_eq!(default_workdir(Path::new("/elsewhere"), &mounts), PathBuf::from("/workspace"));
+    }
+
+    #[test]
+    fn hostnames_are_checked() {
+        assert!(checked_hostname("guard-shell").is_ok());
+        assert!(checked_hostname("").is_err());
+        assert!(checked_hostname("a b").is_err());
+        assert!(checked_hostname(&"x".repeat(64)).is_err());
+    }
+}

@@ -1,0 +1,22 @@
+//! The sandbox policy as plain data.
+//!
+//! Nothing in this crate touches the kernel: every rule set (the filesystem view, the
+//! Landlock access sets, the environment, the network mode) is built here as a value,
+//! unit-tested as a value, and only then handed to `vg-sandbox`, which installs it.
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod env;
+pub mod identity;
+pub mod landlock;
+pub mod mount;
+pub mod network;
+pub mod paths;
+pub mod view;
+
+pub use env::Environment;
+pub use identity::Identity;
+pub use landlock::LandlockRules;
+pub use mount::MountSpec;
+pub use network::NetworkMode;
+pub use view::{FsView, HostLayout, MountOp, ViewOptions};

@@ -1,0 +1,486 @@
+//! The default filesystem view as an ordered list of mount operations.
+//!
+//! The view is computed from facts about the host ([`HostLayout`], gathered by the
+//! caller) and the user's options, so it can be asserted in tests before any mount is
+//! made. `vg-sandbox` replays the operations, in order, on a fresh tmpfs root.
+
+use std::path::{Path, PathBuf};
+
+use crate::landlock::{Access, LandlockRules};
+use crate::paths::depth;
+
+/// Host directories exposed read-only in the default view (when present).
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
+
+/// Files and directories hidden even though their parent is visible: password hashes,
+/// sudo rules, host keys, keytabs, private TLS keys.
+pub const SECRET_PATHS: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/security/opasswd",
+    "/etc/ssl/private",
+    "/etc/krb5.keytab",
+    "/etc/ssh/ssh_host_rsa_key",
+    "/etc/ssh/ssh_host_ecdsa_key",
+    "/etc/ssh/ssh_host_ed25519_key",
+    "/etc/ssh/ssh_host_dsa_key",
+    "/etc/docker/key.json",
+    "/etc/wireguard",
+    "/etc/NetworkManager/system-connections",
+];
+
+/// Kernel interfaces in the fresh `/proc` that leak host information or offer a
+/// handle on the host kernel; masked or made read-only as container runtimes do.
+pub const PROC_MASKED: &[&str] = &[
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/timer_list",
+    "/proc/sched_debug",
+    "/proc/latency_stats",
+];
+pub const PROC_READ_ONLY: &[&str] = &[
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/irq",
+    "/proc/bus",
+    "/proc/fs",
+];
+
+/// Device nodes bound from the host into the minimal `/dev`.
+pub const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    Dir,
+    File,
+}
+
+/// What the host has at a system path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostEntry {
+    Dir,
+    /// A symlink such as merged-/usr's `/bin -> usr/bin`; recreated as the same link.
+    Symlink(PathBuf),
+}
+
+/// Facts about the host that the view depends on, gathered by the caller.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostLayout {
+    pub system_dirs: Vec<(PathBuf, HostEntry)>,
+    /// Secret paths that exist on this host.
+    pub secrets: Vec<(PathBuf, NodeKind)>,
+}
+
+/// A user mount whose host side has been checked and resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedMount {
+    pub host: PathBuf,
+    pub container: PathBuf,
+    pub read_only: bool,
+    pub kind: NodeKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewOptions {
+    /// Workspace and extra mounts, in the order given.
+    pub mounts: Vec<ResolvedMount>,
+    /// `$HOME` inside the sandbox; gets a private tmpfs.
+    pub home: PathBuf,
+    pub uid: u32,
+    pub gid: u32,
+    pub tmp_size: u64,
+    pub home_size: u64,
+}
+
+/// One step of building the sandbox's root filesystem. Paths in `dst` are inside the
+/// sandbox; `src` paths are on the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MountOp {
+    /// Bind a host path. Device nodes get `dev`, everything else is `nodev`; all binds
+    /// are `nosuid`.
+    Bind {
+        src: PathBuf,
+        dst: PathBuf,
+        read_only: bool,
+        kind: NodeKind,
+        dev: bool,
+    },
+    Tmpfs {
+        dst: PathBuf,
+        size: u64,
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    },
+    /// A fresh procfs for the sandbox's PID namespace.
+    Proc {
+        dst: PathBuf,
+    },
+    /// A private devpts instance, so the host's terminals are not listed.
+    Devpts {
+        dst: PathBuf,
+    },
+    Symlink {
+        target: PathBuf,
+        dst: PathBuf,
+    },
+    /// Hide a path behind an empty read-only node; skipped when it does not exist.
+    Mask {
+        dst: PathBuf,
+        kind: NodeKind,
+    },
+    /// Make an existing path read-only; skipped when it does not exist.
+    ReadOnly {
+        dst: PathBuf,
+    },
+}
+
+impl MountOp {
+    pub fn dst(&self) -> &Path {
+        match self {
+            Self::Bind { dst, .. }
+            | Self::Tmpfs { dst, .. }
+            | Self::Proc { dst }
+            | Self::Devpts { dst }
+            | Self::Symlink { dst, .. }
+            | Self::Mask { dst, .. }
+            | Self::ReadOnly { dst } => dst,
+        }
+    }
+}
+
+/// The complete plan for the sandbox's root filesystem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsView {
+    pub ops: Vec<MountOp>,
+}
+
+impl FsView {
+    /// Builds the default view: system directories read-only, secrets masked, fresh
+    /// `/proc`, minimal `/dev`, private `/tmp` and `$HOME`, then the user's mounts
+    /// (parents before children), then the masks again on top of everything so that
+    /// re-binding `/etc` cannot uncover `/etc/shadow`.
+    pub fn default_view(host: &HostLayout, opts: &ViewOptions) -> Self {
+        let mut ops = Vec::new();
+        for (path, entry) in &host.system_dirs {
+            ops.push(match entry {
+                HostEntry::Dir => MountOp::Bind {
+                    src: path.clone(),
+                    dst: path.clone(),
+                    read_only: true,
+                    kind: NodeKind::Dir,
+                    dev: false,
+                },
+                HostEntry::Symlink(target) => MountOp::Symlink {
+                    target: target.clone(),
+                    dst: path.clone(),
+                },
+            });
+        }
+
+        ops.push(MountOp::Proc {
+            dst: "/proc".into(),
+        });
+        for p in PROC_READ_ONLY {
+            ops.push(MountOp::ReadOnly { dst: p.into() });
+        }
+        for p in PROC_MASKED {
+            ops.push(MountOp::Mask {
+                dst: p.into(),
+                kind: NodeKind::File,
+            });
+        }
+
+        ops.extend(dev_ops());
+
+        ops.push(MountOp::Tmpfs {
+            dst: "/tmp".into(),
+            size: opts.tmp_size,
+            mode: 0o1777,
+            owner: None,
+        });
+        if opts.home != Path::new("/tmp") {
+            ops.push(MountOp::Tmpfs {
+                dst: opts.home.clone(),
+                size: opts.home_size,
+                mode: 0o700,
+                owner: Some((opts.uid, opts.gid)),
+            });
+        }
+
+        let mut user: Vec<&ResolvedMount> = opts.mounts.iter().collect();
+        // Stable: equal depths keep the user's order, so a later flag wins.
+        user.sort_by_key(|m| depth(&m.container));
+        for m in user {
+            ops.push(MountOp::Bind {
+                src: m.host.clone(),
+                dst: m.container.clone(),
+                read_only: m.read_only,
+                kind: m.kind,
+                dev: false,
+            });
+        }
+
+        for (path, kind) in &host.secrets {
+            ops.push(MountOp::Mask {
+                dst: path.clone(),
+                kind: *kind,
+            });
+        }
+        Self { ops }
+    }
+
+    /// The Landlock rules that mirror this view: read and execute where the view is
+    /// read-only, read-write where it is writable, and nothing elsewhere.
+    pub fn landlock_rules(&self) -> LandlockRules {
+        let mut rules = LandlockRules::default();
+        // Listing "/" is harmless: the root is an empty read-only tmpfs with mount points.
+        rules.push("/", Access::ReadDir);
+        for op in &self.ops {
+            match op {
+                MountOp::Bind {
+                    dst,
+                    read_only,
+                    dev,
+                    ..
+                } => {
+                    let access = match (*dev, *read_only) {
+                        (true, _) => Access::Device,
+                        (false, true) => Access::ReadExec,
+                        (false, false) => Access::ReadWrite,
+                    };
+                    rules.push(dst, access);
+                }
+                MountOp::Tmpfs { dst, .. } => {
+                    // /dev itself only holds nodes and links; its entries get their own rules.
+                    let access = if dst == Path::new("/dev") {
+                        Access::ReadDir
+                    } else {
+                        Access::ReadWrite
+                    };
+                    rules.push(dst, access);
+                }
+                MountOp::Proc { dst } => rules.push(dst, Access::Proc),
+                MountOp::Devpts { dst } => rules.push(dst, Access::Device),
+                MountOp::Symlink { .. } | MountOp::Mask { .. } | MountOp::ReadOnly { .. } => {}
+            }
+        }
+        rules
+    }
+
+    /// The writable places of the view (for reports and tests).
+    pub fn writable_targets(&self) -> Vec<&Path> {
+        self.ops
+            .iter()
+            .filter_map(|op| match op {
+                MountOp::Bind {
+                    dst,
+                    read_only: false,
+                    dev: false,
+                    ..
+                } => Some(dst.as_path()),
+                MountOp::Tmpfs { dst, .. } if dst != Path::new("/dev") => Some(dst.as_path()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn dev_ops() -> Vec<MountOp> {
+    let mut ops = vec![MountOp::Tmpfs {
+        dst: "/dev".into(),
+        size: 64 * 1024,
+        mode: 0o755,
+        owner: None,
+    }];
+    for node in DEV_NODES {
+        let path = PathBuf::from("/dev").join(node);
+        ops.push(MountOp::Bind {
+            src: path.clone(),
+            dst: path,
+            read_only: false,
+            kind: NodeKind::File,
+            dev: true,
+        });
+    }
+    ops.push(MountOp::Devpts {
+        dst: "/dev/pts".into(),
+    });
+    ops.push(MountOp::Symlink {
+        target: "pts/ptmx".into(),
+        dst: "/dev/ptmx".into(),
+    });
+    ops.push(MountOp::Tmpfs {
+        dst: "/dev/shm".into(),
+        size: 64 * 1024 * 1024,
+        mode: 0o1777,
+        owner: None,
+    });
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("core", "/proc/kcore"),
+    ] {
+        ops.push(MountOp::Symlink {
+            target: target.into(),
+            dst: PathBuf::from("/dev").join(name),
+        });
+    }
+    ops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host() -> HostLayout {
+        HostLayout {
+            system_dirs: vec![
+                ("/usr".into(), HostEntry::Dir),
+                ("/bin".into(), HostEntry::Symlink("usr/bin".into())),
+                ("/etc".into(), HostEntry::Dir),
+            ],
+            secrets: vec![
+                ("/etc/shadow".into(), NodeKind::File),
+                ("/etc/sudoers.d".into(), NodeKind::Dir),
+            ],
+        }
+    }
+
+    fn opts(mounts: Vec<ResolvedMount>) -> ViewOptions {
+        ViewOptions {
+            mounts,
+            home: "/home/alice".into(),
+            uid: 1000,
+            gid: 1000,
+            tmp_size: 1 << 30,
+            home_size: 1 << 29,
+        }
+    }
+
+    fn ws(host: &str, container: &str, ro: bool) -> ResolvedMount {
+        ResolvedMount {
+            host: host.into(),
+            container: container.into(),
+            read_only: ro,
+            kind: NodeKind::Dir,
+        }
+    }
+
+    fn index_of(view: &FsView, dst: &str) -> usize {
+        view.ops
+            .iter()
+            .rposition(|op| op.dst() == Path::new(dst))
+            .unwrap()
+    }
+
+    #[test]
+    fn system_dirs_are_read_only_and_symlinks_preserved() {
+        let view = FsView::default_view(&host(), &opts(vec![]));
+        assert!(view.ops.contains(&MountOp::Bind {
+            src: "/usr".into(),
+            dst: "/usr".into(),
+            read_only: true,
+            kind: NodeKind::Dir,
+            dev: false
+        }));
+        assert!(view.ops.contains(&MountOp::Symlink {
+            target: "usr/bin".into(),
+            dst: "/bin".into()
+        }));
+        assert!(!view.writable_targets().contains(&Path::new("/usr")));
+        assert!(!view.writable_targets().contains(&Path::new("/etc")));
+    }
+
+    #[test]
+    fn only_workspace_tmp_home_and_shm_are_writable() {
+        let view = FsView::default_view(&host(), &opts(vec![ws("/src/p", "/home/alice/p", false)]));
+        let mut w = view.writable_targets();
+        w.sort();
+        assert_eq!(
+            w,
+            [
+                Path::new("/dev/shm"),
+                Path::new("/home/alice"),
+                Path::new("/home/alice/p"),
+                Path::new("/tmp")
+            ]
+        );
+    }
+
+    #[test]
+    fn secrets_are_masked_after_every_bind_including_a_rebound_etc() {
+        let view = FsView::default_view(&host(), &opts(vec![ws("/etc", "/etc", true)]));
+        let rebind = view
+            .ops
+            .iter()
+            .rposition(|op| matches!(op, MountOp::Bind { dst, .. } if dst == Path::new("/etc")))
+            .unwrap();
+        assert!(index_of(&view, "/etc/shadow") > rebind);
+        assert!(matches!(
+            view.ops[index_of(&view, "/etc/sudoers.d")],
+            MountOp::Mask {
+                kind: NodeKind::Dir,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn user_mounts_are_ordered_parent_first_after_home() {
+        let view = FsView::default_view(
+            &host(),
+            &opts(vec![
+                ws("/a", "/work/deep/inner", true),
+                ws("/b", "/work", false),
+            ]),
+        );
+        assert!(index_of(&view, "/work") < index_of(&view, "/work/deep/inner"));
+        assert!(index_of(&view, "/home/alice") < index_of(&view, "/work"));
+    }
+
+    #[test]
+    fn proc_and_dev_are_fresh_and_minimal() {
+        let view = FsView::default_view(&host(), &opts(vec![]));
+        assert!(view.ops.contains(&MountOp::Proc {
+            dst: "/proc".into()
+        }));
+        assert!(view.ops.contains(&MountOp::Devpts {
+            dst: "/dev/pts".into()
+        }));
+        let devs: Vec<_> = view
+            .ops
+            .iter()
+            .filter(|op| matches!(op, MountOp::Bind { dev: true, .. }))
+            .map(|op| op.dst().to_path_buf())
+            .collect();
+        assert_eq!(devs.len(), DEV_NODES.len());
+        assert!(devs.iter().all(|d| d.starts_with("/dev")));
+        // /proc is mounted before its hardening.
+        assert!(index_of(&view, "/proc") < index_of(&view, "/proc/sys"));
+    }
+
+    #[test]
+    fn landlock_mirrors_the_view() {
+        let view = FsView::default_view(&host(), &opts(vec![ws("/src/p", "/w", false)]));
+        let rules = view.landlock_rules();
+        assert_eq!(rules.access_of("/usr"), Some(Access::ReadExec));
+        assert_eq!(rules.access_of("/etc"), Some(Access::ReadExec));
+        assert_eq!(rules.access_of("/w"), Some(Access::ReadWrite));
+        assert_eq!(rules.access_of("/tmp"), Some(Access::ReadWrite));
+        assert_eq!(rules.access_of("/home/alice"), Some(Access::ReadWrite));
+        assert_eq!(rules.access_of("/dev"), Some(Access::ReadDir));
+        assert_eq!(rules.access_of("/dev/null"), Some(Access::Device));
+        assert_eq!(rules.access_of("/"), Some(Access::ReadDir));
+        // Nothing for hidden host paths.
+        assert_eq!(rules.access_of("/root"), None);
+        assert_eq!(rules.access_of("/var"), None);
+    }
+}

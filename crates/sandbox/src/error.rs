@@ -1,0 +1,95 @@
+//! Errors, one variant per failing step, each naming the isolation layer it belongs to
+//! and what the user can do about it.
+
+use std::io;
+use std::path::PathBuf;
+
+/// A failure while building the sandbox. Displayed text says what failed, why, and
+/// how to fix it; [`SetupError::layer`] names the isolation layer.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("cannot create the sandbox's namespaces: {source}. {hint}")]
+    Namespaces { source: io::Error, hint: String },
+    #[error("cannot write {file} for the sandbox's user namespace: {source}")]
+    IdMap { file: &'static str, source: io::Error },
+    #[error("cannot {what}: {source}")]
+    Mount { what: &'static str, source: io::Error },
+    #[error("cannot mount {target} in the sandbox: {source}{}", mount_hint(source))]
+    MountOp { target: PathBuf, source: io::Error },
+    #[error("cannot open mount source {path}: {source}")]
+    MountSource { path: PathBuf, source: io::Error },
+    #[error("path {0} cannot be used in the sandbox (it contains a NUL byte)")]
+    BadPath(PathBuf),
+    #[error("cannot set the sandbox hostname: {0}")]
+    Hostname(io::Error),
+    #[error("working directory {path} is not usable inside the sandbox: {source} (pass --workdir with a directory that is mounted)")]
+    Workdir { path: PathBuf, source: io::Error },
+    #[error("cannot {step}: {source}")]
+    Credentials { step: &'static str, source: io::Error },
+    #[error("cannot drop capabilities ({step}): {source}")]
+    Capabilities { step: &'static str, source: io::Error },
+    #[error("cannot set no_new_privs: {0}")]
+    NoNewPrivs(io::Error),
+    #[error("Landlock is required but {reason}. Fix: use a kernel >= 5.13 with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y and 'landlock' in the lsm= boot parameter); `vectraguard doctor` shows the details")]
+    Landlock { reason: String },
+    #[error("cannot install the seccomp filter: {reason}. Fix: use a kernel with CONFIG_SECCOMP_FILTER=y; `vectraguard doctor` shows the details")]
+    Seccomp { reason: String },
+    #[error("the Vectra Guard supervisor went away during setup")]
+    ParentGone,
+    #[error("cannot start the sandbox's init process: {0}")]
+    Fork(io::Error),
+    #[error("internal sandbox error: {0}")]
+    Internal(String),
+}
+
+fn mount_hint(e: &io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => " (a path component is a symlink; mount targets must be real directories)",
+        Some(libc::EROFS) => " (the mount point does not exist inside a read-only directory; choose a target that exists or lies outside system directories)",
+        Some(libc::ENOSYS) => " (this kernel lacks the new mount API; Linux >= 5.12 is required)",
+        _ => "",
+    }
+}
+
+impl SetupError {
+    /// The isolation layer that failed, as shown in errors and session records.
+    pub fn layer(&self) -> &'static str {
+        match self {
+            Self::Namespaces { .. } | Self::IdMap { .. } => "user namespace",
+            Self::Mount { .. }
+            | Self::MountOp { .. }
+            | Self::MountSource { .. }
+            | Self::BadPath(_)
+            | Self::Workdir { .. } => "mount namespace",
+            Self::Hostname(_) => "UTS namespace",
+            Self::Credentials { .. } => "privilege drop",
+            Self::Capabilities { .. } => "capabilities",
+            Self::NoNewPrivs(_) => "no_new_privs",
+            Self::Landlock { .. } => "Landlock",
+            Self::Seccomp { .. } => "seccomp",
+            Self::ParentGone | Self::Fork(_) | Self::Internal(_) => "supervisor",
+        }
+    }
+}
+
+/// Errors seen by the caller of [`crate::spawn`].
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("{layer}: {message}")]
+    Layer { layer: String, message: String },
+    #[error("{0}")]
+    Setup(#[from] SetupError),
+    #[error("the sandbox's init process ended without reporting a status ({0})")]
+    Lost(String),
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl SandboxError {
+    pub fn from_setup(e: &SetupError) -> Self {
+        Self::Layer {
+            layer: e.layer().to_owned(),
+            message: e.to_string(),
+        }
+    }
+}

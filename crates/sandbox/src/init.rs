@@ -1,0 +1,188 @@
+//! The sandbox's side: set up every layer, then act as PID 1.
+//!
+//! Runs in the child created by [`crate::spawn`], inside fresh namespaces. On success
+//! it forks the command and stays as a small init that reaps zombies and forwards
+//! signals; on failure it reports the failing layer to the supervisor and exits 125.
+
+use std::ffi::CString;
+use std::io::{PipeReader, PipeWriter, Read, Write};
+use std::os::fd::AsFd;
+
+use crate::caps;
+use crate::error::SetupError;
+use crate::landlock;
+use crate::protocol::Message;
+use crate::seccomp;
+use crate::spawn::{FORWARDED_SIGNALS, Prepared};
+use crate::sys;
+
+pub(crate) fn child_main(p: &Prepared, sync: PipeReader, mut report: PipeWriter) -> ! {
+    match setup(p, sync) {
+        Ok(ready) => {
+            if Message::Ready(ready).send(&mut report).is_err() {
+                sys::exit_now(125);
+            }
+            run_init(p, report)
+        }
+        Err(e) => {
+            let _ = Message::SetupFailed {
+                layer: e.layer().to_owned(),
+                message: e.to_string(),
+            }
+            .send(&mut report);
+            sys::exit_now(125)
+        }
+    }
+}
+
+fn setup(p: &Prepared, mut sync: PipeReader) -> Result<String, SetupError> {
+    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)
+        .map_err(|e| SetupError::Internal(format!("PR_SET_PDEATHSIG: {e}")))?;
+    // Wait until the supervisor has written our uid/gid maps.
+    let mut go = [0u8; 1];
+    if !matches!(sync.read(&mut go), Ok(1)) {
+        return Err(SetupError::ParentGone);
+    }
+    if p.switch_identity {
+        // We are still host root (unmapped here); create files as the target identity.
+        sys::setfsgid(p.identity.gid);
+        sys::setfsuid(p.identity.uid);
+    }
+    sys::sethostname(&p.hostname).map_err(SetupError::Hostname)?;
+    crate::rootfs::build_and_pivot(&p.ops)?;
+    std::env::set_current_dir(&p.workdir).map_err(|source| SetupError::Workdir {
+        path: p.workdir.clone(),
+        source,
+    })?;
+
+    caps::drop_bounding_set()?;
+    if p.switch_identity {
+        let cred = |step| move |source| SetupError::Credentials { step, source };
+        sys::setgroups(&[]).map_err(cred("drop supplementary groups"))?;
+        sys::setresgid(p.identity.gid).map_err(cred("switch to the sandbox group"))?;
+        sys::setresuid(p.identity.uid).map_err(cred("switch to the sandbox user"))?;
+    }
+    // A credential change clears the parent-death signal: set it again, then make
+    // sure the supervisor did not die in between.
+    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)
+        .map_err(|e| SetupError::Internal(format!("PR_SET_PDEATHSIG: {e}")))?;
+    if sys::peer_closed(sync.as_fd()) {
+        return Err(SetupError::ParentGone);
+    }
+    caps::clear_all()?;
+    sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0).map_err(SetupError::NoNewPrivs)?;
+    let ll = landlock::restrict(&p.landlock)?;
+    // Seccomp last: from here on the filter also constrains this init process.
+    let _listener = seccomp::install(&p.seccomp, false)?;
+    Ok(format!(
+        "landlock_abi={}\nlandlock_kernel_abi={}\nlandlock_scopes={}\nseccomp_instructions={}\n",
+        ll.abi_used,
+        ll.kernel_abi,
+        if ll.scoped_signals { "signal,abstract_unix_socket" } else { "" },
+        p.seccomp.len(),
+    ))
+}
+
+fn run_init(p: &Prepared, mut report: PipeWriter) -> ! {
+    let Ok((mut err_r, err_w)) = std::io::pipe() else {
+        sys::exit_now(125)
+    };
+    let main = match sys::fork() {
+        Ok(Some(pid)) => pid,
+        Ok(None) => {
+            drop(err_r);
+            exec_command(p, err_w)
+        }
+        Err(_) => sys::exit_now(125),
+    };
+    drop(err_w);
+    // The command's stdio belongs to the command; init keeps no copy, so the
+    // supervisor sees end-of-file when the last sandboxed writer is gone.
+    let _ = sys::close_range(0, 2);
+    let mut errno = [0u8; 4];
+    if let Ok(4) = err_r.read(&mut errno) {
+        let _ = Message::ExecFailed(i32::from_le_bytes(errno)).send(&mut report);
+        let _ = report.flush();
+        sys::exit_now(0);
+    }
+    drop(err_r);
+
+    let set = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD]].concat());
+    loop {
+        let Ok((sig, _)) = sys::sigwait(&set) else {
+            sys::exit_now(125)
+        };
+        if sig != libc::SIGCHLD {
+            // Like a terminal, deliver to the command's whole process group.
+            if sys::kill(-main, sig).is_err() {
+                let _ = sys::kill(main, sig);
+            }
+            continue;
+        }
+        while let Ok(Some((pid, status))) = sys::waitpid(-1, libc::WNOHANG) {
+            if pid == main {
+                // Exiting ends the PID namespace: the kernel kills whatever is left.
+                let _ = Message::Exited(status).send(&mut report);
+                sys::exit_now(0);
+            }
+        }
+    }
+}
+
+fn exec_command(p: &Prepared, mut err_w: PipeWriter) -> ! {
+    let fail = |w: &mut PipeWriter, errno: i32| -> ! {
+        let _ = w.write_all(&errno.to_le_bytes());
+        sys::exit_now(127)
+    };
+    let empty = sys::sigset(&[]);
+    if sys::sigmask_set(&empty).is_err() {
+        fail(&mut err_w, libc::EINVAL);
+    }
+    sys::reset_signal_dispositions();
+    if let Err(e) = sys::setsid() {
+        fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EPERM));
+    }
+    for (target, &source) in p.stdio.iter().enumerate() {
+        let target = i32::try_from(target).unwrap_or(0);
+        if source != target {
+            if let Err(e) = sys::dup2(source, target) {
+                fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EBADF));
+            }
+        }
+    }
+    // Only 0-2 survive the exec (our error pipe closes itself on success).
+    if let Err(e) = sys::cloexec_from(3) {
+        fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EBADF));
+    }
+    let errno = exec_search(p);
+    fail(&mut err_w, errno)
+}
+
+/// `execvp` semantics with the sandbox's PATH: a name without `/` is looked up in
+/// each PATH directory; "not executable" wins over "not found" when both occur.
+fn exec_search(p: &Prepared) -> i32 {
+    let Some(program) = p.argv.first() else {
+        return libc::ENOENT;
+    };
+    if program.as_bytes().contains(&b'/') {
+        return sys::execve(program, &p.argv, &p.envp)
+            .raw_os_error()
+            .unwrap_or(libc::ENOENT);
+    }
+    let mut result = libc::ENOENT;
+    for dir in &p.path_dirs {
+        let mut full = dir.as_bytes().to_vec();
+        full.push(b'/');
+        full.extend_from_slice(program.as_bytes());
+        let Ok(full) = CString::new(full) else { continue };
+        let errno = sys::execve(&full, &p.argv, &p.envp)
+            .raw_os_error()
+            .unwrap_or(libc::ENOENT);
+        match errno {
+            libc::ENOENT | libc::ENOTDIR => {}
+            libc::EACCES => result = libc::EACCES,
+            other => return other,
+        }
+    }
+    result
+}

@@ -1,0 +1,24 @@
+//! Linux enforcement of a `vg-policy` sandbox: namespaces, the root filesystem,
+//! Landlock, seccomp, capabilities and the PID-1 init.
+//!
+//! Flow: [`spawn`] (supervisor side, `spawn.rs`) prepares and clones into fresh
+//! namespaces; the child (`init.rs`) builds the root filesystem (`rootfs.rs`), drops
+//! privileges (`caps.rs`), restricts itself (`landlock.rs`, `seccomp.rs`), forks the
+//! command and stays as its init. All raw system calls are in `sys.rs`.
+
+mod caps;
+pub mod error;
+mod init;
+pub mod landlock;
+pub mod probe;
+mod protocol;
+mod rootfs;
+pub mod seccomp;
+mod spawn;
+mod sys;
+
+pub use error::{SandboxError, SetupError};
+pub use spawn::{
+    FORWARDED_SIGNALS, NAMESPACES, Outcome, Sandbox, SandboxSpec, Termination, namespace_hint,
+    spawn,
+};

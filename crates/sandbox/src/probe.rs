@@ -1,0 +1,185 @@
+//! Probes which isolation layers this host supports, for `vectraguard doctor` and for
+//! session records. Each probe runs the real mechanism (in a throwaway child where it
+//! would change our own state), never just a version check.
+
+use std::os::fd::AsFd;
+
+use crate::spawn::NAMESPACES;
+use crate::sys;
+
+/// The result of one probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub layer: String,
+    pub ok: bool,
+    /// What was found (version, mode, or the error).
+    pub detail: String,
+    /// How to fix it when `ok` is false (or when it is degraded).
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn ok(layer: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            layer: layer.into(),
+            ok: true,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    fn missing(layer: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            layer: layer.into(),
+            ok: false,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+/// Runs `f` in a forked child and returns its exit code (an errno, 0 for success).
+fn in_child(f: impl FnOnce() -> i32) -> i32 {
+    match sys::fork() {
+        Ok(None) => sys::exit_now(f()),
+        Ok(Some(pid)) => match sys::waitpid(pid, 0) {
+            Ok(Some((_, status))) if libc::WIFEXITED(status) => libc::WEXITSTATUS(status),
+            _ => libc::ECHILD,
+        },
+        Err(e) => e.raw_os_error().unwrap_or(libc::EAGAIN),
+    }
+}
+
+fn errno_text(errno: i32) -> String {
+    std::io::Error::from_raw_os_error(errno).to_string()
+}
+
+fn errno_of(e: &std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+pub fn namespaces() -> Vec<Check> {
+    let mut out = Vec::new();
+    let user = in_child(|| sys::unshare(libc::CLONE_NEWUSER).map_or_else(|e| errno_of(&e), |()| 0));
+    if user != 0 {
+        let hint = crate::spawn::namespace_hint(&std::io::Error::from_raw_os_error(user));
+        out.push(Check::missing("user namespace", errno_text(user), hint));
+        return out;
+    }
+    out.push(Check::ok("user namespace", "available"));
+    for (name, flag) in NAMESPACES.iter().filter(|(n, _)| *n != "user") {
+        let flag = *flag;
+        let r = in_child(move || {
+            sys::unshare(libc::CLONE_NEWUSER | flag).map_or_else(|e| errno_of(&e), |()| 0)
+        });
+        let layer = format!("{name} namespace");
+        out.push(if r == 0 {
+            Check::ok(layer, "available")
+        } else {
+            Check::missing(layer, errno_text(r), format!("enable CONFIG_{}_NS in the kernel", name.to_uppercase()))
+        });
+    }
+    out
+}
+
+pub fn mount_api() -> Check {
+    let r = in_child(|| {
+        if let Err(e) = sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) {
+            return errno_of(&e);
+        }
+        let fs = match sys::fsopen(c"tmpfs") {
+            Ok(fs) => fs,
+            Err(e) => return errno_of(&e),
+        };
+        if let Err(e) = sys::fsconfig_create(fs.as_fd()) {
+            return errno_of(&e);
+        }
+        match sys::fsmount(fs.as_fd(), 0).and_then(|m| sys::mount_setattr(m.as_fd(), true, sys::MOUNT_ATTR_RDONLY)) {
+            Ok(()) => 0,
+            Err(e) => errno_of(&e),
+        }
+    });
+    if r == 0 {
+        Check::ok("mount API", "fsopen, fsmount, open_tree, mount_setattr")
+    } else {
+        Check::missing(
+            "mount API",
+            errno_text(r),
+            "Linux >= 5.12 is required (fsopen/fsmount/mount_setattr)",
+        )
+    }
+}
+
+pub fn landlock() -> Vec<Check> {
+    match sys::landlock_abi_version() {
+        Ok(abi) => {
+            let mut v = vec![Check::ok("Landlock", format!("ABI {abi}"))];
+            v.push(if abi >= 6 {
+                Check::ok("Landlock scoping", "signals and abstract unix sockets")
+            } else {
+                Check::missing(
+                    "Landlock scoping",
+                    format!("needs ABI 6, kernel has {abi} (runs without it; namespaces still separate signals and abstract sockets)"),
+                    "upgrade to Linux >= 6.12",
+                )
+            });
+            v
+        }
+        Err(e) => vec![Check::missing(
+            "Landlock",
+            match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP) => "built in but disabled".to_owned(),
+                Some(libc::ENOSYS) => "not built into this kernel".to_owned(),
+                _ => e.to_string(),
+            },
+            "use Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK=y and 'landlock' in the lsm= boot parameter",
+        )],
+    }
+}
+
+pub fn seccomp() -> Vec<Check> {
+    const RET_KILL_PROCESS: u32 = 0x8000_0000;
+    const RET_USER_NOTIF: u32 = 0x7fc0_0000;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let filter = status.lines().any(|l| l.starts_with("Seccomp:"));
+    let mut v = vec![if filter && sys::seccomp_action_available(RET_KILL_PROCESS) {
+        Check::ok("seccomp", "filter mode with SECCOMP_RET_KILL_PROCESS")
+    } else {
+        Check::missing("seccomp", "seccomp filters are not available", "use a kernel with CONFIG_SECCOMP_FILTER=y (Linux >= 4.14)")
+    }];
+    v.push(if sys::seccomp_action_available(RET_USER_NOTIF) {
+        Check::ok("seccomp user notification", "available")
+    } else {
+        Check::missing("seccomp user notification", "not available", "Linux >= 5.0 is required")
+    });
+    v
+}
+
+pub fn cgroups() -> Check {
+    let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let v1: Vec<&str> = ["memory", "cpu", "pids"]
+        .into_iter()
+        .filter(|c| std::path::Path::new("/sys/fs/cgroup").join(c).is_dir())
+        .collect();
+    let detail = match (v2, v1.is_empty()) {
+        (true, _) => "cgroup v2".to_owned(),
+        (false, false) => format!("cgroup v1 controllers: {}", v1.join(", ")),
+        (false, true) => "no cgroup controllers found".to_owned(),
+    };
+    Check {
+        layer: "cgroups".into(),
+        ok: v2 || !v1.is_empty(),
+        detail: format!("{detail} (resource limits are not enforced by this version)"),
+        fix: None,
+    }
+}
+
+/// Every probe, in the order `doctor` prints them.
+pub fn all() -> Vec<Check> {
+    let mut out = namespaces();
+    out.push(mount_api());
+    out.extend(landlock());
+    out.extend(seccomp());
+    out.push(cgroups());
+    out
+}

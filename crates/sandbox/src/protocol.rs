@@ -1,0 +1,102 @@
+//! Messages from the sandbox's init process to the supervisor, over a pipe.
+//!
+//! Each message is `tag: u8, len: u32 (LE), payload`. Messages are small, written
+//! once, and read by the supervisor after init has ended.
+
+use std::io::{self, Read, Write};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// Every layer is in place; `key=value` lines describing what is enforced.
+    Ready(String),
+    /// Setup failed: the layer and the full message.
+    SetupFailed { layer: String, message: String },
+    /// The command could not be executed (errno of execve).
+    ExecFailed(i32),
+    /// The command ended with this wait status.
+    Exited(i32),
+}
+
+impl Message {
+    pub fn encode(&self) -> Vec<u8> {
+        let (tag, payload): (u8, Vec<u8>) = match self {
+            Self::Ready(text) => (b'R', text.as_bytes().to_vec()),
+            Self::SetupFailed { layer, message } => {
+                (b'E', format!("{layer}\0{message}").into_bytes())
+            }
+            Self::ExecFailed(errno) => (b'X', errno.to_le_bytes().to_vec()),
+            Self::Exited(status) => (b'S', status.to_le_bytes().to_vec()),
+        };
+        let mut out = Vec::with_capacity(5 + payload.len());
+        out.push(tag);
+        out.extend_from_slice(&u32::try_from(payload.len()).unwrap_or(0).to_le_bytes());
+        out.extend_from_slice(&payload);
+        out
+    }
+
+    pub fn send(&self, w: &mut impl Write) -> io::Result<()> {
+        w.write_all(&self.encode())
+    }
+
+    /// Decodes every message in `bytes`; a truncated tail is ignored.
+    pub fn decode_all(mut bytes: &[u8]) -> Vec<Self> {
+        let mut out = Vec::new();
+        while bytes.len() >= 5 {
+            let tag = bytes[0];
+            let len = u32::from_le_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) as usize;
+            let Some(payload) = bytes.get(5..5 + len) else {
+                break;
+            };
+            let int = || {
+                payload
+                    .try_into()
+                    .map(i32::from_le_bytes)
+                    .unwrap_or(i32::MIN)
+            };
+            match tag {
+                b'R' => out.push(Self::Ready(String::from_utf8_lossy(payload).into_owned())),
+                b'E' => {
+                    let text = String::from_utf8_lossy(payload);
+                    let (layer, message) = text.split_once('\0').unwrap_or(("sandbox", &text));
+                    out.push(Self::SetupFailed {
+                        layer: layer.to_owned(),
+                        message: message.to_owned(),
+                    });
+                }
+                b'X' => out.push(Self::ExecFailed(int())),
+                b'S' => out.push(Self::Exited(int())),
+                _ => {}
+            }
+            bytes = &bytes[5 + len..];
+        }
+        out
+    }
+
+    pub fn read_all(r: &mut impl Read) -> io::Result<Vec<Self>> {
+        let mut buf = Vec::new();
+        r.read_to_end(&mut buf)?;
+        Ok(Self::decode_all(&buf))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_ignores_truncation() {
+        let msgs = vec![
+            Message::Ready("landlock_abi=7".into()),
+            Message::SetupFailed {
+                layer: "seccomp".into(),
+                message: "boom".into(),
+            },
+            Message::ExecFailed(2),
+            Message::Exited(256),
+        ];
+        let mut bytes: Vec<u8> = msgs.iter().flat_map(Message::encode).collect();
+        assert_eq!(Message::decode_all(&bytes), msgs);
+        bytes.truncate(bytes.len() - 2);
+        assert_eq!(Message::decode_all(&bytes), msgs[..3]);
+    }
+}

@@ -1,0 +1,312 @@
+//! Builds the sandbox's root filesystem from a [`FsView`] and switches to it with
+//! `pivot_root`.
+//!
+//! Every bind source is opened once, before anything is mounted, with
+//! `RESOLVE_NO_SYMLINKS` (the supervisor has already checked that the path it names is
+//! the real path, so a symlink swapped in since is refused). Every mount target is
+//! resolved with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` beneath the new root,
+//! so a symlink planted in a workspace cannot redirect a mount.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use vg_policy::view::{MountOp, NodeKind};
+
+use crate::error::SetupError;
+use crate::sys;
+
+/// A mount operation together with its pre-opened source, when it has one.
+#[derive(Debug)]
+struct PreparedOp {
+    pub op: MountOp,
+    pub source: Option<OwnedFd>,
+}
+
+/// Opens the host side of every bind in the view, checking it is what the view says.
+/// Runs in the sandbox's mount namespace: a descriptor opened in another namespace
+/// cannot be cloned with `open_tree`.
+fn prepare(ops: &[MountOp]) -> Result<Vec<PreparedOp>, SetupError> {
+    ops.iter()
+        .map(|op| {
+            let source = match op {
+                MountOp::Bind { src, kind, .. } => Some(open_source(src, *kind)?),
+                _ => None,
+            };
+            Ok(PreparedOp {
+                op: op.clone(),
+                source,
+            })
+        })
+        .collect()
+}
+
+fn open_source(src: &Path, kind: NodeKind) -> Result<OwnedFd, SetupError> {
+    let fail = |e: io::Error| SetupError::MountSource {
+        path: src.to_path_buf(),
+        source: e,
+    };
+    let dir = std::fs::File::open("/").map_err(fail)?;
+    let rel: PathBuf = src.components().filter(|c| matches!(c, Component::Normal(_))).collect();
+    let fd = sys::openat2(dir.as_fd(), &cstr(&rel)?, libc::O_PATH | libc::O_NOFOLLOW, RESOLVE)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => fail(std::io::Error::other("it now resolves through a symlink; name the real path")),
+            _ => fail(e),
+        })?;
+    let st = sys::fstat(fd.as_fd()).map_err(fail)?;
+    let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+    if is_dir != (kind == NodeKind::Dir) {
+        return Err(fail(io::Error::from_raw_os_error(if is_dir {
+            libc::EISDIR
+        } else {
+            libc::ENOTDIR
+        })));
+    }
+    Ok(fd)
+}
+
+fn cstr(path: &Path) -> Result<CString, SetupError> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| SetupError::BadPath(path.to_path_buf()))
+}
+
+/// Where the new root is assembled before `pivot_root`. Mounting over it only affects
+/// the sandbox's private mount namespace; bind sources are already open.
+const STAGING: &str = "/tmp";
+
+/// Builds the root filesystem and pivots into it. Must run in a fresh mount namespace.
+pub fn build_and_pivot(ops: &[MountOp]) -> Result<(), SetupError> {
+    let step = |what: &'static str| move |e: io::Error| SetupError::Mount { what, source: e };
+    // Nothing we mount may propagate back to the host.
+    sys::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
+        .map_err(step("make the host mounts private"))?;
+    let ops = prepare(ops)?;
+    // The node that masks files: host /dev/null, mounted nodev so opening it fails.
+    let null = open_source(Path::new("/dev/null"), NodeKind::File)?;
+
+    let root_mount = new_fs(
+        c"tmpfs",
+        &[(c"mode", Some(c"0755")), (c"size", Some(c"1m"))],
+        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+    )
+    .map_err(step("create the root tmpfs"))?;
+    let staging = std::fs::File::open(STAGING).map_err(step("open the staging directory /tmp"))?;
+    sys::move_mount(root_mount.as_fd(), staging.as_fd()).map_err(step("attach the root tmpfs"))?;
+    drop(staging);
+    let root = std::fs::File::open(STAGING).map_err(step("open the new root"))?;
+
+    for prepared in &ops {
+        apply(root.as_fd(), null.as_fd(), prepared)?;
+    }
+
+    sys::fchdir(root.as_fd()).map_err(step("enter the new root"))?;
+    // pivot_root(".", ".") stacks the old root on top of the new one; detaching it
+    // leaves only the new root, without needing a directory to park the old one in.
+    sys::pivot_root(c".", c".").map_err(step("pivot_root"))?;
+    sys::umount2(c".", libc::MNT_DETACH).map_err(step("detach the host root"))?;
+    std::env::set_current_dir("/").map_err(step("chdir to the new root"))?;
+    let new_root = std::fs::File::open("/").map_err(step("open /"))?;
+    sys::mount_setattr(
+        new_root.as_fd(),
+        false,
+        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+    )
+    .map_err(step("make / read-only"))?;
+    Ok(())
+}
+
+fn new_fs(
+    fstype: &std::ffi::CStr,
+    options: &[(&std::ffi::CStr, Option<&std::ffi::CStr>)],
+    attrs: u64,
+) -> io::Result<OwnedFd> {
+    let fs = sys::fsopen(fstype)?;
+    for (key, value) in options {
+        sys::fsconfig_set(fs.as_fd(), key, *value)?;
+    }
+    sys::fsconfig_create(fs.as_fd())?;
+    sys::fsmount(fs.as_fd(), attrs)
+}
+
+fn apply(root: BorrowedFd<'_>, null: BorrowedFd<'_>, prepared: &PreparedOp) -> Result<(), SetupError> {
+    let op = &prepared.op;
+    let dst = op.dst();
+    let fail = |e: io::Error| SetupError::MountOp {
+        target: dst.to_path_buf(),
+        source: e,
+    };
+    match op {
+        MountOp::Bind {
+            read_only,
+            kind,
+            dev,
+            ..
+        } => {
+            let Some(source) = &prepared.source else {
+                return Err(SetupError::BadPath(dst.to_path_buf()));
+            };
+            let tree = sys::open_tree(source.as_fd(), c"", sys::OPEN_TREE_CLONE | sys::AT_RECURSIVE)
+                .map_err(fail)?;
+            let mut attrs = sys::MOUNT_ATTR_NOSUID;
+            if !dev {
+                attrs |= sys::MOUNT_ATTR_NODEV;
+            }
+            if *read_only {
+                attrs |= sys::MOUNT_ATTR_RDONLY;
+            }
+            // Applied to the detached copy, recursively, before anyone can see it.
+            sys::mount_setattr(tree.as_fd(), true, attrs).map_err(fail)?;
+            let target = ensure_target(root, dst, *kind).map_err(fail)?;
+            sys::move_mount(tree.as_fd(), target.as_fd()).map_err(fail)?;
+        }
+        MountOp::Tmpfs {
+            size, mode, owner, ..
+        } => {
+            let size = CString::new(size.to_string()).map_err(|_| SetupError::BadPath(dst.into()))?;
+            let mode = CString::new(format!("{mode:o}")).map_err(|_| SetupError::BadPath(dst.into()))?;
+            let mut opts: Vec<(CString, CString)> = vec![
+                (c"size".into(), size),
+                (c"mode".into(), mode),
+            ];
+            if let Some((uid, gid)) = owner {
+                opts.push((c"uid".into(), CString::new(uid.to_string()).unwrap_or_default()));
+                opts.push((c"gid".into(), CString::new(gid.to_string()).unwrap_or_default()));
+            }
+            let borrowed: Vec<_> = opts.iter().map(|(k, v)| (k.as_c_str(), Some(v.as_c_str()))).collect();
+            let mnt = new_fs(c"tmpfs", &borrowed, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV)
+                .map_err(fail)?;
+            let target = ensure_target(root, dst, NodeKind::Dir).map_err(fail)?;
+            sys::move_mount(mnt.as_fd(), target.as_fd()).map_err(fail)?;
+        }
+        MountOp::Proc { .. } => {
+            let mnt = new_fs(
+                c"proc",
+                &[],
+                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
+            )
+            .map_err(fail)?;
+            let target = ensure_target(root, dst, NodeKind::Dir).map_err(fail)?;
+            sys::move_mount(mnt.as_fd(), target.as_fd()).map_err(fail)?;
+        }
+        MountOp::Devpts { .. } => {
+            let mnt = new_fs(
+                c"devpts",
+                &[
+                    (c"newinstance", None),
+                    (c"ptmxmode", Some(c"0666")),
+                    (c"mode", Some(c"0620")),
+                ],
+                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
+            )
+            .map_err(fail)?;
+            let target = ensure_target(root, dst, NodeKind::Dir).map_err(fail)?;
+            sys::move_mount(mnt.as_fd(), target.as_fd()).map_err(fail)?;
+        }
+        MountOp::Symlink { target, .. } => {
+            let (parent, name) = split_parent(dst).map_err(fail)?;
+            let dir = ensure_target(root, &parent, NodeKind::Dir).map_err(fail)?;
+            let link = cstr(target)?;
+            let name = cstr(Path::new(&name))?;
+            sys::symlinkat(&link, dir.as_fd(), &name).map_err(fail)?;
+        }
+        MountOp::Mask { kind, .. } => {
+            let Some(target) = open_existing(root, dst).map_err(fail)? else {
+                return Ok(());
+            };
+            let mnt = match kind {
+                // An empty, unreadable directory.
+                NodeKind::Dir => new_fs(
+                    c"tmpfs",
+                    &[(c"size", Some(c"4k")), (c"mode", Some(c"000"))],
+                    sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
+                )
+                .map_err(fail)?,
+                // /dev/null on a nodev mount: opening it fails with EACCES.
+                NodeKind::File => {
+                    let tree = sys::open_tree(null, c"", sys::OPEN_TREE_CLONE).map_err(fail)?;
+                    sys::mount_setattr(
+                        tree.as_fd(),
+                        false,
+                        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
+                    )
+                    .map_err(fail)?;
+                    tree
+                }
+            };
+            sys::move_mount(mnt.as_fd(), target.as_fd()).map_err(fail)?;
+        }
+        MountOp::ReadOnly { .. } => {
+            let Some(target) = open_existing(root, dst).map_err(fail)? else {
+                return Ok(());
+            };
+            let tree = sys::open_tree(target.as_fd(), c"", sys::OPEN_TREE_CLONE | sys::AT_RECURSIVE)
+                .map_err(fail)?;
+            sys::mount_setattr(
+                tree.as_fd(),
+                true,
+                sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+            )
+            .map_err(fail)?;
+            sys::move_mount(tree.as_fd(), target.as_fd()).map_err(fail)?;
+        }
+    }
+    Ok(())
+}
+
+fn split_parent(path: &Path) -> io::Result<(PathBuf, std::ffi::OsString)> {
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => Ok((parent.to_path_buf(), name.to_owned())),
+        _ => Err(io::Error::from_raw_os_error(libc::EINVAL)),
+    }
+}
+
+const RESOLVE: u64 = sys::RESOLVE_BENEATH | sys::RESOLVE_NO_SYMLINKS | sys::RESOLVE_NO_MAGICLINKS;
+
+fn components(path: &Path) -> impl Iterator<Item = CString> + '_ {
+    path.components().filter_map(|c| match c {
+        Component::Normal(part) => CString::new(part.as_bytes()).ok(),
+        _ => None,
+    })
+}
+
+/// Opens `path` beneath `root` without following symlinks; `None` if it is absent.
+fn open_existing(root: BorrowedFd<'_>, path: &Path) -> io::Result<Option<OwnedFd>> {
+    let rel: PathBuf = path.components().filter(|c| matches!(c, Component::Normal(_))).collect();
+    let rel = CString::new(rel.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    match sys::openat2(root, &rel, libc::O_PATH | libc::O_NOFOLLOW, RESOLVE) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Opens `path` beneath `root`, creating missing directories (and the final file for
+/// file mounts) on the way. Fails on any symlink.
+fn ensure_target(root: BorrowedFd<'_>, path: &Path, kind: NodeKind) -> io::Result<OwnedFd> {
+    let parts: Vec<CString> = components(path).collect();
+    let mut current = sys::openat2(root, c".", libc::O_PATH | libc::O_DIRECTORY, RESOLVE)?;
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        let open = |dir: BorrowedFd<'_>| sys::openat2(dir, part, libc::O_PATH | libc::O_NOFOLLOW, RESOLVE);
+        current = match open(current.as_fd()) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                // mkdirat/openat need a real directory descriptor, not O_PATH.
+                let dir = sys::openat2(current.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, RESOLVE)?;
+                if last && kind == NodeKind::File {
+                    drop(sys::openat(dir.as_fd(), part, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644)?);
+                } else {
+                    match sys::mkdirat(dir.as_fd(), part, 0o755) {
+                        Ok(()) => {}
+                        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                open(current.as_fd())?
+            }
+            Err(e) => return Err(e),
+        };
+    }
+    Ok(current)
+}

@@ -1,0 +1,295 @@
+//! The supervisor's side: prepare everything that can fail early, create the
+//! namespaces with one `clone`, write the identity maps, and wait.
+
+use std::ffi::CString;
+use std::io::{PipeReader, PipeWriter, Write};
+use std::os::fd::RawFd;
+use std::path::PathBuf;
+
+use vg_policy::{FsView, Identity, LandlockRules};
+
+use crate::error::{SandboxError, SetupError};
+use crate::protocol::Message;
+use crate::{init, seccomp, sys};
+
+/// Signals the supervisor passes on to the sandboxed command.
+pub const FORWARDED_SIGNALS: &[libc::c_int] = &[
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGWINCH,
+    libc::SIGCONT,
+];
+
+/// Every namespace the sandbox gets. All are created by a single `clone`.
+pub const NAMESPACES: &[(&str, libc::c_int)] = &[
+    ("user", libc::CLONE_NEWUSER),
+    ("mount", libc::CLONE_NEWNS),
+    ("pid", libc::CLONE_NEWPID),
+    ("network", libc::CLONE_NEWNET),
+    ("ipc", libc::CLONE_NEWIPC),
+    ("uts", libc::CLONE_NEWUTS),
+    ("cgroup", libc::CLONE_NEWCGROUP),
+];
+
+/// What to run and how to confine it.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    pub hostname: String,
+    /// The command; `argv[0]` is looked up in the sandbox's PATH when it has no `/`.
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub workdir: PathBuf,
+    pub view: FsView,
+    pub identity: Identity,
+}
+
+/// Everything the child needs, prepared before `clone` so the child allocates little
+/// and every host-side check has already happened.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub ops: Vec<vg_policy::MountOp>,
+    pub landlock: LandlockRules,
+    pub seccomp: Vec<vg_seccomp::SockFilter>,
+    pub argv: Vec<CString>,
+    pub envp: Vec<CString>,
+    pub path_dirs: Vec<CString>,
+    pub hostname: Vec<u8>,
+    pub workdir: PathBuf,
+    pub identity: Identity,
+    pub switch_identity: bool,
+    pub stdio: [RawFd; 3],
+}
+
+fn cstring(s: impl AsRef<[u8]>, what: &str) -> Result<CString, SandboxError> {
+    CString::new(s.as_ref()).map_err(|_| SandboxError::Usage(format!("{what} contains a NUL byte")))
+}
+
+impl Prepared {
+    fn new(spec: &SandboxSpec, stdio: [RawFd; 3]) -> Result<Self, SandboxError> {
+        let invoker = sys::getuid();
+        if spec.identity.uid == 0 {
+            return Err(SandboxError::Usage(
+                "the sandboxed command never runs as root: choose an unprivileged --user".into(),
+            ));
+        }
+        if invoker != 0 && (spec.identity.uid != invoker || spec.identity.gid != sys::getgid()) {
+            return Err(SandboxError::Usage(
+                "--user needs root: an unprivileged user can only run the sandbox as itself".into(),
+            ));
+        }
+        let argv = spec
+            .argv
+            .iter()
+            .map(|a| cstring(a, "an argument"))
+            .collect::<Result<Vec<_>, _>>()?;
+        if argv.is_empty() {
+            return Err(SandboxError::Usage("no command to run".into()));
+        }
+        let envp = spec
+            .env
+            .iter()
+            .map(|(k, v)| cstring(format!("{k}={v}"), "an environment variable"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let path = spec
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())
+            .unwrap_or(vg_policy::env::SANDBOX_PATH);
+        let path_dirs = path
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(|d| cstring(d, "PATH"))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            ops: spec.view.ops.clone(),
+            landlock: spec.view.landlock_rules(),
+            seccomp: seccomp::compile(false)?,
+            argv,
+            envp,
+            path_dirs,
+            hostname: spec.hostname.as_bytes().to_vec(),
+            workdir: spec.workdir.clone(),
+            identity: spec.identity.clone(),
+            switch_identity: invoker == 0,
+            stdio,
+        })
+    }
+}
+
+/// A running sandbox.
+#[derive(Debug)]
+pub struct Sandbox {
+    pid: libc::pid_t,
+    /// Held open for the sandbox's lifetime: init treats its closing as our death.
+    _alive: PipeWriter,
+    report: PipeReader,
+}
+
+/// How the sandboxed command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Termination {
+    Exited(i32),
+    Signalled(i32),
+    /// `execve` failed with this errno.
+    ExecFailed(i32),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub termination: Termination,
+    /// `key=value` lines describing the layers in force, as init reported them.
+    pub enforced: String,
+}
+
+/// Starts `spec` in a new sandbox with the given stdin, stdout and stderr.
+///
+/// Blocks the forwarded signals and SIGCHLD in the calling thread (they are handled
+/// by [`Sandbox::wait`]); call it before starting other threads, which must inherit
+/// that mask, and because `clone` copies only the calling thread.
+pub fn spawn(spec: &SandboxSpec, stdio: [RawFd; 3]) -> Result<Sandbox, SandboxError> {
+    let prepared = Prepared::new(spec, stdio)?;
+    let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD]].concat());
+    sys::sigmask_set(&signals).map_err(|e| SetupError::Internal(format!("signal mask: {e}")))?;
+
+    let (sync_r, mut sync_w) = std::io::pipe().map_err(SetupError::Fork)?;
+    let (report_r, report_w) = std::io::pipe().map_err(SetupError::Fork)?;
+    let flags = NAMESPACES.iter().fold(0, |acc, (_, f)| acc | f);
+    let pid = match sys::clone_fork(flags) {
+        Err(source) => {
+            return Err(SetupError::Namespaces {
+                hint: namespace_hint(&source),
+                source,
+            }
+            .into());
+        }
+        Ok(None) => {
+            drop(sync_w);
+            drop(report_r);
+            init::child_main(&prepared, sync_r, report_w)
+        }
+        Ok(Some(pid)) => pid,
+    };
+    drop(sync_r);
+    drop(report_w);
+    let sandbox = Sandbox {
+        pid,
+        _alive: sync_w.try_clone().map_err(SetupError::Fork)?,
+        report: report_r,
+    };
+    if let Err(e) = write_id_maps(pid, &prepared.identity) {
+        let _ = sys::kill(pid, libc::SIGKILL);
+        let _ = sys::waitpid(pid, 0);
+        return Err(e.into());
+    }
+    sync_w.write_all(b"1").map_err(SetupError::Fork)?;
+    Ok(sandbox)
+}
+
+fn write_id_maps(pid: libc::pid_t, id: &Identity) -> Result<(), SetupError> {
+    let write = |file: &'static str, text: String| {
+        std::fs::write(format!("/proc/{pid}/{file}"), text)
+            .map_err(|source| SetupError::IdMap { file, source })
+    };
+    if sys::getuid() != 0 {
+        // Required before an unprivileged process may write a gid_map.
+        write("setgroups", "deny".into())?;
+    }
+    write("uid_map", format!("{0} {0} 1\n", id.uid))?;
+    write("gid_map", format!("{0} {0} 1\n", id.gid))
+}
+
+/// Explains the usual reasons a user namespace cannot be created, with the fix.
+pub fn namespace_hint(e: &std::io::Error) -> String {
+    let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned());
+    if read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        return "Unprivileged user namespaces are disabled: run `sysctl -w kernel.unprivileged_userns_clone=1`".into();
+    }
+    if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+        return "User namespaces are disabled: run `sysctl -w user.max_user_namespaces=15000`".into();
+    }
+    if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+        return "AppArmor restricts unprivileged user namespaces: run `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` or add an AppArmor profile for vectraguard with `userns,`".into();
+    }
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => "Too many namespaces exist: raise user.max_user_namespaces".into(),
+        Some(libc::EINVAL) => "This kernel lacks one of the namespaces (user, mount, pid, network, ipc, uts, cgroup); `vectraguard doctor` shows which".into(),
+        _ => "Run `vectraguard doctor` to see which namespace is unavailable".into(),
+    }
+}
+
+impl Sandbox {
+    /// The host PID of the sandbox's init process.
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    /// Forwards signals to the sandbox until it ends, then reports how the command ended.
+    pub fn wait(mut self) -> Result<Outcome, SandboxError> {
+        let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD]].concat());
+        let init_status = loop {
+            let (sig, _) = sys::sigwait(&signals).map_err(|e| SandboxError::Lost(e.to_string()))?;
+            if sig == libc::SIGCHLD {
+                if let Some((_, status)) = sys::waitpid(self.pid, libc::WNOHANG)
+                    .map_err(|e| SandboxError::Lost(e.to_string()))?
+                {
+                    break status;
+                }
+                continue;
+            }
+            let _ = sys::kill(self.pid, sig);
+        };
+        let messages = Message::read_all(&mut self.report).unwrap_or_default();
+        let mut enforced = String::new();
+        for message in messages {
+            match message {
+                Message::Ready(text) => enforced = text,
+                Message::SetupFailed { layer, message } => {
+                    return Err(SandboxError::Layer { layer, message });
+                }
+                Message::ExecFailed(errno) => {
+                    return Ok(Outcome {
+                        termination: Termination::ExecFailed(errno),
+                        enforced,
+                    });
+                }
+                Message::Exited(status) => {
+                    return Ok(Outcome {
+                        termination: decode_status(status),
+                        enforced,
+                    });
+                }
+            }
+        }
+        Err(SandboxError::Lost(match decode_status(init_status) {
+            Termination::Signalled(sig) => format!("init was killed by signal {sig}"),
+            Termination::Exited(code) => format!("init exited with status {code}"),
+            Termination::ExecFailed(_) => "unknown".into(),
+        }))
+    }
+}
+
+fn decode_status(status: i32) -> Termination {
+    if libc::WIFSIGNALED(status) {
+        Termination::Signalled(libc::WTERMSIG(status))
+    } else {
+        Termination::Exited(libc::WEXITSTATUS(status))
+    }
+}
+
+impl Termination {
+    /// The exit status Vectra Guard reports, shell-style.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Self::Exited(code) => code,
+            Self::Signalled(sig) => 128 + sig,
+            Self::ExecFailed(libc::ENOENT | libc::ENOTDIR) => 127,
+            Self::ExecFailed(_) => 126,
+        }
+    }
+}
+

@@ -1,0 +1,544 @@
+//! Raw system calls. This is the only module of Vectra Guard with `unsafe` code: tiny
+//! functions that pass checked arguments to the kernel and turn `-1` into `io::Error`.
+//! Everything above this layer is safe Rust.
+#![allow(unsafe_code)]
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use libc::{c_int, c_long, c_uint, c_ulong, pid_t};
+
+fn check(ret: c_int) -> io::Result<c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn check_long(ret: c_long) -> io::Result<c_long> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn owned(ret: c_long) -> io::Result<OwnedFd> {
+    let fd = check_long(ret)?;
+    let fd = RawFd::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `clone(2)` without a new stack: like `fork`, but with namespace flags. Returns
+/// `Some(pid)` in the parent and `None` in the child.
+///
+/// The caller must be single-threaded: the child is a copy of the calling thread only.
+pub fn clone_fork(flags: c_int) -> io::Result<Option<pid_t>> {
+    let flags = c_ulong::try_from(flags | libc::SIGCHLD)
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a null stack makes clone behave like fork (the child runs on a copy of our
+    // stack); the pointer arguments are null because no CLONE_*TID/SETTLS flag is given.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<c_int>(),
+            std::ptr::null_mut::<c_int>(),
+            0 as c_ulong,
+        )
+    };
+    let pid = check_long(ret)?;
+    Ok(if pid == 0 {
+        None
+    } else {
+        Some(pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))?)
+    })
+}
+
+/// Plain `fork(2)`; same single-thread rule as [`clone_fork`].
+pub fn fork() -> io::Result<Option<pid_t>> {
+    // SAFETY: fork has no memory-safety preconditions; callers fork only while
+    // single-threaded, so the child cannot inherit a lock held by another thread.
+    let pid = check(unsafe { libc::fork() })?;
+    Ok(if pid == 0 { None } else { Some(pid) })
+}
+
+pub fn unshare(flags: c_int) -> io::Result<()> {
+    // SAFETY: unshare takes a flag word only.
+    check(unsafe { libc::unshare(flags) }).map(drop)
+}
+
+/// `mount(2)` for propagation changes and classic filesystem mounts.
+pub fn mount(
+    source: Option<&CStr>,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: c_ulong,
+    data: Option<&CStr>,
+) -> io::Result<()> {
+    let p = |s: Option<&CStr>| s.map_or(std::ptr::null(), CStr::as_ptr);
+    // SAFETY: every pointer is either null or a NUL-terminated string that outlives the call.
+    check(unsafe {
+        libc::mount(
+            p(source),
+            target.as_ptr(),
+            p(fstype),
+            flags,
+            p(data).cast::<libc::c_void>(),
+        )
+    })
+    .map(drop)
+}
+
+pub fn umount2(target: &CStr, flags: c_int) -> io::Result<()> {
+    // SAFETY: target is a valid C string.
+    check(unsafe { libc::umount2(target.as_ptr(), flags) }).map(drop)
+}
+
+pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> io::Result<()> {
+    // SAFETY: both arguments are valid C strings.
+    check_long(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })
+        .map(drop)
+}
+
+pub const FSCONFIG_SET_FLAG: c_uint = 0;
+pub const FSCONFIG_SET_STRING: c_uint = 1;
+pub const FSCONFIG_CMD_CREATE: c_uint = 6;
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+pub const OPEN_TREE_CLONE: c_uint = 1;
+pub const AT_RECURSIVE: c_uint = 0x8000;
+const MOVE_MOUNT_F_EMPTY_PATH: c_uint = 0x4;
+const MOVE_MOUNT_T_EMPTY_PATH: c_uint = 0x40;
+pub const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+pub const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+pub const RESOLVE_BENEATH: u64 = 0x08;
+
+/// Opens a new filesystem context (`fsopen(2)`), e.g. for tmpfs, proc or devpts.
+pub fn fsopen(fstype: &CStr) -> io::Result<OwnedFd> {
+    // SAFETY: fstype is a valid C string; FSOPEN_CLOEXEC = 1.
+    owned(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), 1 as c_uint) })
+}
+
+/// `fsconfig(2)`: sets a string option (`value: Some`) or a flag (`None`).
+pub fn fsconfig_set(fs: BorrowedFd<'_>, key: &CStr, value: Option<&CStr>) -> io::Result<()> {
+    let (cmd, val) = match value {
+        Some(v) => (FSCONFIG_SET_STRING, v.as_ptr()),
+        None => (FSCONFIG_SET_FLAG, std::ptr::null()),
+    };
+    // SAFETY: fs is an open fs context; key/value are valid C strings or null.
+    check_long(unsafe {
+        libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, key.as_ptr(), val, 0 as c_int)
+    })
+    .map(drop)
+}
+
+pub fn fsconfig_create(fs: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: fs is an open fs context; the other arguments must be null/0 for CMD_CREATE.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0 as c_int,
+        )
+    })
+    .map(drop)
+}
+
+/// `fsmount(2)`: turns a configured context into a detached mount with `attrs`.
+pub fn fsmount(fs: BorrowedFd<'_>, attrs: u64) -> io::Result<OwnedFd> {
+    let attrs = c_uint::try_from(attrs).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: fs is an open, created fs context; FSMOUNT_CLOEXEC = 1.
+    owned(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), 1 as c_uint, attrs) })
+}
+
+/// `open_tree(2)` on a descriptor itself (AT_EMPTY_PATH) or on `path` beneath `dir`.
+pub fn open_tree(dir: BorrowedFd<'_>, path: &CStr, flags: c_uint) -> io::Result<OwnedFd> {
+    let mut flags = flags | libc::O_CLOEXEC as c_uint;
+    if path.is_empty() {
+        flags |= libc::AT_EMPTY_PATH as c_uint;
+    }
+    // SAFETY: dir is an open descriptor and path a valid C string.
+    owned(unsafe { libc::syscall(libc::SYS_open_tree, dir.as_raw_fd(), path.as_ptr(), flags) })
+}
+
+/// Attaches the detached mount `from` on top of the object `to` refers to.
+pub fn move_mount(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> io::Result<()> {
+    let empty = c"";
+    // SAFETY: both descriptors are open; empty paths with the *_EMPTY_PATH flags make
+    // the kernel use the descriptors themselves.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            from.as_raw_fd(),
+            empty.as_ptr(),
+            to.as_raw_fd(),
+            empty.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })
+    .map(drop)
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `mount_setattr(2)` on the mount a descriptor refers to, optionally recursively.
+pub fn mount_setattr(fd: BorrowedFd<'_>, recursive: bool, attr_set: u64) -> io::Result<()> {
+    let mut attr = MountAttr {
+        attr_set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let mut flags = libc::AT_EMPTY_PATH as c_uint;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    // SAFETY: attr is a valid mount_attr of the size we pass; the path is empty and
+    // AT_EMPTY_PATH makes the kernel use fd.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            &mut attr as *mut MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(drop)
+}
+
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// `openat2(2)` with resolve restrictions.
+pub fn openat2(dir: BorrowedFd<'_>, path: &CStr, flags: c_int, resolve: u64) -> io::Result<OwnedFd> {
+    let how = OpenHow {
+        flags: u64::try_from(flags | libc::O_CLOEXEC).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?,
+        mode: 0,
+        resolve,
+    };
+    // SAFETY: how is a valid open_how of the size we pass; path is a valid C string.
+    owned(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    })
+}
+
+/// Plain `openat(2)`, used to create mount-point files.
+pub fn openat(dir: BorrowedFd<'_>, path: &CStr, flags: c_int, mode: c_uint) -> io::Result<OwnedFd> {
+    // SAFETY: dir is open and path a valid C string.
+    let fd = check(unsafe { libc::openat(dir.as_raw_fd(), path.as_ptr(), flags | libc::O_CLOEXEC, mode) })?;
+    // SAFETY: the kernel just returned this descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: libc::mode_t) -> io::Result<()> {
+    // SAFETY: dir is open and name a valid C string.
+    check(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode) }).map(drop)
+}
+
+pub fn symlinkat(target: &CStr, dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    // SAFETY: all strings are valid; dir is open.
+    check(unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), name.as_ptr()) }).map(drop)
+}
+
+pub fn fchdir(dir: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: dir is an open directory descriptor.
+    check(unsafe { libc::fchdir(dir.as_raw_fd()) }).map(drop)
+}
+
+pub fn sethostname(name: &[u8]) -> io::Result<()> {
+    // SAFETY: the pointer and length describe a live byte slice.
+    check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map(drop)
+}
+
+pub fn setresuid(uid: u32) -> io::Result<()> {
+    // SAFETY: plain integer arguments.
+    check(unsafe { libc::setresuid(uid, uid, uid) }).map(drop)
+}
+
+pub fn setresgid(gid: u32) -> io::Result<()> {
+    // SAFETY: plain integer arguments.
+    check(unsafe { libc::setresgid(gid, gid, gid) }).map(drop)
+}
+
+pub fn setgroups(groups: &[u32]) -> io::Result<()> {
+    // SAFETY: the pointer and length describe a live slice of gid_t.
+    check(unsafe { libc::setgroups(groups.len(), groups.as_ptr()) }).map(drop)
+}
+
+pub fn getuid() -> u32 {
+    // SAFETY: getuid cannot fail.
+    unsafe { libc::getuid() }
+}
+
+pub fn getgid() -> u32 {
+    // SAFETY: getgid cannot fail.
+    unsafe { libc::getgid() }
+}
+
+
+pub fn prctl(option: c_int, arg2: c_ulong, arg3: c_ulong) -> io::Result<c_int> {
+    // SAFETY: every prctl option we use takes integer arguments only.
+    check(unsafe { libc::prctl(option, arg2, arg3, 0 as c_ulong, 0 as c_ulong) })
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Empties the effective, permitted and inheritable capability sets.
+pub fn capset_empty() -> io::Result<()> {
+    let mut header = CapHeader {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+        pid: 0,
+    };
+    let data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: header and data have the kernel's layout for version 3 (two data words).
+    check_long(unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, data.as_ptr()) })
+        .map(drop)
+}
+
+/// The kernel's seccomp `sock_fprog`.
+#[repr(C)]
+struct SockFprog {
+    len: u16,
+    filter: *const vg_seccomp::SockFilter,
+}
+
+/// Installs a seccomp filter; returns the user-notification listener when
+/// `SECCOMP_FILTER_FLAG_NEW_LISTENER` is in `flags`.
+pub fn seccomp_set_filter(
+    program: &[vg_seccomp::SockFilter],
+    flags: c_uint,
+) -> io::Result<Option<OwnedFd>> {
+    let prog = SockFprog {
+        len: u16::try_from(program.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
+        filter: program.as_ptr(),
+    };
+    // SAFETY: prog points at `len` instructions with the kernel's sock_filter layout
+    // (`vg_seccomp::SockFilter` is repr(C) with that layout) that outlive the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            flags,
+            &prog as *const SockFprog,
+        )
+    };
+    let ret = check_long(ret)?;
+    if flags & libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as c_uint != 0 {
+        owned(ret).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// Asks whether the kernel supports a seccomp return action.
+pub fn seccomp_action_available(action: u32) -> bool {
+    // SAFETY: the pointer refers to a live u32 for the duration of the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_ACTION_AVAIL,
+            0 as c_uint,
+            &action as *const u32,
+        ) == 0
+    }
+}
+
+/// Closes descriptors `first..=last`.
+pub fn close_range(first: c_uint, last: c_uint) -> io::Result<()> {
+    // SAFETY: close_range takes integers; it is used only where no Rust object still
+    // owns those descriptors (in init, on the inherited stdio numbers).
+    check_long(unsafe { libc::syscall(libc::SYS_close_range, first, last, 0 as c_uint) }).map(drop)
+}
+
+pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
+    // SAFETY: dup2 takes integers; an invalid `from` is reported as EBADF.
+    check(unsafe { libc::dup2(from, to) }).map(drop)
+}
+
+pub fn setsid() -> io::Result<()> {
+    // SAFETY: setsid takes no arguments.
+    check(unsafe { libc::setsid() }).map(drop)
+}
+
+/// Replaces the process image. Returns only on failure.
+pub fn execve(path: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
+    let mut a: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
+    a.push(std::ptr::null());
+    let mut e: Vec<*const libc::c_char> = envp.iter().map(|s| s.as_ptr()).collect();
+    e.push(std::ptr::null());
+    // SAFETY: both arrays are null-terminated arrays of valid C strings that outlive the call.
+    unsafe { libc::execve(path.as_ptr(), a.as_ptr(), e.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+pub fn exit_now(code: c_int) -> ! {
+    // SAFETY: _exit ends the process without running destructors or atexit handlers,
+    // which is what a forked child must do.
+    unsafe { libc::_exit(code) }
+}
+
+/// `waitpid(2)`; returns `None` with WNOHANG when nothing changed.
+pub fn waitpid(pid: pid_t, flags: c_int) -> io::Result<Option<(pid_t, c_int)>> {
+    let mut status: c_int = 0;
+    // SAFETY: status points at a live c_int.
+    let ret = check(unsafe { libc::waitpid(pid, &mut status, flags) })?;
+    Ok((ret != 0).then_some((ret, status)))
+}
+
+pub fn kill(pid: pid_t, signal: c_int) -> io::Result<()> {
+    // SAFETY: kill takes integers.
+    check(unsafe { libc::kill(pid, signal) }).map(drop)
+}
+
+/// A signal set built from a list of signal numbers.
+pub fn sigset(signals: &[c_int]) -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it before use.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a valid sigset_t; sigaddset only fails for invalid numbers, which
+    // callers do not pass.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        for &s in signals {
+            libc::sigaddset(&mut set, s);
+        }
+    }
+    set
+}
+
+/// Sets the signal mask of the calling thread.
+pub fn sigmask_set(set: &libc::sigset_t) -> io::Result<()> {
+    // SAFETY: set is a valid sigset_t; the old mask is not requested.
+    let ret = unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, set, std::ptr::null_mut()) };
+    if ret == 0 { Ok(()) } else { Err(io::Error::from_raw_os_error(ret)) }
+}
+
+/// Waits for one of the (blocked) signals in `set`; returns its number and sender pid.
+pub fn sigwait(set: &libc::sigset_t) -> io::Result<(c_int, pid_t)> {
+    // SAFETY: info is plain data filled by the kernel.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: set and info are valid for the call.
+        let ret = unsafe { libc::sigwaitinfo(set, &mut info) };
+        if ret >= 0 {
+            // SAFETY: si_pid is valid for the signals we wait for (kill/sigqueue/SIGCHLD).
+            let pid = unsafe { info.si_pid() };
+            return Ok((ret, pid));
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Restores the default disposition of every catchable signal. Ignored signals (Rust
+/// ignores SIGPIPE) would otherwise stay ignored across execve.
+pub fn reset_signal_dispositions() {
+    for sig in 1..libc::SIGRTMAX() {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: SIG_DFL is always a valid disposition; errors for reserved numbers are
+        // irrelevant.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
+}
+
+/// The Landlock ABI version of the running kernel, or the errno explaining its absence
+/// (ENOSYS: not built in; EOPNOTSUPP: built in but disabled at boot).
+pub fn landlock_abi_version() -> Result<i32, io::Error> {
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag (1) the call
+    // only returns the ABI number.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1 as c_uint,
+        )
+    };
+    let v = check_long(ret)?;
+    i32::try_from(v).map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))
+}
+
+pub fn setfsuid(uid: u32) {
+    // SAFETY: setfsuid takes an integer; it reports the previous value, not errors.
+    unsafe { libc::setfsuid(uid) };
+}
+
+pub fn setfsgid(gid: u32) {
+    // SAFETY: setfsgid takes an integer; it reports the previous value, not errors.
+    unsafe { libc::setfsgid(gid) };
+}
+
+/// `fstat` on a descriptor (O_PATH descriptors included).
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    // SAFETY: stat is plain data filled by the kernel.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open and st is a valid out-pointer.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok(st)
+}
+
+/// True when the other end of a pipe we read from has been closed.
+pub fn peer_closed(fd: BorrowedFd<'_>) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: pfd is a valid pollfd array of length 1; timeout 0 never blocks.
+    let ret = unsafe { libc::poll(&mut pfd, 1, 0) };
+    ret == 1 && pfd.revents & libc::POLLHUP != 0
+}
+
+/// Marks every descriptor from `first` up close-on-exec.
+pub fn cloexec_from(first: c_uint) -> io::Result<()> {
+    // SAFETY: close_range takes integers; CLOSE_RANGE_CLOEXEC (4) only sets flags.
+    check_long(unsafe { libc::syscall(libc::SYS_close_range, first, c_uint::MAX, 4 as c_uint) })
+        .map(drop)
+}
