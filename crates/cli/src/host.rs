@@ -102,8 +102,8 @@ pub fn lookup_user(spec: &str) -> Result<Identity> {
             .parse()
             .with_context(|| format!("--user {spec}: the group must be a numeric gid"))?;
     }
-    if id.uid == 0 {
-        bail!("--user {spec}: the sandboxed command never runs as root; choose an unprivileged user");
+    if id.uid == 0 || id.gid == 0 {
+        bail!("--user {spec}: the sandboxed command never runs as root or with root's group; choose an unprivileged user and group");
     }
     Ok(id)
 }
@@ -111,7 +111,6 @@ pub fn lookup_user(spec: &str) -> Result<Identity> {
 /// Who the command runs as: the invoking user; or, when started as root, `--user`, or
 /// the owner of the workspace, or `nobody` (with a note) when root owns the workspace.
 pub fn resolve_identity(user: Option<&str>, workspace: &Path) -> Result<Identity> {
-    // SAFETY-free libc calls would need the sys layer; std exposes the same data.
     let uid = current_uid();
     if uid != 0 {
         if let Some(spec) = user {
@@ -135,15 +134,12 @@ pub fn resolve_identity(user: Option<&str>, workspace: &Path) -> Result<Identity
     let meta = std::fs::metadata(workspace)
         .with_context(|| format!("cannot read the owner of the workspace {}", workspace.display()))?;
     if meta.uid() != 0 {
+        // The owner's own primary group, not the directory's: that may be root's.
         return Ok(passwd()
             .iter()
             .find(|e| e.uid == meta.uid())
             .map(identity_of)
-            .map(|mut id| {
-                id.gid = meta.gid();
-                id
-            })
-            .unwrap_or_else(|| anonymous(meta.uid(), meta.gid())));
+            .unwrap_or_else(|| anonymous(meta.uid(), meta.uid())));
     }
     let id = nobody();
     eprintln!(

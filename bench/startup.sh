@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Startup benchmark: `vectraguard sandbox run -- /bin/true` against bubblewrap with a
+# comparable set of namespaces, measured in the same run. Prints medians, the ratio,
+# and the peak RSS of the vectraguard process.
+#
+# Usage: bench/startup.sh [RUNS]      (needs hyperfine, bubblewrap, python3, GNU time)
+set -euo pipefail
+runs=${1:-50}
+root=$(cd "$(dirname "$0")/.." && pwd)
+vg="$root/target/release/vectraguard"
+[ -x "$vg" ] || cargo build --release --manifest-path "$root/Cargo.toml" >&2
+
+# A workspace owned by an unprivileged user: as root, the sandbox runs as its owner.
+ws=$(mktemp -d /tmp/vg-bench.XXXXXX)
+trap 'rm -rf "$ws"' EXIT
+if [ "$(id -u)" = 0 ]; then chown nobody "$ws"; fi
+cd "$ws"
+
+json="$ws/startup.json"
+hyperfine -N --warmup 5 --runs "$runs" --export-json "$json" \
+  -n vectraguard "$vg sandbox run -- /bin/true" \
+  -n bwrap "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent --new-session /bin/true" \
+  >/dev/null
+
+peak_kib=0
+for _ in 1 2 3 4 5; do
+  kib=$(/usr/bin/time -f '%M' "$vg" sandbox run -- /bin/true 2>&1 >/dev/null | tail -n1)
+  [ "$kib" -gt "$peak_kib" ] && peak_kib=$kib
+done
+
+python3 - "$json" "$peak_kib" "$runs" <<'PY'
+import json, statistics, sys
+data = {r["command"]: r["times"] for r in json.load(open(sys.argv[1]))["results"]}
+vg, bw = statistics.median(data["vectraguard"]) * 1e3, statistics.median(data["bwrap"]) * 1e3
+peak = int(sys.argv[2]) / 1024
+print(f"startup, median of {sys.argv[3]} runs each")
+print(f"  vectraguard sandbox run -- /bin/true : {vg:6.2f} ms")
+print(f"  bwrap ... --unshare-all /bin/true    : {bw:6.2f} ms")
+print(f"  ratio vectraguard / bwrap            : {vg / bw:6.2f}x   (target <= 1.5x)")
+print(f"  peak RSS of vectraguard              : {peak:6.2f} MiB (target <= 10 MiB)")
+PY
