@@ -32,7 +32,7 @@ pub enum SandboxCommand {
     #[command(
         after_help = "Examples:\n  vectraguard sandbox run build.sh\n  vectraguard sandbox run --mount \"$PWD\":/workspace --env NODE_ENV=production script.sh\n  vectraguard sandbox run -- make test"
     )]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -41,7 +41,11 @@ pub struct RunArgs {
     pub options: SandboxOptions,
 
     /// SCRIPT [ARGS...] (run with its shebang, or sh), or `-- CMD [ARGS...]`
-    #[arg(value_name = "SCRIPT | -- CMD", trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(
+        value_name = "SCRIPT | -- CMD",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
     pub args: Vec<String>,
 
     /// Set by `main` from the raw arguments: whether `args` came after `--`.

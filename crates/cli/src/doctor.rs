@@ -21,7 +21,9 @@ pub fn doctor() -> i32 {
         println!("\nEvery layer the default policy requires is available.");
         0
     } else {
-        println!("\n{missing} required layer(s) missing: `vectraguard sandbox run` refuses to start until they are fixed.");
+        println!(
+            "\n{missing} required layer(s) missing: `vectraguard sandbox run` refuses to start until they are fixed."
+        );
         1
     }
 }

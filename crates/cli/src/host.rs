@@ -16,7 +16,10 @@ pub fn layout() -> HostLayout {
             let path = PathBuf::from(d);
             let meta = std::fs::symlink_metadata(&path).ok()?;
             if meta.file_type().is_symlink() {
-                Some((path.clone(), HostEntry::Symlink(std::fs::read_link(&path).ok()?)))
+                Some((
+                    path.clone(),
+                    HostEntry::Symlink(std::fs::read_link(&path).ok()?),
+                ))
             } else if meta.is_dir() {
                 Some((path, HostEntry::Dir))
             } else {
@@ -28,7 +31,11 @@ pub fn layout() -> HostLayout {
         .iter()
         .filter_map(|p| {
             let meta = std::fs::symlink_metadata(p).ok()?;
-            let kind = if meta.is_dir() { NodeKind::Dir } else { NodeKind::File };
+            let kind = if meta.is_dir() {
+                NodeKind::Dir
+            } else {
+                NodeKind::File
+            };
             Some((PathBuf::from(p), kind))
         })
         .collect();
@@ -103,7 +110,9 @@ pub fn lookup_user(spec: &str) -> Result<Identity> {
             .with_context(|| format!("--user {spec}: the group must be a numeric gid"))?;
     }
     if id.uid == 0 || id.gid == 0 {
-        bail!("--user {spec}: the sandboxed command never runs as root or with root's group; choose an unprivileged user and group");
+        bail!(
+            "--user {spec}: the sandboxed command never runs as root or with root's group; choose an unprivileged user and group"
+        );
     }
     Ok(id)
 }
@@ -131,8 +140,12 @@ pub fn resolve_identity(user: Option<&str>, workspace: &Path) -> Result<Identity
     if let Some(spec) = user {
         return lookup_user(spec);
     }
-    let meta = std::fs::metadata(workspace)
-        .with_context(|| format!("cannot read the owner of the workspace {}", workspace.display()))?;
+    let meta = std::fs::metadata(workspace).with_context(|| {
+        format!(
+            "cannot read the owner of the workspace {}",
+            workspace.display()
+        )
+    })?;
     if meta.uid() != 0 {
         // The owner's own primary group, not the directory's: that may be root's.
         return Ok(passwd()
@@ -152,11 +165,15 @@ pub fn resolve_identity(user: Option<&str>, workspace: &Path) -> Result<Identity
 }
 
 fn current_uid() -> u32 {
-    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0)
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(0)
 }
 
 fn current_gid() -> u32 {
-    std::fs::metadata("/proc/self").map(|m| m.gid()).unwrap_or(0)
+    std::fs::metadata("/proc/self")
+        .map(|m| m.gid())
+        .unwrap_or(0)
 }
 
 /// The invoking user's home directory (for config lookup and workspace checks).

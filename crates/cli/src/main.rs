@@ -24,7 +24,7 @@ fn main() {
     let code = match cli.command {
         Command::Sandbox(SandboxCommand::Run(mut args)) => {
             args.after_dash_dash = follows_dash_dash(args.args.len());
-            run::run(args)
+            run::run(*args)
         }
         Command::Doctor => doctor::doctor(),
     };

@@ -80,7 +80,9 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
     for file in &settings.env_files {
         let text = std::fs::read_to_string(file)
             .with_context(|| format!("cannot read --env-file {}", file.display()))?;
-        assignments.extend(parse_env_file(&text, &file.display().to_string()).map_err(anyhow::Error::from)?);
+        assignments.extend(
+            parse_env_file(&text, &file.display().to_string()).map_err(anyhow::Error::from)?,
+        );
     }
     assignments.extend(settings.env.iter().cloned());
     env.apply(&assignments, |k| std::env::var(k).ok());
@@ -104,7 +106,10 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
     let spec = SandboxSpec {
         hostname,
         argv,
-        env: env.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect(),
+        env: env
+            .iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
         workdir,
         view,
         identity,
@@ -126,7 +131,10 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
 fn reject_unavailable(o: &SandboxOptions) -> Result<()> {
     let unavailable: &[(&str, bool)] = &[
         ("--image (container images)", o.image.is_some()),
-        ("--allow/--deny/--add-host (mediated network)", !o.allow.is_empty() || !o.deny.is_empty() || !o.add_host.is_empty()),
+        (
+            "--allow/--deny/--add-host (mediated network)",
+            !o.allow.is_empty() || !o.deny.is_empty() || !o.add_host.is_empty(),
+        ),
         ("--memory", o.memory.is_some()),
         ("--cpus", o.cpus.is_some()),
         ("--pids", o.pids.is_some()),
@@ -163,7 +171,9 @@ fn settings(o: &SandboxOptions, cwd: &Path) -> Result<Settings> {
     let mut settings = config::resolve_profile(&refs, o.profile.as_deref())?;
     settings.overlay(flag_settings(o)?);
     if settings.agent.is_none() {
-        settings.agent = std::env::var("VECTRAGUARD_AGENT").ok().filter(|a| !a.is_empty());
+        settings.agent = std::env::var("VECTRAGUARD_AGENT")
+            .ok()
+            .filter(|a| !a.is_empty());
     }
     Ok(settings)
 }
@@ -176,7 +186,10 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
     };
     let workdir = match &o.workdir {
         Some(w) => Some(normalize_absolute(w).with_context(|| {
-            format!("--workdir {}: must be an absolute path inside the sandbox, without '..'", w.display())
+            format!(
+                "--workdir {}: must be an absolute path inside the sandbox, without '..'",
+                w.display()
+            )
         })?),
         None => None,
     };
@@ -184,9 +197,8 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
         .read_only
         .iter()
         .map(|p| {
-            normalize_absolute(Path::new(p)).with_context(|| {
-                format!("--read-only {p}: must be an absolute path without '..'")
-            })
+            normalize_absolute(Path::new(p))
+                .with_context(|| format!("--read-only {p}: must be an absolute path without '..'"))
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Settings {
@@ -217,7 +229,9 @@ fn resolve_mounts(settings: &Settings, cwd: &Path) -> Result<Vec<ResolvedMount>>
     let mut specs = settings.mounts.clone();
     if specs.is_empty() {
         if cwd == Path::new("/") {
-            bail!("refusing to use / as the workspace: cd into a project directory or pass --mount HOST:CONTAINER");
+            bail!(
+                "refusing to use / as the workspace: cd into a project directory or pass --mount HOST:CONTAINER"
+            );
         }
         if host::invoker_home().as_deref() == Some(cwd) {
             bail!(
@@ -244,7 +258,10 @@ fn resolve_mounts(settings: &Settings, cwd: &Path) -> Result<Vec<ResolvedMount>>
 fn resolve_mount(spec: &MountSpec) -> Result<ResolvedMount> {
     let named = &spec.host;
     let meta = std::fs::metadata(named).with_context(|| {
-        format!("mount source {} does not exist or cannot be read", named.display())
+        format!(
+            "mount source {} does not exist or cannot be read",
+            named.display()
+        )
     })?;
     let real = std::fs::canonicalize(named)
         .with_context(|| format!("cannot resolve mount source {}", named.display()))?;
@@ -259,7 +276,11 @@ fn resolve_mount(spec: &MountSpec) -> Result<ResolvedMount> {
         host: real,
         container: spec.container.clone(),
         read_only: spec.read_only,
-        kind: if meta.is_dir() { NodeKind::Dir } else { NodeKind::File },
+        kind: if meta.is_dir() {
+            NodeKind::Dir
+        } else {
+            NodeKind::File
+        },
     })
 }
 
@@ -270,17 +291,30 @@ fn to_container(path: &Path, mounts: &[ResolvedMount]) -> Option<PathBuf> {
         .rev()
         .filter(|m| m.kind == NodeKind::Dir && is_within(path, &m.host))
         .max_by_key(|m| m.host.components().count())
-        .and_then(|m| path.strip_prefix(&m.host).ok().map(|rest| m.container.join(rest)))
+        .and_then(|m| {
+            path.strip_prefix(&m.host)
+                .ok()
+                .map(|rest| m.container.join(rest))
+        })
 }
 
 fn default_workdir(cwd: &Path, mounts: &[ResolvedMount]) -> PathBuf {
     to_container(cwd, mounts)
-        .or_else(|| mounts.iter().find(|m| m.kind == NodeKind::Dir).map(|m| m.container.clone()))
+        .or_else(|| {
+            mounts
+                .iter()
+                .find(|m| m.kind == NodeKind::Dir)
+                .map(|m| m.container.clone())
+        })
         .unwrap_or_else(|| PathBuf::from("/"))
 }
 
 /// The argv to execute: `-- CMD ARGS...` as given, or the script with its interpreter.
-fn command_argv(args: &RunArgs, cwd: &Path, mounts: &[ResolvedMount]) -> Result<Vec<String>, Failure> {
+fn command_argv(
+    args: &RunArgs,
+    cwd: &Path,
+    mounts: &[ResolvedMount],
+) -> Result<Vec<String>, Failure> {
     match args.args.split_first() {
         None => Err(anyhow::anyhow!(
             "nothing to run: give a script path or `-- CMD ARGS...` (see `vectraguard sandbox run --help`)"
@@ -338,7 +372,11 @@ fn shebang(head: &[u8]) -> Option<Vec<String>> {
     let mut parts = line.splitn(2, [' ', '\t']);
     let interp = parts.next()?.to_owned();
     let mut argv = vec![interp];
-    if let Some(arg) = parts.next().map(|a| a.trim_matches([' ', '\t'])).filter(|a| !a.is_empty()) {
+    if let Some(arg) = parts
+        .next()
+        .map(|a| a.trim_matches([' ', '\t']))
+        .filter(|a| !a.is_empty())
+    {
         argv.push(arg.to_owned());
     }
     Some(argv)
@@ -348,10 +386,15 @@ fn shebang(head: &[u8]) -> Option<Vec<String>> {
 fn checked_hostname(name: &str) -> Result<String> {
     let ok = !name.is_empty()
         && name.len() <= 63
-        && name.as_bytes().iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && name
+            .as_bytes()
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
         && !name.starts_with(['-', '.']);
     if !ok {
-        bail!("--name {name:?}: use 1-63 letters, digits, '-', '_' or '.' (it becomes the sandbox's hostname)");
+        bail!(
+            "--name {name:?}: use 1-63 letters, digits, '-', '_' or '.' (it becomes the sandbox's hostname)"
+        );
     }
     Ok(name.to_owned())
 }
@@ -396,7 +439,10 @@ mod tests {
             Some(PathBuf::from("/other/y"))
         );
         assert_eq!(to_container(Path::new("/etc/passwd"), &mounts), None);
-        assert_eq!(default_workdir(Path::new("/elsewhere"), &mounts), PathBuf::from("/workspace"));
+        assert_eq!(
+            default_workdir(Path::new("/elsewhere"), &mounts),
+            PathBuf::from("/workspace")
+        );
     }
 
     #[test]

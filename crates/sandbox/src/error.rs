@@ -11,9 +11,15 @@ pub enum SetupError {
     #[error("cannot create the sandbox's namespaces: {source}. {hint}")]
     Namespaces { source: io::Error, hint: String },
     #[error("cannot write {file} for the sandbox's user namespace: {source}")]
-    IdMap { file: &'static str, source: io::Error },
+    IdMap {
+        file: &'static str,
+        source: io::Error,
+    },
     #[error("cannot {what}: {source}")]
-    Mount { what: &'static str, source: io::Error },
+    Mount {
+        what: &'static str,
+        source: io::Error,
+    },
     #[error("cannot mount {target} in the sandbox: {source}{}", mount_hint(source))]
     MountOp { target: PathBuf, source: io::Error },
     #[error("cannot open mount source {path}: {source}")]
@@ -22,17 +28,29 @@ pub enum SetupError {
     BadPath(PathBuf),
     #[error("cannot set the sandbox hostname: {0}")]
     Hostname(io::Error),
-    #[error("working directory {path} is not usable inside the sandbox: {source} (pass --workdir with a directory that is mounted)")]
+    #[error(
+        "working directory {path} is not usable inside the sandbox: {source} (pass --workdir with a directory that is mounted)"
+    )]
     Workdir { path: PathBuf, source: io::Error },
     #[error("cannot {step}: {source}")]
-    Credentials { step: &'static str, source: io::Error },
+    Credentials {
+        step: &'static str,
+        source: io::Error,
+    },
     #[error("cannot drop capabilities ({step}): {source}")]
-    Capabilities { step: &'static str, source: io::Error },
+    Capabilities {
+        step: &'static str,
+        source: io::Error,
+    },
     #[error("cannot set no_new_privs: {0}")]
     NoNewPrivs(io::Error),
-    #[error("Landlock is required but {reason}. Fix: use a kernel >= 5.13 with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y and 'landlock' in the lsm= boot parameter); `vectraguard doctor` shows the details")]
+    #[error(
+        "Landlock is required but {reason}. Fix: use a kernel >= 5.13 with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y and 'landlock' in the lsm= boot parameter); `vectraguard doctor` shows the details"
+    )]
     Landlock { reason: String },
-    #[error("cannot install the seccomp filter: {reason}. Fix: use a kernel with CONFIG_SECCOMP_FILTER=y; `vectraguard doctor` shows the details")]
+    #[error(
+        "cannot install the seccomp filter: {reason}. Fix: use a kernel with CONFIG_SECCOMP_FILTER=y; `vectraguard doctor` shows the details"
+    )]
     Seccomp { reason: String },
     #[error("the Vectra Guard supervisor went away during setup")]
     ParentGone,
@@ -44,8 +62,12 @@ pub enum SetupError {
 
 fn mount_hint(e: &io::Error) -> &'static str {
     match e.raw_os_error() {
-        Some(libc::ELOOP) => " (a path component is a symlink; mount targets must be real directories)",
-        Some(libc::EROFS) => " (the mount point does not exist inside a read-only directory; choose a target that exists or lies outside system directories)",
+        Some(libc::ELOOP) => {
+            " (a path component is a symlink; mount targets must be real directories)"
+        }
+        Some(libc::EROFS) => {
+            " (the mount point does not exist inside a read-only directory; choose a target that exists or lies outside system directories)"
+        }
         Some(libc::ENOSYS) => " (this kernel lacks the new mount API; Linux >= 5.12 is required)",
         _ => "",
     }

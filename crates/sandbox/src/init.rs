@@ -78,7 +78,11 @@ fn setup(p: &Prepared, mut sync: PipeReader) -> Result<String, SetupError> {
         "landlock_abi={}\nlandlock_kernel_abi={}\nlandlock_scopes={}\nseccomp_instructions={}\n",
         ll.abi_used,
         ll.kernel_abi,
-        if ll.scoped_signals { "signal,abstract_unix_socket" } else { "" },
+        if ll.scoped_signals {
+            "signal,abstract_unix_socket"
+        } else {
+            ""
+        },
         p.seccomp.len(),
     ))
 }
@@ -144,10 +148,10 @@ fn exec_command(p: &Prepared, mut err_w: PipeWriter) -> ! {
     }
     for (target, &source) in p.stdio.iter().enumerate() {
         let target = i32::try_from(target).unwrap_or(0);
-        if source != target {
-            if let Err(e) = sys::dup2(source, target) {
-                fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EBADF));
-            }
+        if source != target
+            && let Err(e) = sys::dup2(source, target)
+        {
+            fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EBADF));
         }
     }
     // Only 0-2 survive the exec (our error pipe closes itself on success).
@@ -174,7 +178,9 @@ fn exec_search(p: &Prepared) -> i32 {
         let mut full = dir.as_bytes().to_vec();
         full.push(b'/');
         full.extend_from_slice(program.as_bytes());
-        let Ok(full) = CString::new(full) else { continue };
+        let Ok(full) = CString::new(full) else {
+            continue;
+        };
         let errno = sys::execve(&full, &p.argv, &p.envp)
             .raw_os_error()
             .unwrap_or(libc::ENOENT);

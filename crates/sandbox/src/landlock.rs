@@ -44,7 +44,9 @@ pub fn access_for(class: Class, abi: ABI) -> BitFlags<AccessFs> {
         Class::ReadDir => AccessFs::ReadDir.into(),
         Class::ReadExec => AccessFs::ReadDir | AccessFs::ReadFile | AccessFs::Execute,
         Class::ReadWrite => all,
-        Class::Device => AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev,
+        Class::Device => {
+            AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev
+        }
         Class::Proc => AccessFs::ReadDir | AccessFs::ReadFile | AccessFs::WriteFile,
     };
     rights & all
@@ -85,7 +87,10 @@ pub fn restrict(rules: &LandlockRules) -> Result<LandlockReport, SetupError> {
     let status = created.restrict_self().map_err(|e| fail(&e))?;
     if status.ruleset != RulesetStatus::FullyEnforced {
         return Err(SetupError::Landlock {
-            reason: format!("the kernel enforced it only partially ({:?})", status.ruleset),
+            reason: format!(
+                "the kernel enforced it only partially ({:?})",
+                status.ruleset
+            ),
         });
     }
     Ok(LandlockReport {
@@ -105,7 +110,10 @@ mod tests {
         for abi in [ABI::V1, ABI::V3, ABI::V5, NEWEST] {
             for class in [Class::ReadDir, Class::ReadExec] {
                 let a = access_for(class, abi);
-                assert!(!a.intersects(AccessFs::from_write(abi)), "{class:?} {abi:?}");
+                assert!(
+                    !a.intersects(AccessFs::from_write(abi)),
+                    "{class:?} {abi:?}"
+                );
             }
             assert!(!access_for(Class::Device, abi).contains(AccessFs::MakeReg));
             assert!(!access_for(Class::Proc, abi).contains(AccessFs::Execute));

@@ -28,7 +28,11 @@ impl Check {
         }
     }
 
-    fn missing(layer: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+    fn missing(
+        layer: impl Into<String>,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
         Self {
             layer: layer.into(),
             ok: false,
@@ -76,7 +80,11 @@ pub fn namespaces() -> Vec<Check> {
         out.push(if r == 0 {
             Check::ok(layer, "available")
         } else {
-            Check::missing(layer, errno_text(r), format!("enable CONFIG_{}_NS in the kernel", name.to_uppercase()))
+            Check::missing(
+                layer,
+                errno_text(r),
+                format!("enable CONFIG_{}_NS in the kernel", name.to_uppercase()),
+            )
         });
     }
     out
@@ -94,7 +102,9 @@ pub fn mount_api() -> Check {
         if let Err(e) = sys::fsconfig_create(fs.as_fd()) {
             return errno_of(&e);
         }
-        match sys::fsmount(fs.as_fd(), 0).and_then(|m| sys::mount_setattr(m.as_fd(), true, sys::MOUNT_ATTR_RDONLY)) {
+        match sys::fsmount(fs.as_fd(), 0)
+            .and_then(|m| sys::mount_setattr(m.as_fd(), true, sys::MOUNT_ATTR_RDONLY))
+        {
             Ok(()) => 0,
             Err(e) => errno_of(&e),
         }
@@ -142,15 +152,25 @@ pub fn seccomp() -> Vec<Check> {
     const RET_USER_NOTIF: u32 = 0x7fc0_0000;
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let filter = status.lines().any(|l| l.starts_with("Seccomp:"));
-    let mut v = vec![if filter && sys::seccomp_action_available(RET_KILL_PROCESS) {
-        Check::ok("seccomp", "filter mode with SECCOMP_RET_KILL_PROCESS")
-    } else {
-        Check::missing("seccomp", "seccomp filters are not available", "use a kernel with CONFIG_SECCOMP_FILTER=y (Linux >= 4.14)")
-    }];
+    let mut v = vec![
+        if filter && sys::seccomp_action_available(RET_KILL_PROCESS) {
+            Check::ok("seccomp", "filter mode with SECCOMP_RET_KILL_PROCESS")
+        } else {
+            Check::missing(
+                "seccomp",
+                "seccomp filters are not available",
+                "use a kernel with CONFIG_SECCOMP_FILTER=y (Linux >= 4.14)",
+            )
+        },
+    ];
     v.push(if sys::seccomp_action_available(RET_USER_NOTIF) {
         Check::ok("seccomp user notification", "available")
     } else {
-        Check::missing("seccomp user notification", "not available", "Linux >= 5.0 is required")
+        Check::missing(
+            "seccomp user notification",
+            "not available",
+            "Linux >= 5.0 is required",
+        )
     });
     v
 }

@@ -49,12 +49,22 @@ fn open_source(src: &Path, kind: NodeKind) -> Result<OwnedFd, SetupError> {
         source: e,
     };
     let dir = std::fs::File::open("/").map_err(fail)?;
-    let rel: PathBuf = src.components().filter(|c| matches!(c, Component::Normal(_))).collect();
-    let fd = sys::openat2(dir.as_fd(), &cstr(&rel)?, libc::O_PATH | libc::O_NOFOLLOW, RESOLVE)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => fail(std::io::Error::other("it now resolves through a symlink; name the real path")),
-            _ => fail(e),
-        })?;
+    let rel: PathBuf = src
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .collect();
+    let fd = sys::openat2(
+        dir.as_fd(),
+        &cstr(&rel)?,
+        libc::O_PATH | libc::O_NOFOLLOW,
+        RESOLVE,
+    )
+    .map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) => fail(std::io::Error::other(
+            "it now resolves through a symlink; name the real path",
+        )),
+        _ => fail(e),
+    })?;
     let st = sys::fstat(fd.as_fd()).map_err(fail)?;
     let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
     if is_dir != (kind == NodeKind::Dir) {
@@ -129,7 +139,11 @@ fn new_fs(
     sys::fsmount(fs.as_fd(), attrs)
 }
 
-fn apply(root: BorrowedFd<'_>, null: BorrowedFd<'_>, prepared: &PreparedOp) -> Result<(), SetupError> {
+fn apply(
+    root: BorrowedFd<'_>,
+    null: BorrowedFd<'_>,
+    prepared: &PreparedOp,
+) -> Result<(), SetupError> {
     let op = &prepared.op;
     let dst = op.dst();
     let fail = |e: io::Error| SetupError::MountOp {
@@ -146,8 +160,12 @@ fn apply(root: BorrowedFd<'_>, null: BorrowedFd<'_>, prepared: &PreparedOp) -> R
             let Some(source) = &prepared.source else {
                 return Err(SetupError::BadPath(dst.to_path_buf()));
             };
-            let tree = sys::open_tree(source.as_fd(), c"", sys::OPEN_TREE_CLONE | sys::AT_RECURSIVE)
-                .map_err(fail)?;
+            let tree = sys::open_tree(
+                source.as_fd(),
+                c"",
+                sys::OPEN_TREE_CLONE | sys::AT_RECURSIVE,
+            )
+            .map_err(fail)?;
             let mut attrs = sys::MOUNT_ATTR_NOSUID;
             if !dev {
                 attrs |= sys::MOUNT_ATTR_NODEV;
@@ -163,19 +181,32 @@ fn apply(root: BorrowedFd<'_>, null: BorrowedFd<'_>, prepared: &PreparedOp) -> R
         MountOp::Tmpfs {
             size, mode, owner, ..
         } => {
-            let size = CString::new(size.to_string()).map_err(|_| SetupError::BadPath(dst.into()))?;
-            let mode = CString::new(format!("{mode:o}")).map_err(|_| SetupError::BadPath(dst.into()))?;
-            let mut opts: Vec<(CString, CString)> = vec![
-                (c"size".into(), size),
-                (c"mode".into(), mode),
-            ];
+            let size =
+                CString::new(size.to_string()).map_err(|_| SetupError::BadPath(dst.into()))?;
+            let mode =
+                CString::new(format!("{mode:o}")).map_err(|_| SetupError::BadPath(dst.into()))?;
+            let mut opts: Vec<(CString, CString)> =
+                vec![(c"size".into(), size), (c"mode".into(), mode)];
             if let Some((uid, gid)) = owner {
-                opts.push((c"uid".into(), CString::new(uid.to_string()).unwrap_or_default()));
-                opts.push((c"gid".into(), CString::new(gid.to_string()).unwrap_or_default()));
+                opts.push((
+                    c"uid".into(),
+                    CString::new(uid.to_string()).unwrap_or_default(),
+                ));
+                opts.push((
+                    c"gid".into(),
+                    CString::new(gid.to_string()).unwrap_or_default(),
+                ));
             }
-            let borrowed: Vec<_> = opts.iter().map(|(k, v)| (k.as_c_str(), Some(v.as_c_str()))).collect();
-            let mnt = new_fs(c"tmpfs", &borrowed, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV)
-                .map_err(fail)?;
+            let borrowed: Vec<_> = opts
+                .iter()
+                .map(|(k, v)| (k.as_c_str(), Some(v.as_c_str())))
+                .collect();
+            let mnt = new_fs(
+                c"tmpfs",
+                &borrowed,
+                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+            )
+            .map_err(fail)?;
             let target = ensure_target(root, dst, NodeKind::Dir).map_err(fail)?;
             sys::move_mount(mnt.as_fd(), target.as_fd()).map_err(fail)?;
         }
@@ -219,7 +250,10 @@ fn apply(root: BorrowedFd<'_>, null: BorrowedFd<'_>, prepared: &PreparedOp) -> R
                 NodeKind::Dir => new_fs(
                     c"tmpfs",
                     &[(c"size", Some(c"4k")), (c"mode", Some(c"000"))],
-                    sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
+                    sys::MOUNT_ATTR_RDONLY
+                        | sys::MOUNT_ATTR_NOSUID
+                        | sys::MOUNT_ATTR_NODEV
+                        | sys::MOUNT_ATTR_NOEXEC,
                 )
                 .map_err(fail)?,
                 // /dev/null on a nodev mount: opening it fails with EACCES.
@@ -228,7 +262,10 @@ fn apply(root: BorrowedFd<'_>, null: BorrowedFd<'_>, prepared: &PreparedOp) -> R
                     sys::mount_setattr(
                         tree.as_fd(),
                         false,
-                        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
+                        sys::MOUNT_ATTR_RDONLY
+                            | sys::MOUNT_ATTR_NOSUID
+                            | sys::MOUNT_ATTR_NODEV
+                            | sys::MOUNT_ATTR_NOEXEC,
                     )
                     .map_err(fail)?;
                     tree
@@ -240,8 +277,12 @@ fn apply(root: BorrowedFd<'_>, null: BorrowedFd<'_>, prepared: &PreparedOp) -> R
             let Some(target) = open_existing(root, dst).map_err(fail)? else {
                 return Ok(());
             };
-            let tree = sys::open_tree(target.as_fd(), c"", sys::OPEN_TREE_CLONE | sys::AT_RECURSIVE)
-                .map_err(fail)?;
+            let tree = sys::open_tree(
+                target.as_fd(),
+                c"",
+                sys::OPEN_TREE_CLONE | sys::AT_RECURSIVE,
+            )
+            .map_err(fail)?;
             sys::mount_setattr(
                 tree.as_fd(),
                 true,
@@ -272,8 +313,12 @@ fn components(path: &Path) -> impl Iterator<Item = CString> + '_ {
 
 /// Opens `path` beneath `root` without following symlinks; `None` if it is absent.
 fn open_existing(root: BorrowedFd<'_>, path: &Path) -> io::Result<Option<OwnedFd>> {
-    let rel: PathBuf = path.components().filter(|c| matches!(c, Component::Normal(_))).collect();
-    let rel = CString::new(rel.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let rel: PathBuf = path
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .collect();
+    let rel = CString::new(rel.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     match sys::openat2(root, &rel, libc::O_PATH | libc::O_NOFOLLOW, RESOLVE) {
         Ok(fd) => Ok(Some(fd)),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
@@ -288,14 +333,25 @@ fn ensure_target(root: BorrowedFd<'_>, path: &Path, kind: NodeKind) -> io::Resul
     let mut current = sys::openat2(root, c".", libc::O_PATH | libc::O_DIRECTORY, RESOLVE)?;
     for (i, part) in parts.iter().enumerate() {
         let last = i + 1 == parts.len();
-        let open = |dir: BorrowedFd<'_>| sys::openat2(dir, part, libc::O_PATH | libc::O_NOFOLLOW, RESOLVE);
+        let open =
+            |dir: BorrowedFd<'_>| sys::openat2(dir, part, libc::O_PATH | libc::O_NOFOLLOW, RESOLVE);
         current = match open(current.as_fd()) {
             Ok(fd) => fd,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                 // mkdirat/openat need a real directory descriptor, not O_PATH.
-                let dir = sys::openat2(current.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, RESOLVE)?;
+                let dir = sys::openat2(
+                    current.as_fd(),
+                    c".",
+                    libc::O_RDONLY | libc::O_DIRECTORY,
+                    RESOLVE,
+                )?;
                 if last && kind == NodeKind::File {
-                    drop(sys::openat(dir.as_fd(), part, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644)?);
+                    drop(sys::openat(
+                        dir.as_fd(),
+                        part,
+                        libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY,
+                        0o644,
+                    )?);
                 } else {
                     match sys::mkdirat(dir.as_fd(), part, 0o755) {
                         Ok(()) => {}

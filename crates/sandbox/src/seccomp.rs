@@ -28,7 +28,7 @@ pub fn install(
     notify: bool,
 ) -> Result<Option<OwnedFd>, SetupError> {
     let flags = if notify {
-        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as libc::c_uint
+        sys::SECCOMP_FILTER_FLAG_NEW_LISTENER
     } else {
         0
     };

@@ -210,7 +210,8 @@ pub fn namespace_hint(e: &std::io::Error) -> String {
         return "Unprivileged user namespaces are disabled: run `sysctl -w kernel.unprivileged_userns_clone=1`".into();
     }
     if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
-        return "User namespaces are disabled: run `sysctl -w user.max_user_namespaces=15000`".into();
+        return "User namespaces are disabled: run `sysctl -w user.max_user_namespaces=15000`"
+            .into();
     }
     if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
         return "AppArmor restricts unprivileged user namespaces: run `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` or add an AppArmor profile for vectraguard with `userns,`".into();
@@ -292,4 +293,3 @@ impl Termination {
         }
     }
 }
-

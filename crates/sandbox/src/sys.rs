@@ -134,7 +134,14 @@ pub fn fsconfig_set(fs: BorrowedFd<'_>, key: &CStr, value: Option<&CStr>) -> io:
     };
     // SAFETY: fs is an open fs context; key/value are valid C strings or null.
     check_long(unsafe {
-        libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, key.as_ptr(), val, 0 as c_int)
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            cmd,
+            key.as_ptr(),
+            val,
+            0 as c_int,
+        )
     })
     .map(drop)
 }
@@ -232,9 +239,15 @@ struct OpenHow {
 }
 
 /// `openat2(2)` with resolve restrictions.
-pub fn openat2(dir: BorrowedFd<'_>, path: &CStr, flags: c_int, resolve: u64) -> io::Result<OwnedFd> {
+pub fn openat2(
+    dir: BorrowedFd<'_>,
+    path: &CStr,
+    flags: c_int,
+    resolve: u64,
+) -> io::Result<OwnedFd> {
     let how = OpenHow {
-        flags: u64::try_from(flags | libc::O_CLOEXEC).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?,
+        flags: u64::try_from(flags | libc::O_CLOEXEC)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?,
         mode: 0,
         resolve,
     };
@@ -253,7 +266,14 @@ pub fn openat2(dir: BorrowedFd<'_>, path: &CStr, flags: c_int, resolve: u64) -> 
 /// Plain `openat(2)`, used to create mount-point files.
 pub fn openat(dir: BorrowedFd<'_>, path: &CStr, flags: c_int, mode: c_uint) -> io::Result<OwnedFd> {
     // SAFETY: dir is open and path a valid C string.
-    let fd = check(unsafe { libc::openat(dir.as_raw_fd(), path.as_ptr(), flags | libc::O_CLOEXEC, mode) })?;
+    let fd = check(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            flags | libc::O_CLOEXEC,
+            mode,
+        )
+    })?;
     // SAFETY: the kernel just returned this descriptor.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -303,7 +323,6 @@ pub fn getgid() -> u32 {
     unsafe { libc::getgid() }
 }
 
-
 pub fn prctl(option: c_int, arg2: c_ulong, arg3: c_ulong) -> io::Result<c_int> {
     // SAFETY: every prctl option we use takes integer arguments only.
     check(unsafe { libc::prctl(option, arg2, arg3, 0 as c_ulong, 0 as c_ulong) })
@@ -335,9 +354,17 @@ pub fn capset_empty() -> io::Result<()> {
         inheritable: 0,
     }; 2];
     // SAFETY: header and data have the kernel's layout for version 3 (two data words).
-    check_long(unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, data.as_ptr()) })
-        .map(drop)
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_capset,
+            &mut header as *mut CapHeader,
+            data.as_ptr(),
+        )
+    })
+    .map(drop)
 }
+
+pub const SECCOMP_FILTER_FLAG_NEW_LISTENER: c_uint = 1 << 3;
 
 /// The kernel's seccomp `sock_fprog`.
 #[repr(C)]
@@ -367,7 +394,7 @@ pub fn seccomp_set_filter(
         )
     };
     let ret = check_long(ret)?;
-    if flags & libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as c_uint != 0 {
+    if flags & SECCOMP_FILTER_FLAG_NEW_LISTENER != 0 {
         owned(ret).map(Some)
     } else {
         Ok(None)
@@ -453,7 +480,11 @@ pub fn sigset(signals: &[c_int]) -> libc::sigset_t {
 pub fn sigmask_set(set: &libc::sigset_t) -> io::Result<()> {
     // SAFETY: set is a valid sigset_t; the old mask is not requested.
     let ret = unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, set, std::ptr::null_mut()) };
-    if ret == 0 { Ok(()) } else { Err(io::Error::from_raw_os_error(ret)) }
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(ret))
+    }
 }
 
 /// Waits for one of the (blocked) signals in `set`; returns its number and sender pid.
