@@ -113,6 +113,8 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         workdir,
         view,
         identity,
+        // Exec tracing feeds session records, which are not written yet.
+        trace_exec: false,
     };
     let sandbox = vg_sandbox::spawn(&spec, [0, 1, 2]).map_err(anyhow::Error::from)?;
     let outcome = sandbox.wait().map_err(anyhow::Error::from)?;

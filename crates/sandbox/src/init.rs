@@ -73,7 +73,12 @@ fn setup(p: &Prepared, mut sync: PipeReader) -> Result<String, SetupError> {
     sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0).map_err(SetupError::NoNewPrivs)?;
     let ll = landlock::restrict(&p.landlock)?;
     // Seccomp last: from here on the filter also constrains this init process.
-    let _listener = seccomp::install(&p.seccomp, false)?;
+    let listener = seccomp::install(&p.seccomp, p.trace_exec)?;
+    if let (Some(listener), Some(sock)) = (listener, &p.notify_sock) {
+        sys::send_fd(sock.as_fd(), listener.as_fd()).map_err(|e| SetupError::Seccomp {
+            reason: format!("cannot hand the exec listener to the supervisor: {e}"),
+        })?;
+    }
     Ok(format!(
         "landlock_abi={}\nlandlock_kernel_abi={}\nlandlock_scopes={}\nseccomp_instructions={}\n",
         ll.abi_used,

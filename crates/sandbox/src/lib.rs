@@ -16,9 +16,11 @@ mod rootfs;
 pub mod seccomp;
 mod spawn;
 mod sys;
+pub mod trace;
 
 pub use error::{SandboxError, SetupError};
 pub use spawn::{
     FORWARDED_SIGNALS, NAMESPACES, Outcome, Sandbox, SandboxSpec, Termination, namespace_hint,
     spawn,
 };
+pub use trace::TraceEvent;

@@ -45,6 +45,8 @@ pub struct SandboxSpec {
     pub workdir: PathBuf,
     pub view: FsView,
     pub identity: Identity,
+    /// Send every exec and exit to the supervisor ([`Sandbox::exec_listener`]).
+    pub trace_exec: bool,
 }
 
 /// Everything the child needs, prepared before `clone` so the child allocates little
@@ -62,6 +64,9 @@ pub(crate) struct Prepared {
     pub identity: Identity,
     pub switch_identity: bool,
     pub stdio: [RawFd; 3],
+    pub trace_exec: bool,
+    /// The child's end of the socket that carries the seccomp listener.
+    pub notify_sock: Option<std::os::fd::OwnedFd>,
 }
 
 fn cstring(s: impl AsRef<[u8]>, what: &str) -> Result<CString, SandboxError> {
@@ -108,7 +113,7 @@ impl Prepared {
         Ok(Self {
             ops: spec.view.ops.clone(),
             landlock: spec.view.landlock_rules(),
-            seccomp: seccomp::compile(false)?,
+            seccomp: seccomp::compile(spec.trace_exec)?,
             argv,
             envp,
             path_dirs,
@@ -117,6 +122,8 @@ impl Prepared {
             identity: spec.identity.clone(),
             switch_identity: invoker == 0,
             stdio,
+            trace_exec: spec.trace_exec,
+            notify_sock: None,
         })
     }
 }
@@ -128,6 +135,7 @@ pub struct Sandbox {
     /// Held open for the sandbox's lifetime: init treats its closing as our death.
     _alive: PipeWriter,
     report: PipeReader,
+    notify: Option<std::os::fd::OwnedFd>,
 }
 
 /// How the sandboxed command ended.
@@ -152,7 +160,13 @@ pub struct Outcome {
 /// by [`Sandbox::wait`]); call it before starting other threads, which must inherit
 /// that mask, and because `clone` copies only the calling thread.
 pub fn spawn(spec: &SandboxSpec, stdio: [RawFd; 3]) -> Result<Sandbox, SandboxError> {
-    let prepared = Prepared::new(spec, stdio)?;
+    let mut prepared = Prepared::new(spec, stdio)?;
+    let mut notify_parent = None;
+    if spec.trace_exec {
+        let (parent, child) = sys::seqpacket_pair().map_err(SetupError::Fork)?;
+        prepared.notify_sock = Some(child);
+        notify_parent = Some(parent);
+    }
     let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD]].concat());
     sys::sigmask_set(&signals).map_err(|e| SetupError::Internal(format!("signal mask: {e}")))?;
 
@@ -170,14 +184,17 @@ pub fn spawn(spec: &SandboxSpec, stdio: [RawFd; 3]) -> Result<Sandbox, SandboxEr
         Ok(None) => {
             drop(sync_w);
             drop(report_r);
+            drop(notify_parent);
             init::child_main(&prepared, sync_r, report_w)
         }
         Ok(Some(pid)) => pid,
     };
     drop(sync_r);
     drop(report_w);
+    drop(prepared.notify_sock.take());
     let sandbox = Sandbox {
         pid,
+        notify: notify_parent,
         _alive: sync_w.try_clone().map_err(SetupError::Fork)?,
         report: report_r,
     };
@@ -227,6 +244,14 @@ impl Sandbox {
     /// The host PID of the sandbox's init process.
     pub fn pid(&self) -> libc::pid_t {
         self.pid
+    }
+
+    /// With `trace_exec`, waits for the sandbox to finish setting up and returns the
+    /// seccomp listener to serve with [`crate::trace::serve`] (on another thread: the
+    /// command's first exec waits for it). `None` if setup failed (see [`Self::wait`]).
+    pub fn exec_listener(&mut self) -> Option<std::os::fd::OwnedFd> {
+        let sock = self.notify.take()?;
+        sys::recv_fd(std::os::fd::AsFd::as_fd(&sock)).ok().flatten()
     }
 
     /// Forwards signals to the sandbox until it ends, then reports how the command ended.

@@ -573,3 +573,200 @@ pub fn cloexec_from(first: c_uint) -> io::Result<()> {
     check_long(unsafe { libc::syscall(libc::SYS_close_range, first, c_uint::MAX, 4 as c_uint) })
         .map(drop)
 }
+
+/// A connected pair of `AF_UNIX` datagram-preserving sockets (close-on-exec).
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: fds is a valid out-array of two ints.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: the kernel just returned these two descriptors.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+const CMSG_SPACE_ONE_FD: usize = 24; // CMSG_SPACE(sizeof(int)) on 64-bit Linux
+const INT_LEN: c_uint = 4; // sizeof(int)
+
+/// Sends one descriptor over a unix socket (SCM_RIGHTS) with a one-byte payload.
+pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; CMSG_SPACE_ONE_FD / 8];
+    // SAFETY: msghdr is plain data; every pointer set below refers to live locals.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = CMSG_SPACE_ONE_FD;
+    // SAFETY: msg_control has room for one cmsg carrying one int (CMSG_SPACE above),
+    // so CMSG_FIRSTHDR is non-null and CMSG_DATA points inside `control`.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(INT_LEN) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>(), fd.as_raw_fd());
+    }
+    // SAFETY: msg is fully initialised and its buffers outlive the call.
+    check_long(unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) } as c_long).map(drop)
+}
+
+/// Receives one descriptor sent with [`send_fd`]; `None` when the peer closed first.
+pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; CMSG_SPACE_ONE_FD / 8];
+    // SAFETY: msghdr is plain data; every pointer set below refers to live locals.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = CMSG_SPACE_ONE_FD;
+    // SAFETY: msg's buffers are live and sized as declared; MSG_CMSG_CLOEXEC only
+    // sets a flag on received descriptors.
+    let n = check_long(
+        unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) } as c_long,
+    )?;
+    if n == 0 {
+        return Ok(None);
+    }
+    // SAFETY: the kernel filled msg_control; CMSG_FIRSTHDR checks controllen before
+    // returning a header, and we check level/type/len before reading the int.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+            || (*cmsg).cmsg_len < libc::CMSG_LEN(INT_LEN) as usize
+        {
+            return Err(io::Error::from_raw_os_error(libc::EBADMSG));
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>());
+        Ok(Some(OwnedFd::from_raw_fd(fd)))
+    }
+}
+
+/// The kernel's `struct seccomp_notif` (x86_64 layout).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SeccompNotif {
+    pub id: u64,
+    pub pid: u32,
+    pub flags: u32,
+    pub nr: i32,
+    pub arch: u32,
+    pub instruction_pointer: u64,
+    pub args: [u64; 6],
+}
+
+#[repr(C)]
+struct SeccompNotifResp {
+    id: u64,
+    val: i64,
+    error: i32,
+    flags: u32,
+}
+
+const SECCOMP_IOCTL_NOTIF_RECV: c_ulong = 0xc050_2100;
+const SECCOMP_IOCTL_NOTIF_SEND: c_ulong = 0xc018_2101;
+const SECCOMP_IOCTL_NOTIF_ID_VALID: c_ulong = 0x4008_2102;
+const SECCOMP_USER_NOTIF_FLAG_CONTINUE: u32 = 1;
+
+/// Waits for the next user notification.
+pub fn notif_recv(listener: BorrowedFd<'_>) -> io::Result<SeccompNotif> {
+    let mut notif = SeccompNotif::default();
+    // SAFETY: notif is a zeroed seccomp_notif of the size encoded in the ioctl number.
+    check(unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            SECCOMP_IOCTL_NOTIF_RECV,
+            &mut notif as *mut SeccompNotif,
+        )
+    })?;
+    Ok(notif)
+}
+
+/// Lets the notified system call proceed as if there were no filter.
+pub fn notif_continue(listener: BorrowedFd<'_>, id: u64) -> io::Result<()> {
+    let mut resp = SeccompNotifResp {
+        id,
+        val: 0,
+        error: 0,
+        flags: SECCOMP_USER_NOTIF_FLAG_CONTINUE,
+    };
+    // SAFETY: resp is a seccomp_notif_resp of the size encoded in the ioctl number.
+    check(unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            SECCOMP_IOCTL_NOTIF_SEND,
+            &mut resp as *mut SeccompNotifResp,
+        )
+    })
+    .map(drop)
+}
+
+/// True while notification `id` is still pending (its task has not died or moved on).
+pub fn notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
+    let mut id = id;
+    // SAFETY: the ioctl reads one u64 from a live local.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &mut id as *mut u64,
+        ) == 0
+    }
+}
+
+/// Blocks until `fd` is readable or hung up; returns true if it is hung up.
+pub fn poll_hup(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: pfd is a valid pollfd array of length 1.
+        let ret = unsafe { libc::poll(&mut pfd, 1, -1) };
+        if ret >= 0 {
+            return Ok(
+                pfd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+                    && pfd.revents & libc::POLLIN == 0,
+            );
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Reads another process's memory (`process_vm_readv`); returns the bytes read.
+pub fn read_process_memory(pid: pid_t, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: usize::try_from(addr).map_err(|_| io::Error::from_raw_os_error(libc::EFAULT))?
+            as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` describes our live buffer; `remote` is only an address in the
+    // other process, which the kernel validates.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    let n = check_long(n as c_long)?;
+    usize::try_from(n).map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))
+}

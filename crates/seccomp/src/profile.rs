@@ -13,9 +13,10 @@ use crate::syscalls::{Syscall, sys};
 /// Knobs for [`default_profile`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProfileOptions {
-    /// Route `execve`/`execveat` to the seccomp user-notification supervisor
-    /// (`SECCOMP_RET_USER_NOTIF`) instead of allowing them, so every exec can
-    /// be recorded.
+    /// Route `execve`/`execveat` — and `exit_group`, which carries a program's
+    /// exit status — to the seccomp user-notification supervisor
+    /// (`SECCOMP_RET_USER_NOTIF`) instead of allowing them, so every exec and
+    /// its status can be recorded.
     pub trace_exec: bool,
 }
 
@@ -178,6 +179,7 @@ pub const DENYLIST: &[Syscall] = &[
 const SPECIAL: &[Syscall] = &[
     sys!(SYS_clone), sys!(SYS_clone3), sys!(SYS_personality), sys!(SYS_ioctl),
     sys!(SYS_socket), sys!(SYS_socketpair), sys!(SYS_execve), sys!(SYS_execveat),
+    sys!(SYS_exit_group),
 ];
 
 /// Namespace-creating clone flags. `CLONE_NEWTIME` (0x80) overlaps the exit
@@ -327,6 +329,7 @@ fn special_rules(opts: ProfileOptions) -> Vec<SyscallRule> {
     };
     rules.push(SyscallRule::always(sys!(SYS_execve), exec));
     rules.push(SyscallRule::always(sys!(SYS_execveat), exec));
+    rules.push(SyscallRule::always(sys!(SYS_exit_group), exec));
     rules
 }
 
@@ -651,7 +654,7 @@ mod tests {
     fn exec_is_notified_only_when_traced() {
         for (trace_exec, expected) in [(false, ALLOW), (true, Action::Notify)] {
             let (filter, prog) = compiled(ProfileOptions { trace_exec });
-            for exec in [sys!(SYS_execve), sys!(SYS_execveat)] {
+            for exec in [sys!(SYS_execve), sys!(SYS_execveat), sys!(SYS_exit_group)] {
                 assert_eq!(call(&prog, exec, args(0, 0)), expected);
                 assert_eq!(filter.action_for(exec.nr, [0; 6]), expected);
             }
