@@ -1,0 +1,78 @@
+//! Errors of the records library: each names the failing step, the path and,
+//! where there is one, the fix.
+
+use std::io;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordsError {
+    #[error(
+        "cannot create the session records folder {path}: {source}; \
+         create it by hand or set VECTRAGUARD_HOME to a writable folder"
+    )]
+    CreateRoot { path: PathBuf, source: io::Error },
+
+    #[error(
+        "the session records folder {path} is not writable: {source}; \
+         fix its permissions (chmod u+rwx) or set VECTRAGUARD_HOME to a writable folder"
+    )]
+    RootNotWritable { path: PathBuf, source: io::Error },
+
+    #[error(
+        "the session records path {path} exists but is not a folder; \
+         move it away or set VECTRAGUARD_HOME elsewhere"
+    )]
+    RootNotDirectory { path: PathBuf },
+
+    #[error("cannot read the session records folder {path}: {source}")]
+    ReadRoot { path: PathBuf, source: io::Error },
+
+    #[error("cannot create the session folder {path}: {source}")]
+    CreateSession { path: PathBuf, source: io::Error },
+
+    #[error("cannot read random bytes for a session id from /dev/urandom: {source}")]
+    Random { source: io::Error },
+
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: io::Error },
+
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+
+    #[error("cannot encode {what} as JSON: {source}")]
+    Encode {
+        what: &'static str,
+        source: serde_json::Error,
+    },
+
+    #[error("the session's metadata file {path} is damaged: {reason}")]
+    DamagedMetadata { path: PathBuf, reason: String },
+
+    #[error(
+        "no session matches {query:?} in {root}; run `vectraguard logs list` to see the sessions"
+    )]
+    UnknownSession { query: String, root: PathBuf },
+
+    #[error("{query:?} matches {} sessions: {}; give more characters of the id", candidates.len(), candidates.join(", "))]
+    AmbiguousSession {
+        query: String,
+        candidates: Vec<String>,
+    },
+
+    #[error(
+        "session {id} is still running (supervisor pid {pid}); stop it before removing its records"
+    )]
+    SessionRunning { id: String, pid: u32 },
+
+    #[error("cannot remove {path}: {source}")]
+    Remove { path: PathBuf, source: io::Error },
+
+    #[error("invalid duration {input:?}: {reason}")]
+    InvalidDuration { input: String, reason: String },
+
+    #[error("invalid time {input:?}: {reason}")]
+    InvalidTime { input: String, reason: String },
+
+    #[error("the session {id} is already finished")]
+    AlreadyFinished { id: String },
+}

@@ -1,0 +1,296 @@
+//! Where records live and how they are created: folder and file names,
+//! session ids, owner-only permissions, atomic replacement, and the identity
+//! of the supervising process (to tell a crashed session from a running one).
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use crate::error::RecordsError;
+use crate::time;
+
+pub const METADATA: &str = "metadata.json";
+pub const COMMANDS: &str = "commands.log";
+pub const STDOUT: &str = "stdout.log";
+pub const STDERR: &str = "stderr.log";
+pub const EVENTS: &str = "events.jsonl";
+pub const INTEGRITY: &str = "integrity.log";
+
+/// Prefix of every session folder name.
+pub const SESSION_PREFIX: &str = "session-";
+
+pub const DIR_MODE: u32 = 0o700;
+pub const FILE_MODE: u32 = 0o600;
+
+/// A file of a session covered by the integrity chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RecordFile {
+    Metadata,
+    Commands,
+    Stdout,
+    Stderr,
+    Events,
+}
+
+impl RecordFile {
+    /// The append-only files, in the order they are created.
+    pub const APPENDED: [RecordFile; 4] = [
+        RecordFile::Commands,
+        RecordFile::Stdout,
+        RecordFile::Stderr,
+        RecordFile::Events,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordFile::Metadata => METADATA,
+            RecordFile::Commands => COMMANDS,
+            RecordFile::Stdout => STDOUT,
+            RecordFile::Stderr => STDERR,
+            RecordFile::Events => EVENTS,
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            METADATA => Some(RecordFile::Metadata),
+            COMMANDS => Some(RecordFile::Commands),
+            STDOUT => Some(RecordFile::Stdout),
+            STDERR => Some(RecordFile::Stderr),
+            EVENTS => Some(RecordFile::Events),
+            _ => None,
+        }
+    }
+
+    /// Line files hold exactly one record per line; streams hold raw chunks.
+    pub fn is_line_file(self) -> bool {
+        matches!(self, RecordFile::Commands | RecordFile::Events)
+    }
+}
+
+/// A fresh session id (also the folder name): `session-20251219T101053Z-9af4c3`.
+pub fn new_session_id(now: SystemTime) -> Result<String, RecordsError> {
+    let mut rnd = [0u8; 3];
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut rnd))
+        .map_err(|source| RecordsError::Random { source })?;
+    Ok(format!(
+        "{SESSION_PREFIX}{}-{}",
+        time::format_compact(now),
+        hex_encode(&rnd)
+    ))
+}
+
+/// If `name` is a session folder name, the start time encoded in it.
+pub fn parse_session_name(name: &str) -> Option<SystemTime> {
+    let rest = name.strip_prefix(SESSION_PREFIX)?;
+    let (stamp, suffix) = rest.split_once('-')?;
+    if suffix.len() != 6 || !suffix.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    time::parse_compact(stamp)
+}
+
+/// Creates `path` and any missing parents with mode 0700.
+pub fn create_private_dir_all(path: &Path) -> io::Result<()> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(path)
+}
+
+/// Creates a new directory with exactly mode 0700 (whatever the umask);
+/// fails if it exists.
+pub fn create_private_dir(path: &Path) -> io::Result<()> {
+    DirBuilder::new().mode(DIR_MODE).create(path)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE))
+}
+
+/// Creates a new, empty, append-only file with exactly mode 0600.
+pub fn create_append_file(path: &Path) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .open(path)?;
+    f.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
+    Ok(f)
+}
+
+/// Replaces `dir/name` with `bytes` so that readers see the old or the new
+/// content, never a mix: temp file in the same folder, fsync, rename, fsync
+/// of the folder.
+pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(FILE_MODE)
+            .open(&tmp)?;
+        f.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, dir.join(name))?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Tells whether a directory accepts new files, by creating and removing a
+/// probe file (permission bits alone do not answer this for root or on
+/// read-only mounts).
+pub fn probe_writable(dir: &Path) -> io::Result<()> {
+    let probe = dir.join(format!(".write-probe-{}", std::process::id()));
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(FILE_MODE)
+        .open(&probe)?;
+    fs::remove_file(&probe)
+}
+
+/// Identity of a process that survives pid reuse: the pid, its start time in
+/// clock ticks since boot (field 22 of `/proc/PID/stat`) and the boot id.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProcessIdentity {
+    pub pid: u32,
+    pub start_ticks: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+}
+
+impl ProcessIdentity {
+    /// The identity of the calling process.
+    pub fn current() -> Option<Self> {
+        let pid = std::process::id();
+        Some(Self {
+            pid,
+            start_ticks: proc_start_ticks(pid)?,
+            boot_id: boot_id(),
+        })
+    }
+
+    /// Whether this process is still alive. `current_boot` is the boot id
+    /// of the running system (read once by callers checking many sessions).
+    pub fn is_alive(&self, current_boot: Option<&str>) -> bool {
+        if let (Some(mine), Some(now)) = (self.boot_id.as_deref(), current_boot)
+            && mine != now
+        {
+            return false;
+        }
+        proc_start_ticks(self.pid) == Some(self.start_ticks)
+    }
+}
+
+/// Field 22 (`starttime`) of `/proc/PID/stat`. The command name (field 2) may
+/// contain spaces and parentheses, so fields are counted after the last `)`.
+pub fn proc_start_ticks(pid: u32) -> Option<u64> {
+    let stat = fs::read(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_ticks(&stat)
+}
+
+fn parse_start_ticks(stat: &[u8]) -> Option<u64> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
+    // After ")" come field 3 (state) onwards; starttime is field 22.
+    rest.split_ascii_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// The kernel's boot id, which changes at every boot.
+pub fn boot_id() -> Option<String> {
+    let s = fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(s.trim().to_owned())
+}
+
+/// Paths of the files of the session folder `dir`.
+pub fn file_path(dir: &Path, file: RecordFile) -> PathBuf {
+    dir.join(file.name())
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+pub fn hex_encode(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        s.push(char::from(HEX[usize::from(b >> 4)]));
+        s.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    s
+}
+
+pub fn hex_decode_32(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 32];
+    for (i, pair) in b.chunks_exact(2).enumerate() {
+        out[i] = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_have_the_documented_shape() {
+        let now = SystemTime::now();
+        let id = new_session_id(now).unwrap();
+        assert!(id.starts_with("session-"), "{id}");
+        assert_eq!(id.len(), "session-20251219T101053Z-9af4c3".len());
+        let t = parse_session_name(&id).unwrap();
+        assert!(now.duration_since(t).unwrap().as_secs() < 2);
+        assert!(parse_session_name("session-20251219T101053Z-9af4c").is_none());
+        assert!(parse_session_name("session-20251219T101053Z-9af4cz").is_none());
+        assert!(parse_session_name("other-20251219T101053Z-9af4c3").is_none());
+        assert!(parse_session_name("session-20251219T101053Z-9af4c3").is_some());
+    }
+
+    #[test]
+    fn start_ticks_survive_odd_command_names() {
+        let mut stat = b"42 (a) b) c) S 1".to_vec();
+        for i in 5..=21 {
+            stat.extend_from_slice(format!(" {i}").as_bytes());
+        }
+        stat.extend_from_slice(b" 987654 0 0\n");
+        assert_eq!(parse_start_ticks(&stat), Some(987_654));
+        let me = ProcessIdentity::current().unwrap();
+        assert!(me.is_alive(boot_id().as_deref()));
+        let other_boot = ProcessIdentity {
+            boot_id: Some("not-this-boot".into()),
+            ..me.clone()
+        };
+        assert!(!other_boot.is_alive(boot_id().as_deref()));
+        let restarted = ProcessIdentity {
+            start_ticks: me.start_ticks + 1,
+            ..me
+        };
+        assert!(!restarted.is_alive(None));
+    }
+
+    #[test]
+    fn hex_round_trip() {
+        let bytes: Vec<u8> = (0..32).map(|i| i * 7).collect();
+        let s = hex_encode(&bytes);
+        assert_eq!(hex_decode_32(&s).unwrap().to_vec(), bytes);
+        assert!(hex_decode_32(&s.to_uppercase()).is_none());
+    }
+}

@@ -1,0 +1,43 @@
+//! Session records of Vectra Guard: one owner-only folder per sandbox
+//! session under `$VECTRAGUARD_HOME/logs/` (default `~/.vectraguard/logs/`):
+//!
+//! ```text
+//! session-20251219T101053Z-9af4c3/
+//!   metadata.json   what ran, where, under which enforced layers, how it ended
+//!   commands.log    one line per program executed (see `writer`)
+//!   stdout.log      byte-exact stdout
+//!   stderr.log      byte-exact stderr
+//!   events.jsonl    one JSON object per event (see `event`)
+//!   integrity.log   hash chain over every record of the files above (see `chain`)
+//! ```
+//!
+//! Writing ([`SessionWriter`]) is append-only, unbuffered and survives the
+//! supervisor being SIGKILLed; [`SessionStore`] lists, resolves, removes and
+//! prunes sessions; [`verify()`] checks a folder against its hash chain.
+#![forbid(unsafe_code)]
+
+pub mod chain;
+pub mod error;
+pub mod event;
+pub mod layout;
+pub mod metadata;
+pub mod quote;
+pub mod store;
+pub mod time;
+pub mod verify;
+pub mod writer;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::RecordsError;
+pub use event::{ChannelSink, Event, EventSink};
+pub use layout::{ProcessIdentity, RecordFile};
+pub use metadata::{
+    IntegrityHead, Layers, Limits, Metadata, NetworkRecord, Origin, Status, Summary, UserInfo,
+};
+pub use quote::{quote_arg, quote_argv};
+pub use store::{ListEntry, ListFilter, SessionInfo, SessionStore, read_metadata};
+pub use time::{parse_duration, parse_since};
+pub use verify::{Problem, VerifyReport, verify};
+pub use writer::{CommandExit, CommandRecord, End, SessionWriter};

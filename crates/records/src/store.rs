@@ -1,0 +1,408 @@
+//! The folder of all sessions: create, list, resolve ids, remove, prune.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::error::RecordsError;
+use crate::event::EventSink;
+use crate::layout::{self, SESSION_PREFIX};
+use crate::metadata::{Metadata, Status, Summary, SummaryFields};
+use crate::verify::{self, VerifyReport};
+use crate::writer::SessionWriter;
+
+/// Which sessions `list` returns; `None` fields do not filter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    pub agent: Option<String>,
+    pub name: Option<String>,
+    /// Sessions started at or after this instant.
+    pub since: Option<SystemTime>,
+    /// Effective status (a crashed `running` session is `interrupted`).
+    pub status: Option<Status>,
+}
+
+impl ListFilter {
+    /// Damaged folders have no readable agent, name or status, so they are
+    /// listed only when the filter asks for none of these.
+    fn admits_damaged(&self) -> bool {
+        self.agent.is_none() && self.name.is_none() && self.status.is_none()
+    }
+
+    fn admits(&self, s: &Summary) -> bool {
+        self.agent
+            .as_ref()
+            .is_none_or(|a| s.agent.as_ref() == Some(a))
+            && self
+                .name
+                .as_ref()
+                .is_none_or(|n| s.name.as_ref() == Some(n))
+            && self.since.is_none_or(|t| s.start_time >= t)
+            && self.status.is_none_or(|st| s.status == st)
+    }
+}
+
+/// One row of `logs list`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum ListEntry {
+    Session(Summary),
+    /// A session folder whose `metadata.json` is missing or unreadable.
+    Damaged {
+        session_id: String,
+        dir: PathBuf,
+        reason: String,
+    },
+}
+
+impl ListEntry {
+    pub fn session_id(&self) -> &str {
+        match self {
+            ListEntry::Session(s) => &s.session_id,
+            ListEntry::Damaged { session_id, .. } => session_id,
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        match self {
+            ListEntry::Session(s) => &s.dir,
+            ListEntry::Damaged { dir, .. } => dir,
+        }
+    }
+}
+
+/// A session's folder and parsed metadata, as `logs show` needs them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionInfo {
+    pub dir: PathBuf,
+    pub metadata: Metadata,
+    /// `metadata.status`, corrected to `interrupted` for a crashed supervisor.
+    pub status: Status,
+}
+
+/// Reads and parses `dir/metadata.json`.
+pub fn read_metadata(dir: &Path) -> Result<Metadata, RecordsError> {
+    let path = dir.join(layout::METADATA);
+    let bytes = fs::read(&path).map_err(|e| metadata_read_error(&path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| RecordsError::DamagedMetadata {
+        path,
+        reason: format!("not valid session metadata: {e}"),
+    })
+}
+
+fn metadata_read_error(path: &Path, e: io::Error) -> RecordsError {
+    if e.kind() == io::ErrorKind::NotFound {
+        RecordsError::DamagedMetadata {
+            path: path.to_owned(),
+            reason: "the file is missing".into(),
+        }
+    } else {
+        RecordsError::Read {
+            path: path.to_owned(),
+            source: e,
+        }
+    }
+}
+
+/// A session folder found under the root.
+struct Found {
+    name: String,
+    dir: PathBuf,
+    name_time: SystemTime,
+}
+
+/// Outcome of reading one folder's metadata for listing.
+enum Read {
+    Ok(Summary),
+    Damaged(String),
+}
+
+fn read_summary(dir: &Path, boot: Option<&str>) -> Read {
+    let path = dir.join(layout::METADATA);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Read::Damaged("metadata.json is missing".into());
+        }
+        Err(e) => return Read::Damaged(format!("cannot read metadata.json: {e}")),
+    };
+    match serde_json::from_slice::<SummaryFields>(&bytes) {
+        Ok(f) => Read::Ok(f.into_summary(dir.to_owned(), boot)),
+        Err(e) => Read::Damaged(format!("metadata.json is not valid session metadata: {e}")),
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionStore {
+    root: PathBuf,
+}
+
+impl SessionStore {
+    /// `$VECTRAGUARD_HOME/logs` when set (and not empty), else
+    /// `~/.vectraguard/logs`.
+    pub fn default_root(env_home: Option<&Path>, home: &Path) -> PathBuf {
+        match env_home {
+            Some(h) if !h.as_os_str().is_empty() => h.join("logs"),
+            _ => home.join(".vectraguard").join("logs"),
+        }
+    }
+
+    /// Opens the records folder for writing, creating it (0700) if missing.
+    pub fn open(root: &Path) -> Result<Self, RecordsError> {
+        match fs::metadata(root) {
+            Ok(m) if !m.is_dir() => {
+                return Err(RecordsError::RootNotDirectory {
+                    path: root.to_owned(),
+                });
+            }
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                layout::create_private_dir_all(root).map_err(|source| {
+                    RecordsError::CreateRoot {
+                        path: root.to_owned(),
+                        source,
+                    }
+                })?;
+            }
+            Err(source) => {
+                return Err(RecordsError::ReadRoot {
+                    path: root.to_owned(),
+                    source,
+                });
+            }
+        }
+        layout::probe_writable(root).map_err(|source| RecordsError::RootNotWritable {
+            path: root.to_owned(),
+            source,
+        })?;
+        Ok(Self::at(root))
+    }
+
+    /// The records folder for reading only: nothing is created or checked
+    /// (a missing folder simply has no sessions).
+    pub fn at(root: &Path) -> Self {
+        Self {
+            root: root.to_owned(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Starts the records of a new session (status `running`).
+    pub fn create(&self, meta: Metadata) -> Result<SessionWriter, RecordsError> {
+        self.create_with_sinks(meta, Vec::new())
+    }
+
+    /// Like [`SessionStore::create`], with consumers subscribed before the
+    /// `session-start` event is published.
+    pub fn create_with_sinks(
+        &self,
+        mut meta: Metadata,
+        sinks: Vec<Arc<dyn EventSink>>,
+    ) -> Result<SessionWriter, RecordsError> {
+        let mut attempts = 0;
+        let dir = loop {
+            let id = layout::new_session_id(meta.start_time)?;
+            let dir = self.root.join(&id);
+            match layout::create_private_dir(&dir) {
+                Ok(()) => {
+                    meta.session_id = id;
+                    break dir;
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 16 => {
+                    attempts += 1
+                }
+                Err(source) => return Err(RecordsError::CreateSession { path: dir, source }),
+            }
+        };
+        SessionWriter::start(dir.clone(), meta, sinks).inspect_err(|_| {
+            // Leave no half-made folder behind to be listed as damaged.
+            let _ = fs::remove_dir_all(&dir);
+        })
+    }
+
+    /// Session folders (by name), unsorted. A missing root has none.
+    fn scan(&self) -> Result<Vec<Found>, RecordsError> {
+        let rd = match fs::read_dir(&self.root) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(RecordsError::ReadRoot {
+                    path: self.root.clone(),
+                    source,
+                });
+            }
+        };
+        let mut found = Vec::new();
+        for entry in rd {
+            let entry = entry.map_err(|source| RecordsError::ReadRoot {
+                path: self.root.clone(),
+                source,
+            })?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let Some(name_time) = layout::parse_session_name(&name) else {
+                continue;
+            };
+            // Never follow a symlink planted in the records folder.
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            found.push(Found {
+                dir: entry.path(),
+                name,
+                name_time,
+            });
+        }
+        Ok(found)
+    }
+
+    /// Sessions matching `filter`, oldest first. Reads only each folder's
+    /// `metadata.json`; a damaged folder is returned as `Damaged` instead of
+    /// failing the listing.
+    pub fn list(&self, filter: &ListFilter) -> Result<Vec<ListEntry>, RecordsError> {
+        let mut found = self.scan()?;
+        if let Some(since) = filter.since {
+            // Folder names carry the start time rounded down to the second.
+            found.retain(|f| f.name_time + Duration::from_secs(1) > since);
+        }
+        found.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        let boot = layout::boot_id();
+        let mut out = Vec::with_capacity(found.len());
+        for f in found {
+            match read_summary(&f.dir, boot.as_deref()) {
+                Read::Ok(s) => {
+                    if filter.admits(&s) {
+                        out.push(ListEntry::Session(s));
+                    }
+                }
+                Read::Damaged(reason) => {
+                    if filter.admits_damaged() && filter.since.is_none_or(|t| f.name_time >= t) {
+                        out.push(ListEntry::Damaged {
+                            session_id: f.name,
+                            dir: f.dir,
+                            reason,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Finds a session folder from its full name (`session-2025…-9af4c3`),
+    /// its id without `session-`, or a unique prefix of either.
+    pub fn resolve(&self, query: &str) -> Result<PathBuf, RecordsError> {
+        let q = query.trim();
+        let unknown = || RecordsError::UnknownSession {
+            query: query.to_owned(),
+            root: self.root.clone(),
+        };
+        if q.is_empty() || q.contains('/') {
+            return Err(unknown());
+        }
+        let found = self.scan()?;
+        let bare = |name: &str| name.strip_prefix(SESSION_PREFIX).unwrap_or(name).to_owned();
+        if let Some(f) = found.iter().find(|f| f.name == q || bare(&f.name) == q) {
+            return Ok(f.dir.clone());
+        }
+        let mut matches: Vec<&Found> = found
+            .iter()
+            .filter(|f| f.name.starts_with(q) || bare(&f.name).starts_with(q))
+            .collect();
+        match matches.len() {
+            0 => Err(unknown()),
+            1 => Ok(matches.remove(0).dir.clone()),
+            _ => {
+                let mut candidates: Vec<String> = matches.iter().map(|f| f.name.clone()).collect();
+                candidates.sort();
+                Err(RecordsError::AmbiguousSession {
+                    query: query.to_owned(),
+                    candidates,
+                })
+            }
+        }
+    }
+
+    /// Resolves `query` and reads the session's metadata.
+    pub fn load(&self, query: &str) -> Result<SessionInfo, RecordsError> {
+        let dir = self.resolve(query)?;
+        let metadata = read_metadata(&dir)?;
+        let status = metadata.effective_status(layout::boot_id().as_deref());
+        Ok(SessionInfo {
+            dir,
+            metadata,
+            status,
+        })
+    }
+
+    /// Checks a session's records against its hash chain.
+    pub fn verify(&self, query: &str) -> Result<VerifyReport, RecordsError> {
+        verify::verify(&self.resolve(query)?)
+    }
+
+    /// Deletes a session's folder; refuses while its supervisor is alive.
+    pub fn remove(&self, query: &str) -> Result<PathBuf, RecordsError> {
+        let dir = self.resolve(query)?;
+        if let Ok(m) = read_metadata(&dir)
+            && m.effective_status(layout::boot_id().as_deref()) == Status::Running
+        {
+            return Err(RecordsError::SessionRunning {
+                id: m.session_id,
+                pid: m.supervisor.map_or(0, |s| s.pid),
+            });
+        }
+        fs::remove_dir_all(&dir).map_err(|source| RecordsError::Remove {
+            path: dir.clone(),
+            source,
+        })?;
+        Ok(dir)
+    }
+
+    /// Deletes sessions that ended (or, for crashed and damaged ones,
+    /// started) more than `older_than` ago. Never touches a session whose
+    /// supervisor is alive. Returns the folders removed, oldest first.
+    pub fn prune(&self, older_than: Duration) -> Result<Vec<PathBuf>, RecordsError> {
+        self.prune_before(
+            SystemTime::now()
+                .checked_sub(older_than)
+                .unwrap_or(SystemTime::UNIX_EPOCH),
+        )
+    }
+
+    /// Like [`SessionStore::prune`] with an explicit cut-off instant.
+    pub fn prune_before(&self, cutoff: SystemTime) -> Result<Vec<PathBuf>, RecordsError> {
+        let mut found = self.scan()?;
+        found.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        let boot = layout::boot_id();
+        let mut removed = Vec::new();
+        for f in found {
+            let last_activity = match read_summary(&f.dir, boot.as_deref()) {
+                Read::Ok(s) if s.status == Status::Running => continue,
+                Read::Ok(s) => s.end_time.unwrap_or(s.start_time),
+                Read::Damaged(_) => f.name_time,
+            };
+            if last_activity >= cutoff {
+                continue;
+            }
+            fs::remove_dir_all(&f.dir).map_err(|source| RecordsError::Remove {
+                path: f.dir.clone(),
+                source,
+            })?;
+            removed.push(f.dir);
+        }
+        Ok(removed)
+    }
+}

@@ -1,0 +1,320 @@
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::{TempDir, sample_meta, store};
+use crate::layout::ProcessIdentity;
+use crate::time::format_compact;
+use crate::{
+    End, ListEntry, ListFilter, Metadata, RecordsError, SessionStore, Status, parse_since,
+};
+
+/// Writes a session folder by hand, as a crashed or older writer left it.
+fn fake_session(
+    root: &Path,
+    start: SystemTime,
+    suffix: &str,
+    edit: impl FnOnce(&mut Metadata),
+) -> PathBuf {
+    let id = format!("session-{}-{suffix}", format_compact(start));
+    let dir = root.join(&id);
+    fs::create_dir_all(&dir).unwrap();
+    let mut m = sample_meta();
+    m.session_id = id;
+    m.start_time = start;
+    m.status = Status::Exited;
+    m.exit_code = Some(0);
+    m.end_time = Some(start + Duration::from_secs(5));
+    edit(&mut m);
+    fs::write(dir.join("metadata.json"), m.to_json().unwrap()).unwrap();
+    dir
+}
+
+/// The identity of a process that has exited (and been reaped).
+fn dead_process() -> ProcessIdentity {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    ProcessIdentity {
+        pid,
+        start_ticks: 1,
+        boot_id: crate::layout::boot_id(),
+    }
+}
+
+fn t(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+fn ids(entries: &[ListEntry]) -> Vec<&str> {
+    entries.iter().map(ListEntry::session_id).collect()
+}
+
+#[test]
+fn default_root_follows_vectraguard_home() {
+    let home = Path::new("/home/u");
+    assert_eq!(
+        SessionStore::default_root(None, home),
+        Path::new("/home/u/.vectraguard/logs")
+    );
+    assert_eq!(
+        SessionStore::default_root(Some(Path::new("/srv/vg")), home),
+        Path::new("/srv/vg/logs")
+    );
+    assert_eq!(
+        SessionStore::default_root(Some(Path::new("")), home),
+        Path::new("/home/u/.vectraguard/logs")
+    );
+}
+
+#[test]
+fn unusable_roots_give_clear_errors() {
+    let tmp = TempDir::new("badroot");
+    let file = tmp.path().join("plain-file");
+    fs::write(&file, b"x").unwrap();
+    let e = SessionStore::open(&file).unwrap_err();
+    assert!(matches!(e, RecordsError::RootNotDirectory { .. }), "{e}");
+    let e = SessionStore::open(&file.join("logs")).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, RecordsError::CreateRoot { .. }), "{msg}");
+    assert!(
+        msg.contains("plain-file/logs") && msg.contains("VECTRAGUARD_HOME"),
+        "{msg}"
+    );
+    // /proc refuses new files even for root.
+    let e = SessionStore::open(Path::new("/proc")).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, RecordsError::RootNotWritable { .. }), "{msg}");
+    assert!(msg.contains("/proc is not writable"), "{msg}");
+}
+
+#[test]
+fn list_survives_damaged_folders_and_filters() {
+    let (tmp, store) = store("list");
+    let root = store.root().to_owned();
+    let a = fake_session(&root, t(1_700_000_000), "aaaaaa", |m| {
+        m.agent = Some("claude".into())
+    });
+    let b = fake_session(&root, t(1_700_000_100), "bbbbbb", |m| {
+        m.name = Some("deploy".into())
+    });
+    let garbage = root.join("session-20231114T222000Z-cccccc");
+    fs::create_dir(&garbage).unwrap();
+    fs::write(garbage.join("metadata.json"), b"{\"status\": \"runn").unwrap();
+    let missing = root.join("session-20231114T222100Z-dddddd");
+    fs::create_dir(&missing).unwrap();
+    // Not sessions: ignored.
+    fs::create_dir(root.join("notes")).unwrap();
+    fs::write(root.join("session-20231114T222200Z-eeeeee"), b"a file").unwrap();
+    std::os::unix::fs::symlink(tmp.path(), root.join("session-20231114T222300Z-ffffff")).unwrap();
+
+    let all = store.list(&ListFilter::default()).unwrap();
+    assert_eq!(
+        ids(&all),
+        [
+            "session-20231114T221320Z-aaaaaa",
+            "session-20231114T221500Z-bbbbbb",
+            "session-20231114T222000Z-cccccc",
+            "session-20231114T222100Z-dddddd",
+        ]
+    );
+    assert_eq!(all[0].dir(), a);
+    assert_eq!(all[1].dir(), b);
+    match (&all[2], &all[3]) {
+        (ListEntry::Damaged { reason: r1, .. }, ListEntry::Damaged { reason: r2, .. }) => {
+            assert!(r1.contains("not valid"), "{r1}");
+            assert!(r2.contains("missing"), "{r2}");
+        }
+        other => panic!("expected damaged entries, got {other:?}"),
+    }
+
+    let by_agent = ListFilter {
+        agent: Some("claude".into()),
+        ..ListFilter::default()
+    };
+    assert_eq!(
+        ids(&store.list(&by_agent).unwrap()),
+        ["session-20231114T221320Z-aaaaaa"]
+    );
+    let by_name = ListFilter {
+        name: Some("deploy".into()),
+        ..ListFilter::default()
+    };
+    assert_eq!(
+        ids(&store.list(&by_name).unwrap()),
+        ["session-20231114T221500Z-bbbbbb"]
+    );
+    let since = ListFilter {
+        since: Some(parse_since("2023-11-14T22:14:00Z", SystemTime::now()).unwrap()),
+        ..ListFilter::default()
+    };
+    assert_eq!(store.list(&since).unwrap().len(), 3);
+    let json = serde_json::to_string(&all).unwrap();
+    assert!(
+        json.contains("\"kind\":\"damaged\"") && json.contains("\"kind\":\"session\""),
+        "{json}"
+    );
+}
+
+#[test]
+fn crashed_running_session_lists_as_interrupted() {
+    let (_tmp, store) = store("interrupted");
+    let root = store.root().to_owned();
+    fake_session(&root, t(1_700_000_000), "000001", |m| {
+        m.status = Status::Running;
+        m.end_time = None;
+        m.exit_code = None;
+        m.supervisor = Some(dead_process());
+    });
+    // Pid alive but started at another time: a reused pid.
+    fake_session(&root, t(1_700_000_001), "000002", |m| {
+        m.status = Status::Running;
+        m.supervisor = ProcessIdentity::current().map(|mut p| {
+            p.start_ticks += 1;
+            p
+        });
+    });
+    let live = store.create(sample_meta()).unwrap();
+    let statuses: Vec<Status> = store
+        .list(&ListFilter::default())
+        .unwrap()
+        .iter()
+        .map(|e| match e {
+            ListEntry::Session(s) => s.status,
+            ListEntry::Damaged { .. } => panic!("damaged {e:?}"),
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [Status::Interrupted, Status::Interrupted, Status::Running]
+    );
+    let only = ListFilter {
+        status: Some(Status::Interrupted),
+        ..ListFilter::default()
+    };
+    assert_eq!(store.list(&only).unwrap().len(), 2);
+    let info = store.load("20231114T221320Z").unwrap();
+    assert_eq!(info.metadata.status, Status::Running);
+    assert_eq!(info.status, Status::Interrupted);
+    live.finish(End::exited(0)).unwrap();
+}
+
+#[test]
+fn resolve_accepts_ids_and_unique_prefixes() {
+    let (_tmp, store) = store("resolve");
+    let root = store.root().to_owned();
+    let c3 = fake_session(&root, t(1_766_139_053), "9af4c3", |_| {});
+    let d0 = fake_session(&root, t(1_766_139_053), "9af4d0", |_| {});
+    let other = fake_session(&root, t(1_766_188_800), "000000", |_| {});
+
+    assert_eq!(
+        store.resolve("session-20251219T101053Z-9af4c3").unwrap(),
+        c3
+    );
+    assert_eq!(store.resolve("20251219T101053Z-9af4c3").unwrap(), c3);
+    assert_eq!(store.resolve("20251219T101053Z-9af4d").unwrap(), d0);
+    assert_eq!(store.resolve("session-2025122").unwrap(), other);
+    assert_eq!(store.resolve("2025122").unwrap(), other);
+
+    let e = store.resolve("20251219").unwrap_err();
+    match &e {
+        RecordsError::AmbiguousSession { candidates, .. } => assert_eq!(
+            candidates,
+            &[
+                "session-20251219T101053Z-9af4c3",
+                "session-20251219T101053Z-9af4d0"
+            ]
+        ),
+        other => panic!("{other}"),
+    }
+    assert!(e.to_string().contains("matches 2 sessions"), "{e}");
+    let e = store.resolve("nope").unwrap_err();
+    assert!(matches!(e, RecordsError::UnknownSession { .. }));
+    assert!(e.to_string().contains("vectraguard logs list"), "{e}");
+    assert!(store.resolve("").is_err());
+    assert!(store.resolve("../logs").is_err());
+    let empty = SessionStore::at(&root.join("absent"));
+    assert!(matches!(
+        empty.resolve("2025"),
+        Err(RecordsError::UnknownSession { .. })
+    ));
+    assert!(empty.list(&ListFilter::default()).unwrap().is_empty());
+}
+
+#[test]
+fn remove_refuses_live_sessions() {
+    let (_tmp, store) = store("remove");
+    let live = store.create(sample_meta()).unwrap();
+    let e = store.remove(live.id()).unwrap_err();
+    assert!(matches!(e, RecordsError::SessionRunning { .. }), "{e}");
+    let id = live.id().to_owned();
+    live.finish(End::exited(0)).unwrap();
+    let dir = store.remove(&id).unwrap();
+    assert!(!dir.exists());
+}
+
+#[test]
+fn prune_keeps_live_and_recent_sessions() {
+    let (_tmp, store) = store("prune");
+    let root = store.root().to_owned();
+    let now = SystemTime::now();
+    let old = now - Duration::from_secs(40 * 86_400);
+    let old_done = fake_session(&root, old, "000001", |_| {});
+    let old_live = fake_session(&root, old, "000002", |m| {
+        m.status = Status::Running;
+        m.end_time = None;
+        m.supervisor = ProcessIdentity::current();
+    });
+    let old_crashed = fake_session(&root, old, "000003", |m| {
+        m.status = Status::Running;
+        m.end_time = None;
+        m.supervisor = Some(dead_process());
+    });
+    let old_damaged = root.join(format!("session-{}-000004", format_compact(old)));
+    fs::create_dir(&old_damaged).unwrap();
+    let recent = fake_session(&root, now - Duration::from_secs(3600), "000005", |_| {});
+    // Started long ago but ended recently.
+    let long_run = fake_session(&root, old, "000006", |m| m.end_time = Some(now));
+    let stranger = root.join("keep-me");
+    fs::create_dir(&stranger).unwrap();
+
+    let removed = store.prune(crate::parse_duration("30d").unwrap()).unwrap();
+    assert_eq!(removed, [old_done, old_crashed, old_damaged]);
+    for kept in [&old_live, &recent, &long_run, &stranger] {
+        assert!(kept.exists(), "{kept:?} was removed");
+    }
+}
+
+#[test]
+fn list_of_two_thousand_sessions() {
+    let (_tmp, store) = store("many");
+    let w = store.create(sample_meta()).unwrap();
+    let template = w.finish(End::exited(0)).unwrap();
+    let root = store.root().to_owned();
+    for i in 0..1999u32 {
+        fake_session(
+            &root,
+            t(1_700_000_000 + u64::from(i)),
+            &format!("{i:06x}"),
+            |m| {
+                let id = std::mem::take(&mut m.session_id);
+                *m = template.clone();
+                m.session_id = id;
+                m.start_time = t(1_700_000_000 + u64::from(i));
+                m.agent = Some(if i % 2 == 0 { "even" } else { "odd" }.into());
+            },
+        );
+    }
+    let started = Instant::now();
+    let all = store.list(&ListFilter::default()).unwrap();
+    let took = started.elapsed();
+    eprintln!("listed {} sessions in {took:?}", all.len());
+    assert_eq!(all.len(), 2000);
+    assert!(all.iter().all(|e| matches!(e, ListEntry::Session(_))));
+    let even = ListFilter {
+        agent: Some("even".into()),
+        ..ListFilter::default()
+    };
+    assert_eq!(store.list(&even).unwrap().len(), 1000);
+}

@@ -1,0 +1,492 @@
+//! `SessionWriter`: appends a running session's records, hash-chained, safe
+//! to share between the stdout relay, the stderr relay, the exec tracer and
+//! the main thread.
+//!
+//! Every record goes to its file with a single `write_all` on an `O_APPEND`
+//! descriptor, then its `integrity.log` line likewise, under one lock so
+//! offsets and chain order agree. Nothing is buffered in user space: when the
+//! supervisor is SIGKILLed, everything recorded so far is in the kernel's
+//! page cache and reaches the disk. (Files are fsynced at `finish`; a power
+//! cut mid-session may lose the tail.)
+//!
+//! `commands.log` has one line per record:
+//!
+//! ```text
+//! <time> exec pid=<pid> ppid=<ppid> cwd=<quoted cwd> [status=<n>|signal=<n>] -- <quoted argv>
+//! <time> exit pid=<pid> status=<n>
+//! <time> exit pid=<pid> signal=<n>
+//! ```
+//!
+//! e.g. `2025-12-19T10:10:53.123Z exec pid=42 ppid=1 cwd=/work -- grep -r 'a b' .`.
+//! The exit status of a command usually comes later, as its own `exit` line
+//! naming the pid (the file is append-only). Quoting follows [`crate::quote`],
+//! so the part after ` -- ` pastes back into a shell.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::SystemTime;
+
+use crate::chain::Chain;
+use crate::error::RecordsError;
+use crate::event::{Event, EventSink, kind};
+use crate::layout::{self, RecordFile};
+use crate::metadata::{IntegrityHead, Metadata, Status};
+use crate::quote::{quote_arg, quote_argv};
+use crate::time;
+
+/// How a command inside the sandbox ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandExit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl From<i32> for CommandExit {
+    fn from(code: i32) -> Self {
+        CommandExit::Code(code)
+    }
+}
+
+impl fmt::Display for CommandExit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommandExit::Code(c) => write!(f, "status={c}"),
+            CommandExit::Signal(s) => write!(f, "signal={s}"),
+        }
+    }
+}
+
+/// One program executed in the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandRecord {
+    pub time: SystemTime,
+    pub pid: u32,
+    pub ppid: u32,
+    pub cwd: PathBuf,
+    pub argv: Vec<OsString>,
+    /// Known only when the exec is recorded after the fact.
+    pub exit: Option<CommandExit>,
+}
+
+impl CommandRecord {
+    /// A command started now, exit status not yet known.
+    pub fn new<I, A>(pid: u32, ppid: u32, cwd: impl Into<PathBuf>, argv: I) -> Self
+    where
+        I: IntoIterator<Item = A>,
+        A: Into<OsString>,
+    {
+        Self {
+            time: SystemTime::now(),
+            pid,
+            ppid,
+            cwd: cwd.into(),
+            argv: argv.into_iter().map(Into::into).collect(),
+            exit: None,
+        }
+    }
+
+    /// The `commands.log` line, newline included.
+    pub fn to_line(&self) -> String {
+        let mut s = format!(
+            "{} exec pid={} ppid={} cwd={}",
+            time::format_rfc3339(self.time),
+            self.pid,
+            self.ppid,
+            quote_arg(self.cwd.as_os_str().as_bytes())
+        );
+        if let Some(exit) = self.exit {
+            s.push_str(&format!(" {exit}"));
+        }
+        s.push_str(" -- ");
+        s.push_str(&quote_argv(self.argv.iter().map(|a| a.as_bytes())));
+        s.push('\n');
+        s
+    }
+}
+
+/// How a session ended; see the constructors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct End {
+    pub end_time: SystemTime,
+    pub status: Status,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub error: Option<String>,
+}
+
+impl End {
+    pub fn exited(code: i32) -> Self {
+        Self::now(Status::Exited, Some(code), None, None)
+    }
+
+    /// Killed by `signal`; the exit code is 128 + signal, as a shell reports it.
+    pub fn signalled(signal: i32) -> Self {
+        Self::now(
+            Status::Signalled,
+            Some(128_i32.saturating_add(signal)),
+            Some(signal),
+            None,
+        )
+    }
+
+    pub fn timeout(exit_code: Option<i32>) -> Self {
+        Self::now(Status::Timeout, exit_code, None, None)
+    }
+
+    /// Vectra Guard failed before the command ran (exit code 125).
+    pub fn failed_to_start(error: impl Into<String>) -> Self {
+        Self::now(Status::FailedToStart, Some(125), None, Some(error.into()))
+    }
+
+    fn now(
+        status: Status,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        error: Option<String>,
+    ) -> Self {
+        Self {
+            end_time: SystemTime::now(),
+            status,
+            exit_code,
+            signal,
+            error,
+        }
+    }
+}
+
+struct Appender {
+    file: File,
+    path: PathBuf,
+    len: u64,
+}
+
+impl Appender {
+    fn create(dir: &Path, name: &str) -> Result<Self, RecordsError> {
+        let path = dir.join(name);
+        let file = layout::create_append_file(&path).map_err(|source| RecordsError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Self { file, path, len: 0 })
+    }
+
+    fn append(&mut self, data: &[u8]) -> Result<u64, RecordsError> {
+        let offset = self.len;
+        match self.file.write_all(data) {
+            Ok(()) => {
+                self.len += u64::try_from(data.len()).unwrap_or(u64::MAX);
+                Ok(offset)
+            }
+            Err(source) => {
+                // A partial write may have landed; keep offsets true to the file.
+                if let Ok(m) = self.file.metadata() {
+                    self.len = m.len();
+                }
+                Err(RecordsError::Write {
+                    path: self.path.clone(),
+                    source,
+                })
+            }
+        }
+    }
+}
+
+struct State {
+    /// commands, stdout, stderr, events (the order of `RecordFile::APPENDED`).
+    files: [Appender; 4],
+    integrity: Appender,
+    chain: Chain,
+    metadata: Metadata,
+    finished: bool,
+}
+
+fn slot(file: RecordFile) -> usize {
+    match file {
+        RecordFile::Commands => 0,
+        RecordFile::Stdout => 1,
+        RecordFile::Stderr => 2,
+        RecordFile::Events | RecordFile::Metadata => 3,
+    }
+}
+
+impl State {
+    /// Writes one record of an append-only file and chains it.
+    fn append(&mut self, file: RecordFile, data: &[u8]) -> Result<(), RecordsError> {
+        if data.is_empty() || file == RecordFile::Metadata {
+            return Ok(());
+        }
+        let offset = self.files[slot(file)].append(data)?;
+        self.chain_record(file, offset, data)
+    }
+
+    fn chain_record(
+        &mut self,
+        file: RecordFile,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), RecordsError> {
+        let (line, hash) = self.chain.line(file.name(), offset, data);
+        self.integrity.append(line.as_bytes())?;
+        self.chain.commit(hash);
+        Ok(())
+    }
+
+    /// Replaces `metadata.json` atomically and chains its new content.
+    fn write_metadata(&mut self, dir: &Path) -> Result<(), RecordsError> {
+        self.metadata.integrity = Some(IntegrityHead {
+            records: self.chain.records(),
+            head: layout::hex_encode(&self.chain.head()),
+        });
+        let json = self
+            .metadata
+            .to_json()
+            .map_err(|source| RecordsError::Encode {
+                what: "metadata",
+                source,
+            })?;
+        layout::write_atomic(dir, layout::METADATA, &json).map_err(|source| {
+            RecordsError::Write {
+                path: dir.join(layout::METADATA),
+                source,
+            }
+        })?;
+        self.chain_record(RecordFile::Metadata, 0, &json)
+    }
+}
+
+/// The writing side of one session's records. `Send + Sync`: share it by
+/// reference or in an `Arc`.
+pub struct SessionWriter {
+    dir: PathBuf,
+    id: String,
+    state: Mutex<State>,
+    sinks: RwLock<Vec<Arc<dyn EventSink>>>,
+}
+
+impl fmt::Debug for SessionWriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionWriter")
+            .field("dir", &self.dir)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionWriter {
+    /// Creates the files of the new, empty session folder `dir` and writes
+    /// the initial metadata and the `session-start` event. `meta.session_id`
+    /// must already be set.
+    pub(crate) fn start(
+        dir: PathBuf,
+        mut meta: Metadata,
+        sinks: Vec<Arc<dyn EventSink>>,
+    ) -> Result<Self, RecordsError> {
+        let integrity = Appender::create(&dir, layout::INTEGRITY)?;
+        let files = [
+            Appender::create(&dir, layout::COMMANDS)?,
+            Appender::create(&dir, layout::STDOUT)?,
+            Appender::create(&dir, layout::STDERR)?,
+            Appender::create(&dir, layout::EVENTS)?,
+        ];
+        meta.start_time = time::truncate_millis(meta.start_time);
+        meta.status = Status::Running;
+        meta.end_time = None;
+        meta.exit_code = None;
+        meta.signal = None;
+        meta.supervisor = layout::ProcessIdentity::current();
+        let env_keys = std::mem::take(&mut meta.env_keys);
+        meta.set_env_keys(env_keys);
+        let id = meta.session_id.clone();
+        let start = Event::new(kind::SESSION_START)
+            .at(meta.start_time)
+            .with("session_id", id.clone())
+            .with("origin", meta.origin.as_str());
+        let mut state = State {
+            files,
+            integrity,
+            chain: Chain::new(),
+            metadata: meta,
+            finished: false,
+        };
+        state.write_metadata(&dir)?;
+        let writer = Self {
+            dir,
+            id,
+            state: Mutex::new(state),
+            sinks: RwLock::new(sinks),
+        };
+        writer.event(start)?;
+        Ok(writer)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The session id, which is also the folder name.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A copy of the current metadata.
+    pub fn metadata(&self) -> Metadata {
+        self.lock().metadata.clone()
+    }
+
+    /// Appends bytes to `stdout.log`, exactly as received (one record).
+    pub fn append_stdout(&self, data: &[u8]) -> Result<(), RecordsError> {
+        self.lock().append(RecordFile::Stdout, data)
+    }
+
+    /// Appends bytes to `stderr.log`, exactly as received (one record).
+    pub fn append_stderr(&self, data: &[u8]) -> Result<(), RecordsError> {
+        self.lock().append(RecordFile::Stderr, data)
+    }
+
+    /// Appends an `exec` line to `commands.log`.
+    pub fn record_command(&self, cmd: &CommandRecord) -> Result<(), RecordsError> {
+        let line = cmd.to_line();
+        self.lock().append(RecordFile::Commands, line.as_bytes())
+    }
+
+    /// Appends an `exit` line for an earlier `exec` of `pid`.
+    pub fn record_exit(&self, pid: u32, exit: CommandExit) -> Result<(), RecordsError> {
+        self.record_exit_at(SystemTime::now(), pid, exit)
+    }
+
+    pub fn record_exit_at(
+        &self,
+        time: SystemTime,
+        pid: u32,
+        exit: CommandExit,
+    ) -> Result<(), RecordsError> {
+        let line = format!("{} exit pid={pid} {exit}\n", time::format_rfc3339(time));
+        self.lock().append(RecordFile::Commands, line.as_bytes())
+    }
+
+    /// Writes an event to `events.jsonl`, then hands it to every sink.
+    pub fn event(&self, event: Event) -> Result<(), RecordsError> {
+        let line = event.to_line().map_err(|source| RecordsError::Encode {
+            what: "event",
+            source,
+        })?;
+        self.lock().append(RecordFile::Events, &line)?;
+        self.publish(&event);
+        Ok(())
+    }
+
+    fn publish(&self, event: &Event) {
+        let sinks: Vec<Arc<dyn EventSink>> = self
+            .sinks
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for sink in sinks {
+            sink.publish(event);
+        }
+    }
+
+    /// Subscribes another consumer to this session's future events.
+    pub fn add_sink(&self, sink: Arc<dyn EventSink>) {
+        self.sinks
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(sink);
+    }
+
+    /// Changes metadata mid-session (e.g. the layers once they are in
+    /// force) and rewrites `metadata.json` atomically. The id, status,
+    /// supervisor and end fields are kept as they are.
+    pub fn update_metadata(&self, change: impl FnOnce(&mut Metadata)) -> Result<(), RecordsError> {
+        let mut st = self.lock();
+        if st.finished {
+            return Err(RecordsError::AlreadyFinished {
+                id: self.id.clone(),
+            });
+        }
+        let before = st.metadata.clone();
+        change(&mut st.metadata);
+        let m = &mut st.metadata;
+        m.record_format = before.record_format;
+        m.session_id = before.session_id;
+        m.status = before.status;
+        m.supervisor = before.supervisor;
+        m.end_time = before.end_time;
+        m.exit_code = before.exit_code;
+        m.signal = before.signal;
+        let env_keys = std::mem::take(&mut m.env_keys);
+        m.set_env_keys(env_keys);
+        st.write_metadata(&self.dir)
+    }
+
+    /// Ends the session: appends the `session-end` event, syncs the files to
+    /// disk and completes `metadata.json` atomically. Returns the final
+    /// metadata.
+    pub fn finish(self, end: End) -> Result<Metadata, RecordsError> {
+        let mut ev = Event::new(kind::SESSION_END)
+            .at(end.end_time)
+            .with("session_id", self.id.clone())
+            .with("status", end.status.as_str());
+        if let Some(c) = end.exit_code {
+            ev = ev.with("exit_code", c);
+        }
+        if let Some(s) = end.signal {
+            ev = ev.with("signal", s);
+        }
+        if let Some(e) = &end.error {
+            ev = ev.with("error", e.clone());
+        }
+        self.event(ev)?;
+        let mut st = self.lock();
+        for f in st.files.iter().chain(std::iter::once(&st.integrity)) {
+            f.file.sync_data().map_err(|source| RecordsError::Write {
+                path: f.path.clone(),
+                source,
+            })?;
+        }
+        st.metadata.end_time = Some(time::truncate_millis(end.end_time));
+        st.metadata.status = end.status;
+        st.metadata.exit_code = end.exit_code;
+        st.metadata.signal = end.signal;
+        st.metadata.error = end.error;
+        st.finished = true;
+        st.write_metadata(&self.dir)?;
+        st.integrity
+            .file
+            .sync_data()
+            .map_err(|source| RecordsError::Write {
+                path: st.integrity.path.clone(),
+                source,
+            })?;
+        Ok(st.metadata.clone())
+    }
+}
+
+impl Drop for SessionWriter {
+    /// A writer dropped without `finish` (an error path) leaves an
+    /// `interrupted` record rather than one that looks alive.
+    fn drop(&mut self) {
+        let dir = self.dir.clone();
+        let st = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if st.finished {
+            return;
+        }
+        st.finished = true;
+        st.metadata.status = Status::Interrupted;
+        st.metadata.end_time = Some(time::truncate_millis(SystemTime::now()));
+        if st.metadata.error.is_none() {
+            st.metadata.error =
+                Some("the supervisor stopped recording without finishing the session".into());
+        }
+        let _ = st.write_metadata(&dir);
+    }
+}
