@@ -323,6 +323,10 @@ fn command_argv(
         )
         .into()),
         Some(_) if args.after_dash_dash => Ok(args.args.clone()),
+        Some((first, _)) if first.starts_with('-') => Err(anyhow::anyhow!(
+            "unknown option '{first}' (see `vectraguard sandbox run --help`; put the command after `--`)"
+        )
+        .into()),
         Some((script, rest)) => script_argv(Path::new(script), rest, cwd, mounts),
     }
 }

@@ -26,6 +26,8 @@ pub enum SetupError {
     MountSource { path: PathBuf, source: io::Error },
     #[error("path {0} cannot be used in the sandbox (it contains a NUL byte)")]
     BadPath(PathBuf),
+    #[error("cannot bring up the sandbox's loopback interface: {source}")]
+    Network { source: io::Error },
     #[error("cannot set the sandbox hostname: {0}")]
     Hostname(io::Error),
     #[error(
@@ -84,6 +86,7 @@ impl SetupError {
             | Self::BadPath(_)
             | Self::Workdir { .. } => "mount namespace",
             Self::Hostname(_) => "UTS namespace",
+            Self::Network { .. } => "network namespace",
             Self::Credentials { .. } => "privilege drop",
             Self::Capabilities { .. } => "capabilities",
             Self::NoNewPrivs(_) => "no_new_privs",

@@ -6,7 +6,7 @@
 
 use std::ffi::CString;
 use std::io::{PipeReader, PipeWriter, Read, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 use crate::caps;
 use crate::error::SetupError;
@@ -49,6 +49,8 @@ fn setup(p: &Prepared, mut sync: PipeReader) -> Result<String, SetupError> {
         sys::setfsuid(p.identity.uid);
     }
     sys::sethostname(&p.hostname).map_err(SetupError::Hostname)?;
+    // A fresh network namespace has loopback down; "loopback only" means it works.
+    sys::loopback_up().map_err(|source| SetupError::Network { source })?;
     crate::rootfs::build_and_pivot(&p.ops)?;
     std::env::set_current_dir(&p.workdir).map_err(|source| SetupError::Workdir {
         path: p.workdir.clone(),
@@ -70,6 +72,11 @@ fn setup(p: &Prepared, mut sync: PipeReader) -> Result<String, SetupError> {
         return Err(SetupError::ParentGone);
     }
     caps::clear_all()?;
+    // Init is a copy of the supervisor: its memory holds the host environment and its
+    // descriptor table the caller's files. Not dumpable means no sandboxed process can
+    // read /proc/1/environ, /proc/1/mem or open /proc/1/fd/*.
+    sys::prctl(libc::PR_SET_DUMPABLE, 0, 0)
+        .map_err(|e| SetupError::Internal(format!("PR_SET_DUMPABLE: {e}")))?;
     sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0).map_err(SetupError::NoNewPrivs)?;
     let ll = landlock::restrict(&p.landlock)?;
     // Seccomp last: from here on the filter also constrains this init process.
@@ -93,6 +100,10 @@ fn setup(p: &Prepared, mut sync: PipeReader) -> Result<String, SetupError> {
 }
 
 fn run_init(p: &Prepared, mut report: PipeWriter) -> ! {
+    // Keep only what init and the command need: the report pipe and the command's stdio.
+    let mut keep = vec![report.as_raw_fd()];
+    keep.extend_from_slice(&p.stdio);
+    sys::close_all_except(&keep);
     let Ok((mut err_r, err_w)) = std::io::pipe() else {
         sys::exit_now(125)
     };

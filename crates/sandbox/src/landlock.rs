@@ -80,8 +80,13 @@ pub fn restrict(rules: &LandlockRules) -> Result<LandlockReport, SetupError> {
         let fd = PathFd::new(path).map_err(|e| SetupError::Landlock {
             reason: format!("cannot open {} for a rule: {e}", path.display()),
         })?;
+        // Files (single-file mounts) only take file rights.
+        let mut access = access_for(*class, abi);
+        if !path.is_dir() {
+            access &= AccessFs::from_file(abi);
+        }
         created = created
-            .add_rule(PathBeneath::new(fd, access_for(*class, abi)))
+            .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| fail(&e))?;
     }
     let status = created.restrict_self().map_err(|e| fail(&e))?;

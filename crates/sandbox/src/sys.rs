@@ -770,3 +770,43 @@ pub fn read_process_memory(pid: pid_t, addr: u64, buf: &mut [u8]) -> io::Result<
     let n = check_long(n as c_long)?;
     usize::try_from(n).map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))
 }
+
+const IFF_UP_RUNNING: libc::c_short = 0x1 | 0x40; // IFF_UP | IFF_RUNNING
+
+/// Brings the loopback interface of the current network namespace up.
+pub fn loopback_up() -> io::Result<()> {
+    // SAFETY: socket takes integers.
+    let sock =
+        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: the kernel just returned this descriptor.
+    let sock = unsafe { OwnedFd::from_raw_fd(sock) };
+    // SAFETY: ifreq is plain data.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: req is a valid ifreq naming "lo"; the ioctl fills ifru_flags.
+    check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) })?;
+    // SAFETY: ifru_flags is the union member SIOCGIFFLAGS just filled.
+    unsafe { req.ifr_ifru.ifru_flags |= IFF_UP_RUNNING };
+    // SAFETY: req is a valid ifreq with the new flags.
+    check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) }).map(drop)
+}
+
+/// Closes every descriptor from 3 up except those in `keep`.
+pub fn close_all_except(keep: &[RawFd]) {
+    let mut keep: Vec<c_uint> = keep
+        .iter()
+        .filter_map(|&fd| c_uint::try_from(fd).ok())
+        .filter(|&fd| fd >= 3)
+        .collect();
+    keep.sort_unstable();
+    let mut next: c_uint = 3;
+    for fd in keep {
+        if fd > next {
+            let _ = close_range(next, fd - 1);
+        }
+        next = fd.saturating_add(1);
+    }
+    let _ = close_range(next, c_uint::MAX);
+}

@@ -1,0 +1,15 @@
+//! The end-to-end suite, one module per topic.
+
+pub mod harness;
+
+mod attacks_files;
+mod attacks_network;
+mod attacks_processes;
+#[cfg(target_arch = "x86_64")]
+mod attacks_syscalls;
+mod config;
+mod filesystem;
+mod lifecycle;
+mod mounts;
+mod options;
+mod posture;
