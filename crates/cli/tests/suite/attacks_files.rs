@@ -2,38 +2,24 @@
 //! symlink and hardlink escapes. Each test also checks that the host is unchanged.
 
 use std::path::Path;
-use std::process::Command;
 
 use super::harness::{
-    PYTHON, TempDir, Workspace, all_users, each_identity, home_secret, is_root, py, python, run,
+    PYTHON, Runner, TempDir, Workspace, all_users, each_identity, home_secret, py, python, run,
     sh, test_user, unique,
 };
 
 /// Control: the test user can read `path` on the host without a sandbox, so a failure
 /// to read it inside is the sandbox's doing.
 fn assert_user_can_read_on_host(path: &Path) {
-    let user = test_user();
-    let mut cmd = if is_root() {
-        let mut c = Command::new("setpriv");
-        c.arg(format!("--reuid={}", user.uid))
-            .arg(format!("--regid={}", user.gid))
-            .arg("--clear-groups")
-            .arg("--")
-            .arg("cat");
-        c
-    } else {
-        Command::new("cat")
-    };
-    let out = cmd
+    let out = Runner::Unprivileged
+        .host_command("cat")
         .arg(path)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
         .output()
         .unwrap();
     assert!(
         out.status.success(),
         "control failed: {} cannot read {} on the host: {}",
-        user.name,
+        test_user().name,
         path.display(),
         String::from_utf8_lossy(&out.stderr)
     );

@@ -3,31 +3,19 @@
 //! setuid binaries.
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use super::harness::{
-    CLOSE_INHERITED_FDS, PYTHON, Vg, Workspace, assert_no_process_left, each_identity, is_root, py,
-    python, test_user, unique,
+    CLOSE_INHERITED_FDS, PYTHON, Runner, Vg, Workspace, assert_no_process_left, each_identity,
+    is_root, py, python, unique,
 };
 
 /// Starts `sleep SECONDS` on the host as the test user: a process the sandboxed
 /// command could signal if it shared the host's PID namespace.
 fn host_victim(seconds: &str) -> std::process::Child {
-    let user = test_user();
-    let mut cmd = if is_root() {
-        let mut c = Command::new("setpriv");
-        c.arg(format!("--reuid={}", user.uid))
-            .arg(format!("--regid={}", user.gid))
-            .arg("--clear-groups")
-            .arg("--")
-            .arg("sleep");
-        c
-    } else {
-        Command::new("sleep")
-    };
-    cmd.arg(seconds)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
+    Runner::Unprivileged
+        .host_command("sleep")
+        .arg(seconds)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -390,12 +378,8 @@ report("su-euid", euid)
             std::os::unix::fs::chown(&suid, Some(0), Some(0)).unwrap();
             std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
             // Control: on the host, it does raise the test user's privileges.
-            let host = Command::new("setpriv")
-                .arg(format!("--reuid={}", user.uid))
-                .arg(format!("--regid={}", user.gid))
-                .arg("--clear-groups")
-                .arg("--")
-                .arg(&suid)
+            let host = Runner::Unprivileged
+                .host_command(&suid)
                 .arg("-u")
                 .output()
                 .unwrap();

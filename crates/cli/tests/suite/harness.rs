@@ -166,17 +166,16 @@ fn ensure_user(name: &str) -> User {
             .env("PATH", HOST_PATH)
             .output()
             .expect("cannot run useradd (is the passwd package installed?)");
-        let code = out.status.code();
-        if code != Some(0) && code != Some(9) && Instant::now() > deadline {
-            panic!(
-                "useradd {name} failed with {:?}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
+        if out.status.success() || user_named(name).is_some() {
+            continue;
         }
-        if code != Some(0) {
-            thread::sleep(Duration::from_millis(50));
-        }
+        assert!(
+            Instant::now() < deadline,
+            "useradd {name} failed with {:?}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -217,9 +216,10 @@ impl Runner {
         test_user()
     }
 
-    /// A command that starts `program` as this runner's user, with an empty
-    /// environment apart from PATH and HOME.
-    fn command(self, program: &str) -> Command {
+    /// A command that starts `program` on the host as this runner's user, with an
+    /// empty environment apart from PATH and HOME. Also used for controls: showing
+    /// that without the sandbox the test user could do what the sandbox prevents.
+    pub fn host_command(self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut cmd = match self {
             Runner::Unprivileged if is_root() => {
                 let user = test_user();
@@ -228,10 +228,10 @@ impl Runner {
                     .arg(format!("--regid={}", user.gid))
                     .arg("--clear-groups")
                     .arg("--")
-                    .arg(program);
+                    .arg(program.as_ref());
                 c
             }
-            _ => Command::new(program),
+            _ => Command::new(program.as_ref()),
         };
         cmd.env_clear()
             .env("PATH", HOST_PATH)
@@ -667,11 +667,11 @@ impl Vg {
     fn command(&self) -> Command {
         let mut cmd = match &self.wrapper {
             Some(snippet) => {
-                let mut c = self.runner.command("/bin/bash");
+                let mut c = self.runner.host_command("/bin/bash");
                 c.arg("-c").arg(snippet).arg("bash").arg(bin());
                 c
             }
-            None => self.runner.command(bin()),
+            None => self.runner.host_command(bin()),
         };
         cmd.args(&self.args).current_dir(&self.cwd);
         for (k, v) in &self.env {
