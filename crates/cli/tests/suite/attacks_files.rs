@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use super::harness::{
-    PYTHON, Runner, TempDir, Workspace, all_users, each_identity, home_secret, py, python, run,
-    sh, test_user, unique,
+    PYTHON, Runner, TempDir, Workspace, all_users, each_identity, home_secret, py, python, run, sh,
+    test_user, unique,
 };
 
 /// Control: the test user can read `path` on the host without a sandbox, so a failure
