@@ -70,39 +70,47 @@ fn writes_outside_the_workspace_do_not_reach_the_host() {
         let ws = Workspace::new();
         let user = test_user();
         let tag = unique();
-        let home_file = user.home.join(format!(".vg-e2e-persist-{tag}"));
-        let others: Vec<String> = all_users()
-            .into_iter()
-            .filter(|u| u.uid != user.uid && u.home.starts_with("/home") && u.home.is_dir())
-            .map(|u| u.home.join(format!("vg-e2e-{tag}")).display().to_string())
-            .collect();
-        let mut targets = vec![
+        // Places that are read-only or absent in the sandbox: the write must fail.
+        let mut refused = vec![
             format!("/usr/vg-e2e-{tag}"),
             format!("/usr/bin/vg-e2e-{tag}"),
             format!("/etc/vg-e2e-{tag}"),
             format!("/etc/profile.d/vg-e2e-{tag}.sh"),
             format!("/var/tmp/vg-e2e-{tag}"),
             format!("/root/vg-e2e-{tag}"),
-            home_file.display().to_string(),
         ];
-        targets.extend(others);
+        refused.extend(
+            all_users()
+                .into_iter()
+                .filter(|u| u.uid != user.uid && u.home.starts_with("/home") && u.home.is_dir())
+                .map(|u| u.home.join(format!("vg-e2e-{tag}")).display().to_string()),
+        );
+        // Places private to the sandbox: the write may succeed but stays inside.
+        let private = vec![
+            user.home
+                .join(format!(".vg-e2e-persist-{tag}"))
+                .display()
+                .to_string(),
+            ws.arg(format!("../vg-e2e-{tag}")),
+        ];
+        let all: Vec<&String> = refused.iter().chain(&private).collect();
         let out = python(
             runner,
             &ws,
             &py(&format!(
-                "for t in {targets:?}:\n    report(t, attempt(lambda: open(t, 'w').write('pwned')))"
+                "for t in {all:?}:\n    report(t, attempt(lambda: open(t, 'w').write('pwned')))"
             )),
         );
         out.assert_success();
-        for t in &targets {
+        for t in &all {
             let on_host = Path::new(t).exists();
             if on_host {
                 let _ = std::fs::remove_file(t);
             }
             assert!(!on_host, "{t} was written on the host\n{out}");
-            if t != &home_file.display().to_string() {
-                assert_ne!(out.field(t), "OK", "writing {t} succeeded inside\n{out}");
-            }
+        }
+        for t in &refused {
+            assert_ne!(out.field(t), "OK", "writing {t} succeeded inside\n{out}");
         }
     });
 }

@@ -1,5 +1,6 @@
 //! The default filesystem view: what is visible, what is writable, what is private.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use super::harness::{
@@ -181,40 +182,68 @@ fn host_only_directories_and_other_users_homes_are_invisible() {
 
 #[test]
 fn password_hashes_and_sudo_rules_are_unreadable() {
+    // The secrets of /etc that this host has; the mask must hide each of them behind a
+    // node that is not the host's file, whatever their permissions.
+    let secrets: Vec<(&str, u64)> = [
+        "/etc/shadow",
+        "/etc/shadow-",
+        "/etc/gshadow",
+        "/etc/gshadow-",
+        "/etc/sudoers",
+        "/etc/ssh/ssh_host_ed25519_key",
+        "/etc/ssh/ssh_host_rsa_key",
+        "/etc/ssl/private",
+    ]
+    .into_iter()
+    .filter_map(|p| Some((p, std::fs::symlink_metadata(p).ok()?.ino())))
+    .collect();
+    assert!(
+        !secrets.is_empty(),
+        "this host has none of the secrets this test checks"
+    );
     each_identity(|runner| {
         let ws = Workspace::new();
+        let paths: Vec<&str> = secrets.iter().map(|(p, _)| *p).collect();
         let out = python(
             runner,
             &ws,
-            &py(r#"
+            &py(&format!(
+                r#"
+import stat
 def read(p):
-    with open(p, "rb") as f:
-        f.read()
-for p in ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d/README", "/etc/ssh/ssh_host_ed25519_key"]:
-    report(p, attempt(lambda: read(p)))
-report("/etc/passwd", attempt(lambda: read("/etc/passwd")))
-"#),
+    if os.path.isdir(p):
+        os.listdir(p)
+    else:
+        with open(p, "rb") as f:
+            f.read()
+for p in {paths:?} + ["/etc/sudoers.d/README"]:
+    report("read " + p, attempt(lambda: read(p)))
+    try:
+        report("ino " + p, os.stat(p).st_ino)
+    except OSError as e:
+        report("ino " + p, errno.errorcode[e.errno])
+report("read /etc/passwd", attempt(lambda: read("/etc/passwd")))
+"#
+            )),
         );
         out.assert_success();
         assert_eq!(
-            out.field("/etc/passwd"),
+            out.field("read /etc/passwd"),
             "OK",
             "control: /etc/passwd must stay readable\n{out}"
         );
-        for p in [
-            "/etc/shadow",
-            "/etc/gshadow",
-            "/etc/sudoers",
-            "/etc/sudoers.d/README",
-            "/etc/ssh/ssh_host_ed25519_key",
-        ] {
-            assert_ne!(out.field(p), "OK", "{p} is readable in the sandbox\n{out}");
-        }
-        // Where the host has the file, it must be masked, not merely missing.
-        for p in ["/etc/shadow", "/etc/gshadow"] {
-            if Path::new(p).exists() {
-                assert_eq!(out.field(p), "EACCES", "{p} is not masked\n{out}");
-            }
+        assert_ne!(out.field("read /etc/sudoers.d/README"), "OK", "{out}");
+        for (path, host_ino) in &secrets {
+            assert_ne!(
+                out.field(&format!("read {path}")),
+                "OK",
+                "{path} is readable in the sandbox\n{out}"
+            );
+            assert_ne!(
+                out.field(&format!("ino {path}")),
+                host_ino.to_string(),
+                "{path} is the host's file, not masked\n{out}"
+            );
         }
     });
 }

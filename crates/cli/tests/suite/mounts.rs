@@ -210,3 +210,32 @@ fn mount_targets_managed_by_the_sandbox_are_refused() {
         }
     });
 }
+
+/// A symlink planted in the workspace (by an earlier sandboxed run, say) must not
+/// redirect a mount target to another place of the sandbox's tree.
+#[test]
+fn mount_target_through_a_workspace_symlink_is_refused() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let data = TempDir::new("data");
+        data.write("payload.txt", "payload\n");
+        ws.symlink("/usr", "to-usr");
+        ws.symlink("/etc/ssl", "to-etc-ssl");
+        for link in ["to-usr", "to-etc-ssl"] {
+            let target = format!("{}:{}", data.arg(""), ws.arg(format!("{link}/vg-e2e")));
+            let own = format!("{}:{}", ws.arg(""), ws.arg(""));
+            let out = run(
+                runner,
+                &ws,
+                &["--mount", &own, "--mount", &target],
+                &[
+                    "sh",
+                    "-c",
+                    "echo RAN; cat /usr/vg-e2e/payload.txt /etc/ssl/vg-e2e/payload.txt",
+                ],
+            );
+            out.assert_code(125);
+            assert!(!out.stdout.contains("RAN"), "{out}");
+        }
+    });
+}
