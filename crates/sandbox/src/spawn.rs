@@ -192,19 +192,19 @@ pub fn spawn(spec: &SandboxSpec, stdio: [RawFd; 3]) -> Result<Sandbox, SandboxEr
     drop(sync_r);
     drop(report_w);
     drop(prepared.notify_sock.take());
-    let sandbox = Sandbox {
-        pid,
-        notify: notify_parent,
-        _alive: sync_w.try_clone().map_err(SetupError::Fork)?,
-        report: report_r,
-    };
     if let Err(e) = write_id_maps(pid, &prepared.identity) {
         let _ = sys::kill(pid, libc::SIGKILL);
         let _ = sys::waitpid(pid, 0);
         return Err(e.into());
     }
+    // On failure the child reads end-of-file and gives up (ParentGone).
     sync_w.write_all(b"1").map_err(SetupError::Fork)?;
-    Ok(sandbox)
+    Ok(Sandbox {
+        pid,
+        notify: notify_parent,
+        _alive: sync_w,
+        report: report_r,
+    })
 }
 
 fn write_id_maps(pid: libc::pid_t, id: &Identity) -> Result<(), SetupError> {

@@ -593,6 +593,21 @@ pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
 const CMSG_SPACE_ONE_FD: usize = 24; // CMSG_SPACE(sizeof(int)) on 64-bit Linux
 const INT_LEN: c_uint = 4; // sizeof(int)
 
+/// A message header for a one-byte payload plus room for one SCM_RIGHTS descriptor;
+/// the caller keeps `iov` and `control` alive while the header is used.
+fn one_fd_msghdr(
+    iov: &mut libc::iovec,
+    control: &mut [u64; CMSG_SPACE_ONE_FD / 8],
+) -> libc::msghdr {
+    // SAFETY: msghdr is plain data; the pointers set below refer to the caller's buffers.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = CMSG_SPACE_ONE_FD;
+    msg
+}
+
 /// Sends one descriptor over a unix socket (SCM_RIGHTS) with a one-byte payload.
 pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
     let mut byte = [0u8; 1];
@@ -601,12 +616,7 @@ pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
         iov_len: 1,
     };
     let mut control = [0u64; CMSG_SPACE_ONE_FD / 8];
-    // SAFETY: msghdr is plain data; every pointer set below refers to live locals.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = CMSG_SPACE_ONE_FD;
+    let msg = one_fd_msghdr(&mut iov, &mut control);
     // SAFETY: msg_control has room for one cmsg carrying one int (CMSG_SPACE above),
     // so CMSG_FIRSTHDR is non-null and CMSG_DATA points inside `control`.
     unsafe {
@@ -628,12 +638,7 @@ pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
         iov_len: 1,
     };
     let mut control = [0u64; CMSG_SPACE_ONE_FD / 8];
-    // SAFETY: msghdr is plain data; every pointer set below refers to live locals.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = CMSG_SPACE_ONE_FD;
+    let mut msg = one_fd_msghdr(&mut iov, &mut control);
     // SAFETY: msg's buffers are live and sized as declared; MSG_CMSG_CLOEXEC only
     // sets a flag on received descriptors.
     let n = check_long(
