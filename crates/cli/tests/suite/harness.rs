@@ -308,10 +308,15 @@ pub struct TempDir {
 
 impl TempDir {
     pub fn new(label: &str) -> Self {
+        Self::owned_by(label, test_user(), 0o755)
+    }
+
+    /// A temporary directory owned by `owner` with the given mode.
+    pub fn owned_by(label: &str, owner: &User, mode: u32) -> Self {
         let path = PathBuf::from(format!("/tmp/vg-e2e-{label}-{}", unique()));
         std::fs::create_dir(&path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        chown_to(&path, test_user());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        chown_to(&path, owner);
         let path = std::fs::canonicalize(&path).unwrap();
         Self { path }
     }
@@ -397,6 +402,67 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
     }
+}
+
+/// A private `$VECTRAGUARD_HOME` for one test, owned by the runner's invoker: the
+/// sessions of runs given it with [`Vg::records_home`] land in `logs/` below it.
+#[derive(Debug)]
+pub struct RecordsHome(TempDir);
+
+impl RecordsHome {
+    pub fn new(runner: Runner) -> Self {
+        Self(TempDir::owned_by("home", &runner.invoker(), 0o700))
+    }
+
+    /// The records folder, `$VECTRAGUARD_HOME/logs`.
+    pub fn logs(&self) -> PathBuf {
+        self.0.join("logs")
+    }
+
+    /// The session folders, oldest first (names sort by start time).
+    pub fn sessions(&self) -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(self.logs())
+            .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        dirs.retain(|d| d.is_dir());
+        dirs.sort();
+        dirs
+    }
+
+    /// The only session folder; fails the test unless there is exactly one.
+    pub fn only_session(&self) -> PathBuf {
+        let sessions = self.sessions();
+        assert_eq!(sessions.len(), 1, "expected one session, found {sessions:?}");
+        sessions[0].clone()
+    }
+}
+
+impl std::ops::Deref for RecordsHome {
+    type Target = TempDir;
+    fn deref(&self) -> &TempDir {
+        &self.0
+    }
+}
+
+/// `$VECTRAGUARD_HOME` for runs that do not choose one: private to this test process
+/// and invoker, so the suite never writes into real home directories.
+fn scratch_records_home(runner: Runner) -> String {
+    static HOMES: OnceLock<std::sync::Mutex<BTreeMap<u32, String>>> = OnceLock::new();
+    let user = runner.invoker();
+    let mut homes = HOMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    homes
+        .entry(user.uid)
+        .or_insert_with(|| {
+            let path = format!("/tmp/vg-e2e-scratch-home-{}-{}", std::process::id(), user.uid);
+            let _ = std::fs::create_dir(&path);
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
+            chown_to(Path::new(&path), &user);
+            path
+        })
+        .clone()
 }
 
 /// The project directory a sandbox runs in (vectraguard starts there): a [`TempDir`]
@@ -620,6 +686,11 @@ impl Vg {
         self
     }
 
+    /// Records sessions under `home` (`$VECTRAGUARD_HOME`) instead of a scratch folder.
+    pub fn records_home(&mut self, home: &RecordsHome) -> &mut Self {
+        self.env("VECTRAGUARD_HOME", &home.arg(""))
+    }
+
     /// An environment variable for vectraguard itself (the host side).
     pub fn env(&mut self, key: &str, value: &str) -> &mut Self {
         self.env.push((key.to_owned(), value.to_owned()));
@@ -674,6 +745,7 @@ impl Vg {
             None => self.runner.host_command(bin()),
         };
         cmd.args(&self.args).current_dir(&self.cwd);
+        cmd.env("VECTRAGUARD_HOME", scratch_records_home(self.runner));
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
