@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use crate::logs::LogsCommand;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "vectraguard",
@@ -22,6 +24,9 @@ pub enum Command {
     /// Run commands in a sandbox
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// List, show, follow, verify and remove recorded sessions
+    #[command(subcommand)]
+    Logs(LogsCommand),
     /// Show which isolation layers this host supports, and how to fix missing ones
     Doctor,
 }
@@ -108,6 +113,11 @@ pub struct SandboxOptions {
     /// Apply a named profile from the configuration files
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
+
+    /// Do not write a session record (no logs, no exec tracing): for throwaway runs
+    /// and for measuring what recording costs
+    #[arg(long)]
+    pub no_record: bool,
 
     // Options of the product that later versions enforce. They are accepted by the
     // parser only so that using them fails with a clear message instead of a generic

@@ -183,3 +183,9 @@ pub fn invoker_home() -> Option<PathBuf> {
         passwd().into_iter().find(|e| e.uid == uid).map(|e| e.home)
     })
 }
+
+/// The login name of the real uid, for the session record.
+pub fn invoker_name() -> Option<String> {
+    let uid = current_uid();
+    passwd().into_iter().find(|e| e.uid == uid).map(|e| e.name)
+}

@@ -3,7 +3,10 @@
 mod cli;
 mod doctor;
 mod host;
+mod layers;
+mod logs;
 mod run;
+mod session;
 
 use clap::Parser;
 
@@ -26,6 +29,7 @@ fn main() {
             args.after_dash_dash = follows_dash_dash(args.args.len());
             run::run(*args)
         }
+        Command::Logs(cmd) => logs::run(cmd),
         Command::Doctor => doctor::doctor(),
     };
     std::process::exit(code);

@@ -1,6 +1,7 @@
 //! `vectraguard sandbox run`: turn flags and configuration into a sandbox spec, run
 //! it, and map the outcome to an exit status.
 
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -10,11 +11,13 @@ use vg_policy::mount::MountSpec;
 use vg_policy::paths::{is_within, normalize_absolute};
 use vg_policy::view::{NodeKind, ResolvedMount, ViewOptions};
 use vg_policy::{FsView, NetworkMode};
+use vg_records::{Metadata, Origin, UserInfo};
 use vg_sandbox::{SandboxSpec, Termination};
 
 use crate::EXIT_FAILURE;
 use crate::cli::{RunArgs, SandboxOptions};
 use crate::host;
+use crate::session::Session;
 
 /// Size of the private `/tmp` and `$HOME` tmpfs mounts.
 const TMP_SIZE: u64 = 1 << 30;
@@ -57,7 +60,6 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         .unwrap_or(NetworkMode::None)
         .ensure_supported()
         .map_err(anyhow::Error::from)?;
-    debug_assert_eq!(network, NetworkMode::None);
 
     let mounts = resolve_mounts(&settings, &cwd)?;
     let primary = mounts
@@ -95,7 +97,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
     let view = FsView::default_view(
         &host::layout(),
         &ViewOptions {
-            mounts,
+            mounts: mounts.clone(),
             home: identity.home.clone(),
             uid: identity.uid,
             gid: identity.gid,
@@ -103,6 +105,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
             home_size: HOME_SIZE,
         },
     );
+    let record = !args.options.no_record;
     let spec = SandboxSpec {
         hostname,
         argv,
@@ -113,11 +116,51 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         workdir,
         view,
         identity,
-        // Exec tracing feeds session records, which are not written yet.
-        trace_exec: false,
+        trace_exec: record,
     };
-    let sandbox = vg_sandbox::spawn(&spec, [0, 1, 2]).map_err(anyhow::Error::from)?;
+    if !record {
+        return run_unrecorded(&spec);
+    }
+    let root = crate::logs::records_root()?;
+    check_records_hidden(&root, &mounts)?;
+    let meta = metadata(&settings, &args, &spec, &mounts, &cwd, network);
+    let mut session = Session::create(&root, meta)?;
+    let started = vg_sandbox::output_pipe()
+        .and_then(|out| Ok((out, vg_sandbox::output_pipe()?)))
+        .map_err(|e| anyhow::anyhow!("cannot create the output pipes: {e}"))
+        .and_then(|((out_r, out_w), (err_r, err_w))| {
+            let fds = [0, out_w.as_raw_fd(), err_w.as_raw_fd()];
+            let sandbox = vg_sandbox::spawn(&spec, fds).map_err(anyhow::Error::from)?;
+            // Our copies of the write ends must go, or the relays never see the end.
+            drop((out_w, err_w));
+            Ok((sandbox, out_r, err_r))
+        });
+    let (mut sandbox, out_r, err_r) = match started {
+        Ok(started) => started,
+        Err(error) => {
+            if let Err(e) = session.failed_to_start(&error) {
+                eprintln!("vectraguard: error: {e:#}");
+            }
+            return Err(error.into());
+        }
+    };
+    session.attach(&mut sandbox, out_r, err_r, spec.trace_exec);
+    let result = sandbox.wait();
+    session.finish(&result)?;
+    let outcome = result.map_err(anyhow::Error::from)?;
+    report_exec_failure(&spec, &outcome);
+    Ok(outcome.termination.exit_code())
+}
+
+/// `--no-record`: the same sandbox, with the caller's stdio and no session record.
+fn run_unrecorded(spec: &SandboxSpec) -> Result<i32, Failure> {
+    let sandbox = vg_sandbox::spawn(spec, [0, 1, 2]).map_err(anyhow::Error::from)?;
     let outcome = sandbox.wait().map_err(anyhow::Error::from)?;
+    report_exec_failure(spec, &outcome);
+    Ok(outcome.termination.exit_code())
+}
+
+fn report_exec_failure(spec: &SandboxSpec, outcome: &vg_sandbox::Outcome) {
     if let Termination::ExecFailed(errno) = outcome.termination {
         eprintln!(
             "vectraguard: {}: {}",
@@ -125,7 +168,91 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
             std::io::Error::from_raw_os_error(errno)
         );
     }
-    Ok(outcome.termination.exit_code())
+}
+
+/// A sandbox that could see the records folder could read other sessions' output or
+/// rewrite its own history: refuse any mount that holds it or lies inside it.
+fn check_records_hidden(root: &Path, mounts: &[ResolvedMount]) -> Result<()> {
+    let root = nearest_real_path(root);
+    for m in mounts {
+        if is_within(&root, &m.host) || is_within(&m.host, &root) {
+            bail!(
+                "the session records folder {} would be visible inside the sandbox through the mount of {}: set VECTRAGUARD_HOME to a folder outside every mounted path",
+                root.display(),
+                m.host.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `path` with symlinks resolved as far as it exists (the records folder may not
+/// exist yet).
+fn nearest_real_path(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            return rest.iter().rev().fold(real, |p, c| p.join(c));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                at = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// What `metadata.json` says when the session starts.
+fn metadata(
+    settings: &Settings,
+    args: &RunArgs,
+    spec: &SandboxSpec,
+    mounts: &[ResolvedMount],
+    cwd: &Path,
+    network: NetworkMode,
+) -> Metadata {
+    let mut meta = Metadata::new(if settings.agent.is_some() {
+        Origin::Agent
+    } else {
+        Origin::Cli
+    });
+    meta.name = settings.name.clone();
+    meta.agent = settings.agent.clone();
+    meta.description = settings.description.clone();
+    meta.script = (!args.after_dash_dash)
+        .then(|| args.args.first().cloned())
+        .flatten();
+    meta.command = spec.argv.clone();
+    meta.cwd_outside = Some(cwd.display().to_string());
+    meta.cwd_inside = Some(spec.workdir.display().to_string());
+    meta.user = UserInfo::current();
+    if meta.user.name.is_none() {
+        meta.user.name = host::invoker_name();
+    }
+    meta.mounts = mounts
+        .iter()
+        .map(|m| {
+            format!(
+                "{}:{}{}",
+                m.host.display(),
+                m.container.display(),
+                if m.read_only { ":ro" } else { "" }
+            )
+        })
+        .collect();
+    meta.set_env_keys(spec.env.iter().map(|(k, _)| k.as_str()));
+    meta.network.mode = Some(network.to_string());
+    meta.layers
+        .extra
+        .insert("hostname".into(), spec.hostname.clone().into());
+    meta.layers.extra.insert(
+        "sandbox_user".into(),
+        serde_json::json!({ "uid": spec.identity.uid, "gid": spec.identity.gid }),
+    );
+    meta
 }
 
 /// Options of the product that this version cannot enforce: refuse them rather than
@@ -294,9 +421,13 @@ fn to_container(path: &Path, mounts: &[ResolvedMount]) -> Option<PathBuf> {
         .filter(|m| m.kind == NodeKind::Dir && is_within(path, &m.host))
         .max_by_key(|m| m.host.components().count())
         .and_then(|m| {
-            path.strip_prefix(&m.host)
-                .ok()
-                .map(|rest| m.container.join(rest))
+            path.strip_prefix(&m.host).ok().map(|rest| {
+                if rest.as_os_str().is_empty() {
+                    m.container.clone()
+                } else {
+                    m.container.join(rest)
+                }
+            })
         })
 }
 

@@ -121,9 +121,12 @@ pub fn create_append_file(path: &Path) -> io::Result<File> {
 }
 
 /// Replaces `dir/name` with `bytes` so that readers see the old or the new
-/// content, never a mix: temp file in the same folder, fsync, rename, fsync
-/// of the folder.
-pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+/// content, never a mix: temp file in the same folder, rename. With
+/// `durable`, the file is fsynced before the rename and the folder after it,
+/// so the new content also survives a power cut; without, it survives the
+/// writer being killed (the page cache is the kernel's), which is what a
+/// running session needs, at a fraction of the cost.
+pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8], durable: bool) -> io::Result<()> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
@@ -136,9 +139,14 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
             .open(&tmp)?;
         f.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if durable {
+            f.sync_all()?;
+        }
         fs::rename(&tmp, dir.join(name))?;
-        File::open(dir)?.sync_all()
+        if durable {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);

@@ -13,12 +13,16 @@
 //!
 //! Writing ([`SessionWriter`]) is append-only, unbuffered and survives the
 //! supervisor being SIGKILLed; [`SessionStore`] lists, resolves, removes and
-//! prunes sessions; [`verify()`] checks a folder against its hash chain.
+//! prunes sessions; [`verify()`] checks a folder against its hash chain;
+//! [`CommandLogLine`] reads `commands.log` back and [`Follower`] follows a
+//! file while a session writes it.
 #![forbid(unsafe_code)]
 
 pub mod chain;
+pub mod commands;
 pub mod error;
 pub mod event;
+pub mod follow;
 pub mod layout;
 pub mod metadata;
 pub mod quote;
@@ -30,14 +34,16 @@ pub mod writer;
 #[cfg(test)]
 mod tests;
 
+pub use commands::{CommandLogLine, ExecLine};
 pub use error::RecordsError;
 pub use event::{ChannelSink, Event, EventSink};
+pub use follow::{Follower, LineBuffer, Poll, Tail};
 pub use layout::{ProcessIdentity, RecordFile};
 pub use metadata::{
     IntegrityHead, Layers, Limits, Metadata, NetworkRecord, Origin, Status, Summary, UserInfo,
 };
-pub use quote::{quote_arg, quote_argv};
-pub use store::{ListEntry, ListFilter, SessionInfo, SessionStore, read_metadata};
+pub use quote::{escape_hidden, quote_arg, quote_argv, unquote_argv, unquote_word};
+pub use store::{ListEntry, ListFilter, Prunable, SessionInfo, SessionStore, read_metadata};
 pub use time::{parse_duration, parse_since};
 pub use verify::{Problem, VerifyReport, verify};
 pub use writer::{CommandExit, CommandRecord, End, SessionWriter};

@@ -163,6 +163,104 @@ where
     out
 }
 
+/// Text safe to show on a terminal: characters it would not show faithfully
+/// (controls, bidi overrides, zero-width characters) are written as Rust
+/// escapes (`\n`, `\u{1b}`, `\u{202e}`); other text is returned unchanged.
+pub fn escape_hidden(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if needs_escape(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Reads one word written by [`quote_arg`] at the start of `text`, up to an
+/// unquoted space or the end. Returns the word's bytes and the rest of the
+/// text (starting at the space). `None` when the quoting is malformed.
+pub fn unquote_word(text: &str) -> Option<(Vec<u8>, &str)> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        match c {
+            b' ' => break,
+            b'\'' => {
+                let len = b.get(i + 1..)?.iter().position(|&c| c == b'\'')?;
+                out.extend_from_slice(&b[i + 1..i + 1 + len]);
+                i += len + 2;
+            }
+            b'$' if b.get(i + 1) == Some(&b'\'') => i = ansi_c_unquote(b, i + 2, &mut out)?,
+            b'\\' => {
+                // Outside quotes a backslash escapes the next byte (`'\''`).
+                out.push(*b.get(i + 1)?);
+                i += 2;
+            }
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    // The empty word is always written `''`, never as nothing.
+    (i > 0).then(|| (out, &text[i..]))
+}
+
+/// Decodes the body of `$'...'` starting at `b[i]`; returns the index after
+/// the closing quote.
+fn ansi_c_unquote(b: &[u8], mut i: usize, out: &mut Vec<u8>) -> Option<usize> {
+    loop {
+        match *b.get(i)? {
+            b'\'' => return Some(i + 1),
+            b'\\' => {
+                let (byte, used) = match *b.get(i + 1)? {
+                    b'n' => (b'\n', 2),
+                    b't' => (b'\t', 2),
+                    b'r' => (b'\r', 2),
+                    b'\\' => (b'\\', 2),
+                    b'\'' => (b'\'', 2),
+                    b'x' => (hex_byte(b.get(i + 2..i + 4)?)?, 4),
+                    _ => return None,
+                };
+                out.push(byte);
+                i += used;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+}
+
+fn hex_byte(pair: &[u8]) -> Option<u8> {
+    let s = std::str::from_utf8(pair).ok()?;
+    u8::from_str_radix(s, 16).ok()
+}
+
+/// Splits a line written by [`quote_argv`] back into the argv's bytes.
+/// `None` when the quoting is malformed.
+pub fn unquote_argv(text: &str) -> Option<Vec<Vec<u8>>> {
+    let mut argv = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let (word, after) = unquote_word(rest)?;
+        argv.push(word);
+        rest = match after.strip_prefix(' ') {
+            Some(r) if !r.is_empty() => r,
+            Some(_) => return None,
+            None => after,
+        };
+    }
+    Some(argv)
+}
+
 #[cfg(test)]
 mod tests {
     use std::ffi::OsStr;
@@ -254,5 +352,53 @@ mod tests {
             return;
         }
         assert_eq!(through_shell("bash", argv), argv);
+    }
+
+    #[test]
+    fn quoted_words_unquote_to_the_same_bytes() {
+        let words: &[&[u8]] = &[
+            b"plain",
+            b"",
+            b"two words",
+            b"it's",
+            b"$HOME `id`",
+            b"back\\slash",
+            b"line1\nline2",
+            b"\xff\xfe not utf-8 \x80",
+            b"esc \x1b[31m",
+            "bidi \u{202E}txt é".as_bytes(),
+            b"it's $x\n'",
+            b"\x00",
+            b"FOO=1",
+            b"if",
+        ];
+        for w in words {
+            let q = quote_arg(w);
+            assert_eq!(unquote_word(&q), Some((w.to_vec(), "")), "{q}");
+        }
+        let q = quote_argv(words);
+        assert_eq!(unquote_argv(&q).unwrap(), words, "{q}");
+        assert_eq!(unquote_argv("").unwrap(), Vec::<Vec<u8>>::new());
+        let (w, rest) = unquote_word("'/a b' -- x").unwrap();
+        assert_eq!((w.as_slice(), rest), (&b"/a b"[..], " -- x"));
+    }
+
+    #[test]
+    fn malformed_quoting_is_rejected() {
+        for bad in ["'open", "$'\\q'", "$'\\x4", "a\\", "a  b", "a "] {
+            assert_eq!(unquote_argv(bad), None, "{bad:?}");
+        }
+        assert_eq!(unquote_word(""), None);
+        assert_eq!(unquote_word(" x"), None);
+    }
+
+    #[test]
+    fn hidden_characters_are_escaped_for_display() {
+        assert!(matches!(
+            escape_hidden("plain é"),
+            std::borrow::Cow::Borrowed("plain é")
+        ));
+        assert_eq!(escape_hidden("a\x1b[2Jb\n"), "a\\u{1b}[2Jb\\n");
+        assert_eq!(escape_hidden("x\u{202E}y"), "x\\u{202e}y");
     }
 }

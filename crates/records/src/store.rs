@@ -356,7 +356,25 @@ impl SessionStore {
     /// Deletes a session's folder; refuses while its supervisor is alive.
     pub fn remove(&self, query: &str) -> Result<PathBuf, RecordsError> {
         let dir = self.resolve(query)?;
-        if let Ok(m) = read_metadata(&dir)
+        self.remove_dir(&dir, false)?;
+        Ok(dir)
+    }
+
+    /// Deletes the session folder `dir`, as returned by
+    /// [`SessionStore::resolve`]. Refuses while the session's supervisor is
+    /// alive unless `force` (its later records are then lost). Anything that
+    /// is not a session folder directly under the root is refused, so a
+    /// wrong path can never remove something else.
+    pub fn remove_dir(&self, dir: &Path, force: bool) -> Result<(), RecordsError> {
+        let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if dir.parent() != Some(self.root.as_path()) || layout::parse_session_name(name).is_none() {
+            return Err(RecordsError::UnknownSession {
+                query: dir.display().to_string(),
+                root: self.root.clone(),
+            });
+        }
+        if !force
+            && let Ok(m) = read_metadata(dir)
             && m.effective_status(layout::boot_id().as_deref()) == Status::Running
         {
             return Err(RecordsError::SessionRunning {
@@ -364,11 +382,10 @@ impl SessionStore {
                 pid: m.supervisor.map_or(0, |s| s.pid),
             });
         }
-        fs::remove_dir_all(&dir).map_err(|source| RecordsError::Remove {
-            path: dir.clone(),
+        fs::remove_dir_all(dir).map_err(|source| RecordsError::Remove {
+            path: dir.to_owned(),
             source,
-        })?;
-        Ok(dir)
+        })
     }
 
     /// Deletes sessions that ended (or, for crashed and damaged ones,
@@ -384,25 +401,48 @@ impl SessionStore {
 
     /// Like [`SessionStore::prune`] with an explicit cut-off instant.
     pub fn prune_before(&self, cutoff: SystemTime) -> Result<Vec<PathBuf>, RecordsError> {
+        let mut removed = Vec::new();
+        for p in self.prune_plan(cutoff)? {
+            fs::remove_dir_all(&p.dir).map_err(|source| RecordsError::Remove {
+                path: p.dir.clone(),
+                source,
+            })?;
+            removed.push(p.dir);
+        }
+        Ok(removed)
+    }
+
+    /// What [`SessionStore::prune_before`] would remove, oldest first,
+    /// without removing anything.
+    pub fn prune_plan(&self, cutoff: SystemTime) -> Result<Vec<Prunable>, RecordsError> {
         let mut found = self.scan()?;
         found.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         let boot = layout::boot_id();
-        let mut removed = Vec::new();
+        let mut plan = Vec::new();
         for f in found {
             let last_activity = match read_summary(&f.dir, boot.as_deref()) {
                 Read::Ok(s) if s.status == Status::Running => continue,
                 Read::Ok(s) => s.end_time.unwrap_or(s.start_time),
                 Read::Damaged(_) => f.name_time,
             };
-            if last_activity >= cutoff {
-                continue;
+            if last_activity < cutoff {
+                plan.push(Prunable {
+                    session_id: f.name,
+                    dir: f.dir,
+                    last_activity,
+                });
             }
-            fs::remove_dir_all(&f.dir).map_err(|source| RecordsError::Remove {
-                path: f.dir.clone(),
-                source,
-            })?;
-            removed.push(f.dir);
         }
-        Ok(removed)
+        Ok(plan)
     }
+}
+
+/// A session that pruning removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prunable {
+    pub session_id: String,
+    pub dir: PathBuf,
+    /// When it ended; its start for a crashed session, and the time in its
+    /// folder name for a damaged one.
+    pub last_activity: SystemTime,
 }

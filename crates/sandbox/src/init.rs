@@ -86,14 +86,22 @@ fn setup(p: &Prepared, mut sync: PipeReader) -> Result<String, SetupError> {
             reason: format!("cannot hand the exec listener to the supervisor: {e}"),
         })?;
     }
+    // What is in force, reported as it was set up (each step above fails closed).
+    let namespaces: Vec<&str> = crate::spawn::NAMESPACES.iter().map(|(n, _)| *n).collect();
     Ok(format!(
-        "landlock_abi={}\nlandlock_kernel_abi={}\nlandlock_scopes={}\nseccomp_instructions={}\n",
+        "namespaces={}\nno_new_privs=1\ncapabilities=\nlandlock_abi={}\nlandlock_kernel_abi={}\nlandlock_scopes={}\nseccomp_mode={}\nseccomp_instructions={}\n",
+        namespaces.join(","),
         ll.abi_used,
         ll.kernel_abi,
         if ll.scoped_signals {
             "signal,abstract_unix_socket"
         } else {
             ""
+        },
+        if p.trace_exec {
+            "filter+notify"
+        } else {
+            "filter"
         },
         p.seccomp.len(),
     ))
@@ -116,6 +124,7 @@ fn run_init(p: &Prepared, mut report: PipeWriter) -> ! {
         Err(_) => sys::exit_now(125),
     };
     drop(err_w);
+    let _ = Message::Started(main).send(&mut report);
     // The command's stdio belongs to the command; init keeps no copy, so the
     // supervisor sees end-of-file when the last sandboxed writer is gone.
     let _ = sys::close_range(0, 2);
@@ -159,6 +168,12 @@ fn exec_command(p: &Prepared, mut err_w: PipeWriter) -> ! {
         fail(&mut err_w, libc::EINVAL);
     }
     sys::reset_signal_dispositions();
+    // Init is not dumpable and we are its copy; the exec tracer must read this
+    // process's memory and /proc entries at its first execve. Nothing else runs in
+    // the sandbox yet, and execve replaces this memory anyway.
+    if let Err(e) = sys::prctl(libc::PR_SET_DUMPABLE, 1, 0) {
+        fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EPERM));
+    }
     if let Err(e) = sys::setsid() {
         fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EPERM));
     }

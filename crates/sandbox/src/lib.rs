@@ -20,7 +20,17 @@ pub mod trace;
 
 pub use error::{SandboxError, SetupError};
 pub use spawn::{
-    FORWARDED_SIGNALS, NAMESPACES, Outcome, Sandbox, SandboxSpec, Termination, namespace_hint,
-    spawn,
+    FORWARDED_SIGNALS, Killer, NAMESPACES, Outcome, Sandbox, SandboxSpec, Termination,
+    namespace_hint, spawn,
 };
-pub use trace::TraceEvent;
+pub use trace::{TraceEvent, Verdict};
+
+/// A pipe for the sandbox's stdout or stderr, with a large buffer so that a fast
+/// writer and the supervisor's relay exchange big chunks instead of 64 KiB ones.
+pub fn output_pipe() -> std::io::Result<(std::io::PipeReader, std::io::PipeWriter)> {
+    const SIZE: libc::c_int = 1 << 20;
+    let (r, w) = std::io::pipe()?;
+    // Best effort: over the limit of /proc/sys/fs/pipe-max-size the default stays.
+    let _ = sys::set_pipe_size(std::os::fd::AsFd::as_fd(&w), SIZE);
+    Ok((r, w))
+}

@@ -1,7 +1,8 @@
 //! Messages from the sandbox's init process to the supervisor, over a pipe.
 //!
-//! Each message is `tag: u8, len: u32 (LE), payload`. Messages are small, written
-//! once, and read by the supervisor after init has ended.
+//! Each message is `tag: u8, len: u32 (LE), payload`. Messages are small and written
+//! once; the supervisor reads `Ready` (or the setup failure) as soon as it arrives and
+//! the rest after init has ended.
 
 use std::io::{self, Read, Write};
 
@@ -11,6 +12,8 @@ pub enum Message {
     Ready(String),
     /// Setup failed: the layer and the full message.
     SetupFailed { layer: String, message: String },
+    /// The command was forked with this pid (as seen inside the sandbox).
+    Started(i32),
     /// The command could not be executed (errno of execve).
     ExecFailed(i32),
     /// The command ended with this wait status.
@@ -24,6 +27,7 @@ impl Message {
             Self::SetupFailed { layer, message } => {
                 (b'E', format!("{layer}\0{message}").into_bytes())
             }
+            Self::Started(pid) => (b'P', pid.to_le_bytes().to_vec()),
             Self::ExecFailed(errno) => (b'X', errno.to_le_bytes().to_vec()),
             Self::Exited(status) => (b'S', status.to_le_bytes().to_vec()),
         };
@@ -63,6 +67,7 @@ impl Message {
                         message: message.to_owned(),
                     });
                 }
+                b'P' => out.push(Self::Started(int())),
                 b'X' => out.push(Self::ExecFailed(int())),
                 b'S' => out.push(Self::Exited(int())),
                 _ => {}
@@ -70,6 +75,31 @@ impl Message {
             bytes = &bytes[5 + len..];
         }
         out
+    }
+
+    /// Reads the next message; `None` at end-of-file (or a truncated message).
+    pub fn read_one(r: &mut impl Read) -> io::Result<Option<Self>> {
+        let mut header = [0u8; 5];
+        if let Err(e) = r.read_exact(&mut header) {
+            return match e.kind() {
+                io::ErrorKind::UnexpectedEof => Ok(None),
+                _ => Err(e),
+            };
+        }
+        let len = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        // Init writes a few hundred bytes at most; anything larger is corrupt.
+        if len > 1 << 20 {
+            return Ok(None);
+        }
+        let mut bytes = header.to_vec();
+        bytes.resize(5 + len, 0);
+        if let Err(e) = r.read_exact(&mut bytes[5..]) {
+            return match e.kind() {
+                io::ErrorKind::UnexpectedEof => Ok(None),
+                _ => Err(e),
+            };
+        }
+        Ok(Self::decode_all(&bytes).into_iter().next())
     }
 
     pub fn read_all(r: &mut impl Read) -> io::Result<Vec<Self>> {
@@ -91,12 +121,23 @@ mod tests {
                 layer: "seccomp".into(),
                 message: "boom".into(),
             },
+            Message::Started(2),
             Message::ExecFailed(2),
             Message::Exited(256),
         ];
         let mut bytes: Vec<u8> = msgs.iter().flat_map(Message::encode).collect();
         assert_eq!(Message::decode_all(&bytes), msgs);
+        let mut reader = &bytes[..];
+        for m in &msgs {
+            assert_eq!(Message::read_one(&mut reader).unwrap().as_ref(), Some(m));
+        }
+        assert_eq!(Message::read_one(&mut reader).unwrap(), None);
         bytes.truncate(bytes.len() - 2);
-        assert_eq!(Message::decode_all(&bytes), msgs[..3]);
+        assert_eq!(Message::decode_all(&bytes), msgs[..4]);
+        let mut reader = &bytes[..];
+        for m in &msgs[..4] {
+            assert_eq!(Message::read_one(&mut reader).unwrap().as_ref(), Some(m));
+        }
+        assert_eq!(Message::read_one(&mut reader).unwrap(), None);
     }
 }

@@ -3,8 +3,9 @@
 
 use std::ffi::CString;
 use std::io::{PipeReader, PipeWriter, Write};
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, OwnedFd, RawFd};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use vg_policy::{FsView, Identity, LandlockRules};
 
@@ -136,6 +137,30 @@ pub struct Sandbox {
     _alive: PipeWriter,
     report: PipeReader,
     notify: Option<std::os::fd::OwnedFd>,
+    /// Messages read early by [`Sandbox::ready`], handled again by [`Sandbox::wait`].
+    early: Vec<Message>,
+    /// Refers to init for as long as we hold it, so signals never hit a recycled pid.
+    pidfd: Arc<OwnedFd>,
+}
+
+/// Stops a sandbox from any thread: signals its init, and when init dies the kernel
+/// kills every process in the sandbox's PID namespace.
+#[derive(Debug, Clone)]
+pub struct Killer {
+    pidfd: Arc<OwnedFd>,
+}
+
+impl Killer {
+    /// Sends `signal` to the sandbox's init (which forwards the forwarded signals to
+    /// the command's process group).
+    pub fn signal(&self, signal: libc::c_int) -> std::io::Result<()> {
+        sys::pidfd_send_signal(self.pidfd.as_fd(), signal)
+    }
+
+    /// Ends the whole sandbox at once.
+    pub fn kill(&self) -> std::io::Result<()> {
+        self.signal(libc::SIGKILL)
+    }
 }
 
 /// How the sandboxed command ended.
@@ -150,6 +175,8 @@ pub enum Termination {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     pub termination: Termination,
+    /// The command's pid inside the sandbox, once it was forked.
+    pub command_pid: Option<i32>,
     /// `key=value` lines describing the layers in force, as init reported them.
     pub enforced: String,
 }
@@ -189,6 +216,17 @@ pub fn spawn(spec: &SandboxSpec, stdio: [RawFd; 3]) -> Result<Sandbox, SandboxEr
         }
         Ok(Some(pid)) => pid,
     };
+    let pidfd = match sys::pidfd_open(pid) {
+        Ok(fd) => Arc::new(fd),
+        Err(e) => {
+            let _ = sys::kill(pid, libc::SIGKILL);
+            let _ = sys::waitpid(pid, 0);
+            return Err(SetupError::Internal(format!(
+                "pidfd_open (Linux 5.3 or later is required): {e}"
+            ))
+            .into());
+        }
+    };
     drop(sync_r);
     drop(report_w);
     drop(prepared.notify_sock.take());
@@ -204,6 +242,8 @@ pub fn spawn(spec: &SandboxSpec, stdio: [RawFd; 3]) -> Result<Sandbox, SandboxEr
         notify: notify_parent,
         _alive: sync_w,
         report: report_r,
+        early: Vec::new(),
+        pidfd,
     })
 }
 
@@ -246,12 +286,38 @@ impl Sandbox {
         self.pid
     }
 
+    /// A handle that can stop the sandbox from another thread.
+    pub fn killer(&self) -> Killer {
+        Killer {
+            pidfd: Arc::clone(&self.pidfd),
+        }
+    }
+
     /// With `trace_exec`, waits for the sandbox to finish setting up and returns the
     /// seccomp listener to serve with [`crate::trace::serve`] (on another thread: the
     /// command's first exec waits for it). `None` if setup failed (see [`Self::wait`]).
     pub fn exec_listener(&mut self) -> Option<std::os::fd::OwnedFd> {
         let sock = self.notify.take()?;
         sys::recv_fd(std::os::fd::AsFd::as_fd(&sock)).ok().flatten()
+    }
+
+    /// Waits until every layer is in place and returns the `key=value` lines that
+    /// describe what is enforced, before the command starts. `None` when setup failed
+    /// or the sandbox died; [`Self::wait`] then says why.
+    pub fn ready(&mut self) -> Option<String> {
+        if let Some(Message::Ready(text)) = self.early.first() {
+            return Some(text.clone());
+        }
+        if !self.early.is_empty() {
+            return None;
+        }
+        let message = Message::read_one(&mut self.report).ok().flatten()?;
+        let text = match &message {
+            Message::Ready(text) => Some(text.clone()),
+            _ => None,
+        };
+        self.early.push(message);
+        text
     }
 
     /// Forwards signals to the sandbox until it ends, then reports how the command ended.
@@ -269,23 +335,28 @@ impl Sandbox {
             }
             let _ = sys::kill(self.pid, sig);
         };
-        let messages = Message::read_all(&mut self.report).unwrap_or_default();
+        let mut messages = std::mem::take(&mut self.early);
+        messages.extend(Message::read_all(&mut self.report).unwrap_or_default());
         let mut enforced = String::new();
+        let mut command_pid = None;
         for message in messages {
             match message {
                 Message::Ready(text) => enforced = text,
+                Message::Started(pid) => command_pid = Some(pid),
                 Message::SetupFailed { layer, message } => {
                     return Err(SandboxError::Layer { layer, message });
                 }
                 Message::ExecFailed(errno) => {
                     return Ok(Outcome {
                         termination: Termination::ExecFailed(errno),
+                        command_pid,
                         enforced,
                     });
                 }
                 Message::Exited(status) => {
                     return Ok(Outcome {
                         termination: decode_status(status),
+                        command_pid,
                         enforced,
                     });
                 }

@@ -2,15 +2,17 @@
 //!
 //! The sandbox's filter sends `execve`, `execveat` and `exit_group` to a listener that
 //! the supervisor holds, outside the sandbox. For each one we read what the program is
-//! about to run (path, argv, cwd, pid, parent), hand it to a callback, and let the
-//! system call continue. This is the single decision point where a later approval gate
-//! can hold a program before it starts.
+//! about to run (path, argv, cwd, pid, parent) and hand it to a callback, whose
+//! [`Verdict`] lets the system call continue or fails it. This is the single decision
+//! point, outside the sandbox, where an approval gate holds a program before it
+//! starts: the traced process waits, blocked in `execve`, until the callback returns.
 //!
 //! Reading another process's memory is racy by nature (a second thread could change
 //! argv after we read it); the record is what the kernel was asked, read at the moment
 //! of the call, and the notification is re-validated so a recycled pid is never
 //! attributed the wrong program.
 
+use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -40,9 +42,25 @@ pub enum TraceEvent {
     },
 }
 
+/// What happens to a traced system call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Run it as if there were no filter.
+    Continue,
+    /// Fail it with this errno (e.g. `EPERM` for a refused program). Only `Exec`
+    /// events can be refused; an exit always proceeds.
+    Deny(i32),
+}
+
 /// Serves notifications until every sandboxed process is gone.
-pub fn serve(listener: OwnedFd, mut on_event: impl FnMut(TraceEvent)) {
+///
+/// `Exit` events are reported only for processes whose `Exec` was reported: a
+/// forked subshell that never executes a program is not a command.
+pub fn serve(listener: OwnedFd, mut on_event: impl FnMut(TraceEvent) -> Verdict) {
     let fd = listener.as_fd();
+    // Best effort: without it (before Linux 6.6) tracing is only slower.
+    let _ = sys::notif_sync_wakeup(fd);
+    let mut tracked = Tracked::default();
     loop {
         match sys::poll_hup(fd) {
             Ok(false) => {}
@@ -52,27 +70,86 @@ pub fn serve(listener: OwnedFd, mut on_event: impl FnMut(TraceEvent)) {
             // ENOENT: the task died before we received it; go on.
             continue;
         };
-        let event = describe(&notif);
+        let event = describe(&notif, &mut tracked);
         // Only report what belongs to a live, unchanged notification.
-        if sys::notif_id_valid(fd, notif.id)
-            && let Some(event) = event
-        {
-            on_event(event);
-        }
-        let _ = sys::notif_continue(fd, notif.id);
+        let verdict = match event {
+            Some(event) if sys::notif_id_valid(fd, notif.id) => {
+                let is_exec = matches!(event, TraceEvent::Exec { .. });
+                match on_event(event) {
+                    Verdict::Deny(errno) if is_exec => Verdict::Deny(errno),
+                    _ => Verdict::Continue,
+                }
+            }
+            _ => Verdict::Continue,
+        };
+        let _ = match verdict {
+            Verdict::Continue => sys::notif_continue(fd, notif.id),
+            Verdict::Deny(errno) => sys::notif_fail(fd, notif.id, errno),
+        };
     }
 }
 
-fn describe(n: &sys::SeccompNotif) -> Option<TraceEvent> {
-    let host_pid = libc::pid_t::try_from(n.pid).ok()?;
-    let status = std::fs::read_to_string(format!("/proc/{host_pid}/status")).ok()?;
-    let pid = ns_pid(&status)?;
+/// Processes that executed a program, by host pid: their pid inside the sandbox, and
+/// a pidfd that tells whether the entry still describes the same process (a host
+/// pid is only reused after its process is gone, and then the pidfd says so).
+///
+/// Looking things up here and through pidfds instead of `/proc/PID/...` is most of
+/// what keeps tracing cheap: the first lookup of a new process's `/proc` entries
+/// costs tens of microseconds.
+#[derive(Default)]
+struct Tracked {
+    by_host_pid: HashMap<u32, (i32, OwnedFd)>,
+    /// Size at which to drop entries of processes that died without calling exit
+    /// (killed by a signal).
+    sweep_at: usize,
+    /// The sandbox's root directory, to check that an exec's path exists. Every
+    /// sandboxed process has the same root: none can chroot or pivot_root.
+    root: Option<OwnedFd>,
+}
+
+impl Tracked {
+    const FIRST_SWEEP: usize = 256;
+
+    /// The sandbox pid of a live tracked process.
+    fn ns_pid(&self, host_pid: u32) -> Option<i32> {
+        let (ns, pidfd) = self.by_host_pid.get(&host_pid)?;
+        (!sys::pidfd_exited(pidfd.as_fd())).then_some(*ns)
+    }
+
+    fn insert(&mut self, host_pid: u32, ns_pid: i32, pidfd: OwnedFd) {
+        self.by_host_pid.insert(host_pid, (ns_pid, pidfd));
+        if self.by_host_pid.len() >= self.sweep_at.max(Self::FIRST_SWEEP) {
+            self.by_host_pid
+                .retain(|_, (_, pidfd)| !sys::pidfd_exited(pidfd.as_fd()));
+            self.sweep_at = self.by_host_pid.len() * 2;
+        }
+    }
+
+    /// Forgets an exiting process, returning its sandbox pid if it was tracked.
+    fn remove(&mut self, host_pid: u32) -> Option<i32> {
+        let ns = self.ns_pid(host_pid);
+        self.by_host_pid.remove(&host_pid);
+        ns
+    }
+
+    fn root(&mut self, host_pid: libc::pid_t) -> Option<std::os::fd::BorrowedFd<'_>> {
+        if self.root.is_none() {
+            self.root = std::fs::File::open(format!("/proc/{host_pid}/root"))
+                .ok()
+                .map(OwnedFd::from);
+        }
+        self.root.as_ref().map(AsFd::as_fd)
+    }
+}
+
+fn describe(n: &sys::SeccompNotif, tracked: &mut Tracked) -> Option<TraceEvent> {
     match i64::from(n.nr) {
         libc::SYS_exit_group => Some(TraceEvent::Exit {
-            pid,
+            pid: tracked.remove(n.pid)?,
             status: i32::try_from(n.args[0] & 0xff).unwrap_or(0),
         }),
         libc::SYS_execve | libc::SYS_execveat => {
+            let host_pid = libc::pid_t::try_from(n.pid).ok()?;
             let (dirfd, path_ptr, argv_ptr) = if i64::from(n.nr) == libc::SYS_execve {
                 (libc::AT_FDCWD, n.args[0], n.args[1])
             } else {
@@ -84,18 +161,22 @@ fn describe(n: &sys::SeccompNotif) -> Option<TraceEvent> {
             };
             let path = read_cstring(host_pid, path_ptr, MAX_ARG_BYTES)?.0;
             // A failed PATH probe (ENOENT) is not an executed program.
-            if !exists(host_pid, dirfd, &path) {
+            if !exists(host_pid, dirfd, &path, tracked) {
                 return None;
             }
-            let (argv, truncated) = read_argv(host_pid, argv_ptr);
-            let ppid = status
-                .lines()
-                .find_map(|l| l.strip_prefix("PPid:"))
-                .and_then(|v| v.trim().parse::<i32>().ok())
-                .and_then(|pp| std::fs::read_to_string(format!("/proc/{pp}/status")).ok())
-                .and_then(|s| ns_pid(&s))
+            // No pidfd for a thread other than the leader (before Linux 6.9): such an
+            // exec is still recorded, from /proc, only its exit is not.
+            let pidfd = sys::pidfd_open(host_pid).ok();
+            let (pid, parent) = identify(host_pid, pidfd.as_ref())?;
+            let ppid = tracked
+                .ns_pid(parent)
+                .or_else(|| ns_pid_of(parent))
                 .unwrap_or(0);
+            let (argv, truncated) = read_argv(host_pid, argv_ptr);
             let cwd = std::fs::read_link(format!("/proc/{host_pid}/cwd")).unwrap_or_default();
+            if let Some(pidfd) = pidfd {
+                tracked.insert(n.pid, pid, pidfd);
+            }
             Some(TraceEvent::Exec {
                 pid,
                 ppid,
@@ -109,6 +190,31 @@ fn describe(n: &sys::SeccompNotif) -> Option<TraceEvent> {
     }
 }
 
+/// A process's pid inside the sandbox and its parent's host pid: from the pidfd
+/// (fdinfo and `PIDFD_GET_INFO`) where the kernel offers it, else from `/proc`.
+fn identify(host_pid: libc::pid_t, pidfd: Option<&OwnedFd>) -> Option<(i32, u32)> {
+    use std::os::fd::AsRawFd;
+    if let Some(pidfd) = pidfd
+        && let Ok(parent) = sys::pidfd_parent(pidfd.as_fd())
+        && let Some(pid) =
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd()))
+                .ok()
+                .and_then(|info| ns_pid(&info))
+    {
+        return Some((pid, parent));
+    }
+    let status = std::fs::read_to_string(format!("/proc/{host_pid}/status")).ok()?;
+    let parent = status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|v| v.trim().parse::<u32>().ok())?;
+    Some((ns_pid(&status)?, parent))
+}
+
+fn ns_pid_of(host_pid: u32) -> Option<i32> {
+    ns_pid(&std::fs::read_to_string(format!("/proc/{host_pid}/status")).ok()?)
+}
+
 /// The innermost pid of a task, from the `NSpid:` line of its status file.
 fn ns_pid(status: &str) -> Option<i32> {
     status
@@ -118,7 +224,17 @@ fn ns_pid(status: &str) -> Option<i32> {
         .and_then(|v| v.parse().ok())
 }
 
-fn exists(host_pid: libc::pid_t, dirfd: i32, path: &[u8]) -> bool {
+fn exists(host_pid: libc::pid_t, dirfd: i32, path: &[u8], tracked: &mut Tracked) -> bool {
+    // An empty path with AT_EMPTY_PATH executes the descriptor itself.
+    if path.is_empty() {
+        return true;
+    }
+    if path.starts_with(b"/")
+        && let Ok(rel) = std::ffi::CString::new(path)
+        && let Some(root) = tracked.root(host_pid)
+    {
+        return sys::openat2(root, &rel, libc::O_PATH, sys::RESOLVE_IN_ROOT).is_ok();
+    }
     let rel = std::ffi::OsStr::from_bytes(path);
     let base = if path.starts_with(b"/") {
         format!("/proc/{host_pid}/root")
@@ -132,8 +248,7 @@ fn exists(host_pid: libc::pid_t, dirfd: i32, path: &[u8]) -> bool {
             .strip_prefix("/")
             .unwrap_or(std::path::Path::new(rel)),
     );
-    // An empty path with AT_EMPTY_PATH executes the descriptor itself.
-    path.is_empty() || std::fs::metadata(full).is_ok()
+    std::fs::metadata(full).is_ok()
 }
 
 /// Reads a NUL-terminated string, page by page so an unmapped page after the string

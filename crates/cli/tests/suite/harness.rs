@@ -419,7 +419,8 @@ impl RecordsHome {
         self.0.join("logs")
     }
 
-    /// The session folders, oldest first (names sort by start time).
+    /// The session folders, by name: by start time to the second (sessions started in
+    /// the same second come in no particular order).
     pub fn sessions(&self) -> Vec<PathBuf> {
         let mut dirs: Vec<PathBuf> = std::fs::read_dir(self.logs())
             .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
@@ -432,7 +433,11 @@ impl RecordsHome {
     /// The only session folder; fails the test unless there is exactly one.
     pub fn only_session(&self) -> PathBuf {
         let sessions = self.sessions();
-        assert_eq!(sessions.len(), 1, "expected one session, found {sessions:?}");
+        assert_eq!(
+            sessions.len(),
+            1,
+            "expected one session, found {sessions:?}"
+        );
         sessions[0].clone()
     }
 }
@@ -456,7 +461,11 @@ fn scratch_records_home(runner: Runner) -> String {
     homes
         .entry(user.uid)
         .or_insert_with(|| {
-            let path = format!("/tmp/vg-e2e-scratch-home-{}-{}", std::process::id(), user.uid);
+            let path = format!(
+                "/tmp/vg-e2e-scratch-home-{}-{}",
+                std::process::id(),
+                user.uid
+            );
             let _ = std::fs::create_dir(&path);
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
             chown_to(Path::new(&path), &user);

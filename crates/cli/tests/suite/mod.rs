@@ -10,6 +10,8 @@ mod attacks_syscalls;
 mod config;
 mod filesystem;
 mod lifecycle;
+mod logs;
 mod mounts;
 mod options;
 mod posture;
+mod records;

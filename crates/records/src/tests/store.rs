@@ -255,6 +255,55 @@ fn remove_refuses_live_sessions() {
 }
 
 #[test]
+fn remove_dir_forces_only_session_folders() {
+    let (tmp, store) = store("remove-dir");
+    let live = store.create(sample_meta()).unwrap();
+    let dir = live.dir().to_owned();
+    let e = store.remove_dir(&dir, false).unwrap_err();
+    assert!(matches!(e, RecordsError::SessionRunning { .. }), "{e}");
+    // Not a session folder directly under the root: never removed.
+    let other = tmp.path().join("session-20251219T101053Z-9af4c3");
+    fs::create_dir(&other).unwrap();
+    let stranger = store.root().join("keep-me");
+    fs::create_dir(&stranger).unwrap();
+    for path in [
+        &other,
+        &stranger,
+        &store.root().join("session-x/../keep-me"),
+    ] {
+        let e = store.remove_dir(path, true).unwrap_err();
+        assert!(matches!(e, RecordsError::UnknownSession { .. }), "{e}");
+    }
+    assert!(other.exists() && stranger.exists());
+    store.remove_dir(&dir, true).unwrap();
+    assert!(!dir.exists());
+    drop(live); // its final metadata write fails quietly: the folder is gone
+    assert!(!dir.exists());
+}
+
+#[test]
+fn prune_plan_lists_without_removing() {
+    let (_tmp, store) = store("prune-plan");
+    let root = store.root().to_owned();
+    // Whole seconds: the file keeps milliseconds.
+    let old = t(SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 40 * 86_400);
+    let done = fake_session(&root, old, "00000a", |_| {});
+    let plan = store.prune_plan(SystemTime::now()).unwrap();
+    assert_eq!(plan.len(), 1);
+    assert_eq!(plan[0].dir, done);
+    assert_eq!(
+        plan[0].session_id,
+        format!("session-{}-00000a", format_compact(old))
+    );
+    assert_eq!(plan[0].last_activity, old + Duration::from_secs(5));
+    assert!(done.exists());
+}
+
+#[test]
 fn prune_keeps_live_and_recent_sessions() {
     let (_tmp, store) = store("prune");
     let root = store.root().to_owned();

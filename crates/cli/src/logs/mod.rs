@@ -1,0 +1,345 @@
+//! `vectraguard logs`: list, show, follow, verify and remove the session
+//! records kept under `$VECTRAGUARD_HOME/logs/` (default
+//! `~/.vectraguard/logs/`), on top of the `vg-records` library.
+//!
+//! Exit statuses: 0 on success; 1 when `verify` finds the records tampered
+//! with; 125 when the command itself fails (unknown or ambiguous session,
+//! unreadable records, bad flags), with an error saying what to do next.
+
+mod follow;
+mod format;
+mod list;
+mod manage;
+mod show;
+mod summary;
+mod views;
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Result, anyhow};
+use clap::{Args, Subcommand};
+use vg_records::{RecordsError, SessionStore, Status};
+
+use crate::EXIT_FAILURE;
+use crate::host;
+
+/// Exit status of `logs verify` when the records do not match their chain.
+pub const EXIT_TAMPERED: i32 = 1;
+
+#[derive(Debug, Subcommand)]
+pub enum LogsCommand {
+    /// List recorded sessions, oldest first (the newest is at the bottom)
+    #[command(
+        visible_alias = "ls",
+        after_help = "Examples:\n  vectraguard logs list\n  vectraguard logs list --agent codex --since 2d\n  vectraguard logs list --status interrupted --json"
+    )]
+    List(ListArgs),
+    /// Show a session: its metadata and commands, or one of its files
+    #[command(
+        after_help = "SESSION is a session id (session-20251219T101053Z-9af4c3), the id without\n`session-`, or any unique prefix of either.\n\nExamples:\n  vectraguard logs show 20251219T1010\n  vectraguard logs show 20251219T1010 --stdout > out.txt   # the exact bytes\n  vectraguard logs show 20251219T1010 --events --json\n  vectraguard logs show 20251219T1010 --follow      # commands as they run"
+    )]
+    Show(ShowArgs),
+    /// Check that a session's records are exactly as recorded
+    #[command(
+        after_help = "Exit status: 0 when the records are intact, 1 when a file was changed, cut\nshort or removed (each problem is named with its file and line or byte), 125\nwhen the session cannot be found or read."
+    )]
+    Verify(VerifyArgs),
+    /// Remove the records of one or more sessions
+    #[command(
+        visible_alias = "remove",
+        after_help = "Every SESSION is resolved first: if one is unknown, ambiguous or still running,\nnothing is removed."
+    )]
+    Rm(RmArgs),
+    /// Remove the records of sessions that ended more than DURATION ago
+    #[command(
+        after_help = "Running sessions are never removed. A session counts from its end; one whose\nrecord was never finished, from its start; a damaged folder, from the time in\nits name.\n\nExamples:\n  vectraguard logs prune --older-than 30d\n  vectraguard logs prune --older-than 1w --dry-run"
+    )]
+    Prune(PruneArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only sessions of this agent
+    #[arg(long, value_name = "AGENT")]
+    pub agent: Option<String>,
+
+    /// Only sessions with this name
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+
+    /// Only sessions started in the last DURATION (45s, 90m, 12h, 2d, 1w) or since a
+    /// time (2025-12-19, 2025-12-19T10:00:00Z)
+    #[arg(long, value_name = "DURATION|TIME", value_parser = parse_since)]
+    pub since: Option<SystemTime>,
+
+    /// Only sessions in this state: running, exited, signalled, timeout,
+    /// failed-to-start, interrupted, or damaged (unreadable metadata)
+    #[arg(long, value_name = "STATUS", value_parser = parse_status_filter)]
+    pub status: Option<StatusFilter>,
+
+    /// Print a JSON array of sessions instead of a table
+    #[arg(long)]
+    pub json: bool,
+
+    /// Do not cut long commands, names and agents to fit the terminal
+    #[arg(long)]
+    pub no_trunc: bool,
+}
+
+/// `--status`: a recorded state, or the folders whose metadata is damaged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFilter {
+    Is(Status),
+    Damaged,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The session: its id, or a unique prefix of it
+    pub session: String,
+
+    /// Print the commands run in the sandbox (commands.log)
+    #[arg(long)]
+    pub commands: bool,
+
+    /// Print the session's events: network decisions, limits, failures (events.jsonl)
+    #[arg(long)]
+    pub events: bool,
+
+    /// Print only the network events
+    #[arg(long, conflicts_with = "events")]
+    pub network: bool,
+
+    /// Print the recorded stdout, byte for byte
+    #[arg(long, conflicts_with_all = ["commands", "events", "network", "json", "stderr"])]
+    pub stdout: bool,
+
+    /// Print the recorded stderr, byte for byte
+    #[arg(long, conflicts_with_all = ["commands", "events", "network", "json"])]
+    pub stderr: bool,
+
+    /// Print JSON: the metadata, plus "commands" and "events" arrays when asked for;
+    /// with --follow, one JSON object per line
+    #[arg(long)]
+    pub json: bool,
+
+    /// Keep printing what a running session writes until it ends (the commands,
+    /// unless --stdout, --stderr, --events or --network)
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The session: its id, or a unique prefix of it
+    pub session: String,
+
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    /// The sessions: ids, or unique prefixes of them
+    #[arg(required = true, value_name = "SESSION")]
+    pub sessions: Vec<String>,
+
+    /// Remove a session even while it is running (its further records are lost)
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Remove sessions that ended more than DURATION ago (45s, 90m, 12h, 30d, 2w, 1h30m)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, required = true)]
+    pub older_than: Duration,
+
+    /// Only print what would be removed
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+fn parse_since(input: &str) -> Result<SystemTime, String> {
+    vg_records::parse_since(input, SystemTime::now()).map_err(|e| e.to_string())
+}
+
+fn parse_duration(input: &str) -> Result<Duration, String> {
+    vg_records::parse_duration(input).map_err(|e| e.to_string())
+}
+
+fn parse_status_filter(input: &str) -> Result<StatusFilter, String> {
+    if input == "damaged" {
+        return Ok(StatusFilter::Damaged);
+    }
+    input.parse().map(StatusFilter::Is).map_err(|_| {
+        let mut names: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
+        names.push("damaged");
+        format!(
+            "unknown status {input:?}; expected one of {}",
+            names.join(", ")
+        )
+    })
+}
+
+pub fn run(cmd: LogsCommand) -> i32 {
+    let result = store().and_then(|store| {
+        let stdout = io::stdout();
+        let mut out = io::BufWriter::new(stdout.lock());
+        let code = match cmd {
+            LogsCommand::List(args) => list::list(&store, &args, &mut out),
+            LogsCommand::Show(args) => show::show(&store, &args, &mut out),
+            LogsCommand::Verify(args) => manage::verify(&store, &args, &mut out),
+            LogsCommand::Rm(args) => manage::remove(&store, &args, &mut out),
+            LogsCommand::Prune(args) => manage::prune(&store, &args, &mut out),
+        };
+        // What was printed before a failure still goes out, before the error.
+        let flushed = out.flush();
+        let code = code?;
+        flushed?;
+        Ok(code)
+    });
+    match result {
+        Ok(code) => code,
+        // `logs show --stdout | head`: the reader has all it wanted.
+        Err(e) if is_broken_pipe(&e) => 0,
+        Err(e) => {
+            eprintln!("vectraguard: error: {e:#}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// The records folder, for reading: nothing is created.
+fn store() -> Result<SessionStore> {
+    Ok(SessionStore::at(&records_root()?))
+}
+
+/// `$VECTRAGUARD_HOME/logs` when set and not empty, else
+/// `~/.vectraguard/logs` of the invoking user.
+pub fn records_root() -> Result<PathBuf> {
+    let env_home = std::env::var_os("VECTRAGUARD_HOME")
+        .map(PathBuf::from)
+        .filter(|h| !h.as_os_str().is_empty());
+    // A relative HOME (or an empty one) would put the records wherever the
+    // command happens to run.
+    let home = host::invoker_home().filter(|h| h.is_absolute());
+    match (&env_home, home) {
+        (Some(h), _) if !h.is_absolute() => Err(anyhow!(
+            "VECTRAGUARD_HOME={} is a relative path: set it to an absolute one",
+            h.display()
+        )),
+        (Some(h), _) => Ok(SessionStore::default_root(Some(h), h)),
+        (None, Some(home)) => Ok(SessionStore::default_root(None, &home)),
+        (None, None) => Err(anyhow!(
+            "cannot find your home directory to locate the session records; \
+             set HOME, or set VECTRAGUARD_HOME to the folder that holds logs/"
+        )),
+    }
+}
+
+/// A records error as the user should read it: what failed and what to do.
+fn explain(e: RecordsError) -> anyhow::Error {
+    match &e {
+        RecordsError::DamagedMetadata { path, .. } => {
+            let id = path
+                .parent()
+                .and_then(|d| d.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            anyhow!(
+                "{e}; the folder can still be checked with `vectraguard logs verify {id}` \
+                 or removed with `vectraguard logs rm {id}`"
+            )
+        }
+        RecordsError::ReadRoot { .. } => anyhow!(
+            "{e}; check the folder's permissions, or set VECTRAGUARD_HOME to the folder \
+             that holds the logs/ you want"
+        ),
+        RecordsError::Read { source, .. } if source.kind() == io::ErrorKind::PermissionDenied => {
+            anyhow!("{e}; session records are readable only by the user who recorded them")
+        }
+        _ => anyhow::Error::new(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Result<LogsCommand, clap::Error> {
+        let argv = std::iter::once("vectraguard").chain(args.iter().copied());
+        Cli::try_parse_from(argv).map(|cli| match cli.command {
+            Command::Logs(cmd) => cmd,
+            other => panic!("parsed as {other:?}"),
+        })
+    }
+
+    #[test]
+    fn status_filter_accepts_every_state_and_names_them_when_wrong() {
+        for st in Status::ALL {
+            assert_eq!(parse_status_filter(st.as_str()), Ok(StatusFilter::Is(st)));
+        }
+        assert_eq!(parse_status_filter("damaged"), Ok(StatusFilter::Damaged));
+        let e = parse_status_filter("done").unwrap_err();
+        assert!(
+            e.contains(
+                "running, exited, signalled, timeout, failed-to-start, interrupted, damaged"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn flags_parse_and_conflicts_are_rejected() {
+        let Ok(LogsCommand::List(l)) =
+            parse(&["logs", "list", "--since", "2d", "--status", "exited"])
+        else {
+            panic!("list did not parse");
+        };
+        assert!(l.since.is_some_and(|t| t < SystemTime::now()));
+        assert!(parse(&["logs", "list", "--since", "yesterday"]).is_err());
+        assert!(parse(&["logs", "show", "x", "--stdout", "--json"]).is_err());
+        assert!(parse(&["logs", "show", "x", "--stdout", "--stderr"]).is_err());
+        assert!(parse(&["logs", "show", "x", "--events", "--network"]).is_err());
+        assert!(parse(&["logs", "show", "x", "--stderr", "--follow"]).is_ok());
+        assert!(parse(&["logs", "rm"]).is_err());
+        assert!(parse(&["logs", "prune"]).is_err());
+        let Ok(LogsCommand::Prune(p)) = parse(&["logs", "prune", "--older-than", "1h30m"]) else {
+            panic!("prune did not parse");
+        };
+        assert_eq!(p.older_than, Duration::from_secs(5400));
+    }
+
+    #[test]
+    fn damaged_metadata_errors_say_what_still_works() {
+        let e = explain(RecordsError::DamagedMetadata {
+            path: "/r/logs/session-20251219T101053Z-9af4c3/metadata.json".into(),
+            reason: "the file is missing".into(),
+        });
+        let msg = format!("{e:#}");
+        assert!(msg.contains("metadata.json is damaged"), "{msg}");
+        assert!(
+            msg.contains("`vectraguard logs verify session-20251219T101053Z-9af4c3`"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("`vectraguard logs rm session-20251219T101053Z-9af4c3`"),
+            "{msg}"
+        );
+    }
+}

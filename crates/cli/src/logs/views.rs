@@ -1,0 +1,261 @@
+//! One line of `commands.log` or `events.jsonl`, rendered as text or JSON.
+//! Shared by `logs show` and `logs show --follow`, which renders line by
+//! line as the session writes them.
+
+use std::fs;
+use std::path::Path;
+
+use anyhow::Result;
+use serde_json::{Map, Value, json};
+use vg_records::time::{format_rfc3339, parse_rfc3339};
+use vg_records::{CommandExit, CommandLogLine, RecordsError};
+
+use super::explain;
+use super::format;
+
+/// Which events to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventFilter {
+    All,
+    /// Only `network` events (and unreadable lines, which may have been).
+    Network,
+}
+
+/// Which line file a view reads, and how it filters it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineView {
+    Commands,
+    Events(EventFilter),
+}
+
+impl LineView {
+    /// The line as printed, without its newline; `None` when filtered out.
+    pub fn text(self, line: &[u8]) -> Option<String> {
+        match self {
+            // Recorded lines are already quoted for a terminal; escaping
+            // only changes a line that was edited after the fact.
+            LineView::Commands => Some(format::safe_bytes(trim_newline(line))),
+            LineView::Events(filter) => {
+                let event = parse_event(line);
+                admits(filter, event.as_ref()).then(|| event_text(line, event.as_ref()))
+            }
+        }
+    }
+
+    /// The line as a JSON object; `line_no` counts from 1.
+    pub fn json(self, line_no: usize, line: &[u8]) -> Option<Value> {
+        match self {
+            LineView::Commands => Some(command_json(line_no, line)),
+            LineView::Events(filter) => {
+                let event = parse_event(line);
+                admits(filter, event.as_ref()).then(|| match event {
+                    Some(e) => Value::Object(e),
+                    None => unparsed(line_no, line),
+                })
+            }
+        }
+    }
+}
+
+/// The lines of a file, newlines included (a last line may lack one).
+pub fn read_lines(path: &Path) -> Result<Vec<Vec<u8>>> {
+    let bytes = fs::read(path).map_err(|source| {
+        explain(RecordsError::Read {
+            path: path.to_owned(),
+            source,
+        })
+    })?;
+    Ok(bytes
+        .split_inclusive(|&b| b == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect())
+}
+
+fn trim_newline(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\n").unwrap_or(line)
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A line that is not what the writer writes (edited, or cut by a crash).
+fn unparsed(line_no: usize, line: &[u8]) -> Value {
+    json!({
+        "line": line_no,
+        "type": "unparsed",
+        "time": Value::Null,
+        "text": lossy(trim_newline(line)),
+    })
+}
+
+fn exit_json(exit: Option<CommandExit>) -> (Value, Value) {
+    match exit {
+        Some(CommandExit::Code(c)) => (c.into(), Value::Null),
+        Some(CommandExit::Signal(s)) => (Value::Null, s.into()),
+        None => (Value::Null, Value::Null),
+    }
+}
+
+/// `{"line", "type": "exec", "time", "pid", "ppid", "cwd", "argv", "command",
+/// "status", "signal"}`, `{"line", "type": "exit", "time", "pid", "status",
+/// "signal"}`, or `{"line", "type": "unparsed", "time": null, "text"}`.
+/// `argv` and `cwd` replace bytes that are not UTF-8; `command` (quoted for
+/// a shell) keeps them exactly.
+pub fn command_json(line_no: usize, line: &[u8]) -> Value {
+    let parsed = std::str::from_utf8(line)
+        .ok()
+        .and_then(CommandLogLine::parse);
+    match parsed {
+        Some(CommandLogLine::Exec(e)) => {
+            let (status, signal) = exit_json(e.exit);
+            json!({
+                "line": line_no,
+                "type": "exec",
+                "time": format_rfc3339(e.time),
+                "pid": e.pid,
+                "ppid": e.ppid,
+                "cwd": lossy(&e.cwd),
+                "argv": e.argv.iter().map(|a| lossy(a)).collect::<Vec<_>>(),
+                "command": e.command,
+                "status": status,
+                "signal": signal,
+            })
+        }
+        Some(CommandLogLine::Exit { time, pid, exit }) => {
+            let (status, signal) = exit_json(Some(exit));
+            json!({
+                "line": line_no,
+                "type": "exit",
+                "time": format_rfc3339(time),
+                "pid": pid,
+                "status": status,
+                "signal": signal,
+            })
+        }
+        None => unparsed(line_no, line),
+    }
+}
+
+/// An `events.jsonl` line as written: an object with `time` and `type`.
+fn parse_event(line: &[u8]) -> Option<Map<String, Value>> {
+    let object: Map<String, Value> = serde_json::from_slice(line).ok()?;
+    let typed = object.get("time").is_some_and(Value::is_string)
+        && object.get("type").is_some_and(Value::is_string);
+    typed.then_some(object)
+}
+
+fn admits(filter: EventFilter, event: Option<&Map<String, Value>>) -> bool {
+    match (filter, event) {
+        (EventFilter::All, _) | (EventFilter::Network, None) => true,
+        (EventFilter::Network, Some(e)) => e.get("type").and_then(Value::as_str) == Some("network"),
+    }
+}
+
+/// `2025-12-19 10:10:53.123  network        host=example.com port=443`.
+fn event_text(line: &[u8], event: Option<&Map<String, Value>>) -> String {
+    let Some(e) = event else {
+        return format!(
+            "?                        unreadable     {}",
+            format::safe_bytes(trim_newline(line))
+        );
+    };
+    let str_field = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
+    let time = parse_rfc3339(str_field("time"))
+        .map(format::stamp)
+        .unwrap_or_else(|_| str_field("time").to_owned());
+    let mut text = format!("{time:<23}  {:<13}", str_field("type"));
+    for (k, v) in e.iter().filter(|(k, _)| *k != "time" && *k != "type") {
+        text.push(' ');
+        text.push_str(k);
+        text.push('=');
+        text.push_str(&field_text(v));
+    }
+    format::safe(text.trim_end()).into_owned()
+}
+
+/// Plain words bare, anything else as JSON (strings quoted).
+fn field_text(v: &Value) -> String {
+    match v {
+        Value::String(s)
+            if !s.is_empty()
+                && !s
+                    .chars()
+                    .any(|c| c.is_whitespace() || c.is_control() || "\"'=\\".contains(c)) =>
+        {
+            s.clone()
+        }
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXEC: &[u8] =
+        b"2025-12-19T10:10:53.123Z exec pid=42 ppid=1 cwd='/a b' -- grep -r 'x y' $'\\xff'\n";
+
+    #[test]
+    fn command_lines_become_json() {
+        let v = command_json(3, EXEC);
+        assert_eq!(v["line"], 3);
+        assert_eq!(v["type"], "exec");
+        assert_eq!(v["time"], "2025-12-19T10:10:53.123Z");
+        assert_eq!(v["cwd"], "/a b");
+        assert_eq!(v["argv"], json!(["grep", "-r", "x y", "\u{fffd}"]));
+        assert_eq!(v["command"], "grep -r 'x y' $'\\xff'");
+        assert_eq!(
+            (v["status"].clone(), v["signal"].clone()),
+            (Value::Null, Value::Null)
+        );
+        let v = command_json(4, b"2025-12-19T10:10:54Z exit pid=42 signal=9\n");
+        assert_eq!(
+            (v["type"].as_str(), v["signal"].as_i64()),
+            (Some("exit"), Some(9))
+        );
+        let v = command_json(5, b"edited \xff\n");
+        assert_eq!(
+            v,
+            json!({"line": 5, "type": "unparsed", "time": null, "text": "edited \u{fffd}"})
+        );
+    }
+
+    #[test]
+    fn command_text_is_the_line_made_safe() {
+        assert_eq!(
+            LineView::Commands.text(EXEC).unwrap(),
+            String::from_utf8_lossy(&EXEC[..EXEC.len() - 1])
+        );
+        assert_eq!(
+            LineView::Commands.text(b"x\x1b[2J\n").unwrap(),
+            "x\\u{1b}[2J"
+        );
+    }
+
+    #[test]
+    fn events_are_readable_and_filtered() {
+        let net = br#"{"time":"2025-12-19T10:10:53.123Z","type":"network","host":"example.com","port":443,"note":"a b"}"#;
+        let start = br#"{"time":"2025-12-19T10:10:53.000Z","type":"session-start","origin":"cli"}"#;
+        let view = LineView::Events(EventFilter::All);
+        assert_eq!(
+            view.text(net).unwrap(),
+            "2025-12-19 10:10:53.123  network       host=example.com note=\"a b\" port=443"
+        );
+        assert_eq!(
+            view.text(start).unwrap(),
+            "2025-12-19 10:10:53.000  session-start origin=cli"
+        );
+        let only_net = LineView::Events(EventFilter::Network);
+        assert!(only_net.text(start).is_none());
+        assert!(only_net.json(1, net).is_some());
+        assert!(
+            only_net
+                .text(b"not json\n")
+                .unwrap()
+                .contains("unreadable     not json")
+        );
+        assert_eq!(view.json(2, start).unwrap()["origin"], "cli");
+        assert_eq!(view.json(7, b"{\"type\":1}").unwrap()["type"], "unparsed");
+    }
+}

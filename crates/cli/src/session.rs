@@ -1,0 +1,303 @@
+//! The record of one sandbox session, written while it runs.
+//!
+//! [`Session::create`] writes `metadata.json` (status `running`) before the sandbox
+//! exists. Once it does, [`Session::attach`] starts the threads that feed the record:
+//! one relay per output stream (sandbox pipe → log file and the user's terminal) and
+//! the exec tracer (seccomp notifications → `commands.log`). [`Session::finish`] waits
+//! for them and completes the record with how the session ended.
+//!
+//! Recording is part of the policy: when a record cannot be written (disk full,
+//! folder removed), the sandbox is stopped rather than left running unrecorded.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{PipeReader, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStringExt;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+
+use anyhow::{Context, Result};
+use vg_records::{
+    CommandExit, CommandRecord, End, Event, Metadata, SessionStore, SessionWriter, Status,
+};
+use vg_sandbox::trace::{self, TraceEvent, Verdict};
+use vg_sandbox::{Killer, Outcome, SandboxError, Termination};
+
+/// Relay buffer: large reads keep per-chunk costs (hashing, two writes) small.
+const RELAY_BUFFER: usize = 1 << 20;
+
+/// Which output stream a relay carries.
+#[derive(Debug, Clone, Copy)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// State shared by the threads that write one session's record.
+struct Shared {
+    writer: Arc<SessionWriter>,
+    killer: Killer,
+    /// The first recording failure; once set, the sandbox is being stopped.
+    broken: OnceLock<String>,
+}
+
+impl Shared {
+    /// A record could not be written: say so once and stop the sandbox, since it
+    /// must not go on unrecorded.
+    fn fail(&self, what: &str, error: impl std::fmt::Display) {
+        let message = format!("cannot write the session record ({what}: {error})");
+        if self.broken.set(message.clone()).is_ok() {
+            eprintln!("vectraguard: error: {message}; stopping the sandbox");
+            let _ = self.killer.kill();
+        }
+    }
+}
+
+/// A session being recorded.
+pub struct Session {
+    writer: Arc<SessionWriter>,
+    shared: Option<Arc<Shared>>,
+    relays: Vec<JoinHandle<()>>,
+    tracer: Option<JoinHandle<HashSet<i32>>>,
+}
+
+impl Session {
+    /// Creates the session folder and its initial metadata (status `running`).
+    pub fn create(root: &Path, meta: Metadata) -> Result<Self> {
+        let store = SessionStore::open(root).with_context(|| {
+            format!(
+                "cannot record the session under {}: make the folder writable, or set VECTRAGUARD_HOME to a folder that is",
+                root.display()
+            )
+        })?;
+        let writer = store.create(meta).with_context(|| {
+            format!(
+                "cannot create a session record under {}: check free space and permissions",
+                root.display()
+            )
+        })?;
+        Ok(Self {
+            writer: Arc::new(writer),
+            shared: None,
+            relays: Vec::new(),
+            tracer: None,
+        })
+    }
+
+    /// Starts recording a running sandbox: the two output relays, the layers it
+    /// reports, and (when `trace` is set) every program it executes.
+    pub fn attach(
+        &mut self,
+        sandbox: &mut vg_sandbox::Sandbox,
+        stdout: PipeReader,
+        stderr: PipeReader,
+        trace: bool,
+    ) {
+        let shared = Arc::new(Shared {
+            writer: Arc::clone(&self.writer),
+            killer: sandbox.killer(),
+            broken: OnceLock::new(),
+        });
+        for (pipe, stream) in [(stdout, Stream::Stdout), (stderr, Stream::Stderr)] {
+            let shared = Arc::clone(&shared);
+            self.relays
+                .push(std::thread::spawn(move || relay(pipe, stream, &shared)));
+        }
+        if trace && let Some(listener) = sandbox.exec_listener() {
+            let shared = Arc::clone(&shared);
+            self.tracer = Some(std::thread::spawn(move || {
+                let mut live = HashSet::new();
+                trace::serve(listener, |event| record_trace(&shared, &mut live, event));
+                live
+            }));
+        }
+        if let Some(enforced) = sandbox.ready()
+            && let Err(e) = self
+                .writer
+                .update_metadata(|m| crate::layers::record(&mut m.layers, &enforced))
+        {
+            shared.fail("metadata.json", e);
+        }
+        self.shared = Some(shared);
+    }
+
+    /// Waits for the relays and the tracer, then completes the record from how the
+    /// sandbox ended. Returns the session id.
+    pub fn finish(mut self, result: &Result<Outcome, SandboxError>) -> Result<String> {
+        for relay in self.relays.drain(..) {
+            let _ = relay.join();
+        }
+        let live = self
+            .tracer
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        let id = self.writer.id().to_owned();
+        // The command's exit is seen by the tracer when it calls exit; a command
+        // killed by a signal never does, so its status comes from init.
+        if let Ok(outcome) = result
+            && let Some(pid) = outcome.command_pid
+            && live.contains(&pid)
+        {
+            let exit = match outcome.termination {
+                Termination::Signalled(sig) => Some(CommandExit::Signal(sig)),
+                Termination::Exited(code) => Some(CommandExit::Code(code)),
+                Termination::ExecFailed(_) => None,
+            };
+            if let Some(exit) = exit {
+                let pid = u32::try_from(pid).unwrap_or(0);
+                self.writer
+                    .record_exit(pid, exit)
+                    .context("cannot write commands.log")?;
+            }
+        }
+        let broken = self.shared.as_ref().and_then(|s| s.broken.get().cloned());
+        let end = end_of(result, broken);
+        if end.status == Status::FailedToStart
+            && let Some(error) = &end.error
+        {
+            self.writer
+                .event(Event::new(vg_records::event::kind::FAILURE).with("error", error.clone()))
+                .context("cannot write events.jsonl")?;
+        }
+        let shared = self.shared.take();
+        drop(shared);
+        let writer = Arc::try_unwrap(self.writer)
+            .map_err(|_| anyhow::anyhow!("the session record is still in use"))?;
+        writer
+            .finish(end)
+            .context("cannot complete the session record")?;
+        Ok(id)
+    }
+
+    /// The sandbox could not be started: complete the record as `failed-to-start`.
+    pub fn failed_to_start(self, error: &anyhow::Error) -> Result<()> {
+        let message = format!("{error:#}");
+        self.writer
+            .event(Event::new(vg_records::event::kind::FAILURE).with("error", message.clone()))
+            .context("cannot write events.jsonl")?;
+        let writer = Arc::try_unwrap(self.writer)
+            .map_err(|_| anyhow::anyhow!("the session record is still in use"))?;
+        writer
+            .finish(End::failed_to_start(message))
+            .context("cannot complete the session record")?;
+        Ok(())
+    }
+}
+
+/// How the session ended, as the record states it.
+fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>) -> End {
+    if let Some(reason) = broken {
+        let mut end = End::failed_to_start(reason);
+        end.status = Status::Interrupted;
+        return end;
+    }
+    match result {
+        Ok(outcome) => match outcome.termination {
+            Termination::Exited(code) => End::exited(code),
+            Termination::Signalled(sig) => End::signalled(sig),
+            Termination::ExecFailed(errno) => {
+                let mut end = End::failed_to_start(format!(
+                    "cannot execute the command: {}",
+                    std::io::Error::from_raw_os_error(errno)
+                ));
+                end.exit_code = Some(outcome.termination.exit_code());
+                end
+            }
+        },
+        Err(e) => End::failed_to_start(e.to_string()),
+    }
+}
+
+/// Copies one output stream of the sandbox to its log file and to our own stdout or
+/// stderr, chunk by chunk, until every writer inside the sandbox is gone.
+fn relay(mut from: PipeReader, stream: Stream, shared: &Shared) {
+    let host = match stream {
+        Stream::Stdout => std::io::stdout().as_fd().try_clone_to_owned(),
+        Stream::Stderr => std::io::stderr().as_fd().try_clone_to_owned(),
+    };
+    // A closed terminal or pipe on our side must not stop the recording.
+    let mut host: Option<File> = host.ok().map(File::from);
+    let mut buf = vec![0u8; RELAY_BUFFER];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
+        let chunk = &buf[..n];
+        // To the record first: what the user saw is always on disk.
+        let recorded = match stream {
+            Stream::Stdout => shared.writer.append_stdout(chunk),
+            Stream::Stderr => shared.writer.append_stderr(chunk),
+        };
+        if let Err(e) = recorded {
+            shared.fail(
+                match stream {
+                    Stream::Stdout => "stdout.log",
+                    Stream::Stderr => "stderr.log",
+                },
+                e,
+            );
+        }
+        if let Some(out) = host.as_mut()
+            && out.write_all(chunk).is_err()
+        {
+            host = None;
+        }
+    }
+}
+
+/// Records one traced exec or exit. Exits are recorded only for processes whose
+/// exec was recorded: a forked subshell that never executes anything is not a command.
+fn record_trace(shared: &Shared, live: &mut HashSet<i32>, event: TraceEvent) -> Verdict {
+    match event {
+        TraceEvent::Exec {
+            pid,
+            ppid,
+            cwd,
+            path,
+            argv,
+            truncated,
+        } => {
+            let argv: Vec<OsString> = if argv.is_empty() {
+                vec![OsString::from_vec(path)]
+            } else {
+                argv.into_iter().map(OsString::from_vec).collect()
+            };
+            let record = CommandRecord::new(
+                u32::try_from(pid).unwrap_or(0),
+                u32::try_from(ppid).unwrap_or(0),
+                cwd,
+                argv,
+            );
+            if let Err(e) = shared.writer.record_command(&record) {
+                shared.fail("commands.log", e);
+            }
+            if truncated
+                && let Err(e) = shared.writer.event(
+                    Event::new("argv-truncated")
+                        .with("pid", pid)
+                        .with("reason", "the argument list exceeds the recording limits"),
+                )
+            {
+                shared.fail("events.jsonl", e);
+            }
+            live.insert(pid);
+        }
+        TraceEvent::Exit { pid, status } => {
+            if live.remove(&pid)
+                && let Err(e) = shared
+                    .writer
+                    .record_exit(u32::try_from(pid).unwrap_or(0), CommandExit::Code(status))
+            {
+                shared.fail("commands.log", e);
+            }
+        }
+    }
+    Verdict::Continue
+}

@@ -1,0 +1,193 @@
+//! Reading `commands.log` back: each line parsed into the record it was
+//! written from (see [`crate::writer`] for the format).
+
+use std::time::SystemTime;
+
+use crate::quote::{unquote_argv, unquote_word};
+use crate::time;
+use crate::writer::CommandExit;
+
+/// An `exec` line: a program started in the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecLine {
+    pub time: SystemTime,
+    pub pid: u32,
+    pub ppid: u32,
+    /// The working directory's bytes.
+    pub cwd: Vec<u8>,
+    /// Present when the exit was known as the exec was recorded.
+    pub exit: Option<CommandExit>,
+    /// The argv's bytes, unquoted.
+    pub argv: Vec<Vec<u8>>,
+    /// The argv as written: quoted for a shell, safe to print.
+    pub command: String,
+}
+
+/// One parsed line of `commands.log`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandLogLine {
+    Exec(ExecLine),
+    /// The exit of an earlier `exec` of `pid`.
+    Exit {
+        time: SystemTime,
+        pid: u32,
+        exit: CommandExit,
+    },
+}
+
+impl CommandLogLine {
+    pub fn time(&self) -> SystemTime {
+        match self {
+            CommandLogLine::Exec(e) => e.time,
+            CommandLogLine::Exit { time, .. } => *time,
+        }
+    }
+
+    /// Parses one line, with or without its newline; `None` when it does
+    /// not have the shape the writer gives lines (e.g. it was edited).
+    pub fn parse(line: &str) -> Option<Self> {
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        let (stamp, rest) = line.split_once(' ')?;
+        let time = time::parse_rfc3339(stamp).ok()?;
+        if let Some(rest) = rest.strip_prefix("exec ") {
+            parse_exec(time, rest).map(CommandLogLine::Exec)
+        } else {
+            let rest = rest.strip_prefix("exit ")?;
+            let (pid, rest) = field(rest, "pid=")?;
+            let (exit, rest) = parse_exit(rest.strip_prefix(' ')?)?;
+            rest.is_empty()
+                .then_some(CommandLogLine::Exit { time, pid, exit })
+        }
+    }
+}
+
+/// `name=<u32>` at the start of `text`, and what follows it.
+fn field<'a>(text: &'a str, name: &str) -> Option<(u32, &'a str)> {
+    let rest = text.strip_prefix(name)?;
+    let end = rest.find(' ').unwrap_or(rest.len());
+    Some((rest[..end].parse().ok()?, &rest[end..]))
+}
+
+/// `status=<n>` or `signal=<n>` at the start of `text`, and what follows it.
+fn parse_exit(text: &str) -> Option<(CommandExit, &str)> {
+    let (kind, rest) = text.split_once('=')?;
+    let end = rest.find(' ').unwrap_or(rest.len());
+    let n: i32 = rest[..end].parse().ok()?;
+    let exit = match kind {
+        "status" => CommandExit::Code(n),
+        "signal" => CommandExit::Signal(n),
+        _ => return None,
+    };
+    Some((exit, &rest[end..]))
+}
+
+/// `pid=<pid> ppid=<ppid> cwd=<quoted> [status=<n>|signal=<n>] -- <argv>`.
+fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
+    let (pid, rest) = field(text, "pid=")?;
+    let (ppid, rest) = field(rest.strip_prefix(' ')?, "ppid=")?;
+    let (cwd, mut rest) = unquote_word(rest.strip_prefix(" cwd=")?)?;
+    let mut exit = None;
+    if let Some(after) = rest.strip_prefix(' ')
+        && !after.starts_with("-- ")
+    {
+        let (e, r) = parse_exit(after)?;
+        exit = Some(e);
+        rest = r;
+    }
+    let command = rest.strip_prefix(" -- ")?;
+    Some(ExecLine {
+        time,
+        pid,
+        ppid,
+        cwd,
+        exit,
+        argv: unquote_argv(command)?,
+        command: command.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+    use crate::writer::CommandRecord;
+
+    fn record(argv: Vec<Vec<u8>>, cwd: &[u8], exit: Option<CommandExit>) -> CommandRecord {
+        CommandRecord {
+            time: UNIX_EPOCH + Duration::from_millis(1_766_139_053_123),
+            pid: 42,
+            ppid: 7,
+            cwd: OsString::from_vec(cwd.to_vec()).into(),
+            argv: argv.into_iter().map(OsString::from_vec).collect(),
+            exit,
+        }
+    }
+
+    #[test]
+    fn exec_lines_parse_back_to_their_record() {
+        let cases = [
+            record(vec![b"make".to_vec(), b"-j4".to_vec()], b"/work", None),
+            record(
+                vec![b"grep".to_vec(), b"a b -- c".to_vec(), b"\xff\n".to_vec()],
+                b"/dir with -- spaces",
+                Some(CommandExit::Code(3)),
+            ),
+            record(vec![b"sh".to_vec()], b"/", Some(CommandExit::Signal(9))),
+            record(vec![], b"/w", None),
+        ];
+        for rec in cases {
+            let line = rec.to_line();
+            let Some(CommandLogLine::Exec(e)) = CommandLogLine::parse(&line) else {
+                panic!("not parsed: {line}");
+            };
+            assert_eq!(e.time, rec.time, "{line}");
+            assert_eq!((e.pid, e.ppid, e.exit), (42, 7, rec.exit), "{line}");
+            assert_eq!(
+                OsString::from_vec(e.cwd),
+                rec.cwd.into_os_string(),
+                "{line}"
+            );
+            let argv: Vec<OsString> = e.argv.into_iter().map(OsString::from_vec).collect();
+            assert_eq!(argv, rec.argv, "{line}");
+            assert!(line.ends_with(&format!(" -- {}\n", e.command)), "{line}");
+        }
+    }
+
+    #[test]
+    fn exit_lines_parse() {
+        let l = CommandLogLine::parse("2025-12-19T10:10:53.123Z exit pid=42 signal=9\n").unwrap();
+        assert!(matches!(
+            l,
+            CommandLogLine::Exit {
+                pid: 42,
+                exit: CommandExit::Signal(9),
+                ..
+            }
+        ));
+        let l = CommandLogLine::parse("2025-12-19T10:10:53.123Z exit pid=1 status=0").unwrap();
+        assert_eq!(
+            l.time(),
+            time::parse_rfc3339("2025-12-19T10:10:53.123Z").unwrap()
+        );
+    }
+
+    #[test]
+    fn edited_lines_do_not_parse() {
+        for bad in [
+            "",
+            "garbage",
+            "2025-12-19T10:10:53.123Z run pid=1 -- x",
+            "2025-12-19T10:10:53.123Z exit pid=1 status=x",
+            "2025-12-19T10:10:53.123Z exit pid=1 status=0 extra",
+            "2025-12-19T10:10:53.123Z exec pid=1 ppid=0 cwd='/open -- x",
+            "2025-12-19T10:10:53.123Z exec pid=1 ppid=0 cwd=/ -- 'x",
+            "2025-12-19T10:10:53.123Z exec pid=1 ppid=0 cwd=/ exit=3 -- x",
+            "yesterday exec pid=1 ppid=0 cwd=/ -- x",
+        ] {
+            assert_eq!(CommandLogLine::parse(bad), None, "{bad:?}");
+        }
+    }
+}
