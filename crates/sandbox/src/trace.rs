@@ -72,20 +72,23 @@ pub fn serve(listener: OwnedFd, mut on_event: impl FnMut(TraceEvent) -> Verdict)
         };
         let event = describe(&notif, &mut tracked);
         // Only report what belongs to a live, unchanged notification.
-        let verdict = match event {
-            Some(event) if sys::notif_id_valid(fd, notif.id) => {
-                let is_exec = matches!(event, TraceEvent::Exec { .. });
-                match on_event(event) {
-                    Verdict::Deny(errno) if is_exec => Verdict::Deny(errno),
-                    _ => Verdict::Continue,
-                }
+        match event {
+            Some(event @ TraceEvent::Exec { .. }) if sys::notif_id_valid(fd, notif.id) => {
+                let _ = match on_event(event) {
+                    Verdict::Continue => sys::notif_continue(fd, notif.id),
+                    Verdict::Deny(errno) => sys::notif_fail(fd, notif.id, errno),
+                };
             }
-            _ => Verdict::Continue,
-        };
-        let _ = match verdict {
-            Verdict::Continue => sys::notif_continue(fd, notif.id),
-            Verdict::Deny(errno) => sys::notif_fail(fd, notif.id, errno),
-        };
+            Some(event @ TraceEvent::Exit { .. }) if sys::notif_id_valid(fd, notif.id) => {
+                // Nothing to decide about an exit: let the process go first, so
+                // that recording it costs the sandbox no time.
+                let _ = sys::notif_continue(fd, notif.id);
+                on_event(event);
+            }
+            _ => {
+                let _ = sys::notif_continue(fd, notif.id);
+            }
+        }
     }
 }
 
