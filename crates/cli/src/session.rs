@@ -16,12 +16,14 @@ use std::io::{PipeReader, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
 use anyhow::{Context, Result};
 use vg_records::{
-    CommandExit, CommandRecord, End, Event, Metadata, SessionStore, SessionWriter, Status,
+    CommandExit, CommandRecord, End, Event, Metadata, RecordFile, SessionStore, SessionWriter,
+    Status, StreamRecord,
 };
 use vg_sandbox::trace::{self, TraceEvent, Verdict};
 use vg_sandbox::{Killer, Outcome, SandboxError, Termination};
@@ -214,41 +216,85 @@ fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>) -> End
 
 /// Copies one output stream of the sandbox to its log file and to our own stdout or
 /// stderr, chunk by chunk, until every writer inside the sandbox is gone.
-fn relay(mut from: PipeReader, stream: Stream, shared: &Shared) {
+///
+/// Two threads share the work so that hashing overlaps the copying: this one reads
+/// a chunk and appends it to the log, the other (started at the first chunk) hashes
+/// it into the record's chain and then shows it. Whatever the user sees is already
+/// in the log file.
+fn relay(mut from: PipeReader, stream: Stream, shared: &Arc<Shared>) {
+    let file = match stream {
+        Stream::Stdout => RecordFile::Stdout,
+        Stream::Stderr => RecordFile::Stderr,
+    };
+    // Two chunks in flight at most; spent buffers come back for reuse.
+    let (spare_tx, spare_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let mut to_show: Option<(SyncSender<Chunk>, JoinHandle<()>)> = None;
+    loop {
+        let mut buf = spare_rx
+            .try_recv()
+            .unwrap_or_else(|_| vec![0u8; RELAY_BUFFER]);
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let record = match shared.writer.write_stream(file, &buf[..n]) {
+            Ok(record) => Some(record),
+            Err(e) => {
+                shared.fail(file.name(), e);
+                None
+            }
+        };
+        let (tx, _) = to_show.get_or_insert_with(|| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(2);
+            let shared = Arc::clone(shared);
+            let spare = spare_tx.clone();
+            (
+                tx,
+                std::thread::spawn(move || chain_and_show(&rx, &spare, stream, &shared)),
+            )
+        });
+        if tx.send((buf, n, record)).is_err() {
+            break;
+        }
+    }
+    if let Some((tx, shower)) = to_show {
+        drop(tx);
+        let _ = shower.join();
+    }
+}
+
+/// A chunk of output: its buffer, how much of it is data, and its unchained record.
+type Chunk = (Vec<u8>, usize, Option<StreamRecord>);
+
+fn chain_and_show(
+    chunks: &std::sync::mpsc::Receiver<Chunk>,
+    spare: &std::sync::mpsc::Sender<Vec<u8>>,
+    stream: Stream,
+    shared: &Shared,
+) {
     let host = match stream {
         Stream::Stdout => std::io::stdout().as_fd().try_clone_to_owned(),
         Stream::Stderr => std::io::stderr().as_fd().try_clone_to_owned(),
     };
     // A closed terminal or pipe on our side must not stop the recording.
     let mut host: Option<File> = host.ok().map(File::from);
-    let mut buf = vec![0u8; RELAY_BUFFER];
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return,
-        };
+    for (buf, n, record) in chunks {
         let chunk = &buf[..n];
-        // To the record first: what the user saw is always on disk.
-        let recorded = match stream {
-            Stream::Stdout => shared.writer.append_stdout(chunk),
-            Stream::Stderr => shared.writer.append_stderr(chunk),
-        };
-        if let Err(e) = recorded {
-            shared.fail(
-                match stream {
-                    Stream::Stdout => "stdout.log",
-                    Stream::Stderr => "stderr.log",
-                },
-                e,
-            );
+        if let Some(record) = record
+            && let Err(e) = shared
+                .writer
+                .chain_stream(record, &vg_records::chain::digest(chunk))
+        {
+            shared.fail("integrity.log", e);
         }
         if let Some(out) = host.as_mut()
             && out.write_all(chunk).is_err()
         {
             host = None;
         }
+        let _ = spare.send(buf);
     }
 }
 

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::chain::{Hash, IntegrityLine, genesis, sha256};
+use crate::chain::{Hash, IntegrityLine, digest, genesis};
 use crate::error::RecordsError;
 use crate::layout::{self, RecordFile};
 
@@ -312,7 +312,7 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, RecordsError> {
             let expected_lines = peek.integrity.map(|h| h.records.saturating_add(1));
             match expected_lines {
                 Some(exp)
-                    if exp > line_count && last_meta.is_none_or(|(_, d)| d != sha256(&content)) =>
+                    if exp > line_count && last_meta.is_none_or(|(_, d)| d != digest(&content)) =>
                 {
                     problems.push(Problem::IntegrityTruncated {
                         lines: line_count,
@@ -320,7 +320,7 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, RecordsError> {
                     });
                 }
                 _ => {
-                    if last_meta.is_none_or(|(_, d)| d != sha256(&content)) {
+                    if last_meta.is_none_or(|(_, d)| d != digest(&content)) {
                         problems.push(Problem::MetadataChanged);
                     }
                 }
@@ -393,7 +393,7 @@ fn check_stream(
         }
         buf.resize(to_usize(r.len), 0);
         f.read_exact_at(&mut buf, r.offset)?;
-        if r.trusted && sha256(&buf) != r.digest {
+        if r.trusted && digest(&buf) != r.digest {
             match changed.last_mut() {
                 Some(last) if last.1 == r.offset => last.1 = r.end(),
                 _ => changed.push((r.offset, r.end())),
@@ -443,7 +443,7 @@ fn check_lines(
     };
     let first_bad = recs.iter().position(|r| {
         r.end() > len
-            || (r.trusted && sha256(&content[to_usize(r.offset)..to_usize(r.end())]) != r.digest)
+            || (r.trusted && digest(&content[to_usize(r.offset)..to_usize(r.end())]) != r.digest)
     });
     let Some(k) = first_bad else {
         if len > expected {
@@ -493,7 +493,7 @@ fn next_after(map: &HashMap<Hash, Vec<usize>>, key: &Hash, after: usize) -> Opti
 }
 
 fn align(name: &str, tail: &[u8], recs: &[Rec], first_line: u64, problems: &mut Vec<Problem>) {
-    let actual: Vec<Hash> = tail.split_inclusive(|&b| b == b'\n').map(sha256).collect();
+    let actual: Vec<Hash> = tail.split_inclusive(|&b| b == b'\n').map(digest).collect();
     let mut exp_pos: HashMap<Hash, Vec<usize>> = HashMap::new();
     for (i, r) in recs.iter().enumerate() {
         exp_pos.entry(r.digest).or_default().push(i);

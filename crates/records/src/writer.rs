@@ -111,6 +111,15 @@ impl CommandRecord {
     }
 }
 
+/// Bytes written by [`SessionWriter::write_stream`], not yet chained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a stream record must be chained, or verify reports it as unrecorded"]
+pub struct StreamRecord {
+    file: RecordFile,
+    offset: u64,
+    len: u64,
+}
+
 /// How a session ended; see the constructors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct End {
@@ -232,7 +241,18 @@ impl State {
         offset: u64,
         data: &[u8],
     ) -> Result<(), RecordsError> {
-        let (line, hash) = self.chain.line(file.name(), offset, data);
+        let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
+        self.chain_digest(file, offset, len, &crate::chain::digest(data))
+    }
+
+    fn chain_digest(
+        &mut self,
+        file: RecordFile,
+        offset: u64,
+        len: u64,
+        digest: &crate::chain::Hash,
+    ) -> Result<(), RecordsError> {
+        let (line, hash) = self.chain.line_for(file.name(), offset, len, digest);
         self.integrity.append(line.as_bytes())?;
         self.chain.commit(hash);
         Ok(())
@@ -353,6 +373,52 @@ impl SessionWriter {
     /// Appends bytes to `stderr.log`, exactly as received (one record).
     pub fn append_stderr(&self, data: &[u8]) -> Result<(), RecordsError> {
         self.lock().append(RecordFile::Stderr, data)
+    }
+
+    /// The first half of a two-step append to `stdout.log` or `stderr.log`: writes
+    /// the bytes now and returns the record to pass to [`Self::chain_stream`]
+    /// once its digest is known. Lets a relay hash a chunk on another thread
+    /// while it reads the next one. The caller must chain the records of one
+    /// file in the order it wrote them; until it does, `verify` reports the
+    /// bytes as an unrecorded tail.
+    pub fn write_stream(
+        &self,
+        file: RecordFile,
+        data: &[u8],
+    ) -> Result<StreamRecord, RecordsError> {
+        if !matches!(file, RecordFile::Stdout | RecordFile::Stderr) {
+            return Err(RecordsError::Write {
+                path: self.dir.join(file.name()),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "only stdout.log and stderr.log take two-step appends",
+                ),
+            });
+        }
+        let offset = if data.is_empty() {
+            0
+        } else {
+            self.lock().files[slot(file)].append(data)?
+        };
+        Ok(StreamRecord {
+            file,
+            offset,
+            len: u64::try_from(data.len()).unwrap_or(u64::MAX),
+        })
+    }
+
+    /// The second half: chains a record written by [`Self::write_stream`],
+    /// given the [`crate::chain::digest`] of its bytes.
+    pub fn chain_stream(
+        &self,
+        record: StreamRecord,
+        digest: &crate::chain::Hash,
+    ) -> Result<(), RecordsError> {
+        if record.len == 0 {
+            return Ok(());
+        }
+        self.lock()
+            .chain_digest(record.file, record.offset, record.len, digest)
     }
 
     /// Appends an `exec` line to `commands.log`.

@@ -278,3 +278,49 @@ fn failed_to_start_and_empty_writes() {
     assert!(text.contains("\"status\": \"failed-to-start\""), "{text}");
     assert!(!text.contains("secret-value"));
 }
+
+#[test]
+fn two_step_stream_appends_verify_once_chained() {
+    let (_tmp, store) = store("twostep");
+    let w = store.create(sample_meta()).unwrap();
+    let dir = w.dir().to_owned();
+    let first = w.write_stream(RecordFile::Stdout, b"chunk one\n").unwrap();
+    let second = w.write_stream(RecordFile::Stdout, b"\x00\xff two").unwrap();
+    let err = w.write_stream(RecordFile::Stderr, b"oops\n").unwrap();
+    w.chain_stream(first, &crate::chain::digest(b"chunk one\n"))
+        .unwrap();
+    // Bytes written but not chained yet: a running session's unrecorded tail.
+    assert!(!verify(&dir).unwrap().is_intact());
+    w.chain_stream(err, &crate::chain::digest(b"oops\n"))
+        .unwrap();
+    w.chain_stream(second, &crate::chain::digest(b"\x00\xff two"))
+        .unwrap();
+    assert!(w.write_stream(RecordFile::Commands, b"x").is_err());
+    w.finish(End::exited(0)).unwrap();
+    assert!(verify(&dir).unwrap().is_intact());
+    assert_eq!(
+        fs::read(dir.join("stdout.log")).unwrap(),
+        b"chunk one\n\x00\xff two"
+    );
+}
+
+#[test]
+fn a_stream_record_chained_with_the_wrong_digest_fails_verification() {
+    let (_tmp, store) = store("twostep-bad");
+    let w = store.create(sample_meta()).unwrap();
+    let dir = w.dir().to_owned();
+    let rec = w.write_stream(RecordFile::Stdout, b"real bytes").unwrap();
+    w.chain_stream(rec, &crate::chain::digest(b"other bytes"))
+        .unwrap();
+    w.finish(End::exited(0)).unwrap();
+    let report = verify(&dir).unwrap();
+    assert!(!report.is_intact());
+    assert!(
+        report
+            .problems()
+            .iter()
+            .any(|p| p.to_string().contains("stdout.log")),
+        "{:?}",
+        report.problems()
+    );
+}
