@@ -130,16 +130,35 @@ pub struct SandboxOptions {
     pub deny: Vec<String>,
     #[arg(long = "add-host", value_name = "NAME:IP", hide = true)]
     pub add_host: Vec<String>,
-    #[arg(long, value_name = "SIZE", hide = true)]
+
+    /// Memory limit of the whole sandbox, e.g. 512m, 2g (cgroups)
+    #[arg(long, value_name = "SIZE", help_heading = "Resource limits")]
     pub memory: Option<String>,
-    #[arg(long, value_name = "N", hide = true)]
+    /// CPU limit as a number of CPUs, e.g. 0.5, 2 (cgroups)
+    #[arg(long, value_name = "N", help_heading = "Resource limits")]
     pub cpus: Option<String>,
-    #[arg(long, value_name = "N", hide = true)]
+    /// Processes and threads alive at once (default 4096)
+    #[arg(long, value_name = "N", help_heading = "Resource limits")]
     pub pids: Option<String>,
-    #[arg(long, value_name = "DURATION", hide = true)]
+    /// Stop the session after this long, e.g. 30s, 5m: SIGTERM to every process,
+    /// SIGKILL after --kill-grace; exit status 124
+    #[arg(long, value_name = "DURATION", help_heading = "Resource limits")]
     pub timeout: Option<String>,
-    #[arg(long = "max-output", value_name = "SIZE", hide = true)]
+    /// Time between SIGTERM and SIGKILL when the session is stopped (default 10s)
+    #[arg(long, value_name = "DURATION", help_heading = "Resource limits")]
+    pub kill_grace: Option<String>,
+    /// Bytes of stdout and of stderr shown and recorded; the rest is dropped with a
+    /// marker while the command keeps running
+    #[arg(
+        long = "max-output",
+        value_name = "SIZE",
+        help_heading = "Resource limits"
+    )]
     pub max_output: Option<String>,
-    #[arg(long, value_name = "SIZE", hide = true)]
+    /// Size of each private writable area (/tmp, $HOME), e.g. 1g (default 1g)
+    #[arg(long, value_name = "SIZE", help_heading = "Resource limits")]
     pub disk: Option<String>,
+    /// Run even if a requested limit cannot be enforced on this host (with a warning)
+    #[arg(long, help_heading = "Resource limits")]
+    pub best_effort_limits: bool,
 }

@@ -1,19 +1,35 @@
 //! `vectraguard doctor`: every layer's availability on this host, with the fix for
-//! each missing one, then a real trial sandbox.
+//! each missing one. (Exec tracing, through seccomp user notification, is required:
+//! every recorded session uses it.)
 
 use vg_sandbox::probe;
+
+/// Checks whose absence only limits what can be asked for: Landlock scoping is
+/// used when the kernel has it; memory and CPU limits are refused (or, with
+/// --best-effort-limits, skipped) where cgroups are missing; the process cap then
+/// falls back to RLIMIT_NPROC.
+const OPTIONAL: &[&str] = &[
+    "Landlock scoping",
+    "limits: memory, cpus",
+    "limits: pids without cgroups",
+];
 
 pub fn doctor() -> i32 {
     let checks = probe::all();
     let width = checks.iter().map(|c| c.layer.len()).max().unwrap_or(10);
     let mut missing = 0;
     for c in &checks {
-        let mark = if c.ok { "ok     " } else { "MISSING" };
+        let required = !OPTIONAL.contains(&c.layer.as_str());
+        let mark = match (c.ok, required) {
+            (true, _) => "ok     ",
+            (false, true) => "MISSING",
+            (false, false) => "absent ",
+        };
         println!("{mark}  {:width$}  {}", c.layer, c.detail);
         if let Some(fix) = &c.fix {
             println!("         {:width$}  fix: {fix}", "");
         }
-        if !c.ok && c.layer != "Landlock scoping" && c.layer != "seccomp user notification" {
+        if !c.ok && required {
             missing += 1;
         }
     }

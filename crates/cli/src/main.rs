@@ -4,6 +4,7 @@ mod cli;
 mod doctor;
 mod host;
 mod layers;
+mod limits;
 mod logs;
 mod run;
 mod session;

@@ -19,9 +19,8 @@ use crate::cli::{RunArgs, SandboxOptions};
 use crate::host;
 use crate::session::Session;
 
-/// Size of the private `/tmp` and `$HOME` tmpfs mounts.
-const TMP_SIZE: u64 = 1 << 30;
-const HOME_SIZE: u64 = 1 << 30;
+/// Exit status when the session was stopped by `--timeout`, as `timeout(1)`.
+pub const EXIT_TIMEOUT: i32 = 124;
 
 /// Exit status for "command not found".
 const EXIT_NOT_FOUND: i32 = 127;
@@ -94,6 +93,13 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         None => "vectraguard".to_owned(),
     };
 
+    let record = !args.options.no_record;
+    // The cgroup, if any, is named after this process: unique while it runs.
+    let plan = crate::limits::plan(
+        &settings.limits,
+        &format!("vectraguard-{}", std::process::id()),
+        record,
+    )?;
     let view = FsView::default_view(
         &host::layout(),
         &ViewOptions {
@@ -101,11 +107,11 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
             home: identity.home.clone(),
             uid: identity.uid,
             gid: identity.gid,
-            tmp_size: TMP_SIZE,
-            home_size: HOME_SIZE,
+            tmp_size: plan.disk,
+            home_size: plan.disk,
         },
     );
-    let record = !args.options.no_record;
+    let watch_full = vec![PathBuf::from("/tmp"), identity.home.clone()];
     let spec = SandboxSpec {
         hostname,
         argv,
@@ -117,20 +123,24 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         view,
         identity,
         trace_exec: record,
+        rlimit_nproc: plan.rlimit_nproc,
+        watch_full,
     };
     if !record {
-        return run_unrecorded(&spec);
+        return run_unrecorded(&spec, &plan);
     }
     let root = crate::logs::records_root()?;
     check_records_hidden(&root, &mounts)?;
-    let meta = metadata(&settings, &args, &spec, &mounts, &cwd, network);
+    let mut meta = metadata(&settings, &args, &spec, &mounts, &cwd, network);
+    plan.record(&mut meta.limits);
     let mut session = Session::create(&root, meta)?;
     let started = vg_sandbox::output_pipe()
         .and_then(|out| Ok((out, vg_sandbox::output_pipe()?)))
         .map_err(|e| anyhow::anyhow!("cannot create the output pipes: {e}"))
         .and_then(|((out_r, out_w), (err_r, err_w))| {
             let fds = [0, out_w.as_raw_fd(), err_w.as_raw_fd()];
-            let sandbox = vg_sandbox::spawn(&spec, fds).map_err(anyhow::Error::from)?;
+            let sandbox = vg_sandbox::spawn_in(&spec, fds, plan.cgroup.as_ref())
+                .map_err(anyhow::Error::from)?;
             // Our copies of the write ends must go, or the relays never see the end.
             drop((out_w, err_w));
             Ok((sandbox, out_r, err_r))
@@ -144,20 +154,69 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
             return Err(error.into());
         }
     };
-    session.attach(&mut sandbox, out_r, err_r, spec.trace_exec);
-    let result = sandbox.wait();
-    session.finish(&result)?;
+    session.attach(&mut sandbox, out_r, err_r, spec.trace_exec, plan.max_output);
+    let result = sandbox.wait_until(deadline(&plan));
+    let hits = plan.cgroup.as_ref().map(|cg| cg.hits()).unwrap_or_default();
+    session.finish(&result, &hits)?;
     let outcome = result.map_err(anyhow::Error::from)?;
-    report_exec_failure(&spec, &outcome);
-    Ok(outcome.termination.exit_code())
+    report_outcome(&spec, &outcome, &plan, &hits);
+    Ok(exit_code(&outcome))
 }
 
 /// `--no-record`: the same sandbox, with the caller's stdio and no session record.
-fn run_unrecorded(spec: &SandboxSpec) -> Result<i32, Failure> {
-    let sandbox = vg_sandbox::spawn(spec, [0, 1, 2]).map_err(anyhow::Error::from)?;
-    let outcome = sandbox.wait().map_err(anyhow::Error::from)?;
-    report_exec_failure(spec, &outcome);
-    Ok(outcome.termination.exit_code())
+fn run_unrecorded(spec: &SandboxSpec, plan: &crate::limits::Plan) -> Result<i32, Failure> {
+    let sandbox =
+        vg_sandbox::spawn_in(spec, [0, 1, 2], plan.cgroup.as_ref()).map_err(anyhow::Error::from)?;
+    let outcome = sandbox
+        .wait_until(deadline(plan))
+        .map_err(anyhow::Error::from)?;
+    let hits = plan.cgroup.as_ref().map(|cg| cg.hits()).unwrap_or_default();
+    report_outcome(spec, &outcome, plan, &hits);
+    Ok(exit_code(&outcome))
+}
+
+fn deadline(plan: &crate::limits::Plan) -> Option<(std::time::Instant, std::time::Duration)> {
+    plan.timeout
+        .map(|t| (std::time::Instant::now() + t, plan.kill_grace))
+}
+
+/// Like `timeout(1)`: 124 when the session was stopped at its deadline.
+fn exit_code(outcome: &vg_sandbox::Outcome) -> i32 {
+    if outcome.timed_out {
+        EXIT_TIMEOUT
+    } else {
+        outcome.termination.exit_code()
+    }
+}
+
+/// Says on stderr why the command ended when a limit ended it.
+fn report_outcome(
+    spec: &SandboxSpec,
+    outcome: &vg_sandbox::Outcome,
+    plan: &crate::limits::Plan,
+    hits: &vg_sandbox::cgroup::Hits,
+) {
+    report_exec_failure(spec, outcome);
+    if outcome.timed_out
+        && let Some(t) = plan.timeout
+    {
+        eprintln!("vectraguard: the session reached its timeout of {t:?} and was stopped");
+    }
+    if hits.oom_kills > 0 {
+        eprintln!(
+            "vectraguard: the memory limit was reached: {} process(es) killed by the OOM killer",
+            hits.oom_kills
+        );
+    }
+    if hits.pids_max > 0 {
+        eprintln!(
+            "vectraguard: the process limit was reached {} time(s) (fork failed)",
+            hits.pids_max
+        );
+    }
+    for hit in &outcome.limit_hits {
+        eprintln!("vectraguard: {} is full (--disk limit)", hit.detail);
+    }
 }
 
 fn report_exec_failure(spec: &SandboxSpec, outcome: &vg_sandbox::Outcome) {
@@ -264,12 +323,6 @@ fn reject_unavailable(o: &SandboxOptions) -> Result<()> {
             "--allow/--deny/--add-host (mediated network)",
             !o.allow.is_empty() || !o.deny.is_empty() || !o.add_host.is_empty(),
         ),
-        ("--memory", o.memory.is_some()),
-        ("--cpus", o.cpus.is_some()),
-        ("--pids", o.pids.is_some()),
-        ("--timeout", o.timeout.is_some()),
-        ("--max-output", o.max_output.is_some()),
-        ("--disk", o.disk.is_some()),
     ];
     if let Some((name, _)) = unavailable.iter().find(|(_, used)| *used) {
         bail!(
@@ -349,6 +402,7 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
             .map(|e| EnvAssignment::parse(e))
             .collect::<Result<Vec<_>, _>>()?,
         env_files: o.env_files.clone(),
+        limits: crate::limits::from_flags(o)?,
     })
 }
 

@@ -21,6 +21,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
 use anyhow::{Context, Result};
+use vg_records::event::kind::LIMIT_HIT;
 use vg_records::{
     CommandExit, CommandRecord, End, Event, Metadata, RecordFile, SessionStore, SessionWriter,
     Status, StreamRecord,
@@ -97,6 +98,7 @@ impl Session {
         stdout: PipeReader,
         stderr: PipeReader,
         trace: bool,
+        max_output: Option<u64>,
     ) {
         let shared = Arc::new(Shared {
             writer: Arc::clone(&self.writer),
@@ -105,8 +107,9 @@ impl Session {
         });
         for (pipe, stream) in [(stdout, Stream::Stdout), (stderr, Stream::Stderr)] {
             let shared = Arc::clone(&shared);
-            self.relays
-                .push(std::thread::spawn(move || relay(pipe, stream, &shared)));
+            self.relays.push(std::thread::spawn(move || {
+                relay(pipe, stream, &shared, max_output)
+            }));
         }
         if trace && let Some(listener) = sandbox.exec_listener() {
             let shared = Arc::clone(&shared);
@@ -128,7 +131,11 @@ impl Session {
 
     /// Waits for the relays and the tracer, then completes the record from how the
     /// sandbox ended. Returns the session id.
-    pub fn finish(mut self, result: &Result<Outcome, SandboxError>) -> Result<String> {
+    pub fn finish(
+        mut self,
+        result: &Result<Outcome, SandboxError>,
+        hits: &vg_sandbox::cgroup::Hits,
+    ) -> Result<String> {
         for relay in self.relays.drain(..) {
             let _ = relay.join();
         }
@@ -156,6 +163,7 @@ impl Session {
                     .context("cannot write commands.log")?;
             }
         }
+        self.record_limit_hits(result, hits)?;
         let broken = self.shared.as_ref().and_then(|s| s.broken.get().cloned());
         let end = end_of(result, broken);
         if end.status == Status::FailedToStart
@@ -173,6 +181,59 @@ impl Session {
             .finish(end)
             .context("cannot complete the session record")?;
         Ok(id)
+    }
+
+    /// One `limit-hit` event per limit the session ran into.
+    fn record_limit_hits(
+        &self,
+        result: &Result<Outcome, SandboxError>,
+        hits: &vg_sandbox::cgroup::Hits,
+    ) -> Result<()> {
+        let mut events = Vec::new();
+        if let Ok(outcome) = result {
+            if outcome.timed_out {
+                let limit = self
+                    .writer
+                    .metadata()
+                    .limits
+                    .extra
+                    .get("timeout_ms")
+                    .cloned();
+                events.push(
+                    Event::new(LIMIT_HIT)
+                        .with("limit", "timeout")
+                        .with("timeout_ms", limit.unwrap_or_default()),
+                );
+            }
+            for hit in &outcome.limit_hits {
+                events.push(
+                    Event::new(LIMIT_HIT)
+                        .at(hit.at)
+                        .with("limit", hit.limit.clone())
+                        .with("path", hit.detail.clone()),
+                );
+            }
+        }
+        if hits.oom_kills > 0 {
+            events.push(
+                Event::new(LIMIT_HIT)
+                    .with("limit", "memory")
+                    .with("oom_kills", hits.oom_kills),
+            );
+        }
+        if hits.pids_max > 0 {
+            events.push(
+                Event::new(LIMIT_HIT)
+                    .with("limit", "pids")
+                    .with("refused_forks", hits.pids_max),
+            );
+        }
+        for event in events {
+            self.writer
+                .event(event)
+                .context("cannot write events.jsonl")?;
+        }
+        Ok(())
     }
 
     /// The sandbox could not be started: complete the record as `failed-to-start`.
@@ -198,6 +259,7 @@ fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>) -> End
         return end;
     }
     match result {
+        Ok(outcome) if outcome.timed_out => End::timeout(Some(crate::run::EXIT_TIMEOUT)),
         Ok(outcome) => match outcome.termination {
             Termination::Exited(code) => End::exited(code),
             Termination::Signalled(sig) => End::signalled(sig),
@@ -221,11 +283,12 @@ fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>) -> End
 /// a chunk and appends it to the log, the other (started at the first chunk) hashes
 /// it into the record's chain and then shows it. Whatever the user sees is already
 /// in the log file.
-fn relay(mut from: PipeReader, stream: Stream, shared: &Arc<Shared>) {
+fn relay(mut from: PipeReader, stream: Stream, shared: &Arc<Shared>, max_output: Option<u64>) {
     let file = match stream {
         Stream::Stdout => RecordFile::Stdout,
         Stream::Stderr => RecordFile::Stderr,
     };
+    let mut cap = OutputCap::new(max_output);
     // Two chunks in flight at most; spent buffers come back for reuse.
     let (spare_tx, spare_rx) = std::sync::mpsc::channel::<Vec<u8>>();
     let mut to_show: Option<(SyncSender<Chunk>, JoinHandle<()>)> = None;
@@ -238,6 +301,30 @@ fn relay(mut from: PipeReader, stream: Stream, shared: &Arc<Shared>) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => break,
+        };
+        // Over --max-output: keep draining, so that the command runs on, but keep
+        // nothing past the limit, and say so once, where the output stops.
+        let n = match cap.admit(n) {
+            Admit::All => n,
+            Admit::Part(kept) => {
+                buf.truncate(kept);
+                buf.extend_from_slice(cap.marker(file).as_bytes());
+                if let Err(e) = shared.writer.event(
+                    Event::new(LIMIT_HIT)
+                        .with("limit", "output")
+                        .with("stream", stream_name(file))
+                        .with("bytes", cap.limit),
+                ) {
+                    shared.fail("events.jsonl", e);
+                }
+                let len = buf.len();
+                buf.resize(RELAY_BUFFER.max(len), 0);
+                len
+            }
+            Admit::Nothing => {
+                let _ = spare_tx.send(buf);
+                continue;
+            }
         };
         let record = match shared.writer.write_stream(file, &buf[..n]) {
             Ok(record) => Some(record),
@@ -262,6 +349,56 @@ fn relay(mut from: PipeReader, stream: Stream, shared: &Arc<Shared>) {
     if let Some((tx, shower)) = to_show {
         drop(tx);
         let _ = shower.join();
+    }
+}
+
+fn stream_name(file: RecordFile) -> &'static str {
+    file.name().trim_end_matches(".log")
+}
+
+/// What `--max-output` lets through of each chunk.
+struct OutputCap {
+    limit: u64,
+    passed: u64,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Admit {
+    All,
+    /// The first `n` bytes, then the limit is reached.
+    Part(usize),
+    Nothing,
+}
+
+impl OutputCap {
+    fn new(limit: Option<u64>) -> Self {
+        Self {
+            limit: limit.unwrap_or(u64::MAX),
+            passed: 0,
+        }
+    }
+
+    fn admit(&mut self, n: usize) -> Admit {
+        let left = self.limit.saturating_sub(self.passed);
+        let n64 = n as u64;
+        if self.passed > self.limit {
+            return Admit::Nothing;
+        }
+        if n64 <= left {
+            self.passed += n64;
+            return Admit::All;
+        }
+        // One past the limit marks the cap as reached (and the marker as written).
+        self.passed = self.limit + 1;
+        Admit::Part(usize::try_from(left).unwrap_or(0))
+    }
+
+    fn marker(&self, file: RecordFile) -> String {
+        format!(
+            "\n[vectraguard: {} truncated at {} bytes (--max-output); the command keeps running]\n",
+            stream_name(file),
+            self.limit
+        )
     }
 }
 
@@ -346,4 +483,27 @@ fn record_trace(shared: &Shared, live: &mut HashSet<i32>, event: TraceEvent) -> 
         }
     }
     Verdict::Continue
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_cap_passes_up_to_the_limit_then_nothing() {
+        let mut cap = OutputCap::new(Some(10));
+        assert_eq!(cap.admit(4), Admit::All);
+        assert_eq!(cap.admit(6), Admit::All);
+        assert_eq!(cap.admit(1), Admit::Part(0));
+        assert_eq!(cap.admit(5), Admit::Nothing);
+        let mut cap = OutputCap::new(Some(10));
+        assert_eq!(cap.admit(25), Admit::Part(10));
+        assert_eq!(cap.admit(1), Admit::Nothing);
+        assert!(
+            cap.marker(RecordFile::Stdout)
+                .contains("stdout truncated at 10 bytes")
+        );
+        let mut unlimited = OutputCap::new(None);
+        assert_eq!(unlimited.admit(usize::MAX / 2), Admit::All);
+    }
 }

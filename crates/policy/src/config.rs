@@ -24,6 +24,7 @@ use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
 use toml::Spanned;
 
 use crate::env::EnvAssignment;
+use crate::limits::{self, LimitError, Limits};
 use crate::mount::{MountSpec, MountSpecError};
 use crate::network::NetworkMode;
 use crate::paths::{is_within, normalize_absolute};
@@ -50,7 +51,7 @@ pub enum ConfigSource {
 
 /// Everything a configuration layer can set, already validated and typed. Flags are
 /// turned into a `Settings` too, so that all layers merge the same way.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Settings {
     pub name: Option<String>,
     pub agent: Option<String>,
@@ -67,6 +68,7 @@ pub struct Settings {
     pub env: Vec<EnvAssignment>,
     /// Absolute paths; relative ones in a file were resolved against its directory.
     pub env_files: Vec<PathBuf>,
+    pub limits: Limits,
 }
 
 impl Settings {
@@ -86,6 +88,7 @@ impl Settings {
             read_only,
             env,
             env_files,
+            limits,
         } = higher;
         replace_if_set(&mut self.name, name);
         replace_if_set(&mut self.agent, agent);
@@ -97,6 +100,7 @@ impl Settings {
         self.read_only.extend(read_only);
         self.env.extend(env);
         self.env_files.extend(env_files);
+        self.limits.overlay(limits);
     }
 }
 
@@ -107,7 +111,7 @@ fn replace_if_set<T>(slot: &mut Option<T>, higher: Option<T>) {
 }
 
 /// One parsed configuration file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConfigFile {
     pub path: PathBuf,
     pub source: ConfigSource,
@@ -253,6 +257,10 @@ pub fn resolve_profile(
             || file.source == ConfigSource::Project
     };
     let mut found = false;
+    if let Some(builtin) = builtin_profile(name) {
+        settings.overlay(builtin);
+        found = true;
+    }
     for file in files.iter().filter(|f| eligible(f)) {
         if let Some(profile) = file.profiles.get(name) {
             settings.overlay(profile.clone());
@@ -293,11 +301,45 @@ pub fn resolve_profile(
     })
 }
 
+/// Profiles every installation has; a file's profile of the same name adds to it.
+pub const BUILTIN_PROFILES: &[&str] = &["code-exec"];
+
+fn builtin_profile(name: &str) -> Option<Settings> {
+    match name {
+        // Seed 002's limits for running untrusted code snippets.
+        "code-exec" => Some(Settings {
+            limits: Limits::code_exec(),
+            ..Settings::default()
+        }),
+        _ => None,
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Raw, spanned form of a file. Values keep their byte spans so that errors found while
 // validating them can name the line.
 
 type Text = Option<Spanned<String>>;
+/// A limit: `memory = "512m"`, `pids = 100`, `cpus = 0.5`.
+type Scalar = Option<Spanned<RawScalar>>;
+
+#[derive(Deserialize)]
+#[serde(untagged, expecting = "a string or a number")]
+enum RawScalar {
+    Int(i64),
+    Float(f64),
+    Str(String),
+}
+
+impl RawScalar {
+    fn text(&self) -> String {
+        match self {
+            RawScalar::Int(i) => i.to_string(),
+            RawScalar::Float(f) => f.to_string(),
+            RawScalar::Str(s) => s.clone(),
+        }
+    }
+}
 type TextList = Vec<Spanned<String>>;
 
 /// The keys of a `[profiles.NAME]` table.
@@ -317,6 +359,14 @@ struct RawSettings {
     env: Option<RawEnv>,
     #[serde(default)]
     env_files: TextList,
+    memory: Scalar,
+    cpus: Scalar,
+    pids: Scalar,
+    timeout: Scalar,
+    max_output: Scalar,
+    disk: Scalar,
+    kill_grace: Scalar,
+    best_effort_limits: Option<Spanned<bool>>,
 }
 
 /// The top level: the keys of a profile plus `profile` and `profiles`. (A separate
@@ -337,6 +387,14 @@ struct RawFile {
     env: Option<RawEnv>,
     #[serde(default)]
     env_files: TextList,
+    memory: Scalar,
+    cpus: Scalar,
+    pids: Scalar,
+    timeout: Scalar,
+    max_output: Scalar,
+    disk: Scalar,
+    kill_grace: Scalar,
+    best_effort_limits: Option<Spanned<bool>>,
     profile: Text,
     #[serde(default)]
     profiles: BTreeMap<String, RawSettings>,
@@ -355,6 +413,14 @@ impl RawFile {
             read_only,
             env,
             env_files,
+            memory,
+            cpus,
+            pids,
+            timeout,
+            max_output,
+            disk,
+            kill_grace,
+            best_effort_limits,
             profile,
             profiles,
         } = self;
@@ -369,6 +435,14 @@ impl RawFile {
             read_only,
             env,
             env_files,
+            memory,
+            cpus,
+            pids,
+            timeout,
+            max_output,
+            disk,
+            kill_grace,
+            best_effort_limits,
         };
         (settings, profile, profiles)
     }
@@ -580,7 +654,40 @@ impl<'a> Document<'a> {
             read_only,
             env,
             env_files,
+            memory,
+            cpus,
+            pids,
+            timeout,
+            max_output,
+            disk,
+            kill_grace,
+            best_effort_limits,
         } = raw;
+        let limits = Limits {
+            memory: self.limit(memory, "memory", |v| limits::parse_size("memory", v))?,
+            cpus: self.limit(cpus, "cpus", limits::parse_cpus)?,
+            pids: self.limit(pids, "pids", limits::parse_pids)?,
+            timeout: self.limit(timeout, "timeout", |v| limits::parse_duration("timeout", v))?,
+            max_output: self.limit(max_output, "max_output", |v| {
+                limits::parse_size("max_output", v)
+            })?,
+            disk: self.limit(disk, "disk", |v| limits::parse_size("disk", v))?,
+            kill_grace: self.limit(kill_grace, "kill_grace", |v| {
+                limits::parse_duration("kill_grace", v)
+            })?,
+            best_effort: match best_effort_limits {
+                Some(v) if self.project.is_some() => {
+                    return Err(self.error(
+                        v.span(),
+                        "'best_effort_limits' cannot be set in a project file: it weakens the limits"
+                            .to_owned(),
+                        format!("move it to {USER_FILE_HINT} or pass --best-effort-limits"),
+                    ));
+                }
+                Some(v) => Some(v.into_inner()),
+                None => None,
+            },
+        };
         Ok(Settings {
             name: self.label(name, "name")?,
             agent: self.label(agent, "agent")?,
@@ -604,7 +711,22 @@ impl<'a> Document<'a> {
                 .into_iter()
                 .map(|f| self.env_file(f))
                 .collect::<Result<_, _>>()?,
+            limits,
         })
+    }
+
+    fn limit<T>(
+        &self,
+        value: Scalar,
+        key: &str,
+        parse: impl FnOnce(&str) -> Result<T, LimitError>,
+    ) -> Result<Option<T>, ConfigError> {
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        parse(&value.get_ref().text())
+            .map(Some)
+            .map_err(|e| self.error(value.span(), format!("invalid {key} '{}'", e.value), e.hint))
     }
 
     /// Free text shown in listings and terminals: no control characters (which could
@@ -975,6 +1097,7 @@ env = ["CI=1"]
             read_only: vec!["/etc".into()],
             env: vec![env("NODE_ENV=production")],
             env_files: vec!["/p/.env".into(), "/etc/app.env".into()],
+            limits: Limits::default(),
         };
         assert_eq!(file.settings, expected);
         assert_eq!(file.default_profile.as_deref(), Some("strict"));
@@ -983,6 +1106,46 @@ env = ["CI=1"]
         assert_eq!(strict.network, Some(NetworkMode::None));
         assert_eq!(strict.env, vec![env("CI=1")]);
         assert!(strict.mounts.is_empty() && strict.name.is_none());
+    }
+
+    #[test]
+    fn limits_take_strings_and_numbers_with_line_numbered_errors() {
+        let file = user_file(
+            "memory = \"512m\"\ncpus = 0.5\npids = 100\ntimeout = \"30s\"\nmax_output = \"1m\"\ndisk = \"2g\"\nkill_grace = 3\nbest_effort_limits = true\n",
+        )
+        .unwrap();
+        let l = file.settings.limits;
+        assert_eq!(l.memory, Some(512 << 20));
+        assert_eq!(l.cpus, Some(0.5));
+        assert_eq!(l.pids, Some(100));
+        assert_eq!(l.timeout, Some(std::time::Duration::from_secs(30)));
+        assert_eq!(l.max_output, Some(1 << 20));
+        assert_eq!(l.disk, Some(2 << 30));
+        assert_eq!(l.kill_grace, Some(std::time::Duration::from_secs(3)));
+        assert_eq!(l.best_effort, Some(true));
+        let (line, msg) = invalid(user_file("\n\nmemory = \"lots\"\n"));
+        assert_eq!(line, 3, "{msg}");
+        assert!(msg.contains("memory") && msg.contains("512m"), "{msg}");
+        let (_, msg) = invalid(user_file("pids = 1\n"));
+        assert!(msg.contains("pids"), "{msg}");
+    }
+
+    #[test]
+    fn a_project_file_cannot_weaken_limits() {
+        let (_, msg) = invalid(project_file("best_effort_limits = true\n"));
+        assert!(msg.contains("best_effort_limits"), "{msg}");
+        assert!(project_file("pids = 50\n").is_ok());
+    }
+
+    #[test]
+    fn the_code_exec_profile_is_built_in_and_files_add_to_it() {
+        let none: Vec<&ConfigFile> = Vec::new();
+        let s = resolve_profile(&none, Some("code-exec")).unwrap();
+        assert_eq!(s.limits, Limits::code_exec());
+        let file = user_file("[profiles.code-exec]\ntimeout = \"1m\"\n").unwrap();
+        let s = resolve_profile(&[&file], Some("code-exec")).unwrap();
+        assert_eq!(s.limits.timeout, Some(std::time::Duration::from_secs(60)));
+        assert_eq!(s.limits.memory, Limits::code_exec().memory);
     }
 
     #[test]

@@ -58,6 +58,13 @@ pub enum SetupError {
     ParentGone,
     #[error("cannot start the sandbox's init process: {0}")]
     Fork(io::Error),
+    #[error("cannot place the sandbox in its cgroup: {0}")]
+    Cgroup(io::Error),
+    #[error("cannot set the sandbox's resource limit {what}: {source}")]
+    Rlimit {
+        what: &'static str,
+        source: io::Error,
+    },
     #[error("internal sandbox error: {0}")]
     Internal(String),
 }
@@ -92,6 +99,7 @@ impl SetupError {
             Self::NoNewPrivs(_) => "no_new_privs",
             Self::Landlock { .. } => "Landlock",
             Self::Seccomp { .. } => "seccomp",
+            Self::Cgroup(_) | Self::Rlimit { .. } => "resource limits",
             Self::ParentGone | Self::Fork(_) | Self::Internal(_) => "supervisor",
         }
     }

@@ -13,7 +13,7 @@ use crate::error::SetupError;
 use crate::landlock;
 use crate::protocol::Message;
 use crate::seccomp;
-use crate::spawn::{FORWARDED_SIGNALS, Prepared};
+use crate::spawn::{FORWARDED_SIGNALS, Prepared, TERMINATE_ALL};
 use crate::sys;
 
 pub(crate) fn child_main(p: &Prepared, sync: PipeReader, mut report: PipeWriter) -> ! {
@@ -72,6 +72,12 @@ fn setup(p: &Prepared, mut sync: PipeReader) -> Result<String, SetupError> {
         return Err(SetupError::ParentGone);
     }
     caps::clear_all()?;
+    if let Some(n) = p.rlimit_nproc {
+        sys::setrlimit(libc::RLIMIT_NPROC, n).map_err(|source| SetupError::Rlimit {
+            what: "RLIMIT_NPROC",
+            source,
+        })?;
+    }
     // Init is a copy of the supervisor: its memory holds the host environment and its
     // descriptor table the caller's files. Not dumpable means no sandboxed process can
     // read /proc/1/environ, /proc/1/mem or open /proc/1/fd/*.
@@ -136,11 +142,29 @@ fn run_init(p: &Prepared, mut report: PipeWriter) -> ! {
     }
     drop(err_r);
 
-    let set = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD]].concat());
+    let set = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL]].concat());
+    let mut full_seen = vec![false; p.watch_full.len()];
     loop {
-        let Ok((sig, _)) = sys::sigwait(&set) else {
-            sys::exit_now(125)
+        let sig = if p.watch_full.is_empty() {
+            match sys::sigwait(&set) {
+                Ok((sig, _)) => sig,
+                Err(_) => sys::exit_now(125),
+            }
+        } else {
+            match sys::sigtimedwait(&set, WATCH_INTERVAL) {
+                Ok(Some(sig)) => sig,
+                Ok(None) => {
+                    report_full(p, &mut full_seen, &mut report);
+                    continue;
+                }
+                Err(_) => sys::exit_now(125),
+            }
         };
+        if sig == TERMINATE_ALL {
+            // A timeout: every process in the sandbox, not only the command's group.
+            let _ = sys::kill(-1, libc::SIGTERM);
+            continue;
+        }
         if sig != libc::SIGCHLD {
             // Like a terminal, deliver to the command's whole process group.
             if sys::kill(-main, sig).is_err() {
@@ -150,10 +174,33 @@ fn run_init(p: &Prepared, mut report: PipeWriter) -> ! {
         }
         while let Ok(Some((pid, status))) = sys::waitpid(-1, libc::WNOHANG) {
             if pid == main {
+                report_full(p, &mut full_seen, &mut report);
                 // Exiting ends the PID namespace: the kernel kills whatever is left.
                 let _ = Message::Exited(status).send(&mut report);
                 sys::exit_now(0);
             }
+        }
+    }
+}
+
+/// How often init looks at the watched mounts while the command runs.
+const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Reports each watched mount the first time it is found full.
+fn report_full(p: &Prepared, seen: &mut [bool], report: &mut PipeWriter) {
+    for (path, seen) in p.watch_full.iter().zip(seen.iter_mut()) {
+        if !*seen && matches!(sys::statfs_available(path), Ok(0)) {
+            *seen = true;
+            let unix_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                .unwrap_or(0);
+            let _ = Message::LimitHit {
+                limit: "disk".into(),
+                detail: path.to_string_lossy().into_owned(),
+                unix_ms,
+            }
+            .send(report);
         }
     }
 }

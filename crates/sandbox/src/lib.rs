@@ -7,6 +7,7 @@
 //! command and stays as its init. All raw system calls are in `sys.rs`.
 
 mod caps;
+pub mod cgroup;
 pub mod error;
 mod init;
 pub mod landlock;
@@ -20,8 +21,8 @@ pub mod trace;
 
 pub use error::{SandboxError, SetupError};
 pub use spawn::{
-    FORWARDED_SIGNALS, Killer, NAMESPACES, Outcome, Sandbox, SandboxSpec, Termination,
-    namespace_hint, spawn,
+    FORWARDED_SIGNALS, Killer, LimitHit, NAMESPACES, Outcome, Sandbox, SandboxSpec, TERMINATE_ALL,
+    Termination, namespace_hint, spawn, spawn_in,
 };
 pub use trace::{TraceEvent, Verdict};
 

@@ -18,6 +18,12 @@ pub enum Message {
     ExecFailed(i32),
     /// The command ended with this wait status.
     Exited(i32),
+    /// A limit was reached, e.g. `disk` with the full mount point.
+    LimitHit {
+        limit: String,
+        detail: String,
+        unix_ms: u64,
+    },
 }
 
 impl Message {
@@ -30,6 +36,11 @@ impl Message {
             Self::Started(pid) => (b'P', pid.to_le_bytes().to_vec()),
             Self::ExecFailed(errno) => (b'X', errno.to_le_bytes().to_vec()),
             Self::Exited(status) => (b'S', status.to_le_bytes().to_vec()),
+            Self::LimitHit {
+                limit,
+                detail,
+                unix_ms,
+            } => (b'L', format!("{unix_ms}\0{limit}\0{detail}").into_bytes()),
         };
         let mut out = Vec::with_capacity(5 + payload.len());
         out.push(tag);
@@ -70,6 +81,16 @@ impl Message {
                 b'P' => out.push(Self::Started(int())),
                 b'X' => out.push(Self::ExecFailed(int())),
                 b'S' => out.push(Self::Exited(int())),
+                b'L' => {
+                    let text = String::from_utf8_lossy(payload);
+                    let mut parts = text.splitn(3, '\0');
+                    let unix_ms = parts.next().and_then(|t| t.parse().ok()).unwrap_or(0);
+                    out.push(Self::LimitHit {
+                        limit: parts.next().unwrap_or("").to_owned(),
+                        detail: parts.next().unwrap_or("").to_owned(),
+                        unix_ms,
+                    });
+                }
                 _ => {}
             }
             bytes = &bytes[5 + len..];
@@ -124,6 +145,11 @@ mod tests {
             Message::Started(2),
             Message::ExecFailed(2),
             Message::Exited(256),
+            Message::LimitHit {
+                limit: "disk".into(),
+                detail: "/tmp".into(),
+                unix_ms: 17,
+            },
         ];
         let mut bytes: Vec<u8> = msgs.iter().flat_map(Message::encode).collect();
         assert_eq!(Message::decode_all(&bytes), msgs);
@@ -133,9 +159,9 @@ mod tests {
         }
         assert_eq!(Message::read_one(&mut reader).unwrap(), None);
         bytes.truncate(bytes.len() - 2);
-        assert_eq!(Message::decode_all(&bytes), msgs[..4]);
+        assert_eq!(Message::decode_all(&bytes), msgs[..5]);
         let mut reader = &bytes[..];
-        for m in &msgs[..4] {
+        for m in &msgs[..5] {
             assert_eq!(Message::read_one(&mut reader).unwrap().as_ref(), Some(m));
         }
         assert_eq!(Message::read_one(&mut reader).unwrap(), None);

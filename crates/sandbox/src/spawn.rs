@@ -6,6 +6,7 @@ use std::io::{PipeReader, PipeWriter, Write};
 use std::os::fd::{AsFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use vg_policy::{FsView, Identity, LandlockRules};
 
@@ -48,7 +49,18 @@ pub struct SandboxSpec {
     pub identity: Identity,
     /// Send every exec and exit to the supervisor ([`Sandbox::exec_listener`]).
     pub trace_exec: bool,
+    /// `RLIMIT_NPROC` for the sandbox user, counted within the sandbox's own user
+    /// namespace (Linux 5.14+ keeps per-namespace counts): a process cap where no
+    /// cgroup is available.
+    pub rlimit_nproc: Option<u64>,
+    /// Mount points inside the sandbox whose filling up is reported as a limit hit.
+    pub watch_full: Vec<PathBuf>,
 }
+
+/// Tells init to send SIGTERM to every process in the sandbox (a timeout). Not a
+/// forwarded signal, and processes inside cannot send it to init: the kernel drops
+/// signals to a namespace's init that it has no handler for.
+pub const TERMINATE_ALL: libc::c_int = libc::SIGPWR;
 
 /// Everything the child needs, prepared before `clone` so the child allocates little
 /// and every host-side check has already happened.
@@ -66,6 +78,8 @@ pub(crate) struct Prepared {
     pub switch_identity: bool,
     pub stdio: [RawFd; 3],
     pub trace_exec: bool,
+    pub rlimit_nproc: Option<u64>,
+    pub watch_full: Vec<CString>,
     /// The child's end of the socket that carries the seccomp listener.
     pub notify_sock: Option<std::os::fd::OwnedFd>,
 }
@@ -124,6 +138,12 @@ impl Prepared {
             switch_identity: invoker == 0,
             stdio,
             trace_exec: spec.trace_exec,
+            rlimit_nproc: spec.rlimit_nproc,
+            watch_full: spec
+                .watch_full
+                .iter()
+                .map(|p| cstring(p.as_os_str().as_encoded_bytes(), "a watched path"))
+                .collect::<Result<_, _>>()?,
             notify_sock: None,
         })
     }
@@ -179,6 +199,18 @@ pub struct Outcome {
     pub command_pid: Option<i32>,
     /// `key=value` lines describing the layers in force, as init reported them.
     pub enforced: String,
+    /// The deadline of [`Sandbox::wait_until`] passed and the sandbox was stopped.
+    pub timed_out: bool,
+    /// Limits init saw reached (e.g. a full `/tmp`).
+    pub limit_hits: Vec<LimitHit>,
+}
+
+/// A limit reached inside the sandbox, as init reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitHit {
+    pub limit: String,
+    pub detail: String,
+    pub at: std::time::SystemTime,
 }
 
 /// Starts `spec` in a new sandbox with the given stdin, stdout and stderr.
@@ -187,6 +219,15 @@ pub struct Outcome {
 /// by [`Sandbox::wait`]); call it before starting other threads, which must inherit
 /// that mask, and because `clone` copies only the calling thread.
 pub fn spawn(spec: &SandboxSpec, stdio: [RawFd; 3]) -> Result<Sandbox, SandboxError> {
+    spawn_in(spec, stdio, None)
+}
+
+/// [`spawn`], with the sandbox placed in `cgroup` before it runs anything.
+pub fn spawn_in(
+    spec: &SandboxSpec,
+    stdio: [RawFd; 3],
+    cgroup: Option<&crate::cgroup::Cgroup>,
+) -> Result<Sandbox, SandboxError> {
     let mut prepared = Prepared::new(spec, stdio)?;
     let mut notify_parent = None;
     if spec.trace_exec {
@@ -194,7 +235,7 @@ pub fn spawn(spec: &SandboxSpec, stdio: [RawFd; 3]) -> Result<Sandbox, SandboxEr
         prepared.notify_sock = Some(child);
         notify_parent = Some(parent);
     }
-    let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD]].concat());
+    let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL]].concat());
     sys::sigmask_set(&signals).map_err(|e| SetupError::Internal(format!("signal mask: {e}")))?;
 
     let (sync_r, mut sync_w) = std::io::pipe().map_err(SetupError::Fork)?;
@@ -230,7 +271,11 @@ pub fn spawn(spec: &SandboxSpec, stdio: [RawFd; 3]) -> Result<Sandbox, SandboxEr
     drop(sync_r);
     drop(report_w);
     drop(prepared.notify_sock.take());
-    if let Err(e) = write_id_maps(pid, &prepared.identity) {
+    let placed = match cgroup {
+        Some(cg) => cg.attach(pid).map_err(SetupError::Cgroup),
+        None => Ok(()),
+    };
+    if let Err(e) = placed.and_then(|()| write_id_maps(pid, &prepared.identity)) {
         let _ = sys::kill(pid, libc::SIGKILL);
         let _ = sys::waitpid(pid, 0);
         return Err(e.into());
@@ -321,10 +366,48 @@ impl Sandbox {
     }
 
     /// Forwards signals to the sandbox until it ends, then reports how the command ended.
-    pub fn wait(mut self) -> Result<Outcome, SandboxError> {
+    pub fn wait(self) -> Result<Outcome, SandboxError> {
+        self.wait_until(None)
+    }
+
+    /// Like [`Self::wait`], ending the sandbox when `deadline` passes: SIGTERM to
+    /// every process in it, then SIGKILL after the grace period.
+    pub fn wait_until(
+        mut self,
+        deadline: Option<(Instant, Duration)>,
+    ) -> Result<Outcome, SandboxError> {
         let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD]].concat());
+        let mut timed_out = false;
+        let mut next = deadline.map(|(at, _)| at);
         let init_status = loop {
-            let (sig, _) = sys::sigwait(&signals).map_err(|e| SandboxError::Lost(e.to_string()))?;
+            let sig = match next {
+                None => {
+                    sys::sigwait(&signals)
+                        .map_err(|e| SandboxError::Lost(e.to_string()))?
+                        .0
+                }
+                Some(at) => {
+                    let left = at.saturating_duration_since(Instant::now());
+                    match sys::sigtimedwait(&signals, left)
+                        .map_err(|e| SandboxError::Lost(e.to_string()))?
+                    {
+                        Some(sig) => sig,
+                        None if Instant::now() < at => continue,
+                        None => {
+                            if timed_out {
+                                // The grace period is over.
+                                let _ = sys::pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
+                                next = None;
+                            } else {
+                                timed_out = true;
+                                let _ = sys::pidfd_send_signal(self.pidfd.as_fd(), TERMINATE_ALL);
+                                next = deadline.map(|(_, grace)| Instant::now() + grace);
+                            }
+                            continue;
+                        }
+                    }
+                }
+            };
             if sig == libc::SIGCHLD {
                 if let Some((_, status)) = sys::waitpid(self.pid, libc::WNOHANG)
                     .map_err(|e| SandboxError::Lost(e.to_string()))?
@@ -339,10 +422,20 @@ impl Sandbox {
         messages.extend(Message::read_all(&mut self.report).unwrap_or_default());
         let mut enforced = String::new();
         let mut command_pid = None;
+        let mut limit_hits = Vec::new();
         for message in messages {
             match message {
                 Message::Ready(text) => enforced = text,
                 Message::Started(pid) => command_pid = Some(pid),
+                Message::LimitHit {
+                    limit,
+                    detail,
+                    unix_ms,
+                } => limit_hits.push(LimitHit {
+                    limit,
+                    detail,
+                    at: std::time::UNIX_EPOCH + Duration::from_millis(unix_ms),
+                }),
                 Message::SetupFailed { layer, message } => {
                     return Err(SandboxError::Layer { layer, message });
                 }
@@ -351,6 +444,8 @@ impl Sandbox {
                         termination: Termination::ExecFailed(errno),
                         command_pid,
                         enforced,
+                        timed_out,
+                        limit_hits,
                     });
                 }
                 Message::Exited(status) => {
@@ -358,9 +453,21 @@ impl Sandbox {
                         termination: decode_status(status),
                         command_pid,
                         enforced,
+                        timed_out,
+                        limit_hits,
                     });
                 }
             }
+        }
+        if timed_out {
+            // Killed at the end of the grace period, before the command ended.
+            return Ok(Outcome {
+                termination: Termination::Signalled(libc::SIGKILL),
+                command_pid,
+                enforced,
+                timed_out,
+                limit_hits,
+            });
         }
         Err(SandboxError::Lost(match decode_status(init_status) {
             Termination::Signalled(sig) => format!("init was killed by signal {sig}"),

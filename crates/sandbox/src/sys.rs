@@ -934,3 +934,46 @@ pub fn pidfd_parent(pidfd: BorrowedFd<'_>) -> io::Result<u32> {
     })?;
     Ok(info.ppid)
 }
+
+/// Like [`sigwait`], giving up after `timeout`: `Ok(None)` when no signal came.
+pub fn sigtimedwait(
+    set: &libc::sigset_t,
+    timeout: std::time::Duration,
+) -> io::Result<Option<c_int>> {
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    loop {
+        // SAFETY: set and ts are valid for the call; no siginfo is requested.
+        let ret = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) };
+        if ret >= 0 {
+            return Ok(Some(ret));
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EAGAIN) => return Ok(None),
+            Some(libc::EINTR) => continue,
+            _ => return Err(err),
+        }
+    }
+}
+
+/// Lowers (or sets) both the soft and hard value of a resource limit.
+pub fn setrlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: lim is a valid rlimit.
+    check(unsafe { libc::setrlimit(resource, &lim) }).map(drop)
+}
+
+/// Free blocks available to unprivileged users on the filesystem holding `path`.
+pub fn statfs_available(path: &CStr) -> io::Result<u64> {
+    // SAFETY: buf is plain data filled by the kernel.
+    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: path is a valid C string and buf a valid statfs.
+    check(unsafe { libc::statfs(path.as_ptr(), &mut buf) })?;
+    Ok(buf.f_bavail)
+}

@@ -121,12 +121,6 @@ fn options_that_cannot_be_enforced_yet_are_refused_with_125() {
         for options in [
             vec!["--network", "host"],
             vec!["--network", "allow"],
-            vec!["--memory", "1g"],
-            vec!["--cpus", "1"],
-            vec!["--pids", "64"],
-            vec!["--timeout", "5s"],
-            vec!["--max-output", "1m"],
-            vec!["--disk", "1g"],
             vec!["--image", "debian:12"],
             vec!["--allow", "example.com"],
         ] {

@@ -10,6 +10,7 @@ mod attacks_syscalls;
 mod config;
 mod filesystem;
 mod lifecycle;
+mod limits;
 mod logs;
 mod mounts;
 mod options;

@@ -1,0 +1,189 @@
+//! Which mechanism enforces each resource limit on this host, decided before the
+//! sandbox starts. A limit the user asked for that nothing here can enforce stops
+//! the run (fail closed) unless `--best-effort-limits` says otherwise.
+//!
+//! | limit        | mechanism                                                   |
+//! |--------------|-------------------------------------------------------------|
+//! | memory, cpus | cgroup v2 (delegated) or v1; nothing else is equivalent     |
+//! | pids         | cgroup pids controller, else `RLIMIT_NPROC` in the sandbox's |
+//! |              | own user namespace (counted per namespace since Linux 5.14)  |
+//! | disk         | the size of the private tmpfs mounts (`/tmp`, `$HOME`)      |
+//! | timeout      | the supervisor's timer: SIGTERM to all, SIGKILL after grace |
+//! | max-output   | the supervisor's output relays                              |
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use vg_policy::limits::{self, DEFAULT_DISK, DEFAULT_KILL_GRACE, DEFAULT_PIDS, Limits};
+use vg_sandbox::cgroup::{Cgroup, CgroupLimits};
+
+/// How the limits of one session are enforced.
+#[derive(Debug)]
+pub struct Plan {
+    pub cgroup: Option<Cgroup>,
+    pub rlimit_nproc: Option<u64>,
+    /// Size of each private tmpfs.
+    pub disk: u64,
+    pub timeout: Option<Duration>,
+    pub kill_grace: Duration,
+    pub max_output: Option<u64>,
+    /// The effective limits, defaults included, for the record.
+    pub limits: Limits,
+    /// Limit name → mechanism, for `metadata.json`.
+    pub enforced_by: BTreeMap<&'static str, String>,
+}
+
+/// Decides the mechanisms. `cgroup_name` names the sandbox's cgroup.
+pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Plan> {
+    let best_effort = requested.best_effort.unwrap_or(false);
+    let mut enforced_by = BTreeMap::new();
+    let mut limits = *requested;
+    let wanted = CgroupLimits {
+        memory: requested.memory,
+        cpus: requested.cpus,
+        pids: requested.pids,
+    };
+    let mut cgroup = None;
+    let mut rlimit_nproc = None;
+    if !wanted.is_empty() {
+        match Cgroup::create(cgroup_name, &wanted) {
+            Ok(cg) => {
+                for (name, set) in [
+                    ("memory", wanted.memory.is_some()),
+                    ("cpus", wanted.cpus.is_some()),
+                    ("pids", wanted.pids.is_some()),
+                ] {
+                    if set {
+                        enforced_by.insert(name, cg.version.as_str().to_owned());
+                    }
+                }
+                cgroup = Some(cg);
+            }
+            Err(why) => {
+                let unenforceable: Vec<&str> = [
+                    ("--memory", wanted.memory.is_some()),
+                    ("--cpus", wanted.cpus.is_some()),
+                ]
+                .into_iter()
+                .filter_map(|(n, set)| set.then_some(n))
+                .collect();
+                if !unenforceable.is_empty() {
+                    if !best_effort {
+                        bail!(
+                            "{} cannot be enforced on this host: {why}. Run as root on a cgroup v1 host, give vectraguard a delegated cgroup v2 subtree, or pass --best-effort-limits to run without {} (`vectraguard doctor` shows what is available)",
+                            unenforceable.join(" and "),
+                            if unenforceable.len() == 1 {
+                                "it"
+                            } else {
+                                "them"
+                            }
+                        );
+                    }
+                    eprintln!(
+                        "vectraguard: warning: {} not enforced (--best-effort-limits): {why}",
+                        unenforceable.join(" and ")
+                    );
+                    if wanted.memory.is_some() {
+                        enforced_by.insert("memory", format!("none (best effort: {why})"));
+                    }
+                    if wanted.cpus.is_some() {
+                        enforced_by.insert("cpus", format!("none (best effort: {why})"));
+                    }
+                }
+                if let Some(n) = wanted.pids {
+                    rlimit_nproc = Some(n);
+                    enforced_by.insert("pids", "rlimit-nproc".to_owned());
+                }
+            }
+        }
+    }
+    if limits.pids.is_none() {
+        // The default process cap: an rlimit costs nothing to set up.
+        limits.pids = Some(DEFAULT_PIDS);
+        rlimit_nproc = Some(DEFAULT_PIDS);
+        enforced_by.insert("pids", "rlimit-nproc".to_owned());
+    }
+    let disk = *limits.disk.get_or_insert(DEFAULT_DISK);
+    enforced_by.insert("disk", "tmpfs-size".to_owned());
+    if limits.timeout.is_some() {
+        enforced_by.insert("timeout", "supervisor".to_owned());
+    }
+    if limits.max_output.is_some() {
+        if !recording {
+            bail!(
+                "--max-output is enforced by the output relay, which --no-record turns off: remove one of them"
+            );
+        }
+        enforced_by.insert("max_output", "supervisor".to_owned());
+    }
+    let kill_grace = *limits.kill_grace.get_or_insert(DEFAULT_KILL_GRACE);
+    Ok(Plan {
+        cgroup,
+        rlimit_nproc,
+        disk,
+        timeout: limits.timeout,
+        kill_grace,
+        max_output: limits.max_output,
+        limits,
+        enforced_by,
+    })
+}
+
+impl Plan {
+    /// The `limits` section of `metadata.json`.
+    pub fn record(&self, out: &mut vg_records::Limits) {
+        out.memory_bytes = self.limits.memory;
+        out.cpus = self.limits.cpus;
+        out.pids = self.limits.pids;
+        out.timeout_secs = self.limits.timeout.map(|d| d.as_secs());
+        out.max_output_bytes = self.limits.max_output;
+        out.disk_bytes = self.limits.disk;
+        out.extra.insert(
+            "enforced_by".into(),
+            serde_json::to_value(&self.enforced_by).unwrap_or_default(),
+        );
+        if let Some(t) = self.limits.timeout {
+            out.extra
+                .insert("timeout_ms".into(), serde_json::json!(t.as_millis()));
+        }
+        out.extra.insert(
+            "kill_grace_ms".into(),
+            serde_json::json!(self.kill_grace.as_millis()),
+        );
+    }
+}
+
+/// The limit flags of `sandbox run`, parsed.
+pub fn from_flags(o: &crate::cli::SandboxOptions) -> Result<Limits> {
+    Ok(Limits {
+        memory: o
+            .memory
+            .as_deref()
+            .map(|v| limits::parse_size("--memory", v))
+            .transpose()?,
+        cpus: o.cpus.as_deref().map(limits::parse_cpus).transpose()?,
+        pids: o.pids.as_deref().map(limits::parse_pids).transpose()?,
+        timeout: o
+            .timeout
+            .as_deref()
+            .map(|v| limits::parse_duration("--timeout", v))
+            .transpose()?,
+        max_output: o
+            .max_output
+            .as_deref()
+            .map(|v| limits::parse_size("--max-output", v))
+            .transpose()?,
+        disk: o
+            .disk
+            .as_deref()
+            .map(|v| limits::parse_size("--disk", v))
+            .transpose()?,
+        kill_grace: o
+            .kill_grace
+            .as_deref()
+            .map(|v| limits::parse_duration("--kill-grace", v))
+            .transpose()?,
+        best_effort: o.best_effort_limits.then_some(true),
+    })
+}

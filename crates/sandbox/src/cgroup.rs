@@ -1,0 +1,401 @@
+//! Memory, CPU and process limits through cgroups: a cgroup per sandbox, created
+//! below the supervisor's own cgroup before the sandbox's init runs anything, and
+//! removed when the session ends.
+//!
+//! - cgroup v1 (one hierarchy per controller, usually root only): a directory under
+//!   each of `memory`, `cpu` and `pids` that a limit needs.
+//! - cgroup v2 with a delegated subtree (systemd gives users one under
+//!   `user@UID.service`): a child of our cgroup. The "no internal processes" rule
+//!   forbids enabling controllers for children of a cgroup that holds processes, so
+//!   the supervisor first moves itself into a leaf, `vectraguard-supervisor`, as
+//!   container runtimes do.
+//!
+//! Everything here is plain file I/O on cgroupfs.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = "/sys/fs/cgroup";
+/// The CFS period used with `--cpus`: the kernel's default, 100 ms.
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// The cgroup limits of one sandbox.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CgroupLimits {
+    pub memory: Option<u64>,
+    pub cpus: Option<f64>,
+    pub pids: Option<u64>,
+}
+
+impl CgroupLimits {
+    pub fn is_empty(&self) -> bool {
+        self.memory.is_none() && self.cpus.is_none() && self.pids.is_none()
+    }
+
+    /// Controllers needed, by their cgroup names.
+    fn controllers(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.memory.is_some() {
+            out.push("memory");
+        }
+        if self.cpus.is_some() {
+            out.push("cpu");
+        }
+        if self.pids.is_some() {
+            out.push("pids");
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V1,
+    V2,
+}
+
+impl Version {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::V1 => "cgroup-v1",
+            Version::V2 => "cgroup-v2",
+        }
+    }
+}
+
+/// Why cgroups cannot enforce a limit here.
+#[derive(Debug, thiserror::Error)]
+#[error("{reason}")]
+pub struct Unavailable {
+    pub reason: String,
+}
+
+fn unavailable(reason: impl Into<String>) -> Unavailable {
+    Unavailable {
+        reason: reason.into(),
+    }
+}
+
+/// The entries of `/proc/self/cgroup`: (controllers, path). cgroup v2 is the entry
+/// with an empty controller list.
+pub fn parse_proc_cgroup(text: &str) -> Vec<(Vec<String>, String)> {
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let _id = parts.next()?;
+            let controllers = parts.next()?;
+            let path = parts.next()?;
+            Some((
+                controllers
+                    .split(',')
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+                path.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// A sandbox's cgroup, removed on drop.
+#[derive(Debug)]
+pub struct Cgroup {
+    pub version: Version,
+    /// One directory per controller (v1) or one directory (v2).
+    dirs: Vec<PathBuf>,
+    pub controllers: Vec<&'static str>,
+}
+
+impl Cgroup {
+    /// Creates the sandbox's cgroup named `name` with `limits` applied, on v2 when
+    /// this process's cgroup is delegated to us, else on v1.
+    pub fn create(name: &str, limits: &CgroupLimits) -> Result<Self, Unavailable> {
+        let own = parse_proc_cgroup(&fs::read_to_string("/proc/self/cgroup").unwrap_or_default());
+        let wanted = limits.controllers();
+        let v1_has = |c: &str| own.iter().any(|(ctrls, _)| ctrls.iter().any(|x| x == c));
+        if wanted.iter().all(|c| v1_has(c)) {
+            return Self::create_v1(name, limits, &own, &wanted);
+        }
+        if let Some((_, path)) = own.iter().find(|(ctrls, _)| ctrls.is_empty()) {
+            let unified = if Path::new(ROOT).join("cgroup.controllers").exists() {
+                PathBuf::from(ROOT)
+            } else {
+                PathBuf::from(ROOT).join("unified")
+            };
+            return Self::create_v2(name, limits, &unified, path, &wanted);
+        }
+        Err(unavailable("this host has no cgroup hierarchy"))
+    }
+
+    fn create_v1(
+        name: &str,
+        limits: &CgroupLimits,
+        own: &[(Vec<String>, String)],
+        wanted: &[&'static str],
+    ) -> Result<Self, Unavailable> {
+        let mut cg = Cgroup {
+            version: Version::V1,
+            dirs: Vec::new(),
+            controllers: wanted.to_vec(),
+        };
+        for &controller in wanted {
+            let path = own
+                .iter()
+                .find(|(c, _)| c.iter().any(|x| x == controller))
+                .map(|(_, p)| p.trim_start_matches('/'))
+                .unwrap_or("");
+            let dir = Path::new(ROOT).join(controller).join(path).join(name);
+            fs::create_dir(&dir).map_err(|e| {
+                unavailable(format!(
+                    "cannot create the cgroup v1 {controller} group {}: {e}",
+                    dir.display()
+                ))
+            })?;
+            cg.dirs.push(dir.clone());
+            let set = |file: &str, value: String| {
+                fs::write(dir.join(file), &value).map_err(|e| {
+                    unavailable(format!(
+                        "cannot set {file} = {value} in {}: {e}",
+                        dir.display()
+                    ))
+                })
+            };
+            match controller {
+                "memory" => {
+                    let bytes = limits.memory.unwrap_or(u64::MAX);
+                    set("memory.limit_in_bytes", bytes.to_string())?;
+                    // Without this, the sandbox could go on in swap.
+                    if dir.join("memory.memsw.limit_in_bytes").exists() {
+                        set("memory.memsw.limit_in_bytes", bytes.to_string())?;
+                    }
+                }
+                "cpu" => {
+                    set("cpu.cfs_period_us", CPU_PERIOD_US.to_string())?;
+                    set("cpu.cfs_quota_us", quota_us(limits.cpus).to_string())?;
+                }
+                "pids" => set("pids.max", limits.pids.unwrap_or(u64::MAX).to_string())?,
+                _ => {}
+            }
+        }
+        Ok(cg)
+    }
+
+    fn create_v2(
+        name: &str,
+        limits: &CgroupLimits,
+        unified: &Path,
+        own: &str,
+        wanted: &[&'static str],
+    ) -> Result<Self, Unavailable> {
+        let parent = unified.join(own.trim_start_matches('/'));
+        let available = fs::read_to_string(parent.join("cgroup.controllers")).map_err(|e| {
+            unavailable(format!(
+                "cannot read {}: {e}",
+                parent.join("cgroup.controllers").display()
+            ))
+        })?;
+        let missing: Vec<&str> = wanted
+            .iter()
+            .copied()
+            .filter(|c| !available.split_whitespace().any(|a| a == *c))
+            .collect();
+        if !missing.is_empty() {
+            return Err(unavailable(format!(
+                "the cgroup v2 controllers {} are not delegated to {} (start vectraguard under `systemd-run --user --scope -p Delegate=yes`, or ask for them in the parent's cgroup.subtree_control)",
+                missing.join(", "),
+                parent.display()
+            )));
+        }
+        enable_subtree(&parent, wanted)?;
+        let dir = parent.join(name);
+        fs::create_dir(&dir)
+            .map_err(|e| unavailable(format!("cannot create the cgroup {}: {e}", dir.display())))?;
+        let cg = Cgroup {
+            version: Version::V2,
+            dirs: vec![dir.clone()],
+            controllers: wanted.to_vec(),
+        };
+        let set = |file: &str, value: String| {
+            fs::write(dir.join(file), &value).map_err(|e| {
+                unavailable(format!(
+                    "cannot set {file} = {value} in {}: {e}",
+                    dir.display()
+                ))
+            })
+        };
+        if let Some(bytes) = limits.memory {
+            set("memory.max", bytes.to_string())?;
+            if dir.join("memory.swap.max").exists() {
+                set("memory.swap.max", "0".into())?;
+            }
+        }
+        if limits.cpus.is_some() {
+            set(
+                "cpu.max",
+                format!("{} {CPU_PERIOD_US}", quota_us(limits.cpus)),
+            )?;
+        }
+        if let Some(n) = limits.pids {
+            set("pids.max", n.to_string())?;
+        }
+        Ok(cg)
+    }
+
+    /// Moves process `pid` (the sandbox's init, before it runs anything) into the
+    /// cgroup; its descendants inherit it.
+    pub fn attach(&self, pid: libc::pid_t) -> io::Result<()> {
+        for dir in &self.dirs {
+            fs::write(dir.join("cgroup.procs"), pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Limit hits counted by the kernel so far.
+    pub fn hits(&self) -> Hits {
+        let mut hits = Hits::default();
+        for dir in &self.dirs {
+            let read = |f: &str| fs::read_to_string(dir.join(f)).unwrap_or_default();
+            let field = |text: &str, key: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(key))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            match self.version {
+                Version::V1 => {
+                    hits.oom_kills += field(&read("memory.oom_control"), "oom_kill ");
+                    hits.pids_max += field(&read("pids.events"), "max ");
+                }
+                Version::V2 => {
+                    hits.oom_kills += field(&read("memory.events"), "oom_kill ");
+                    hits.pids_max += field(&read("pids.events"), "max ");
+                }
+            }
+        }
+        hits
+    }
+}
+
+impl Drop for Cgroup {
+    /// The sandbox is gone when this runs (its PID namespace died with init), so the
+    /// groups are empty and can be removed.
+    fn drop(&mut self) {
+        for dir in self.dirs.iter().rev() {
+            // A just-exited process can keep a group busy for a moment.
+            for _ in 0..50 {
+                match fs::remove_dir(dir) {
+                    Ok(()) => break,
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+}
+
+/// Kernel counters of limit hits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hits {
+    pub oom_kills: u64,
+    pub pids_max: u64,
+}
+
+// `as` saturates, and parse_cpus bounds the value to 0.01..=1024 anyway.
+#[allow(clippy::cast_possible_truncation)]
+fn quota_us(cpus: Option<f64>) -> i64 {
+    match cpus {
+        Some(c) => ((c * CPU_PERIOD_US as f64).round() as i64).max(1000),
+        None => -1,
+    }
+}
+
+/// Makes `wanted` controllers available to children of `parent` (cgroup v2). When
+/// `parent` holds processes (ours), they move to a leaf first.
+fn enable_subtree(parent: &Path, wanted: &[&str]) -> Result<(), Unavailable> {
+    let enabled = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+    let needed: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|c| !enabled.split_whitespace().any(|e| e == *c))
+        .collect();
+    if needed.is_empty() {
+        return Ok(());
+    }
+    let procs = fs::read_to_string(parent.join("cgroup.procs")).unwrap_or_default();
+    let me = std::process::id().to_string();
+    if procs
+        .lines()
+        .any(|p| p.trim() != me && !p.trim().is_empty())
+    {
+        return Err(unavailable(format!(
+            "{} holds other processes, so its controllers cannot be handed to a child cgroup (start vectraguard under `systemd-run --user --scope -p Delegate=yes`)",
+            parent.display()
+        )));
+    }
+    if procs.lines().any(|p| p.trim() == me) {
+        let leaf = parent.join("vectraguard-supervisor");
+        match fs::create_dir(&leaf) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(unavailable(format!(
+                    "cannot create {}: {e}",
+                    leaf.display()
+                )));
+            }
+        }
+        fs::write(leaf.join("cgroup.procs"), &me).map_err(|e| {
+            unavailable(format!(
+                "cannot move vectraguard into {}: {e}",
+                leaf.display()
+            ))
+        })?;
+    }
+    let change: Vec<String> = needed.iter().map(|c| format!("+{c}")).collect();
+    fs::write(parent.join("cgroup.subtree_control"), change.join(" ")).map_err(|e| {
+        unavailable(format!(
+            "cannot enable {} in {}: {e}",
+            needed.join(", "),
+            parent.join("cgroup.subtree_control").display()
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_cgroup_lines_parse() {
+        let text = "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/68a2\n1:cpu,cpuacct:/x\n0::/user.slice/a.scope\n";
+        let parsed = parse_proc_cgroup(text);
+        assert_eq!(
+            parsed[2],
+            (vec!["memory".to_owned()], "/process_api/68a2".to_owned())
+        );
+        assert_eq!(parsed[3].0, ["cpu", "cpuacct"]);
+        assert_eq!(parsed[4], (vec![], "/user.slice/a.scope".to_owned()));
+    }
+
+    #[test]
+    fn cpu_quota_is_a_share_of_the_period() {
+        assert_eq!(quota_us(Some(0.5)), 50_000);
+        assert_eq!(quota_us(Some(2.0)), 200_000);
+        assert_eq!(quota_us(Some(0.001)), 1000);
+        assert_eq!(quota_us(None), -1);
+    }
+
+    #[test]
+    fn controllers_follow_the_limits() {
+        let l = CgroupLimits {
+            memory: Some(1),
+            cpus: None,
+            pids: Some(5),
+        };
+        assert_eq!(l.controllers(), ["memory", "pids"]);
+        assert!(CgroupLimits::default().is_empty());
+    }
+}
