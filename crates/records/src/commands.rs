@@ -15,6 +15,8 @@ pub struct ExecLine {
     pub ppid: u32,
     /// The working directory's bytes.
     pub cwd: Vec<u8>,
+    /// The file executed, when recorded.
+    pub exe: Option<Vec<u8>>,
     /// Present when the exit was known as the exec was recorded.
     pub exit: Option<CommandExit>,
     /// The argv's bytes, unquoted.
@@ -81,11 +83,17 @@ fn parse_exit(text: &str) -> Option<(CommandExit, &str)> {
     Some((exit, &rest[end..]))
 }
 
-/// `pid=<pid> ppid=<ppid> cwd=<quoted> [status=<n>|signal=<n>] -- <argv>`.
+/// `pid=<pid> ppid=<ppid> cwd=<quoted> [exe=<quoted>] [status=<n>|signal=<n>] -- <argv>`.
 fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
     let (pid, rest) = field(text, "pid=")?;
     let (ppid, rest) = field(rest.strip_prefix(' ')?, "ppid=")?;
     let (cwd, mut rest) = unquote_word(rest.strip_prefix(" cwd=")?)?;
+    let mut exe = None;
+    if let Some(after) = rest.strip_prefix(" exe=") {
+        let (path, r) = unquote_word(after)?;
+        exe = Some(path);
+        rest = r;
+    }
     let mut exit = None;
     if let Some(after) = rest.strip_prefix(' ')
         && !after.starts_with("-- ")
@@ -100,6 +108,7 @@ fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
         pid,
         ppid,
         cwd,
+        exe,
         exit,
         argv: unquote_argv(command)?,
         command: command.to_owned(),
@@ -121,6 +130,7 @@ mod tests {
             pid: 42,
             ppid: 7,
             cwd: OsString::from_vec(cwd.to_vec()).into(),
+            exe: (argv.len() > 1).then(|| "/usr/bin/x y".into()),
             argv: argv.into_iter().map(OsString::from_vec).collect(),
             exit,
         }
@@ -145,6 +155,11 @@ mod tests {
             };
             assert_eq!(e.time, rec.time, "{line}");
             assert_eq!((e.pid, e.ppid, e.exit), (42, 7, rec.exit), "{line}");
+            assert_eq!(
+                e.exe.map(OsString::from_vec),
+                rec.exe.clone().map(|p| p.into_os_string()),
+                "{line}"
+            );
             assert_eq!(
                 OsString::from_vec(e.cwd),
                 rec.cwd.into_os_string(),

@@ -299,6 +299,15 @@ impl SessionStore {
                 }
             }
         }
+        // Folder names order sessions to the second; within a second, by the
+        // recorded start time (damaged folders keep their name's time).
+        out.sort_by_cached_key(|e| match e {
+            ListEntry::Session(s) => (s.start_time, s.session_id.clone()),
+            ListEntry::Damaged { session_id, .. } => (
+                layout::parse_session_name(session_id).unwrap_or(std::time::UNIX_EPOCH),
+                session_id.clone(),
+            ),
+        });
         Ok(out)
     }
 

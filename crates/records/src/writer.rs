@@ -14,12 +14,13 @@
 //! `commands.log` has one line per record:
 //!
 //! ```text
-//! <time> exec pid=<pid> ppid=<ppid> cwd=<quoted cwd> [status=<n>|signal=<n>] -- <quoted argv>
+//! <time> exec pid=<pid> ppid=<ppid> cwd=<quoted cwd> [exe=<quoted path>] [status=<n>|signal=<n>] -- <quoted argv>
 //! <time> exit pid=<pid> status=<n>
 //! <time> exit pid=<pid> signal=<n>
 //! ```
 //!
-//! e.g. `2025-12-19T10:10:53.123Z exec pid=42 ppid=1 cwd=/work -- grep -r 'a b' .`.
+//! e.g. `2025-12-19T10:10:53.123Z exec pid=42 ppid=1 cwd=/work exe=/usr/bin/grep -- grep -r 'a b' .`.
+//! `exe` is the file passed to execve; argv[0] is whatever the caller chose.
 //! The exit status of a command usually comes later, as its own `exit` line
 //! naming the pid (the file is append-only). Quoting follows [`crate::quote`],
 //! so the part after ` -- ` pastes back into a shell.
@@ -70,6 +71,8 @@ pub struct CommandRecord {
     pub pid: u32,
     pub ppid: u32,
     pub cwd: PathBuf,
+    /// The file executed, as passed to execve (argv[0] can say anything).
+    pub exe: Option<PathBuf>,
     pub argv: Vec<OsString>,
     /// Known only when the exec is recorded after the fact.
     pub exit: Option<CommandExit>,
@@ -87,9 +90,16 @@ impl CommandRecord {
             pid,
             ppid,
             cwd: cwd.into(),
+            exe: None,
             argv: argv.into_iter().map(Into::into).collect(),
             exit: None,
         }
+    }
+
+    /// The same record naming the file executed.
+    pub fn with_exe(mut self, exe: impl Into<PathBuf>) -> Self {
+        self.exe = Some(exe.into());
+        self
     }
 
     /// The `commands.log` line, newline included.
@@ -101,6 +111,10 @@ impl CommandRecord {
             self.ppid,
             quote_arg(self.cwd.as_os_str().as_bytes())
         );
+        if let Some(exe) = &self.exe {
+            s.push_str(" exe=");
+            s.push_str(&quote_arg(exe.as_os_str().as_bytes()));
+        }
         if let Some(exit) = self.exit {
             s.push_str(&format!(" {exit}"));
         }

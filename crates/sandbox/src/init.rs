@@ -208,7 +208,8 @@ fn report_full(p: &Prepared, seen: &mut [bool], report: &mut PipeWriter) {
 fn exec_command(p: &Prepared, mut err_w: PipeWriter) -> ! {
     let fail = |w: &mut PipeWriter, errno: i32| -> ! {
         let _ = w.write_all(&errno.to_le_bytes());
-        sys::exit_now(127)
+        // The status a shell gives: 127 not found, 126 found but not executable.
+        sys::exit_now(crate::spawn::Termination::ExecFailed(errno).exit_code())
     };
     let empty = sys::sigset(&[]);
     if sys::sigmask_set(&empty).is_err() {

@@ -40,6 +40,12 @@ pub enum TraceEvent {
         pid: i32,
         status: i32,
     },
+    /// An exec that could not be read (e.g. the process's memory is unreadable to
+    /// the supervisor): it was refused with EPERM rather than run unrecorded.
+    Refused {
+        host_pid: u32,
+        reason: String,
+    },
 }
 
 /// What happens to a traced system call.
@@ -70,8 +76,27 @@ pub fn serve(listener: OwnedFd, mut on_event: impl FnMut(TraceEvent) -> Verdict)
             // ENOENT: the task died before we received it; go on.
             continue;
         };
-        let event = describe(&notif, &mut tracked);
+        let described = describe(&notif, &mut tracked);
         // Only report what belongs to a live, unchanged notification.
+        let event = match described {
+            Described::Event(event) => Some(event),
+            Described::Missing => {
+                // The kernel would fail it the same way; failing it here also means a
+                // file created between our look and the exec cannot run unrecorded.
+                let _ = sys::notif_fail(fd, notif.id, libc::ENOENT);
+                continue;
+            }
+            Described::Unrecordable(reason) => {
+                // Fail closed: a program that cannot be recorded does not run.
+                let _ = sys::notif_fail(fd, notif.id, libc::EPERM);
+                on_event(TraceEvent::Refused {
+                    host_pid: notif.pid,
+                    reason,
+                });
+                continue;
+            }
+            Described::Nothing => None,
+        };
         match event {
             Some(event @ TraceEvent::Exec { .. }) if sys::notif_id_valid(fd, notif.id) => {
                 let _ = match on_event(event) {
@@ -79,7 +104,7 @@ pub fn serve(listener: OwnedFd, mut on_event: impl FnMut(TraceEvent) -> Verdict)
                     Verdict::Deny(errno) => sys::notif_fail(fd, notif.id, errno),
                 };
             }
-            Some(event @ TraceEvent::Exit { .. }) if sys::notif_id_valid(fd, notif.id) => {
+            Some(event) if sys::notif_id_valid(fd, notif.id) => {
                 // Nothing to decide about an exit: let the process go first, so
                 // that recording it costs the sandbox no time.
                 let _ = sys::notif_continue(fd, notif.id);
@@ -145,52 +170,78 @@ impl Tracked {
     }
 }
 
-fn describe(n: &sys::SeccompNotif, tracked: &mut Tracked) -> Option<TraceEvent> {
+/// What a notification turned out to be.
+enum Described {
+    Event(TraceEvent),
+    /// An exec of a path that does not exist (a PATH probe): not a program run.
+    Missing,
+    /// An exec that cannot be read, so cannot be recorded.
+    Unrecordable(String),
+    /// Nothing to report (the exit of a process that never executed anything).
+    Nothing,
+}
+
+fn describe(n: &sys::SeccompNotif, tracked: &mut Tracked) -> Described {
     match i64::from(n.nr) {
-        libc::SYS_exit_group => Some(TraceEvent::Exit {
-            pid: tracked.remove(n.pid)?,
-            status: i32::try_from(n.args[0] & 0xff).unwrap_or(0),
-        }),
-        libc::SYS_execve | libc::SYS_execveat => {
-            let host_pid = libc::pid_t::try_from(n.pid).ok()?;
-            let (dirfd, path_ptr, argv_ptr) = if i64::from(n.nr) == libc::SYS_execve {
-                (libc::AT_FDCWD, n.args[0], n.args[1])
-            } else {
-                (
-                    i32::try_from(n.args[0] as i64).unwrap_or(libc::AT_FDCWD),
-                    n.args[1],
-                    n.args[2],
-                )
-            };
-            let path = read_cstring(host_pid, path_ptr, MAX_ARG_BYTES)?.0;
-            // A failed PATH probe (ENOENT) is not an executed program.
-            if !exists(host_pid, dirfd, &path, tracked) {
-                return None;
-            }
-            // No pidfd for a thread other than the leader (before Linux 6.9): such an
-            // exec is still recorded, from /proc, only its exit is not.
-            let pidfd = sys::pidfd_open(host_pid).ok();
-            let (pid, parent) = identify(host_pid, pidfd.as_ref())?;
-            let ppid = tracked
-                .ns_pid(parent)
-                .or_else(|| ns_pid_of(parent))
-                .unwrap_or(0);
-            let (argv, truncated) = read_argv(host_pid, argv_ptr);
-            let cwd = std::fs::read_link(format!("/proc/{host_pid}/cwd")).unwrap_or_default();
-            if let Some(pidfd) = pidfd {
-                tracked.insert(n.pid, pid, pidfd);
-            }
-            Some(TraceEvent::Exec {
+        libc::SYS_exit_group => match tracked.remove(n.pid) {
+            Some(pid) => Described::Event(TraceEvent::Exit {
                 pid,
-                ppid,
-                cwd,
-                path,
-                argv,
-                truncated,
-            })
-        }
-        _ => None,
+                status: i32::try_from(n.args[0] & 0xff).unwrap_or(0),
+            }),
+            None => Described::Nothing,
+        },
+        libc::SYS_execve | libc::SYS_execveat => match describe_exec(n, tracked) {
+            Ok(Some(event)) => Described::Event(event),
+            Ok(None) => Described::Missing,
+            Err(reason) => Described::Unrecordable(reason),
+        },
+        _ => Described::Nothing,
     }
+}
+
+/// Reads an exec about to happen; `Ok(None)` when its path does not exist.
+fn describe_exec(
+    n: &sys::SeccompNotif,
+    tracked: &mut Tracked,
+) -> Result<Option<TraceEvent>, String> {
+    let host_pid = libc::pid_t::try_from(n.pid).map_err(|_| "pid out of range".to_owned())?;
+    let (dirfd, path_ptr, argv_ptr) = if i64::from(n.nr) == libc::SYS_execve {
+        (libc::AT_FDCWD, n.args[0], n.args[1])
+    } else {
+        (
+            i32::try_from(n.args[0] as i64).unwrap_or(libc::AT_FDCWD),
+            n.args[1],
+            n.args[2],
+        )
+    };
+    let path = read_cstring(host_pid, path_ptr, MAX_ARG_BYTES)
+        .ok_or("cannot read the path from the process's memory")?
+        .0;
+    if !exists(host_pid, dirfd, &path, tracked) {
+        return Ok(None);
+    }
+    // pidfd_open refuses a thread that is not its process's leader: such an exec is
+    // still recorded, from /proc, only its exit is not.
+    let pidfd = sys::pidfd_open(host_pid).ok();
+    let (pid, parent) =
+        identify(host_pid, pidfd.as_ref()).ok_or("cannot find the process's pid in the sandbox")?;
+    let ppid = tracked
+        .ns_pid(parent)
+        .or_else(|| ns_pid_of(parent))
+        .unwrap_or(0);
+    let (argv, truncated) = read_argv(host_pid, argv_ptr);
+    let cwd = std::fs::read_link(format!("/proc/{host_pid}/cwd")).unwrap_or_default();
+    if let Some(pidfd) = pidfd {
+        tracked.insert(n.pid, pid, pidfd);
+    }
+    Ok(Some(TraceEvent::Exec {
+        pid,
+        ppid,
+        cwd,
+        path,
+        argv,
+        truncated,
+    }))
 }
 
 /// A process's pid inside the sandbox and its parent's host pid: from the pidfd
@@ -236,7 +287,7 @@ fn exists(host_pid: libc::pid_t, dirfd: i32, path: &[u8], tracked: &mut Tracked)
         && let Ok(rel) = std::ffi::CString::new(path)
         && let Some(root) = tracked.root(host_pid)
     {
-        return sys::openat2(root, &rel, libc::O_PATH, sys::RESOLVE_IN_ROOT).is_ok();
+        return !is_missing(sys::openat2(root, &rel, libc::O_PATH, sys::RESOLVE_IN_ROOT).err());
     }
     let rel = std::ffi::OsStr::from_bytes(path);
     let base = if path.starts_with(b"/") {
@@ -251,7 +302,13 @@ fn exists(host_pid: libc::pid_t, dirfd: i32, path: &[u8], tracked: &mut Tracked)
             .strip_prefix("/")
             .unwrap_or(std::path::Path::new(rel)),
     );
-    std::fs::metadata(full).is_ok()
+    !is_missing(std::fs::metadata(full).err())
+}
+
+/// Only "no such file" means missing; any other error (permissions, loops) is left
+/// for the kernel to decide on the real exec.
+fn is_missing(error: Option<std::io::Error>) -> bool {
+    error.is_some_and(|e| matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)))
 }
 
 /// Reads a NUL-terminated string, page by page so an unmapped page after the string

@@ -97,7 +97,7 @@ fn exit_json(exit: Option<CommandExit>) -> (Value, Value) {
     }
 }
 
-/// `{"line", "type": "exec", "time", "pid", "ppid", "cwd", "argv", "command",
+/// `{"line", "type": "exec", "time", "pid", "ppid", "cwd", "exe", "argv", "command",
 /// "status", "signal"}`, `{"line", "type": "exit", "time", "pid", "status",
 /// "signal"}`, or `{"line", "type": "unparsed", "time": null, "text"}`.
 /// `argv` and `cwd` replace bytes that are not UTF-8; `command` (quoted for
@@ -116,6 +116,7 @@ pub fn command_json(line_no: usize, line: &[u8]) -> Value {
                 "pid": e.pid,
                 "ppid": e.ppid,
                 "cwd": lossy(&e.cwd),
+                "exe": e.exe.as_deref().map(lossy),
                 "argv": e.argv.iter().map(|a| lossy(a)).collect::<Vec<_>>(),
                 "command": e.command,
                 "status": status,

@@ -546,3 +546,50 @@ fn the_sandbox_cannot_reach_its_own_records() {
         probe.assert_success().assert_stdout_contains("hidden");
     });
 }
+
+#[test]
+fn the_file_executed_is_recorded_even_when_argv0_lies() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        Vg::sandbox(
+            runner,
+            &ws,
+            &[],
+            &["bash", "-c", "exec -a innocuous /bin/true x"],
+        )
+        .records_home(&home)
+        .run()
+        .assert_success();
+        let text = String::from_utf8(read(&home.only_session(), "commands.log")).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.ends_with(" -- innocuous x"))
+            .unwrap_or_else(|| panic!("no exec of innocuous:\n{text}"));
+        assert!(line.contains(" exe=/bin/true "), "{line}");
+    });
+}
+
+#[test]
+fn records_in_a_directory_every_sandbox_can_read_are_refused() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let out = Vg::sandbox(runner, &ws, &[], &["touch", &ws.arg("ran")])
+            .env("VECTRAGUARD_HOME", &format!("/opt/vg-records-{}", unique()))
+            .run();
+        out.assert_code(125).assert_stderr_contains("/opt");
+        assert!(!ws.exists("ran"), "{out}");
+    });
+}
+
+#[test]
+fn closing_our_output_gives_the_sandboxed_writer_sigpipe() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let out = Vg::sandbox(runner, &ws, &[], &["yes"])
+            .through_shell("\"$@\" | head -c 5 >/dev/null; echo \"status=${PIPESTATUS[0]}\"")
+            .run();
+        out.assert_success();
+        assert_eq!(out.field("status"), "141", "{out}");
+    });
+}
