@@ -38,6 +38,25 @@ pub enum SandboxCommand {
         after_help = "Examples:\n  vectraguard sandbox run build.sh\n  vectraguard sandbox run --mount \"$PWD\":/workspace --env NODE_ENV=production script.sh\n  vectraguard sandbox run -- make test"
     )]
     Run(Box<RunArgs>),
+    /// Open an interactive shell in a sandbox, on a terminal of its own, recorded
+    #[command(
+        after_help = "Examples:\n  vectraguard sandbox shell\n  vectraguard sandbox shell --name review --mount \"$PWD\":/workspace --no-network\n  echo 'ls' | vectraguard sandbox shell -T"
+    )]
+    Shell(Box<ShellArgs>),
+}
+
+#[derive(Debug, Args)]
+pub struct ShellArgs {
+    #[command(flatten)]
+    pub options: SandboxOptions,
+
+    /// The shell to run (default: /bin/bash, else /bin/sh)
+    #[arg(long, value_name = "PATH")]
+    pub shell: Option<String>,
+
+    /// Run the shell without a terminal, reading commands from stdin
+    #[arg(short = 'T', long)]
+    pub no_tty: bool,
 }
 
 #[derive(Debug, Args)]
@@ -52,6 +71,10 @@ pub struct RunArgs {
         allow_hyphen_values = true
     )]
     pub args: Vec<String>,
+
+    /// Give the command a pseudo-terminal (for programs that need one)
+    #[arg(short = 't', long)]
+    pub tty: bool,
 
     /// Set by `main` from the raw arguments: whether `args` came after `--`.
     #[arg(skip)]

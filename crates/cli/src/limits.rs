@@ -92,14 +92,26 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
                     }
                 }
                 if let Some(n) = wanted.pids {
-                    rlimit_nproc = Some(n);
-                    enforced_by.insert("pids", "rlimit-nproc".to_owned());
+                    if vg_sandbox::probe::nproc_counts_per_namespace() {
+                        rlimit_nproc = Some(n);
+                        enforced_by.insert("pids", "rlimit-nproc".to_owned());
+                    } else if best_effort {
+                        eprintln!(
+                            "vectraguard: warning: --pids not enforced (--best-effort-limits): {why}"
+                        );
+                        enforced_by.insert("pids", format!("none (best effort: {why})"));
+                    } else {
+                        bail!(
+                            "--pids cannot be enforced on this host: {why}, and this kernel (before 5.14) counts RLIMIT_NPROC per user rather than per sandbox. Use cgroups, or pass --best-effort-limits"
+                        );
+                    }
                 }
             }
         }
     }
-    if limits.pids.is_none() {
-        // The default process cap: an rlimit costs nothing to set up.
+    if limits.pids.is_none() && vg_sandbox::probe::nproc_counts_per_namespace() {
+        // The default process cap: an rlimit costs nothing to set up. (Before Linux
+        // 5.14 it would count the user's processes outside the sandbox too.)
         limits.pids = Some(DEFAULT_PIDS);
         rlimit_nproc = Some(DEFAULT_PIDS);
         enforced_by.insert("pids", "rlimit-nproc".to_owned());
@@ -136,7 +148,11 @@ impl Plan {
         out.memory_bytes = self.limits.memory;
         out.cpus = self.limits.cpus;
         out.pids = self.limits.pids;
-        out.timeout_secs = self.limits.timeout.map(|d| d.as_secs());
+        // Whole seconds, rounded up (so 500ms is not recorded as 0); timeout_ms is exact.
+        out.timeout_secs = self
+            .limits
+            .timeout
+            .map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0));
         out.max_output_bytes = self.limits.max_output;
         out.disk_bytes = self.limits.disk;
         out.extra.insert(

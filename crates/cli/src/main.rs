@@ -30,6 +30,7 @@ fn main() {
             args.after_dash_dash = follows_dash_dash(args.args.len());
             run::run(*args)
         }
+        Command::Sandbox(SandboxCommand::Shell(args)) => run::shell(*args),
         Command::Logs(cmd) => logs::run(cmd),
         Command::Doctor => doctor::doctor(),
     };

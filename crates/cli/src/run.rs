@@ -1,7 +1,7 @@
 //! `vectraguard sandbox run`: turn flags and configuration into a sandbox spec, run
 //! it, and map the outcome to an exit status.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -15,9 +15,9 @@ use vg_records::{Metadata, Origin, UserInfo};
 use vg_sandbox::{SandboxSpec, Termination};
 
 use crate::EXIT_FAILURE;
-use crate::cli::{RunArgs, SandboxOptions};
+use crate::cli::{RunArgs, SandboxOptions, ShellArgs};
 use crate::host;
-use crate::session::Session;
+use crate::session::{Output, Session};
 
 /// Exit status when the session was stopped by `--timeout`, as `timeout(1)`.
 pub const EXIT_TIMEOUT: i32 = 124;
@@ -41,7 +41,36 @@ impl From<anyhow::Error> for Failure {
 }
 
 pub fn run(args: RunArgs) -> i32 {
-    match run_inner(args) {
+    report(run_inner(args))
+}
+
+/// `vectraguard sandbox shell`: `sandbox run -t SHELL`, refusing to start without a
+/// terminal unless `-T` asks for a shell that reads stdin.
+pub fn shell(args: ShellArgs) -> i32 {
+    let stdin_is_terminal = vg_sandbox::terminal::is_terminal(std::io::stdin());
+    if !args.no_tty && !stdin_is_terminal {
+        eprintln!(
+            "vectraguard: error: `sandbox shell` needs a terminal on stdin; pass -T/--no-tty to run the shell reading commands from stdin"
+        );
+        return EXIT_FAILURE;
+    }
+    let shell = args.shell.unwrap_or_else(|| {
+        if Path::new("/bin/bash").exists() {
+            "/bin/bash".to_owned()
+        } else {
+            "/bin/sh".to_owned()
+        }
+    });
+    report(run_inner(RunArgs {
+        options: args.options,
+        args: vec![shell],
+        tty: !args.no_tty,
+        after_dash_dash: true,
+    }))
+}
+
+fn report(result: Result<i32, Failure>) -> i32 {
+    match result {
         Ok(code) => code,
         Err(Failure { code, error }) => {
             eprintln!("vectraguard: error: {error:#}");
@@ -125,6 +154,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         trace_exec: record,
         rlimit_nproc: plan.rlimit_nproc,
         watch_full,
+        tty: args.tty,
     };
     if !record {
         return run_unrecorded(&spec, &plan);
@@ -133,31 +163,80 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
     check_records_hidden(&root, &mounts)?;
     let mut meta = metadata(&settings, &args, &spec, &mounts, &cwd, network);
     plan.record(&mut meta.limits);
+    if let Some(cg) = &plan.cgroup {
+        meta.layers.cgroup_version = Some(cg.version.as_str().to_owned());
+        meta.layers.cgroup_controllers = cg.controllers.iter().map(|c| (*c).to_owned()).collect();
+    }
     let mut session = Session::create(&root, meta)?;
-    let started = vg_sandbox::output_pipe()
-        .and_then(|out| Ok((out, vg_sandbox::output_pipe()?)))
-        .map_err(|e| anyhow::anyhow!("cannot create the output pipes: {e}"))
-        .and_then(|((out_r, out_w), (err_r, err_w))| {
-            let fds = [0, out_w.as_raw_fd(), err_w.as_raw_fd()];
-            let sandbox = vg_sandbox::spawn_in(&spec, fds, plan.cgroup.as_ref())
-                .map_err(anyhow::Error::from)?;
-            // Our copies of the write ends must go, or the relays never see the end.
-            drop((out_w, err_w));
-            Ok((sandbox, out_r, err_r))
-        });
-    let (mut sandbox, out_r, err_r) = match started {
+    // Raw mode (and its guardian process) before any thread exists.
+    let stdin_is_terminal = vg_sandbox::terminal::is_terminal(std::io::stdin());
+    let raw = match (spec.tty && stdin_is_terminal).then(vg_sandbox::terminal::RawTerminal::enter) {
+        Some(Err(e)) => {
+            let error = anyhow::anyhow!("cannot put the terminal in raw mode: {e}");
+            if let Err(e) = session.failed_to_start(&error) {
+                eprintln!("vectraguard: error: {e:#}");
+            }
+            return Err(error.into());
+        }
+        Some(Ok(raw)) => Some(raw),
+        None => None,
+    };
+    let started = if spec.tty {
+        vg_sandbox::spawn_in(&spec, [0, 1, 2], plan.cgroup.as_ref())
+            .map(|sandbox| {
+                let size = stdin_is_terminal
+                    .then(|| vg_sandbox::terminal::size(std::io::stdin().as_fd()).ok())
+                    .flatten();
+                (sandbox, Output::Tty { size })
+            })
+            .map_err(anyhow::Error::from)
+    } else {
+        vg_sandbox::output_pipe()
+            .and_then(|out| Ok((out, vg_sandbox::output_pipe()?)))
+            .map_err(|e| anyhow::anyhow!("cannot create the output pipes: {e}"))
+            .and_then(|((out_r, out_w), (err_r, err_w))| {
+                let fds = [0, out_w.as_raw_fd(), err_w.as_raw_fd()];
+                let sandbox = vg_sandbox::spawn_in(&spec, fds, plan.cgroup.as_ref())
+                    .map_err(anyhow::Error::from)?;
+                // Our copies of the write ends must go, or the relays never see the end.
+                drop((out_w, err_w));
+                Ok((sandbox, Output::Pipes(out_r, err_r)))
+            })
+    };
+    let (mut sandbox, output) = match started {
         Ok(started) => started,
         Err(error) => {
+            drop(raw);
             if let Err(e) = session.failed_to_start(&error) {
                 eprintln!("vectraguard: error: {e:#}");
             }
             return Err(error.into());
         }
     };
-    session.attach(&mut sandbox, out_r, err_r, spec.trace_exec, plan.max_output);
-    let result = sandbox.wait_until(deadline(&plan));
+    let terminal = session.attach(&mut sandbox, output, spec.trace_exec, plan.max_output);
+    if let Some(master) = &terminal
+        && stdin_is_terminal
+    {
+        let _ = vg_sandbox::terminal::copy_size(std::io::stdin().as_fd(), master.as_fd());
+    }
+    let result = sandbox.wait_with(deadline(&plan), &mut |sig| {
+        // A resized window: resize the sandbox's terminal (the kernel tells its
+        // foreground job) instead of signalling the shell.
+        match (&terminal, sig == libc::SIGWINCH && stdin_is_terminal) {
+            (Some(master), true) => {
+                if let Ok(size) =
+                    vg_sandbox::terminal::copy_size(std::io::stdin().as_fd(), master.as_fd())
+                {
+                    session.resized(size);
+                }
+                true
+            }
+            _ => false,
+        }
+    });
     let hits = plan.cgroup.as_ref().map(|cg| cg.hits()).unwrap_or_default();
     session.finish(&result, &hits)?;
+    drop(raw);
     let outcome = result.map_err(anyhow::Error::from)?;
     report_outcome(&spec, &outcome, &plan, &hits);
     Ok(exit_code(&outcome))

@@ -33,6 +33,42 @@ use vg_sandbox::{Killer, Outcome, SandboxError, Termination};
 /// Relay buffer: large reads keep per-chunk costs (hashing, two writes) small.
 const RELAY_BUFFER: usize = 1 << 20;
 
+/// How the sandbox's output reaches us.
+pub enum Output {
+    /// stdout and stderr pipes.
+    Pipes(PipeReader, PipeReader),
+    /// A terminal (of the given size, when ours has one): init sends its master.
+    Tty {
+        size: Option<vg_sandbox::terminal::Size>,
+    },
+}
+
+/// Copies our stdin to the sandbox's terminal, and the keystrokes to tty.cast.
+///
+/// The thread is never joined (it waits in read(2) on our stdin), so it holds the
+/// record only weakly: once the session is finished, keystrokes go nowhere.
+fn relay_input(mut to: File, shared: &std::sync::Weak<Shared>) {
+    let mut stdin = std::io::stdin();
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let n = match stdin.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        if let Err(e) = shared.writer.cast_input(&buf[..n]) {
+            shared.fail("tty.cast", e);
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            return;
+        }
+    }
+}
+
 /// Which output stream a relay carries.
 #[derive(Debug, Clone, Copy)]
 pub enum Stream {
@@ -94,27 +130,22 @@ impl Session {
         })
     }
 
-    /// Starts recording a running sandbox: the two output relays, the layers it
-    /// reports, and (when `trace` is set) every program it executes.
+    /// Starts recording a running sandbox: the output relays (and, with a terminal,
+    /// the input relay), the layers it reports, and (when `trace` is set) every
+    /// program it executes. With a terminal, returns its master side, for resizing.
     pub fn attach(
         &mut self,
         sandbox: &mut vg_sandbox::Sandbox,
-        stdout: PipeReader,
-        stderr: PipeReader,
+        output: Output,
         trace: bool,
         max_output: Option<u64>,
-    ) {
+    ) -> Option<File> {
         let shared = Arc::new(Shared {
             writer: Arc::clone(&self.writer),
             killer: sandbox.killer(),
             broken: OnceLock::new(),
         });
-        for (pipe, stream) in [(stdout, Stream::Stdout), (stderr, Stream::Stderr)] {
-            let shared = Arc::clone(&shared);
-            self.relays.push(std::thread::spawn(move || {
-                relay(pipe, stream, &shared, max_output)
-            }));
-        }
+        // Init sends the exec listener, then the terminal, then says it is ready.
         if trace && let Some(listener) = sandbox.exec_listener() {
             let shared = Arc::clone(&shared);
             self.tracer = Some(std::thread::spawn(move || {
@@ -122,6 +153,22 @@ impl Session {
                 trace::serve(listener, |event| record_trace(&shared, &mut live, event));
                 live
             }));
+        }
+        let mut resize = None;
+        match output {
+            Output::Pipes(stdout, stderr) => {
+                for (pipe, stream) in [(stdout, Stream::Stdout), (stderr, Stream::Stderr)] {
+                    let shared = Arc::clone(&shared);
+                    self.relays.push(std::thread::spawn(move || {
+                        relay(pipe, stream, &shared, max_output, false)
+                    }));
+                }
+            }
+            Output::Tty { size } => {
+                if let Some(master) = sandbox.tty_master().map(File::from) {
+                    self.start_terminal(&shared, master, size, max_output, &mut resize);
+                }
+            }
         }
         if let Some(enforced) = sandbox.ready() {
             self.started = true;
@@ -133,6 +180,39 @@ impl Session {
             }
         }
         self.shared = Some(shared);
+        resize
+    }
+
+    /// The terminal's relays: its output to our stdout and the record (stdout.log and
+    /// tty.cast), our stdin to it (and the keystrokes to tty.cast).
+    fn start_terminal(
+        &mut self,
+        shared: &Arc<Shared>,
+        master: File,
+        size: Option<vg_sandbox::terminal::Size>,
+        max_output: Option<u64>,
+        resize: &mut Option<File>,
+    ) {
+        let size = size.unwrap_or(vg_sandbox::terminal::Size { rows: 24, cols: 80 });
+        let term = std::env::var("TERM").unwrap_or_else(|_| "xterm-256color".into());
+        if let Err(e) = self
+            .writer
+            .start_cast(size.cols, size.rows, &[("TERM", term.as_str())])
+        {
+            shared.fail("tty.cast", e);
+        }
+        let (Ok(input), Ok(resizer)) = (master.try_clone(), master.try_clone()) else {
+            shared.fail("the terminal", "cannot duplicate its descriptor");
+            return;
+        };
+        *resize = Some(resizer);
+        let out_shared = Arc::clone(shared);
+        self.relays.push(std::thread::spawn(move || {
+            relay(master, Stream::Stdout, &out_shared, max_output, true)
+        }));
+        // Not joined: it sits in read(2) on our stdin until we exit.
+        let in_shared = Arc::downgrade(shared);
+        std::thread::spawn(move || relay_input(input, &in_shared));
     }
 
     /// Waits for the relays and the tracer, then completes the record from how the
@@ -181,8 +261,7 @@ impl Session {
         }
         let shared = self.shared.take();
         drop(shared);
-        let writer = Arc::try_unwrap(self.writer)
-            .map_err(|_| anyhow::anyhow!("the session record is still in use"))?;
+        let writer = sole_owner(self.writer)?;
         writer
             .finish(end)
             .context("cannot complete the session record")?;
@@ -242,19 +321,42 @@ impl Session {
         Ok(())
     }
 
+    /// The terminal was resized: record it in tty.cast.
+    pub fn resized(&self, size: vg_sandbox::terminal::Size) {
+        if let Err(e) = self.writer.cast_resize(size.cols, size.rows)
+            && let Some(shared) = &self.shared
+        {
+            shared.fail("tty.cast", e);
+        }
+    }
+
     /// The sandbox could not be started: complete the record as `failed-to-start`.
     pub fn failed_to_start(self, error: &anyhow::Error) -> Result<()> {
         let message = format!("{error:#}");
         self.writer
             .event(Event::new(vg_records::event::kind::FAILURE).with("error", message.clone()))
             .context("cannot write events.jsonl")?;
-        let writer = Arc::try_unwrap(self.writer)
-            .map_err(|_| anyhow::anyhow!("the session record is still in use"))?;
+        let writer = sole_owner(self.writer)?;
         writer
             .finish(End::failed_to_start(message))
             .context("cannot complete the session record")?;
         Ok(())
     }
+}
+
+/// The writer, once every thread is done with it. The terminal's input relay may
+/// hold it for the moment it takes to record a keystroke.
+fn sole_owner(mut writer: Arc<SessionWriter>) -> Result<SessionWriter> {
+    for _ in 0..1000 {
+        match Arc::try_unwrap(writer) {
+            Ok(w) => return Ok(w),
+            Err(still_shared) => {
+                writer = still_shared;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+    }
+    anyhow::bail!("the session record is still in use")
 }
 
 /// How the session ended, as the record states it.
@@ -296,7 +398,13 @@ fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>, starte
 /// a chunk and appends it to the log, the other (started at the first chunk) hashes
 /// it into the record's chain and then shows it. Whatever the user sees is already
 /// in the log file.
-fn relay(mut from: PipeReader, stream: Stream, shared: &Arc<Shared>, max_output: Option<u64>) {
+fn relay(
+    mut from: impl Read,
+    stream: Stream,
+    shared: &Arc<Shared>,
+    max_output: Option<u64>,
+    cast: bool,
+) {
     let file = match stream {
         Stream::Stdout => RecordFile::Stdout,
         Stream::Stderr => RecordFile::Stderr,
@@ -359,7 +467,9 @@ fn relay(mut from: PipeReader, stream: Stream, shared: &Arc<Shared>, max_output:
             let closed = Arc::clone(&host_closed);
             (
                 tx,
-                std::thread::spawn(move || chain_and_show(&rx, &spare, stream, &shared, &closed)),
+                std::thread::spawn(move || {
+                    chain_and_show(&rx, &spare, stream, &shared, &closed, cast)
+                }),
             )
         });
         if tx.send((buf, n, record)).is_err() {
@@ -431,6 +541,7 @@ fn chain_and_show(
     stream: Stream,
     shared: &Shared,
     host_closed: &AtomicBool,
+    cast: bool,
 ) {
     let host = match stream {
         Stream::Stdout => std::io::stdout().as_fd().try_clone_to_owned(),
@@ -446,6 +557,9 @@ fn chain_and_show(
                 .chain_stream(record, &vg_records::chain::digest(chunk))
         {
             shared.fail("integrity.log", e);
+        }
+        if cast && let Err(e) = shared.writer.cast_output(chunk) {
+            shared.fail("tty.cast", e);
         }
         if let Some(out) = host.as_mut()
             && out.write_all(chunk).is_err()

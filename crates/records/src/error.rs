@@ -75,4 +75,10 @@ pub enum RecordsError {
 
     #[error("the session {id} is already finished")]
     AlreadyFinished { id: String },
+
+    #[error("the terminal recording of session {id} was already started")]
+    CastAlreadyStarted { id: String },
+
+    #[error("the terminal recording of session {id} was not started; call start_cast first")]
+    CastNotStarted { id: String },
 }

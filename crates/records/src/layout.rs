@@ -18,6 +18,8 @@ pub const STDOUT: &str = "stdout.log";
 pub const STDERR: &str = "stderr.log";
 pub const EVENTS: &str = "events.jsonl";
 pub const INTEGRITY: &str = "integrity.log";
+/// The terminal stream of a session that had one, in asciicast v2 (see `cast`).
+pub const CAST: &str = "tty.cast";
 
 /// Prefix of every session folder name.
 pub const SESSION_PREFIX: &str = "session-";
@@ -33,6 +35,8 @@ pub enum RecordFile {
     Stdout,
     Stderr,
     Events,
+    /// `tty.cast`: present only for sessions run with a terminal.
+    Cast,
 }
 
 impl RecordFile {
@@ -44,6 +48,10 @@ impl RecordFile {
         RecordFile::Events,
     ];
 
+    /// Append-only files that only some sessions have: their absence is not
+    /// a problem unless `integrity.log` names them.
+    pub const OPTIONAL: [RecordFile; 1] = [RecordFile::Cast];
+
     pub fn name(self) -> &'static str {
         match self {
             RecordFile::Metadata => METADATA,
@@ -51,6 +59,7 @@ impl RecordFile {
             RecordFile::Stdout => STDOUT,
             RecordFile::Stderr => STDERR,
             RecordFile::Events => EVENTS,
+            RecordFile::Cast => CAST,
         }
     }
 
@@ -61,13 +70,21 @@ impl RecordFile {
             STDOUT => Some(RecordFile::Stdout),
             STDERR => Some(RecordFile::Stderr),
             EVENTS => Some(RecordFile::Events),
+            CAST => Some(RecordFile::Cast),
             _ => None,
         }
     }
 
     /// Line files hold exactly one record per line; streams hold raw chunks.
     pub fn is_line_file(self) -> bool {
-        matches!(self, RecordFile::Commands | RecordFile::Events)
+        matches!(
+            self,
+            RecordFile::Commands | RecordFile::Events | RecordFile::Cast
+        )
+    }
+
+    pub fn is_optional(self) -> bool {
+        Self::OPTIONAL.contains(&self)
     }
 }
 

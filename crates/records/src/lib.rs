@@ -8,6 +8,8 @@
 //!   stdout.log      byte-exact stdout
 //!   stderr.log      byte-exact stderr
 //!   events.jsonl    one JSON object per event (see `event`)
+//!   tty.cast        the terminal stream, asciicast v2, only for sessions run
+//!                   with a terminal (see `cast`)
 //!   integrity.log   hash chain over every record of the files above (see `chain`)
 //! ```
 //!
@@ -18,6 +20,7 @@
 //! file while a session writes it.
 #![forbid(unsafe_code)]
 
+pub mod cast;
 pub mod chain;
 pub mod commands;
 pub mod error;
@@ -34,6 +37,7 @@ pub mod writer;
 #[cfg(test)]
 mod tests;
 
+pub use cast::{CastEvent, CastHeader};
 pub use commands::{CommandLogLine, ExecLine};
 pub use error::RecordsError;
 pub use event::{ChannelSink, Event, EventSink};

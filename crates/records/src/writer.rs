@@ -24,6 +24,11 @@
 //! The exit status of a command usually comes later, as its own `exit` line
 //! naming the pid (the file is append-only). Quoting follows [`crate::quote`],
 //! so the part after ` -- ` pastes back into a shell.
+//!
+//! A session run with a terminal also gets `tty.cast` ([`crate::cast`]):
+//! [`SessionWriter::start_cast`] writes its header, then every
+//! `cast_output`, `cast_input` and `cast_resize` appends one event line,
+//! timed from the start under the same lock, so times never go backwards.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -32,8 +37,9 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use crate::cast::{self, Utf8Carry};
 use crate::chain::Chain;
 use crate::error::RecordsError;
 use crate::event::{Event, EventSink, kind};
@@ -221,32 +227,88 @@ impl Appender {
     }
 }
 
+/// `tty.cast` once [`SessionWriter::start_cast`] created it.
+struct Cast {
+    file: Appender,
+    start: Instant,
+    output: Utf8Carry,
+    input: Utf8Carry,
+}
+
+impl Cast {
+    fn carry(&mut self, code: &str) -> &mut Utf8Carry {
+        if code == cast::code::INPUT {
+            &mut self.input
+        } else {
+            &mut self.output
+        }
+    }
+}
+
 struct State {
     /// commands, stdout, stderr, events (the order of `RecordFile::APPENDED`).
     files: [Appender; 4],
+    cast: Option<Cast>,
     integrity: Appender,
     chain: Chain,
     metadata: Metadata,
     finished: bool,
 }
 
-fn slot(file: RecordFile) -> usize {
-    match file {
-        RecordFile::Commands => 0,
-        RecordFile::Stdout => 1,
-        RecordFile::Stderr => 2,
-        RecordFile::Events | RecordFile::Metadata => 3,
-    }
-}
-
 impl State {
+    /// The open append-only file, if the session has it.
+    fn appender(&mut self, file: RecordFile) -> Option<&mut Appender> {
+        let [commands, stdout, stderr, events] = &mut self.files;
+        match file {
+            RecordFile::Metadata => None,
+            RecordFile::Commands => Some(commands),
+            RecordFile::Stdout => Some(stdout),
+            RecordFile::Stderr => Some(stderr),
+            RecordFile::Events => Some(events),
+            RecordFile::Cast => self.cast.as_mut().map(|c| &mut c.file),
+        }
+    }
+
     /// Writes one record of an append-only file and chains it.
     fn append(&mut self, file: RecordFile, data: &[u8]) -> Result<(), RecordsError> {
-        if data.is_empty() || file == RecordFile::Metadata {
+        if data.is_empty() {
             return Ok(());
         }
-        let offset = self.files[slot(file)].append(data)?;
+        let Some(appender) = self.appender(file) else {
+            return Ok(());
+        };
+        let offset = appender.append(data)?;
         self.chain_record(file, offset, data)
+    }
+
+    /// Appends a `tty.cast` event timed now; empty text writes nothing.
+    fn cast_event(&mut self, code: &str, text: &str) -> Result<(), RecordsError> {
+        let Some(c) = &self.cast else {
+            return Ok(());
+        };
+        if text.is_empty() {
+            return Ok(());
+        }
+        let line = cast::event_line(c.start.elapsed(), code, text).map_err(|source| {
+            RecordsError::Encode {
+                what: "terminal recording event",
+                source,
+            }
+        })?;
+        self.append(RecordFile::Cast, &line)
+    }
+
+    /// Writes what the UTF-8 carries still hold (an incomplete sequence
+    /// that never got its last bytes) as U+FFFD.
+    fn flush_cast(&mut self) -> Result<(), RecordsError> {
+        for code in [cast::code::OUTPUT, cast::code::INPUT] {
+            let text = match self.cast.as_mut() {
+                Some(c) => c.carry(code).flush(),
+                None => return Ok(()),
+            };
+            self.cast_event(code, &text)?;
+        }
+        Ok(())
     }
 
     fn chain_record(
@@ -345,6 +407,7 @@ impl SessionWriter {
             .with("origin", meta.origin.as_str());
         let mut state = State {
             files,
+            cast: None,
             integrity,
             chain: Chain::new(),
             metadata: meta,
@@ -409,10 +472,9 @@ impl SessionWriter {
                 ),
             });
         }
-        let offset = if data.is_empty() {
-            0
-        } else {
-            self.lock().files[slot(file)].append(data)?
+        let offset = match self.lock().appender(file) {
+            Some(appender) if !data.is_empty() => appender.append(data)?,
+            _ => 0,
         };
         Ok(StreamRecord {
             file,
@@ -486,6 +548,89 @@ impl SessionWriter {
             .push(sink);
     }
 
+    /// Starts the terminal recording: creates `tty.cast` (mode 0600) with
+    /// its asciicast v2 header, `env` being the terminal's environment
+    /// (SHELL and TERM, as asciinema records). Event times count from now.
+    /// A session has at most one recording: a second call is an error.
+    pub fn start_cast(
+        &self,
+        width: u16,
+        height: u16,
+        env: &[(&str, &str)],
+    ) -> Result<(), RecordsError> {
+        let mut st = self.lock();
+        if st.finished {
+            return Err(RecordsError::AlreadyFinished {
+                id: self.id.clone(),
+            });
+        }
+        if st.cast.is_some() {
+            return Err(RecordsError::CastAlreadyStarted {
+                id: self.id.clone(),
+            });
+        }
+        let now = SystemTime::now();
+        let timestamp = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let header = cast::header_line(width, height, timestamp, env).map_err(|source| {
+            RecordsError::Encode {
+                what: "terminal recording header",
+                source,
+            }
+        })?;
+        st.cast = Some(Cast {
+            file: Appender::create(&self.dir, layout::CAST)?,
+            start: Instant::now(),
+            output: Utf8Carry::default(),
+            input: Utf8Carry::default(),
+        });
+        st.append(RecordFile::Cast, &header)
+    }
+
+    /// Records terminal output (an `o` event), bytes as read from the
+    /// terminal: an incomplete UTF-8 sequence at the end waits for the next
+    /// call, invalid bytes become U+FFFD. Nothing is written when no whole
+    /// character results.
+    pub fn cast_output(&self, data: &[u8]) -> Result<(), RecordsError> {
+        self.cast_bytes(cast::code::OUTPUT, data)
+    }
+
+    /// Records keystrokes (an `i` event), like [`Self::cast_output`] with a
+    /// UTF-8 carry of its own.
+    pub fn cast_input(&self, data: &[u8]) -> Result<(), RecordsError> {
+        self.cast_bytes(cast::code::INPUT, data)
+    }
+
+    /// Records a terminal resize (an `r` event, `WxH`).
+    pub fn cast_resize(&self, width: u16, height: u16) -> Result<(), RecordsError> {
+        let mut st = self.open_cast()?;
+        st.cast_event(cast::code::RESIZE, &format!("{width}x{height}"))
+    }
+
+    fn cast_bytes(&self, code: &str, data: &[u8]) -> Result<(), RecordsError> {
+        let mut st = self.open_cast()?;
+        let text = match st.cast.as_mut() {
+            Some(c) => c.carry(code).decode(data),
+            None => String::new(),
+        };
+        st.cast_event(code, &text)
+    }
+
+    /// The locked state, once `start_cast` has run and until `finish`.
+    fn open_cast(&self) -> Result<MutexGuard<'_, State>, RecordsError> {
+        let st = self.lock();
+        if st.finished {
+            return Err(RecordsError::AlreadyFinished {
+                id: self.id.clone(),
+            });
+        }
+        if st.cast.is_none() {
+            return Err(RecordsError::CastNotStarted {
+                id: self.id.clone(),
+            });
+        }
+        Ok(st)
+    }
+
     /// Changes metadata mid-session (e.g. the layers once they are in
     /// force) and rewrites `metadata.json` atomically. The id, status,
     /// supervisor and end fields are kept as they are.
@@ -511,9 +656,12 @@ impl SessionWriter {
         st.write_metadata(&self.dir)
     }
 
-    /// Ends the session: appends the `session-end` event and completes
-    /// `metadata.json` atomically and durably. Returns the final metadata.
+    /// Ends the session: writes an incomplete UTF-8 sequence still waiting
+    /// in a `tty.cast` carry as U+FFFD, appends the `session-end` event and
+    /// completes `metadata.json` atomically and durably. Returns the final
+    /// metadata.
     pub fn finish(self, end: End) -> Result<Metadata, RecordsError> {
+        self.lock().flush_cast()?;
         let mut ev = Event::new(kind::SESSION_END)
             .at(end.end_time)
             .with("session_id", self.id.clone())

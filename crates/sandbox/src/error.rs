@@ -65,6 +65,8 @@ pub enum SetupError {
         what: &'static str,
         source: io::Error,
     },
+    #[error("cannot create the sandbox's terminal: {0}")]
+    Terminal(io::Error),
     #[error("internal sandbox error: {0}")]
     Internal(String),
 }
@@ -100,6 +102,7 @@ impl SetupError {
             Self::Landlock { .. } => "Landlock",
             Self::Seccomp { .. } => "seccomp",
             Self::Cgroup(_) | Self::Rlimit { .. } => "resource limits",
+            Self::Terminal(_) => "terminal",
             Self::ParentGone | Self::Fork(_) | Self::Internal(_) => "supervisor",
         }
     }

@@ -6,7 +6,7 @@
 
 use std::ffi::CString;
 use std::io::{PipeReader, PipeWriter, Read, Write};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 use crate::caps;
 use crate::error::SetupError;
@@ -18,11 +18,11 @@ use crate::sys;
 
 pub(crate) fn child_main(p: &Prepared, sync: PipeReader, mut report: PipeWriter) -> ! {
     match setup(p, sync) {
-        Ok(ready) => {
+        Ok((ready, tty)) => {
             if Message::Ready(ready).send(&mut report).is_err() {
                 sys::exit_now(125);
             }
-            run_init(p, report)
+            run_init(p, report, tty)
         }
         Err(e) => {
             let _ = Message::SetupFailed {
@@ -35,7 +35,12 @@ pub(crate) fn child_main(p: &Prepared, sync: PipeReader, mut report: PipeWriter)
     }
 }
 
-fn setup(p: &Prepared, mut sync: PipeReader) -> Result<String, SetupError> {
+/// Sets every layer up; returns what is enforced, and with `tty` the terminal's
+/// slave side for the command.
+fn setup(
+    p: &Prepared,
+    mut sync: PipeReader,
+) -> Result<(String, Option<std::os::fd::OwnedFd>), SetupError> {
     sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)
         .map_err(|e| SetupError::Internal(format!("PR_SET_PDEATHSIG: {e}")))?;
     // Wait until the supervisor has written our uid/gid maps.
@@ -92,9 +97,19 @@ fn setup(p: &Prepared, mut sync: PipeReader) -> Result<String, SetupError> {
             reason: format!("cannot hand the exec listener to the supervisor: {e}"),
         })?;
     }
+    // The terminal comes from the sandbox's own devpts, after every restriction is in
+    // place: the host's terminals are never reachable from inside.
+    let tty = match (&p.notify_sock, p.tty) {
+        (Some(sock), true) => {
+            let (master, slave) = sys::open_pty().map_err(SetupError::Terminal)?;
+            sys::send_fd(sock.as_fd(), master.as_fd()).map_err(SetupError::Terminal)?;
+            Some(slave)
+        }
+        _ => None,
+    };
     // What is in force, reported as it was set up (each step above fails closed).
     let namespaces: Vec<&str> = crate::spawn::NAMESPACES.iter().map(|(n, _)| *n).collect();
-    Ok(format!(
+    let text = format!(
         "namespaces={}\nno_new_privs=1\ncapabilities=\nlandlock_abi={}\nlandlock_kernel_abi={}\nlandlock_scopes={}\nseccomp_mode={}\nseccomp_instructions={}\n",
         namespaces.join(","),
         ll.abi_used,
@@ -110,13 +125,19 @@ fn setup(p: &Prepared, mut sync: PipeReader) -> Result<String, SetupError> {
             "filter"
         },
         p.seccomp.len(),
-    ))
+    );
+    Ok((text, tty))
 }
 
-fn run_init(p: &Prepared, mut report: PipeWriter) -> ! {
-    // Keep only what init and the command need: the report pipe and the command's stdio.
+fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::OwnedFd>) -> ! {
+    // Keep only what init and the command need: the report pipe and the command's
+    // stdio (the terminal, when there is one).
+    let stdio = match &tty {
+        Some(slave) => [slave.as_raw_fd(); 3],
+        None => p.stdio,
+    };
     let mut keep = vec![report.as_raw_fd()];
-    keep.extend_from_slice(&p.stdio);
+    keep.extend_from_slice(&stdio);
     sys::close_all_except(&keep);
     let Ok((mut err_r, err_w)) = std::io::pipe() else {
         sys::exit_now(125)
@@ -125,11 +146,12 @@ fn run_init(p: &Prepared, mut report: PipeWriter) -> ! {
         Ok(Some(pid)) => pid,
         Ok(None) => {
             drop(err_r);
-            exec_command(p, err_w)
+            exec_command(p, err_w, stdio, tty.is_some())
         }
         Err(_) => sys::exit_now(125),
     };
     drop(err_w);
+    drop(tty);
     let _ = Message::Started(main).send(&mut report);
     // The command's stdio belongs to the command; init keeps no copy, so the
     // supervisor sees end-of-file when the last sandboxed writer is gone.
@@ -205,7 +227,7 @@ fn report_full(p: &Prepared, seen: &mut [bool], report: &mut PipeWriter) {
     }
 }
 
-fn exec_command(p: &Prepared, mut err_w: PipeWriter) -> ! {
+fn exec_command(p: &Prepared, mut err_w: PipeWriter, stdio: [RawFd; 3], tty: bool) -> ! {
     let fail = |w: &mut PipeWriter, errno: i32| -> ! {
         let _ = w.write_all(&errno.to_le_bytes());
         // The status a shell gives: 127 not found, 126 found but not executable.
@@ -225,13 +247,16 @@ fn exec_command(p: &Prepared, mut err_w: PipeWriter) -> ! {
     if let Err(e) = sys::setsid() {
         fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EPERM));
     }
-    for (target, &source) in p.stdio.iter().enumerate() {
+    for (target, &source) in stdio.iter().enumerate() {
         let target = i32::try_from(target).unwrap_or(0);
         if source != target
             && let Err(e) = sys::dup2(source, target)
         {
             fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EBADF));
         }
+    }
+    if tty && let Err(e) = sys::set_controlling_terminal() {
+        fail(&mut err_w, e.raw_os_error().unwrap_or(libc::ENOTTY));
     }
     // Only 0-2 survive the exec (our error pipe closes itself on success).
     if let Err(e) = sys::cloexec_from(3) {

@@ -17,6 +17,7 @@ mod rootfs;
 pub mod seccomp;
 mod spawn;
 mod sys;
+pub mod terminal;
 pub mod trace;
 
 pub use error::{SandboxError, SetupError};

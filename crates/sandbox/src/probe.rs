@@ -198,14 +198,7 @@ pub fn limits() -> Vec<Check> {
         },
     };
     let mut out = vec![cgroup];
-    // Per-user-namespace process counts (Linux 5.14) make RLIMIT_NPROC a per-sandbox cap.
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut numbers = release
-        .trim()
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|p| p.parse::<u32>().ok());
-    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
-    out.push(if version >= (5, 14) {
+    out.push(if nproc_counts_per_namespace() {
         Check::ok(
             "limits: pids without cgroups",
             "RLIMIT_NPROC, counted per user namespace",
@@ -222,6 +215,17 @@ pub fn limits() -> Vec<Check> {
         "tmpfs sizes and the supervisor (always available)",
     ));
     out
+}
+
+/// Whether this kernel (5.14+) counts RLIMIT_NPROC per user namespace, which makes
+/// it a per-sandbox process cap.
+pub fn nproc_counts_per_namespace() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut numbers = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
+    (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0)) >= (5, 14)
 }
 
 /// Every probe, in the order `doctor` prints them.

@@ -55,6 +55,10 @@ pub struct SandboxSpec {
     pub rlimit_nproc: Option<u64>,
     /// Mount points inside the sandbox whose filling up is reported as a limit hit.
     pub watch_full: Vec<PathBuf>,
+    /// Give the command a pseudo-terminal of the sandbox's own devpts as its stdio
+    /// (the `stdio` passed to spawn is then not used); the supervisor gets the
+    /// master from [`Sandbox::tty_master`].
+    pub tty: bool,
 }
 
 /// Tells init to send SIGTERM to every process in the sandbox (a timeout). Not a
@@ -80,6 +84,7 @@ pub(crate) struct Prepared {
     pub trace_exec: bool,
     pub rlimit_nproc: Option<u64>,
     pub watch_full: Vec<CString>,
+    pub tty: bool,
     /// The child's end of the socket that carries the seccomp listener.
     pub notify_sock: Option<std::os::fd::OwnedFd>,
 }
@@ -139,6 +144,7 @@ impl Prepared {
             stdio,
             trace_exec: spec.trace_exec,
             rlimit_nproc: spec.rlimit_nproc,
+            tty: spec.tty,
             watch_full: spec
                 .watch_full
                 .iter()
@@ -230,7 +236,7 @@ pub fn spawn_in(
 ) -> Result<Sandbox, SandboxError> {
     let mut prepared = Prepared::new(spec, stdio)?;
     let mut notify_parent = None;
-    if spec.trace_exec {
+    if spec.trace_exec || spec.tty {
         let (parent, child) = sys::seqpacket_pair().map_err(SetupError::Fork)?;
         prepared.notify_sock = Some(child);
         notify_parent = Some(parent);
@@ -342,8 +348,15 @@ impl Sandbox {
     /// seccomp listener to serve with [`crate::trace::serve`] (on another thread: the
     /// command's first exec waits for it). `None` if setup failed (see [`Self::wait`]).
     pub fn exec_listener(&mut self) -> Option<std::os::fd::OwnedFd> {
-        let sock = self.notify.take()?;
-        sys::recv_fd(std::os::fd::AsFd::as_fd(&sock)).ok().flatten()
+        let sock = self.notify.as_ref()?;
+        sys::recv_fd(std::os::fd::AsFd::as_fd(sock)).ok().flatten()
+    }
+
+    /// With `tty`, the master side of the sandbox's terminal (after
+    /// [`Self::exec_listener`] when both are used: init sends them in that order).
+    pub fn tty_master(&mut self) -> Option<std::os::fd::OwnedFd> {
+        let sock = self.notify.as_ref()?;
+        sys::recv_fd(std::os::fd::AsFd::as_fd(sock)).ok().flatten()
     }
 
     /// Waits until every layer is in place and returns the `key=value` lines that
@@ -373,8 +386,19 @@ impl Sandbox {
     /// Like [`Self::wait`], ending the sandbox when `deadline` passes: SIGTERM to
     /// every process in it, then SIGKILL after the grace period.
     pub fn wait_until(
+        self,
+        deadline: Option<(Instant, Duration)>,
+    ) -> Result<Outcome, SandboxError> {
+        self.wait_with(deadline, &mut |_| false)
+    }
+
+    /// Like [`Self::wait_until`]; `on_signal` sees each forwarded signal first and
+    /// returns true when it handled it (e.g. SIGWINCH for a terminal), so that it is
+    /// not passed on.
+    pub fn wait_with(
         mut self,
         deadline: Option<(Instant, Duration)>,
+        on_signal: &mut dyn FnMut(libc::c_int) -> bool,
     ) -> Result<Outcome, SandboxError> {
         let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD]].concat());
         let mut timed_out = false;
@@ -408,6 +432,9 @@ impl Sandbox {
                     }
                 }
             };
+            if sig != libc::SIGCHLD && on_signal(sig) {
+                continue;
+            }
             if sig == libc::SIGCHLD {
                 if let Some((_, status)) = sys::waitpid(self.pid, libc::WNOHANG)
                     .map_err(|e| SandboxError::Lost(e.to_string()))?

@@ -1,4 +1,4 @@
-//! `vectraguard logs`: list, show, follow, verify and remove the session
+//! `vectraguard logs`: list, show, follow, replay, verify and remove the session
 //! records kept under `$VECTRAGUARD_HOME/logs/` (default
 //! `~/.vectraguard/logs/`), on top of the `vg-records` library.
 //!
@@ -10,6 +10,7 @@ mod follow;
 mod format;
 mod list;
 mod manage;
+mod replay;
 mod show;
 mod summary;
 mod views;
@@ -41,6 +42,11 @@ pub enum LogsCommand {
         after_help = "SESSION is a session id (session-20251219T101053Z-9af4c3), the id without\n`session-`, or any unique prefix of either.\n\nExamples:\n  vectraguard logs show 20251219T1010\n  vectraguard logs show 20251219T1010 --stdout > out.txt   # the exact bytes\n  vectraguard logs show 20251219T1010 --events --json\n  vectraguard logs show 20251219T1010 --follow      # commands as they run"
     )]
     Show(ShowArgs),
+    /// Play back the terminal of a session run with a terminal (tty.cast)
+    #[command(
+        after_help = "Writes what the terminal showed to stdout, with the recorded pauses; keystrokes\nare not replayed. tty.cast is asciicast v2, so `asciinema play` and other\nasciicast players can play it too.\n\nExamples:\n  vectraguard logs replay 20251219T1010\n  vectraguard logs replay 20251219T1010 --speed 2 --idle-limit 1\n  vectraguard logs replay 20251219T1010 --speed 1000 > screen.txt"
+    )]
+    Replay(ReplayArgs),
     /// Check that a session's records are exactly as recorded
     #[command(
         after_help = "Exit status: 0 when the records are intact, 1 when a file was changed, cut\nshort or removed (each problem is named with its file and line or byte), 125\nwhen the session cannot be found or read."
@@ -132,6 +138,31 @@ pub struct ShowArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The session: its id, or a unique prefix of it
+    pub session: String,
+
+    /// Play N times as fast (0.5: half as fast); N must be greater than 0
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "1",
+        value_parser = replay::parse_speed,
+        allow_negative_numbers = true
+    )]
+    pub speed: f64,
+
+    /// Shorten every pause longer than SECONDS to SECONDS (before --speed applies)
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        value_parser = replay::parse_idle_limit,
+        allow_negative_numbers = true
+    )]
+    pub idle_limit: Option<f64>,
+}
+
+#[derive(Debug, Args)]
 pub struct VerifyArgs {
     /// The session: its id, or a unique prefix of it
     pub session: String,
@@ -192,6 +223,7 @@ pub fn run(cmd: LogsCommand) -> i32 {
         let code = match cmd {
             LogsCommand::List(args) => list::list(&store, &args, &mut out),
             LogsCommand::Show(args) => show::show(&store, &args, &mut out),
+            LogsCommand::Replay(args) => replay::replay(&store, &args, &mut out),
             LogsCommand::Verify(args) => manage::verify(&store, &args, &mut out),
             LogsCommand::Rm(args) => manage::remove(&store, &args, &mut out),
             LogsCommand::Prune(args) => manage::prune(&store, &args, &mut out),
@@ -323,6 +355,25 @@ mod tests {
             panic!("prune did not parse");
         };
         assert_eq!(p.older_than, Duration::from_secs(5400));
+        let Ok(LogsCommand::Replay(r)) = parse(&["logs", "replay", "x"]) else {
+            panic!("replay did not parse");
+        };
+        assert_eq!((r.speed, r.idle_limit), (1.0, None));
+        let Ok(LogsCommand::Replay(r)) = parse(&[
+            "logs",
+            "replay",
+            "x",
+            "--speed",
+            "2.5",
+            "--idle-limit",
+            "0.5",
+        ]) else {
+            panic!("replay did not parse");
+        };
+        assert_eq!((r.speed, r.idle_limit), (2.5, Some(0.5)));
+        assert!(parse(&["logs", "replay", "x", "--speed", "0"]).is_err());
+        assert!(parse(&["logs", "replay", "x", "--idle-limit", "-1"]).is_err());
+        assert!(parse(&["logs", "replay"]).is_err());
     }
 
     #[test]

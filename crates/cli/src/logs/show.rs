@@ -125,9 +125,10 @@ fn copy_stream(dir: &Path, file: RecordFile, out: &mut dyn Write) -> Result<()> 
 }
 
 /// `{"session_id", "dir", "status", "duration_ms", "metadata": {...},
-/// "commands": [...], "events": [...]}`; `status` is the effective status,
-/// `metadata` the file as recorded, and the arrays are present only when
-/// asked for with --commands and --events/--network.
+/// "terminal_recording", "commands": [...], "events": [...]}`; `status` is
+/// the effective status, `metadata` the file as recorded,
+/// `terminal_recording` whether `tty.cast` exists, and the arrays are
+/// present only when asked for with --commands and --events/--network.
 fn write_json(dir: &Path, args: &ShowArgs, out: &mut dyn Write) -> Result<()> {
     let (meta, status) = load(dir)?;
     let mut doc = json!({
@@ -138,6 +139,7 @@ fn write_json(dir: &Path, args: &ShowArgs, out: &mut dyn Write) -> Result<()> {
             .end_time
             .map(|end| format::millis(format::elapsed(meta.start_time, end))),
         "metadata": serde_json::to_value(&meta)?,
+        "terminal_recording": layout::file_path(dir, RecordFile::Cast).exists(),
     });
     let mut views = Vec::new();
     if args.commands {

@@ -85,7 +85,23 @@ pub fn write(
     write_timing(out, m, status, now)?;
     write_outcome(out, m, status)?;
     one(out, "Version", format::safe(&m.version))?;
-    one(out, "Records", dir.display().to_string())
+    one(out, "Records", dir.display().to_string())?;
+    if layout::file_path(dir, RecordFile::Cast).exists() {
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
+        one(
+            out,
+            "Terminal",
+            format!(
+                "recorded ({}); replay it with `vectraguard logs replay {}`",
+                layout::CAST,
+                format::safe(&id)
+            ),
+        )?;
+    }
+    Ok(())
 }
 
 fn list_or(items: &[String], empty: &str) -> Vec<String> {

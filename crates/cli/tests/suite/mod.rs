@@ -16,3 +16,5 @@ mod mounts;
 mod options;
 mod posture;
 mod records;
+mod replay;
+mod shell;

@@ -25,6 +25,8 @@ fn crash_child() {
     w.record_command(&CommandRecord::new(7, 1, "/work", ["sleep", "1000"]))
         .unwrap();
     w.event(Event::new("tick")).unwrap();
+    w.start_cast(80, 24, &[("TERM", "xterm")]).unwrap();
+    w.cast_output(b"$ sleep 1000\r\n").unwrap();
     fs::write(root.join("ready"), w.id()).unwrap();
     loop {
         std::thread::sleep(Duration::from_secs(1));
@@ -82,5 +84,8 @@ fn sigkill_leaves_an_interrupted_intact_record() {
             .unwrap()
             .contains("-- sleep 1000")
     );
+    let cast = fs::read_to_string(dir.join("tty.cast")).unwrap();
+    assert_eq!(cast.lines().count(), 2, "{cast}");
+    assert!(cast.ends_with(",\"o\",\"$ sleep 1000\\r\\n\"]\n"), "{cast}");
     assert!(verify(&dir).unwrap().is_intact());
 }

@@ -1,6 +1,7 @@
 //! Tests across modules: writing, verifying and managing real session
 //! folders in temporary directories.
 
+mod cast;
 mod crash;
 mod store;
 mod tamper;

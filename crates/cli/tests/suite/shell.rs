@@ -1,0 +1,387 @@
+//! `vectraguard sandbox shell` driven through a real terminal: tmux runs it in a
+//! pane, `send-keys` types, `capture-pane` reads the screen.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::harness::{RecordsHome, Runner, Vg, Workspace, bin, each_identity, unique};
+
+/// The prompt as shown (capture-pane trims the trailing blank): set as
+/// `vg-${USER}-prompt$ `, so that the command line that
+/// starts the shell (which contains the unexpanded text) never matches it.
+const PROMPT: &str = "vg-vgtest-prompt$";
+
+/// A tmux server of its own, with one session called `vg`.
+struct Tmux {
+    socket: PathBuf,
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+impl Tmux {
+    /// Runs `command` (a shell command line) in a new `width`x`height` pane in `cwd`.
+    fn start(cwd: &Path, command: &str, width: u16, height: u16) -> Self {
+        let socket = PathBuf::from(format!("/tmp/vg-tmux-{}", unique()));
+        let t = Self { socket };
+        let status = t
+            .tmux()
+            .args(["new-session", "-d", "-s", "vg", "-x"])
+            .arg(width.to_string())
+            .arg("-y")
+            .arg(height.to_string())
+            .arg("-c")
+            .arg(cwd)
+            .arg(command)
+            .status()
+            .expect("tmux (install it: apt-get install tmux)");
+        assert!(status.success(), "tmux new-session failed");
+        t
+    }
+
+    fn tmux(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.arg("-S").arg(&self.socket);
+        c
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let status = self
+            .tmux()
+            .args(["send-keys", "-t", "vg"])
+            .args(keys)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Types `text` literally, then Enter.
+    fn line(&self, text: &str) {
+        let status = self
+            .tmux()
+            .args(["send-keys", "-t", "vg", "-l", text])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        self.keys(&["Enter"]);
+    }
+
+    fn screen(&self) -> String {
+        let out = self
+            .tmux()
+            .args(["capture-pane", "-p", "-t", "vg"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn alive(&self) -> bool {
+        self.tmux()
+            .args(["has-session", "-t", "vg"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+
+    /// Waits until the screen satisfies `check`; fails the test with the screen.
+    #[track_caller]
+    fn wait(&self, what: &str, check: impl Fn(&str) -> bool) -> String {
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            let screen = self.screen();
+            if check(&screen) {
+                return screen;
+            }
+            if Instant::now() > end {
+                panic!("timed out waiting for {what}; the screen:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    #[track_caller]
+    fn wait_for(&self, needle: &str) -> String {
+        self.wait(&format!("{needle:?}"), |s| s.contains(needle))
+    }
+
+    #[track_caller]
+    fn wait_gone(&self) {
+        let end = Instant::now() + Duration::from_secs(20);
+        while self.alive() {
+            assert!(
+                Instant::now() < end,
+                "the pane did not close:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.tmux().arg("kill-server").output();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// The command line that starts vectraguard as `runner` with a clean environment.
+fn vectraguard_command(runner: Runner, home: &RecordsHome, args: &[&str]) -> String {
+    let user = runner.invoker();
+    let mut words: Vec<String> = Vec::new();
+    if runner == Runner::Unprivileged && super::harness::is_root() {
+        words.extend([
+            "setpriv".to_owned(),
+            format!("--reuid={}", user.uid),
+            format!("--regid={}", user.gid),
+            "--clear-groups".to_owned(),
+            "--".to_owned(),
+        ]);
+    }
+    words.extend([
+        "env".to_owned(),
+        "-i".to_owned(),
+        "PATH=/usr/local/bin:/usr/bin:/bin".to_owned(),
+        format!("HOME={}", user.home.display()),
+        "TERM=xterm-256color".to_owned(),
+        format!("VECTRAGUARD_HOME={}", home.arg("")),
+        bin().to_owned(),
+    ]);
+    words.extend(args.iter().map(|a| (*a).to_owned()));
+    words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
+}
+
+/// dash, whose prompt comes from PS1 (Debian's bash sets its own in bash.bashrc).
+fn shell_args() -> Vec<&'static str> {
+    vec![
+        "sandbox",
+        "shell",
+        "--shell",
+        "/bin/sh",
+        "--env",
+        "PS1=vg-${USER}-prompt$ ",
+    ]
+}
+
+/// [`shell_args`] with a prompt of its own, `vg-vgtest-prompt-TAG$`.
+fn shell_args_tagged(tag: &str) -> (Vec<String>, String) {
+    let mut args: Vec<String> = shell_args().iter().map(|a| (*a).to_owned()).collect();
+    let last = args.len() - 1;
+    args[last] = format!("PS1=vg-${{USER}}-prompt-{tag}$ ");
+    (args, format!("vg-vgtest-prompt-{tag}$"))
+}
+
+#[test]
+fn an_interactive_shell_runs_commands_resizes_and_keeps_ctrl_c_inside() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let t = Tmux::start(
+            ws.path(),
+            &vectraguard_command(runner, &home, &shell_args()),
+            100,
+            30,
+        );
+        t.wait_for(PROMPT);
+        // Commands run and print; line editing works (the typo is fixed with a backspace).
+        t.keys(&["-l", "echo hellp"]);
+        t.keys(&["BSpace"]);
+        t.keys(&["-l", "o-from-the-sandbox"]);
+        t.keys(&["Enter"]);
+        t.wait_for("hello-from-the-sandbox\n");
+        // The terminal's size reaches the sandbox, and so does a resize.
+        t.line("stty size");
+        t.wait_for("30 100");
+        let status = t
+            .tmux()
+            .args(["resize-window", "-t", "vg", "-x", "120", "-y", "40"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        std::thread::sleep(Duration::from_millis(300));
+        t.line("stty size");
+        t.wait_for("40 120");
+        // Ctrl-C interrupts the sandboxed foreground job, not the session.
+        t.line("sleep 300; echo not-$((2+2))-interrupted");
+        std::thread::sleep(Duration::from_millis(500));
+        t.keys(&["C-c"]);
+        t.line("echo still-alive-$((6*7))");
+        let screen = t.wait_for("still-alive-42");
+        assert!(!screen.contains("not-4-interrupted"), "{screen}");
+        // It is the sandbox: its own hostname and no host home.
+        t.line("echo host=$(hostname)");
+        t.wait_for("host=vectraguard");
+        t.line("exit");
+        t.wait_gone();
+        // The record: commands, and a cast that replays the same text.
+        let dir = home.only_session();
+        let commands = std::fs::read_to_string(dir.join("commands.log")).unwrap();
+        assert!(commands.contains(" -- stty size"), "{commands}");
+        assert!(commands.contains(" -- sleep 300"), "{commands}");
+        let cast = std::fs::read_to_string(dir.join("tty.cast")).unwrap();
+        let header: serde_json::Value = serde_json::from_str(cast.lines().next().unwrap()).unwrap();
+        assert_eq!(header["version"], 2);
+        assert_eq!(header["width"], 100);
+        assert_eq!(header["height"], 30);
+        assert!(cast.contains("\"r\",\"120x40\""), "no resize event");
+        assert!(cast.contains("\"i\""), "no keystrokes recorded");
+        let replay = Vg::new(runner, ws.path())
+            .args([
+                "logs",
+                "replay",
+                dir.file_name().unwrap().to_str().unwrap(),
+                "--speed",
+                "1000",
+            ])
+            .records_home(&home)
+            .run();
+        replay
+            .assert_success()
+            .assert_stdout_contains("hello-from-the-sandbox")
+            .assert_stdout_contains("still-alive-42");
+    });
+}
+
+#[test]
+fn a_full_screen_program_draws_and_exits() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        ws.write("notes.txt", "line one of the notes\n");
+        let t = Tmux::start(
+            ws.path(),
+            &vectraguard_command(runner, &home, &shell_args()),
+            80,
+            24,
+        );
+        t.wait_for(PROMPT);
+        t.line("vi -u NONE notes.txt");
+        // vi fills the screen: the file, then `~` for the lines past its end.
+        t.wait("vi's screen", |s| {
+            s.contains("line one of the notes") && s.matches("\n~").count() >= 10
+        });
+        t.keys(&[":q!", "Enter"]);
+        t.line("echo back-at-the-prompt");
+        t.wait_for("back-at-the-prompt\n");
+        t.keys(&["C-d"]);
+        t.wait_gone();
+    });
+}
+
+#[test]
+fn tiocsti_from_the_shell_does_not_reach_the_outer_terminal() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let marker = format!("/tmp/vg-injected-{}", unique());
+        // The outer terminal runs bash; vectraguard's shell tries to push a command
+        // into it with TIOCSTI. It must neither work inside nor appear outside.
+        let t = Tmux::start(ws.path(), "bash --norc --noprofile", 100, 30);
+        t.line(&format!(
+            "{}; echo outer-after-$((1+1))",
+            vectraguard_command(runner, &home, &shell_args())
+        ));
+        t.wait_for(PROMPT);
+        let inject = format!(
+            "import fcntl, termios, errno\nfor c in 'touch {marker}\\n':\n    try:\n        fcntl.ioctl(0, termios.TIOCSTI, c.encode())\n    except OSError as e:\n        r = errno.errorcode[e.errno]\n    else:\n        r = 'INJECTED'\nprint('tiocsti=' + r)"
+        );
+        ws.write("inject.py", inject);
+        t.line("python3 inject.py");
+        t.wait_for("tiocsti=");
+        let screen = t.wait_for("tiocsti=EPERM");
+        assert!(!screen.contains("tiocsti=INJECTED"), "{screen}");
+        t.line("exit");
+        t.wait_for("outer-after-2");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !Path::new(&marker).exists(),
+            "an injected command ran outside"
+        );
+    });
+}
+
+#[test]
+fn the_outer_terminal_is_restored_on_every_exit_path() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let t = Tmux::start(ws.path(), "bash --norc --noprofile", 100, 30);
+        let before = ws.join("stty.before");
+        t.line(&format!("stty -g > {}", before.display()));
+        for (n, how) in ["exit", "ctrl-d", "shell killed", "vectraguard killed"]
+            .iter()
+            .enumerate()
+        {
+            let (mut args, prompt) = shell_args_tagged(&n.to_string());
+            // A name of its own, to find this vectraguard among other tests' ones.
+            let name = format!("restore-{}", unique());
+            args.extend(["--name".to_owned(), name.clone()]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let vg = vectraguard_command(runner, &home, &args);
+            let after = ws.join(format!("stty.after.{n}"));
+            // `$((100+n))` so that the typed line never matches what we wait for.
+            t.line(&format!(
+                "{vg}; stty -g > {}; echo restored-$((100+{n}))",
+                after.display()
+            ));
+            t.wait_for(&prompt);
+            match *how {
+                "exit" => t.line("exit"),
+                "ctrl-d" => t.keys(&["C-d"]),
+                "shell killed" => t.line("kill -KILL $$"),
+                _ => {
+                    let pids = super::harness::host_processes_with(&name);
+                    // The supervisor, not its terminal guardian (a later fork of it).
+                    let vg_pid = pids
+                        .iter()
+                        .filter(|(_, cmd)| cmd.starts_with(bin()))
+                        .map(|(pid, _)| *pid)
+                        .min()
+                        .expect("the vectraguard process");
+                    let status = Command::new("kill")
+                        .args(["-KILL", &vg_pid.to_string()])
+                        .status()
+                        .unwrap();
+                    assert!(status.success());
+                }
+            }
+            t.wait_for(&format!("restored-{}", 100 + n));
+            assert_eq!(
+                std::fs::read_to_string(&after).unwrap(),
+                std::fs::read_to_string(&before).unwrap(),
+                "terminal settings differ after: {how}"
+            );
+        }
+    });
+}
+
+#[test]
+fn without_a_terminal_shell_needs_no_tty_flag() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let out = Vg::new(runner, ws.path())
+            .args(["sandbox", "shell"])
+            .stdin("echo hi\n")
+            .run();
+        out.assert_code(125).assert_stderr_contains("-T");
+        let out = Vg::new(runner, ws.path())
+            .args(["sandbox", "shell", "-T", "--shell", "/bin/sh"])
+            .stdin("echo from-stdin-$((2+3))\n")
+            .run();
+        out.assert_success().assert_stdout_contains("from-stdin-5");
+        // `run -t` gives a command a terminal even without one outside.
+        let out = Vg::new(runner, ws.path())
+            .args([
+                "sandbox",
+                "run",
+                "-t",
+                "--",
+                "sh",
+                "-c",
+                "[ -t 0 ] && [ -t 1 ] && tty",
+            ])
+            .run();
+        out.assert_success().assert_stdout_contains("/dev/pts/");
+    });
+}

@@ -1,0 +1,71 @@
+//! The user's terminal while a sandbox has a pseudo-terminal of its own: raw mode on
+//! ours (so keys like Ctrl-C reach the sandbox's terminal instead of signalling
+//! Vectra Guard), window size passed along, and the original settings restored on
+//! every way out — by a guardian process when Vectra Guard itself is killed.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use crate::sys;
+
+/// Whether `fd` is a terminal.
+pub fn is_terminal(fd: impl AsFd) -> bool {
+    sys::is_terminal(fd.as_fd())
+}
+
+/// Our terminal (stdin) in raw mode until this is dropped.
+#[derive(Debug)]
+pub struct RawTerminal {
+    saved: libc::termios,
+    /// Closing it (on drop, or by our death) tells the guardian to restore.
+    _guardian: OwnedFd,
+}
+
+impl RawTerminal {
+    /// Switches stdin's terminal to raw mode. Call before starting threads: the
+    /// guardian is forked.
+    pub fn enter() -> io::Result<Self> {
+        let stdin = io::stdin();
+        let tty = stdin.as_fd();
+        let saved = sys::tcgetattr(tty)?;
+        let (wait_r, wait_w) = std::io::pipe()?;
+        sys::spawn_terminal_guardian(tty, &saved, OwnedFd::from(wait_r))?;
+        sys::tcsetattr(tty, &sys::raw_termios(&saved))?;
+        Ok(Self {
+            saved,
+            _guardian: OwnedFd::from(wait_w),
+        })
+    }
+}
+
+impl Drop for RawTerminal {
+    fn drop(&mut self) {
+        let _ = sys::tcsetattr(io::stdin().as_fd(), &self.saved);
+    }
+}
+
+/// A terminal size in character cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size {
+    pub rows: u16,
+    pub cols: u16,
+}
+
+pub fn size(fd: BorrowedFd<'_>) -> io::Result<Size> {
+    let ws = sys::get_winsize(fd)?;
+    Ok(Size {
+        rows: ws.ws_row,
+        cols: ws.ws_col,
+    })
+}
+
+/// Gives terminal `to` the size of terminal `from`; the kernel then sends SIGWINCH
+/// to the foreground process group of `to`.
+pub fn copy_size(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> io::Result<Size> {
+    let ws = sys::get_winsize(from)?;
+    sys::set_winsize(to, &ws)?;
+    Ok(Size {
+        rows: ws.ws_row,
+        cols: ws.ws_col,
+    })
+}
