@@ -157,6 +157,12 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         tty: args.tty,
     };
     if !record {
+        if spec.tty {
+            return Err(anyhow::anyhow!(
+                "a terminal (sandbox shell, run -t) is relayed and recorded by the session; remove --no-record"
+            )
+            .into());
+        }
         return run_unrecorded(&spec, &plan);
     }
     let root = crate::logs::records_root()?;

@@ -383,5 +383,10 @@ fn without_a_terminal_shell_needs_no_tty_flag() {
             ])
             .run();
         out.assert_success().assert_stdout_contains("/dev/pts/");
+        // The terminal is relayed by the session: no --no-record with it.
+        let out = Vg::new(runner, ws.path())
+            .args(["sandbox", "run", "-t", "--no-record", "--", "true"])
+            .run();
+        out.assert_code(125).assert_stderr_contains("--no-record");
     });
 }
