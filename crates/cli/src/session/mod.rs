@@ -12,26 +12,23 @@
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{PipeReader, Read, Write};
-use std::os::fd::AsFd;
+use std::io::PipeReader;
 use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
 use anyhow::{Context, Result};
 use vg_records::event::kind::LIMIT_HIT;
 use vg_records::{
-    CommandExit, CommandRecord, End, Event, Metadata, RecordFile, SessionStore, SessionWriter,
-    Status, StreamRecord,
+    CommandExit, CommandRecord, End, Event, Metadata, SessionStore, SessionWriter, Status,
 };
 use vg_sandbox::trace::{self, TraceEvent, Verdict};
 use vg_sandbox::{Killer, Outcome, SandboxError, Termination};
 
-/// Relay buffer: large reads keep per-chunk costs (hashing, two writes) small.
-const RELAY_BUFFER: usize = 1 << 20;
+mod relay;
+
+use relay::{Stream, relay, relay_input};
 
 /// How the sandbox's output reaches us.
 pub enum Output {
@@ -41,39 +38,6 @@ pub enum Output {
     Tty {
         size: Option<vg_sandbox::terminal::Size>,
     },
-}
-
-/// Copies our stdin to the sandbox's terminal, and the keystrokes to tty.cast.
-///
-/// The thread is never joined (it waits in read(2) on our stdin), so it holds the
-/// record only weakly: once the session is finished, keystrokes go nowhere.
-fn relay_input(mut to: File, shared: &std::sync::Weak<Shared>) {
-    let mut stdin = std::io::stdin();
-    let mut buf = vec![0u8; 4096];
-    loop {
-        let n = match stdin.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return,
-        };
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
-        if let Err(e) = shared.writer.cast_input(&buf[..n]) {
-            shared.fail("tty.cast", e);
-        }
-        if to.write_all(&buf[..n]).is_err() {
-            return;
-        }
-    }
-}
-
-/// Which output stream a relay carries.
-#[derive(Debug, Clone, Copy)]
-pub enum Stream {
-    Stdout,
-    Stderr,
 }
 
 /// State shared by the threads that write one session's record.
@@ -391,186 +355,6 @@ fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>, starte
     }
 }
 
-/// Copies one output stream of the sandbox to its log file and to our own stdout or
-/// stderr, chunk by chunk, until every writer inside the sandbox is gone.
-///
-/// Two threads share the work so that hashing overlaps the copying: this one reads
-/// a chunk and appends it to the log, the other (started at the first chunk) hashes
-/// it into the record's chain and then shows it. Whatever the user sees is already
-/// in the log file.
-fn relay(
-    mut from: impl Read,
-    stream: Stream,
-    shared: &Arc<Shared>,
-    max_output: Option<u64>,
-    cast: bool,
-) {
-    let file = match stream {
-        Stream::Stdout => RecordFile::Stdout,
-        Stream::Stderr => RecordFile::Stderr,
-    };
-    let mut cap = OutputCap::new(max_output);
-    // Set when our own stdout/stderr is closed (`vectraguard ... | head`): then we stop
-    // reading, so the writer in the sandbox gets SIGPIPE as it would outside.
-    let host_closed = Arc::new(AtomicBool::new(false));
-    // Two chunks in flight at most; spent buffers come back for reuse.
-    let (spare_tx, spare_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    let mut to_show: Option<(SyncSender<Chunk>, JoinHandle<()>)> = None;
-    loop {
-        let mut buf = spare_rx
-            .try_recv()
-            .unwrap_or_else(|_| vec![0u8; RELAY_BUFFER]);
-        let n = match from.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        if host_closed.load(Ordering::Relaxed) {
-            break;
-        }
-        // Over --max-output: keep draining, so that the command runs on, but keep
-        // nothing past the limit, and say so once, where the output stops.
-        let n = match cap.admit(n) {
-            Admit::All => n,
-            Admit::Part(kept) => {
-                buf.truncate(kept);
-                buf.extend_from_slice(cap.marker(file).as_bytes());
-                if let Err(e) = shared.writer.event(
-                    Event::new(LIMIT_HIT)
-                        .with("limit", "output")
-                        .with("stream", stream_name(file))
-                        .with("bytes", cap.limit),
-                ) {
-                    shared.fail("events.jsonl", e);
-                }
-                let len = buf.len();
-                buf.resize(RELAY_BUFFER.max(len), 0);
-                len
-            }
-            Admit::Nothing => {
-                let _ = spare_tx.send(buf);
-                continue;
-            }
-        };
-        let record = match shared.writer.write_stream(file, &buf[..n]) {
-            Ok(record) => Some(record),
-            Err(e) => {
-                shared.fail(file.name(), e);
-                None
-            }
-        };
-        let (tx, _) = to_show.get_or_insert_with(|| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(2);
-            let shared = Arc::clone(shared);
-            let spare = spare_tx.clone();
-            let closed = Arc::clone(&host_closed);
-            (
-                tx,
-                std::thread::spawn(move || {
-                    chain_and_show(&rx, &spare, stream, &shared, &closed, cast)
-                }),
-            )
-        });
-        if tx.send((buf, n, record)).is_err() {
-            break;
-        }
-    }
-    if let Some((tx, shower)) = to_show {
-        drop(tx);
-        let _ = shower.join();
-    }
-}
-
-fn stream_name(file: RecordFile) -> &'static str {
-    file.name().trim_end_matches(".log")
-}
-
-/// What `--max-output` lets through of each chunk.
-struct OutputCap {
-    limit: u64,
-    passed: u64,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum Admit {
-    All,
-    /// The first `n` bytes, then the limit is reached.
-    Part(usize),
-    Nothing,
-}
-
-impl OutputCap {
-    fn new(limit: Option<u64>) -> Self {
-        Self {
-            limit: limit.unwrap_or(u64::MAX),
-            passed: 0,
-        }
-    }
-
-    fn admit(&mut self, n: usize) -> Admit {
-        let left = self.limit.saturating_sub(self.passed);
-        let n64 = n as u64;
-        if self.passed > self.limit {
-            return Admit::Nothing;
-        }
-        if n64 <= left {
-            self.passed += n64;
-            return Admit::All;
-        }
-        // One past the limit marks the cap as reached (and the marker as written).
-        self.passed = self.limit + 1;
-        Admit::Part(usize::try_from(left).unwrap_or(0))
-    }
-
-    fn marker(&self, file: RecordFile) -> String {
-        format!(
-            "\n[vectraguard: {} truncated at {} bytes (--max-output); the command keeps running]\n",
-            stream_name(file),
-            self.limit
-        )
-    }
-}
-
-/// A chunk of output: its buffer, how much of it is data, and its unchained record.
-type Chunk = (Vec<u8>, usize, Option<StreamRecord>);
-
-fn chain_and_show(
-    chunks: &std::sync::mpsc::Receiver<Chunk>,
-    spare: &std::sync::mpsc::Sender<Vec<u8>>,
-    stream: Stream,
-    shared: &Shared,
-    host_closed: &AtomicBool,
-    cast: bool,
-) {
-    let host = match stream {
-        Stream::Stdout => std::io::stdout().as_fd().try_clone_to_owned(),
-        Stream::Stderr => std::io::stderr().as_fd().try_clone_to_owned(),
-    };
-    // A closed terminal or pipe on our side must not stop the recording.
-    let mut host: Option<File> = host.ok().map(File::from);
-    for (buf, n, record) in chunks {
-        let chunk = &buf[..n];
-        if let Some(record) = record
-            && let Err(e) = shared
-                .writer
-                .chain_stream(record, &vg_records::chain::digest(chunk))
-        {
-            shared.fail("integrity.log", e);
-        }
-        if cast && let Err(e) = shared.writer.cast_output(chunk) {
-            shared.fail("tty.cast", e);
-        }
-        if let Some(out) = host.as_mut()
-            && out.write_all(chunk).is_err()
-        {
-            host = None;
-            host_closed.store(true, Ordering::Relaxed);
-        }
-        let _ = spare.send(buf);
-    }
-}
-
 /// Records one traced exec or exit. Exits are recorded only for processes whose
 /// exec was recorded: a forked subshell that never executes anything is not a command.
 fn record_trace(shared: &Shared, live: &mut HashSet<i32>, event: TraceEvent) -> Verdict {
@@ -632,27 +416,4 @@ fn record_trace(shared: &Shared, live: &mut HashSet<i32>, event: TraceEvent) -> 
         }
     }
     Verdict::Continue
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn output_cap_passes_up_to_the_limit_then_nothing() {
-        let mut cap = OutputCap::new(Some(10));
-        assert_eq!(cap.admit(4), Admit::All);
-        assert_eq!(cap.admit(6), Admit::All);
-        assert_eq!(cap.admit(1), Admit::Part(0));
-        assert_eq!(cap.admit(5), Admit::Nothing);
-        let mut cap = OutputCap::new(Some(10));
-        assert_eq!(cap.admit(25), Admit::Part(10));
-        assert_eq!(cap.admit(1), Admit::Nothing);
-        assert!(
-            cap.marker(RecordFile::Stdout)
-                .contains("stdout truncated at 10 bytes")
-        );
-        let mut unlimited = OutputCap::new(None);
-        assert_eq!(unlimited.admit(usize::MAX / 2), Admit::All);
-    }
 }
