@@ -257,17 +257,28 @@ pub fn resolve_profile(
             || file.source == ConfigSource::Project
     };
     let mut found = false;
+    // Limits are merged file by file, each file's profile right after its top level,
+    // so that a project file (the least trusted) can never loosen a limit that the
+    // user's own configuration sets, whichever of them names the profile.
+    let mut limits = Limits::default();
     if let Some(builtin) = builtin_profile(name) {
+        limits.overlay(builtin.limits);
         settings.overlay(builtin);
         found = true;
     }
-    for file in files.iter().filter(|f| eligible(f)) {
+    for file in files {
+        limits.overlay(file.settings.limits);
+        if !eligible(file) {
+            continue;
+        }
         if let Some(profile) = file.profiles.get(name) {
+            limits.overlay(profile.limits);
             settings.overlay(profile.clone());
             found = true;
         }
     }
     if found {
+        settings.limits = limits;
         return Ok(settings);
     }
     let known: Vec<String> = files
@@ -1128,6 +1139,17 @@ env = ["CI=1"]
         assert!(msg.contains("memory") && msg.contains("512m"), "{msg}");
         let (_, msg) = invalid(user_file("pids = 1\n"));
         assert!(msg.contains("pids"), "{msg}");
+    }
+
+    #[test]
+    fn a_project_profile_cannot_loosen_the_users_limits() {
+        let project =
+            project_file("profile = \"p\"\n[profiles.p]\ntimeout = \"1h\"\npids = 50\n").unwrap();
+        let user = user_file("timeout = \"1s\"\n").unwrap();
+        let s = resolve_profile(&[&project, &user], None).unwrap();
+        assert_eq!(s.limits.timeout, Some(std::time::Duration::from_secs(1)));
+        // Where the user sets nothing, the project's limit applies.
+        assert_eq!(s.limits.pids, Some(50));
     }
 
     #[test]
