@@ -43,6 +43,9 @@ fn setup(
 ) -> Result<(String, Option<std::os::fd::OwnedFd>), SetupError> {
     sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)
         .map_err(|e| SetupError::Internal(format!("PR_SET_PDEATHSIG: {e}")))?;
+    // Leave the caller's session: init must not keep the host's terminal as its
+    // controlling terminal, nor get its Ctrl-C (the supervisor forwards signals once).
+    sys::setsid().map_err(|e| SetupError::Internal(format!("setsid: {e}")))?;
     // Wait until the supervisor has written our uid/gid maps.
     let mut go = [0u8; 1];
     if !matches!(sync.read(&mut go), Ok(1)) {

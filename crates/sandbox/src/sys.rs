@@ -1080,18 +1080,41 @@ pub fn spawn_terminal_guardian(
                 unsafe { libc::signal(sig, libc::SIG_IGN) };
             }
             let mut byte = [0u8; 1];
+            // A byte means the supervisor restored the terminal itself.
+            let mut done = false;
             loop {
                 // SAFETY: reading into a live one-byte buffer.
                 let n = unsafe { libc::read(wait.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
-                if n == 0
-                    || (n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted)
-                {
+                if n > 0 {
+                    done = true;
+                    continue;
+                }
+                if n == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
                     break;
                 }
             }
-            // SAFETY: saved is a valid termios; TCSAFLUSH drops unread raw input too.
-            unsafe { libc::tcsetattr(tty.as_raw_fd(), libc::TCSAFLUSH, saved) };
+            if !done {
+                // SAFETY: saved is a valid termios; TCSAFLUSH drops unread raw input too.
+                unsafe { libc::tcsetattr(tty.as_raw_fd(), libc::TCSAFLUSH, saved) };
+            }
             exit_now(0)
         }
     }
+}
+
+/// Writes all of `data` to `fd`.
+pub fn write_all(fd: BorrowedFd<'_>, mut data: &[u8]) -> io::Result<()> {
+    while !data.is_empty() {
+        // SAFETY: data is a live buffer of the given length.
+        let n = unsafe { libc::write(fd.as_raw_fd(), data.as_ptr().cast(), data.len()) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        data = &data[usize::try_from(n).unwrap_or(data.len())..];
+    }
+    Ok(())
 }

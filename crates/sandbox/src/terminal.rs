@@ -40,7 +40,11 @@ impl RawTerminal {
 
 impl Drop for RawTerminal {
     fn drop(&mut self) {
-        let _ = sys::tcsetattr(io::stdin().as_fd(), &self.saved);
+        if sys::tcsetattr(io::stdin().as_fd(), &self.saved).is_ok() {
+            // Restored: the guardian must not restore again (and flush typed-ahead
+            // keys) when its pipe closes.
+            let _ = sys::write_all(self._guardian.as_fd(), b"d");
+        }
     }
 }
 
@@ -57,6 +61,17 @@ pub fn size(fd: BorrowedFd<'_>) -> io::Result<Size> {
         rows: ws.ws_row,
         cols: ws.ws_col,
     })
+}
+
+/// Sets the size of terminal `fd`.
+pub fn set_size(fd: BorrowedFd<'_>, size: Size) -> io::Result<()> {
+    let ws = libc::winsize {
+        ws_row: size.rows,
+        ws_col: size.cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    sys::set_winsize(fd, &ws)
 }
 
 /// Gives terminal `to` the size of terminal `from`; the kernel then sends SIGWINCH

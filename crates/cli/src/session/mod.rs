@@ -13,6 +13,7 @@ use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::PipeReader;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -158,6 +159,9 @@ impl Session {
         resize: &mut Option<File>,
     ) {
         let size = size.unwrap_or(vg_sandbox::terminal::Size { rows: 24, cols: 80 });
+        // At once, before the command (started right after init says it is ready)
+        // asks for it; later changes come as SIGWINCH.
+        let _ = vg_sandbox::terminal::set_size(master.as_fd(), size);
         let term = std::env::var("TERM").unwrap_or_else(|_| "xterm-256color".into());
         if let Err(e) = self
             .writer

@@ -34,7 +34,12 @@ pub(super) fn relay_input(mut to: File, shared: &std::sync::Weak<Shared>) {
     let mut buf = vec![0u8; 4096];
     loop {
         let n = match stdin.read(&mut buf) {
-            Ok(0) => return,
+            Ok(0) => {
+                // Our input ended (a pipe, not a terminal): say so the terminal way,
+                // with the EOF character, or the program would wait forever.
+                let _ = to.write_all(b"\x04");
+                return;
+            }
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => return,

@@ -383,6 +383,12 @@ fn without_a_terminal_shell_needs_no_tty_flag() {
             ])
             .run();
         out.assert_success().assert_stdout_contains("/dev/pts/");
+        // With piped input, its end reaches the program as the terminal's EOF.
+        let out = Vg::new(runner, ws.path())
+            .args(["sandbox", "run", "-t", "--", "sh"])
+            .stdin("echo piped-$((3+4))\n")
+            .run();
+        out.assert_success().assert_stdout_contains("piped-7");
         // The terminal is relayed by the session: no --no-record with it.
         let out = Vg::new(runner, ws.path())
             .args(["sandbox", "run", "-t", "--no-record", "--", "true"])
