@@ -245,18 +245,20 @@ impl Session {
         let mut events = Vec::new();
         if let Ok(outcome) = result {
             if outcome.timed_out {
-                let limit = self
-                    .writer
-                    .metadata()
-                    .limits
-                    .extra
-                    .get("timeout_ms")
-                    .cloned();
-                events.push(
-                    Event::new(LIMIT_HIT)
-                        .with("limit", "timeout")
-                        .with("timeout_ms", limit.unwrap_or_default()),
-                );
+                let meta = self.writer.metadata();
+                let limit = meta.limits.extra.get("timeout_ms").cloned();
+                // It fired at the deadline, not when the session ended after the grace.
+                let at = limit
+                    .as_ref()
+                    .and_then(serde_json::Value::as_u64)
+                    .map(|ms| meta.start_time + std::time::Duration::from_millis(ms));
+                let mut event = Event::new(LIMIT_HIT)
+                    .with("limit", "timeout")
+                    .with("timeout_ms", limit.unwrap_or_default());
+                if let Some(at) = at {
+                    event = event.at(at);
+                }
+                events.push(event);
             }
             for hit in &outcome.limit_hits {
                 events.push(

@@ -100,7 +100,7 @@ pub(super) fn relay(
             Admit::All => n,
             Admit::Part(kept) => {
                 buf.truncate(kept);
-                buf.extend_from_slice(cap.marker(file).as_bytes());
+                buf.extend_from_slice(cap.marker(file, cast).as_bytes());
                 if let Err(e) = shared.writer.event(
                     Event::new(LIMIT_HIT)
                         .with("limit", "output")
@@ -188,12 +188,19 @@ impl OutputCap {
         Admit::Part(usize::try_from(left).unwrap_or(0))
     }
 
-    fn marker(&self, file: RecordFile) -> String {
-        format!(
+    /// The notice that replaces the rest of the stream; with `crlf` for a terminal,
+    /// whose output processing is off while ours is in raw mode.
+    fn marker(&self, file: RecordFile, crlf: bool) -> String {
+        let text = format!(
             "\n[vectraguard: {} truncated at {} bytes (--max-output); the command keeps running]\n",
             stream_name(file),
             self.limit
-        )
+        );
+        if crlf {
+            text.replace('\n', "\r\n")
+        } else {
+            text
+        }
     }
 }
 
@@ -251,7 +258,7 @@ mod tests {
         assert_eq!(cap.admit(25), Admit::Part(10));
         assert_eq!(cap.admit(1), Admit::Nothing);
         assert!(
-            cap.marker(RecordFile::Stdout)
+            cap.marker(RecordFile::Stdout, false)
                 .contains("stdout truncated at 10 bytes")
         );
         let mut unlimited = OutputCap::new(None);
