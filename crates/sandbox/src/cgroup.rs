@@ -253,25 +253,22 @@ impl Cgroup {
 
     /// Limit hits counted by the kernel so far.
     pub fn hits(&self) -> Hits {
+        let oom_file = match self.version {
+            Version::V1 => "memory.oom_control",
+            Version::V2 => "memory.events",
+        };
+        let count = |dir: &Path, file: &str, key: &str| {
+            fs::read_to_string(dir.join(file))
+                .unwrap_or_default()
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
         let mut hits = Hits::default();
         for dir in &self.dirs {
-            let read = |f: &str| fs::read_to_string(dir.join(f)).unwrap_or_default();
-            let field = |text: &str, key: &str| {
-                text.lines()
-                    .find_map(|l| l.strip_prefix(key))
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .unwrap_or(0)
-            };
-            match self.version {
-                Version::V1 => {
-                    hits.oom_kills += field(&read("memory.oom_control"), "oom_kill ");
-                    hits.pids_max += field(&read("pids.events"), "max ");
-                }
-                Version::V2 => {
-                    hits.oom_kills += field(&read("memory.events"), "oom_kill ");
-                    hits.pids_max += field(&read("pids.events"), "max ");
-                }
-            }
+            hits.oom_kills += count(dir, oom_file, "oom_kill ");
+            hits.pids_max += count(dir, "pids.events", "max ");
         }
         hits
     }

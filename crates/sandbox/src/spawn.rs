@@ -348,15 +348,19 @@ impl Sandbox {
     /// seccomp listener to serve with [`crate::trace::serve`] (on another thread: the
     /// command's first exec waits for it). `None` if setup failed (see [`Self::wait`]).
     pub fn exec_listener(&mut self) -> Option<std::os::fd::OwnedFd> {
-        let sock = self.notify.as_ref()?;
-        sys::recv_fd(std::os::fd::AsFd::as_fd(sock)).ok().flatten()
+        self.next_fd_from_init()
     }
 
     /// With `tty`, the master side of the sandbox's terminal (after
     /// [`Self::exec_listener`] when both are used: init sends them in that order).
     pub fn tty_master(&mut self) -> Option<std::os::fd::OwnedFd> {
+        self.next_fd_from_init()
+    }
+
+    /// The next descriptor init sends over the socket; `None` once init is gone.
+    fn next_fd_from_init(&mut self) -> Option<std::os::fd::OwnedFd> {
         let sock = self.notify.as_ref()?;
-        sys::recv_fd(std::os::fd::AsFd::as_fd(sock)).ok().flatten()
+        sys::recv_fd(sock.as_fd()).ok().flatten()
     }
 
     /// Waits until every layer is in place and returns the `key=value` lines that

@@ -1101,20 +1101,3 @@ pub fn spawn_terminal_guardian(
         }
     }
 }
-
-/// Writes all of `data` to `fd`.
-pub fn write_all(fd: BorrowedFd<'_>, mut data: &[u8]) -> io::Result<()> {
-    while !data.is_empty() {
-        // SAFETY: data is a live buffer of the given length.
-        let n = unsafe { libc::write(fd.as_raw_fd(), data.as_ptr().cast(), data.len()) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
-        data = &data[usize::try_from(n).unwrap_or(data.len())..];
-    }
-    Ok(())
-}

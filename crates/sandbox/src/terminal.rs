@@ -3,7 +3,7 @@
 //! Vectra Guard), window size passed along, and the original settings restored on
 //! every way out — by a guardian process when Vectra Guard itself is killed.
 
-use std::io;
+use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::sys;
@@ -18,7 +18,7 @@ pub fn is_terminal(fd: impl AsFd) -> bool {
 pub struct RawTerminal {
     saved: libc::termios,
     /// Closing it (on drop, or by our death) tells the guardian to restore.
-    _guardian: OwnedFd,
+    guardian: std::io::PipeWriter,
 }
 
 impl RawTerminal {
@@ -33,7 +33,7 @@ impl RawTerminal {
         sys::tcsetattr(tty, &sys::raw_termios(&saved))?;
         Ok(Self {
             saved,
-            _guardian: OwnedFd::from(wait_w),
+            guardian: wait_w,
         })
     }
 }
@@ -43,7 +43,7 @@ impl Drop for RawTerminal {
         if sys::tcsetattr(io::stdin().as_fd(), &self.saved).is_ok() {
             // Restored: the guardian must not restore again (and flush typed-ahead
             // keys) when its pipe closes.
-            let _ = sys::write_all(self._guardian.as_fd(), b"d");
+            let _ = self.guardian.write_all(b"d");
         }
     }
 }

@@ -449,6 +449,36 @@ impl std::ops::Deref for RecordsHome {
     }
 }
 
+/// Runs `f` on a thread whose filesystem uid and gid are the runner's invoker's, so the
+/// folders and files it creates belong to that user (e.g. session records written with
+/// the `vg-records` library as fixtures).
+pub fn as_invoker<T: Send>(runner: Runner, f: impl FnOnce() -> T + Send) -> T {
+    let user = runner.invoker();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if is_root() {
+                // SAFETY: plain integer arguments; on Linux the filesystem ids belong to
+                // the calling thread only (glibc does not broadcast setfsuid to other
+                // threads), and this thread ends with the scope.
+                unsafe {
+                    libc::setfsgid(user.gid);
+                    libc::setfsuid(user.uid);
+                }
+            }
+            f()
+        })
+        .join()
+        .expect("fixture thread panicked")
+    })
+}
+
+/// A session folder's `metadata.json`, parsed.
+pub fn session_metadata(dir: &Path) -> serde_json::Value {
+    let bytes = std::fs::read(dir.join("metadata.json"))
+        .unwrap_or_else(|e| panic!("{}/metadata.json: {e}", dir.display()));
+    serde_json::from_slice(&bytes).unwrap()
+}
+
 /// `$VECTRAGUARD_HOME` for runs that do not choose one: private to this test process
 /// and invoker, so the suite never writes into real home directories.
 fn scratch_records_home(runner: Runner) -> String {

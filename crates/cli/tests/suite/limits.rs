@@ -6,13 +6,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::harness::session_metadata as metadata;
 use super::harness::{
     PYTHON, RecordsHome, Runner, Vg, Workspace, assert_no_process_left, each_identity, py, unique,
 };
-
-fn metadata(dir: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("metadata.json")).unwrap()).unwrap()
-}
 
 fn events(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("events.jsonl"))

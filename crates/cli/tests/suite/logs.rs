@@ -14,32 +14,10 @@ use vg_records::{
     CommandExit, CommandRecord, End, Event, Metadata, Origin, SessionStore, SessionWriter,
 };
 
-use super::harness::{Output, RecordsHome, Runner, Vg, bin, each_identity, is_root, wait_until};
+use super::harness::{Output, RecordsHome, Runner, Vg, as_invoker, bin, each_identity, wait_until};
 
 // ---------------------------------------------------------------------------------------
 // Fixtures.
-
-/// Runs `f` on a thread whose filesystem uid and gid are the runner's invoker's, so the
-/// folders and files it creates belong to that user (mode 0700/0600, as recorded).
-fn as_invoker<T: Send>(runner: Runner, f: impl FnOnce() -> T + Send) -> T {
-    let user = runner.invoker();
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            if is_root() {
-                // SAFETY: plain integer arguments; on Linux the filesystem ids belong to
-                // the calling thread only (glibc does not broadcast setfsuid to other
-                // threads), and this thread ends with the scope.
-                unsafe {
-                    libc::setfsgid(user.gid);
-                    libc::setfsuid(user.uid);
-                }
-            }
-            f()
-        })
-        .join()
-        .expect("fixture thread panicked")
-    })
-}
 
 fn meta(name: &str, agent: &str, argv: &[&str]) -> Metadata {
     let mut m = Metadata::new(Origin::Cli);

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::harness::session_metadata as metadata;
 use super::harness::{
     RecordsHome, Runner, Vg, Workspace, assert_no_process_left, each_identity,
     host_processes_running, unique, wait_until,
@@ -63,10 +64,6 @@ fn parse_commands(text: &str) -> Vec<Line> {
 
 fn read(dir: &Path, file: &str) -> Vec<u8> {
     std::fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{}/{file}: {e}", dir.display()))
-}
-
-fn metadata(dir: &Path) -> Value {
-    serde_json::from_slice(&read(dir, "metadata.json")).unwrap()
 }
 
 /// The position of the exec whose argv is `argv`, and its line.

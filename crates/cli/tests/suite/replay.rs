@@ -9,29 +9,7 @@ use std::time::{Duration, Instant};
 
 use vg_records::{End, Metadata, Origin, SessionStore, SessionWriter};
 
-use super::harness::{Output, RecordsHome, Runner, Vg, is_root};
-
-/// Runs `f` on a thread whose filesystem uid and gid are the runner's invoker's, so the
-/// files it creates belong to that user.
-fn as_invoker<T: Send>(runner: Runner, f: impl FnOnce() -> T + Send) -> T {
-    let user = runner.invoker();
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            if is_root() {
-                // SAFETY: plain integer arguments; on Linux the filesystem ids belong to
-                // the calling thread only (glibc does not broadcast setfsuid to other
-                // threads), and this thread ends with the scope.
-                unsafe {
-                    libc::setfsgid(user.gid);
-                    libc::setfsuid(user.uid);
-                }
-            }
-            f()
-        })
-        .join()
-        .expect("fixture thread panicked")
-    })
-}
+use super::harness::{Output, RecordsHome, Runner, Vg, as_invoker};
 
 fn meta() -> Metadata {
     let mut m = Metadata::new(Origin::Cli);
