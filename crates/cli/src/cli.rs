@@ -121,7 +121,8 @@ pub struct SandboxOptions {
     #[arg(long, short = 'u', value_name = "USER")]
     pub user: Option<String>,
 
-    /// Network mode: none (loopback only; the default), allow, host
+    /// Network mode: none (loopback only; the default), allow (every connection and
+    /// DNS query mediated by rules and recorded), host (no isolation)
     #[arg(long, value_name = "MODE")]
     pub network: Option<String>,
 
@@ -147,12 +148,34 @@ pub struct SandboxOptions {
     // "unexpected argument"; see `run::reject_unavailable`.
     #[arg(long, value_name = "IMAGE", hide = true)]
     pub image: Option<String>,
-    #[arg(long, value_name = "DOMAIN[:PORT]", hide = true)]
+
+    /// Allow connections to DOMAIN, *.DOMAIN, *, an IP or a CIDR, on every port or
+    /// on PORT or LOW-HIGH (repeatable; implies --network allow). Rules are checked
+    /// in the order given, --allow and --deny mixed, first match wins, then deny
+    #[arg(
+        long,
+        value_name = "TARGET[:PORT]",
+        help_heading = "Network (--network allow)"
+    )]
     pub allow: Vec<String>,
-    #[arg(long, value_name = "DOMAIN", hide = true)]
+    /// Deny connections to TARGET[:PORT], same forms as --allow (repeatable)
+    #[arg(
+        long,
+        value_name = "TARGET[:PORT]",
+        help_heading = "Network (--network allow)"
+    )]
     pub deny: Vec<String>,
-    #[arg(long = "add-host", value_name = "NAME:IP", hide = true)]
+    /// Answer NAME with IP (like Docker's --add-host): IP may be private or the
+    /// host's loopback, which rules alone never reach (repeatable)
+    #[arg(
+        long = "add-host",
+        value_name = "NAME:IP",
+        help_heading = "Network (--network allow)"
+    )]
     pub add_host: Vec<String>,
+    /// --allow and --deny in command-line order, filled in by `main`.
+    #[arg(skip)]
+    pub rules_in_order: Vec<(vg_policy::network::Action, String)>,
 
     /// Memory limit of the whole sandbox, e.g. 512m, 2g (cgroups)
     #[arg(long, value_name = "SIZE", help_heading = "Resource limits")]

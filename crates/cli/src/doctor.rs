@@ -7,8 +7,9 @@ use vg_sandbox::probe;
 /// Checks whose absence only limits what can be asked for: Landlock scoping is
 /// used when the kernel has it; memory and CPU limits are refused (or, with
 /// --best-effort-limits, skipped) where cgroups are missing; the process cap then
-/// falls back to RLIMIT_NPROC.
+/// falls back to RLIMIT_NPROC; without TUN access only `--network allow` is refused.
 const OPTIONAL: &[&str] = &[
+    probe::TUN_LAYER,
     "Landlock scoping",
     "limits: memory, cpus",
     "limits: pids without cgroups",

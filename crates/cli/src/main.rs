@@ -6,10 +6,11 @@ mod host;
 mod layers;
 mod limits;
 mod logs;
+mod network;
 mod run;
 mod session;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use cli::{Cli, Command, SandboxCommand};
 
@@ -17,8 +18,11 @@ use cli::{Cli, Command, SandboxCommand};
 pub const EXIT_FAILURE: i32 = 125;
 
 fn main() {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_FAILURE } else { 0 };
             let _ = e.print();
@@ -28,13 +32,41 @@ fn main() {
     let code = match cli.command {
         Command::Sandbox(SandboxCommand::Run(mut args)) => {
             args.after_dash_dash = follows_dash_dash(args.args.len());
+            args.options.rules_in_order = rules_in_order(&matches);
             run::run(*args)
         }
-        Command::Sandbox(SandboxCommand::Shell(args)) => run::shell(*args),
+        Command::Sandbox(SandboxCommand::Shell(mut args)) => {
+            args.options.rules_in_order = rules_in_order(&matches);
+            run::shell(*args)
+        }
         Command::Logs(cmd) => logs::run(cmd),
         Command::Doctor => doctor::doctor(),
     };
     std::process::exit(code);
+}
+
+/// `--allow` and `--deny` interleaved as they were typed: first match wins, so their
+/// relative order is part of the policy (clap keeps each list separately).
+fn rules_in_order(matches: &clap::ArgMatches) -> Vec<(vg_policy::network::Action, String)> {
+    let Some((_, sandbox)) = matches.subcommand() else {
+        return Vec::new();
+    };
+    let Some((_, command)) = sandbox.subcommand() else {
+        return Vec::new();
+    };
+    let mut rules: Vec<(usize, vg_policy::network::Action, String)> = Vec::new();
+    for (id, action) in [
+        ("allow", vg_policy::network::Action::Allow),
+        ("deny", vg_policy::network::Action::Deny),
+    ] {
+        if let (Some(indices), Some(values)) =
+            (command.indices_of(id), command.get_many::<String>(id))
+        {
+            rules.extend(indices.zip(values).map(|(i, v)| (i, action, v.clone())));
+        }
+    }
+    rules.sort_by_key(|(i, _, _)| *i);
+    rules.into_iter().map(|(_, a, v)| (a, v)).collect()
 }
 
 /// Clap cannot tell `run -- CMD` from `run SCRIPT`; the trailing arguments are always

@@ -83,11 +83,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
     reject_unavailable(&args.options)?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let settings = settings(&args.options, &cwd)?;
-    let network = settings
-        .network
-        .unwrap_or(NetworkMode::None)
-        .ensure_supported()
-        .map_err(anyhow::Error::from)?;
+    let network = crate::network::Plan::new(&settings)?;
 
     let mounts = resolve_mounts(&settings, &cwd)?;
     let primary = mounts
@@ -129,7 +125,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         &format!("vectraguard-{}", std::process::id()),
         record,
     )?;
-    let view = FsView::default_view(
+    let mut view = FsView::default_view(
         &host::layout(),
         &ViewOptions {
             mounts: mounts.clone(),
@@ -140,6 +136,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
             home_size: plan.disk,
         },
     );
+    view.ops.extend(network.mounts());
     let watch_full = vec![PathBuf::from("/tmp"), identity.home.clone()];
     let spec = SandboxSpec {
         hostname,
@@ -155,6 +152,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         rlimit_nproc: plan.rlimit_nproc,
         watch_full,
         tty: args.tty,
+        network: network.sandbox_network(),
     };
     if !record {
         if spec.tty {
@@ -163,11 +161,12 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
             )
             .into());
         }
-        return run_unrecorded(&spec, &plan);
+        return run_unrecorded(&spec, &plan, &network);
     }
     let root = crate::logs::records_root()?;
     check_records_hidden(&root, &mounts)?;
-    let mut meta = metadata(&settings, &args, &spec, &mounts, &cwd, network);
+    let mut meta = metadata(&settings, &args, &spec, &mounts, &cwd);
+    network.record(&mut meta);
     plan.record(&mut meta.limits);
     if let Some(cg) = &plan.cgroup {
         meta.layers.cgroup_version = Some(cg.version.as_str().to_owned());
@@ -219,7 +218,13 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
             return Err(error.into());
         }
     };
-    let terminal = session.attach(&mut sandbox, output, spec.trace_exec, plan.max_output);
+    let terminal = session.attach(
+        &mut sandbox,
+        output,
+        spec.trace_exec,
+        plan.max_output,
+        network.handle(),
+    );
     if let Some(master) = &terminal
         && stdin_is_terminal
     {
@@ -249,12 +254,26 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
 }
 
 /// `--no-record`: the same sandbox, with the caller's stdio and no session record.
-fn run_unrecorded(spec: &SandboxSpec, plan: &crate::limits::Plan) -> Result<i32, Failure> {
-    let sandbox =
+fn run_unrecorded(
+    spec: &SandboxSpec,
+    plan: &crate::limits::Plan,
+    network: &crate::network::Plan,
+) -> Result<i32, Failure> {
+    let mut sandbox =
         vg_sandbox::spawn_in(spec, [0, 1, 2], plan.cgroup.as_ref()).map_err(anyhow::Error::from)?;
-    let outcome = sandbox
-        .wait_until(deadline(plan))
-        .map_err(anyhow::Error::from)?;
+    // Mediated as always; only the records of it are not kept.
+    let mediator = match (network.handle(), sandbox.tun()) {
+        (Some(policy), Some(tun)) => Some(
+            vg_netstack::Mediator::start(tun, policy, Box::new(|_| {}))
+                .map_err(|e| anyhow::anyhow!("cannot start the network mediator: {e}"))?,
+        ),
+        _ => None,
+    };
+    let outcome = sandbox.wait_until(deadline(plan));
+    if let Some(mediator) = mediator {
+        let _ = mediator.stop();
+    }
+    let outcome = outcome.map_err(anyhow::Error::from)?;
     let hits = plan.cgroup.as_ref().map(|cg| cg.hits()).unwrap_or_default();
     report_outcome(spec, &outcome, plan, &hits);
     Ok(exit_code(&outcome))
@@ -366,7 +385,6 @@ fn metadata(
     spec: &SandboxSpec,
     mounts: &[ResolvedMount],
     cwd: &Path,
-    network: NetworkMode,
 ) -> Metadata {
     let mut meta = Metadata::new(if settings.agent.is_some() {
         Origin::Agent
@@ -398,7 +416,6 @@ fn metadata(
         })
         .collect();
     meta.set_env_keys(spec.env.iter().map(|(k, _)| k.as_str()));
-    meta.network.mode = Some(network.to_string());
     meta.layers
         .extra
         .insert("hostname".into(), spec.hostname.clone().into());
@@ -412,13 +429,7 @@ fn metadata(
 /// Options of the product that this version cannot enforce: refuse them rather than
 /// run with less isolation (or less limiting) than the user asked for.
 fn reject_unavailable(o: &SandboxOptions) -> Result<()> {
-    let unavailable: &[(&str, bool)] = &[
-        ("--image (container images)", o.image.is_some()),
-        (
-            "--allow/--deny/--add-host (mediated network)",
-            !o.allow.is_empty() || !o.deny.is_empty() || !o.add_host.is_empty(),
-        ),
-    ];
+    let unavailable: &[(&str, bool)] = &[("--image (container images)", o.image.is_some())];
     if let Some((name, _)) = unavailable.iter().find(|(_, used)| *used) {
         bail!(
             "{name} is not available in this version of vectraguard, and running without it would be weaker than you asked; remove the option"
@@ -456,11 +467,28 @@ fn settings(o: &SandboxOptions, cwd: &Path) -> Result<Settings> {
 }
 
 fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
-    let network = if o.no_network {
+    let mut network = if o.no_network {
         Some(NetworkMode::None)
     } else {
         o.network.as_deref().map(NetworkMode::parse).transpose()?
     };
+    let network_rules = o
+        .rules_in_order
+        .iter()
+        .map(|(action, spec)| {
+            vg_policy::network::Rule::parse(*action, spec)
+                .with_context(|| format!("--{} {spec}", action.as_str()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let add_hosts = o
+        .add_host
+        .iter()
+        .map(|h| vg_policy::network::AddHost::parse(h).with_context(|| format!("--add-host {h}")))
+        .collect::<Result<Vec<_>>>()?;
+    crate::network::check_flags(network, network_rules.len(), add_hosts.len())?;
+    if network.is_none() && !(network_rules.is_empty() && add_hosts.is_empty()) {
+        network = Some(NetworkMode::Allow);
+    }
     let workdir = match &o.workdir {
         Some(w) => Some(normalize_absolute(w).with_context(|| {
             format!(
@@ -498,6 +526,8 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
             .collect::<Result<Vec<_>, _>>()?,
         env_files: o.env_files.clone(),
         limits: crate::limits::from_flags(o)?,
+        network_rules,
+        add_hosts,
     })
 }
 

@@ -7,6 +7,13 @@
 //! Layering (project file, then user file, then flags; later wins) is [`Settings::overlay`]
 //! and [`resolve_profile`].
 //!
+//! Network rules are the exception to "later wins": the first rule that matches decides,
+//! so a higher layer's rules go in front. The resulting order is: flags; then each file
+//! from the most trusted (`--config`, then the user's file) to the project file, each
+//! file's selected profile before its top level; then a built-in profile's rules.
+//! `add_hosts` pins are appended in the opposite order, and the last pin of a name wins,
+//! so that flags again outrank files.
+//!
 //! A project file is untrusted input: it lives in a repository that sandboxed code can
 //! write. It may therefore only reach inside its own directory (see
 //! [`ConfigSource::Project`]); anything wider belongs in the user's file or on the
@@ -26,7 +33,7 @@ use toml::Spanned;
 use crate::env::EnvAssignment;
 use crate::limits::{self, LimitError, Limits};
 use crate::mount::{MountSpec, MountSpecError};
-use crate::network::NetworkMode;
+use crate::network::{Action, AddHost, NetworkMode, Rule};
 use crate::paths::{is_within, normalize_absolute};
 
 /// The name of a project's configuration file, looked up from the working directory up.
@@ -41,7 +48,9 @@ pub enum ConfigSource {
     /// `vectraguard.toml` in the working directory or an ancestor. The sandbox may have
     /// written it, so its mounts, read-only paths and env files must stay inside the
     /// project directory, it may not set `user`, and it may not copy host variables
-    /// (`env = ["KEY"]`), which is how secrets such as tokens would leak in.
+    /// (`env = ["KEY"]`), which is how secrets such as tokens would leak in. On the
+    /// network it may only narrow: no `network = "host"`, no allow rules, and no
+    /// `add_hosts` (a pin lets a name reach private addresses).
     Project,
     /// The user's own file (`$XDG_CONFIG_HOME/vectraguard/config.toml`).
     User,
@@ -60,8 +69,11 @@ pub struct Settings {
     pub workdir: Option<PathBuf>,
     /// A user name or `uid[:gid]`, checked for shape only.
     pub user: Option<String>,
-    /// Parsed but not checked with `NetworkMode::ensure_supported`; the caller does that.
     pub network: Option<NetworkMode>,
+    /// In precedence order (first match wins); see the module documentation.
+    pub network_rules: Vec<Rule>,
+    /// `--add-host` pins, in order; for the same name the last one wins.
+    pub add_hosts: Vec<AddHost>,
     pub mounts: Vec<MountSpec>,
     /// Absolute, normalised paths mounted read-only in place.
     pub read_only: Vec<PathBuf>,
@@ -74,7 +86,8 @@ pub struct Settings {
 impl Settings {
     /// Merges a higher-precedence layer into this one: a scalar set in `higher` replaces
     /// ours, lists are appended (ours first), so later `env` entries override earlier
-    /// ones when applied in order.
+    /// ones when applied in order. Network rules are the exception: `higher`'s go first,
+    /// because the first matching rule decides.
     pub fn overlay(&mut self, higher: Settings) {
         // Destructured so that a new field cannot be forgotten here.
         let Settings {
@@ -84,6 +97,8 @@ impl Settings {
             workdir,
             user,
             network,
+            network_rules,
+            add_hosts,
             mounts,
             read_only,
             env,
@@ -96,6 +111,10 @@ impl Settings {
         replace_if_set(&mut self.workdir, workdir);
         replace_if_set(&mut self.user, user);
         replace_if_set(&mut self.network, network);
+        // The first matching rule decides, so the higher layer's go in front; for pins
+        // the last one of a name wins, so theirs go after ours.
+        self.network_rules.splice(0..0, network_rules);
+        self.add_hosts.extend(add_hosts);
         self.mounts.extend(mounts);
         self.read_only.extend(read_only);
         self.env.extend(env);
@@ -107,6 +126,15 @@ impl Settings {
 fn replace_if_set<T>(slot: &mut Option<T>, higher: Option<T>) {
     if higher.is_some() {
         *slot = higher;
+    }
+}
+
+/// Only the network rules and pins of `settings`, to merge them apart from the rest.
+fn network_part(settings: &Settings) -> Settings {
+    Settings {
+        network_rules: settings.network_rules.clone(),
+        add_hosts: settings.add_hosts.clone(),
+        ..Settings::default()
     }
 }
 
@@ -259,26 +287,32 @@ pub fn resolve_profile(
     let mut found = false;
     // Limits are merged file by file, each file's profile right after its top level,
     // so that a project file (the least trusted) can never loosen a limit that the
-    // user's own configuration sets, whichever of them names the profile.
+    // user's own configuration sets, whichever of them names the profile. Network
+    // rules likewise, so that a project profile's rules cannot get in front of the
+    // user's (the first match decides).
     let mut limits = Limits::default();
+    let mut network = Settings::default();
     if let Some(builtin) = builtin_profile(name) {
         limits.overlay(builtin.limits);
+        network.overlay(network_part(&builtin));
         settings.overlay(builtin);
         found = true;
     }
     for file in files {
         limits.overlay(file.settings.limits);
-        if !eligible(file) {
-            continue;
-        }
-        if let Some(profile) = file.profiles.get(name) {
+        let mut file_network = network_part(&file.settings);
+        if let Some(profile) = file.profiles.get(name).filter(|_| eligible(file)) {
             limits.overlay(profile.limits);
+            file_network.overlay(network_part(profile));
             settings.overlay(profile.clone());
             found = true;
         }
+        network.overlay(file_network);
     }
     if found {
         settings.limits = limits;
+        settings.network_rules = network.network_rules;
+        settings.add_hosts = network.add_hosts;
         return Ok(settings);
     }
     let known: Vec<String> = files
@@ -364,6 +398,10 @@ struct RawSettings {
     user: Text,
     network: Text,
     #[serde(default)]
+    network_rules: TextList,
+    #[serde(default)]
+    add_hosts: TextList,
+    #[serde(default)]
     mounts: TextList,
     #[serde(default)]
     read_only: TextList,
@@ -391,6 +429,10 @@ struct RawFile {
     workdir: Text,
     user: Text,
     network: Text,
+    #[serde(default)]
+    network_rules: TextList,
+    #[serde(default)]
+    add_hosts: TextList,
     #[serde(default)]
     mounts: TextList,
     #[serde(default)]
@@ -420,6 +462,8 @@ impl RawFile {
             workdir,
             user,
             network,
+            network_rules,
+            add_hosts,
             mounts,
             read_only,
             env,
@@ -442,6 +486,8 @@ impl RawFile {
             workdir,
             user,
             network,
+            network_rules,
+            add_hosts,
             mounts,
             read_only,
             env,
@@ -574,6 +620,12 @@ fn key_hint(key: &str) -> &'static str {
         }
         "user" => "user is a user name or \"uid[:gid]\", e.g. user = \"1000:1000\"",
         "network" => "network is one of \"none\", \"allow\", \"host\"",
+        "network_rules" => {
+            "network_rules is an array of \"allow TARGET[:PORTS]\" or \"deny TARGET[:PORTS]\" strings, tried in order, e.g. network_rules = [\"allow github.com:443\", \"deny *.evil.com\"]"
+        }
+        "add_hosts" => {
+            "add_hosts is an array of \"NAME:IP\" strings, e.g. add_hosts = [\"db.internal:10.0.0.5\"]"
+        }
         "mounts" => {
             "mounts is an array of \"HOST:CONTAINER[:ro]\" strings, e.g. mounts = [\"./src:/workspace\"]"
         }
@@ -661,6 +713,8 @@ impl<'a> Document<'a> {
             workdir,
             user,
             network,
+            network_rules,
+            add_hosts,
             mounts,
             read_only,
             env,
@@ -706,6 +760,14 @@ impl<'a> Document<'a> {
             workdir: workdir.map(|w| self.workdir(w)).transpose()?,
             user: user.map(|u| self.user(u)).transpose()?,
             network: network.map(|n| self.network(n)).transpose()?,
+            network_rules: network_rules
+                .into_iter()
+                .map(|r| self.network_rule(r))
+                .collect::<Result<_, _>>()?,
+            add_hosts: add_hosts
+                .into_iter()
+                .map(|h| self.add_host(h))
+                .collect::<Result<_, _>>()?,
             mounts: mounts
                 .into_iter()
                 .map(|m| self.mount(m))
@@ -800,8 +862,46 @@ impl<'a> Document<'a> {
     }
 
     fn network(&self, value: Spanned<String>) -> Result<NetworkMode, ConfigError> {
-        NetworkMode::parse(value.get_ref())
-            .map_err(|e| self.error(value.span(), e.to_string(), key_hint("network")))
+        let mode = NetworkMode::parse(value.get_ref())
+            .map_err(|e| self.error(value.span(), e.to_string(), key_hint("network")))?;
+        if mode == NetworkMode::Host && self.project.is_some() {
+            return Err(self.error(
+                value.span(),
+                "'network = \"host\"' cannot be set in a project file: it turns off network isolation, and the sandbox can write that file".to_owned(),
+                format!("move it to {USER_FILE_HINT} or pass --network host"),
+            ));
+        }
+        Ok(mode)
+    }
+
+    fn network_rule(&self, value: Spanned<String>) -> Result<Rule, ConfigError> {
+        let rule = Rule::parse_line(value.get_ref())
+            .map_err(|e| self.error(value.span(), e.to_string(), key_hint("network_rules")))?;
+        if rule.action == Action::Allow && self.project.is_some() {
+            return Err(self.error(
+                value.span(),
+                format!(
+                    "'{}' cannot be set in a project file: the sandbox can write that file, so it could open the network to itself",
+                    rule.text
+                ),
+                format!(
+                    "a project file may only add deny rules; move allow rules to {USER_FILE_HINT} or pass --allow on the command line"
+                ),
+            ));
+        }
+        Ok(rule)
+    }
+
+    fn add_host(&self, value: Spanned<String>) -> Result<AddHost, ConfigError> {
+        if self.project.is_some() {
+            return Err(self.error(
+                value.span(),
+                "'add_hosts' cannot be set in a project file: a pinned name may reach private and loopback addresses, and the sandbox can write that file".to_owned(),
+                format!("move it to {USER_FILE_HINT} or pass --add-host on the command line"),
+            ));
+        }
+        AddHost::parse(value.get_ref())
+            .map_err(|e| self.error(value.span(), e.to_string(), key_hint("add_hosts")))
     }
 
     fn mount(&self, value: Spanned<String>) -> Result<MountSpec, ConfigError> {
@@ -1104,6 +1204,8 @@ env = ["CI=1"]
             workdir: Some("/workspace".into()),
             user: Some("1000:1000".into()),
             network: None,
+            network_rules: Vec::new(),
+            add_hosts: Vec::new(),
             mounts: vec![mount("/p/src:/workspace"), mount("/data:/data:ro")],
             read_only: vec!["/etc".into()],
             env: vec![env("NODE_ENV=production")],
@@ -1270,9 +1372,10 @@ env = ["CI=1"]
         let (line, msg) = invalid(user_file("name = \"a\"\nnetwork = \"bridge\"\n"));
         assert_eq!(line, 2);
         assert!(msg.contains("unknown network mode 'bridge'"), "{msg}");
-        // Unsupported modes parse; the caller runs ensure_supported.
         let file = user_file("network = \"host\"\n").unwrap();
         assert_eq!(file.settings.network, Some(NetworkMode::Host));
+        let file = user_file("network = \"allow\"\n").unwrap();
+        assert_eq!(file.settings.network, Some(NetworkMode::Allow));
 
         assert!(user_file("workdir = \"rel\"\n").is_err());
         assert!(user_file("user = \"1000:x\"\n").is_err());
@@ -1510,5 +1613,209 @@ env = ["CI=1"]
             user_config_path(home, Some(Path::new("relative"))),
             PathBuf::from("/home/u/.config/vectraguard/config.toml")
         );
+    }
+
+    fn rule(line: &str) -> Rule {
+        Rule::parse_line(line).unwrap()
+    }
+
+    fn rule_texts(settings: &Settings) -> Vec<&str> {
+        settings
+            .network_rules
+            .iter()
+            .map(|r| r.text.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn network_rules_and_add_hosts_parse_in_order() {
+        let file = user_file(
+            "network = \"allow\"\nnetwork_rules = [\"allow github.com:443\", \"deny *.evil.com\", \"allow 10.0.0.0/8\"]\nadd_hosts = [\"db.internal:10.0.0.5\", \"cache=[fd00::6]\"]\n[profiles.p]\nnetwork_rules = [\"allow *.pypi.org\"]\nadd_hosts = [\"x:127.0.0.1\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            rule_texts(&file.settings),
+            [
+                "allow github.com:443",
+                "deny *.evil.com",
+                "allow 10.0.0.0/8"
+            ]
+        );
+        assert_eq!(
+            file.settings.add_hosts,
+            vec![
+                AddHost::parse("db.internal:10.0.0.5").unwrap(),
+                AddHost::parse("cache:fd00::6").unwrap()
+            ]
+        );
+        assert_eq!(
+            file.profiles["p"].network_rules,
+            vec![rule("allow *.pypi.org")]
+        );
+        assert_eq!(file.profiles["p"].add_hosts.len(), 1);
+    }
+
+    #[test]
+    fn bad_network_rules_and_hosts_name_the_line_and_value() {
+        let (line, msg) = invalid(user_file(
+            "network_rules = [\n  \"allow github.com\",\n  \"allow github.com:0\",\n]\n",
+        ));
+        assert_eq!(line, 3, "{msg}");
+        assert!(
+            msg.contains("'allow github.com:0'") && msg.contains("port '0'"),
+            "{msg}"
+        );
+        assert!(msg.contains("(hint: network_rules is an array"), "{msg}");
+        let (_, msg) = invalid(user_file("network_rules = [\"github.com\"]\n"));
+        assert!(msg.contains("write 'allow TARGET[:PORTS]'"), "{msg}");
+        let (line, msg) = invalid(user_file("[profiles.p]\n\nadd_hosts = [\"db:nowhere\"]\n"));
+        assert_eq!(line, 3, "{msg}");
+        assert!(msg.contains("'nowhere' is not an IP address"), "{msg}");
+        assert!(msg.contains("(hint: add_hosts is an array"), "{msg}");
+        let (line, msg) = invalid(user_file("name = \"a\"\nnetwork_rules = \"allow x.com\"\n"));
+        assert_eq!(line, 2, "{msg}");
+        assert!(msg.contains("invalid value for 'network_rules'"), "{msg}");
+        assert!(msg.contains("\"allow github.com:443\""), "{msg}");
+        let (_, msg) = invalid(user_file("network_rule = []\n"));
+        assert!(msg.contains("did you mean 'network_rules'?"), "{msg}");
+        let (_, msg) = invalid(user_file("add-host = []\n"));
+        assert!(msg.contains("did you mean 'add_hosts'?"), "{msg}");
+    }
+
+    #[test]
+    fn a_project_file_can_only_narrow_the_network() {
+        let ok = project_file(
+            "network = \"allow\"\nnetwork_rules = [\"deny *.evil.com\", \"deny 10.0.0.0/8\"]\n[profiles.p]\nnetwork = \"none\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            rule_texts(&ok.settings),
+            ["deny *.evil.com", "deny 10.0.0.0/8"]
+        );
+
+        let (line, msg) = invalid(project_file("name = \"a\"\nnetwork = \"host\"\n"));
+        assert_eq!(line, 2);
+        assert!(
+            msg.contains("'network = \"host\"' cannot be set in a project file"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(USER_FILE_HINT) && msg.contains("--network host"),
+            "{msg}"
+        );
+
+        let (line, msg) = invalid(project_file(
+            "network_rules = [\"deny a.com\",\n \"allow github.com:443\"]\n",
+        ));
+        assert_eq!(line, 2);
+        assert!(
+            msg.contains("'allow github.com:443' cannot be set in a project file"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("only add deny rules") && msg.contains("--allow"),
+            "{msg}"
+        );
+
+        let (line, msg) = invalid(project_file(
+            "[profiles.p]\nadd_hosts = [\"db:10.0.0.5\"]\n",
+        ));
+        assert_eq!(line, 2);
+        assert!(
+            msg.contains("'add_hosts' cannot be set in a project file"),
+            "{msg}"
+        );
+        assert!(msg.contains("--add-host"), "{msg}");
+        // Profiles are checked too.
+        assert!(project_file("[profiles.p]\nnetwork_rules = [\"allow *\"]\n").is_err());
+        assert!(project_file("[profiles.p]\nnetwork = \"host\"\n").is_err());
+        // The user's own file may do all of it.
+        assert!(
+            user_file(
+                "network = \"host\"\nnetwork_rules = [\"allow *\"]\nadd_hosts = [\"db:10.0.0.5\"]\n"
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn overlay_puts_higher_rules_first_and_pins_last() {
+        let mut low = Settings {
+            network_rules: vec![rule("deny *.evil.com"), rule("allow *")],
+            add_hosts: vec![AddHost::parse("db:10.0.0.1").unwrap()],
+            ..Settings::default()
+        };
+        low.overlay(Settings {
+            network_rules: vec![rule("allow api.evil.com")],
+            add_hosts: vec![AddHost::parse("db:10.0.0.2").unwrap()],
+            ..Settings::default()
+        });
+        assert_eq!(
+            rule_texts(&low),
+            ["allow api.evil.com", "deny *.evil.com", "allow *"]
+        );
+        let addrs: Vec<String> = low.add_hosts.iter().map(|h| h.addr.to_string()).collect();
+        assert_eq!(addrs, ["10.0.0.1", "10.0.0.2"]);
+    }
+
+    #[test]
+    fn layered_rules_keep_the_project_behind_the_user_and_flags() {
+        let project = project_file(
+            "profile = \"p\"\nnetwork_rules = [\"deny project-top.com\"]\n[profiles.p]\nnetwork_rules = [\"deny project-profile.com\"]\n",
+        )
+        .unwrap();
+        let user = parse(
+            "network_rules = [\"allow user-top.com\"]\nadd_hosts = [\"db:10.0.0.1\"]\n[profiles.p]\nnetwork_rules = [\"allow user-profile.com\"]\nadd_hosts = [\"db:10.0.0.2\"]\n",
+            Path::new("/home/u/.config/vectraguard/config.toml"),
+            ConfigSource::User,
+        )
+        .unwrap();
+        let explicit = parse(
+            "network_rules = [\"allow explicit-top.com\"]\n",
+            Path::new("/etc/vg.toml"),
+            ConfigSource::Explicit,
+        )
+        .unwrap();
+        let files = [&project, &user, &explicit];
+
+        // Without a profile: the most trusted file first.
+        let none = resolve_profile(&files[1..], None).unwrap();
+        assert_eq!(
+            rule_texts(&none),
+            ["allow explicit-top.com", "allow user-top.com"]
+        );
+
+        // With one: each file's profile before its top level, files by trust.
+        let mut s = resolve_profile(&files, Some("p")).unwrap();
+        let expected = [
+            "allow explicit-top.com",
+            "allow user-profile.com",
+            "allow user-top.com",
+            "deny project-profile.com",
+            "deny project-top.com",
+        ];
+        assert_eq!(rule_texts(&s), expected);
+        // The project file's own `profile` key selects only its own profile, and its
+        // rules still come last.
+        let by_project = resolve_profile(&[&project, &user], None).unwrap();
+        assert_eq!(
+            rule_texts(&by_project),
+            [
+                "allow user-top.com",
+                "deny project-profile.com",
+                "deny project-top.com"
+            ]
+        );
+        // The user's profile pin comes after the top-level one, so it wins.
+        let addrs: Vec<String> = s.add_hosts.iter().map(|h| h.addr.to_string()).collect();
+        assert_eq!(addrs, ["10.0.0.1", "10.0.0.2"]);
+
+        // Flags go on top of everything.
+        s.overlay(Settings {
+            network_rules: vec![rule("deny user-top.com")],
+            ..Settings::default()
+        });
+        assert_eq!(rule_texts(&s)[0], "deny user-top.com");
+        assert_eq!(rule_texts(&s)[1..], expected);
     }
 }

@@ -1,7 +1,7 @@
 //! The sandbox policy as plain data.
 //!
 //! Nothing in this crate touches the kernel: every rule set (the filesystem view, the
-//! Landlock access sets, the environment, the network mode) is built here as a value,
+//! Landlock access sets, the environment, the network rules) is built here as a value,
 //! unit-tested as a value, and only then handed to `vg-sandbox`, which installs it.
 #![forbid(unsafe_code)]
 
@@ -20,5 +20,8 @@ pub use identity::Identity;
 pub use landlock::LandlockRules;
 pub use limits::Limits;
 pub use mount::MountSpec;
-pub use network::NetworkMode;
+pub use network::{
+    Action, AddHost, Cidr, Decision, Destination, HostName, NetworkMode, NetworkPolicy, PortRange,
+    Reason, Rule, RuleMatch, Target,
+};
 pub use view::{FsView, HostLayout, MountOp, ViewOptions};

@@ -1,27 +1,58 @@
-//! Network modes. Only `none` is implemented by this version; the others are parsed so
-//! that asking for them gives a clear error instead of being silently ignored.
+//! The network policy as data: the mode, and for `allow` the ordered rules and pinned
+//! names that the mediating network stack consults for every DNS query and connection.
+//!
+//! - [`HostName`]: a canonical DNS name (lowercase ASCII, IDNA applied, no trailing dot),
+//!   so that a rule and a query can only be compared one way.
+//! - [`Rule`]: `allow`/`deny` of a name, `*.` wildcard, `*`, IP address or [`Cidr`], on
+//!   all ports or a [`PortRange`].
+//! - [`NetworkPolicy`]: first match wins, default deny; private, loopback, link-local and
+//!   metadata addresses ([`is_special`]) stay closed unless a rule names them by address
+//!   or the name was pinned with `--add-host` ([`AddHost`]).
+//!
+//! Precedence of rules from the layers (first match wins, so earlier outranks later):
+//! flags, then a `--config` file, then the user's file, then the project file, each
+//! file's selected profile before its top level (see [`crate::config::resolve_profile`]).
+//! A project file may only add deny rules, so its place at the end cannot open anything.
 
 use std::fmt;
+
+mod addr;
+mod name;
+mod policy;
+mod rule;
+
+pub use addr::{Cidr, is_special};
+pub use name::HostName;
+pub use policy::{Decision, Destination, NetworkPolicy, Reason, RuleMatch};
+pub use rule::{Action, AddHost, PortRange, Rule, Target};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NetworkMode {
     /// A private network namespace with loopback only.
     #[default]
     None,
-    /// Mediated egress by rules (not available yet).
+    /// Egress mediated by a [`NetworkPolicy`].
     Allow,
-    /// The host's network (not available yet).
+    /// The host's network: an explicit opt-out of network isolation.
     Host,
 }
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+/// Every way network input can be wrong. The offending text is quoted (control
+/// characters escaped, long input shortened) and each message says what to write instead.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum NetworkError {
     #[error("unknown network mode '{0}': use none, allow or host")]
     Unknown(String),
+    #[error("invalid host name '{input}': {problem}")]
+    Name { input: String, problem: String },
+    #[error("invalid network '{input}': {problem}")]
+    Cidr { input: String, problem: String },
+    #[error("invalid network rule '{input}': {problem}")]
+    Rule { input: String, problem: String },
     #[error(
-        "network mode '{0}' is not available in this version of vectraguard: only 'none' (loopback only) is enforced; remove --network/--allow or use --network none"
+        "invalid --add-host '{input}': {problem} (write NAME:IP, e.g. db.internal:10.0.0.5 or db.internal:[fd00::5])"
     )]
-    Unsupported(NetworkMode),
+    AddHost { input: String, problem: String },
 }
 
 impl NetworkMode {
@@ -30,15 +61,7 @@ impl NetworkMode {
             "none" => Ok(Self::None),
             "allow" => Ok(Self::Allow),
             "host" => Ok(Self::Host),
-            other => Err(NetworkError::Unknown(other.to_owned())),
-        }
-    }
-
-    /// Rejects modes this build cannot enforce (fail closed, never ignore).
-    pub fn ensure_supported(self) -> Result<Self, NetworkError> {
-        match self {
-            Self::None => Ok(self),
-            other => Err(NetworkError::Unsupported(other)),
+            other => Err(NetworkError::Unknown(shown(other))),
         }
     }
 }
@@ -53,28 +76,56 @@ impl fmt::Display for NetworkMode {
     }
 }
 
+/// Input as it may be quoted in an error: control characters escaped (a NUL or an
+/// escape sequence must not reach the terminal) and at most `MAX_SHOWN` characters.
+fn shown(input: &str) -> String {
+    const MAX_SHOWN: usize = 100;
+    let mut out: String = input
+        .chars()
+        .take(MAX_SHOWN)
+        .flat_map(char::escape_debug)
+        .collect();
+    if input.chars().nth(MAX_SHOWN).is_some() {
+        out.push('…');
+    }
+    out
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
     #[test]
-    fn only_none_is_supported() {
-        assert_eq!(
-            NetworkMode::parse("none").unwrap().ensure_supported(),
-            Ok(NetworkMode::None)
-        );
+    fn modes_parse_and_display() {
+        for mode in [NetworkMode::None, NetworkMode::Allow, NetworkMode::Host] {
+            assert_eq!(NetworkMode::parse(&mode.to_string()), Ok(mode));
+        }
+        assert_eq!(NetworkMode::default(), NetworkMode::None);
+        let err = NetworkMode::parse("bridge").unwrap_err().to_string();
         assert!(
-            NetworkMode::parse("host")
-                .unwrap()
-                .ensure_supported()
-                .is_err()
+            err.contains("'bridge'") && err.contains("none, allow or host"),
+            "{err}"
         );
-        assert!(
-            NetworkMode::parse("allow")
-                .unwrap()
-                .ensure_supported()
-                .is_err()
-        );
-        assert!(NetworkMode::parse("bridge").is_err());
+        assert!(NetworkMode::parse("Host").is_err(), "modes are lowercase");
+    }
+
+    #[test]
+    fn shown_escapes_and_shortens() {
+        assert_eq!(shown("a\0b\x1b[2J"), "a\\0b\\u{1b}[2J");
+        let long = "x".repeat(500);
+        assert_eq!(shown(&long).chars().count(), 101);
+        assert!(shown(&long).ends_with('…'));
+        assert_eq!(shown("bücher.de"), "bücher.de");
+    }
+
+    #[test]
+    fn policy_types_are_send_and_sync() {
+        fn check<T: Send + Sync + Clone + fmt::Debug + PartialEq>() {}
+        check::<NetworkPolicy>();
+        check::<Rule>();
+        check::<Decision>();
+        check::<Destination>();
+        check::<NetworkError>();
     }
 }

@@ -28,6 +28,11 @@ pub enum SetupError {
     BadPath(PathBuf),
     #[error("cannot bring up the sandbox's loopback interface: {source}")]
     Network { source: io::Error },
+    #[error(
+        "cannot create the sandbox's TUN interface for --network allow: {source} (hint: {})",
+        tun_hint(source)
+    )]
+    Tun { source: io::Error },
     #[error("cannot set the sandbox hostname: {0}")]
     Hostname(io::Error),
     #[error(
@@ -95,7 +100,7 @@ impl SetupError {
             | Self::BadPath(_)
             | Self::Workdir { .. } => "mount namespace",
             Self::Hostname(_) => "UTS namespace",
-            Self::Network { .. } => "network namespace",
+            Self::Network { .. } | Self::Tun { .. } => "network namespace",
             Self::Credentials { .. } => "privilege drop",
             Self::Capabilities { .. } => "capabilities",
             Self::NoNewPrivs(_) => "no_new_privs",
@@ -127,5 +132,18 @@ impl SandboxError {
             layer: e.layer().to_owned(),
             message: e.to_string(),
         }
+    }
+}
+
+/// Why `/dev/net/tun` could not be used, and the fix.
+pub fn tun_hint(e: &io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            "/dev/net/tun is not readable and writable by this user; most distributions make it mode 0666 (`chmod 0666 /dev/net/tun` as root), or run as root, or use --network none or --network host"
+        }
+        Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::ENXIO) => {
+            "this kernel has no TUN driver: load it with `modprobe tun`, or use --network none or --network host"
+        }
+        _ => "run `vectraguard doctor` to check TUN access, or use --network none",
     }
 }

@@ -51,14 +51,38 @@ fn setup(
     if !matches!(sync.read(&mut go), Ok(1)) {
         return Err(SetupError::ParentGone);
     }
+    // Before the file-system identity changes: /dev/net/tun is checked against the
+    // host's permissions, and the device must be created from inside our namespace.
+    let tun = match p.network {
+        crate::spawn::SandboxNetwork::Tun(cfg) => {
+            Some(sys::tun_create(cfg.name).map_err(|source| SetupError::Tun { source })?)
+        }
+        _ => None,
+    };
     if p.switch_identity {
         // We are still host root (unmapped here); create files as the target identity.
         sys::setfsgid(p.identity.gid);
         sys::setfsuid(p.identity.uid);
     }
     sys::sethostname(&p.hostname).map_err(SetupError::Hostname)?;
-    // A fresh network namespace has loopback down; "loopback only" means it works.
-    sys::loopback_up().map_err(|source| SetupError::Network { source })?;
+    if p.network.private() {
+        // A fresh network namespace has loopback down; "loopback only" means it works.
+        sys::loopback_up().map_err(|source| SetupError::Network { source })?;
+    }
+    if let (crate::spawn::SandboxNetwork::Tun(cfg), Some(tun), Some(sock)) =
+        (p.network, &tun, &p.notify_sock)
+    {
+        sys::iface_configure(
+            cfg.name,
+            cfg.address,
+            cfg.netmask,
+            i32::from(cfg.mtu),
+            cfg.gateway,
+        )
+        .map_err(|source| SetupError::Network { source })?;
+        sys::send_fd(sock.as_fd(), tun.as_fd()).map_err(|source| SetupError::Network { source })?;
+    }
+    drop(tun);
     crate::rootfs::build_and_pivot(&p.ops)?;
     std::env::set_current_dir(&p.workdir).map_err(|source| SetupError::Workdir {
         path: p.workdir.clone(),
@@ -111,10 +135,17 @@ fn setup(
         _ => None,
     };
     // What is in force, reported as it was set up (each step above fails closed).
-    let namespaces: Vec<&str> = crate::spawn::NAMESPACES.iter().map(|(n, _)| *n).collect();
+    let namespaces: Vec<&str> = crate::spawn::namespaces(p.network)
+        .map(|(n, _)| *n)
+        .collect();
     let text = format!(
-        "namespaces={}\nno_new_privs=1\ncapabilities=\nlandlock_abi={}\nlandlock_kernel_abi={}\nlandlock_scopes={}\nseccomp_mode={}\nseccomp_instructions={}\n",
+        "namespaces={}\nnetwork={}\nno_new_privs=1\ncapabilities=\nlandlock_abi={}\nlandlock_kernel_abi={}\nlandlock_scopes={}\nseccomp_mode={}\nseccomp_instructions={}\n",
         namespaces.join(","),
+        match p.network {
+            crate::spawn::SandboxNetwork::Loopback => "loopback",
+            crate::spawn::SandboxNetwork::Tun(_) => "tun",
+            crate::spawn::SandboxNetwork::Host => "host",
+        },
         ll.abi_used,
         ll.kernel_abi,
         if ll.scoped_signals {

@@ -22,8 +22,8 @@ pub mod trace;
 
 pub use error::{SandboxError, SetupError};
 pub use spawn::{
-    FORWARDED_SIGNALS, Killer, LimitHit, NAMESPACES, Outcome, Sandbox, SandboxSpec, TERMINATE_ALL,
-    Termination, namespace_hint, spawn, spawn_in,
+    FORWARDED_SIGNALS, Killer, LimitHit, NAMESPACES, Outcome, Sandbox, SandboxNetwork, SandboxSpec,
+    TERMINATE_ALL, Termination, TunConfig, namespace_hint, namespaces, spawn, spawn_in,
 };
 pub use trace::{TraceEvent, Verdict};
 

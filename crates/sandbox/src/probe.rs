@@ -228,6 +228,33 @@ pub fn nproc_counts_per_namespace() -> bool {
     (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0)) >= (5, 14)
 }
 
+/// The layer name of [`tun`], which `doctor` shows as optional.
+pub const TUN_LAYER: &str = "network: mediated (--network allow)";
+
+/// Whether `--network allow` can work: really creates a TUN interface in a throwaway
+/// user and network namespace, as a sandbox would.
+pub fn tun() -> Check {
+    let r = in_child(|| {
+        if let Err(e) = sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) {
+            return errno_of(&e);
+        }
+        sys::tun_create("vgprobe0").map_or_else(|e| errno_of(&e), |_| 0)
+    });
+    if r == 0 {
+        Check::ok(
+            TUN_LAYER,
+            "TUN interfaces can be created in a sandbox's namespace",
+        )
+    } else {
+        let e = std::io::Error::from_raw_os_error(r);
+        Check::missing(
+            TUN_LAYER,
+            format!("cannot create a TUN interface: {e}"),
+            crate::error::tun_hint(&e),
+        )
+    }
+}
+
 /// Every probe, in the order `doctor` prints them.
 pub fn all() -> Vec<Check> {
     let mut out = namespaces();
@@ -235,5 +262,6 @@ pub fn all() -> Vec<Check> {
     out.extend(landlock());
     out.extend(seccomp());
     out.extend(limits());
+    out.push(tun());
     out
 }

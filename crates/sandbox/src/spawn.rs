@@ -59,6 +59,47 @@ pub struct SandboxSpec {
     /// (the `stdio` passed to spawn is then not used); the supervisor gets the
     /// master from [`Sandbox::tty_master`].
     pub tty: bool,
+    pub network: SandboxNetwork,
+}
+
+/// The sandbox's network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxNetwork {
+    /// A private network namespace with loopback only.
+    #[default]
+    Loopback,
+    /// A private network namespace whose only way out is a TUN interface; the
+    /// supervisor gets the other end from [`Sandbox::tun`] and decides what passes.
+    Tun(TunConfig),
+    /// The host's network namespace: no network isolation at all.
+    Host,
+}
+
+/// How the sandbox's TUN interface is addressed. Everything not on loopback is
+/// routed through `gateway` on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TunConfig {
+    pub name: &'static str,
+    pub address: std::net::Ipv4Addr,
+    pub netmask: std::net::Ipv4Addr,
+    pub gateway: std::net::Ipv4Addr,
+    pub mtu: u16,
+}
+
+impl SandboxNetwork {
+    /// Whether the sandbox gets its own network namespace.
+    pub fn private(self) -> bool {
+        !matches!(self, Self::Host)
+    }
+}
+
+/// The namespaces a sandbox with `network` gets, by name and clone flag.
+pub fn namespaces(
+    network: SandboxNetwork,
+) -> impl Iterator<Item = &'static (&'static str, libc::c_int)> {
+    NAMESPACES
+        .iter()
+        .filter(move |(_, flag)| *flag != libc::CLONE_NEWNET || network.private())
 }
 
 /// Tells init to send SIGTERM to every process in the sandbox (a timeout). Not a
@@ -85,6 +126,7 @@ pub(crate) struct Prepared {
     pub rlimit_nproc: Option<u64>,
     pub watch_full: Vec<CString>,
     pub tty: bool,
+    pub network: SandboxNetwork,
     /// The child's end of the socket that carries the seccomp listener.
     pub notify_sock: Option<std::os::fd::OwnedFd>,
 }
@@ -145,6 +187,7 @@ impl Prepared {
             trace_exec: spec.trace_exec,
             rlimit_nproc: spec.rlimit_nproc,
             tty: spec.tty,
+            network: spec.network,
             watch_full: spec
                 .watch_full
                 .iter()
@@ -236,7 +279,7 @@ pub fn spawn_in(
 ) -> Result<Sandbox, SandboxError> {
     let mut prepared = Prepared::new(spec, stdio)?;
     let mut notify_parent = None;
-    if spec.trace_exec || spec.tty {
+    if spec.trace_exec || spec.tty || matches!(spec.network, SandboxNetwork::Tun(_)) {
         let (parent, child) = sys::seqpacket_pair().map_err(SetupError::Fork)?;
         prepared.notify_sock = Some(child);
         notify_parent = Some(parent);
@@ -246,7 +289,7 @@ pub fn spawn_in(
 
     let (sync_r, mut sync_w) = std::io::pipe().map_err(SetupError::Fork)?;
     let (report_r, report_w) = std::io::pipe().map_err(SetupError::Fork)?;
-    let flags = NAMESPACES.iter().fold(0, |acc, (_, f)| acc | f);
+    let flags = namespaces(spec.network).fold(0, |acc, (_, f)| acc | f);
     let pid = match sys::clone_fork(flags) {
         Err(source) => {
             return Err(SetupError::Namespaces {
@@ -342,6 +385,13 @@ impl Sandbox {
         Killer {
             pidfd: Arc::clone(&self.pidfd),
         }
+    }
+
+    /// With [`SandboxNetwork::Tun`], the packet side of the sandbox's TUN interface
+    /// (first: init sends it before the exec listener and the terminal). Every packet
+    /// the sandbox sends out is read here; nothing leaves unless the reader forwards it.
+    pub fn tun(&mut self) -> Option<std::os::fd::OwnedFd> {
+        self.next_fd_from_init()
     }
 
     /// With `trace_exec`, waits for the sandbox to finish setting up and returns the

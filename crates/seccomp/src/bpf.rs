@@ -317,10 +317,9 @@ fn push_interval<'a>(out: &mut Vec<Interval<'a>>, start: u32, leaf: Leaf<'a>) {
             ..
         }),
     ) = (&leaf, out.last())
+        && action == prev
     {
-        if action == prev {
-            return;
-        }
+        return;
     }
     out.push(Interval { start, leaf });
 }

@@ -134,7 +134,7 @@ pub fn run(prog: &[SockFilter], data: &SeccompData) -> Result<u32, InterpError> 
 
 /// Native-endian (x86_64: little-endian) word at `offset`, if aligned and in bounds.
 fn load_word(bytes: &[u8; SECCOMP_DATA_SIZE as usize], offset: u32) -> Option<u32> {
-    if offset % 4 != 0 {
+    if !offset.is_multiple_of(4) {
         return None;
     }
     let start = usize::try_from(offset).ok()?;

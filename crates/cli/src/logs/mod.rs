@@ -10,6 +10,7 @@ mod follow;
 mod format;
 mod list;
 mod manage;
+mod network;
 mod replay;
 mod show;
 mod summary;

@@ -76,6 +76,10 @@ pub fn show(store: &SessionStore, args: &ShowArgs, out: &mut dyn Write) -> Resul
             writeln!(out)?;
             summary::write_commands(out, &dir, meta.start_time)?;
         }
+        View::Lines(LineView::Events(EventFilter::Network)) => {
+            let lines = read_lines(&layout::file_path(&dir, RecordFile::Events))?;
+            super::network::write_table(out, &lines)?;
+        }
         View::Lines(lines) => {
             for line in read_lines(&layout::file_path(&dir, file_of(lines)))? {
                 if let Some(text) = lines.text(&line) {

@@ -67,6 +67,8 @@ pub struct Session {
     shared: Option<Arc<Shared>>,
     relays: Vec<JoinHandle<()>>,
     tracer: Option<JoinHandle<HashSet<i32>>>,
+    /// Relays and records the sandbox's network in `--network allow` mode.
+    mediator: Option<vg_netstack::Mediator>,
     /// Every layer was in place and the command was started.
     started: bool,
 }
@@ -91,6 +93,7 @@ impl Session {
             shared: None,
             relays: Vec::new(),
             tracer: None,
+            mediator: None,
             started: false,
         })
     }
@@ -104,13 +107,31 @@ impl Session {
         output: Output,
         trace: bool,
         max_output: Option<u64>,
+        network: Option<vg_netstack::PolicyHandle>,
     ) -> Option<File> {
         let shared = Arc::new(Shared {
             writer: Arc::clone(&self.writer),
             killer: sandbox.killer(),
             broken: OnceLock::new(),
         });
-        // Init sends the exec listener, then the terminal, then says it is ready.
+        // Init sends the TUN interface, the exec listener, then the terminal, then
+        // says it is ready.
+        if let Some(policy) = network
+            && let Some(tun) = sandbox.tun()
+        {
+            let events = Arc::clone(&shared);
+            let record = Box::new(move |event| {
+                if let Err(e) = events.writer.event(crate::network::to_record(event)) {
+                    events.fail("events.jsonl", e);
+                }
+            });
+            match vg_netstack::Mediator::start(tun, policy, record) {
+                Ok(mediator) => self.mediator = Some(mediator),
+                // Without the mediator nothing gets out; the session must not go on
+                // as if the network worked.
+                Err(e) => shared.fail("network mediator", e),
+            }
+        }
         if trace && let Some(listener) = sandbox.exec_listener() {
             let shared = Arc::clone(&shared);
             self.tracer = Some(std::thread::spawn(move || {
@@ -190,6 +211,13 @@ impl Session {
         result: &Result<Outcome, SandboxError>,
         hits: &vg_sandbox::cgroup::Hits,
     ) -> Result<String> {
+        // The sandbox is gone: connections still open are cut and recorded.
+        if let Some(mediator) = self.mediator.take()
+            && let Err(e) = mediator.stop()
+            && let Some(shared) = &self.shared
+        {
+            shared.fail("network mediator", e);
+        }
         for relay in self.relays.drain(..) {
             let _ = relay.join();
         }

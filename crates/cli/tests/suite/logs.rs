@@ -347,9 +347,14 @@ fn show_prints_the_summary_and_each_file() {
         w.record_exit(101, CommandExit::Code(2)).unwrap();
         w.event(
             Event::new("network")
-                .with("host", "example.com")
+                .with("event", "connect")
+                .with("connection", 1)
+                .with("protocol", "tcp")
+                .with("name", "example.com")
+                .with("address", "93.184.215.14")
                 .with("port", 443)
-                .with("action", "deny"),
+                .with("decision", "deny")
+                .with("reason", "default deny"),
         )
         .unwrap();
         w.event(Event::new("limit-hit").with("limit", "pids"))
@@ -402,13 +407,25 @@ fn show_prints_the_summary_and_each_file() {
         let out = logs(runner, &home, &["show", bare, "--events"]);
         out.assert_success()
             .assert_stdout_contains("session-start")
-            .assert_stdout_contains("action=deny host=example.com port=443")
+            .assert_stdout_contains("decision=deny")
+            .assert_stdout_contains("name=example.com")
             .assert_stdout_contains("limit=pids")
             .assert_stdout_contains("session-end");
+        // --network is a table: a header and the one connection.
         let out = logs(runner, &home, &["show", bare, "--network"]);
         out.assert_success();
-        assert_eq!(out.lines().len(), 1, "{out}");
-        out.assert_stdout_contains("example.com");
+        assert_eq!(out.lines().len(), 2, "{out}");
+        assert!(out.lines()[0].starts_with("TIME"), "{out}");
+        for cell in [
+            "tcp",
+            "example.com",
+            "93.184.215.14",
+            "443",
+            "deny",
+            "default deny",
+        ] {
+            out.assert_stdout_contains(cell);
+        }
 
         // JSON: the metadata, and the arrays asked for.
         let v = json(&logs(runner, &home, &["show", bare, "--json"]));

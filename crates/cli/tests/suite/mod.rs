@@ -12,6 +12,7 @@ mod filesystem;
 mod lifecycle;
 mod limits;
 mod logs;
+mod mediated_network;
 mod mounts;
 mod options;
 mod posture;

@@ -1,0 +1,210 @@
+//! `logs show SESSION --network`: the session's DNS questions and connections as one
+//! table. A connection's attempt and its end are two events (the end carries the
+//! byte counts and duration); they are joined here into one row by connection id.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use anyhow::Result;
+use serde_json::{Map, Value};
+use vg_records::time::parse_rfc3339;
+
+use super::format::{self, Table};
+
+/// Writes the table for the lines of `events.jsonl`; other events are skipped.
+pub fn write_table(out: &mut dyn Write, lines: &[Vec<u8>]) -> Result<()> {
+    let events: Vec<Map<String, Value>> = lines
+        .iter()
+        .filter_map(|l| serde_json::from_slice::<Map<String, Value>>(l).ok())
+        .filter(|e| e.get("type").and_then(Value::as_str) == Some("network"))
+        .collect();
+    let closes: HashMap<u64, &Map<String, Value>> = events
+        .iter()
+        .filter(|e| text(e, "event") == "close")
+        .filter_map(|e| {
+            e.get("connection")
+                .and_then(Value::as_u64)
+                .map(|id| (id, e))
+        })
+        .collect();
+    let mut table = Table::new(vec![
+        "TIME",
+        "PROTO",
+        "NAME",
+        "ADDRESS",
+        "PORT",
+        "DECISION",
+        "SENT",
+        "RECEIVED",
+        "MS",
+        "RULE / REASON",
+    ]);
+    let mut rows = 0;
+    for e in &events {
+        let kind = text(e, "event");
+        let close = e
+            .get("connection")
+            .and_then(Value::as_u64)
+            .and_then(|id| closes.get(&id));
+        let (sent, recv, millis, detail) = match (kind.as_str(), close) {
+            ("connect", Some(c)) => (
+                number(c, "bytes_out").to_string(),
+                number(c, "bytes_in").to_string(),
+                number(c, "duration_ms").to_string(),
+                match c.get("error").and_then(Value::as_str) {
+                    Some(err) => format!("{}; {err}", rule_or_reason(e)),
+                    None => rule_or_reason(e),
+                },
+            ),
+            ("connect", None) | ("dns", _) => {
+                ("-".into(), "-".into(), "-".into(), rule_or_reason(e))
+            }
+            // A close without its connect (a cut file): shown with what it has.
+            ("close", _) if !has_connect(&events, e) => (
+                number(e, "bytes_out").to_string(),
+                number(e, "bytes_in").to_string(),
+                number(e, "duration_ms").to_string(),
+                text(e, "error"),
+            ),
+            _ => continue,
+        };
+        let time = e
+            .get("time")
+            .and_then(Value::as_str)
+            .and_then(|t| parse_rfc3339(t).ok())
+            .map(format::utc_millis)
+            .unwrap_or_default();
+        let address = match kind.as_str() {
+            "dns" => e
+                .get("addresses")
+                .and_then(Value::as_array)
+                .and_then(|a| a.first())
+                .and_then(Value::as_str)
+                .unwrap_or("-")
+                .to_owned(),
+            _ => text(e, "address"),
+        };
+        let port = match e.get("port").and_then(Value::as_u64) {
+            Some(0) | None => "-".to_owned(),
+            Some(p) => p.to_string(),
+        };
+        let decision = match kind.as_str() {
+            "dns" => format!("{} {}", text(e, "decision"), text(e, "qtype")),
+            _ => text(e, "decision"),
+        };
+        table.push(vec![
+            time,
+            text(e, "protocol"),
+            format::safe(&or_dash(text(e, "name"))).into_owned(),
+            address,
+            port,
+            decision,
+            sent,
+            recv,
+            millis,
+            format::safe(&detail).into_owned(),
+        ]);
+        rows += 1;
+    }
+    if rows == 0 {
+        writeln!(
+            out,
+            "No network activity recorded (the session's network mode is in `logs show SESSION`)."
+        )?;
+        return Ok(());
+    }
+    table.write(out, "")?;
+    Ok(())
+}
+
+fn has_connect(events: &[Map<String, Value>], close: &Map<String, Value>) -> bool {
+    let id = close.get("connection");
+    events
+        .iter()
+        .any(|e| text(e, "event") == "connect" && e.get("connection") == id)
+}
+
+fn text(e: &Map<String, Value>, key: &str) -> String {
+    e.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn number(e: &Map<String, Value>, key: &str) -> u64 {
+    e.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn or_dash(s: String) -> String {
+    if s.is_empty() { "-".into() } else { s }
+}
+
+fn rule_or_reason(e: &Map<String, Value>) -> String {
+    match e.get("rule").and_then(Value::as_str) {
+        Some(rule) => rule.to_owned(),
+        None => text(e, "reason"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str) -> Vec<Vec<u8>> {
+        text.lines()
+            .map(|l| format!("{l}\n").into_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn joins_a_connection_with_its_end() {
+        let input = lines(concat!(
+            r#"{"time":"2026-01-01T00:00:00.000Z","type":"session-start"}"#,
+            "\n",
+            r#"{"time":"2026-01-01T00:00:00.100Z","type":"network","event":"dns","protocol":"dns","name":"web.test","qtype":"A","rcode":"No Error","addresses":["127.0.0.1"],"decision":"allow","rule":"allow web.test:8080","reason":"rule"}"#,
+            "\n",
+            r#"{"time":"2026-01-01T00:00:00.200Z","type":"network","event":"connect","connection":3,"protocol":"tcp","name":"web.test","address":"127.0.0.1","port":8080,"decision":"allow","rule":"allow web.test:8080","reason":"rule"}"#,
+            "\n",
+            r#"{"time":"2026-01-01T00:00:00.300Z","type":"network","event":"connect","connection":4,"protocol":"tcp","name":null,"address":"1.1.1.1","port":443,"decision":"deny","rule":null,"reason":"default deny"}"#,
+            "\n",
+            r#"{"time":"2026-01-01T00:00:01.200Z","type":"network","event":"close","connection":3,"protocol":"tcp","name":"web.test","address":"127.0.0.1","port":8080,"bytes_out":78,"bytes_in":2048,"duration_ms":1000,"error":null}"#,
+        ));
+        let mut out = Vec::new();
+        write_table(&mut out, &input).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(rows.len(), 4, "{text}");
+        assert!(rows[0].starts_with("TIME"));
+        assert!(
+            rows[1].contains("dns") && rows[1].contains("allow A"),
+            "{text}"
+        );
+        assert!(
+            rows[2].contains("web.test") && rows[2].contains("1000"),
+            "{text}"
+        );
+        assert!(
+            rows[2].contains(" 78 ") && rows[2].contains(" 2048 "),
+            "{text}"
+        );
+        assert!(
+            rows[3].contains("1.1.1.1") && rows[3].contains("default deny"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn says_so_when_there_is_nothing() {
+        let mut out = Vec::new();
+        write_table(
+            &mut out,
+            &lines(r#"{"time":"2026-01-01T00:00:00Z","type":"session-start"}"#),
+        )
+        .unwrap();
+        assert!(
+            String::from_utf8(out)
+                .unwrap()
+                .starts_with("No network activity")
+        );
+    }
+}

@@ -1,0 +1,549 @@
+//! `--network allow`: every DNS question and connection goes through the mediator,
+//! which allows by rule, relays, and records. Real servers listen on the host's
+//! loopback and are reached under names pinned with `--add-host`; the clients are the
+//! real curl, Python's socket module and bash's `/dev/tcp`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+
+use serde_json::Value;
+
+use super::harness::{
+    RecordsHome, Runner, Vg, Workspace, each_identity, py, session_metadata, unique,
+};
+
+/// An HTTP/1.0 server on the host's loopback answering every request with `body`.
+struct HttpServer {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+}
+
+impl HttpServer {
+    fn start(body: Vec<u8>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let body = Arc::new(body);
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let (b, a) = (Arc::clone(&body), Arc::clone(&accepted));
+        thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                a.fetch_add(1, Ordering::SeqCst);
+                let b = Arc::clone(&b);
+                thread::spawn(move || serve_http(conn, &b));
+            }
+        });
+        Self { port, accepted }
+    }
+}
+
+fn serve_http(conn: TcpStream, body: &[u8]) {
+    let mut reader = BufReader::new(&conn);
+    let mut line = String::new();
+    // Headers end with an empty line.
+    while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+        if line == "\r\n" || line == "\n" {
+            break;
+        }
+        line.clear();
+    }
+    let mut w = &conn;
+    let _ = write!(
+        w,
+        "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = w.write_all(body);
+}
+
+/// A TCP echo server on the host's loopback that counts its connections.
+struct EchoServer {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+}
+
+impl EchoServer {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let a = Arc::clone(&accepted);
+        thread::spawn(move || {
+            for mut conn in listener.incoming().flatten() {
+                a.fetch_add(1, Ordering::SeqCst);
+                thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = conn.read(&mut buf) {
+                        if n == 0 || conn.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        Self { port, accepted }
+    }
+}
+
+/// The `network` events of the only session in `home`.
+fn network_events(home: &RecordsHome) -> Vec<Value> {
+    let text = std::fs::read_to_string(home.only_session().join("events.jsonl")).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "network")
+        .collect()
+}
+
+fn events_where(events: &[Value], pred: impl Fn(&Value) -> bool) -> Vec<&Value> {
+    events.iter().filter(|e| pred(e)).collect()
+}
+
+fn show_network(runner: Runner, home: &RecordsHome, cwd: &Path) -> String {
+    let session = home.only_session();
+    let id = session.file_name().unwrap().to_str().unwrap().to_owned();
+    let out = Vg::new(runner, cwd)
+        .records_home(home)
+        .args(["logs", "show", &id, "--network"])
+        .run();
+    out.assert_success();
+    out.stdout.clone()
+}
+
+#[test]
+fn allowed_name_and_port_work_with_curl_python_and_bash() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let marker = format!("hello-from-host-{}", unique());
+        // Larger than one segment and one socket buffer, so the relay loops.
+        let mut body = marker.clone().into_bytes();
+        body.resize(300_000, b'x');
+        let web = HttpServer::start(body);
+        let echo = EchoServer::start();
+        let (p, e) = (web.port.to_string(), echo.port.to_string());
+        let script = format!(
+            r#"
+set -u
+echo "curl=$(curl -sS http://web.test:{p}/ | head -c {n})"
+echo "curl_size=$(curl -sS http://web.test:{p}/ | wc -c)"
+echo "noproxy=$(http_proxy=http://proxy.invalid:9 curl -sS --noproxy '*' http://web.test:{p}/ | head -c {n})"
+exec 3<>/dev/tcp/echo.test/{e}
+echo bash-echo-line >&3
+read -r reply <&3
+echo "bash=$reply"
+exec 3>&-
+{python} -c '
+import socket
+s = socket.create_connection(("echo.test", {e}), timeout=5)
+s.sendall(b"python-echo")
+print("python=" + s.recv(100).decode())
+'
+"#,
+            n = marker.len(),
+            python = super::harness::PYTHON,
+        );
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &[
+                "--add-host",
+                "web.test:127.0.0.1",
+                "--add-host",
+                "echo.test:127.0.0.1",
+                "--allow",
+                &format!("web.test:{p}"),
+                "--allow",
+                &format!("echo.test:{e}"),
+            ],
+            &["bash", "-c", &script],
+        )
+        .records_home(&home)
+        .run();
+        out.assert_success();
+        assert_eq!(out.field("curl"), marker, "{out}");
+        assert_eq!(out.field("curl_size"), "300000", "{out}");
+        assert_eq!(out.field("noproxy"), marker, "{out}");
+        assert_eq!(out.field("bash"), "bash-echo-line", "{out}");
+        assert_eq!(out.field("python"), "python-echo", "{out}");
+        assert_eq!(web.accepted.load(Ordering::SeqCst), 3);
+        assert_eq!(echo.accepted.load(Ordering::SeqCst), 2);
+
+        let events = network_events(&home);
+        let dns = events_where(&events, |e| {
+            e["event"] == "dns" && e["name"] == "web.test" && e["qtype"] == "A"
+        });
+        assert!(!dns.is_empty(), "no DNS event for web.test: {events:#?}");
+        assert!(dns.iter().all(|e| e["decision"] == "allow"));
+        let allowed = events_where(&events, |e| {
+            e["event"] == "connect" && e["decision"] == "allow" && e["protocol"] == "tcp"
+        });
+        assert_eq!(allowed.len(), 5, "{allowed:#?}");
+        for c in &allowed {
+            assert_eq!(c["address"], "127.0.0.1");
+            assert!(c["rule"].as_str().unwrap().starts_with("allow "), "{c}");
+        }
+        let closes = events_where(&events, |e| e["event"] == "close");
+        assert_eq!(closes.len(), 5, "{events:#?}");
+        let downloads: Vec<_> = closes
+            .iter()
+            .filter(|e| e["name"] == "web.test" && e["bytes_in"].as_u64().unwrap() > 300_000)
+            .collect();
+        assert_eq!(downloads.len(), 3, "{closes:#?}");
+        for c in &closes {
+            assert!(c["bytes_out"].as_u64().unwrap() > 0, "{c}");
+            assert!(c["duration_ms"].is_u64(), "{c}");
+        }
+        let echoes: Vec<_> = closes.iter().filter(|e| e["name"] == "echo.test").collect();
+        let echoed: Vec<u64> = echoes
+            .iter()
+            .map(|e| e["bytes_in"].as_u64().unwrap())
+            .collect();
+        assert!(echoed.contains(&15) && echoed.contains(&11), "{echoes:#?}");
+
+        let meta = session_metadata(&home.only_session());
+        assert_eq!(meta["network"]["mode"], "allow");
+        assert_eq!(meta["network"]["rules"][0], format!("allow web.test:{p}"));
+        let table = show_network(runner, &home, ws.path());
+        assert!(table.starts_with("TIME"), "{table}");
+        assert!(
+            table
+                .lines()
+                .any(|l| l.contains("web.test") && l.contains("allow") && l.contains("300")),
+            "{table}"
+        );
+    });
+}
+
+#[test]
+fn denied_destinations_and_hostname_tricks_fail_and_are_recorded() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let web = HttpServer::start(b"should-not-be-read".to_vec());
+        let echo = EchoServer::start();
+        let (p, e) = (web.port, echo.port);
+        let script = py(&format!(
+            r#"
+def tcp(host, port):
+    def go():
+        socket.create_connection((host, port), timeout=5).close()
+    return go
+def resolve(name):
+    try:
+        socket.getaddrinfo(name, 80, socket.AF_INET)
+        return "resolved"
+    except socket.gaierror as e:
+        return "gaierror"
+    except (UnicodeError, ValueError) as e:
+        return "rejected"
+report("allowed", attempt(tcp("web.test", {p})))
+report("denied_name", resolve("other.test"))
+report("denied_port", attempt(tcp("web.test", {e})))
+report("ip_literal", attempt(tcp("203.0.113.9", 80)))
+report("public_ip", attempt(tcp("1.1.1.1", 443)))
+report("metadata", attempt(tcp("169.254.169.254", 80)))
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.settimeout(2)
+def udp():
+    u.connect(("8.8.8.8", 53))
+    u.send(b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01")
+    u.recv(512)
+report("udp53", attempt(udp))
+for name in ["denied.test", "web.test.evil.test", "evilweb.test", "xn--wb-bma.test",
+             "web.test@evil.test"]:
+    report("trick " + repr(name), resolve(name))
+# Raw questions, for what no resolver library would send: a NUL inside a label, a
+# dot inside a label (one label "web.test" under "evil"), a name in UTF-8.
+import struct
+def rcode(labels):
+    q = struct.pack(">HHHHHH", 0x4242, 0x0100, 1, 0, 0, 0)
+    q += b"".join(bytes([len(l)]) + l for l in labels) + b"\0" + struct.pack(">HH", 1, 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(5)
+    s.sendto(q, ("198.18.0.1", 53))
+    r = s.recv(512)
+    return (r[3] & 15, struct.unpack(">H", r[6:8])[0])
+report("raw_nul", rcode([b"web", b"test\0", b"evil"]))
+report("raw_dot", rcode([b"web.test", b"evil"]))
+report("raw_utf8", rcode(["wéb".encode(), b"test"]))
+report("raw_ok", rcode([b"web", b"test"]))
+report("canonical", resolve("WEB.TEST."))
+"#
+        ));
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &[
+                "--add-host",
+                "web.test:127.0.0.1",
+                "--add-host",
+                "other.test:127.0.0.1",
+                "--allow",
+                &format!("web.test:{p}"),
+            ],
+            &[super::harness::PYTHON, "-c", &script],
+        )
+        .records_home(&home)
+        .run();
+        out.assert_success();
+        assert_eq!(out.field("allowed"), "OK", "{out}");
+        assert_eq!(out.field("denied_name"), "gaierror", "{out}");
+        for key in ["denied_port", "ip_literal", "public_ip", "metadata"] {
+            assert_eq!(out.field(key), "ECONNREFUSED", "{key}\n{out}");
+        }
+        assert_ne!(out.field("udp53"), "OK", "{out}");
+        for line in out.lines().into_iter().filter(|l| l.starts_with("trick ")) {
+            assert!(
+                line.ends_with("=gaierror") || line.ends_with("=rejected"),
+                "a hostname trick resolved: {line}\n{out}"
+            );
+        }
+        assert_eq!(out.field("canonical"), "resolved", "{out}");
+        // (rcode, answers): NXDOMAIN and nothing, except for the real name.
+        for key in ["raw_nul", "raw_dot", "raw_utf8"] {
+            assert_eq!(out.field(key), "(3, 0)", "{key}\n{out}");
+        }
+        assert_eq!(out.field("raw_ok"), "(0, 1)", "{out}");
+        assert_eq!(
+            echo.accepted.load(Ordering::SeqCst),
+            0,
+            "a denied port got through"
+        );
+        assert_eq!(web.accepted.load(Ordering::SeqCst), 1);
+
+        let events = network_events(&home);
+        let denied_dns = |name: &str| {
+            events
+                .iter()
+                .any(|e| e["event"] == "dns" && e["name"] == name && e["decision"] == "deny")
+        };
+        for name in [
+            "other.test",
+            "denied.test",
+            "web.test.evil.test",
+            "evilweb.test",
+            "xn--wb-bma.test",
+        ] {
+            assert!(
+                denied_dns(name),
+                "no denied DNS event for {name}: {events:#?}"
+            );
+        }
+        assert!(
+            events
+                .iter()
+                .filter(|e| e["event"] == "dns" && e["decision"] == "allow")
+                .all(|e| e["name"] == "web.test"),
+            "{events:#?}"
+        );
+        let denied_connect = |address: &str, port: u16, protocol: &str| {
+            events.iter().any(|e| {
+                e["event"] == "connect"
+                    && e["decision"] == "deny"
+                    && e["address"] == address
+                    && e["port"] == port
+                    && e["protocol"] == protocol
+            })
+        };
+        assert!(denied_connect("127.0.0.1", e, "tcp"), "{events:#?}");
+        assert!(denied_connect("203.0.113.9", 80, "tcp"), "{events:#?}");
+        assert!(denied_connect("1.1.1.1", 443, "tcp"), "{events:#?}");
+        assert!(denied_connect("169.254.169.254", 80, "tcp"), "{events:#?}");
+        assert!(denied_connect("8.8.8.8", 53, "udp"), "{events:#?}");
+        let port_denial = events
+            .iter()
+            .find(|ev| ev["event"] == "connect" && ev["port"] == e)
+            .unwrap();
+        assert_eq!(port_denial["name"], "web.test");
+        assert_eq!(port_denial["reason"], "default deny");
+
+        let table = show_network(runner, &home, ws.path());
+        assert!(
+            table
+                .lines()
+                .any(|l| l.contains("1.1.1.1") && l.contains("deny")),
+            "{table}"
+        );
+    });
+}
+
+#[test]
+fn private_addresses_need_a_rule_that_names_them() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let web = HttpServer::start(b"private".to_vec());
+        let p = web.port;
+        // A raw DNS question to the mediator for `localhost`: a name the rules allow
+        // that resolves, on the host, to a loopback address (DNS rebinding).
+        let script = py(&format!(
+            r#"
+import struct
+def ask(name):
+    q = struct.pack(">HHHHHH", 0x4242, 0x0100, 1, 0, 0, 0)
+    q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0"
+    q += struct.pack(">HH", 1, 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(5)
+    s.sendto(q, ("198.18.0.1", 53))
+    r = s.recv(512)
+    return socket.inet_ntoa(r[-4:]) if struct.unpack(">H", r[6:8])[0] else None
+addr = ask("localhost")
+report("answer", addr)
+def go():
+    socket.create_connection((addr, {p}), timeout=5).close()
+report("rebinding", attempt(go))
+def meta():
+    socket.create_connection(("169.254.169.254", 80), timeout=5).close()
+report("metadata", attempt(meta))
+def private():
+    socket.create_connection(("10.255.255.1", 80), timeout=5).close()
+report("private", attempt(private))
+"#
+        ));
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &["--allow", "localhost", "--allow", "0.0.0.0/0"],
+            &[super::harness::PYTHON, "-c", &script],
+        )
+        .records_home(&home)
+        .run();
+        out.assert_success();
+        assert!(out.field("answer").starts_with("198.1"), "{out}");
+        for key in ["rebinding", "metadata", "private"] {
+            assert_eq!(out.field(key), "ECONNREFUSED", "{key}\n{out}");
+        }
+        assert_eq!(web.accepted.load(Ordering::SeqCst), 0);
+        let events = network_events(&home);
+        let reason = |addr: &str| {
+            events
+                .iter()
+                .find(|e| e["event"] == "connect" && e["address"] == addr)
+                .map(|e| (e["decision"].clone(), e["reason"].clone()))
+        };
+        let (decision, why) = reason("127.0.0.1").unwrap();
+        assert_eq!(decision, "deny");
+        assert!(why.as_str().unwrap().contains("rebinding"), "{why}");
+        let (decision, why) = reason("169.254.169.254").unwrap();
+        assert_eq!(decision, "deny");
+        assert!(why.as_str().unwrap().contains("private"), "{why}");
+        assert_eq!(reason("10.255.255.1").unwrap().0, "deny");
+    });
+}
+
+#[test]
+fn rules_from_a_configuration_file_and_unrecorded_runs_are_enforced() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let web = HttpServer::start(b"from-config".to_vec());
+        let echo = EchoServer::start();
+        let config = ws.write(
+            "net.toml",
+            format!(
+                "network = \"allow\"\nnetwork_rules = [\"deny web.test:{e}\", \"allow web.test\"]\nadd_hosts = [\"web.test:127.0.0.1\"]\n",
+                e = echo.port
+            ),
+        );
+        let script = py(&format!(
+            r#"
+def tcp(port):
+    def go():
+        socket.create_connection(("web.test", port), timeout=5).close()
+    return go
+report("web", attempt(tcp({p})))
+report("echo", attempt(tcp({e})))
+"#,
+            p = web.port,
+            e = echo.port
+        ));
+        for extra in [&[][..], &["--no-record"][..]] {
+            let mut options = vec!["--config", config.to_str().unwrap()];
+            options.extend_from_slice(extra);
+            let out = Vg::sandbox(
+                runner,
+                &ws,
+                &options,
+                &[super::harness::PYTHON, "-c", &script],
+            )
+            .run();
+            out.assert_success();
+            assert_eq!(out.field("web"), "OK", "{extra:?}\n{out}");
+            assert_eq!(out.field("echo"), "ECONNREFUSED", "{extra:?}\n{out}");
+        }
+        assert_eq!(echo.accepted.load(Ordering::SeqCst), 0);
+        assert_eq!(web.accepted.load(Ordering::SeqCst), 2);
+    });
+}
+
+#[test]
+fn host_mode_shares_the_network_and_is_recorded_loudly() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let echo = EchoServer::start();
+        let script = py(&format!(
+            r#"
+def go():
+    socket.create_connection(("127.0.0.1", {}), timeout=5).close()
+report("host_loopback", attempt(go))
+"#,
+            echo.port
+        ));
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &["--network", "host"],
+            &[super::harness::PYTHON, "-c", &script],
+        )
+        .records_home(&home)
+        .run();
+        out.assert_success();
+        assert_eq!(out.field("host_loopback"), "OK", "{out}");
+        out.assert_stderr_contains("--network host");
+        let meta = session_metadata(&home.only_session());
+        assert_eq!(meta["network"]["mode"], "host");
+        assert!(meta["network"]["warning"].is_string(), "{meta:#}");
+        assert!(
+            !meta["layers"]["namespaces"].to_string().contains("network"),
+            "{meta:#}"
+        );
+    });
+}
+
+#[test]
+fn malformed_rules_and_conflicting_flags_are_refused() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let cases: &[(&[&str], &str)] = &[
+            (&["--allow", "bad..name"], "bad..name"),
+            (&["--allow", "10.0.0.0/33"], "10.0.0.0/33"),
+            (&["--deny", "web.test:0"], "web.test:0"),
+            (&["--allow", "web.test:80-70"], "80-70"),
+            (&["--allow", "user@web.test"], "user@web.test"),
+            (&["--add-host", "nocolon"], "nocolon"),
+            (&["--add-host", "web.test:not-an-ip"], "not-an-ip"),
+            (
+                &["--network", "none", "--allow", "web.test"],
+                "--network none",
+            ),
+            (
+                &["--network", "host", "--add-host", "a.test:1.2.3.4"],
+                "--network host",
+            ),
+            (&["--network", "bridge"], "bridge"),
+        ];
+        for (options, needle) in cases {
+            let out = Vg::sandbox(runner, &ws, options, &["true"])
+                .records_home(&home)
+                .run();
+            out.assert_code(125);
+            out.assert_stderr_contains(needle);
+        }
+        assert!(home.sessions().is_empty(), "a refused run left a record");
+    });
+}
