@@ -118,11 +118,14 @@ fn invalid_flag_values_are_125_and_run_nothing() {
 fn options_that_cannot_be_enforced_yet_are_refused_with_125() {
     each_identity(|runner| {
         let ws = Workspace::new();
-        for options in [vec!["--image", "debian:12"]] {
-            let out = run(runner, &ws, &options, &["sh", "-c", "echo RAN"]);
-            out.assert_code(125).assert_stderr_contains(options[0]);
-            assert!(!out.stdout.contains("RAN"), "{out}");
-        }
+        let out = run(
+            runner,
+            &ws,
+            &["--image", "debian:12"],
+            &["sh", "-c", "echo RAN"],
+        );
+        out.assert_code(125).assert_stderr_contains("--image");
+        assert!(!out.stdout.contains("RAN"), "{out}");
     });
 }
 
