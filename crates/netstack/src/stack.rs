@@ -25,7 +25,7 @@ use vg_policy::network::{Destination, NetworkPolicy};
 use crate::PolicyHandle;
 use crate::addr;
 use crate::book::Book;
-use crate::device::TunDevice;
+use crate::device::{Packet, TunDevice};
 use crate::dns::{self, Handling, Pending};
 use crate::event::{NetEvent, Verdict, verdict};
 use crate::resolve::{Resolved, Resolver};
@@ -107,7 +107,7 @@ struct FlowKey {
 
 enum FlowState {
     /// The host's connection to the destination is under way; the sandbox's SYN waits.
-    Connecting { syn: Vec<u8> },
+    Connecting { syn: Option<Packet> },
     /// Relaying between the stack's socket and the host's connection.
     Open { socket: SocketHandle },
 }
@@ -295,16 +295,14 @@ impl Stack {
     }
 
     /// Decides what happens to one packet before the stack sees it.
-    fn inspect(&mut self, packet: Vec<u8>) {
-        if packet.first().map(|b| b >> 4) == Some(6) {
+    fn inspect(&mut self, packet: Packet) {
+        let bytes = packet.bytes();
+        if bytes.first().map(|b| b >> 4) == Some(6) {
             // The sandbox has no IPv6 route; link-local chatter or a crafted packet.
             // The destination address is bytes 24..40 of the fixed header.
             // Multicast is the kernel's own neighbour discovery on the link, not a
             // program trying to get out; it could not leave anyway.
-            if let Some(dst) = packet
-                .get(24..40)
-                .and_then(|b| <[u8; 16]>::try_from(b).ok())
-            {
+            if let Some(dst) = bytes.get(24..40).and_then(|b| <[u8; 16]>::try_from(b).ok()) {
                 let dst = std::net::Ipv6Addr::from(dst);
                 if !dst.is_multicast() {
                     self.refuse_once("ipv6", IpAddr::V6(dst), 0, "IPv6 is not mediated");
@@ -312,7 +310,7 @@ impl Stack {
             }
             return self.device.recycle(packet);
         }
-        let Ok(ip) = Ipv4Packet::new_checked(&packet[..]) else {
+        let Ok(ip) = Ipv4Packet::new_checked(bytes) else {
             return self.device.recycle(packet);
         };
         let dst = ip.dst_addr();
@@ -449,7 +447,7 @@ impl Stack {
         }
     }
 
-    fn new_connection(&mut self, key: FlowKey, syn: Vec<u8>) {
+    fn new_connection(&mut self, key: FlowKey, syn: Packet) {
         let policy = self.policy.current();
         let (name, real, verdict) = self.decide(&policy, key.dst);
         let id = self.next_flow_id();
@@ -488,7 +486,7 @@ impl Stack {
                 name,
                 remote,
                 stream,
-                state: FlowState::Connecting { syn },
+                state: FlowState::Connecting { syn: Some(syn) },
                 started: Instant::now(),
                 readable: false,
                 writable: false,
@@ -508,7 +506,7 @@ impl Stack {
         key: &FlowKey,
         name: Option<String>,
         remote: SocketAddr,
-        syn: Vec<u8>,
+        syn: Packet,
         error: &io::Error,
     ) {
         self.device.enqueue(syn);
@@ -660,13 +658,12 @@ impl Stack {
             return (false, true);
         }
         let handle = self.sockets.add(socket);
-        let FlowState::Connecting { syn } =
+        if let FlowState::Connecting { syn: Some(syn) } =
             std::mem::replace(&mut flow.state, FlowState::Open { socket: handle })
-        else {
-            return (true, false);
-        };
-        // The SYN that waited is what the new socket accepts.
-        self.device.enqueue(syn);
+        {
+            // The SYN that waited is what the new socket accepts.
+            self.device.enqueue(syn);
+        }
         (true, true)
     }
 
@@ -760,12 +757,12 @@ impl Stack {
     fn end_flow(&mut self, mut flow: Flow) {
         self.by_key.remove(&flow.key);
         let _ = self.poll.registry().deregister(&mut flow.stream);
-        match std::mem::replace(&mut flow.state, FlowState::Connecting { syn: Vec::new() }) {
-            FlowState::Connecting { syn } if !syn.is_empty() => {
+        match std::mem::replace(&mut flow.state, FlowState::Connecting { syn: None }) {
+            FlowState::Connecting { syn: Some(syn) } => {
                 // Never connected: refuse the waiting SYN with a reset.
                 self.device.enqueue(syn);
             }
-            FlowState::Connecting { .. } => {}
+            FlowState::Connecting { syn: None } => {}
             FlowState::Open { socket } => {
                 let s = self.sockets.get_mut::<tcp::Socket>(socket);
                 if flow.error.is_some() && s.is_open() {

@@ -844,7 +844,9 @@ fn sockaddr_v4(addr: std::net::Ipv4Addr) -> libc::sockaddr {
 }
 
 /// Creates the TUN interface `name` in the caller's network namespace and returns its
-/// non-blocking packet descriptor (IFF_NO_PI: every read and write is one IP packet).
+/// non-blocking packet descriptor. Every read and write is one IP packet after a
+/// 10-byte `virtio_net_hdr` (IFF_VNET_HDR), through which the writer can tell the
+/// kernel that a TCP checksum need not be computed (the packet never leaves the host).
 ///
 /// The open must happen inside the sandbox's network namespace (the device belongs to
 /// the namespace of whoever opened `/dev/net/tun`) and before the file-system identity
@@ -861,9 +863,10 @@ pub fn tun_create(name: &str) -> io::Result<OwnedFd> {
     // SAFETY: the kernel just returned this descriptor.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let mut req = ifreq(name);
-    // IFF_TUN | IFF_NO_PI is 0x1001: it fits the 16-bit flags field.
+    // 0x5001: it fits the 16-bit flags field.
     req.ifr_ifru.ifru_flags =
-        libc::c_short::try_from(libc::IFF_TUN | libc::IFF_NO_PI).unwrap_or_default();
+        libc::c_short::try_from(libc::IFF_TUN | libc::IFF_NO_PI | libc::IFF_VNET_HDR)
+            .unwrap_or_default();
     // SAFETY: req is a valid ifreq naming the interface with the TUN flags set.
     check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &req) })?;
     Ok(fd)

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Mediated-network benchmark (`--network allow`), against the same work done directly
+# on the host in the same run:
+#   (a) download 1 GiB with curl from an HTTP server on the host's loopback;
+#   (b) 1,000 sequential TCP connections (connect, 1-byte echo, close) to a loopback
+#       echo server, timed inside the client so that sandbox start-up is excluded.
+# Prints medians, throughput ratio (target >= 50%) and time added per connection
+# (target <= 1 ms).
+#
+# Usage: bench/network.sh [RUNS]      (needs curl, python3; as root or with TUN access)
+set -euo pipefail
+runs=${1:-5}
+root=$(cd "$(dirname "$0")/.." && pwd)
+vg="$root/target/release/vectraguard"
+[ -x "$vg" ] || cargo build --release --manifest-path "$root/Cargo.toml" >&2
+
+ws=$(mktemp -d /tmp/vg-bench-net.XXXXXX)
+export VECTRAGUARD_HOME="$ws.home"
+cleanup() { [ -n "${server:-}" ] && kill "$server" 2>/dev/null; rm -rf "$ws" "$ws.home"; }
+trap cleanup EXIT
+mkdir -p "$ws/w" && chmod 755 "$ws" "$ws/w"
+if [ "$(id -u)" = 0 ]; then chown nobody "$ws/w"; fi
+
+# 1 GiB in the page cache, served with sendfile(2).
+head -c 1073741824 /dev/zero >"$ws/blob"
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+http=$(port); echo_port=$(port)
+python3 "$root/bench/netserve.py" "$ws/blob" "$http" "$echo_port" &
+server=$!
+for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$http/" -r 0-0 && break; sleep 0.1; done
+cd "$ws/w"
+
+net=(--add-host "bench.test:127.0.0.1" --allow "bench.test:$http" --allow "bench.test:$echo_port")
+download='curl -s -o /dev/null -w %{time_total} http://HOST:'"$http"'/'
+conns=$(cat <<PY
+import socket, sys, time
+addr = (socket.gethostbyname(sys.argv[1]), $echo_port)
+t = time.perf_counter()
+for _ in range(1000):
+    s = socket.create_connection(addr)
+    s.sendall(b"x")
+    s.recv(1)
+    s.close()
+print(time.perf_counter() - t)
+PY
+)
+
+direct_dl=(); sandbox_dl=(); direct_c=(); sandbox_c=()
+for _ in $(seq "$runs"); do
+  direct_dl+=("$(${download/HOST/127.0.0.1})")
+  sandbox_dl+=("$("$vg" sandbox run "${net[@]}" -- ${download/HOST/bench.test})")
+  direct_c+=("$(python3 -c "$conns" 127.0.0.1)")
+  sandbox_c+=("$("$vg" sandbox run "${net[@]}" -- python3 -c "$conns" bench.test)")
+done
+
+python3 - "$runs" "${direct_dl[*]}" "${sandbox_dl[*]}" "${direct_c[*]}" "${sandbox_c[*]}" <<'PY'
+import statistics, sys
+runs = sys.argv[1]
+dd, sd, dc, sc = (statistics.median(map(float, a.split())) for a in sys.argv[2:6])
+gib = 1.0
+print(f"mediated network, median of {runs} runs each")
+print(f"  (a) 1 GiB download, direct on the host  : {dd:6.3f} s  {gib / dd:5.2f} GiB/s")
+print(f"      through --network allow             : {sd:6.3f} s  {gib / sd:5.2f} GiB/s")
+print(f"      ratio                               : {dd / sd * 100:5.1f}% of direct  (target >= 50%)")
+print(f"  (b) 1,000 connections, direct           : {dc * 1e3:7.1f} ms  ({dc:.3f} ms each)")
+print(f"      through --network allow             : {sc * 1e3:7.1f} ms  ({sc:.3f} ms each)")
+print(f"      added per connection                : {(sc - dc):.3f} ms  (target <= 1 ms)")
+PY
