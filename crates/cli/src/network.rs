@@ -27,7 +27,12 @@ pub struct Plan {
 impl Plan {
     /// The mode from the settings: `allow` when rules were given without a mode.
     pub fn new(settings: &Settings) -> Result<Self> {
-        let mode = settings.network.unwrap_or(NetworkMode::None);
+        let has_rules = !(settings.network_rules.is_empty() && settings.add_hosts.is_empty());
+        let mode = settings.network.unwrap_or(if has_rules {
+            NetworkMode::Allow
+        } else {
+            NetworkMode::None
+        });
         let policy = match mode {
             // Whether this host lets us create the TUN interface is found out by init,
             // which fails closed with the fix (`doctor` checks it too).

@@ -43,6 +43,9 @@ const TCP_BUFFER: usize = 1 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// Packets read from the TUN interface before the stack runs again.
 const READ_BUDGET: usize = 128;
+/// Connections open at once. Beyond this, new ones are refused (and recorded), so a
+/// sandbox cannot make the mediator hold unbounded sockets and buffers.
+const MAX_FLOWS: usize = 1024;
 /// Distinct refused non-TCP destinations remembered for recording each only once.
 const MAX_REFUSED_SEEN: usize = 4096;
 
@@ -449,7 +452,10 @@ impl Stack {
 
     fn new_connection(&mut self, key: FlowKey, syn: Packet) {
         let policy = self.policy.current();
-        let (name, real, verdict) = self.decide(&policy, key.dst);
+        let (name, real, mut verdict) = self.decide(&policy, key.dst);
+        if verdict.allowed && self.flows.len() >= MAX_FLOWS {
+            verdict = Verdict::deny(format!("more than {MAX_FLOWS} connections open"));
+        }
         let id = self.next_flow_id();
         let port = key.dst.port();
         self.emit(NetEvent::Connect {
