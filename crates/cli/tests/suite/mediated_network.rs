@@ -252,6 +252,14 @@ def udp():
     u.send(b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01")
     u.recv(512)
 report("udp53", attempt(udp))
+def v6(addr):
+    def go():
+        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        s.settimeout(3)
+        s.connect(addr)
+    return go
+report("ipv6_global", attempt(v6(("2606:4700:4700::1111", 443))))
+report("ipv6_link", attempt(v6(("fe80::1", 443, 0, socket.if_nametoindex("tun0")))))
 for name in ["denied.test", "web.test.evil.test", "evilweb.test", "xn--wb-bma.test",
              "web.test@evil.test"]:
     report("trick " + repr(name), resolve(name))
@@ -295,6 +303,8 @@ report("canonical", resolve("WEB.TEST."))
             assert_eq!(out.field(key), "ECONNREFUSED", "{key}\n{out}");
         }
         assert_ne!(out.field("udp53"), "OK", "{out}");
+        assert_ne!(out.field("ipv6_global"), "OK", "{out}");
+        assert_ne!(out.field("ipv6_link"), "OK", "{out}");
         for line in out.lines().into_iter().filter(|l| l.starts_with("trick ")) {
             assert!(
                 line.ends_with("=gaierror") || line.ends_with("=rejected"),
