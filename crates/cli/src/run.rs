@@ -153,6 +153,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         watch_full,
         tty: args.tty,
         network: network.sandbox_network(),
+        inside: None,
     };
     if !record {
         if spec.tty {

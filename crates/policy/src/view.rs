@@ -102,6 +102,14 @@ pub struct ViewOptions {
 /// sandbox; `src` paths are on the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MountOp {
+    /// The root itself is a container image: `lower` (a host directory, the unpacked
+    /// image) under a writable overlay whose changes live in a tmpfs of `size` bytes
+    /// and vanish with the sandbox. Only ever the first operation; without it the root
+    /// is an empty read-only tmpfs holding mount points.
+    ImageRoot {
+        lower: PathBuf,
+        size: u64,
+    },
     /// Bind a host path. Device nodes get `dev`, everything else is `nodev`; all binds
     /// are `nosuid`.
     Bind {
@@ -143,6 +151,7 @@ pub enum MountOp {
 impl MountOp {
     pub fn dst(&self) -> &Path {
         match self {
+            Self::ImageRoot { .. } => Path::new("/"),
             Self::Bind { dst, .. }
             | Self::Tmpfs { dst, .. }
             | Self::Proc { dst }
@@ -183,19 +192,7 @@ impl FsView {
             });
         }
 
-        ops.push(MountOp::Proc {
-            dst: "/proc".into(),
-        });
-        for p in PROC_READ_ONLY {
-            ops.push(MountOp::ReadOnly { dst: p.into() });
-        }
-        for p in PROC_MASKED {
-            ops.push(MountOp::Mask {
-                dst: p.into(),
-                kind: NodeKind::File,
-            });
-        }
-
+        ops.extend(proc_ops());
         ops.extend(dev_ops());
 
         ops.push(MountOp::Tmpfs {
@@ -213,18 +210,7 @@ impl FsView {
             });
         }
 
-        let mut user: Vec<&ResolvedMount> = opts.mounts.iter().collect();
-        // Stable: equal depths keep the user's order, so a later flag wins.
-        user.sort_by_key(|m| depth(&m.container));
-        for m in user {
-            ops.push(MountOp::Bind {
-                src: m.host.clone(),
-                dst: m.container.clone(),
-                read_only: m.read_only,
-                kind: m.kind,
-                dev: false,
-            });
-        }
+        ops.extend(user_mounts(&opts.mounts));
 
         for (path, kind) in &host.secrets {
             ops.push(MountOp::Mask {
@@ -232,6 +218,27 @@ impl FsView {
                 kind: *kind,
             });
         }
+        Self { ops }
+    }
+
+    /// The view for a container image: the image (unpacked at `rootfs` on the host) as
+    /// the root under an ephemeral writable layer of `opts.tmp_size` bytes, then a fresh
+    /// `/proc`, the minimal `/dev`, a private `/tmp` and the user's mounts, as in
+    /// [`Self::default_view`]. No host directory is visible except those mounts.
+    pub fn image_view(rootfs: &Path, opts: &ViewOptions) -> Self {
+        let mut ops = vec![MountOp::ImageRoot {
+            lower: rootfs.to_path_buf(),
+            size: opts.home_size,
+        }];
+        ops.extend(proc_ops());
+        ops.extend(dev_ops());
+        ops.push(MountOp::Tmpfs {
+            dst: "/tmp".into(),
+            size: opts.tmp_size,
+            mode: 0o1777,
+            owner: None,
+        });
+        ops.extend(user_mounts(&opts.mounts));
         Self { ops }
     }
 
@@ -266,6 +273,8 @@ impl FsView {
                     rules.push(dst, access);
                 }
                 MountOp::Proc { dst } => rules.push(dst, Access::Proc),
+                // The image's files and the ephemeral layer over them.
+                MountOp::ImageRoot { .. } => rules.push("/", Access::ReadWrite),
                 MountOp::Devpts { dst } => rules.push(dst, Access::Device),
                 MountOp::Symlink { .. } | MountOp::Mask { .. } | MountOp::ReadOnly { .. } => {}
             }
@@ -285,10 +294,44 @@ impl FsView {
                     ..
                 } => Some(dst.as_path()),
                 MountOp::Tmpfs { dst, .. } if dst != Path::new("/dev") => Some(dst.as_path()),
+                MountOp::ImageRoot { .. } => Some(Path::new("/")),
                 _ => None,
             })
             .collect()
     }
+}
+
+/// A fresh `/proc` with the kernel's knobs read-only and its leaky files masked.
+fn proc_ops() -> Vec<MountOp> {
+    let mut ops = vec![MountOp::Proc {
+        dst: "/proc".into(),
+    }];
+    for p in PROC_READ_ONLY {
+        ops.push(MountOp::ReadOnly { dst: p.into() });
+    }
+    for p in PROC_MASKED {
+        ops.push(MountOp::Mask {
+            dst: p.into(),
+            kind: NodeKind::File,
+        });
+    }
+    ops
+}
+
+/// The user's mounts, parents before children.
+fn user_mounts(mounts: &[ResolvedMount]) -> Vec<MountOp> {
+    let mut user: Vec<&ResolvedMount> = mounts.iter().collect();
+    // Stable: equal depths keep the user's order, so a later flag wins.
+    user.sort_by_key(|m| depth(&m.container));
+    user.into_iter()
+        .map(|m| MountOp::Bind {
+            src: m.host.clone(),
+            dst: m.container.clone(),
+            read_only: m.read_only,
+            kind: m.kind,
+            dev: false,
+        })
+        .collect()
 }
 
 fn dev_ops() -> Vec<MountOp> {

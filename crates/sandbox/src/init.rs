@@ -61,8 +61,8 @@ fn setup(
     };
     if p.switch_identity {
         // We are still host root (unmapped here); create files as the target identity.
-        sys::setfsgid(p.identity.gid);
-        sys::setfsuid(p.identity.uid);
+        sys::setfsgid(p.inside.1);
+        sys::setfsuid(p.inside.0);
     }
     sys::sethostname(&p.hostname).map_err(SetupError::Hostname)?;
     if p.network.private() {
@@ -83,7 +83,7 @@ fn setup(
         sys::send_fd(sock.as_fd(), tun.as_fd()).map_err(|source| SetupError::Network { source })?;
     }
     drop(tun);
-    crate::rootfs::build_and_pivot(&p.ops)?;
+    crate::rootfs::build_and_pivot(&p.ops, p.switch_identity)?;
     std::env::set_current_dir(&p.workdir).map_err(|source| SetupError::Workdir {
         path: p.workdir.clone(),
         source,
@@ -93,8 +93,8 @@ fn setup(
     if p.switch_identity {
         let cred = |step| move |source| SetupError::Credentials { step, source };
         sys::setgroups(&[]).map_err(cred("drop supplementary groups"))?;
-        sys::setresgid(p.identity.gid).map_err(cred("switch to the sandbox group"))?;
-        sys::setresuid(p.identity.uid).map_err(cred("switch to the sandbox user"))?;
+        sys::setresgid(p.inside.1).map_err(cred("switch to the sandbox group"))?;
+        sys::setresuid(p.inside.0).map_err(cred("switch to the sandbox user"))?;
     }
     // A credential change clears the parent-death signal: set it again, then make
     // sure the supervisor did not die in between.

@@ -86,7 +86,9 @@ fn cstr(path: &Path) -> Result<CString, SetupError> {
 const STAGING: &str = "/tmp";
 
 /// Builds the root filesystem and pivots into it. Must run in a fresh mount namespace.
-pub fn build_and_pivot(ops: &[MountOp]) -> Result<(), SetupError> {
+/// `host_root`: we were started by host root and act with the sandbox user's
+/// file-system identity; an image's files (root's image store) are opened as root.
+pub fn build_and_pivot(ops: &[MountOp], host_root: bool) -> Result<(), SetupError> {
     let step = |what: &'static str| move |e: io::Error| SetupError::Mount { what, source: e };
     // Nothing we mount may propagate back to the host.
     sys::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
@@ -95,18 +97,32 @@ pub fn build_and_pivot(ops: &[MountOp]) -> Result<(), SetupError> {
     // The node that masks files: host /dev/null, mounted nodev so opening it fails.
     let null = open_source(Path::new("/dev/null"), NodeKind::File)?;
 
-    let root_mount = new_fs(
-        c"tmpfs",
-        &[(c"mode", Some(c"0755")), (c"size", Some(c"1m"))],
-        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
-    )
-    .map_err(step("create the root tmpfs"))?;
-    let staging = std::fs::File::open(STAGING).map_err(step("open the staging directory /tmp"))?;
-    sys::move_mount(root_mount.as_fd(), staging.as_fd()).map_err(step("attach the root tmpfs"))?;
-    drop(staging);
-    let root = std::fs::File::open(STAGING).map_err(step("open the new root"))?;
+    let image = match ops.first().map(|p| &p.op) {
+        Some(MountOp::ImageRoot { lower, size }) => Some((lower.clone(), *size)),
+        _ => None,
+    };
+    let root = match &image {
+        Some((lower, size)) => image_root(lower, *size, host_root)?,
+        None => {
+            let root_mount = new_fs(
+                c"tmpfs",
+                &[(c"mode", Some(c"0755")), (c"size", Some(c"1m"))],
+                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+            )
+            .map_err(step("create the root tmpfs"))?;
+            let staging =
+                std::fs::File::open(STAGING).map_err(step("open the staging directory /tmp"))?;
+            sys::move_mount(root_mount.as_fd(), staging.as_fd())
+                .map_err(step("attach the root tmpfs"))?;
+            drop(staging);
+            std::fs::File::open(STAGING).map_err(step("open the new root"))?
+        }
+    };
 
-    for prepared in &ops {
+    for prepared in ops
+        .iter()
+        .filter(|p| !matches!(p.op, MountOp::ImageRoot { .. }))
+    {
         apply(root.as_fd(), null.as_fd(), prepared)?;
     }
 
@@ -117,13 +133,84 @@ pub fn build_and_pivot(ops: &[MountOp]) -> Result<(), SetupError> {
     sys::umount2(c".", libc::MNT_DETACH).map_err(step("detach the host root"))?;
     std::env::set_current_dir("/").map_err(step("chdir to the new root"))?;
     let new_root = std::fs::File::open("/").map_err(step("open /"))?;
-    sys::mount_setattr(
-        new_root.as_fd(),
-        false,
-        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
-    )
-    .map_err(step("make / read-only"))?;
+    // An image's root keeps its ephemeral writable layer; the plain root only holds
+    // mount points and becomes read-only.
+    let attrs = match image {
+        Some(_) => sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        None => sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+    };
+    sys::mount_setattr(new_root.as_fd(), false, attrs).map_err(step("seal /"))?;
     Ok(())
+}
+
+/// The root for an image: an overlay with the unpacked image (`lower`, read-only, never
+/// written) below and, above, a directory on a fresh tmpfs of `size` bytes that takes
+/// every change and disappears with the sandbox.
+fn image_root(lower: &Path, size: u64, host_root: bool) -> Result<std::fs::File, SetupError> {
+    let step = |what: &'static str| move |e: io::Error| SetupError::Mount { what, source: e };
+    let size = CString::new(size.to_string()).map_err(|_| SetupError::BadPath(lower.into()))?;
+    let scratch = new_fs(
+        c"tmpfs",
+        &[(c"mode", Some(c"0755")), (c"size", Some(&size))],
+        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+    )
+    .map_err(step("create the image's writable layer (tmpfs)"))?;
+    let staging = std::fs::File::open(STAGING).map_err(step("open the staging directory /tmp"))?;
+    sys::move_mount(scratch.as_fd(), staging.as_fd())
+        .map_err(step("attach the image's writable layer"))?;
+    drop(staging);
+    let scratch = std::fs::File::open(STAGING).map_err(step("open the writable layer"))?;
+    // Created with the sandbox user's identity: the root directory of the merged tree
+    // takes the upper directory's owner, so that user owns "/" as an image's root would.
+    for (dir, mode) in [(c"upper", 0o755), (c"work", 0o700), (c"root", 0o755)] {
+        sys::mkdirat(scratch.as_fd(), dir, mode).map_err(step("prepare the writable layer"))?;
+    }
+    let lower_c = cstr(lower)?;
+    let overlay = {
+        // The image store belongs to whoever pulled the image: as root, that is root.
+        let _root = host_root.then(sys::FsIdentityAsRoot::enter);
+        let mount = |key: &std::ffi::CStr| {
+            new_fs(
+                c"overlay",
+                &[
+                    (key, Some(&lower_c)),
+                    (c"upperdir", Some(c"/tmp/upper")),
+                    (c"workdir", Some(c"/tmp/work")),
+                    (c"userxattr", None),
+                ],
+                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+            )
+        };
+        // `lowerdir+` (Linux 6.8) takes one path as is; plain `lowerdir` parses ':'.
+        mount(c"lowerdir+").or_else(|e| {
+            if lower
+                .as_os_str()
+                .as_bytes()
+                .iter()
+                .any(|b| b":,\\".contains(b))
+            {
+                Err(e)
+            } else {
+                mount(c"lowerdir")
+            }
+        })
+    }
+    .map_err(|e| SetupError::MountSource {
+        path: lower.to_path_buf(),
+        source: io::Error::new(
+            e.kind(),
+            format!("cannot mount the image as an overlay: {e}"),
+        ),
+    })?;
+    let target = sys::openat2(
+        scratch.as_fd(),
+        c"root",
+        libc::O_PATH | libc::O_NOFOLLOW,
+        RESOLVE,
+    )
+    .map_err(step("open the image's mount point"))?;
+    sys::move_mount(overlay.as_fd(), target.as_fd()).map_err(step("attach the image root"))?;
+    std::fs::File::open("/tmp/root").map_err(step("open the image root"))
 }
 
 fn new_fs(
@@ -151,6 +238,8 @@ fn apply(
         source: e,
     };
     match op {
+        // Built by `image_root` before anything else.
+        MountOp::ImageRoot { .. } => {}
         MountOp::Bind {
             read_only,
             kind,

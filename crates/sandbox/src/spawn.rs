@@ -47,6 +47,10 @@ pub struct SandboxSpec {
     pub workdir: PathBuf,
     pub view: FsView,
     pub identity: Identity,
+    /// The uid and gid the command has inside its user namespace, mapped to
+    /// `identity`'s on the host. `None`: the same numbers as on the host. An image's
+    /// root user is `Some((0, 0))`: root inside, an unprivileged user outside.
+    pub inside: Option<(u32, u32)>,
     /// Send every exec and exit to the supervisor ([`Sandbox::exec_listener`]).
     pub trace_exec: bool,
     /// `RLIMIT_NPROC` for the sandbox user, counted within the sandbox's own user
@@ -120,6 +124,8 @@ pub(crate) struct Prepared {
     pub hostname: Vec<u8>,
     pub workdir: PathBuf,
     pub identity: Identity,
+    /// `identity` as seen inside the user namespace.
+    pub inside: (u32, u32),
     pub switch_identity: bool,
     pub stdio: [RawFd; 3],
     pub trace_exec: bool,
@@ -182,6 +188,9 @@ impl Prepared {
             hostname: spec.hostname.as_bytes().to_vec(),
             workdir: spec.workdir.clone(),
             identity: spec.identity.clone(),
+            inside: spec
+                .inside
+                .unwrap_or((spec.identity.uid, spec.identity.gid)),
             switch_identity: invoker == 0,
             stdio,
             trace_exec: spec.trace_exec,
@@ -324,7 +333,7 @@ pub fn spawn_in(
         Some(cg) => cg.attach(pid).map_err(SetupError::Cgroup),
         None => Ok(()),
     };
-    if let Err(e) = placed.and_then(|()| write_id_maps(pid, &prepared.identity)) {
+    if let Err(e) = placed.and_then(|()| write_id_maps(pid, &prepared.identity, prepared.inside)) {
         let _ = sys::kill(pid, libc::SIGKILL);
         let _ = sys::waitpid(pid, 0);
         return Err(e.into());
@@ -341,7 +350,7 @@ pub fn spawn_in(
     })
 }
 
-fn write_id_maps(pid: libc::pid_t, id: &Identity) -> Result<(), SetupError> {
+fn write_id_maps(pid: libc::pid_t, id: &Identity, inside: (u32, u32)) -> Result<(), SetupError> {
     let write = |file: &'static str, text: String| {
         std::fs::write(format!("/proc/{pid}/{file}"), text)
             .map_err(|source| SetupError::IdMap { file, source })
@@ -350,8 +359,8 @@ fn write_id_maps(pid: libc::pid_t, id: &Identity) -> Result<(), SetupError> {
         // Required before an unprivileged process may write a gid_map.
         write("setgroups", "deny".into())?;
     }
-    write("uid_map", format!("{0} {0} 1\n", id.uid))?;
-    write("gid_map", format!("{0} {0} 1\n", id.gid))
+    write("uid_map", format!("{} {} 1\n", inside.0, id.uid))?;
+    write("gid_map", format!("{} {} 1\n", inside.1, id.gid))
 }
 
 /// Explains the usual reasons a user namespace cannot be created, with the fix.

@@ -537,6 +537,35 @@ pub fn landlock_abi_version() -> Result<i32, io::Error> {
     i32::try_from(v).map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))
 }
 
+/// While held, file-system accesses use host root's identity again (init started by
+/// root, after `setfsuid`/`setfsgid` to the sandbox user); dropping it switches back.
+pub struct FsIdentityAsRoot {
+    uid: u32,
+    gid: u32,
+}
+
+impl FsIdentityAsRoot {
+    pub fn enter() -> Self {
+        // SAFETY: setfsuid/setfsgid take integers and return the previous value; -1 is
+        // not a valid id, so asking for it only reads the current one.
+        let (uid, gid) = unsafe { (libc::setfsuid(u32::MAX), libc::setfsgid(u32::MAX)) };
+        setfsgid(0);
+        setfsuid(0);
+        // The kernel returns the previous id as an int: the same 32 bits.
+        Self {
+            uid: u32::from_ne_bytes(uid.to_ne_bytes()),
+            gid: u32::from_ne_bytes(gid.to_ne_bytes()),
+        }
+    }
+}
+
+impl Drop for FsIdentityAsRoot {
+    fn drop(&mut self) {
+        setfsgid(self.gid);
+        setfsuid(self.uid);
+    }
+}
+
 pub fn setfsuid(uid: u32) {
     // SAFETY: setfsuid takes an integer; it reports the previous value, not errors.
     unsafe { libc::setfsuid(uid) };
