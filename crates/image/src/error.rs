@@ -12,10 +12,10 @@ pub enum ImageError {
     BadReference { input: String, reason: String },
 
     #[error(
-        "no image {name} in the store; pull it with `vectraguard image pull {name}`, \
+        "no image {name} in the store; pull it with `vectraguard image pull {input}`, \
          or see `vectraguard image ls`"
     )]
-    NotFound { name: String },
+    NotFound { name: String, input: String },
 
     #[error(
         "{input:?} matches more than one image ({matches}); use the full name or a \

@@ -202,6 +202,7 @@ impl Store {
             .next()
             .ok_or_else(|| ImageError::NotFound {
                 name: input.to_owned(),
+                input: input.to_owned(),
             })
     }
 

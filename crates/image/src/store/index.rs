@@ -104,10 +104,11 @@ impl Store {
     /// can stand for several names of one image.
     pub fn lookup(&self, input: &str) -> Result<Vec<(String, Entry)>> {
         let index = self.read_index()?;
-        let not_found = || ImageError::NotFound {
-            name: input.to_owned(),
-        };
         let as_ref = Reference::parse(input);
+        let not_found = |name: String| ImageError::NotFound {
+            name,
+            input: input.to_owned(),
+        };
         if let Ok(r) = &as_ref {
             let key = r.to_string();
             if let Some(e) = index.images.get(&key) {
@@ -158,7 +159,7 @@ impl Store {
         }
         // Neither a stored name nor an id: if it is not even a name, say why.
         match as_ref {
-            Ok(_) => Err(not_found()),
+            Ok(r) => Err(not_found(r.to_string())),
             Err(e) => Err(e),
         }
     }

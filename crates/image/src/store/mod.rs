@@ -340,3 +340,7 @@ fn sync_dir(dir: &Path) -> Result<()> {
         .and_then(|d| d.sync_all())
         .map_err(|e| ImageError::io(dir, e))
 }
+
+#[cfg(test)]
+#[path = "../tests/store.rs"]
+mod tests;
