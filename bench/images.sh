@@ -5,7 +5,7 @@
 # `tar -xf` of the same tarball, in the same run, medians. Each run starts from an
 # empty store (`image rm` before it).
 # The tarball holds the first 200 MiB of regular files, symlinks and directories
-# found under the host's /usr (sorted walk), as a stand-in for a distribution image.
+# found under the host's /usr/lib (sorted walk), as a stand-in for a distribution image.
 #
 # Usage: bench/images.sh [RUNS]      (needs hyperfine and python3)
 set -euo pipefail
@@ -24,7 +24,7 @@ import os, sys, tarfile
 limit = 200 << 20
 total = 0
 with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as tar:
-    for dirpath, dirnames, filenames in os.walk("/usr"):
+    for dirpath, dirnames, filenames in os.walk("/usr/lib"):
         dirnames.sort()
         tar.add(dirpath, arcname=dirpath.lstrip("/"), recursive=False)
         for name in sorted(filenames):
@@ -37,6 +37,8 @@ with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as tar:
                 continue
             if not os.path.islink(path):
                 total += os.path.getsize(path)
+            if total >= limit:
+                break
         if total >= limit:
             break
 PY

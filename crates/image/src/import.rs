@@ -57,9 +57,15 @@ impl Store {
             let gzip = io::BufRead::fill_buf(&mut reader)
                 .map_err(|e| ImageError::io(&staged, e))?
                 .starts_with(&[0x1f, 0x8b]);
-            let (diff_id, _) = HashingReader::new(decompressed(reader, &what)?)
-                .finish()
-                .map_err(|e| ImageError::Archive(format!("{what}: {e}")))?;
+            // A plain tar is its own uncompressed content: no second pass.
+            let diff_id = if gzip {
+                HashingReader::new(decompressed(reader, &what)?)
+                    .finish()
+                    .map_err(|e| ImageError::Archive(format!("{what}: {e}")))?
+                    .0
+            } else {
+                blob.clone()
+            };
             self.commit_staged(&staged, &blob, &blob, &what)?;
 
             let now = vg_records::time::format_rfc3339(SystemTime::now());
