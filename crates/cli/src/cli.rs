@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use crate::image::ImageCommand;
 pub use crate::logs::LogsCommand;
 
 #[derive(Debug, Parser)]
@@ -27,6 +28,9 @@ pub enum Command {
     /// List, show, follow, verify and remove recorded sessions
     #[command(subcommand)]
     Logs(LogsCommand),
+    /// Pull, load, import, list, inspect and remove container images
+    #[command(subcommand)]
+    Image(ImageCommand),
     /// Show which isolation layers this host supports, and how to fix missing ones
     Doctor,
 }

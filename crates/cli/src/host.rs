@@ -184,6 +184,30 @@ pub fn invoker_home() -> Option<PathBuf> {
     })
 }
 
+/// Vectra Guard's own folder: `$VECTRAGUARD_HOME` when set and not empty (it must
+/// be absolute), else `~/.vectraguard` of the invoking user. `what` and `holds` name
+/// what is being looked for in errors ("the session records", "logs/").
+pub fn vectraguard_home(what: &str, holds: &str) -> Result<PathBuf> {
+    let env_home = std::env::var_os("VECTRAGUARD_HOME")
+        .map(PathBuf::from)
+        .filter(|h| !h.as_os_str().is_empty());
+    // A relative HOME (or an empty one) would put the folder wherever the command
+    // happens to run.
+    let home = invoker_home().filter(|h| h.is_absolute());
+    match (env_home, home) {
+        (Some(h), _) if !h.is_absolute() => bail!(
+            "VECTRAGUARD_HOME={} is a relative path: set it to an absolute one",
+            h.display()
+        ),
+        (Some(h), _) => Ok(h),
+        (None, Some(home)) => Ok(home.join(".vectraguard")),
+        (None, None) => bail!(
+            "cannot find your home directory to locate {what}; \
+             set HOME, or set VECTRAGUARD_HOME to the folder that holds {holds}"
+        ),
+    }
+}
+
 /// The login name of the real uid, for the session record.
 pub fn invoker_name() -> Option<String> {
     let uid = current_uid();

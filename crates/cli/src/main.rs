@@ -3,6 +3,7 @@
 mod cli;
 mod doctor;
 mod host;
+mod image;
 mod layers;
 mod limits;
 mod logs;
@@ -40,6 +41,7 @@ fn main() {
             run::shell(*args)
         }
         Command::Logs(cmd) => logs::run(cmd),
+        Command::Image(cmd) => image::run(cmd),
         Command::Doctor => doctor::doctor(),
     };
     std::process::exit(code);

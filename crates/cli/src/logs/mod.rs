@@ -262,24 +262,7 @@ fn store() -> Result<SessionStore> {
 /// `$VECTRAGUARD_HOME/logs` when set and not empty, else
 /// `~/.vectraguard/logs` of the invoking user.
 pub fn records_root() -> Result<PathBuf> {
-    let env_home = std::env::var_os("VECTRAGUARD_HOME")
-        .map(PathBuf::from)
-        .filter(|h| !h.as_os_str().is_empty());
-    // A relative HOME (or an empty one) would put the records wherever the
-    // command happens to run.
-    let home = host::invoker_home().filter(|h| h.is_absolute());
-    match (&env_home, home) {
-        (Some(h), _) if !h.is_absolute() => Err(anyhow!(
-            "VECTRAGUARD_HOME={} is a relative path: set it to an absolute one",
-            h.display()
-        )),
-        (Some(h), _) => Ok(SessionStore::default_root(Some(h), h)),
-        (None, Some(home)) => Ok(SessionStore::default_root(None, &home)),
-        (None, None) => Err(anyhow!(
-            "cannot find your home directory to locate the session records; \
-             set HOME, or set VECTRAGUARD_HOME to the folder that holds logs/"
-        )),
-    }
+    Ok(host::vectraguard_home("the session records", "logs/")?.join("logs"))
 }
 
 /// A records error as the user should read it: what failed and what to do.

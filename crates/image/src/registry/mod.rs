@@ -1,0 +1,264 @@
+//! A client of the OCI distribution API (v2), read side: manifests by tag or
+//! digest, blobs streamed, with token or basic authentication.
+//!
+//! HTTPS by default; plain HTTP only for a registry on this machine's loopback
+//! (`localhost`, `127.0.0.0/8`, `[::1]`), as Docker does for insecure local
+//! registries. Authorization is never sent along a redirect (blobs are often served
+//! from another host).
+
+pub mod auth;
+
+use std::io::Read;
+use std::path::Path;
+use std::time::Duration;
+
+use ureq::http::{Response, StatusCode};
+
+use crate::error::{ImageError, Result};
+use crate::manifest::{ACCEPTED, MAX_JSON_BYTES};
+use crate::reference::Reference;
+use auth::{Challenge, Credentials};
+
+/// How long to wait for a connection or for the next bytes of a response.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+const READ_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A registry session for one repository.
+pub struct Client {
+    agent: ureq::Agent,
+    base: String,
+    registry: String,
+    repository: String,
+    credentials: Option<Credentials>,
+    /// The `Authorization` value that worked (a bearer token, or basic).
+    authorization: Option<String>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .field("repository", &self.repository)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A blob being downloaded.
+pub struct BlobStream {
+    pub reader: Box<dyn Read + Send>,
+    /// Content-Length, when the server sends one.
+    pub length: Option<u64>,
+}
+
+impl Client {
+    /// A client for the registry and repository of `reference`, with credentials
+    /// from Docker's config file if it has some for that registry.
+    pub fn new(reference: &Reference, docker_config: Option<&Path>) -> Result<Self> {
+        let registry = reference.registry.clone();
+        let mut credentials = None;
+        if let Some(file) = docker_config {
+            let found =
+                auth::docker_auth(file, &registry).map_err(|message| ImageError::Registry {
+                    registry: registry.clone(),
+                    message,
+                })?;
+            credentials = found.credentials;
+        }
+        let scheme = if reference.is_loopback_registry() {
+            "http"
+        } else {
+            "https"
+        };
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_recv_response(Some(READ_TIMEOUT))
+            .timeout_per_read(Some(READ_TIMEOUT))
+            .user_agent(concat!("vectraguard/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        Ok(Self {
+            agent,
+            base: format!(
+                "{scheme}://{}/v2/{}",
+                reference.api_host(),
+                reference.repository
+            ),
+            registry,
+            repository: reference.repository.clone(),
+            credentials,
+            authorization: None,
+        })
+    }
+
+    fn error(&self, message: impl Into<String>) -> ImageError {
+        ImageError::Registry {
+            registry: self.registry.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// GET `url`, authenticating once if the registry asks for it.
+    fn get(&mut self, url: &str, accept: Option<&str>) -> Result<Response<ureq::Body>> {
+        let mut authenticated = false;
+        loop {
+            let mut req = self.agent.get(url);
+            if let Some(a) = accept {
+                req = req.header("Accept", a);
+            }
+            if let Some(auth) = &self.authorization {
+                req = req.header("Authorization", auth);
+            }
+            let resp = req.call().map_err(|e| self.unreachable(url, &e))?;
+            if resp.status() != StatusCode::UNAUTHORIZED || authenticated {
+                return Ok(resp);
+            }
+            let challenge = resp
+                .headers()
+                .get("www-authenticate")
+                .and_then(|v| v.to_str().ok())
+                .and_then(auth::parse_challenge)
+                .ok_or_else(|| {
+                    self.error("it answered 401 Unauthorized without saying how to authenticate")
+                })?;
+            self.authenticate(&challenge)?;
+            authenticated = true;
+        }
+    }
+
+    fn unreachable(&self, url: &str, e: &ureq::Error) -> ImageError {
+        self.error(format!(
+            "cannot reach {url}: {e}; check the image name and the network (registries are \
+             spoken to over HTTPS, and over plain HTTP only on localhost)"
+        ))
+    }
+
+    /// Answers a challenge: fetches a bearer token, or uses basic credentials.
+    fn authenticate(&mut self, challenge: &Challenge) -> Result<()> {
+        match challenge.scheme.as_str() {
+            "basic" => {
+                let creds = self.credentials.as_ref().ok_or_else(|| {
+                    self.error(format!(
+                        "it requires a user name and password; log in with `docker login {}` \
+                         (Vectra Guard reads ~/.docker/config.json)",
+                        self.registry
+                    ))
+                })?;
+                self.authorization = Some(creds.basic_header());
+                Ok(())
+            }
+            "bearer" => {
+                let realm = challenge
+                    .params
+                    .get("realm")
+                    .ok_or_else(|| self.error("its bearer challenge has no realm"))?
+                    .clone();
+                let scope = challenge
+                    .params
+                    .get("scope")
+                    .cloned()
+                    .unwrap_or_else(|| format!("repository:{}:pull", self.repository));
+                let mut req = self.agent.get(&realm).query("scope", &scope);
+                if let Some(service) = challenge.params.get("service") {
+                    req = req.query("service", service);
+                }
+                if let Some(creds) = &self.credentials {
+                    req = req.header("Authorization", &creds.basic_header());
+                }
+                let mut resp = req.call().map_err(|e| self.unreachable(&realm, &e))?;
+                if !resp.status().is_success() {
+                    return Err(self.error(format!(
+                        "its token service {realm} refused access ({}){}",
+                        resp.status(),
+                        if self.credentials.is_some() {
+                            "; check the credentials in ~/.docker/config.json"
+                        } else {
+                            "; the image may be private: log in with `docker login`"
+                        }
+                    )));
+                }
+                #[derive(serde::Deserialize)]
+                struct Token {
+                    token: Option<String>,
+                    access_token: Option<String>,
+                }
+                let body = resp
+                    .body_mut()
+                    .with_config()
+                    .limit(MAX_JSON_BYTES)
+                    .read_to_vec()
+                    .map_err(|e| self.error(format!("reading a token from {realm}: {e}")))?;
+                let t: Token = serde_json::from_slice(&body)
+                    .map_err(|e| self.error(format!("a bad token answer from {realm}: {e}")))?;
+                let token = t
+                    .token
+                    .or(t.access_token)
+                    .filter(|t| !t.is_empty())
+                    .ok_or_else(|| self.error(format!("{realm} returned no token")))?;
+                self.authorization = Some(format!("Bearer {token}"));
+                Ok(())
+            }
+            other => Err(self.error(format!(
+                "it asks for {other} authentication, which this version does not speak"
+            ))),
+        }
+    }
+
+    /// A manifest or index by tag or digest: its bytes and Content-Type.
+    pub fn manifest(&mut self, reference: &str) -> Result<(Vec<u8>, Option<String>)> {
+        let url = format!("{}/manifests/{reference}", self.base);
+        let mut resp = self.get(&url, Some(ACCEPTED))?;
+        match resp.status() {
+            s if s.is_success() => {}
+            StatusCode::NOT_FOUND => {
+                return Err(self.error(format!(
+                    "{}:{reference} was not found (no such repository or tag)",
+                    self.repository
+                )));
+            }
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                return Err(self.error(format!(
+                    "access to {} denied ({}); log in with `docker login {}` if it is private",
+                    self.repository,
+                    resp.status(),
+                    self.registry
+                )));
+            }
+            s => return Err(self.error(format!("GET {url} answered {s}"))),
+        }
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(MAX_JSON_BYTES)
+            .read_to_vec()
+            .map_err(|e| self.error(format!("reading {url}: {e}")))?;
+        Ok((body, content_type))
+    }
+
+    /// Starts downloading a blob.
+    pub fn blob(&mut self, digest: &crate::Digest) -> Result<BlobStream> {
+        let url = format!("{}/blobs/{digest}", self.base);
+        let resp = self.get(&url, None)?;
+        if !resp.status().is_success() {
+            return Err(self.error(format!(
+                "blob {digest} of {}: {}",
+                self.repository,
+                resp.status()
+            )));
+        }
+        let length = resp
+            .headers()
+            .get("content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        Ok(BlobStream {
+            reader: Box::new(resp.into_body().into_reader()),
+            length,
+        })
+    }
+}

@@ -1,0 +1,443 @@
+//! Safe unpacking of layers into a root filesystem.
+//!
+//! A layer is an untrusted tar archive. While writing it:
+//! - entry names with `..` or an absolute path are refused (the whole image is);
+//! - every parent directory is resolved beneath the root by hand, one component at a
+//!   time with `symlink_metadata`, following symlinks *as if the root were `/`*
+//!   (an absolute link target restarts at the root, `..` stops at it), so nothing
+//!   is ever written, linked or removed outside the root; the last component is
+//!   never followed: whatever is there is removed and the entry is created in its
+//!   place (`O_EXCL`), so a symlink planted by an earlier entry cannot redirect it;
+//! - hard links must name a file already unpacked beneath the root;
+//! - device nodes and FIFOs are skipped, and recorded;
+//! - setuid, setgid and sticky bits are cleared, and recorded; ownership is never
+//!   applied (everything belongs to the user running `vectraguard`; owners other
+//!   than root are recorded);
+//! - OCI whiteouts (`.wh.NAME`) remove `NAME` from lower layers, and opaque markers
+//!   (`.wh..wh..opq`) remove everything lower layers put in their directory.
+//!
+//! Nothing else writes into the tree while it is being built (it lives in the
+//! store's private `tmp/` until it is complete), so checking a path and then using
+//! it is sound here.
+
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsStr;
+use std::fs::{self, DirBuilder, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use tar::EntryType;
+
+use crate::error::{ImageError, Result};
+use crate::store::gc::remove_any;
+
+/// How many symlinks one path may go through, as the kernel's ELOOP limit.
+const MAX_SYMLINKS: usize = 40;
+/// Directories stay enterable and writable by their owner: the store's owner must
+/// be able to remove the tree, and the sandbox maps the image's root to that owner.
+const DIR_OWNER_BITS: u32 = 0o700;
+/// Files stay readable by their owner, for the same reason.
+const FILE_OWNER_BITS: u32 = 0o400;
+const WHITEOUT_PREFIX: &[u8] = b".wh.";
+const OPAQUE_MARKER: &[u8] = b".wh..wh..opq";
+
+/// What unpacking did not reproduce exactly, kept next to the tree as `unpack.json`.
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UnpackReport {
+    /// Entries applied, over all layers.
+    pub entries: u64,
+    /// Bytes of regular files written.
+    pub file_bytes: u64,
+    /// Entries not created: device nodes, FIFOs.
+    pub skipped: Vec<Skipped>,
+    /// Paths whose setuid, setgid or sticky bits were cleared.
+    pub special_bits_cleared: Vec<String>,
+    /// Intended owners other than root (`uid:gid`), by path: all files belong to the
+    /// user running `vectraguard`.
+    pub owners: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Skipped {
+    pub path: String,
+    pub kind: String,
+}
+
+/// Builds a root filesystem from layers, lowest first.
+#[derive(Debug)]
+pub struct Unpacker {
+    root: PathBuf,
+    /// Final modes of directories, applied at the end: a read-only directory must
+    /// stay writable until every layer is in.
+    dir_modes: BTreeMap<PathBuf, u32>,
+    report: UnpackReport,
+}
+
+/// What one layer wrote, for its opaque markers.
+#[derive(Default)]
+struct LayerState {
+    written: HashSet<PathBuf>,
+    ancestors: HashSet<PathBuf>,
+    opaque: Vec<PathBuf>,
+}
+
+impl LayerState {
+    fn wrote(&mut self, path: &Path, root: &Path) {
+        self.written.insert(path.to_owned());
+        let mut p = path.parent();
+        while let Some(dir) = p {
+            if dir == root || !self.ancestors.insert(dir.to_owned()) {
+                break;
+            }
+            p = dir.parent();
+        }
+    }
+}
+
+impl Unpacker {
+    /// An unpacker into `root`, an existing empty directory.
+    pub fn new(root: &Path) -> Self {
+        Self {
+            root: root.to_owned(),
+            dir_modes: BTreeMap::new(),
+            report: UnpackReport::default(),
+        }
+    }
+
+    /// Applies one layer (an uncompressed tar stream) on top of what is there, and
+    /// hands the reader back so that the caller can read (and hash) its tail.
+    pub fn apply_layer<R: Read>(&mut self, reader: R, layer: &str) -> Result<R> {
+        let mut archive = tar::Archive::new(reader);
+        let mut state = LayerState::default();
+        let entries = archive.entries().map_err(|e| bad_tar(layer, &e))?;
+        for entry in entries {
+            let mut entry = entry.map_err(|e| bad_tar(layer, &e))?;
+            self.apply_entry(&mut entry, &mut state, layer)?;
+            self.report.entries += 1;
+        }
+        for dir in std::mem::take(&mut state.opaque) {
+            self.prune_opaque(&dir, &state)?;
+        }
+        Ok(archive.into_inner())
+    }
+
+    /// Sets the directories' final modes; returns what was not reproduced.
+    pub fn finish(mut self) -> Result<UnpackReport> {
+        self.dir_modes
+            .entry(self.root.clone())
+            .or_insert(0o755 | DIR_OWNER_BITS);
+        // Deepest first does not matter for chmod, but the tree may have lost some of
+        // these directories to later whiteouts or replacements.
+        for (dir, mode) in &self.dir_modes {
+            if fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+                fs::set_permissions(dir, fs::Permissions::from_mode(*mode))
+                    .map_err(|e| ImageError::io(dir, e))?;
+            }
+        }
+        self.report.skipped.sort_by(|a, b| a.path.cmp(&b.path));
+        self.report.special_bits_cleared.sort();
+        self.report.special_bits_cleared.dedup();
+        Ok(self.report)
+    }
+
+    fn apply_entry<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<'_, R>,
+        state: &mut LayerState,
+        layer: &str,
+    ) -> Result<()> {
+        let raw = entry.path().map_err(|e| bad_tar(layer, &e))?.into_owned();
+        let shown = raw.display().to_string();
+        let unsafe_entry = |reason: &str| ImageError::UnsafeEntry {
+            layer: layer.to_owned(),
+            entry: shown.clone(),
+            reason: reason.to_owned(),
+        };
+        let comps = clean(&raw).map_err(&unsafe_entry)?;
+        let kind = entry.header().entry_type();
+        let Some((name, parents)) = comps.split_last() else {
+            // `./` itself: the root keeps its own mode.
+            return Ok(());
+        };
+        let name_bytes = name.as_bytes();
+
+        if let Some(hidden) = name_bytes.strip_prefix(WHITEOUT_PREFIX) {
+            let parent = match self.resolve_dir(parents, None, layer, &shown)? {
+                Some(p) => p,
+                None => return Ok(()), // whiteout in a directory no lower layer has
+            };
+            if name_bytes == OPAQUE_MARKER {
+                state.opaque.push(parent);
+            } else if hidden.starts_with(WHITEOUT_PREFIX) {
+                // Other `.wh..wh.` names are aufs bookkeeping, not files.
+            } else if hidden.is_empty() || hidden == b"." || hidden == b".." {
+                return Err(unsafe_entry(
+                    "a whiteout must name an entry of its directory",
+                ));
+            } else {
+                remove_any(&parent.join(OsStr::from_bytes(hidden)))?;
+            }
+            return Ok(());
+        }
+
+        let parent = self
+            .resolve_dir(parents, Some(state), layer, &shown)?
+            .ok_or_else(|| unsafe_entry("its parent directory cannot be created"))?;
+        let target = parent.join(name);
+        let rel = self.relative(&target);
+        let header = entry.header();
+        let mode = header.mode().map_err(|e| bad_tar(layer, &e))? & 0o7777;
+        if matches!(
+            kind,
+            EntryType::Regular | EntryType::Continuous | EntryType::Directory
+        ) && mode & 0o7000 != 0
+        {
+            self.report.special_bits_cleared.push(rel.clone());
+        }
+        let (uid, gid) = (header.uid().unwrap_or(0), header.gid().unwrap_or(0));
+        if (uid, gid) != (0, 0) {
+            self.report
+                .owners
+                .insert(rel.clone(), format!("{uid}:{gid}"));
+        } else {
+            self.report.owners.remove(&rel);
+        }
+
+        match kind {
+            EntryType::Directory => {
+                match fs::symlink_metadata(&target) {
+                    Ok(m) if m.is_dir() => {}
+                    Ok(_) => {
+                        remove_any(&target)?;
+                        make_dir(&target)?;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => make_dir(&target)?,
+                    Err(e) => return Err(ImageError::io(&target, e)),
+                }
+                self.dir_modes
+                    .insert(target.clone(), (mode & 0o777) | DIR_OWNER_BITS);
+            }
+            EntryType::Regular | EntryType::Continuous => {
+                let mtime = header.mtime().ok();
+                remove_any(&target)?;
+                // create_new is O_CREAT|O_EXCL: it never follows a symlink.
+                let mut file = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&target)
+                    .map_err(|e| ImageError::io(&target, e))?;
+                let n = io::copy(entry, &mut file).map_err(|e| bad_tar(layer, &e))?;
+                self.report.file_bytes += n;
+                file.set_permissions(fs::Permissions::from_mode((mode & 0o777) | FILE_OWNER_BITS))
+                    .map_err(|e| ImageError::io(&target, e))?;
+                // Programs compare mtimes (Python's bytecode cache): keep them.
+                if let Some(secs) = mtime {
+                    let _ = file.set_modified(UNIX_EPOCH + Duration::from_secs(secs));
+                }
+            }
+            EntryType::Symlink => {
+                let link = entry
+                    .link_name()
+                    .map_err(|e| bad_tar(layer, &e))?
+                    .filter(|l| !l.as_os_str().is_empty())
+                    .ok_or_else(|| unsafe_entry("a symlink without a target"))?;
+                remove_any(&target)?;
+                // The target is stored as given: it is only ever followed inside the
+                // sandbox, where this tree is `/`, or by `resolve_dir`, clamped.
+                std::os::unix::fs::symlink(&link, &target)
+                    .map_err(|e| ImageError::io(&target, e))?;
+            }
+            EntryType::Link => {
+                let link = entry
+                    .link_name()
+                    .map_err(|e| bad_tar(layer, &e))?
+                    .ok_or_else(|| unsafe_entry("a hard link without a target"))?
+                    .into_owned();
+                let source = self.hard_link_source(&link, layer, &shown)?;
+                if source != target {
+                    remove_any(&target)?;
+                    // linkat(2) without AT_SYMLINK_FOLLOW: a link to a symlink links
+                    // the symlink itself.
+                    fs::hard_link(&source, &target).map_err(|e| ImageError::io(&target, e))?;
+                }
+            }
+            EntryType::Char | EntryType::Block | EntryType::Fifo => {
+                let kind = match kind {
+                    EntryType::Char => "character device",
+                    EntryType::Block => "block device",
+                    _ => "fifo",
+                };
+                self.report.skipped.push(Skipped {
+                    path: rel,
+                    kind: kind.to_owned(),
+                });
+                return Ok(());
+            }
+            EntryType::XGlobalHeader | EntryType::XHeader => return Ok(()),
+            other => {
+                return Err(ImageError::Unsupported(format!(
+                    "layer {layer}: entry {shown:?} has tar type {other:?}, which this \
+                     version does not unpack"
+                )));
+            }
+        }
+        state.wrote(&target, &self.root);
+        Ok(())
+    }
+
+    /// Resolves directory components beneath the root, following symlinks as if the
+    /// root were `/`. With `create`, missing directories are made (and counted as
+    /// written by the layer); without, a missing one gives `None`.
+    fn resolve_dir(
+        &mut self,
+        comps: &[&OsStr],
+        mut create: Option<&mut LayerState>,
+        layer: &str,
+        shown: &str,
+    ) -> Result<Option<PathBuf>> {
+        let mut resolved: Vec<std::ffi::OsString> = Vec::new();
+        let mut pending: std::collections::VecDeque<std::ffi::OsString> =
+            comps.iter().map(|c| c.to_os_string()).collect();
+        let mut links = 0;
+        while let Some(c) = pending.pop_front() {
+            if c == ".." {
+                resolved.pop();
+                continue;
+            }
+            if c.is_empty() || c == "." {
+                continue;
+            }
+            let mut path = self.root.clone();
+            path.extend(&resolved);
+            path.push(&c);
+            match fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() => resolved.push(c),
+                Ok(m) if m.file_type().is_symlink() => {
+                    links += 1;
+                    if links > MAX_SYMLINKS {
+                        return Err(ImageError::UnsafeEntry {
+                            layer: layer.to_owned(),
+                            entry: shown.to_owned(),
+                            reason: "too many levels of symbolic links".into(),
+                        });
+                    }
+                    let target = fs::read_link(&path).map_err(|e| ImageError::io(&path, e))?;
+                    let mut front = Vec::new();
+                    for part in target.components() {
+                        match part {
+                            Component::RootDir | Component::Prefix(_) => resolved.clear(),
+                            Component::CurDir => {}
+                            Component::ParentDir => front.push("..".into()),
+                            Component::Normal(n) => front.push(n.to_os_string()),
+                        }
+                    }
+                    // An absolute target restarted at the root above; `..` entries
+                    // are applied in order as they come off the queue.
+                    for part in front.into_iter().rev() {
+                        pending.push_front(part);
+                    }
+                }
+                Ok(_) => {
+                    return Err(ImageError::UnsafeEntry {
+                        layer: layer.to_owned(),
+                        entry: shown.to_owned(),
+                        reason: format!("{} is not a directory", self.relative(&path)),
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => match create.as_deref_mut() {
+                    Some(state) => {
+                        make_dir(&path)?;
+                        self.dir_modes.insert(path.clone(), 0o755 | DIR_OWNER_BITS);
+                        state.wrote(&path, &self.root);
+                        resolved.push(c);
+                    }
+                    None => return Ok(None),
+                },
+                Err(e) => return Err(ImageError::io(&path, e)),
+            }
+        }
+        let mut path = self.root.clone();
+        path.extend(&resolved);
+        Ok(Some(path))
+    }
+
+    /// The file a hard link entry names: an archive path, resolved beneath the root
+    /// like any entry (its last component not followed), which must exist and not be
+    /// a directory.
+    fn hard_link_source(&mut self, link: &Path, layer: &str, shown: &str) -> Result<PathBuf> {
+        let unsafe_link = |reason: &str| ImageError::UnsafeEntry {
+            layer: layer.to_owned(),
+            entry: shown.to_owned(),
+            reason: format!("hard link to {}: {reason}", link.display()),
+        };
+        let comps = clean(link).map_err(&unsafe_link)?;
+        let Some((name, parents)) = comps.split_last() else {
+            return Err(unsafe_link("it names the root"));
+        };
+        let parent = self
+            .resolve_dir(parents, None, layer, shown)?
+            .ok_or_else(|| unsafe_link("no such file beneath the image root"))?;
+        let source = parent.join(name);
+        match fs::symlink_metadata(&source) {
+            Ok(m) if m.is_dir() => Err(unsafe_link("it is a directory")),
+            Ok(_) => Ok(source),
+            Err(_) => Err(unsafe_link("no such file beneath the image root")),
+        }
+    }
+
+    /// Removes from an opaque directory everything that this layer did not write.
+    fn prune_opaque(&self, dir: &Path, state: &LayerState) -> Result<()> {
+        let entries = fs::read_dir(dir).map_err(|e| ImageError::io(dir, e))?;
+        for entry in entries {
+            let path = entry.map_err(|e| ImageError::io(dir, e))?.path();
+            let kept = state.written.contains(&path) || state.ancestors.contains(&path);
+            if !kept {
+                remove_any(&path)?;
+            } else if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                // Lower layers' content below a kept directory is hidden too.
+                self.prune_opaque(&path, state)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `/path` of a tree path, for reports.
+    fn relative(&self, path: &Path) -> String {
+        let rel = path.strip_prefix(&self.root).unwrap_or(path);
+        format!("/{}", rel.display())
+    }
+}
+
+/// The normal components of an entry name; `..` and absolute names are refused.
+fn clean(path: &Path) -> std::result::Result<Vec<&OsStr>, &'static str> {
+    let mut out = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => return Err("the path contains `..`"),
+            Component::RootDir | Component::Prefix(_) => return Err("the path is absolute"),
+        }
+    }
+    Ok(out)
+}
+
+fn make_dir(path: &Path) -> Result<()> {
+    DirBuilder::new()
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| ImageError::io(path, e))
+}
+
+fn bad_tar(layer: &str, e: &io::Error) -> ImageError {
+    ImageError::Archive(format!("layer {layer} is not a valid tar archive: {e}"))
+}
+
+#[cfg(test)]
+#[path = "tests/unpack.rs"]
+mod tests;
