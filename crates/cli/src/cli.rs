@@ -83,6 +83,10 @@ pub struct RunArgs {
     /// Set by `main` from the raw arguments: whether `args` came after `--`.
     #[arg(skip)]
     pub after_dash_dash: bool,
+
+    /// Set by `sandbox shell`: `args` is the shell (an image's entrypoint is skipped).
+    #[arg(skip)]
+    pub shell: bool,
 }
 
 /// Options shared by every way of starting a sandbox.
@@ -147,11 +151,16 @@ pub struct SandboxOptions {
     #[arg(long)]
     pub no_record: bool,
 
-    // Options of the product that later versions enforce. They are accepted by the
-    // parser only so that using them fails with a clear message instead of a generic
-    // "unexpected argument"; see `run::reject_unavailable`.
-    #[arg(long, value_name = "IMAGE", hide = true)]
+    /// Run from a container image in the store (pulled when missing): its root
+    /// filesystem read-only under a writable layer discarded at the end
+    #[arg(long, value_name = "IMAGE", help_heading = "Images")]
     pub image: Option<String>,
+    /// When to pull the image: never, missing (the default), always
+    #[arg(long, value_name = "WHEN", help_heading = "Images")]
+    pub pull: Option<String>,
+    /// Replace the image's entrypoint ("" removes it, and the image's Cmd with it)
+    #[arg(long, value_name = "CMD", help_heading = "Images")]
+    pub entrypoint: Option<String>,
 
     /// Allow connections to DOMAIN, *.DOMAIN, *, an IP or a CIDR, on every port or
     /// on PORT or LOW-HIGH (repeatable; implies --network allow). Rules are checked

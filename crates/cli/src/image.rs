@@ -140,7 +140,20 @@ pub fn store_root() -> Result<PathBuf> {
     )?))
 }
 
-fn open_store() -> Result<Store> {
+/// Pulls `name` for `sandbox run --image`, with the same progress display as
+/// `image pull` (on stderr: the command's own output stays clean).
+pub fn pull_for_run(store: &Store, name: &str) -> Result<()> {
+    let reference = parse_name(name)?;
+    let mut progress = Reporter::new(false);
+    store
+        .pull(&reference, docker_config().as_deref(), &mut progress)
+        .with_context(|| format!("cannot pull {reference}"))?;
+    progress.finish();
+    eprintln!("vectraguard: pulled {reference}");
+    Ok(())
+}
+
+pub fn open_store() -> Result<Store> {
     Ok(Store::open(&store_root()?)?)
 }
 

@@ -2,8 +2,10 @@
 
 mod cli;
 mod doctor;
+mod etc;
 mod host;
 mod image;
+mod image_run;
 mod layers;
 mod limits;
 mod logs;

@@ -11,6 +11,8 @@ use vg_policy::mount::MountSpec;
 use vg_policy::paths::{is_within, normalize_absolute};
 use vg_policy::view::{NodeKind, ResolvedMount, ViewOptions};
 use vg_policy::{FsView, NetworkMode};
+
+use crate::image_run::{ImageRun, PullPolicy};
 use vg_records::{Metadata, Origin, UserInfo};
 use vg_sandbox::{SandboxSpec, Termination};
 
@@ -54,8 +56,10 @@ pub fn shell(args: ShellArgs) -> i32 {
         );
         return EXIT_FAILURE;
     }
+    // The host's tools are what a sandbox without an image sees; an image is only
+    // sure to have /bin/sh.
     let shell = args.shell.unwrap_or_else(|| {
-        if Path::new("/bin/bash").exists() {
+        if args.options.image.is_none() && Path::new("/bin/bash").exists() {
             "/bin/bash".to_owned()
         } else {
             "/bin/sh".to_owned()
@@ -66,6 +70,7 @@ pub fn shell(args: ShellArgs) -> i32 {
         args: vec![shell],
         tty: !args.no_tty,
         after_dash_dash: true,
+        shell: true,
     }))
 }
 
@@ -80,10 +85,10 @@ fn report(result: Result<i32, Failure>) -> i32 {
 }
 
 fn run_inner(args: RunArgs) -> Result<i32, Failure> {
-    reject_unavailable(&args.options)?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let settings = settings(&args.options, &cwd)?;
     let network = crate::network::Plan::new(&settings)?;
+    let image = image_of(&args.options)?;
 
     let mounts = resolve_mounts(&settings, &cwd)?;
     let primary = mounts
@@ -91,18 +96,39 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         .map(|m| m.host.clone())
         .unwrap_or_else(|| cwd.clone());
     let identity = host::resolve_identity(settings.user.as_deref(), &primary)?;
-    let argv = command_argv(&args, &cwd, &mounts)?;
-    let workdir = match &settings.workdir {
-        Some(w) => w.clone(),
-        None => default_workdir(&cwd, &mounts),
+    let argv = match &image {
+        Some(img) => {
+            let given = if args.args.is_empty() {
+                Vec::new()
+            } else {
+                command_argv(&args, &cwd, &mounts)?
+            };
+            img.argv(given, args.options.entrypoint.as_deref(), args.shell)?
+        }
+        None => command_argv(&args, &cwd, &mounts)?,
     };
+    let workdir = settings
+        .workdir
+        .clone()
+        .or_else(|| image.as_ref().and_then(ImageRun::workdir))
+        .unwrap_or_else(|| default_workdir(&cwd, &mounts));
 
+    // HOME and USER are the image user's inside an image, then the image's Env, then
+    // env files and --env, in that order.
+    let env_identity = match &image {
+        Some(img) => vg_policy::Identity {
+            home: img.home.clone(),
+            name: img.user.clone(),
+            ..identity.clone()
+        },
+        None => identity.clone(),
+    };
     let mut env = Environment::base(
-        &identity,
+        &env_identity,
         std::env::var("TERM").ok().as_deref(),
         std::env::var("LANG").ok().as_deref(),
     );
-    let mut assignments: Vec<EnvAssignment> = Vec::new();
+    let mut assignments: Vec<EnvAssignment> = image.as_ref().map(ImageRun::env).unwrap_or_default();
     for file in &settings.env_files {
         let text = std::fs::read_to_string(file)
             .with_context(|| format!("cannot read --env-file {}", file.display()))?;
@@ -125,19 +151,36 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         &format!("vectraguard-{}", std::process::id()),
         record,
     )?;
-    let mut view = FsView::default_view(
-        &host::layout(),
-        &ViewOptions {
-            mounts: mounts.clone(),
-            home: identity.home.clone(),
-            uid: identity.uid,
-            gid: identity.gid,
-            tmp_size: plan.disk,
-            home_size: plan.disk,
-        },
-    );
-    view.ops.extend(network.mounts());
-    let watch_full = vec![PathBuf::from("/tmp"), identity.home.clone()];
+    let options = ViewOptions {
+        mounts: mounts.clone(),
+        home: identity.home.clone(),
+        uid: identity.uid,
+        gid: identity.gid,
+        tmp_size: plan.disk,
+        home_size: plan.disk,
+    };
+    let mut view = match &image {
+        Some(img) => FsView::image_view(&img.image.rootfs, &options),
+        None => FsView::default_view(&host::layout(), &options),
+    };
+    // Generated /etc files, kept until the session ends.
+    let mut etc = Vec::new();
+    if let Some(resolv) = network.resolv_conf(image.is_some()) {
+        etc.push(("resolv.conf", resolv));
+    }
+    if image.is_some() {
+        etc.push(("hosts", crate::etc::hosts(&hostname)));
+        etc.push(("hostname", format!("{hostname}\n")));
+    }
+    let generated = crate::etc::Generated::write(&etc)?;
+    if let Some(g) = &generated {
+        view.ops.extend(g.mounts());
+    }
+    // An image's writable layer is its root.
+    let watch_full = match &image {
+        Some(_) => vec![PathBuf::from("/tmp"), PathBuf::from("/")],
+        None => vec![PathBuf::from("/tmp"), identity.home.clone()],
+    };
     let spec = SandboxSpec {
         hostname,
         argv,
@@ -153,7 +196,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         watch_full,
         tty: args.tty,
         network: network.sandbox_network(),
-        inside: None,
+        inside: image.as_ref().map(|img| img.inside),
     };
     if !record {
         if spec.tty {
@@ -168,6 +211,10 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
     check_records_hidden(&root, &mounts)?;
     let mut meta = metadata(&settings, &args, &spec, &mounts, &cwd);
     network.record(&mut meta);
+    if let Some(img) = &image {
+        meta.image = Some(img.image.name.clone());
+        meta.image_digest = Some(img.image.digest.to_string());
+    }
     plan.record(&mut meta.limits);
     if let Some(cg) = &plan.cgroup {
         meta.layers.cgroup_version = Some(cg.version.as_str().to_owned());
@@ -427,16 +474,25 @@ fn metadata(
     meta
 }
 
-/// Options of the product that this version cannot enforce: refuse them rather than
-/// run with less isolation (or less limiting) than the user asked for.
-fn reject_unavailable(o: &SandboxOptions) -> Result<()> {
-    let unavailable: &[(&str, bool)] = &[("--image (container images)", o.image.is_some())];
-    if let Some((name, _)) = unavailable.iter().find(|(_, used)| *used) {
-        bail!(
-            "{name} is not available in this version of vectraguard, and running without it would be weaker than you asked; remove the option"
-        );
-    }
-    Ok(())
+/// The image to run from, with `--pull` applied; `--pull` and `--entrypoint` without
+/// `--image` are mistakes, not no-ops.
+fn image_of(o: &SandboxOptions) -> Result<Option<ImageRun>> {
+    let Some(name) = &o.image else {
+        for (flag, used) in [
+            ("--pull", o.pull.is_some()),
+            ("--entrypoint", o.entrypoint.is_some()),
+        ] {
+            if used {
+                bail!("{flag} only applies with --image: add --image NAME or remove {flag}");
+            }
+        }
+        return Ok(None);
+    };
+    let pull = match &o.pull {
+        Some(p) => PullPolicy::parse(p)?,
+        None => PullPolicy::Missing,
+    };
+    ImageRun::prepare(name, pull).map(Some)
 }
 
 /// Merges configuration files and flags (flags win).

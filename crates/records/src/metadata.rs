@@ -210,7 +210,10 @@ pub struct Metadata {
     /// Working directory inside the sandbox.
     pub cwd_inside: Option<String>,
     pub user: UserInfo,
+    /// The image the sandbox ran from (`docker.io/library/debian:bookworm`), if any.
     pub image: Option<String>,
+    /// Its manifest digest (`sha256:...`): what `image@digest` pins.
+    pub image_digest: Option<String>,
     /// `HOST:CONTAINER[:ro]`.
     pub mounts: Vec<String>,
     /// Names of the variables passed in; values are never recorded.
@@ -248,6 +251,7 @@ impl Default for Metadata {
             cwd_inside: None,
             user: UserInfo::default(),
             image: None,
+            image_digest: None,
             mounts: Vec::new(),
             env_keys: Vec::new(),
             network: NetworkRecord::default(),

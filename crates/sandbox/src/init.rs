@@ -83,7 +83,7 @@ fn setup(
         sys::send_fd(sock.as_fd(), tun.as_fd()).map_err(|source| SetupError::Network { source })?;
     }
     drop(tun);
-    crate::rootfs::build_and_pivot(&p.ops, p.switch_identity)?;
+    crate::rootfs::build_and_pivot(&p.ops, p.image_lower.as_ref(), p.inside)?;
     std::env::set_current_dir(&p.workdir).map_err(|source| SetupError::Workdir {
         path: p.workdir.clone(),
         source,

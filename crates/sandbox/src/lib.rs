@@ -9,6 +9,7 @@
 mod caps;
 pub mod cgroup;
 pub mod error;
+mod idmap;
 mod init;
 pub mod landlock;
 pub mod probe;

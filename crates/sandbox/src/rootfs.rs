@@ -9,7 +9,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -85,10 +85,37 @@ fn cstr(path: &Path) -> Result<CString, SetupError> {
 /// the sandbox's private mount namespace; bind sources are already open.
 const STAGING: &str = "/tmp";
 
+/// Opens the image directory of a view that starts with [`MountOp::ImageRoot`] by its
+/// path (the sandbox user's own image store). Must happen before anything is mounted
+/// at the staging directory, which could cover a store under /tmp.
+fn open_image(lower: &Path) -> Result<OwnedFd, SetupError> {
+    let fail = |source| SetupError::MountSource {
+        path: lower.to_path_buf(),
+        source,
+    };
+    let dir = std::fs::File::open("/").map_err(fail)?;
+    let rel: PathBuf = lower
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .collect();
+    sys::openat2(
+        dir.as_fd(),
+        &cstr(&rel)?,
+        libc::O_PATH | libc::O_DIRECTORY,
+        sys::RESOLVE_NO_MAGICLINKS,
+    )
+    .map_err(fail)
+}
+
 /// Builds the root filesystem and pivots into it. Must run in a fresh mount namespace.
-/// `host_root`: we were started by host root and act with the sandbox user's
-/// file-system identity; an image's files (root's image store) are opened as root.
-pub fn build_and_pivot(ops: &[MountOp], host_root: bool) -> Result<(), SetupError> {
+/// `image`: for a view that starts with [`MountOp::ImageRoot`] in a run started as
+/// root, the image directory as an idmapped mount made by the supervisor (see
+/// `crate::idmap`); otherwise the image is opened by its path.
+pub fn build_and_pivot(
+    ops: &[MountOp],
+    image: Option<&OwnedFd>,
+    owner: (u32, u32),
+) -> Result<(), SetupError> {
     let step = |what: &'static str| move |e: io::Error| SetupError::Mount { what, source: e };
     // Nothing we mount may propagate back to the host.
     sys::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
@@ -97,12 +124,20 @@ pub fn build_and_pivot(ops: &[MountOp], host_root: bool) -> Result<(), SetupErro
     // The node that masks files: host /dev/null, mounted nodev so opening it fails.
     let null = open_source(Path::new("/dev/null"), NodeKind::File)?;
 
-    let image = match ops.first().map(|p| &p.op) {
-        Some(MountOp::ImageRoot { lower, size }) => Some((lower.clone(), *size)),
+    let image_lower = match (ops.first().map(|p| &p.op), image) {
+        (Some(MountOp::ImageRoot { lower, size }), Some(fd)) => Some((
+            lower,
+            *size,
+            Lower::Detached(fd.try_clone().map_err(step("duplicate the image"))?),
+        )),
+        (Some(MountOp::ImageRoot { lower, size }), None) => {
+            Some((lower, *size, Lower::Dir(open_image(lower)?)))
+        }
         _ => None,
     };
-    let root = match &image {
-        Some((lower, size)) => image_root(lower, *size, host_root)?,
+    let is_image = image_lower.is_some();
+    let root = match image_lower {
+        Some((lower, size, fd)) => image_root(lower, size, &fd, owner)?,
         None => {
             let root_mount = new_fs(
                 c"tmpfs",
@@ -135,9 +170,10 @@ pub fn build_and_pivot(ops: &[MountOp], host_root: bool) -> Result<(), SetupErro
     let new_root = std::fs::File::open("/").map_err(step("open /"))?;
     // An image's root keeps its ephemeral writable layer; the plain root only holds
     // mount points and becomes read-only.
-    let attrs = match image {
-        Some(_) => sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
-        None => sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+    let attrs = if is_image {
+        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV
+    } else {
+        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV
     };
     sys::mount_setattr(new_root.as_fd(), false, attrs).map_err(step("seal /"))?;
     Ok(())
@@ -146,7 +182,21 @@ pub fn build_and_pivot(ops: &[MountOp], host_root: bool) -> Result<(), SetupErro
 /// The root for an image: an overlay with the unpacked image (`lower`, read-only, never
 /// written) below and, above, a directory on a fresh tmpfs of `size` bytes that takes
 /// every change and disappears with the sandbox.
-fn image_root(lower: &Path, size: u64, host_root: bool) -> Result<std::fs::File, SetupError> {
+/// The image directory, as the overlay's lower layer gets it.
+enum Lower {
+    /// Opened by path in our mount namespace.
+    Dir(OwnedFd),
+    /// A detached mount from the supervisor (idmapped): it must be attached in our
+    /// mount namespace before overlayfs, mounted in our user namespace, may use it.
+    Detached(OwnedFd),
+}
+
+fn image_root(
+    lower: &Path,
+    size: u64,
+    lower_fd: &Lower,
+    owner: (u32, u32),
+) -> Result<std::fs::File, SetupError> {
     let step = |what: &'static str| move |e: io::Error| SetupError::Mount { what, source: e };
     let size = CString::new(size.to_string()).map_err(|_| SetupError::BadPath(lower.into()))?;
     let scratch = new_fs(
@@ -160,15 +210,36 @@ fn image_root(lower: &Path, size: u64, host_root: bool) -> Result<std::fs::File,
         .map_err(step("attach the image's writable layer"))?;
     drop(staging);
     let scratch = std::fs::File::open(STAGING).map_err(step("open the writable layer"))?;
-    // Created with the sandbox user's identity: the root directory of the merged tree
-    // takes the upper directory's owner, so that user owns "/" as an image's root would.
-    for (dir, mode) in [(c"upper", 0o755), (c"work", 0o700), (c"root", 0o755)] {
+    for (dir, mode) in [
+        (c"upper", 0o755),
+        (c"work", 0o700),
+        (c"root", 0o755),
+        (c"lower", 0o755),
+    ] {
         sys::mkdirat(scratch.as_fd(), dir, mode).map_err(step("prepare the writable layer"))?;
     }
-    let lower_c = cstr(lower)?;
+    // The image was opened before the writable layer was mounted (which may cover its
+    // path, for a store under /tmp): the overlay reaches it through the descriptor.
+    let lower_path = match lower_fd {
+        Lower::Dir(fd) => PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+        Lower::Detached(fd) => {
+            let at = sys::openat2(
+                scratch.as_fd(),
+                c"lower",
+                libc::O_PATH | libc::O_NOFOLLOW,
+                RESOLVE,
+            )
+            .map_err(step("open the image's mount point"))?;
+            sys::move_mount(fd.as_fd(), at.as_fd()).map_err(step("attach the image"))?;
+            PathBuf::from("/tmp/lower")
+        }
+    };
+    // The merged tree's root directory takes the upper directory's owner: the image's
+    // user (root inside, the unprivileged user outside) owns "/" as in the image.
+    sys::fchownat(scratch.as_fd(), c"upper", owner.0, owner.1)
+        .map_err(step("give the writable layer to the sandbox user"))?;
+    let lower_c = cstr(&lower_path)?;
     let overlay = {
-        // The image store belongs to whoever pulled the image: as root, that is root.
-        let _root = host_root.then(sys::FsIdentityAsRoot::enter);
         let mount = |key: &std::ffi::CStr| {
             new_fs(
                 c"overlay",
@@ -181,19 +252,9 @@ fn image_root(lower: &Path, size: u64, host_root: bool) -> Result<std::fs::File,
                 sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
             )
         };
-        // `lowerdir+` (Linux 6.8) takes one path as is; plain `lowerdir` parses ':'.
-        mount(c"lowerdir+").or_else(|e| {
-            if lower
-                .as_os_str()
-                .as_bytes()
-                .iter()
-                .any(|b| b":,\\".contains(b))
-            {
-                Err(e)
-            } else {
-                mount(c"lowerdir")
-            }
-        })
+        // `lowerdir+` (Linux 6.8) takes one path as is; plain `lowerdir` for older
+        // kernels (the /proc path has no ':' or ',' for it to split on).
+        mount(c"lowerdir+").or_else(|_| mount(c"lowerdir"))
     }
     .map_err(|e| SetupError::MountSource {
         path: lower.to_path_buf(),

@@ -133,6 +133,8 @@ pub(crate) struct Prepared {
     pub watch_full: Vec<CString>,
     pub tty: bool,
     pub network: SandboxNetwork,
+    /// With an image in a run started as root: the image as an idmapped mount.
+    pub image_lower: Option<OwnedFd>,
     /// The child's end of the socket that carries the seccomp listener.
     pub notify_sock: Option<std::os::fd::OwnedFd>,
 }
@@ -202,6 +204,12 @@ impl Prepared {
                 .iter()
                 .map(|p| cstring(p.as_os_str().as_encoded_bytes(), "a watched path"))
                 .collect::<Result<_, _>>()?,
+            image_lower: match spec.view.ops.first() {
+                Some(vg_policy::MountOp::ImageRoot { lower, .. }) if invoker == 0 => Some(
+                    crate::idmap::image_for(lower, (spec.identity.uid, spec.identity.gid))?,
+                ),
+                _ => None,
+            },
             notify_sock: None,
         })
     }

@@ -205,6 +205,33 @@ struct MountAttr {
     userns_fd: u64,
 }
 
+pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+
+/// Makes the detached mount `fd` an idmapped mount: its files' owners are shown
+/// through the id mapping of the user namespace `userns`.
+pub fn mount_setattr_idmap(fd: BorrowedFd<'_>, userns: BorrowedFd<'_>) -> io::Result<()> {
+    let mut attr = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: u64::try_from(userns.as_raw_fd())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?,
+    };
+    // SAFETY: as in `mount_setattr`: a valid mount_attr of the size passed, empty path
+    // with AT_EMPTY_PATH.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH as c_uint,
+            &mut attr as *mut MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(drop)
+}
+
 /// `mount_setattr(2)` on the mount a descriptor refers to, optionally recursively.
 pub fn mount_setattr(fd: BorrowedFd<'_>, recursive: bool, attr_set: u64) -> io::Result<()> {
     let mut attr = MountAttr {
@@ -277,6 +304,22 @@ pub fn openat(dir: BorrowedFd<'_>, path: &CStr, flags: c_int, mode: c_uint) -> i
     })?;
     // SAFETY: the kernel just returned this descriptor.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Changes the owner of `name` in `dir` (ids of the caller's user namespace), without
+/// following a symlink.
+pub fn fchownat(dir: BorrowedFd<'_>, name: &CStr, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: dir is open and name a valid C string.
+    check(unsafe {
+        libc::fchownat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            uid,
+            gid,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+    .map(drop)
 }
 
 pub fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: libc::mode_t) -> io::Result<()> {
@@ -535,35 +578,6 @@ pub fn landlock_abi_version() -> Result<i32, io::Error> {
     };
     let v = check_long(ret)?;
     i32::try_from(v).map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))
-}
-
-/// While held, file-system accesses use host root's identity again (init started by
-/// root, after `setfsuid`/`setfsgid` to the sandbox user); dropping it switches back.
-pub struct FsIdentityAsRoot {
-    uid: u32,
-    gid: u32,
-}
-
-impl FsIdentityAsRoot {
-    pub fn enter() -> Self {
-        // SAFETY: setfsuid/setfsgid take integers and return the previous value; -1 is
-        // not a valid id, so asking for it only reads the current one.
-        let (uid, gid) = unsafe { (libc::setfsuid(u32::MAX), libc::setfsgid(u32::MAX)) };
-        setfsgid(0);
-        setfsuid(0);
-        // The kernel returns the previous id as an int: the same 32 bits.
-        Self {
-            uid: u32::from_ne_bytes(uid.to_ne_bytes()),
-            gid: u32::from_ne_bytes(gid.to_ne_bytes()),
-        }
-    }
-}
-
-impl Drop for FsIdentityAsRoot {
-    fn drop(&mut self) {
-        setfsgid(self.gid);
-        setfsuid(self.uid);
-    }
 }
 
 pub fn setfsuid(uid: u32) {

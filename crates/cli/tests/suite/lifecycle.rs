@@ -115,21 +115,6 @@ fn invalid_flag_values_are_125_and_run_nothing() {
 }
 
 #[test]
-fn options_that_cannot_be_enforced_yet_are_refused_with_125() {
-    each_identity(|runner| {
-        let ws = Workspace::new();
-        let out = run(
-            runner,
-            &ws,
-            &["--image", "debian:12"],
-            &["sh", "-c", "echo RAN"],
-        );
-        out.assert_code(125).assert_stderr_contains("--image");
-        assert!(!out.stdout.contains("RAN"), "{out}");
-    });
-}
-
-#[test]
 fn sigterm_to_vectraguard_ends_the_command_and_exits_143() {
     each_identity(|runner| {
         let ws = Workspace::new();
