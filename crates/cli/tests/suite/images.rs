@@ -18,7 +18,7 @@ const BUSYBOX: &str = "/bin/busybox";
 
 /// Why a test cannot run here, if a tool it needs is missing (`.ci/run` installs
 /// them: docker-registry, skopeo, busybox-static).
-fn missing_tools() -> Option<String> {
+pub(super) fn missing_tools() -> Option<String> {
     let missing: Vec<&str> = [
         ("/usr/bin/docker-registry", "docker-registry"),
         ("/usr/bin/skopeo", "skopeo"),
@@ -50,14 +50,14 @@ fn sha256_hex(bytes: &[u8]) -> String {
 // ---------------------------------------------------------------------------------------
 // A registry on loopback.
 
-struct Registry {
+pub(super) struct Registry {
     child: Child,
     port: u16,
     dir: TempDir,
 }
 
 impl Registry {
-    fn start() -> Self {
+    pub(super) fn start() -> Self {
         let dir = TempDir::new("registry");
         // A free port: bind, read it, release (the registry binds it right after).
         let port = TcpListener::bind("127.0.0.1:0")
@@ -99,13 +99,13 @@ impl Registry {
         reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200")
     }
 
-    fn host(&self) -> String {
+    pub(super) fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
     /// Pushes an OCI layout's `tag` as `repo:tag` (`format` "oci" or "v2s2"; `all`
     /// pushes a whole multi-platform index).
-    fn push(&self, layout: &Path, tag: &str, repo: &str, format: &str, all: bool) {
+    pub(super) fn push(&self, layout: &Path, tag: &str, repo: &str, format: &str, all: bool) {
         let mut cmd = Command::new("skopeo");
         cmd.args([
             "--insecure-policy",
@@ -155,7 +155,7 @@ fn run_ok(cmd: &mut Command) -> String {
 
 /// A tar of a busybox root: /bin/busybox with a few applet links, /etc/passwd,
 /// /etc/motd carrying `marker`, /srv.
-fn busybox_layer(marker: &str) -> Vec<u8> {
+pub(super) fn busybox_layer(marker: &str) -> Vec<u8> {
     let mut b = tar::Builder::new(Vec::new());
     let dir = |b: &mut tar::Builder<Vec<u8>>, path: &str| {
         let mut h = tar::Header::new_gnu();
@@ -199,20 +199,20 @@ fn busybox_layer(marker: &str) -> Vec<u8> {
     b.into_inner().unwrap()
 }
 
-fn gzip(bytes: &[u8]) -> Vec<u8> {
+pub(super) fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     e.write_all(bytes).unwrap();
     e.finish().unwrap()
 }
 
 /// An OCI layout under construction.
-struct Layout {
-    dir: PathBuf,
+pub(super) struct Layout {
+    pub(super) dir: PathBuf,
     manifests: Vec<serde_json::Value>,
 }
 
 impl Layout {
-    fn new(dir: PathBuf) -> Self {
+    pub(super) fn new(dir: PathBuf) -> Self {
         fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
         fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
         Self {
@@ -228,7 +228,12 @@ impl Layout {
     }
 
     /// Adds a one-layer image for `arch` and returns its manifest's descriptor.
-    fn image(&self, arch: &str, marker: &str, config: serde_json::Value) -> serde_json::Value {
+    pub(super) fn image(
+        &self,
+        arch: &str,
+        marker: &str,
+        config: serde_json::Value,
+    ) -> serde_json::Value {
         let tar = busybox_layer(marker);
         let diff_id = format!("sha256:{}", sha256_hex(&tar));
         let layer = gzip(&tar);
@@ -258,7 +263,7 @@ impl Layout {
     }
 
     /// Lists `desc` in index.json under `tag`.
-    fn tag(&mut self, mut desc: serde_json::Value, tag: &str) {
+    pub(super) fn tag(&mut self, mut desc: serde_json::Value, tag: &str) {
         desc["annotations"] = serde_json::json!({"org.opencontainers.image.ref.name": tag});
         self.manifests.push(desc);
         let index = serde_json::json!({"schemaVersion": 2, "manifests": self.manifests});
@@ -286,7 +291,7 @@ impl Layout {
     }
 }
 
-fn default_config() -> serde_json::Value {
+pub(super) fn default_config() -> serde_json::Value {
     serde_json::json!({
         "Env": ["PATH=/bin", "GREETING=from-the-image"],
         "Cmd": ["/bin/cat", "/etc/motd"],
@@ -296,7 +301,7 @@ fn default_config() -> serde_json::Value {
 }
 
 /// The host's architecture as OCI names it.
-fn host_arch() -> &'static str {
+pub(super) fn host_arch() -> &'static str {
     match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",
@@ -307,7 +312,7 @@ fn host_arch() -> &'static str {
 // ---------------------------------------------------------------------------------------
 // Running `vectraguard image`.
 
-fn image(runner: Runner, home: &RecordsHome, args: &[&str]) -> Output {
+pub(super) fn image(runner: Runner, home: &RecordsHome, args: &[&str]) -> Output {
     let mut vg = Vg::new(runner, home.path());
     vg.records_home(home).arg("image").args(args);
     vg.run()
@@ -331,7 +336,7 @@ fn dir_is_empty(path: &Path) -> bool {
         .unwrap_or(true)
 }
 
-fn inspect(runner: Runner, home: &RecordsHome, name: &str) -> serde_json::Value {
+pub(super) fn inspect(runner: Runner, home: &RecordsHome, name: &str) -> serde_json::Value {
     let out = image(runner, home, &["inspect", name]);
     out.assert_success();
     let v: serde_json::Value =

@@ -9,6 +9,7 @@ mod attacks_processes;
 mod attacks_syscalls;
 mod config;
 mod filesystem;
+mod image_runs;
 mod images;
 mod lifecycle;
 mod limits;

@@ -1,0 +1,423 @@
+//! `sandbox run --image` and `sandbox shell --image`: images pulled from a registry on
+//! loopback or imported, run with their Env, WorkingDir, Cmd and User under the flags,
+//! an ephemeral writable layer, the image's root user mapped to an unprivileged host
+//! user, and the Foundation's attack checks repeated inside an image.
+
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use super::harness::{
+    PY_PRELUDE, RecordsHome, Runner, TempDir, Vg, Workspace, each_identity, session_metadata,
+};
+use super::images::{
+    Layout, Registry, busybox_layer, default_config, host_arch, image, inspect, missing_tools,
+};
+
+macro_rules! require_tools {
+    () => {
+        if let Some(why) = missing_tools() {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+}
+
+/// Imports a busybox root (see `busybox_layer`) as `name` into `home`'s store.
+fn import_busybox(runner: Runner, home: &RecordsHome, work: &TempDir, name: &str, marker: &str) {
+    let tar = work.write(format!("{marker}.tar"), busybox_layer(marker));
+    image(
+        runner,
+        home,
+        &["import", &tar.display().to_string(), "--tag", name],
+    )
+    .assert_success();
+}
+
+fn run_image(
+    runner: Runner,
+    ws: &Workspace,
+    home: &RecordsHome,
+    options: &[&str],
+    cmd: &[&str],
+) -> super::harness::Output {
+    Vg::sandbox(runner, ws, options, cmd)
+        .records_home(home)
+        .run()
+}
+
+#[test]
+fn a_pulled_image_runs_with_its_env_workdir_cmd_and_user_and_flags_win() {
+    require_tools!();
+    let registry = Registry::start();
+    let work = TempDir::new("layout");
+    let mut layout = Layout::new(work.join("oci"));
+    let desc = layout.image(host_arch(), "motd of the image", default_config());
+    let digest = desc["digest"].as_str().unwrap().to_owned();
+    layout.tag(desc, "1.0");
+    registry.push(&layout.dir, "1.0", "vg/run", "oci", false);
+    let name = format!("{}/vg/run:1.0", registry.host());
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        // Not in the store: `--pull never` refuses, the default pulls it.
+        let out = run_image(
+            runner,
+            &ws,
+            &home,
+            &["--image", &name, "--pull", "never"],
+            &[],
+        );
+        out.assert_code(125)
+            .assert_stderr_contains("not in the image store")
+            .assert_stderr_contains("vectraguard image pull");
+        assert!(home.sessions().is_empty(), "a refused run left a record");
+
+        // No command: the image's Cmd, in its WorkingDir, as its User.
+        let out = run_image(runner, &ws, &home, &["--image", &name], &[]);
+        out.assert_success().assert_stderr_contains("pulled");
+        assert_eq!(out.stdout, "motd of the image");
+        let session = home.only_session();
+        let meta = session_metadata(&session);
+        assert_eq!(meta["image"], name.as_str());
+        assert_eq!(meta["image_digest"], digest.as_str());
+        assert_eq!(
+            meta["command"],
+            serde_json::json!(["/bin/cat", "/etc/motd"])
+        );
+        fs::remove_dir_all(&session).unwrap();
+
+        let probe = "echo uid=$(busybox id -u) gid=$(busybox id -g); echo pwd=$(pwd); echo greeting=$GREETING; echo home=$HOME; echo path=$PATH";
+        let out = run_image(
+            runner,
+            &ws,
+            &home,
+            &["--image", &name],
+            &["sh", "-c", probe],
+        );
+        out.assert_success();
+        assert_eq!(out.field("uid"), "65534 gid=65534", "{out}");
+        assert_eq!(out.field("pwd"), "/srv");
+        assert_eq!(out.field("greeting"), "from-the-image");
+        assert_eq!(out.field("home"), "/");
+        assert_eq!(out.field("path"), "/bin");
+
+        // Flags win over the image: --env, --workdir, --entrypoint.
+        let out = run_image(
+            runner,
+            &ws,
+            &home,
+            &[
+                "--image",
+                &name,
+                "--env",
+                "GREETING=from-a-flag",
+                "-w",
+                "/tmp",
+                "--pull",
+                "missing",
+            ],
+            &["sh", "-c", probe],
+        );
+        out.assert_success();
+        assert_eq!(out.field("greeting"), "from-a-flag");
+        assert_eq!(out.field("pwd"), "/tmp");
+        let out = run_image(
+            runner,
+            &ws,
+            &home,
+            &["--image", &name, "--entrypoint", "/bin/echo"],
+            &["from", "entrypoint"],
+        );
+        out.assert_success();
+        assert_eq!(out.stdout, "from entrypoint\n");
+        // --entrypoint "" clears the image's Cmd too: nothing left to run.
+        let out = run_image(
+            runner,
+            &ws,
+            &home,
+            &["--image", &name, "--entrypoint", ""],
+            &[],
+        );
+        out.assert_code(125)
+            .assert_stderr_contains("no Entrypoint or Cmd");
+        let out = run_image(runner, &ws, &home, &["--pull", "always"], &["true"]);
+        out.assert_code(125)
+            .assert_stderr_contains("--pull only applies with --image");
+    });
+}
+
+#[test]
+fn the_seed_example_runs_as_written_and_shells_work() {
+    require_tools!();
+    let work = TempDir::new("seed");
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        import_busybox(runner, &home, &work, "ubuntu:22.04", "seed");
+        ws.write_mode(
+            "script.sh",
+            "#!/bin/sh\necho \"node_env=$NODE_ENV pwd=$(pwd) motd=$(cat /etc/motd)\"\nbusybox id -u > out.txt\n",
+            0o755,
+        );
+        let here = ws.path().display().to_string();
+        let out = Vg::new(runner, ws.path())
+            .records_home(&home)
+            .args([
+                "sandbox",
+                "run",
+                "--image",
+                "ubuntu:22.04",
+                "--mount",
+                &format!("{here}:/workspace"),
+                "--env",
+                "NODE_ENV=production",
+                "script.sh",
+            ])
+            .run();
+        out.assert_success();
+        assert_eq!(
+            out.stdout, "node_env=production pwd=/workspace motd=seed\n",
+            "{out}"
+        );
+        // Root inside the image is the unprivileged sandbox user on the host.
+        let written = ws.join("out.txt");
+        assert_eq!(fs::read_to_string(&written).unwrap(), "0\n");
+        let owner = fs::metadata(&written).unwrap().uid();
+        assert_eq!(owner, runner.sandbox_user().uid);
+        assert_ne!(owner, 0);
+
+        let out = Vg::new(runner, ws.path())
+            .records_home(&home)
+            .args(["sandbox", "shell", "-T", "--image", "ubuntu:22.04"])
+            .stdin("echo shell=$0; cat /etc/hostname\nexit 3\n")
+            .run();
+        out.assert_code(3);
+        assert_eq!(out.field("shell"), "/bin/sh");
+        assert!(out.stdout.contains("vectraguard"), "{out}");
+    });
+}
+
+#[test]
+fn the_writable_layer_is_discarded_and_the_image_is_never_written() {
+    require_tools!();
+    let work = TempDir::new("layer");
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        import_busybox(runner, &home, &work, "local/layer", "original motd");
+        let out = run_image(
+            runner,
+            &ws,
+            &home,
+            &["--image", "local/layer", "--name", "layered"],
+            &[
+                "sh",
+                "-c",
+                "echo changed > /etc/motd && echo new > /newfile && rm /bin/ls && cat /etc/motd /newfile && cat /etc/hosts /etc/hostname /etc/resolv.conf",
+            ],
+        );
+        out.assert_success();
+        assert!(out.stdout.starts_with("changed\nnew\n"), "{out}");
+        assert!(out.stdout.contains("127.0.1.1\tlayered"), "{out}");
+        assert!(out.stdout.contains("layered\n"), "{out}");
+        assert!(out.stdout.contains("--network none"), "{out}");
+
+        let out = run_image(
+            runner,
+            &ws,
+            &home,
+            &["--image", "local/layer"],
+            &["sh", "-c", "cat /etc/motd; echo; ls /newfile; ls /bin/ls"],
+        );
+        assert_eq!(out.lines().first().copied(), Some("original motd"), "{out}");
+        assert!(
+            out.stderr.contains("newfile"),
+            "the last session's file survived\n{out}"
+        );
+        assert!(out.stdout.contains("/bin/ls"), "{out}");
+
+        let rootfs = PathBuf::from(
+            inspect(runner, &home, "local/layer")["rootfs"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+        assert_eq!(
+            fs::read_to_string(rootfs.join("etc/motd")).unwrap(),
+            "original motd"
+        );
+        assert!(!rootfs.join("newfile").exists());
+        // --disk bounds the writable layer.
+        let out = run_image(
+            runner,
+            &ws,
+            &home,
+            &["--image", "local/layer", "--disk", "2m"],
+            &[
+                "sh",
+                "-c",
+                "cat /bin/busybox /bin/busybox /bin/busybox > /big; echo rc=$?",
+            ],
+        );
+        assert_ne!(out.field("rc"), "0", "{out}");
+    });
+}
+
+/// A Python image made from the host's own interpreter and the libraries it loads:
+/// the Foundation's attack checks are Python, and no image can be downloaded here.
+fn python_image_tar() -> &'static Path {
+    static TAR: OnceLock<PathBuf> = OnceLock::new();
+    TAR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("vg-e2e-pyimage-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let tar = dir.join("python.tar");
+        let mut libs: Vec<String> = Vec::new();
+        let mut objects = vec!["/usr/bin/python3.11".to_owned()];
+        for entry in fs::read_dir("/usr/lib/python3.11/lib-dynload").unwrap() {
+            objects.push(entry.unwrap().path().display().to_string());
+        }
+        for object in &objects {
+            let out = Command::new("ldd").arg(object).output().unwrap();
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let path = line.split_whitespace().find(|w| w.starts_with('/'));
+                if let Some(p) = path
+                    && !libs.iter().any(|l| l == p)
+                {
+                    libs.push(p.to_owned());
+                }
+            }
+        }
+        let etc = dir.join("etc");
+        fs::create_dir_all(&etc).unwrap();
+        fs::write(etc.join("passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+        fs::write(etc.join("group"), "root:x:0:\n").unwrap();
+        let mut cmd = Command::new("tar");
+        cmd.arg("-cf")
+            .arg(&tar)
+            .args([
+                "--exclude=test",
+                "--exclude=__pycache__",
+                "--exclude=idlelib",
+                "--exclude=tkinter",
+            ])
+            .arg("--dereference")
+            .args(["-C", "/", "usr/bin/python3.11", "usr/lib/python3.11"])
+            .args(libs.iter().map(|l| l.trim_start_matches('/')))
+            .args(["-C", dir.to_str().unwrap(), "etc"]);
+        assert!(cmd.status().unwrap().success(), "{cmd:?}");
+        let mut perms = fs::metadata(&dir).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        fs::set_permissions(&dir, perms).unwrap();
+        tar
+    })
+}
+
+#[test]
+fn the_foundation_attacks_fail_inside_an_image_too() {
+    require_tools!();
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        image(
+            runner,
+            &home,
+            &[
+                "import",
+                &python_image_tar().display().to_string(),
+                "--tag",
+                "local/python",
+            ],
+        )
+        .assert_success();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let store = home.join("images").display().to_string();
+        let script = format!(
+            r#"{PY_PRELUDE}
+import stat
+st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+report("uid", os.getuid())
+report("cap_eff", st["CapEff"].strip())
+report("cap_bnd", st["CapBnd"].strip())
+report("nnp", st["NoNewPrivs"].strip())
+report("seccomp", st["Seccomp"].strip())
+report("mount", sc(165, b"none", b"/tmp", b"tmpfs", 0, 0))
+report("unshare_user", sc(272, 0x10000000))
+report("ptrace_init", sc(101, 16, 1, 0, 0))
+report("init_environ", attempt(lambda: open("/proc/1/environ", "rb").read()))
+report("store", attempt(lambda: os.listdir({store:?})))
+report("host_etc_shadow", attempt(lambda: open("/etc/shadow").read()))
+open("/tmp/f", "w").close()
+report("chown_other", attempt(lambda: os.chown("/tmp/f", 4242, 4242)))
+report("mknod", attempt(lambda: os.mknod("/tmp/null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))))
+report("raw_socket", attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)))
+report("sysrq", attempt(lambda: open("/proc/sysrq-trigger", "w").write("h")))
+report("kernel_knob", attempt(lambda: open("/proc/sys/kernel/hostname", "w").write("x")))
+def host_loopback():
+    s = socket.socket(); s.settimeout(2); s.connect(("127.0.0.1", {port}))
+report("host_loopback", attempt(host_loopback))
+report("processes", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+report("stdlib_rewritable", attempt(lambda: open("/usr/lib/python3.11/os.py", "ab").write(b"\n")))
+"#
+        );
+        let out = run_image(
+            runner,
+            &ws,
+            &home,
+            &["--image", "local/python"],
+            &["/usr/bin/python3.11", "-c", &script],
+        );
+        out.assert_success();
+        assert_eq!(out.field("uid"), "0", "root inside the image\n{out}");
+        for (key, want) in [
+            ("cap_eff", "0000000000000000"),
+            ("cap_bnd", "0000000000000000"),
+            ("nnp", "1"),
+            ("seccomp", "2"),
+        ] {
+            assert_eq!(out.field(key), want, "{key}\n{out}");
+        }
+        for key in [
+            "mount",
+            "unshare_user",
+            "ptrace_init",
+            "init_environ",
+            "store",
+            "chown_other",
+            "mknod",
+            "raw_socket",
+            "sysrq",
+            "kernel_knob",
+            "host_loopback",
+        ] {
+            assert_ne!(
+                out.field(key),
+                "OK",
+                "{key} succeeded inside the image\n{out}"
+            );
+        }
+        assert_eq!(out.field("host_etc_shadow"), "ENOENT", "{out}");
+        // Only the sandbox's own processes: init and the command.
+        assert_eq!(out.field("processes"), "[1, 2]", "{out}");
+        // The image may be changed in its writable layer, never on disk.
+        assert_eq!(out.field("stdlib_rewritable"), "OK", "{out}");
+        let rootfs = PathBuf::from(
+            inspect(runner, &home, "local/python")["rootfs"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+        assert_eq!(
+            fs::metadata(rootfs.join("usr/bin/python3.11"))
+                .unwrap()
+                .len(),
+            fs::metadata("/usr/bin/python3.11").unwrap().len()
+        );
+        listener.set_nonblocking(true).unwrap();
+        assert!(listener.accept().is_err(), "the host listener was reached");
+    });
+}
