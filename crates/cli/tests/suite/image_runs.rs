@@ -421,3 +421,76 @@ report("stdlib_rewritable", attempt(lambda: open("/usr/lib/python3.11/os.py", "a
         assert!(listener.accept().is_err(), "the host listener was reached");
     });
 }
+
+#[test]
+fn network_modes_mounts_and_limits_apply_inside_an_image() {
+    require_tools!();
+    let work = TempDir::new("mixed");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let mut conn = conn;
+            let mut buf = [0u8; 1024];
+            let _ = std::io::Read::read(&mut conn, &mut buf);
+            let _ = std::io::Write::write_all(
+                &mut conn,
+                b"HTTP/1.0 200 OK\r\nContent-Length: 14\r\n\r\nhello-in-image",
+            );
+        }
+    });
+    let shared = TempDir::new("ro-share");
+    shared.write("note.txt", "read only\n");
+    let mut perms = fs::metadata(shared.path()).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    fs::set_permissions(shared.path(), perms).unwrap();
+    let shared_path = shared.path().display().to_string();
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        import_busybox(runner, &home, &work, "local/net", "net");
+        let url = format!("http://web.test:{port}/");
+        let script = format!(
+            "echo got=$(busybox wget -q -O- {url}); cat {shared_path}/note.txt; echo x > {shared_path}/new || echo ro-refused; busybox wget -q -T 3 -O- http://1.1.1.1/ || echo denied"
+        );
+        let out = run_image(
+            runner,
+            &ws,
+            &home,
+            &[
+                "--image",
+                "local/net",
+                "--add-host",
+                "web.test:127.0.0.1",
+                "--allow",
+                &format!("web.test:{port}"),
+                "--read-only",
+                &shared_path,
+                "--pids",
+                "64",
+            ],
+            &["sh", "-c", &script],
+        );
+        out.assert_success();
+        assert_eq!(out.field("got"), "hello-in-image", "{out}");
+        assert!(out.stdout.contains("read only\nro-refused\n"), "{out}");
+        assert!(out.stdout.contains("denied"), "{out}");
+        let meta = session_metadata(&home.only_session());
+        assert_eq!(meta["network"]["mode"], "allow");
+        assert_eq!(meta["limits"]["pids"], 64);
+        // --network none (the default) inside an image: nothing reachable.
+        fs::remove_dir_all(home.only_session()).unwrap();
+        let out = run_image(
+            runner,
+            &ws,
+            &home,
+            &["--image", "local/net"],
+            &[
+                "sh",
+                "-c",
+                &format!("busybox wget -q -T 2 -O- http://127.0.0.1:{port}/ || echo unreachable"),
+            ],
+        );
+        assert!(out.stdout.contains("unreachable"), "{out}");
+    });
+}
