@@ -20,7 +20,9 @@ impl Generated {
         if files.is_empty() {
             return Ok(None);
         }
+        // Resolved: the sandbox's init refuses bind sources reached through symlinks.
         let base = std::env::temp_dir();
+        let base = std::fs::canonicalize(&base).unwrap_or(base);
         let dir = (0..64)
             .map(|i| base.join(format!("vectraguard-etc-{}-{i}", std::process::id())))
             .find(|d| std::fs::DirBuilder::new().mode(0o755).create(d).is_ok())

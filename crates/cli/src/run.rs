@@ -91,6 +91,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
     let image = image_of(&args.options)?;
 
     let mounts = resolve_mounts(&settings, &cwd)?;
+    check_images_hidden(&mounts)?;
     let primary = mounts
         .first()
         .map(|m| m.host.clone())
@@ -98,10 +99,16 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
     let identity = host::resolve_identity(settings.user.as_deref(), &primary)?;
     let argv = match &image {
         Some(img) => {
-            let given = if args.args.is_empty() {
-                Vec::new()
-            } else {
+            // As with `docker run IMAGE ls`: with an image, arguments that do not
+            // name a script on the host are the command itself.
+            let script = args
+                .args
+                .first()
+                .is_some_and(|a| !args.after_dash_dash && cwd.join(a).is_file());
+            let given = if script {
                 command_argv(&args, &cwd, &mounts)?
+            } else {
+                args.args.clone()
             };
             img.argv(given, args.options.entrypoint.as_deref(), args.shell)?
         }
@@ -123,10 +130,14 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         },
         None => identity.clone(),
     };
+    // An image may not have the host's locale: it gets C.UTF-8 unless it says more.
     let mut env = Environment::base(
         &env_identity,
         std::env::var("TERM").ok().as_deref(),
-        std::env::var("LANG").ok().as_deref(),
+        std::env::var("LANG")
+            .ok()
+            .filter(|_| image.is_none())
+            .as_deref(),
     );
     let mut assignments: Vec<EnvAssignment> = image.as_ref().map(ImageRun::env).unwrap_or_default();
     for file in &settings.env_files {
@@ -384,21 +395,35 @@ fn report_exec_failure(spec: &SandboxSpec, outcome: &vg_sandbox::Outcome) {
 /// A sandbox that could see the records folder could read other sessions' output or
 /// rewrite its own history: refuse any mount that holds it or lies inside it.
 fn check_records_hidden(root: &Path, mounts: &[ResolvedMount]) -> Result<()> {
-    let root = nearest_real_path(root);
+    check_hidden("the session records folder", root, mounts)
+}
+
+/// The image store likewise: a sandbox that could write it would change the root
+/// filesystems that later sessions run on (they are not verified again at each run).
+fn check_images_hidden(mounts: &[ResolvedMount]) -> Result<()> {
+    match crate::image::store_root() {
+        Ok(store) => check_hidden("the image store", &store, mounts),
+        // No home to hold a store: there is nothing to hide.
+        Err(_) => Ok(()),
+    }
+}
+
+fn check_hidden(what: &str, folder: &Path, mounts: &[ResolvedMount]) -> Result<()> {
+    let root = nearest_real_path(folder);
     // The system directories are visible (read-only) in every sandbox.
     if let Some(dir) = vg_policy::view::SYSTEM_DIRS
         .iter()
         .find(|d| is_within(&root, Path::new(d)))
     {
         bail!(
-            "the session records folder {} is inside {dir}, which every sandbox can read: set VECTRAGUARD_HOME to a private folder (the default is ~/.vectraguard)",
+            "{what} {} is inside {dir}, which every sandbox can read: set VECTRAGUARD_HOME to a private folder (the default is ~/.vectraguard)",
             root.display()
         );
     }
     for m in mounts {
         if is_within(&root, &m.host) || is_within(&m.host, &root) {
             bail!(
-                "the session records folder {} would be visible inside the sandbox through the mount of {}: set VECTRAGUARD_HOME to a folder outside every mounted path",
+                "{what} {} would be visible inside the sandbox through the mount of {}: set VECTRAGUARD_HOME to a folder outside every mounted path",
                 root.display(),
                 m.host.display()
             );

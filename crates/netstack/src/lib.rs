@@ -21,6 +21,7 @@ mod book;
 mod device;
 mod dns;
 mod event;
+mod host;
 mod resolve;
 mod stack;
 

@@ -73,7 +73,13 @@ fn lookup(name: &str) -> Result<Vec<IpAddr>, ResolveFailure> {
             Ok(ips)
         }
         // The standard library only gives getaddrinfo's message.
-        Err(e) if e.to_string().contains("not known") || e.to_string().contains("No address") => {
+        // glibc: "Name or service not known", "No address associated with hostname";
+        // musl: "Name does not resolve".
+        Err(e)
+            if ["not known", "No address", "does not resolve"]
+                .iter()
+                .any(|m| e.to_string().contains(m)) =>
+        {
             Err(ResolveFailure::NoSuchName)
         }
         Err(_) => Err(ResolveFailure::Other),

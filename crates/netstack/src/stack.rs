@@ -20,7 +20,7 @@ use smoltcp::wire::{
     HardwareAddress, IpAddress, IpCidr, IpListenEndpoint, IpProtocol, Ipv4Packet, TcpPacket,
     UdpPacket,
 };
-use vg_policy::network::{Destination, NetworkPolicy};
+use vg_policy::network::{Destination, NetworkPolicy, Target};
 
 use crate::PolicyHandle;
 use crate::addr;
@@ -35,9 +35,10 @@ const WAKER: Token = Token(1);
 /// Flow `id` is registered as `Token(FIRST_FLOW + id)`.
 const FIRST_FLOW: usize = 2;
 
-/// Per-connection buffers inside the stack. Large enough for a full window of
-/// 64 KiB segments, so bulk transfers are not held back by the relay.
-const TCP_BUFFER: usize = 1 << 20;
+/// Per-connection buffers inside the stack, each way: several 64 KiB segments in
+/// flight, so bulk transfers are not held back by the relay. With [`MAX_FLOWS`] this
+/// bounds what a sandbox can make the supervisor hold (256 MiB at most).
+const TCP_BUFFER: usize = 512 << 10;
 /// How long the host's connection to a destination may take before the sandbox's
 /// connection is refused.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -45,7 +46,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 const READ_BUDGET: usize = 128;
 /// Connections open at once. Beyond this, new ones are refused (and recorded), so a
 /// sandbox cannot make the mediator hold unbounded sockets and buffers.
-const MAX_FLOWS: usize = 1024;
+const MAX_FLOWS: usize = 256;
 /// Distinct refused non-TCP destinations remembered for recording each only once.
 const MAX_REFUSED_SEEN: usize = 4096;
 
@@ -152,6 +153,8 @@ struct Stack {
     resolved: Receiver<Resolved>,
     pending_dns: HashMap<u64, (Pending, udp::UdpMetadata)>,
     refused_seen: HashSet<(&'static str, IpAddr, u16)>,
+    /// This machine's own addresses (see [`Stack::guarded`]).
+    host_addrs: HashSet<IpAddr>,
     tun_readable: bool,
 }
 
@@ -215,6 +218,7 @@ impl Stack {
             resolved,
             pending_dns: HashMap::new(),
             refused_seen: HashSet::new(),
+            host_addrs: crate::host::addresses(),
             tun_readable: true,
         })
     }
@@ -407,15 +411,12 @@ impl Stack {
             );
         }
         if !addr::is_synthetic(ip) {
-            let d = policy.decide_connect(
-                &Destination {
-                    name: None,
-                    addr: IpAddr::V4(ip),
-                    pinned: false,
-                },
-                port,
-            );
-            return (None, IpAddr::V4(ip), verdict(d));
+            let dest = Destination {
+                name: None,
+                addr: IpAddr::V4(ip),
+                pinned: false,
+            };
+            return (None, IpAddr::V4(ip), self.guarded(policy, &dest, port));
         }
         let Some(entry) = self.book.lookup(ip) else {
             return (
@@ -427,14 +428,12 @@ impl Stack {
         let name = Some(entry.name.to_string());
         let mut first_denial = None;
         for &real in &entry.addrs {
-            let d = verdict(policy.decide_connect(
-                &Destination {
-                    name: Some(entry.name.clone()),
-                    addr: real,
-                    pinned: entry.pinned,
-                },
-                port,
-            ));
+            let dest = Destination {
+                name: Some(entry.name.clone()),
+                addr: real,
+                pinned: entry.pinned,
+            };
+            let d = self.guarded(policy, &dest, port);
             if d.allowed {
                 return (name, real, d);
             }
@@ -448,6 +447,26 @@ impl Stack {
                 Verdict::deny("the name has no address"),
             ),
         }
+    }
+
+    /// The policy's decision, with one more guard: this machine's own addresses count
+    /// as private (a service bound to all interfaces, hidden from the network by a
+    /// firewall, must not be reachable by "allow every public address"), unless pinned
+    /// or allowed by a rule naming exactly that address.
+    fn guarded(&self, policy: &NetworkPolicy, dest: &Destination, port: u16) -> Verdict {
+        let d = policy.decide_connect(dest, port);
+        if d.allowed && !dest.pinned && self.host_addrs.contains(&dest.addr) {
+            let exact = d.rule.as_ref().is_some_and(|m| {
+                policy
+                    .rules
+                    .get(m.index)
+                    .is_some_and(|r| matches!(r.target, Target::Ip(a) if a == dest.addr))
+            });
+            if !exact {
+                return Verdict::deny("this machine's own address");
+            }
+        }
+        verdict(d)
     }
 
     fn new_connection(&mut self, key: FlowKey, syn: Packet) {
@@ -676,6 +695,22 @@ impl Stack {
     fn pump_open(&mut self, flow: &mut Flow, handle: SocketHandle) -> (bool, bool) {
         let socket = self.sockets.get_mut::<tcp::Socket>(handle);
         let mut progressed = false;
+        // The stack has run since the waiting SYN was fed to this socket. Back in (or
+        // still in) `Listen` means the sandbox reset the half-open connection (a
+        // connect abandoned or timed out): a listening socket would take the next
+        // SYN to this address from anyone, so the flow ends here.
+        if socket.state() == tcp::State::Listen {
+            flow.error = Some("abandoned by the sandbox before it was established".into());
+            return (false, true);
+        }
+        // Belt and braces: the connection must be the one this flow was decided for.
+        if socket.remote_endpoint().is_some_and(|r| {
+            r.addr != IpAddress::Ipv4(*flow.key.src.ip()) || r.port != flow.key.src.port()
+        }) {
+            flow.error = Some("answered a different connection; cut".into());
+            socket.abort();
+            return (false, true);
+        }
         if socket.state() == tcp::State::Established {
             flow.established = true;
         }
@@ -743,6 +778,9 @@ impl Stack {
             }
         }
         match socket.state() {
+            // Data the sandbox sent before closing is passed on before the flow ends
+            // (the destination may be slow to take it).
+            tcp::State::TimeWait | tcp::State::Closed if socket.can_recv() => (true, progressed),
             tcp::State::TimeWait => (false, progressed),
             // Reset by the sandbox, or never got past the handshake.
             tcp::State::Closed => {
@@ -771,10 +809,20 @@ impl Stack {
             FlowState::Connecting { syn: None } => {}
             FlowState::Open { socket } => {
                 let s = self.sockets.get_mut::<tcp::Socket>(socket);
-                if flow.error.is_some() && s.is_open() {
-                    s.abort();
+                if s.state() == tcp::State::Listen {
+                    // Nothing to send, and it must not take another SYN meanwhile.
+                    self.sockets.remove(socket);
+                } else {
+                    if flow.error.is_some() && s.is_open() {
+                        s.abort();
+                    }
+                    self.retired.push(socket);
                 }
-                self.retired.push(socket);
+                // A reset from the sandbox reaches the destination as a reset, not as
+                // an orderly close that would make a cut upload look complete.
+                if flow.error.is_some() && !flow.sandbox_fin_passed {
+                    let _ = socket2::SockRef::from(&flow.stream).set_linger(Some(Duration::ZERO));
+                }
             }
         }
         self.emit(NetEvent::Closed {

@@ -28,12 +28,28 @@ pub(crate) fn image_for(lower: &Path, host: (u32, u32)) -> Result<OwnedFd, Setup
             ),
         ),
     };
-    let userns = user_namespace(host).map_err(fail)?;
+    // Opened without following any symlink and checked to be root's: an idmapped
+    // mount shows everything root owns beneath it as the sandbox user's, so it must
+    // be the image in root's store and nothing a symlink could point it at.
     let root = File::open("/").map_err(fail)?;
     let rel = lower.strip_prefix("/").unwrap_or(lower);
     let path = std::ffi::CString::new(rel.as_os_str().as_encoded_bytes())
         .map_err(|_| SetupError::BadPath(lower.to_path_buf()))?;
-    let tree = sys::open_tree(root.as_fd(), &path, sys::OPEN_TREE_CLONE).map_err(fail)?;
+    let dir = sys::openat2(
+        root.as_fd(),
+        &path,
+        libc::O_PATH | libc::O_DIRECTORY,
+        sys::RESOLVE_NO_SYMLINKS | sys::RESOLVE_NO_MAGICLINKS,
+    )
+    .map_err(fail)?;
+    let st = sys::fstat(dir.as_fd()).map_err(fail)?;
+    if st.st_uid != 0 {
+        return Err(fail(io::Error::other(
+            "the image store is not root's; as root, use root's own VECTRAGUARD_HOME",
+        )));
+    }
+    let userns = user_namespace(host).map_err(fail)?;
+    let tree = sys::open_tree(dir.as_fd(), c"", sys::OPEN_TREE_CLONE).map_err(fail)?;
     sys::mount_setattr_idmap(tree.as_fd(), userns.as_fd()).map_err(fail)?;
     Ok(tree)
 }

@@ -29,6 +29,9 @@ use vg_sandbox::{Killer, Outcome, SandboxError, Termination};
 
 mod relay;
 
+/// Network events written per session; the rest are counted in one last event.
+const MAX_NETWORK_EVENTS: u64 = 100_000;
+
 use relay::{Stream, relay, relay_input};
 
 /// How the sandbox's output reaches us.
@@ -69,6 +72,8 @@ pub struct Session {
     tracer: Option<JoinHandle<HashSet<i32>>>,
     /// Relays and records the sandbox's network in `--network allow` mode.
     mediator: Option<vg_netstack::Mediator>,
+    /// Network events past [`MAX_NETWORK_EVENTS`], not written.
+    network_events_dropped: Arc<std::sync::atomic::AtomicU64>,
     /// Every layer was in place and the command was started.
     started: bool,
 }
@@ -94,6 +99,7 @@ impl Session {
             relays: Vec::new(),
             tracer: None,
             mediator: None,
+            network_events_dropped: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             started: false,
         })
     }
@@ -120,7 +126,16 @@ impl Session {
             && let Some(tun) = sandbox.tun()
         {
             let events = Arc::clone(&shared);
+            let dropped = Arc::clone(&self.network_events_dropped);
+            let mut written: u64 = 0;
             let record = Box::new(move |event| {
+                // A sandbox looping on denied lookups must not fill the disk: past the
+                // cap, events are only counted (the count is recorded at the end).
+                if written >= MAX_NETWORK_EVENTS {
+                    dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+                written += 1;
                 if let Err(e) = events.writer.event(crate::network::to_record(event)) {
                     events.fail("events.jsonl", e);
                 }
@@ -217,6 +232,19 @@ impl Session {
             && let Some(shared) = &self.shared
         {
             shared.fail("network mediator", e);
+        }
+        let dropped = self
+            .network_events_dropped
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if dropped > 0 {
+            self.writer
+                .event(
+                    Event::new(vg_records::event::kind::NETWORK)
+                        .with("event", "dropped")
+                        .with("dropped_events", dropped)
+                        .with("limit", MAX_NETWORK_EVENTS),
+                )
+                .context("cannot write events.jsonl")?;
         }
         for relay in self.relays.drain(..) {
             let _ = relay.join();

@@ -557,3 +557,71 @@ fn malformed_rules_and_conflicting_flags_are_refused() {
         assert!(home.sessions().is_empty(), "a refused run left a record");
     });
 }
+
+#[test]
+fn abandoned_connects_neither_leak_nor_cross_connections() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let echo = EchoServer::start();
+        let e = echo.port;
+        // More abandoned handshakes in all than the mediator keeps connections open
+        // (in bursts below that), then ordinary connections, each of which must get
+        // its own echo: nothing leaks, nothing is crossed.
+        let script = py(&format!(
+            r#"
+import time
+addr = (socket.gethostbyname("echo.test"), {e})
+for burst in range(3):
+    for _ in range(150):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(addr)
+        s.close()
+    time.sleep(0.5)
+ok = 0
+for i in range(20):
+    s = socket.create_connection(addr, timeout=5)
+    s.sendall(b"n%d" % i)
+    if s.recv(16) == b"n%d" % i:
+        ok += 1
+    s.close()
+report("echoed", ok)
+"#
+        ));
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &[
+                "--add-host",
+                "echo.test:127.0.0.1",
+                "--allow",
+                &format!("echo.test:{e}"),
+            ],
+            &[super::harness::PYTHON, "-c", &script],
+        )
+        .records_home(&home)
+        .run();
+        out.assert_success();
+        assert_eq!(out.field("echoed"), "20", "{out}");
+        let events = network_events(&home);
+        let abandoned = events
+            .iter()
+            .filter(|ev| {
+                ev["event"] == "close"
+                    && ev["error"]
+                        .as_str()
+                        .is_some_and(|e| e.contains("abandoned") || e.contains("refused"))
+            })
+            .count();
+        let denied = events
+            .iter()
+            .filter(|ev| ev["event"] == "connect" && ev["decision"] == "deny")
+            .count();
+        assert_eq!(
+            denied, 0,
+            "connections refused for lack of room: {events:#?}"
+        );
+        assert!(abandoned > 0, "no abandoned handshake recorded");
+    });
+}
