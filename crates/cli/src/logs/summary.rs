@@ -61,7 +61,11 @@ pub fn write(
     }
     one(out, "User", user(m))?;
     if let Some(image) = &m.image {
-        one(out, "Image", format::safe(image))?;
+        let shown = match &m.image_digest {
+            Some(digest) => format!("{image} ({digest})"),
+            None => image.clone(),
+        };
+        one(out, "Image", format::safe(&shown))?;
     }
     one(
         out,

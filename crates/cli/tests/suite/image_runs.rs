@@ -88,6 +88,12 @@ fn a_pulled_image_runs_with_its_env_workdir_cmd_and_user_and_flags_win() {
             meta["command"],
             serde_json::json!(["/bin/cat", "/etc/motd"])
         );
+        let id = session.file_name().unwrap().to_str().unwrap().to_owned();
+        let shown = Vg::new(runner, ws.path())
+            .records_home(&home)
+            .args(["logs", "show", &id])
+            .run();
+        shown.assert_stdout_contains(&format!("{name} ({digest})"));
         fs::remove_dir_all(&session).unwrap();
 
         let probe = "echo uid=$(busybox id -u) gid=$(busybox id -g); echo pwd=$(pwd); echo greeting=$GREETING; echo home=$HOME; echo path=$PATH";
