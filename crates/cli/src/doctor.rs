@@ -7,9 +7,11 @@ use vg_sandbox::probe;
 /// Checks whose absence only limits what can be asked for: Landlock scoping is
 /// used when the kernel has it; memory and CPU limits are refused (or, with
 /// --best-effort-limits, skipped) where cgroups are missing; the process cap then
-/// falls back to RLIMIT_NPROC; without TUN access only `--network allow` is refused.
+/// falls back to RLIMIT_NPROC; without TUN access only `--network allow` is refused,
+/// and without overlayfs in a user namespace only `--image`.
 const OPTIONAL: &[&str] = &[
     probe::TUN_LAYER,
+    probe::IMAGE_LAYER,
     "Landlock scoping",
     "limits: memory, cpus",
     "limits: pids without cgroups",

@@ -255,6 +255,67 @@ pub fn tun() -> Check {
     }
 }
 
+/// The layer name of [`image_root`], which `doctor` shows as optional.
+pub const IMAGE_LAYER: &str = "images: overlay root (--image)";
+
+/// Whether `--image` can work: really mounts an overlay in a throwaway user and mount
+/// namespace, as a sandbox's init does over an image.
+pub fn image_root() -> Check {
+    let base = std::env::temp_dir().join(format!("vectraguard-doctor-{}", std::process::id()));
+    let dirs = ["lower", "upper", "work"].map(|d| base.join(d));
+    let made = dirs.iter().try_for_each(std::fs::create_dir_all);
+    let (uid, gid) = (sys::getuid(), sys::getgid());
+    let r = match made {
+        Err(e) => errno_of(&e),
+        Ok(()) => in_child(|| {
+            if let Err(e) = sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) {
+                return errno_of(&e);
+            }
+            // Map ourselves, as the supervisor maps the sandbox's user.
+            let mapped = std::fs::write("/proc/self/setgroups", "deny")
+                .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n")))
+                .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n")));
+            if let Err(e) = mapped {
+                return errno_of(&e);
+            }
+            let opts: Vec<(std::ffi::CString, std::ffi::CString)> =
+                ["lowerdir", "upperdir", "workdir"]
+                    .iter()
+                    .zip(&dirs)
+                    .filter_map(|(k, d)| {
+                        Some((
+                            std::ffi::CString::new(*k).ok()?,
+                            std::ffi::CString::new(d.as_os_str().as_encoded_bytes()).ok()?,
+                        ))
+                    })
+                    .collect();
+            let mount = || -> std::io::Result<()> {
+                let fs = sys::fsopen(c"overlay")?;
+                for (k, v) in &opts {
+                    sys::fsconfig_set(fs.as_fd(), k, Some(v))?;
+                }
+                sys::fsconfig_set(fs.as_fd(), c"userxattr", None)?;
+                sys::fsconfig_create(fs.as_fd())?;
+                sys::fsmount(fs.as_fd(), 0).map(drop)
+            };
+            mount().map_or_else(|e| errno_of(&e), |()| 0)
+        }),
+    };
+    let _ = std::fs::remove_dir_all(&base);
+    if r == 0 {
+        Check::ok(IMAGE_LAYER, "overlayfs mounts in a user namespace")
+    } else {
+        Check::missing(
+            IMAGE_LAYER,
+            format!(
+                "cannot mount an overlay in a user namespace: {}",
+                errno_text(r)
+            ),
+            "use Linux >= 5.11 with overlayfs (modprobe overlay); without it only --image is refused",
+        )
+    }
+}
+
 /// Every probe, in the order `doctor` prints them.
 pub fn all() -> Vec<Check> {
     let mut out = namespaces();
@@ -263,5 +324,6 @@ pub fn all() -> Vec<Check> {
     out.extend(seccomp());
     out.extend(limits());
     out.push(tun());
+    out.push(image_root());
     out
 }
