@@ -85,6 +85,33 @@ fn report(result: Result<i32, Failure>) -> i32 {
 }
 
 fn run_inner(args: RunArgs) -> Result<i32, Failure> {
+    let planned = plan_run(&args)?;
+    if args.options.no_record {
+        if planned.spec.tty {
+            return Err(anyhow::anyhow!(
+                "a terminal (sandbox shell, run -t) is relayed and recorded by the session; remove --no-record"
+            )
+            .into());
+        }
+        return run_unrecorded(&planned.spec, &planned.plan, &planned.network);
+    }
+    run_recorded(&args, &planned)
+}
+
+/// Everything one run needs, decided before anything is spawned. Holding it keeps
+/// the image's root filesystem leased, the generated /etc files and the cgroup.
+struct Planned {
+    spec: SandboxSpec,
+    plan: crate::limits::Plan,
+    network: crate::network::Plan,
+    image: Option<ImageRun>,
+    _generated: Option<crate::etc::Generated>,
+    settings: Settings,
+    mounts: Vec<ResolvedMount>,
+    cwd: PathBuf,
+}
+
+fn plan_run(args: &RunArgs) -> Result<Planned, Failure> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let settings = settings(&args.options, &cwd)?;
     let network = crate::network::Plan::new(&settings)?;
@@ -106,13 +133,13 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
                 .first()
                 .is_some_and(|a| !args.after_dash_dash && cwd.join(a).is_file());
             let given = if script {
-                command_argv(&args, &cwd, &mounts)?
+                command_argv(args, &cwd, &mounts)?
             } else {
                 args.args.clone()
             };
             img.argv(given, args.options.entrypoint.as_deref(), args.shell)?
         }
-        None => command_argv(&args, &cwd, &mounts)?,
+        None => command_argv(args, &cwd, &mounts)?,
     };
     let workdir = settings
         .workdir
@@ -209,18 +236,34 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         network: network.sandbox_network(),
         inside: image.as_ref().map(|img| img.inside),
     };
-    if !record {
-        if spec.tty {
-            return Err(anyhow::anyhow!(
-                "a terminal (sandbox shell, run -t) is relayed and recorded by the session; remove --no-record"
-            )
-            .into());
-        }
-        return run_unrecorded(&spec, &plan, &network);
-    }
+    Ok(Planned {
+        spec,
+        plan,
+        network,
+        image,
+        _generated: generated,
+        settings,
+        mounts,
+        cwd,
+    })
+}
+
+/// A run with its session record: create it, start the sandbox, attach the relays,
+/// the tracer and the mediator, wait, and finish the record.
+fn run_recorded(args: &RunArgs, p: &Planned) -> Result<i32, Failure> {
+    let Planned {
+        spec,
+        plan,
+        network,
+        image,
+        settings,
+        mounts,
+        cwd,
+        ..
+    } = p;
     let root = crate::logs::records_root()?;
-    check_records_hidden(&root, &mounts)?;
-    let mut meta = metadata(&settings, &args, &spec, &mounts, &cwd);
+    check_records_hidden(&root, mounts)?;
+    let mut meta = metadata(settings, args, spec, mounts, cwd);
     network.record(&mut meta);
     if let Some(img) = &image {
         meta.image = Some(img.image.name.clone());
@@ -245,28 +288,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
         Some(Ok(raw)) => Some(raw),
         None => None,
     };
-    let started = if spec.tty {
-        vg_sandbox::spawn_in(&spec, [0, 1, 2], plan.cgroup.as_ref())
-            .map(|sandbox| {
-                let size = stdin_is_terminal
-                    .then(|| vg_sandbox::terminal::size(std::io::stdin().as_fd()).ok())
-                    .flatten();
-                (sandbox, Output::Tty { size })
-            })
-            .map_err(anyhow::Error::from)
-    } else {
-        vg_sandbox::output_pipe()
-            .and_then(|out| Ok((out, vg_sandbox::output_pipe()?)))
-            .map_err(|e| anyhow::anyhow!("cannot create the output pipes: {e}"))
-            .and_then(|((out_r, out_w), (err_r, err_w))| {
-                let fds = [0, out_w.as_raw_fd(), err_w.as_raw_fd()];
-                let sandbox = vg_sandbox::spawn_in(&spec, fds, plan.cgroup.as_ref())
-                    .map_err(anyhow::Error::from)?;
-                // Our copies of the write ends must go, or the relays never see the end.
-                drop((out_w, err_w));
-                Ok((sandbox, Output::Pipes(out_r, err_r)))
-            })
-    };
+    let started = start(spec, plan, stdin_is_terminal);
     let (mut sandbox, output) = match started {
         Ok(started) => started,
         Err(error) => {
@@ -289,7 +311,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
     {
         let _ = vg_sandbox::terminal::copy_size(std::io::stdin().as_fd(), master.as_fd());
     }
-    let result = sandbox.wait_with(deadline(&plan), &mut |sig| {
+    let result = sandbox.wait_with(deadline(plan), &mut |sig| {
         // A resized window: resize the sandbox's terminal (the kernel tells its
         // foreground job) instead of signalling the shell.
         match (&terminal, sig == libc::SIGWINCH && stdin_is_terminal) {
@@ -308,8 +330,38 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
     session.finish(&result, &hits)?;
     drop(raw);
     let outcome = result.map_err(anyhow::Error::from)?;
-    report_outcome(&spec, &outcome, &plan, &hits);
+    report_outcome(spec, &outcome, plan, &hits);
     Ok(exit_code(&outcome))
+}
+
+/// Starts the sandbox with its output on pipes to the relays, or on its own terminal.
+fn start(
+    spec: &SandboxSpec,
+    plan: &crate::limits::Plan,
+    stdin_is_terminal: bool,
+) -> Result<(vg_sandbox::Sandbox, Output)> {
+    if spec.tty {
+        vg_sandbox::spawn_in(spec, [0, 1, 2], plan.cgroup.as_ref())
+            .map(|sandbox| {
+                let size = stdin_is_terminal
+                    .then(|| vg_sandbox::terminal::size(std::io::stdin().as_fd()).ok())
+                    .flatten();
+                (sandbox, Output::Tty { size })
+            })
+            .map_err(anyhow::Error::from)
+    } else {
+        vg_sandbox::output_pipe()
+            .and_then(|out| Ok((out, vg_sandbox::output_pipe()?)))
+            .map_err(|e| anyhow::anyhow!("cannot create the output pipes: {e}"))
+            .and_then(|((out_r, out_w), (err_r, err_w))| {
+                let fds = [0, out_w.as_raw_fd(), err_w.as_raw_fd()];
+                let sandbox = vg_sandbox::spawn_in(spec, fds, plan.cgroup.as_ref())
+                    .map_err(anyhow::Error::from)?;
+                // Our copies of the write ends must go, or the relays never see the end.
+                drop((out_w, err_w));
+                Ok((sandbox, Output::Pipes(out_r, err_r)))
+            })
+    }
 }
 
 /// `--no-record`: the same sandbox, with the caller's stdio and no session record.
