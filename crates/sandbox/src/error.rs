@@ -147,3 +147,21 @@ pub fn tun_hint(e: &io::Error) -> &'static str {
         _ => "run `vectraguard doctor` to check TUN access, or use --network none",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tun_failure_names_the_layer_and_the_fix() {
+        let e = SetupError::Tun {
+            source: io::Error::from_raw_os_error(libc::EACCES),
+        };
+        assert_eq!(e.layer(), "network namespace");
+        let text = e.to_string();
+        assert!(text.contains("--network allow"), "{text}");
+        assert!(text.contains("chmod 0666 /dev/net/tun"), "{text}");
+        let missing = tun_hint(&io::Error::from_raw_os_error(libc::ENOENT));
+        assert!(missing.contains("modprobe tun"), "{missing}");
+    }
+}
