@@ -1,5 +1,5 @@
 //! `vectraguard image`: pulls from a real registry on loopback (Debian's
-//! `docker-registry`), images built here from `busybox-static` and pushed with
+//! `docker-registry`, also behind a password), images built here from `busybox-static` and pushed with
 //! `skopeo`, loads of `docker save` and OCI archives and layouts, imports, and the
 //! failures: a tampered blob, hostile layers, bad names, missing files.
 
@@ -16,28 +16,61 @@ use super::harness::{Output, RecordsHome, Runner, TempDir, Vg, each_identity};
 
 const BUSYBOX: &str = "/bin/busybox";
 
+/// The tools the image tests need, with the Debian packages that ship them.
+const TOOLS: &[(&str, &str)] = &[
+    ("/usr/bin/docker-registry", "docker-registry"),
+    ("/usr/bin/skopeo", "skopeo"),
+    (BUSYBOX, "busybox-static"),
+];
+
+/// `htpasswd`, for a registry that asks for a password.
+const HTPASSWD: (&str, &str) = ("/usr/bin/htpasswd", "apache2-utils");
+
 /// Why a test cannot run here, if a tool it needs is missing (`.ci/run` installs
 /// them: docker-registry, skopeo, busybox-static).
 pub(super) fn missing_tools() -> Option<String> {
-    let missing: Vec<&str> = [
-        ("/usr/bin/docker-registry", "docker-registry"),
-        ("/usr/bin/skopeo", "skopeo"),
-        (BUSYBOX, "busybox-static"),
-    ]
-    .into_iter()
-    .filter(|(path, _)| !Path::new(path).exists())
-    .map(|(_, pkg)| pkg)
-    .collect();
+    missing_packages(TOOLS)
+}
+
+fn missing_packages<'a>(tools: impl IntoIterator<Item = &'a (&'a str, &'a str)>) -> Option<String> {
+    let missing: Vec<&str> = tools
+        .into_iter()
+        .filter(|(path, _)| !Path::new(path).exists())
+        .map(|(_, pkg)| *pkg)
+        .collect();
     (!missing.is_empty()).then(|| format!("needs the Debian packages {}", missing.join(", ")))
 }
 
 macro_rules! require_tools {
     () => {
-        if let Some(why) = missing_tools() {
+        require_tools!(TOOLS)
+    };
+    ($tools:expr) => {
+        if let Some(why) = missing_packages($tools) {
             eprintln!("SKIPPED: {why}");
             return;
         }
     };
+}
+
+/// Standard base64 with padding, as in Docker's `auths.<registry>.auth`.
+fn base64(text: &str) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in text.as_bytes().chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -54,10 +87,22 @@ pub(super) struct Registry {
     child: Child,
     port: u16,
     dir: TempDir,
+    /// The user name and password it asks for, if it asks.
+    credentials: Option<(String, String)>,
 }
 
 impl Registry {
     pub(super) fn start() -> Self {
+        Self::launch(None)
+    }
+
+    /// A registry that lets in only `user` with `password` (HTTP basic
+    /// authentication against an htpasswd file, which works over plain HTTP too).
+    pub(super) fn start_with_auth(user: &str, password: &str) -> Self {
+        Self::launch(Some((user.to_owned(), password.to_owned())))
+    }
+
+    fn launch(credentials: Option<(String, String)>) -> Self {
         let dir = TempDir::new("registry");
         // A free port: bind, read it, release (the registry binds it right after).
         let port = TcpListener::bind("127.0.0.1:0")
@@ -65,10 +110,19 @@ impl Registry {
             .local_addr()
             .unwrap()
             .port();
-        let config = format!(
+        let mut config = format!(
             "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
             dir.join("storage").display()
         );
+        if let Some((user, password)) = &credentials {
+            // A bcrypt entry, the only hash docker-registry accepts.
+            let entry = run_ok(Command::new(HTPASSWD.0).args(["-Bbn", user, password]));
+            let file = dir.write("htpasswd", entry.trim());
+            config.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: vg-test\n    path: {}\n",
+                file.display()
+            ));
+        }
         let cfg = dir.write("config.yml", config);
         let child = Command::new("/usr/bin/docker-registry")
             .arg("serve")
@@ -77,7 +131,12 @@ impl Registry {
             .stderr(Stdio::null())
             .spawn()
             .expect("start docker-registry");
-        let registry = Self { child, port, dir };
+        let registry = Self {
+            child,
+            port,
+            dir,
+            credentials,
+        };
         let deadline = Instant::now() + Duration::from_secs(20);
         while !registry.answers() {
             assert!(
@@ -93,7 +152,12 @@ impl Registry {
         let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;
         };
-        let _ = s.write_all(b"GET /v2/ HTTP/1.0\r\n\r\n");
+        let authorization = self
+            .credentials
+            .as_ref()
+            .map(|(u, p)| format!("Authorization: Basic {}\r\n", base64(&format!("{u}:{p}"))))
+            .unwrap_or_default();
+        let _ = s.write_all(format!("GET /v2/ HTTP/1.0\r\n{authorization}\r\n").as_bytes());
         let mut reply = String::new();
         let _ = s.read_to_string(&mut reply);
         reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200")
@@ -113,6 +177,9 @@ impl Registry {
             "--quiet",
             "--dest-tls-verify=false",
         ]);
+        if let Some((user, password)) = &self.credentials {
+            cmd.arg(format!("--dest-creds={user}:{password}"));
+        }
         if all {
             cmd.arg("--all");
         } else {
@@ -422,6 +489,84 @@ fn pull_by_tag_and_by_digest_from_a_registry() {
         // A tag or repository the registry does not have.
         let out = image(runner, &home, &["pull", &format!("{host}/vg/busybox:nope")]);
         out.assert_code(125).assert_stderr_contains("not found");
+    });
+}
+
+#[test]
+fn pull_from_a_registry_that_requires_credentials() {
+    require_tools!(TOOLS.iter().chain([&HTPASSWD]));
+    // A colon in the password: only the first one separates it from the user name.
+    let (user, password) = ("vg-user", "s3cr:et");
+    let registry = Registry::start_with_auth(user, password);
+    let work = TempDir::new("layout");
+    let mut layout = Layout::new(work.join("oci"));
+    let desc = layout.image(host_arch(), "behind a password", default_config());
+    let manifest_digest = desc["digest"].as_str().unwrap().to_owned();
+    layout.tag(desc, "1.0");
+    registry.push(&layout.dir, "1.0", "vg/private", "oci", false);
+    let host = registry.host();
+    let name = format!("{host}/vg/private:1.0");
+
+    // Docker config folders ($DOCKER_CONFIG), readable by the unprivileged runner: one
+    // without a config.json, one with a wrong password, one with the right one.
+    let configs = TempDir::new("docker-config");
+    let auths = |pass: &str| {
+        let auth = base64(&format!("{user}:{pass}"));
+        serde_json::json!({"auths": {host.as_str(): {"auth": auth}}}).to_string()
+    };
+    configs.mkdir("none");
+    configs.write("wrong/config.json", auths("not-the-password"));
+    configs.write("right/config.json", auths(password));
+    let (none, wrong, right) = (
+        configs.arg("none"),
+        configs.arg("wrong"),
+        configs.arg("right"),
+    );
+
+    each_identity(|runner| {
+        let home = RecordsHome::new(runner);
+        let pull = |docker_config: &str| {
+            let mut vg = Vg::new(runner, home.path());
+            vg.records_home(&home)
+                .env("DOCKER_CONFIG", docker_config)
+                .args(["image", "pull", &name]);
+            vg.run()
+        };
+
+        // No credentials: refused, and told how to give some.
+        let out = pull(&none);
+        out.assert_code(125)
+            .assert_stderr_contains(&format!("registry {host}"))
+            .assert_stderr_contains("user name and password")
+            .assert_stderr_contains(&format!("docker login {host}"))
+            .assert_stderr_contains(&format!("{none}/config.json"));
+        assert!(store_blobs(&home).is_empty(), "{out}");
+
+        // A wrong password: refused, and told which credentials were refused.
+        let out = pull(&wrong);
+        out.assert_code(125)
+            .assert_stderr_contains(&format!("registry {host}"))
+            .assert_stderr_contains("refused the user name and password")
+            .assert_stderr_contains(&format!("{wrong}/config.json"));
+        assert!(!out.stderr.contains("not-the-password"), "{out}");
+        assert!(store_blobs(&home).is_empty(), "{out}");
+        let out = image(runner, &home, &["ls", "-q"]);
+        out.assert_success();
+        assert_eq!(out.stdout, "", "{out}");
+
+        // The right ones: pulled, and in the store.
+        let out = pull(&right);
+        out.assert_success()
+            .assert_stdout_contains(&format!("Pulled: {name}"))
+            .assert_stdout_contains(&format!("Digest: {manifest_digest}"));
+        assert!(!out.stderr.contains(password), "{out}");
+        let info = inspect(runner, &home, &name);
+        assert_eq!(info["digest"], manifest_digest.as_str());
+        let rootfs = PathBuf::from(info["rootfs"].as_str().expect("unpacked"));
+        assert_eq!(
+            fs::read_to_string(rootfs.join("etc/motd")).unwrap(),
+            "behind a password"
+        );
     });
 }
 

@@ -9,7 +9,7 @@
 pub mod auth;
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ureq::http::{Response, StatusCode};
@@ -30,6 +30,10 @@ pub struct Client {
     registry: String,
     repository: String,
     credentials: Option<Credentials>,
+    /// The Docker config file the credentials come from (or would).
+    config_file: Option<PathBuf>,
+    /// A credential helper the config names for this registry (not run).
+    helper: Option<String>,
     /// The `Authorization` value that worked (a bearer token, or basic).
     authorization: Option<String>,
 }
@@ -56,6 +60,7 @@ impl Client {
     pub fn new(reference: &Reference, docker_config: Option<&Path>) -> Result<Self> {
         let registry = reference.registry.clone();
         let mut credentials = None;
+        let mut helper = None;
         if let Some(file) = docker_config {
             let found =
                 auth::docker_auth(file, &registry).map_err(|message| ImageError::Registry {
@@ -63,6 +68,7 @@ impl Client {
                     message,
                 })?;
             credentials = found.credentials;
+            helper = found.helper;
         }
         let scheme = if reference.is_loopback_registry() {
             "http"
@@ -87,6 +93,8 @@ impl Client {
             registry,
             repository: reference.repository.clone(),
             credentials,
+            config_file: docker_config.map(Path::to_path_buf),
+            helper,
             authorization: None,
         })
     }
@@ -126,6 +134,14 @@ impl Client {
         }
     }
 
+    /// The Docker config file credentials are read from, for messages.
+    fn config_name(&self) -> String {
+        self.config_file.as_deref().map_or_else(
+            || "the Docker config file".to_owned(),
+            |f| f.display().to_string(),
+        )
+    }
+
     fn unreachable(&self, url: &str, e: &ureq::Error) -> ImageError {
         self.error(format!(
             "cannot reach {url}: {e}; check the image name and the network (registries are \
@@ -138,9 +154,18 @@ impl Client {
         match challenge.scheme.as_str() {
             "basic" => {
                 let creds = self.credentials.as_ref().ok_or_else(|| {
+                    let found = match (&self.config_file, &self.helper) {
+                        (Some(f), Some(h)) => format!(
+                            "{} only names the credential helper docker-credential-{h}, which vectraguard does not run",
+                            f.display()
+                        ),
+                        (Some(f), None) => format!("{} has none for it", f.display()),
+                        (None, _) => "no Docker config file was found".to_owned(),
+                    };
                     self.error(format!(
-                        "it requires a user name and password; log in with `docker login {}` \
-                         (Vectra Guard reads ~/.docker/config.json)",
+                        "it requires a user name and password, and {found}; log in with \
+                         `docker login {}`, or put them under `auths` in \
+                         $DOCKER_CONFIG/config.json (default ~/.docker/config.json)",
                         self.registry
                     ))
                 })?;
@@ -168,12 +193,15 @@ impl Client {
                 let mut resp = req.call().map_err(|e| self.unreachable(&realm, &e))?;
                 if !resp.status().is_success() {
                     return Err(self.error(format!(
-                        "its token service {realm} refused access ({}){}",
+                        "its token service {realm} refused access ({}); {}",
                         resp.status(),
                         if self.credentials.is_some() {
-                            "; check the credentials in ~/.docker/config.json"
+                            format!("check the credentials in {}", self.config_name())
                         } else {
-                            "; the image may be private: log in with `docker login`"
+                            format!(
+                                "the image may be private: log in with `docker login {}`",
+                                self.registry
+                            )
                         }
                     )));
                 }
@@ -216,12 +244,37 @@ impl Client {
                     self.repository
                 )));
             }
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            // Basic credentials sent and still refused: they are wrong.
+            StatusCode::UNAUTHORIZED
+                if self
+                    .authorization
+                    .as_deref()
+                    .is_some_and(|a| a.starts_with("Basic ")) =>
+            {
                 return Err(self.error(format!(
-                    "access to {} denied ({}); log in with `docker login {}` if it is private",
-                    self.repository,
+                    "it refused the user name and password in {} ({}); check them, or log \
+                     in again with `docker login {}`",
+                    self.config_name(),
                     resp.status(),
                     self.registry
+                )));
+            }
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                let advice = if self.credentials.is_some() {
+                    format!(
+                        "the credentials in {} do not give access to it",
+                        self.config_name()
+                    )
+                } else {
+                    format!(
+                        "log in with `docker login {}` if it is private",
+                        self.registry
+                    )
+                };
+                return Err(self.error(format!(
+                    "access to {} denied ({}); {advice}",
+                    self.repository,
+                    resp.status(),
                 )));
             }
             s => return Err(self.error(format!("GET {url} answered {s}"))),
