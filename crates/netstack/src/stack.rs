@@ -717,26 +717,19 @@ impl Stack {
         // Sandbox → destination.
         while flow.writable && socket.can_recv() {
             let stream = &flow.stream;
-            match socket.recv(|buf| match (&*stream).write(buf) {
-                Ok(n) => (n, Ok(n)),
-                Err(e) => (0, Err(e)),
-            }) {
-                Ok(Ok(0)) => {
-                    flow.writable = false;
-                    break;
-                }
-                Ok(Ok(n)) => {
+            match transfer(socket.recv(|buf| counted((&*stream).write(buf)))) {
+                Transfer::Moved(n) => {
                     flow.bytes_out += n as u64;
-                    progressed = true;
+                    progressed |= n > 0;
                 }
-                Ok(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => flow.writable = false,
-                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-                Ok(Err(e)) => {
+                // A write of nothing: the socket takes no more for now.
+                Transfer::End | Transfer::Blocked => flow.writable = false,
+                Transfer::Failed(e) => {
                     flow.error = Some(describe(&e));
                     socket.abort();
                     return (false, true);
                 }
-                Err(_) => break,
+                Transfer::Stopped => break,
             }
         }
         // The sandbox closed its side and everything it sent was passed on.
@@ -754,27 +747,23 @@ impl Stack {
         // Destination → sandbox.
         while flow.readable && !flow.host_eof && socket.can_send() {
             let stream = &flow.stream;
-            match socket.send(|buf| match (&*stream).read(buf) {
-                Ok(n) => (n, Ok(n)),
-                Err(e) => (0, Err(e)),
-            }) {
-                Ok(Ok(0)) => {
+            match transfer(socket.send(|buf| counted((&*stream).read(buf)))) {
+                Transfer::Moved(n) => {
+                    flow.bytes_in += n as u64;
+                    progressed |= n > 0;
+                }
+                Transfer::End => {
                     flow.host_eof = true;
                     socket.close();
                     progressed = true;
                 }
-                Ok(Ok(n)) => {
-                    flow.bytes_in += n as u64;
-                    progressed = true;
-                }
-                Ok(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => flow.readable = false,
-                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-                Ok(Err(e)) => {
+                Transfer::Blocked => flow.readable = false,
+                Transfer::Failed(e) => {
                     flow.error = Some(describe(&e));
                     socket.abort();
                     return (false, true);
                 }
-                Err(_) => break,
+                Transfer::Stopped => break,
             }
         }
         match socket.state() {
@@ -852,6 +841,38 @@ impl Stack {
             let (_, event) = dns::answer(&pending, Err(dns::ResolveFailure::Other), &mut self.book);
             self.emit(event);
         }
+    }
+}
+
+/// What one move of bytes between a stack socket and a host socket did.
+enum Transfer {
+    /// This many bytes (0 after an interrupted call: try again).
+    Moved(usize),
+    /// The host socket read end-of-file or wrote nothing.
+    End,
+    /// The host socket would block: wait for its readiness.
+    Blocked,
+    Failed(io::Error),
+    /// The stack socket cannot take or give bytes in its state.
+    Stopped,
+}
+
+/// For smoltcp's `send`/`recv` closures: the byte count they need, and the result.
+fn counted(r: io::Result<usize>) -> (usize, io::Result<usize>) {
+    match r {
+        Ok(n) => (n, Ok(n)),
+        Err(e) => (0, Err(e)),
+    }
+}
+
+fn transfer<E>(r: Result<io::Result<usize>, E>) -> Transfer {
+    match r {
+        Ok(Ok(0)) => Transfer::End,
+        Ok(Ok(n)) => Transfer::Moved(n),
+        Ok(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => Transfer::Blocked,
+        Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => Transfer::Moved(0),
+        Ok(Err(e)) => Transfer::Failed(e),
+        Err(_) => Transfer::Stopped,
     }
 }
 
