@@ -275,6 +275,18 @@ fn run_recorded(args: &RunArgs, p: &Planned) -> Result<i32, Failure> {
         meta.layers.cgroup_controllers = cg.controllers.iter().map(|c| (*c).to_owned()).collect();
     }
     let mut session = Session::create(&root, meta)?;
+    if network.mode == NetworkMode::Host {
+        // Loudly: in the events as well as in metadata.json.
+        session.event(
+            vg_records::Event::new(vg_records::event::kind::NETWORK)
+                .with("event", "host-network")
+                .with("decision", "allow")
+                .with(
+                    "warning",
+                    "--network host: the sandbox shares this machine's network, unmediated and unrecorded",
+                ),
+        )?;
+    }
     // Raw mode (and its guardian process) before any thread exists.
     let stdin_is_terminal = vg_sandbox::terminal::is_terminal(std::io::stdin());
     let raw = match (spec.tty && stdin_is_terminal).then(vg_sandbox::terminal::RawTerminal::enter) {

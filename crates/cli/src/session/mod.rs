@@ -348,6 +348,13 @@ impl Session {
     }
 
     /// The terminal was resized: record it in tty.cast.
+    /// Records an event of the session itself (before the sandbox starts).
+    pub fn event(&self, event: Event) -> Result<()> {
+        self.writer
+            .event(event)
+            .context("cannot write events.jsonl")
+    }
+
     pub fn resized(&self, size: vg_sandbox::terminal::Size) {
         if let Err(e) = self.writer.cast_resize(size.cols, size.rows)
             && let Some(shared) = &self.shared

@@ -517,6 +517,11 @@ report("host_loopback", attempt(go))
         let meta = session_metadata(&home.only_session());
         assert_eq!(meta["network"]["mode"], "host");
         assert!(meta["network"]["warning"].is_string(), "{meta:#}");
+        let events = network_events(&home);
+        assert!(
+            events.iter().any(|e| e["event"] == "host-network"),
+            "{events:#?}"
+        );
         assert!(
             !meta["layers"]["namespaces"].to_string().contains("network"),
             "{meta:#}"
