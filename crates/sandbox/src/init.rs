@@ -51,6 +51,11 @@ fn setup(
     if !matches!(sync.read(&mut go), Ok(1)) {
         return Err(SetupError::ParentGone);
     }
+    // Now that we are in the sandbox's cgroup (see spawn.rs).
+    sys::unshare(libc::CLONE_NEWCGROUP).map_err(|source| SetupError::Namespaces {
+        hint: "this kernel lacks cgroup namespaces; `vectraguard doctor` shows it".into(),
+        source,
+    })?;
     // Before the file-system identity changes: /dev/net/tun is checked against the
     // host's permissions, and the device must be created from inside our namespace.
     let tun = match p.network {

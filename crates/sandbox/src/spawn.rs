@@ -306,7 +306,12 @@ pub fn spawn_in(
 
     let (sync_r, mut sync_w) = std::io::pipe().map_err(SetupError::Fork)?;
     let (report_r, report_w) = std::io::pipe().map_err(SetupError::Fork)?;
-    let flags = namespaces(spec.network).fold(0, |acc, (_, f)| acc | f);
+    // The cgroup namespace is made by init once the supervisor has moved it into the
+    // sandbox's cgroup (before the go byte), so that its root is that cgroup and
+    // /proc/self/cgroup shows "/" rather than the path on the host.
+    let flags = namespaces(spec.network)
+        .filter(|(_, f)| *f != libc::CLONE_NEWCGROUP)
+        .fold(0, |acc, (_, f)| acc | f);
     let pid = match sys::clone_fork(flags) {
         Err(source) => {
             return Err(SetupError::Namespaces {

@@ -114,3 +114,23 @@ fn files_written_in_the_workspace_belong_to_the_test_user_on_the_host() {
         assert_eq!(ws.read("made.txt").as_deref(), Some("made\n"));
     });
 }
+
+#[test]
+fn the_cgroup_namespace_hides_the_hosts_cgroup_paths() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        // With --pids as root the sandbox gets a cgroup of its own; either way its
+        // namespace is rooted where the sandbox is, so no host path shows.
+        for options in [&[][..], &["--pids", "100"][..]] {
+            let out = super::harness::run(runner, &ws, options, &["cat", "/proc/self/cgroup"]);
+            out.assert_success();
+            assert!(!out.stdout.is_empty(), "{out}");
+            for line in out.stdout.lines() {
+                assert!(
+                    line.ends_with(":/"),
+                    "a host cgroup path is visible: {line}\n{out}"
+                );
+            }
+        }
+    });
+}
