@@ -197,20 +197,38 @@ impl Store {
         let items: Vec<Item> =
             serde_json::from_slice(m).map_err(|e| ImageError::bad(&what, e.to_string()))?;
         let mut out = Vec::new();
+        // A layer shared by several images of the archive (or listed twice) is looked
+        // at once: committing moves a staged file into the store.
+        let mut committed: std::collections::HashMap<String, (&str, Digest, u64)> =
+            std::collections::HashMap::new();
         for item in items {
-            let (config, config_size) =
-                source.commit(self, &item.config, digest_in_name(&item.config).as_ref())?;
+            let (config, config_size) = match committed.get(&item.config) {
+                Some((_, digest, size)) => (digest.clone(), *size),
+                None => {
+                    let (digest, size) =
+                        source.commit(self, &item.config, digest_in_name(&item.config).as_ref())?;
+                    committed.insert(item.config.clone(), ("", digest.clone(), size));
+                    (digest, size)
+                }
+            };
             let mut layers = Vec::new();
             for name in &item.layers {
-                // Before the commit, which moves a staged file into the store.
-                let media = if source.is_gzip(name)? {
-                    manifest::DOCKER_LAYER_GZIP
-                } else {
-                    manifest::DOCKER_LAYER_TAR
-                };
-                let (digest, size) = source.commit(self, name, digest_in_name(name).as_ref())?;
-                layers
-                    .push(serde_json::json!({"mediaType": media, "digest": digest, "size": size}));
+                if !committed.contains_key(name) {
+                    // Before the commit, which moves a staged file into the store.
+                    let media = if source.is_gzip(name)? {
+                        manifest::DOCKER_LAYER_GZIP
+                    } else {
+                        manifest::DOCKER_LAYER_TAR
+                    };
+                    let (digest, size) =
+                        source.commit(self, name, digest_in_name(name).as_ref())?;
+                    committed.insert(name.clone(), (media, digest, size));
+                }
+                if let Some((media, digest, size)) = committed.get(name) {
+                    layers.push(
+                        serde_json::json!({"mediaType": media, "digest": digest, "size": size}),
+                    );
+                }
             }
             let doc = serde_json::json!({
                 "schemaVersion": 2,

@@ -18,7 +18,11 @@
 //!
 //! Nothing else writes into the tree while it is being built (it lives in the
 //! store's private `tmp/` until it is complete), so checking a path and then using
-//! it is sound here.
+//! it at once is sound here. What is used later — directory modes applied at the end,
+//! opaque directories pruned after their layer — is kept as a path *relative to the
+//! root* and resolved again, strictly (every component a real directory, no symlink
+//! followed), when it is used: a later entry may have replaced a directory on the way
+//! with a symlink pointing anywhere.
 
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsStr;
@@ -71,8 +75,8 @@ pub struct Skipped {
 #[derive(Debug)]
 pub struct Unpacker {
     root: PathBuf,
-    /// Final modes of directories, applied at the end: a read-only directory must
-    /// stay writable until every layer is in.
+    /// Final modes of directories, by path relative to the root, applied at the end:
+    /// a read-only directory must stay writable until every layer is in.
     dir_modes: BTreeMap<PathBuf, u32>,
     report: UnpackReport,
 }
@@ -82,6 +86,7 @@ pub struct Unpacker {
 struct LayerState {
     written: HashSet<PathBuf>,
     ancestors: HashSet<PathBuf>,
+    /// Directories with an opaque marker, relative to the root.
     opaque: Vec<PathBuf>,
 }
 
@@ -119,8 +124,12 @@ impl Unpacker {
             self.apply_entry(&mut entry, &mut state, layer)?;
             self.report.entries += 1;
         }
-        for dir in std::mem::take(&mut state.opaque) {
-            self.prune_opaque(&dir, &state)?;
+        for rel in std::mem::take(&mut state.opaque) {
+            // Gone or replaced (by a symlink, a file) since its marker: nothing of
+            // the lower layers is left there to hide.
+            if let Some(dir) = self.real_dir(&rel) {
+                self.prune_opaque(&dir, &state)?;
+            }
         }
         Ok(archive.into_inner())
     }
@@ -128,14 +137,15 @@ impl Unpacker {
     /// Sets the directories' final modes; returns what was not reproduced.
     pub fn finish(mut self) -> Result<UnpackReport> {
         self.dir_modes
-            .entry(self.root.clone())
+            .entry(PathBuf::new())
             .or_insert(0o755 | DIR_OWNER_BITS);
-        // Deepest first does not matter for chmod, but the tree may have lost some of
-        // these directories to later whiteouts or replacements.
-        for (dir, mode) in &self.dir_modes {
-            if fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
-                fs::set_permissions(dir, fs::Permissions::from_mode(*mode))
-                    .map_err(|e| ImageError::io(dir, e))?;
+        // The tree may have lost some of these directories to later whiteouts or
+        // replacements, possibly by symlinks: each is found again without following
+        // any, and skipped when it is no longer a real directory beneath the root.
+        for (rel, mode) in &self.dir_modes {
+            if let Some(dir) = self.real_dir(rel) {
+                fs::set_permissions(&dir, fs::Permissions::from_mode(*mode))
+                    .map_err(|e| ImageError::io(&dir, e))?;
             }
         }
         self.report.skipped.sort_by(|a, b| a.path.cmp(&b.path));
@@ -171,7 +181,7 @@ impl Unpacker {
                 None => return Ok(()), // whiteout in a directory no lower layer has
             };
             if name_bytes == OPAQUE_MARKER {
-                state.opaque.push(parent);
+                state.opaque.push(self.tree_relative(&parent));
             } else if hidden.starts_with(WHITEOUT_PREFIX) {
                 // Other `.wh..wh.` names are aufs bookkeeping, not files.
             } else if hidden.is_empty() || hidden == b"." || hidden == b".." {
@@ -219,7 +229,7 @@ impl Unpacker {
                     Err(e) => return Err(ImageError::io(&target, e)),
                 }
                 self.dir_modes
-                    .insert(target.clone(), (mode & 0o777) | DIR_OWNER_BITS);
+                    .insert(self.tree_relative(&target), (mode & 0o777) | DIR_OWNER_BITS);
             }
             EntryType::Regular | EntryType::Continuous => {
                 let mtime = header.mtime().ok();
@@ -352,7 +362,8 @@ impl Unpacker {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => match create.as_deref_mut() {
                     Some(state) => {
                         make_dir(&path)?;
-                        self.dir_modes.insert(path.clone(), 0o755 | DIR_OWNER_BITS);
+                        self.dir_modes
+                            .insert(self.tree_relative(&path), 0o755 | DIR_OWNER_BITS);
                         state.wrote(&path, &self.root);
                         resolved.push(c);
                     }
@@ -404,6 +415,27 @@ impl Unpacker {
             }
         }
         Ok(())
+    }
+
+    /// A tree path relative to the root (empty for the root itself).
+    fn tree_relative(&self, path: &Path) -> PathBuf {
+        path.strip_prefix(&self.root).unwrap_or(path).to_path_buf()
+    }
+
+    /// The directory at `rel` beneath the root, if every component on the way is a
+    /// real directory now: no symlink is followed, so the result is inside the root.
+    fn real_dir(&self, rel: &Path) -> Option<PathBuf> {
+        let mut path = self.root.clone();
+        for c in rel.components() {
+            let Component::Normal(name) = c else {
+                return None;
+            };
+            path.push(name);
+            if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                return None;
+            }
+        }
+        Some(path)
     }
 
     /// `/path` of a tree path, for reports.

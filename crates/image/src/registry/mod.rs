@@ -76,6 +76,8 @@ impl Client {
             "https"
         };
         let agent: ureq::Agent = ureq::Agent::config_builder()
+            // A registry reached over HTTPS may not redirect to plain HTTP.
+            .https_only(scheme == "https")
             .http_status_as_error(false)
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_recv_response(Some(READ_TIMEOUT))
@@ -188,6 +190,13 @@ impl Client {
                     req = req.query("service", service);
                 }
                 if let Some(creds) = &self.credentials {
+                    // Credentials never cross the network in clear text: only to an
+                    // HTTPS token service, or one on this machine's loopback.
+                    if !realm.starts_with("https://") && !loopback_url(&realm) {
+                        return Err(self.error(format!(
+                            "its token service {realm} is not HTTPS; vectraguard will not send your credentials there"
+                        )));
+                    }
                     req = req.header("Authorization", &creds.basic_header());
                 }
                 let mut resp = req.call().map_err(|e| self.unreachable(&realm, &e))?;
@@ -313,5 +322,45 @@ impl Client {
             reader: Box::new(resp.into_body().into_reader()),
             length,
         })
+    }
+}
+
+/// Whether `url` is an `http://` URL on this machine's loopback.
+fn loopback_url(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod loopback_tests {
+    use super::loopback_url;
+
+    #[test]
+    fn only_loopback_http_urls_count() {
+        for url in [
+            "http://127.0.0.1:5000/token",
+            "http://localhost/t",
+            "http://[::1]:80/t",
+        ] {
+            assert!(loopback_url(url), "{url}");
+        }
+        for url in [
+            "http://auth.example.com/token",
+            "http://127.0.0.1.evil.com/t",
+            "https://127.0.0.1/t",
+            "http://10.0.0.1/t",
+        ] {
+            assert!(!loopback_url(url), "{url}");
+        }
     }
 }

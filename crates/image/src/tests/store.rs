@@ -231,3 +231,42 @@ fn names_resolve_by_canonical_form_digest_and_id() {
         .to_string();
     assert!(e.contains("vectraguard image pull"), "{e}");
 }
+
+#[test]
+fn a_layer_shared_by_two_images_of_an_archive_loads() {
+    // Two images in one `docker save` archive with the same config and layer, as
+    // images sharing a base have their layers listed again.
+    let layer = rootfs_tar(&[]);
+    let diff_id = Digest::of(&layer);
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": "amd64", "os": "linux", "config": {},
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+    }))
+    .unwrap();
+    let config_name = format!("{}.json", Digest::of(&config).hex());
+    let manifest = serde_json::to_vec(&serde_json::json!([
+        {"Config": config_name, "RepoTags": ["saved/one:1"], "Layers": ["l/layer.tar"]},
+        {"Config": config_name, "RepoTags": ["saved/two:2"], "Layers": ["l/layer.tar"]},
+    ]))
+    .unwrap();
+    let mut b = tar::Builder::new(Vec::new());
+    for (path, data) in [
+        ("manifest.json", &manifest[..]),
+        (&config_name[..], &config[..]),
+        ("l/layer.tar", &layer[..]),
+    ] {
+        let mut h = tar::Header::new_gnu();
+        h.set_path(path).unwrap();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append(&h, data).unwrap();
+    }
+    let (dir, store) = store();
+    let archive = dir.path().join("shared.tar");
+    fs::write(&archive, b.into_inner().unwrap()).unwrap();
+    let loaded = store.load(&archive, None, &mut Silent).unwrap();
+    assert_eq!(loaded.len(), 2);
+    let names: Vec<String> = store.list().unwrap().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["docker.io/saved/one:1", "docker.io/saved/two:2"]);
+}

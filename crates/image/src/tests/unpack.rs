@@ -441,3 +441,61 @@ fn garbage_is_not_a_layer() {
     let e = unpack(&t, &[b"this is not a tar archive at all, just some text that is long enough to fill a block: ".repeat(8)]).unwrap_err();
     assert!(e.to_string().contains("not a valid tar archive"), "{e}");
 }
+
+#[test]
+fn a_directory_replaced_by_a_symlink_does_not_carry_its_mode_outside() {
+    // `x/etc/` (0777) first, then `x` -> outside: the mode recorded for `x/etc` must
+    // not be applied through the symlink to the host's `etc`.
+    let host = host_target();
+    let outside_etc = host.path().join("etc");
+    fs::create_dir(&outside_etc).unwrap();
+    fs::set_permissions(&outside_etc, fs::Permissions::from_mode(0o750)).unwrap();
+    let climb = "../".repeat(8) + host.path().display().to_string().trim_start_matches('/');
+    let t = tree();
+    let mut wide = dir("x/etc");
+    wide.mode = 0o777;
+    unpack(&t, &[layer(&[dir("x"), wide, symlink("x", &climb)])]).unwrap();
+    let mode = fs::metadata(&outside_etc).unwrap().mode() & 0o7777;
+    assert_eq!(mode, 0o750, "the host directory's mode was changed");
+    // The same with an absolute target.
+    let t = tree();
+    let mut wide = dir("y/etc");
+    wide.mode = 0o777;
+    let abs = host.path().display().to_string();
+    unpack(&t, &[layer(&[dir("y"), wide, symlink("y", &abs)])]).unwrap();
+    assert_eq!(fs::metadata(&outside_etc).unwrap().mode() & 0o7777, 0o750);
+}
+
+#[test]
+fn an_opaque_directory_replaced_by_a_symlink_prunes_nothing_outside() {
+    // `a/`, its opaque marker, then `a` -> outside: pruning after the layer must not
+    // follow the symlink and delete the host's files.
+    let host = host_target();
+    let climb = "../".repeat(8) + host.path().display().to_string().trim_start_matches('/');
+    let t = tree();
+    unpack(
+        &t,
+        &[layer(&[
+            dir("a"),
+            file("a/.wh..wh..opq", b""),
+            symlink("a", &climb),
+        ])],
+    )
+    .unwrap();
+    assert_eq!(
+        fs::read_to_string(host.path().join("victim")).unwrap(),
+        "host data"
+    );
+    let t = tree();
+    let abs = host.path().display().to_string();
+    unpack(
+        &t,
+        &[layer(&[
+            dir("b"),
+            file("b/.wh..wh..opq", b""),
+            symlink("b", &abs),
+        ])],
+    )
+    .unwrap();
+    assert_eq!(names(host.path()), ["victim"]);
+}
