@@ -133,6 +133,9 @@ struct Tracked {
     /// The sandbox's root directory, to check that an exec's path exists. Every
     /// sandboxed process has the same root: none can chroot or pivot_root.
     root: Option<OwnedFd>,
+    /// Our own `/proc/self/fdinfo`, opened once: reading a pidfd's entry from it is
+    /// how a process's pid inside the sandbox is found.
+    fdinfo: Option<OwnedFd>,
 }
 
 impl Tracked {
@@ -223,8 +226,8 @@ fn describe_exec(
     // pidfd_open refuses a thread that is not its process's leader: such an exec is
     // still recorded, from /proc, only its exit is not.
     let pidfd = sys::pidfd_open(host_pid).ok();
-    let (pid, parent) =
-        identify(host_pid, pidfd.as_ref()).ok_or("cannot find the process's pid in the sandbox")?;
+    let (pid, parent) = identify(host_pid, pidfd.as_ref(), tracked)
+        .ok_or("cannot find the process's pid in the sandbox")?;
     let ppid = tracked
         .ns_pid(parent)
         .or_else(|| ns_pid_of(parent))
@@ -246,14 +249,14 @@ fn describe_exec(
 
 /// A process's pid inside the sandbox and its parent's host pid: from the pidfd
 /// (fdinfo and `PIDFD_GET_INFO`) where the kernel offers it, else from `/proc`.
-fn identify(host_pid: libc::pid_t, pidfd: Option<&OwnedFd>) -> Option<(i32, u32)> {
-    use std::os::fd::AsRawFd;
+fn identify(
+    host_pid: libc::pid_t,
+    pidfd: Option<&OwnedFd>,
+    tracked: &mut Tracked,
+) -> Option<(i32, u32)> {
     if let Some(pidfd) = pidfd
         && let Ok(parent) = sys::pidfd_parent(pidfd.as_fd())
-        && let Some(pid) =
-            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd()))
-                .ok()
-                .and_then(|info| ns_pid(&info))
+        && let Some(pid) = pidfd_info_text(pidfd, tracked).and_then(|info| ns_pid(&info))
     {
         return Some((pid, parent));
     }
@@ -263,6 +266,22 @@ fn identify(host_pid: libc::pid_t, pidfd: Option<&OwnedFd>) -> Option<(i32, u32)
         .find_map(|l| l.strip_prefix("PPid:"))
         .and_then(|v| v.trim().parse::<u32>().ok())?;
     Some((ns_pid(&status)?, parent))
+}
+
+/// The text of our fdinfo entry for `pidfd` (its `NSpid:` line is the process's pid
+/// in each pid namespace, innermost last).
+fn pidfd_info_text(pidfd: &OwnedFd, tracked: &mut Tracked) -> Option<String> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    if tracked.fdinfo.is_none() {
+        tracked.fdinfo = std::fs::File::open("/proc/self/fdinfo").ok().map(OwnedFd::from);
+    }
+    let dir = tracked.fdinfo.as_ref()?;
+    let name = std::ffi::CString::new(pidfd.as_raw_fd().to_string()).ok()?;
+    let fd = sys::openat(dir.as_fd(), &name, libc::O_RDONLY, 0).ok()?;
+    let mut text = String::new();
+    std::fs::File::from(fd).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 fn ns_pid_of(host_pid: u32) -> Option<i32> {
@@ -337,32 +356,44 @@ fn read_cstring(pid: libc::pid_t, addr: u64, limit: usize) -> Option<(Vec<u8>, b
 }
 
 fn read_argv(pid: libc::pid_t, argv_ptr: u64) -> (Vec<Vec<u8>>, bool) {
+    const PAGE: u64 = 4096;
     let mut argv = Vec::new();
     let mut total = 0usize;
     if argv_ptr == 0 {
         return (argv, false);
     }
-    for i in 0..MAX_ARGS as u64 {
-        let mut ptr = [0u8; 8];
-        if !matches!(
-            sys::read_process_memory(pid, argv_ptr + i * 8, &mut ptr),
-            Ok(8)
-        ) {
-            return (argv, true);
-        }
-        let p = u64::from_ne_bytes(ptr);
-        if p == 0 {
-            return (argv, false);
-        }
-        let Some((arg, cut)) = read_cstring(pid, p, MAX_ARG_BYTES.min(MAX_TOTAL_BYTES - total))
-        else {
+    // The pointer array is read a page at a time (one system call for a usual
+    // argv), never past a page boundary, where the next page may be unmapped.
+    let mut at = argv_ptr;
+    while argv.len() < MAX_ARGS {
+        let Ok(room) = usize::try_from((PAGE - at % PAGE).max(8)) else {
             return (argv, true);
         };
-        total += arg.len();
-        argv.push(arg);
-        if cut || total >= MAX_TOTAL_BYTES {
-            return (argv, true);
+        let count = (room / 8).clamp(1, MAX_ARGS - argv.len());
+        let mut raw = vec![0u8; count * 8];
+        let n = match sys::read_process_memory(pid, at, &mut raw) {
+            Ok(n) if n >= 8 => n - n % 8,
+            _ => return (argv, true),
+        };
+        for chunk in raw[..n].chunks_exact(8) {
+            let mut ptr = [0u8; 8];
+            ptr.copy_from_slice(chunk);
+            let p = u64::from_ne_bytes(ptr);
+            if p == 0 {
+                return (argv, false);
+            }
+            let Some((arg, cut)) =
+                read_cstring(pid, p, MAX_ARG_BYTES.min(MAX_TOTAL_BYTES - total))
+            else {
+                return (argv, true);
+            };
+            total += arg.len();
+            argv.push(arg);
+            if cut || total >= MAX_TOTAL_BYTES || argv.len() >= MAX_ARGS {
+                return (argv, true);
+            }
         }
+        at += n as u64;
     }
     (argv, true)
 }
