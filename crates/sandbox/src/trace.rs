@@ -274,7 +274,9 @@ fn pidfd_info_text(pidfd: &OwnedFd, tracked: &mut Tracked) -> Option<String> {
     use std::io::Read;
     use std::os::fd::AsRawFd;
     if tracked.fdinfo.is_none() {
-        tracked.fdinfo = std::fs::File::open("/proc/self/fdinfo").ok().map(OwnedFd::from);
+        tracked.fdinfo = std::fs::File::open("/proc/self/fdinfo")
+            .ok()
+            .map(OwnedFd::from);
     }
     let dir = tracked.fdinfo.as_ref()?;
     let name = std::ffi::CString::new(pidfd.as_raw_fd().to_string()).ok()?;
@@ -382,8 +384,7 @@ fn read_argv(pid: libc::pid_t, argv_ptr: u64) -> (Vec<Vec<u8>>, bool) {
             if p == 0 {
                 return (argv, false);
             }
-            let Some((arg, cut)) =
-                read_cstring(pid, p, MAX_ARG_BYTES.min(MAX_TOTAL_BYTES - total))
+            let Some((arg, cut)) = read_cstring(pid, p, MAX_ARG_BYTES.min(MAX_TOTAL_BYTES - total))
             else {
                 return (argv, true);
             };
