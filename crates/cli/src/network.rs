@@ -126,6 +126,23 @@ pub fn to_record(event: NetEvent) -> Event {
             .with("rule", v.rule.clone().map_or(Value::Null, Value::from))
             .with("reason", v.reason.clone())
     }
+    // What a connection's attempt and its end both carry.
+    let connection = |time,
+                      kind: &str,
+                      id: u64,
+                      protocol: &str,
+                      name: Option<String>,
+                      address: std::net::IpAddr,
+                      port: u16| {
+        Event::new(NETWORK)
+            .at(time)
+            .with("event", kind)
+            .with("connection", id)
+            .with("protocol", protocol)
+            .with("name", name.map_or(Value::Null, Value::from))
+            .with("address", address.to_string())
+            .with("port", port)
+    };
     match event {
         NetEvent::Dns {
             time,
@@ -160,14 +177,7 @@ pub fn to_record(event: NetEvent) -> Event {
             port,
             verdict,
         } => verdict_fields(
-            Event::new(NETWORK)
-                .at(time)
-                .with("event", "connect")
-                .with("connection", id)
-                .with("protocol", protocol)
-                .with("name", name.map_or(Value::Null, Value::from))
-                .with("address", address.to_string())
-                .with("port", port),
+            connection(time, "connect", id, protocol, name, address, port),
             &verdict,
         ),
         NetEvent::Closed {
@@ -181,14 +191,7 @@ pub fn to_record(event: NetEvent) -> Event {
             bytes_in,
             duration,
             error,
-        } => Event::new(NETWORK)
-            .at(time)
-            .with("event", "close")
-            .with("connection", id)
-            .with("protocol", protocol)
-            .with("name", name.map_or(Value::Null, Value::from))
-            .with("address", address.to_string())
-            .with("port", port)
+        } => connection(time, "close", id, protocol, name, address, port)
             .with("bytes_out", bytes_out)
             .with("bytes_in", bytes_in)
             .with(

@@ -262,7 +262,7 @@ fn run_recorded(args: &RunArgs, p: &Planned) -> Result<i32, Failure> {
         ..
     } = p;
     let root = crate::logs::records_root()?;
-    check_records_hidden(&root, mounts)?;
+    check_hidden("the session records folder", &root, mounts)?;
     let mut meta = metadata(settings, args, spec, mounts, cwd);
     network.record(&mut meta);
     if let Some(img) = &image {
@@ -456,14 +456,8 @@ fn report_exec_failure(spec: &SandboxSpec, outcome: &vg_sandbox::Outcome) {
     }
 }
 
-/// A sandbox that could see the records folder could read other sessions' output or
-/// rewrite its own history: refuse any mount that holds it or lies inside it.
-fn check_records_hidden(root: &Path, mounts: &[ResolvedMount]) -> Result<()> {
-    check_hidden("the session records folder", root, mounts)
-}
-
-/// The image store likewise: a sandbox that could write it would change the root
-/// filesystems that later sessions run on (they are not verified again at each run).
+/// The image store must stay out of every sandbox: one that could write it would
+/// change the root filesystems later sessions run on (not verified again per run).
 fn check_images_hidden(mounts: &[ResolvedMount]) -> Result<()> {
     match crate::image::store_root() {
         Ok(store) => check_hidden("the image store", &store, mounts),
@@ -472,6 +466,9 @@ fn check_images_hidden(mounts: &[ResolvedMount]) -> Result<()> {
     }
 }
 
+/// Refuses a run in which `folder` would be visible: inside a system directory every
+/// sandbox reads, or holding or inside a mount. For the records folder, a sandbox that
+/// saw it could read other sessions' output or rewrite its own history.
 fn check_hidden(what: &str, folder: &Path, mounts: &[ResolvedMount]) -> Result<()> {
     let root = nearest_real_path(folder);
     // The system directories are visible (read-only) in every sandbox.

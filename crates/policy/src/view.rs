@@ -195,12 +195,7 @@ impl FsView {
         ops.extend(proc_ops());
         ops.extend(dev_ops());
 
-        ops.push(MountOp::Tmpfs {
-            dst: "/tmp".into(),
-            size: opts.tmp_size,
-            mode: 0o1777,
-            owner: None,
-        });
+        ops.push(tmp_op(opts.tmp_size));
         if opts.home != Path::new("/tmp") {
             ops.push(MountOp::Tmpfs {
                 dst: opts.home.clone(),
@@ -232,12 +227,7 @@ impl FsView {
         }];
         ops.extend(proc_ops());
         ops.extend(dev_ops());
-        ops.push(MountOp::Tmpfs {
-            dst: "/tmp".into(),
-            size: opts.tmp_size,
-            mode: 0o1777,
-            owner: None,
-        });
+        ops.push(tmp_op(opts.tmp_size));
         ops.extend(user_mounts(&opts.mounts));
         Self { ops }
     }
@@ -298,6 +288,16 @@ impl FsView {
                 _ => None,
             })
             .collect()
+    }
+}
+
+/// The private `/tmp` of every view.
+fn tmp_op(size: u64) -> MountOp {
+    MountOp::Tmpfs {
+        dst: "/tmp".into(),
+        size,
+        mode: 0o1777,
+        owner: None,
     }
 }
 

@@ -843,11 +843,7 @@ const IFF_UP_RUNNING: libc::c_short = 0x1 | 0x40; // IFF_UP | IFF_RUNNING
 
 /// Brings the loopback interface of the current network namespace up.
 pub fn loopback_up() -> io::Result<()> {
-    // SAFETY: socket takes integers.
-    let sock =
-        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: the kernel just returned this descriptor.
-    let sock = unsafe { OwnedFd::from_raw_fd(sock) };
+    let sock = ioctl_socket()?;
     let mut req = ifreq("lo");
     // SAFETY: req is a valid ifreq naming "lo"; the ioctl fills ifru_flags.
     check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) })?;
@@ -855,6 +851,15 @@ pub fn loopback_up() -> io::Result<()> {
     unsafe { req.ifr_ifru.ifru_flags |= IFF_UP_RUNNING };
     // SAFETY: req is a valid ifreq with the new flags.
     check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) }).map(drop)
+}
+
+/// A socket to address the interface ioctls to (any socket of the namespace serves).
+fn ioctl_socket() -> io::Result<OwnedFd> {
+    // SAFETY: socket takes integers.
+    let sock =
+        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: the kernel just returned this descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(sock) })
 }
 
 /// An `ifreq` naming `name` (at most 15 bytes).
@@ -924,11 +929,7 @@ pub fn iface_configure(
     mtu: i32,
     gateway: std::net::Ipv4Addr,
 ) -> io::Result<()> {
-    // SAFETY: socket takes integers.
-    let sock =
-        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: the kernel just returned this descriptor.
-    let sock = unsafe { OwnedFd::from_raw_fd(sock) };
+    let sock = ioctl_socket()?;
     let set = |request: libc::c_ulong, req: &libc::ifreq| {
         // SAFETY: req is a valid ifreq with the union member this request reads set.
         check(unsafe { libc::ioctl(sock.as_raw_fd(), request, req) }).map(drop)

@@ -432,19 +432,8 @@ report("stdlib_rewritable", attempt(lambda: open("/usr/lib/python3.11/os.py", "a
 fn network_modes_mounts_and_limits_apply_inside_an_image() {
     require_tools!();
     let work = TempDir::new("mixed");
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            let mut conn = conn;
-            let mut buf = [0u8; 1024];
-            let _ = std::io::Read::read(&mut conn, &mut buf);
-            let _ = std::io::Write::write_all(
-                &mut conn,
-                b"HTTP/1.0 200 OK\r\nContent-Length: 14\r\n\r\nhello-in-image",
-            );
-        }
-    });
+    let web = super::mediated_network::HttpServer::start(b"hello-in-image".to_vec());
+    let port = web.port;
     let shared = TempDir::new("ro-share");
     shared.write("note.txt", "read only\n");
     let mut perms = fs::metadata(shared.path()).unwrap().permissions();

@@ -17,13 +17,13 @@ use super::harness::{
 };
 
 /// An HTTP/1.0 server on the host's loopback answering every request with `body`.
-struct HttpServer {
-    port: u16,
+pub(super) struct HttpServer {
+    pub(super) port: u16,
     accepted: Arc<AtomicUsize>,
 }
 
 impl HttpServer {
-    fn start(body: Vec<u8>) -> Self {
+    pub(super) fn start(body: Vec<u8>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let body = Arc::new(body);
