@@ -534,6 +534,7 @@ fn metadata(
     meta.command = spec.argv.clone();
     meta.cwd_outside = Some(cwd.display().to_string());
     meta.cwd_inside = Some(spec.workdir.display().to_string());
+    meta.cwd = meta.cwd_inside.clone();
     meta.user = UserInfo::current();
     if meta.user.name.is_none() {
         meta.user.name = host::invoker_name();

@@ -205,6 +205,9 @@ pub struct Metadata {
     pub start_time: SystemTime,
     #[serde(with = "time::rfc3339::option")]
     pub end_time: Option<SystemTime>,
+    /// Working directory inside the sandbox, under the seed format's name: tools
+    /// written against that format read `cwd`. Always equal to `cwd_inside`.
+    pub cwd: Option<String>,
     /// Working directory on the host.
     pub cwd_outside: Option<String>,
     /// Working directory inside the sandbox.
@@ -247,6 +250,7 @@ impl Default for Metadata {
             description: None,
             start_time: UNIX_EPOCH,
             end_time: None,
+            cwd: None,
             cwd_outside: None,
             cwd_inside: None,
             user: UserInfo::default(),

@@ -298,6 +298,8 @@ fn metadata_describes_the_session_without_secret_values() {
         assert_eq!(meta["exit_code"], 5);
         assert_eq!(meta["cwd_outside"], ws.arg(""));
         assert_eq!(meta["cwd_inside"], ws.arg(""));
+        // The seed format's name for the same directory.
+        assert_eq!(meta["cwd"], ws.arg(""));
         assert_eq!(meta["user"]["uid"], runner.invoker().uid);
         assert_eq!(meta["network"]["mode"], "none");
         assert!(
