@@ -50,7 +50,10 @@ pub enum ConfigSource {
     /// project directory, it may not set `user`, and it may not copy host variables
     /// (`env = ["KEY"]`), which is how secrets such as tokens would leak in. On the
     /// network it may only narrow: no `network = "host"`, no allow rules, and no
-    /// `add_hosts` (a pin lets a name reach private addresses).
+    /// `add_hosts` (a pin lets a name reach private addresses). It may not state who
+    /// runs the session (`agent`, `description`), which the record shows as fact. Its
+    /// limits only cap what applies without it ([`Limits::tightened_by`]), and all its
+    /// settings rank below the user's files, profiles included.
     Project,
     /// The user's own file (`$XDG_CONFIG_HOME/vectraguard/config.toml`).
     User,
