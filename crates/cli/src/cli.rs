@@ -217,6 +217,10 @@ pub struct SandboxOptions {
     /// Size of each private writable area (/tmp, $HOME), e.g. 1g (default 1g)
     #[arg(long, value_name = "SIZE", help_heading = "Resource limits")]
     pub disk: Option<String>,
+    /// Pseudo-terminals the sandbox may have open at once (default 64): its devpts
+    /// is mounted with this max, so it cannot drain the host's pool
+    #[arg(long, value_name = "N", help_heading = "Resource limits")]
+    pub ptys: Option<String>,
     /// Run even if a requested limit cannot be enforced on this host (with a warning)
     #[arg(long, help_heading = "Resource limits")]
     pub best_effort_limits: bool,

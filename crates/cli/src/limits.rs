@@ -10,12 +10,15 @@
 //! | disk         | the size of the private tmpfs mounts (`/tmp`, `$HOME`)      |
 //! | timeout      | the supervisor's timer: SIGTERM to all, SIGKILL after grace |
 //! | max-output   | the supervisor's output relays                              |
+//! | ptys         | the `max=` of the sandbox's own devpts instance             |
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use vg_policy::limits::{self, DEFAULT_DISK, DEFAULT_KILL_GRACE, DEFAULT_PIDS, Limits};
+use vg_policy::limits::{
+    self, DEFAULT_DISK, DEFAULT_KILL_GRACE, DEFAULT_PIDS, DEFAULT_PTYS, Limits,
+};
 use vg_sandbox::cgroup::{Cgroup, CgroupLimits};
 
 /// How the limits of one session are enforced.
@@ -28,6 +31,8 @@ pub struct Plan {
     pub timeout: Option<Duration>,
     pub kill_grace: Duration,
     pub max_output: Option<u64>,
+    /// Pseudo-terminals of the sandbox's devpts.
+    pub ptys: u64,
     /// The effective limits, defaults included, for the record.
     pub limits: Limits,
     /// Limit name → mechanism, for `metadata.json`.
@@ -130,6 +135,8 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
         enforced_by.insert("max_output", "supervisor".to_owned());
     }
     let kill_grace = *limits.kill_grace.get_or_insert(DEFAULT_KILL_GRACE);
+    let ptys = *limits.ptys.get_or_insert(DEFAULT_PTYS);
+    enforced_by.insert("ptys", "devpts-max".to_owned());
     Ok(Plan {
         cgroup,
         rlimit_nproc,
@@ -137,6 +144,7 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
         timeout: limits.timeout,
         kill_grace,
         max_output: limits.max_output,
+        ptys,
         limits,
         enforced_by,
     })
@@ -163,6 +171,8 @@ impl Plan {
             out.extra
                 .insert("timeout_ms".into(), serde_json::json!(t.as_millis()));
         }
+        out.extra
+            .insert("ptys".into(), serde_json::json!(self.ptys));
         out.extra.insert(
             "kill_grace_ms".into(),
             serde_json::json!(self.kill_grace.as_millis()),
@@ -200,6 +210,7 @@ pub fn from_flags(o: &crate::cli::SandboxOptions) -> Result<Limits> {
             .as_deref()
             .map(|v| limits::parse_duration("--kill-grace", v))
             .transpose()?,
+        ptys: o.ptys.as_deref().map(limits::parse_ptys).transpose()?,
         best_effort: o.best_effort_limits.then_some(true),
     })
 }

@@ -196,6 +196,7 @@ fn plan_run(args: &RunArgs) -> Result<Planned, Failure> {
         gid: identity.gid,
         tmp_size: plan.disk,
         home_size: plan.disk,
+        ptys: plan.ptys,
     };
     let mut view = match &image {
         Some(img) => FsView::image_view(&img.image.rootfs, &options),
@@ -362,15 +363,28 @@ fn start(
             })
             .map_err(anyhow::Error::from)
     } else {
+        // A terminal on our stdin is relayed through a pipe too: handed over, it would
+        // let the command write to the screen unrecorded and change the terminal's
+        // settings beyond the session.
+        let input = stdin_is_terminal
+            .then(std::io::pipe)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("cannot create the input pipe: {e}"))?;
         vg_sandbox::output_pipe()
             .and_then(|out| Ok((out, vg_sandbox::output_pipe()?)))
             .map_err(|e| anyhow::anyhow!("cannot create the output pipes: {e}"))
             .and_then(|((out_r, out_w), (err_r, err_w))| {
-                let fds = [0, out_w.as_raw_fd(), err_w.as_raw_fd()];
+                let stdin = input.as_ref().map_or(0, |(r, _)| r.as_raw_fd());
+                let fds = [stdin, out_w.as_raw_fd(), err_w.as_raw_fd()];
                 let sandbox = vg_sandbox::spawn_in(spec, fds, plan.cgroup.as_ref())
                     .map_err(anyhow::Error::from)?;
                 // Our copies of the write ends must go, or the relays never see the end.
                 drop((out_w, err_w));
+                if let Some((in_r, in_w)) = input {
+                    drop(in_r);
+                    // Started after spawn_in, so it inherits the blocked signals.
+                    std::thread::spawn(move || crate::session::relay_terminal_input(in_w));
+                }
                 Ok((sandbox, Output::Pipes(out_r, err_r)))
             })
     }
@@ -382,6 +396,11 @@ fn run_unrecorded(
     plan: &crate::limits::Plan,
     network: &crate::network::Plan,
 ) -> Result<i32, Failure> {
+    // The command gets our own fds: whatever it does to a terminal among them (its
+    // modes; seccomp refuses line disciplines and input injection) is undone after it,
+    // by a guardian process if we are killed. Saved before any thread starts.
+    let saved = vg_sandbox::terminal::SavedTerminals::save_stdio()
+        .map_err(|e| anyhow::anyhow!("cannot save the terminal's settings: {e}"))?;
     let mut sandbox =
         vg_sandbox::spawn_in(spec, [0, 1, 2], plan.cgroup.as_ref()).map_err(anyhow::Error::from)?;
     // Mediated as always; only the records of it are not kept.
@@ -396,6 +415,8 @@ fn run_unrecorded(
     if let Some(mediator) = mediator {
         let _ = mediator.stop();
     }
+    // Init is gone, and with it every process of the sandbox: restore now.
+    drop(saved);
     let outcome = outcome.map_err(anyhow::Error::from)?;
     let hits = plan.cgroup.as_ref().map(|cg| cg.hits()).unwrap_or_default();
     report_outcome(spec, &outcome, plan, &hits);

@@ -50,7 +50,10 @@ pub enum ConfigSource {
     /// project directory, it may not set `user`, and it may not copy host variables
     /// (`env = ["KEY"]`), which is how secrets such as tokens would leak in. On the
     /// network it may only narrow: no `network = "host"`, no allow rules, and no
-    /// `add_hosts` (a pin lets a name reach private addresses).
+    /// `add_hosts` (a pin lets a name reach private addresses). It may not state who
+    /// runs the session (`agent`, `description`), which the record shows as fact. Its
+    /// limits only cap what applies without it ([`Limits::tightened_by`]), and all its
+    /// settings rank below the user's files, profiles included.
     Project,
     /// The user's own file (`$XDG_CONFIG_HOME/vectraguard/config.toml`).
     User,
@@ -258,6 +261,11 @@ pub fn parse(text: &str, path: &Path, source: ConfigSource) -> Result<ConfigFile
 /// (`--profile`) or else the `profile` key of the highest file that has one. The caller
 /// overlays the flags on the result.
 ///
+/// A project file is below everything the user wrote, profiles included: its top
+/// level and its profile come first, then the trusted files' top levels, the built-in
+/// profile and the trusted files' profiles. Its limits can only tighten what applies
+/// without it ([`Limits::tightened_by`]), and its network rules come last.
+///
 /// A profile chosen by a project file's `profile` key is looked up in project files
 /// only: otherwise an untrusted repository could switch on a broad profile that the
 /// user wrote for other work.
@@ -265,56 +273,93 @@ pub fn resolve_profile(
     files: &[&ConfigFile],
     requested: Option<&str>,
 ) -> Result<Settings, ConfigError> {
-    let mut settings = Settings::default();
-    for file in files {
-        settings.overlay(file.settings.clone());
-    }
     let (name, chosen_by) = match requested {
-        Some(name) => (name, None),
+        Some(name) => (Some(name), None),
         None => match files
             .iter()
             .rev()
             .find_map(|f| Some((f.default_profile.as_deref()?, *f)))
         {
-            Some((name, file)) => (name, Some(file)),
-            None => return Ok(settings),
+            Some((name, file)) => (Some(name), Some(file)),
+            None => (None, None),
         },
     };
     let eligible = |file: &ConfigFile| {
         chosen_by.is_none_or(|c| c.source != ConfigSource::Project)
             || file.source == ConfigSource::Project
     };
-    let mut found = false;
-    // Limits are merged file by file, each file's profile right after its top level,
-    // so that a project file (the least trusted) can never loosen a limit that the
-    // user's own configuration sets, whichever of them names the profile. Network
-    // rules likewise, so that a project profile's rules cannot get in front of the
-    // user's (the first match decides).
-    let mut limits = Limits::default();
-    let mut network = Settings::default();
-    if let Some(builtin) = builtin_profile(name) {
-        limits.overlay(builtin.limits);
-        network.overlay(network_part(&builtin));
-        settings.overlay(builtin);
-        found = true;
+    let profile_of = |file: &ConfigFile| name.filter(|_| eligible(file));
+    let builtin = name.and_then(builtin_profile);
+    if let Some(name) = name
+        && builtin.is_none()
+        && !files
+            .iter()
+            .any(|f| profile_of(f).is_some_and(|n| f.profiles.contains_key(n)))
+    {
+        return Err(unknown_profile(files, name, chosen_by, eligible));
     }
-    for file in files {
-        limits.overlay(file.settings.limits);
-        let mut file_network = network_part(&file.settings);
-        if let Some(profile) = file.profiles.get(name).filter(|_| eligible(file)) {
-            limits.overlay(profile.limits);
-            file_network.overlay(network_part(profile));
+    let (project, trusted): (Vec<&ConfigFile>, Vec<&ConfigFile>) = files
+        .iter()
+        .copied()
+        .partition(|f| f.source == ConfigSource::Project);
+
+    let mut settings = Settings::default();
+    for file in &project {
+        settings.overlay(file.settings.clone());
+        if let Some(profile) = profile_of(file).and_then(|n| file.profiles.get(n)) {
             settings.overlay(profile.clone());
-            found = true;
+        }
+    }
+    for file in &trusted {
+        settings.overlay(file.settings.clone());
+    }
+    if let Some(builtin) = &builtin {
+        settings.overlay(builtin.clone());
+    }
+    for file in &trusted {
+        if let Some(profile) = profile_of(file).and_then(|n| file.profiles.get(n)) {
+            settings.overlay(profile.clone());
+        }
+    }
+
+    // Limits: the built-in profile, then the user's files, each file's profile right
+    // after its top level; a project file's (top level, then profile) only caps them.
+    let mut limits = builtin.as_ref().map(|b| b.limits).unwrap_or_default();
+    let mut ceiling = Limits::default();
+    for file in files {
+        let layer = if file.source == ConfigSource::Project {
+            &mut ceiling
+        } else {
+            &mut limits
+        };
+        layer.overlay(file.settings.limits);
+        if let Some(profile) = profile_of(file).and_then(|n| file.profiles.get(n)) {
+            layer.overlay(profile.limits);
+        }
+    }
+    settings.limits = limits.tightened_by(&ceiling);
+
+    // Network rules file by file, so that a project profile's rules cannot get in
+    // front of the user's (the first match decides).
+    let mut network = builtin.as_ref().map(network_part).unwrap_or_default();
+    for file in files {
+        let mut file_network = network_part(&file.settings);
+        if let Some(profile) = profile_of(file).and_then(|n| file.profiles.get(n)) {
+            file_network.overlay(network_part(profile));
         }
         network.overlay(file_network);
     }
-    if found {
-        settings.limits = limits;
-        settings.network_rules = network.network_rules;
-        settings.add_hosts = network.add_hosts;
-        return Ok(settings);
-    }
+    settings.network_rules = network.network_rules;
+    settings.add_hosts = network.add_hosts;
+    Ok(settings)
+}
+
+fn unknown_profile(
+    files: &[&ConfigFile],
+    name: &str,
+    chosen_by: Option<&ConfigFile>,
+    eligible: impl Fn(&ConfigFile) -> bool,
+) -> ConfigError {
     let known: Vec<String> = files
         .iter()
         .filter(|f| eligible(f))
@@ -322,7 +367,7 @@ pub fn resolve_profile(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    Err(match chosen_by {
+    match chosen_by {
         None => ConfigError::UnknownProfile {
             name: name.to_owned(),
             known,
@@ -343,7 +388,7 @@ pub fn resolve_profile(
                 )
             },
         },
-    })
+    }
 }
 
 /// Profiles every installation has; a file's profile of the same name adds to it.
@@ -415,6 +460,7 @@ struct RawSettings {
     max_output: Scalar,
     disk: Scalar,
     kill_grace: Scalar,
+    ptys: Scalar,
     best_effort_limits: Option<Spanned<bool>>,
 }
 
@@ -447,6 +493,7 @@ struct RawFile {
     max_output: Scalar,
     disk: Scalar,
     kill_grace: Scalar,
+    ptys: Scalar,
     best_effort_limits: Option<Spanned<bool>>,
     profile: Text,
     #[serde(default)]
@@ -475,6 +522,7 @@ impl RawFile {
             max_output,
             disk,
             kill_grace,
+            ptys,
             best_effort_limits,
             profile,
             profiles,
@@ -499,6 +547,7 @@ impl RawFile {
             max_output,
             disk,
             kill_grace,
+            ptys,
             best_effort_limits,
         };
         (settings, profile, profiles)
@@ -726,6 +775,7 @@ impl<'a> Document<'a> {
             max_output,
             disk,
             kill_grace,
+            ptys,
             best_effort_limits,
         } = raw;
         let limits = Limits {
@@ -740,6 +790,7 @@ impl<'a> Document<'a> {
             kill_grace: self.limit(kill_grace, "kill_grace", |v| {
                 limits::parse_duration("kill_grace", v)
             })?,
+            ptys: self.limit(ptys, "ptys", limits::parse_ptys)?,
             best_effort: match best_effort_limits {
                 Some(v) if self.project.is_some() => {
                     return Err(self.error(
@@ -755,8 +806,8 @@ impl<'a> Document<'a> {
         };
         Ok(Settings {
             name: self.label(name, "name")?,
-            agent: self.label(agent, "agent")?,
-            description: self.label(description, "description")?,
+            agent: self.claim(agent, "agent", "--agent")?,
+            description: self.claim(description, "description", "--description")?,
             workdir: workdir.map(|w| self.workdir(w)).transpose()?,
             user: user.map(|u| self.user(u)).transpose()?,
             network: network.map(|n| self.network(n)).transpose()?,
@@ -828,6 +879,22 @@ impl<'a> Document<'a> {
             ));
         }
         Ok(Some(value.into_inner()))
+    }
+
+    /// A statement about who runs the session (`agent`, which also makes the origin
+    /// `agent`, and `description`): recorded as fact in `metadata.json`, so only the
+    /// user may make it, never a project file the sandbox can write.
+    fn claim(&self, value: Text, key: &str, flag: &str) -> Result<Option<String>, ConfigError> {
+        if let (Some(value), Some(_)) = (&value, &self.project) {
+            return Err(self.error(
+                value.span(),
+                format!(
+                    "'{key}' cannot be set in a project file: it is recorded as a fact about the session, and the sandbox can write that file"
+                ),
+                format!("move it to {USER_FILE_HINT} or pass {flag} on the command line"),
+            ));
+        }
+        self.label(value, key)
     }
 
     fn workdir(&self, value: Spanned<String>) -> Result<PathBuf, ConfigError> {
@@ -1259,6 +1326,127 @@ env = ["CI=1"]
         let (_, msg) = invalid(project_file("best_effort_limits = true\n"));
         assert!(msg.contains("best_effort_limits"), "{msg}");
         assert!(project_file("pids = 50\n").is_ok());
+    }
+
+    #[test]
+    fn a_project_file_limit_only_tightens_each_key() {
+        use crate::limits::{DEFAULT_DISK, DEFAULT_KILL_GRACE, DEFAULT_PIDS, DEFAULT_PTYS};
+        use std::time::Duration;
+        let day = Duration::from_secs(86400);
+        // Key, a loose value, a tight one, and the field it sets.
+        type Field = fn(&Limits) -> Option<f64>;
+        let get: [(&str, &str, &str, Field); 8] = [
+            ("memory", "\"100g\"", "\"1m\"", |l| {
+                l.memory.map(|v| v as f64)
+            }),
+            ("cpus", "64", "0.25", |l| l.cpus),
+            ("pids", "1000000", "10", |l| l.pids.map(|v| v as f64)),
+            ("timeout", "\"100d\"", "\"1s\"", |l| {
+                l.timeout.map(|d| d.as_secs_f64())
+            }),
+            ("max_output", "\"100g\"", "\"1k\"", |l| {
+                l.max_output.map(|v| v as f64)
+            }),
+            ("disk", "\"100g\"", "\"1m\"", |l| l.disk.map(|v| v as f64)),
+            ("kill_grace", "\"3650d\"", "\"100ms\"", |l| {
+                l.kill_grace.map(|d| d.as_secs_f64())
+            }),
+            ("ptys", "4096", "2", |l| l.ptys.map(|v| v as f64)),
+        ];
+        let builtin = Limits::code_exec();
+        let defaults = Limits {
+            pids: Some(DEFAULT_PIDS),
+            disk: Some(DEFAULT_DISK),
+            kill_grace: Some(DEFAULT_KILL_GRACE),
+            ptys: Some(DEFAULT_PTYS),
+            ..Limits::default()
+        };
+        for (key, loose, tight, field) in get {
+            for place in ["", "profile = \"p\"\n[profiles.p]\n"] {
+                let loose_file = project_file(&format!("{place}{key} = {loose}\n")).unwrap();
+                let tight_file = project_file(&format!("{place}{key} = {tight}\n")).unwrap();
+                let loose_value = field(&loose_file.settings.limits)
+                    .or_else(|| field(&loose_file.profiles["p"].limits));
+                let tight_value = field(&tight_file.settings.limits)
+                    .or_else(|| field(&tight_file.profiles["p"].limits));
+                // Over the built-in profile: never above what it (or the default) says.
+                let requested = if place.is_empty() { "code-exec" } else { "p" };
+                let mut user = user_file("").unwrap();
+                if !place.is_empty() {
+                    // A trusted profile "p" that is code-exec's limits, to compare alike.
+                    user = user_file(
+                        "[profiles.p]\nmemory = \"512m\"\ncpus = 0.5\npids = 256\ntimeout = \"30s\"\nmax_output = \"1m\"\ndisk = \"1g\"\n",
+                    )
+                    .unwrap();
+                }
+                let base = field(&builtin).or_else(|| field(&defaults));
+                let s = resolve_profile(&[&loose_file, &user], Some(requested)).unwrap();
+                assert_eq!(field(&s.limits), base, "{key} = {loose} {place:?}");
+                let s = resolve_profile(&[&tight_file, &user], Some(requested)).unwrap();
+                assert_eq!(field(&s.limits), tight_value, "{key} = {tight} {place:?}");
+                // Without a profile: unlimited keys take the project's value, defaulted
+                // ones stay at most the default.
+                let s = resolve_profile(&[&loose_file], None).unwrap();
+                let expected = match field(&defaults) {
+                    Some(default) => Some(default),
+                    None => loose_value,
+                };
+                if place.is_empty() {
+                    assert_eq!(field(&s.limits), expected, "{key} = {loose}");
+                }
+            }
+        }
+        // The finding: code-exec with 100 GiB, 100 days and a grace of ten years.
+        let project =
+            project_file("memory = \"100g\"\ntimeout = \"100d\"\nkill_grace = \"3650d\"\n")
+                .unwrap();
+        let s = resolve_profile(&[&project], Some("code-exec")).unwrap();
+        assert_eq!(s.limits.memory, builtin.memory);
+        assert_eq!(s.limits.timeout, builtin.timeout);
+        assert_eq!(s.limits.kill_grace, Some(DEFAULT_KILL_GRACE));
+        assert!(s.limits.timeout < Some(100 * day));
+        // The user's own file still sets what it likes.
+        let user = user_file("memory = \"100g\"\n").unwrap();
+        let s = resolve_profile(&[&user], Some("code-exec")).unwrap();
+        assert_eq!(s.limits.memory, Some(100 << 30));
+    }
+
+    #[test]
+    fn a_project_file_cannot_claim_who_runs_the_session() {
+        for (key, flag) in [("agent", "--agent"), ("description", "--description")] {
+            for text in [
+                format!("name = \"n\"\n{key} = \"trusted-bot\"\n"),
+                format!("name = \"n\"\n[profiles.p]\n{key} = \"trusted-bot\"\n"),
+            ] {
+                let (line, msg) = invalid(project_file(&text));
+                assert_eq!(line, text.lines().count(), "{msg}");
+                assert!(
+                    msg.contains(&format!("'{key}' cannot be set in a project file")),
+                    "{msg}"
+                );
+                assert!(msg.contains(USER_FILE_HINT) && msg.contains(flag), "{msg}");
+                assert!(user_file(&text).is_ok(), "{text}");
+            }
+        }
+        // A name is only a label (and the hostname): allowed.
+        assert!(project_file("name = \"proj\"\n").is_ok());
+    }
+
+    #[test]
+    fn a_project_profile_stays_below_the_users_top_level() {
+        let project = project_file(
+            "network = \"allow\"\nworkdir = \"/p\"\n[profiles.p]\nnetwork = \"allow\"\nname = \"project\"\nenv = [\"K=project\"]\n",
+        )
+        .unwrap();
+        let user =
+            user_file("network = \"none\"\nname = \"user\"\nenv = [\"K=user\"]\n[profiles.p]\n")
+                .unwrap();
+        let s = resolve_profile(&[&project, &user], Some("p")).unwrap();
+        assert_eq!(s.network, Some(NetworkMode::None));
+        assert_eq!(s.name.as_deref(), Some("user"));
+        assert_eq!(s.env, vec![env("K=project"), env("K=user")]);
+        // Where the user says nothing, the project's values apply.
+        assert_eq!(s.workdir, Some(PathBuf::from("/p")));
     }
 
     #[test]

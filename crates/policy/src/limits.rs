@@ -24,6 +24,8 @@ pub struct Limits {
     pub disk: Option<u64>,
     /// Time between SIGTERM and SIGKILL when the session is stopped.
     pub kill_grace: Option<Duration>,
+    /// Pseudo-terminals open at once in the sandbox's own devpts (its `max=`).
+    pub ptys: Option<u64>,
     /// Run even when a requested limit cannot be enforced on this host.
     pub best_effort: Option<bool>,
 }
@@ -39,6 +41,7 @@ impl Limits {
             max_output,
             disk,
             kill_grace,
+            ptys,
             best_effort,
         } = higher;
         set(&mut self.memory, memory);
@@ -48,7 +51,42 @@ impl Limits {
         set(&mut self.max_output, max_output);
         set(&mut self.disk, disk);
         set(&mut self.kill_grace, kill_grace);
+        set(&mut self.ptys, ptys);
         set(&mut self.best_effort, best_effort);
+    }
+
+    /// These limits with `ceiling` (a project file's) applied on top, which may only
+    /// tighten: each limit becomes the smaller of ours and the ceiling's, where ours
+    /// unset means the default that would apply (pids, disk, kill grace, ptys) or no
+    /// limit at all (memory, cpus, timeout, max-output). `best_effort` is never taken
+    /// from the ceiling: it weakens.
+    pub fn tightened_by(self, ceiling: &Limits) -> Limits {
+        fn min<T: PartialOrd + Copy>(
+            ours: Option<T>,
+            default: Option<T>,
+            cap: Option<T>,
+        ) -> Option<T> {
+            match (ours.or(default), cap) {
+                (Some(ours), Some(cap)) if ours < cap => Some(ours),
+                (_, Some(cap)) => Some(cap),
+                (_, None) => ours,
+            }
+        }
+        Limits {
+            memory: min(self.memory, None, ceiling.memory),
+            cpus: min(self.cpus, None, ceiling.cpus),
+            pids: min(self.pids, Some(DEFAULT_PIDS), ceiling.pids),
+            timeout: min(self.timeout, None, ceiling.timeout),
+            max_output: min(self.max_output, None, ceiling.max_output),
+            disk: min(self.disk, Some(DEFAULT_DISK), ceiling.disk),
+            kill_grace: min(
+                self.kill_grace,
+                Some(DEFAULT_KILL_GRACE),
+                ceiling.kill_grace,
+            ),
+            ptys: min(self.ptys, Some(DEFAULT_PTYS), ceiling.ptys),
+            best_effort: self.best_effort,
+        }
     }
 
     /// Seed 002's limits for running untrusted code snippets: 512 MiB, half a CPU,
@@ -62,6 +100,7 @@ impl Limits {
             max_output: Some(MIB),
             disk: Some(GIB),
             kill_grace: None,
+            ptys: None,
             best_effort: None,
         }
     }
@@ -82,6 +121,9 @@ pub const GIB: u64 = 1 << 30;
 pub const DEFAULT_PIDS: u64 = 4096;
 pub const DEFAULT_DISK: u64 = GIB;
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
+/// Pseudo-terminals per sandbox: plenty for shells, tmux and test suites, and far from
+/// the host's pool (`/proc/sys/kernel/pty/max`), which every user's terminals share.
+pub const DEFAULT_PTYS: u64 = 64;
 
 /// A value that could not be parsed, with the fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,6 +251,19 @@ pub fn parse_pids(input: &str) -> Result<u64, LimitError> {
     }
 }
 
+/// A number of pseudo-terminals: at least 1 (`-t` takes one), at most 4096 (the
+/// kernel's default size of the whole host's pool).
+pub fn parse_ptys(input: &str) -> Result<u64, LimitError> {
+    match input.trim().parse::<u64>() {
+        Ok(n) if (1..=4096).contains(&n) => Ok(n),
+        _ => Err(LimitError {
+            what: "--ptys",
+            value: input.to_owned(),
+            hint: "use a whole number of pseudo-terminals between 1 and 4096",
+        }),
+    }
+}
+
 /// Renders a byte count the way `parse_size` reads it back.
 pub fn format_size(bytes: u64) -> String {
     for (unit, size) in [("g", GIB), ("m", MIB), ("k", KIB)] {
@@ -262,6 +317,68 @@ mod tests {
         assert_eq!(parse_pids("100"), Ok(100));
         assert!(parse_pids("1").is_err());
         assert!(parse_pids("1.5").is_err());
+    }
+
+    #[test]
+    fn ptys_are_bounded() {
+        assert_eq!(parse_ptys("8"), Ok(8));
+        assert!(parse_ptys("0").is_err());
+        assert!(parse_ptys("4097").is_err());
+        assert!(parse_ptys("x").is_err());
+    }
+
+    #[test]
+    fn a_ceiling_only_tightens_defaults_included() {
+        let huge = Limits {
+            memory: Some(100 * GIB),
+            cpus: Some(64.0),
+            pids: Some(1_000_000),
+            timeout: Some(Duration::from_secs(100 * 86400)),
+            max_output: Some(100 * GIB),
+            disk: Some(100 * GIB),
+            kill_grace: Some(Duration::from_secs(3650 * 86400)),
+            ptys: Some(4096),
+            best_effort: Some(true),
+        };
+        // Over a built-in profile: every value stays the profile's, or the default
+        // where the profile sets none; best_effort is never taken.
+        let t = Limits::code_exec().tightened_by(&huge);
+        assert_eq!(
+            t,
+            Limits {
+                pids: Some(256),
+                kill_grace: Some(DEFAULT_KILL_GRACE),
+                ptys: Some(DEFAULT_PTYS),
+                ..Limits::code_exec()
+            }
+        );
+        // Over nothing: unlimited ones take the ceiling, defaulted ones stay at most
+        // the default.
+        let t = Limits::default().tightened_by(&huge);
+        assert_eq!(t.memory, Some(100 * GIB));
+        assert_eq!(t.timeout, Some(Duration::from_secs(100 * 86400)));
+        assert_eq!(t.pids, Some(DEFAULT_PIDS));
+        assert_eq!(t.disk, Some(DEFAULT_DISK));
+        assert_eq!(t.kill_grace, Some(DEFAULT_KILL_GRACE));
+        assert_eq!(t.ptys, Some(DEFAULT_PTYS));
+        assert_eq!(t.best_effort, None);
+        // Smaller values win, one limit at a time; no ceiling leaves ours as it was.
+        let small = Limits {
+            memory: Some(MIB),
+            cpus: Some(0.25),
+            pids: Some(10),
+            timeout: Some(Duration::from_secs(1)),
+            max_output: Some(KIB),
+            disk: Some(MIB),
+            kill_grace: Some(Duration::from_millis(100)),
+            ptys: Some(2),
+            best_effort: None,
+        };
+        assert_eq!(Limits::code_exec().tightened_by(&small), small);
+        assert_eq!(
+            Limits::code_exec().tightened_by(&Limits::default()),
+            Limits::code_exec()
+        );
     }
 
     #[test]

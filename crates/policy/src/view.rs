@@ -96,6 +96,8 @@ pub struct ViewOptions {
     pub gid: u32,
     pub tmp_size: u64,
     pub home_size: u64,
+    /// Pseudo-terminals the sandbox's devpts hands out at once.
+    pub ptys: u64,
 }
 
 /// One step of building the sandbox's root filesystem. Paths in `dst` are inside the
@@ -129,9 +131,12 @@ pub enum MountOp {
     Proc {
         dst: PathBuf,
     },
-    /// A private devpts instance, so the host's terminals are not listed.
+    /// A private devpts instance, so the host's terminals are not listed, of at most
+    /// `max` terminals: every instance draws on the host's one pool
+    /// (`/proc/sys/kernel/pty/max`), which one sandbox must not be able to drain.
     Devpts {
         dst: PathBuf,
+        max: u64,
     },
     Symlink {
         target: PathBuf,
@@ -155,7 +160,7 @@ impl MountOp {
             Self::Bind { dst, .. }
             | Self::Tmpfs { dst, .. }
             | Self::Proc { dst }
-            | Self::Devpts { dst }
+            | Self::Devpts { dst, .. }
             | Self::Symlink { dst, .. }
             | Self::Mask { dst, .. }
             | Self::ReadOnly { dst } => dst,
@@ -193,7 +198,7 @@ impl FsView {
         }
 
         ops.extend(proc_ops());
-        ops.extend(dev_ops());
+        ops.extend(dev_ops(opts.ptys));
 
         ops.push(tmp_op(opts.tmp_size));
         if opts.home != Path::new("/tmp") {
@@ -226,7 +231,7 @@ impl FsView {
             size: opts.home_size,
         }];
         ops.extend(proc_ops());
-        ops.extend(dev_ops());
+        ops.extend(dev_ops(opts.ptys));
         ops.push(tmp_op(opts.tmp_size));
         ops.extend(user_mounts(&opts.mounts));
         Self { ops }
@@ -265,7 +270,7 @@ impl FsView {
                 MountOp::Proc { dst } => rules.push(dst, Access::Proc),
                 // The image's files and the ephemeral layer over them.
                 MountOp::ImageRoot { .. } => rules.push("/", Access::ReadWrite),
-                MountOp::Devpts { dst } => rules.push(dst, Access::Device),
+                MountOp::Devpts { dst, .. } => rules.push(dst, Access::Device),
                 MountOp::Symlink { .. } | MountOp::Mask { .. } | MountOp::ReadOnly { .. } => {}
             }
         }
@@ -334,7 +339,7 @@ fn user_mounts(mounts: &[ResolvedMount]) -> Vec<MountOp> {
         .collect()
 }
 
-fn dev_ops() -> Vec<MountOp> {
+fn dev_ops(ptys: u64) -> Vec<MountOp> {
     let mut ops = vec![MountOp::Tmpfs {
         dst: "/dev".into(),
         size: 64 * 1024,
@@ -353,6 +358,7 @@ fn dev_ops() -> Vec<MountOp> {
     }
     ops.push(MountOp::Devpts {
         dst: "/dev/pts".into(),
+        max: ptys,
     });
     ops.push(MountOp::Symlink {
         target: "pts/ptmx".into(),
@@ -405,6 +411,7 @@ mod tests {
             gid: 1000,
             tmp_size: 1 << 30,
             home_size: 1 << 29,
+            ptys: 7,
         }
     }
 
@@ -496,7 +503,8 @@ mod tests {
             dst: "/proc".into()
         }));
         assert!(view.ops.contains(&MountOp::Devpts {
-            dst: "/dev/pts".into()
+            dst: "/dev/pts".into(),
+            max: 7,
         }));
         let devs: Vec<_> = view
             .ops

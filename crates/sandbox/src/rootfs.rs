@@ -370,13 +370,15 @@ fn apply(
             let target = ensure_target(root, dst, NodeKind::Dir).map_err(fail)?;
             sys::move_mount(mnt.as_fd(), target.as_fd()).map_err(fail)?;
         }
-        MountOp::Devpts { .. } => {
+        MountOp::Devpts { max, .. } => {
+            let max = CString::new(max.to_string()).unwrap_or_default();
             let mnt = new_fs(
                 c"devpts",
                 &[
                     (c"newinstance", None),
                     (c"ptmxmode", Some(c"0666")),
                     (c"mode", Some(c"0620")),
+                    (c"max", Some(max.as_c_str())),
                 ],
                 sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
             )

@@ -531,6 +531,17 @@ pub fn sigmask_set(set: &libc::sigset_t) -> io::Result<()> {
     }
 }
 
+/// Adds `set` to the calling thread's signal mask.
+pub fn sigmask_block(set: &libc::sigset_t) -> io::Result<()> {
+    // SAFETY: set is a valid sigset_t; the old mask is not requested.
+    let ret = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, set, std::ptr::null_mut()) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(ret))
+    }
+}
+
 /// Waits for one of the (blocked) signals in `set`; returns its number and sender pid.
 pub fn sigwait(set: &libc::sigset_t) -> io::Result<(c_int, pid_t)> {
     // SAFETY: info is plain data filled by the kernel.
@@ -1171,6 +1182,13 @@ pub fn tcsetattr(fd: BorrowedFd<'_>, t: &libc::termios) -> io::Result<()> {
     check(unsafe { libc::tcsetattr(fd.as_raw_fd(), libc::TCSADRAIN, t) }).map(drop)
 }
 
+/// Resumes output on terminal `fd` if it was suspended (`tcflow(TCOOFF)`), which would
+/// otherwise make a draining `tcsetattr` wait forever.
+pub fn tcflow_resume(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: tcflow takes a descriptor and an action.
+    check(unsafe { libc::tcflow(fd.as_raw_fd(), libc::TCOON) }).map(drop)
+}
+
 /// `t` switched to raw mode (no echo, no line editing, no signals from keys).
 pub fn raw_termios(t: &libc::termios) -> libc::termios {
     let mut raw = *t;
@@ -1233,8 +1251,12 @@ pub fn spawn_terminal_guardian(
                 }
             }
             if !done {
-                // SAFETY: saved is a valid termios; TCSAFLUSH drops unread raw input too.
-                unsafe { libc::tcsetattr(tty.as_raw_fd(), libc::TCSAFLUSH, saved) };
+                // SAFETY: resuming output first (a suspended terminal would never drain);
+                // saved is a valid termios; TCSAFLUSH drops unread raw input too.
+                unsafe {
+                    libc::tcflow(tty.as_raw_fd(), libc::TCOON);
+                    libc::tcsetattr(tty.as_raw_fd(), libc::TCSAFLUSH, saved)
+                };
             }
             exit_now(0)
         }

@@ -48,6 +48,73 @@ impl Drop for RawTerminal {
     }
 }
 
+/// The settings of the user's terminals on our fds 0-2, put back when this is
+/// dropped, or by a guardian process when Vectra Guard is killed first. For runs that
+/// hand those fds to the sandbox (`--no-record`): what the command does to their modes
+/// (`stty -echo`, raw mode, suspended output) does not outlast the session.
+#[derive(Debug, Default)]
+pub struct SavedTerminals {
+    /// Restored by their `Drop`.
+    _terminals: Vec<SavedTerminal>,
+}
+
+#[derive(Debug)]
+struct SavedTerminal {
+    tty: OwnedFd,
+    saved: libc::termios,
+    guardian: std::io::PipeWriter,
+}
+
+impl SavedTerminals {
+    /// Saves each distinct terminal among fds 0-2 (none: nothing to do). Call before
+    /// starting threads: the guardians are forked.
+    pub fn save_stdio() -> io::Result<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let mut seen = Vec::new();
+        let mut saved = Vec::new();
+        for fd in [
+            io::stdin().as_fd(),
+            io::stdout().as_fd(),
+            io::stderr().as_fd(),
+        ] {
+            if !sys::is_terminal(fd) {
+                continue;
+            }
+            let tty = fd.try_clone_to_owned()?;
+            let device = std::fs::File::from(tty.try_clone()?).metadata()?.rdev();
+            if seen.contains(&device) {
+                continue;
+            }
+            seen.push(device);
+            let settings = sys::tcgetattr(tty.as_fd())?;
+            let (wait_r, wait_w) = std::io::pipe()?;
+            sys::spawn_terminal_guardian(tty.as_fd(), &settings, OwnedFd::from(wait_r))?;
+            saved.push(SavedTerminal {
+                tty,
+                saved: settings,
+                guardian: wait_w,
+            });
+        }
+        Ok(Self { _terminals: saved })
+    }
+}
+
+impl Drop for SavedTerminal {
+    fn drop(&mut self) {
+        let _ = sys::tcflow_resume(self.tty.as_fd());
+        if sys::tcsetattr(self.tty.as_fd(), &self.saved).is_ok() {
+            let _ = self.guardian.write_all(b"d");
+        }
+    }
+}
+
+/// Makes a read of the terminal by this thread fail with EIO, instead of stopping the
+/// whole process with SIGTTIN, when Vectra Guard runs in the background: an input
+/// relay then sees the end of its input rather than freezing the session.
+pub fn no_stop_on_background_read() -> io::Result<()> {
+    sys::sigmask_block(&sys::sigset(&[libc::SIGTTIN]))
+}
+
 /// A terminal size in character cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Size {

@@ -10,6 +10,15 @@
 use crate::rules::{Action, Cmp, Cond, Filter, SyscallRule, X32_SYSCALL_BIT};
 use crate::syscalls::{Syscall, sys};
 
+/// Terminal ioctls refused in every sandbox: see the ioctl rules.
+pub const TERMINAL_IOCTLS_DENIED: [u64; 5] = [
+    libc::TIOCSTI,
+    libc::TIOCLINUX,
+    libc::TIOCSETD,
+    libc::TIOCEXCL,
+    libc::TIOCCONS,
+];
+
 /// Knobs for [`default_profile`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProfileOptions {
@@ -277,10 +286,13 @@ fn special_rules(opts: ProfileOptions) -> Vec<SyscallRule> {
 
     // ioctl: TIOCSTI pushes bytes into the terminal's input queue, TIOCLINUX
     // can paste the console selection: both let a sandboxed program type
-    // commands into the user's shell. `cmd` is an unsigned int and the kernel
-    // ignores the high half, so a 64-bit comparison could be bypassed.
+    // commands into the user's shell. TIOCSETD (line discipline), TIOCEXCL
+    // (no further opens) and TIOCCONS (console output redirected) change a
+    // terminal beyond the session, and with --no-record the terminal is the
+    // user's. `cmd` is an unsigned int and the kernel ignores the high half, so
+    // a 64-bit comparison could be bypassed.
     let ioctl = sys!(SYS_ioctl);
-    for request in [libc::TIOCSTI, libc::TIOCLINUX] {
+    for request in TERMINAL_IOCTLS_DENIED {
         rules.push(SyscallRule::when(
             ioctl,
             vec![Cond::arg32(1, Cmp::Eq(request))],
@@ -541,8 +553,10 @@ mod tests {
         let (_, prog) = compiled(ProfileOptions::default());
         let ioctl = sys!(SYS_ioctl);
         for garbage in [0, 0x1_0000_0000, 0xffff_ffff_0000_0000] {
-            assert_eq!(call(&prog, ioctl, args(0, garbage | libc::TIOCSTI)), DENY);
-            assert_eq!(call(&prog, ioctl, args(0, garbage | libc::TIOCLINUX)), DENY);
+            for request in TERMINAL_IOCTLS_DENIED {
+                assert_eq!(call(&prog, ioctl, args(0, garbage | request)), DENY);
+            }
+            assert_eq!(call(&prog, ioctl, args(0, garbage | libc::TIOCSETD)), DENY);
             assert_eq!(call(&prog, ioctl, args(0, garbage | libc::TCGETS)), ALLOW);
             assert_eq!(call(&prog, ioctl, args(0, garbage | libc::FIONREAD)), ALLOW);
         }
@@ -675,6 +689,7 @@ mod tests {
             SOCK_PACKET | 0x80800,
             libc::TIOCSTI,
             libc::TIOCLINUX | 0xf_0000_0000,
+            libc::TIOCSETD | 0xf_0000_0000,
             flag(libc::CLONE_NEWUSER | libc::SIGCHLD),
             0x2_0008,
             0xffff_ffff,

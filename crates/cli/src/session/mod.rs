@@ -32,6 +32,7 @@ mod relay;
 /// Network events written per session; the rest are counted in one last event.
 const MAX_NETWORK_EVENTS: u64 = 100_000;
 
+pub use relay::relay_terminal_input;
 use relay::{Stream, relay, relay_input};
 
 /// How the sandbox's output reaches us.

@@ -56,6 +56,34 @@ pub(super) fn relay_input(mut to: File, shared: &std::sync::Weak<Shared>) {
     }
 }
 
+/// Copies our stdin, a terminal, to the pipe that is the sandbox's stdin in a run
+/// without `-t`, so that the sandbox never holds the user's terminal: it cannot write
+/// to the screen past the record, or change the terminal's modes or line discipline.
+/// The terminal's end of input (Ctrl-D at the start of a line) closes the pipe.
+///
+/// The thread is never joined (it waits in read(2) on our stdin) and holds nothing
+/// but the pipe, whose end it closes when our input ends or the sandbox stops reading.
+pub fn relay_terminal_input(mut to: std::io::PipeWriter) {
+    // In the background, a read would stop all of Vectra Guard; let it fail instead.
+    if vg_sandbox::terminal::no_stop_on_background_read().is_err() {
+        return;
+    }
+    let mut stdin = std::io::stdin();
+    let mut buf = vec![0u8; 4096];
+    loop {
+        match stdin.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
 /// Copies one output stream of the sandbox to its log file and to our own stdout or
 /// stderr, chunk by chunk, until every writer inside the sandbox is gone.
 ///

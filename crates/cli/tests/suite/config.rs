@@ -279,3 +279,102 @@ fn doctor_reports_every_required_layer_available() {
         }
     });
 }
+
+#[test]
+fn a_project_file_cannot_loosen_a_profile_or_the_defaults() {
+    use super::harness::{PYTHON, RecordsHome, session_metadata};
+    use super::limits::{OPEN_PTYS, cgroups_for};
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        // Every limit key, far above the built-in profile and the defaults.
+        ws.write(
+            "vectraguard.toml",
+            "memory = \"100g\"\ncpus = 64\npids = 1000000\ntimeout = \"100d\"\nmax_output = \"100g\"\ndisk = \"100g\"\nkill_grace = \"3650d\"\nptys = 4096\n",
+        );
+        let home = RecordsHome::new(runner);
+        let mut options = vec!["--profile", "code-exec"];
+        if !cgroups_for(runner) {
+            options.push("--best-effort-limits");
+        }
+        Vg::sandbox(runner, &ws, &options, &["true"])
+            .records_home(&home)
+            .run()
+            .assert_success();
+        let limits = session_metadata(&home.only_session())["limits"].clone();
+        assert_eq!(limits["memory_bytes"], 512 << 20, "{limits}");
+        assert_eq!(limits["cpus"], 0.5, "{limits}");
+        assert_eq!(limits["pids"], 256, "{limits}");
+        assert_eq!(limits["timeout_secs"], 30, "{limits}");
+        assert_eq!(limits["max_output_bytes"], 1 << 20, "{limits}");
+        assert_eq!(limits["disk_bytes"], 1 << 30, "{limits}");
+        assert_eq!(limits["kill_grace_ms"], 10_000, "{limits}");
+        assert_eq!(limits["ptys"], 64, "{limits}");
+
+        // Without a profile, the defaults bound the keys that have one.
+        ws.write(
+            "vectraguard.toml",
+            "pids = 1000000\ndisk = \"100g\"\nkill_grace = \"3650d\"\nptys = 4096\n",
+        );
+        let home = RecordsHome::new(runner);
+        Vg::sandbox(runner, &ws, &[], &["true"])
+            .records_home(&home)
+            .run()
+            .assert_success();
+        let limits = session_metadata(&home.only_session())["limits"].clone();
+        assert_eq!(limits["pids"], 4096, "{limits}");
+        assert_eq!(limits["disk_bytes"], 1 << 30, "{limits}");
+        assert_eq!(limits["kill_grace_ms"], 10_000, "{limits}");
+        assert_eq!(limits["ptys"], 64, "{limits}");
+
+        // The kill grace at work: a command that ignores SIGTERM is still killed
+        // after the default grace, not after ten years.
+        let started = std::time::Instant::now();
+        Vg::sandbox(
+            runner,
+            &ws,
+            &["--timeout", "1s"],
+            &["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"],
+        )
+        .run()
+        .assert_code(124);
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+
+        // A tighter value applies.
+        ws.write("vectraguard.toml", "ptys = 3\ntimeout = \"1s\"\n");
+        let out = Vg::sandbox(runner, &ws, &[], &[PYTHON, "-c", OPEN_PTYS]).run();
+        out.assert_success();
+        assert_eq!(out.field("ptys"), "3", "{out}");
+        run(runner, &ws, &[], &["sleep", "20"]).assert_code(124);
+    });
+}
+
+#[test]
+fn a_project_file_cannot_claim_who_runs_the_session() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        for (key, flag) in [("agent", "--agent"), ("description", "--description")] {
+            for text in [
+                format!("{key} = \"trusted-bot\"\n"),
+                format!("[profiles.p]\n{key} = \"trusted-bot\"\n"),
+            ] {
+                let file = ws.write("vectraguard.toml", &text);
+                let out = run(runner, &ws, &[], &["sh", "-c", "echo RAN"]);
+                out.assert_code(125)
+                    .assert_stderr_contains(&file.display().to_string())
+                    .assert_stderr_contains(&format!("'{key}' cannot be set in a project file"))
+                    .assert_stderr_contains(flag);
+                assert!(!out.stdout.contains("RAN"), "{text}\n{out}");
+            }
+        }
+        // Given by the user, they are recorded.
+        ws.write("vectraguard.toml", "name = \"proj\"\n");
+        let home = super::harness::RecordsHome::new(runner);
+        Vg::sandbox(runner, &ws, &["--agent", "cli-agent"], &["true"])
+            .records_home(&home)
+            .run()
+            .assert_success();
+        let meta = super::harness::session_metadata(&home.only_session());
+        assert_eq!(meta["agent"], "cli-agent", "{meta}");
+        assert_eq!(meta["name"], "proj", "{meta}");
+    });
+}

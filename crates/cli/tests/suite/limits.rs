@@ -28,7 +28,7 @@ fn limit_hits(dir: &Path, limit: &str) -> Vec<Value> {
 
 /// Whether cgroups can enforce memory limits for this runner on this host: as root
 /// with cgroup v1 here; a delegated cgroup v2 subtree elsewhere is not assumed.
-fn cgroups_for(runner: Runner) -> bool {
+pub(super) fn cgroups_for(runner: Runner) -> bool {
     runner == Runner::Root
         && (Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists()
             || Path::new("/sys/fs/cgroup/cgroup.controllers").exists())
@@ -323,5 +323,42 @@ fn the_code_exec_profile_applies_seed_limits() {
         assert_eq!(limits["timeout_secs"], 30);
         assert_eq!(limits["max_output_bytes"], 1 << 20);
         assert_eq!(limits["disk_bytes"], 1 << 30);
+    });
+}
+
+/// Opens pseudo-terminals until the sandbox's devpts refuses (at most 200, so that
+/// a missing bound does not take the host's pool), then reports how many it got.
+pub(super) const OPEN_PTYS: &str = "import os, errno\nn = 0\nheld = []\ntry:\n    while n < 200:\n        held.append(os.openpty())\n        n += 1\nexcept OSError as e:\n    print('refused=' + errno.errorcode.get(e.errno, str(e.errno)))\nprint('ptys=%d' % n)\n";
+
+#[test]
+fn the_sandbox_devpts_is_bounded() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let out = Vg::sandbox(runner, &ws, &["--ptys", "5"], &[PYTHON, "-c", OPEN_PTYS])
+            .records_home(&home)
+            .run();
+        out.assert_success();
+        assert_eq!(out.field("ptys"), "5", "{out}");
+        let limits = metadata(&home.only_session())["limits"].clone();
+        assert_eq!(limits["ptys"], 5);
+        assert_eq!(limits["enforced_by"]["ptys"], "devpts-max");
+        // The default bound, far below the host's pool.
+        let out = Vg::sandbox(runner, &ws, &[], &[PYTHON, "-c", OPEN_PTYS]).run();
+        out.assert_success();
+        assert_eq!(out.field("ptys"), "64", "{out}");
+        // `-t` takes one of them.
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &["-t", "--ptys", "2"],
+            &[PYTHON, "-c", OPEN_PTYS],
+        )
+        .run();
+        out.assert_success().assert_stdout_contains("ptys=1");
+        Vg::sandbox(runner, &ws, &["--ptys", "0"], &["true"])
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("--ptys");
     });
 }

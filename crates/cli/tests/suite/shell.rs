@@ -396,3 +396,88 @@ fn without_a_terminal_shell_needs_no_tty_flag() {
         out.assert_code(125).assert_stderr_contains("--no-record");
     });
 }
+
+/// Tries TIOCSETD (set the line discipline, here to N_TTY) on fd 0 and prints
+/// `setd=ok` or `setd=ERRNO`.
+const SET_LINE_DISCIPLINE: &str = "import fcntl, struct, errno\ntry:\n    fcntl.ioctl(0, 0x5423, struct.pack('i', 0))\n    print('setd=ok')\nexcept OSError as e:\n    print('setd=' + errno.errorcode[e.errno])\n";
+
+#[test]
+fn a_recorded_run_without_t_never_holds_the_users_terminal() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        ws.write("setd.py", SET_LINE_DISCIPLINE);
+        // Writes to fd 0, changes the terminal's modes and its line discipline,
+        // then reads what is typed until the end of input.
+        ws.write(
+            "attack.sh",
+            "echo LEAKED-$((6*7)) >&0 2>/dev/null; echo write=$?\nstty -echo raw <&0 2>/dev/null; echo stty=$?\npython3 setd.py\necho reading-$((1+1))\ncat\necho cat-done-$((2+3))\n",
+        );
+        let t = Tmux::start(ws.path(), "bash --norc --noprofile", 100, 30);
+        let before = ws.join("stty.before");
+        let after = ws.join("stty.after");
+        t.line(&format!("stty -a > {}", before.display()));
+        let vg = vectraguard_command(runner, &home, &["sandbox", "run", "--", "sh", "attack.sh"]);
+        t.line(&format!(
+            "{vg}; stty -a > {}; echo after-$((50+50))",
+            after.display()
+        ));
+        let screen = t.wait_for("reading-2");
+        assert!(!screen.contains("LEAKED-42"), "{screen}");
+        assert!(!screen.contains("write=0"), "{screen}");
+        assert!(!screen.contains("stty=0"), "{screen}");
+        assert!(!screen.contains("setd=ok"), "{screen}");
+        // Typed input reaches the command through the relay; Ctrl-D ends it.
+        t.line("typed-input-xyz");
+        t.wait("the typed line echoed by cat", |s| {
+            s.matches("typed-input-xyz").count() >= 2
+        });
+        t.keys(&["C-d"]);
+        t.wait_for("cat-done-5");
+        t.wait_for("after-100");
+        assert_eq!(
+            std::fs::read_to_string(&after).unwrap(),
+            std::fs::read_to_string(&before).unwrap(),
+            "the terminal's settings changed"
+        );
+        let stdout = std::fs::read_to_string(home.only_session().join("stdout.log")).unwrap();
+        assert!(stdout.contains("typed-input-xyz"), "{stdout}");
+        assert!(!stdout.contains("write=0"), "{stdout}");
+    });
+}
+
+#[test]
+fn an_unrecorded_run_leaves_the_users_terminal_as_it_was() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        ws.write("setd.py", SET_LINE_DISCIPLINE);
+        ws.write(
+            "modes.sh",
+            "stty -echo -icanon <&0; echo stty=$?\npython3 setd.py\necho done-$((3+4))\n",
+        );
+        let t = Tmux::start(ws.path(), "bash --norc --noprofile", 100, 30);
+        let before = ws.join("stty.before");
+        let after = ws.join("stty.after");
+        t.line(&format!("stty -a > {}", before.display()));
+        let vg = vectraguard_command(
+            runner,
+            &home,
+            &["sandbox", "run", "--no-record", "--", "sh", "modes.sh"],
+        );
+        t.line(&format!(
+            "{vg}; stty -a > {}; echo after-$((50+50))",
+            after.display()
+        ));
+        let screen = t.wait_for("after-100");
+        // The command had the terminal (--no-record): it could change its modes, but
+        // not its line discipline, and the modes are put back.
+        assert!(screen.contains("stty=0"), "{screen}");
+        assert!(screen.contains("setd=EPERM"), "{screen}");
+        assert_eq!(
+            std::fs::read_to_string(&after).unwrap(),
+            std::fs::read_to_string(&before).unwrap(),
+            "the terminal's settings changed"
+        );
+    });
+}
