@@ -20,7 +20,7 @@ use smoltcp::wire::{
     HardwareAddress, IpAddress, IpCidr, IpListenEndpoint, IpProtocol, Ipv4Packet, TcpPacket,
     UdpPacket,
 };
-use vg_policy::network::{Destination, NetworkPolicy, Target};
+use vg_policy::network::{Destination, NetworkPolicy, OwnAddresses};
 
 use crate::PolicyHandle;
 use crate::addr;
@@ -154,7 +154,7 @@ struct Stack {
     pending_dns: HashMap<u64, (Pending, udp::UdpMetadata)>,
     refused_seen: HashSet<(&'static str, IpAddr, u16)>,
     /// This machine's own addresses (see [`Stack::guarded`]).
-    host_addrs: HashSet<IpAddr>,
+    host_addrs: OwnAddresses,
     tun_readable: bool,
 }
 
@@ -449,24 +449,10 @@ impl Stack {
         }
     }
 
-    /// The policy's decision, with one more guard: this machine's own addresses count
-    /// as private (a service bound to all interfaces, hidden from the network by a
-    /// firewall, must not be reachable by "allow every public address"), unless pinned
-    /// or allowed by a rule naming exactly that address.
+    /// The policy's decision, with this machine's own addresses closed too (see
+    /// [`NetworkPolicy::decide_connect_from`]).
     fn guarded(&self, policy: &NetworkPolicy, dest: &Destination, port: u16) -> Verdict {
-        let d = policy.decide_connect(dest, port);
-        if d.allowed && !dest.pinned && self.host_addrs.contains(&dest.addr) {
-            let exact = d.rule.as_ref().is_some_and(|m| {
-                policy
-                    .rules
-                    .get(m.index)
-                    .is_some_and(|r| matches!(r.target, Target::Ip(a) if a == dest.addr))
-            });
-            if !exact {
-                return Verdict::deny("this machine's own address");
-            }
-        }
-        verdict(d)
+        verdict(policy.decide_connect_from(&self.host_addrs, dest, port))
     }
 
     fn new_connection(&mut self, key: FlowKey, syn: Packet) {
