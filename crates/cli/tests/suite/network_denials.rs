@@ -1,9 +1,13 @@
 //! Why the mediator refuses: this machine's own addresses in any spelling, and how a
 //! refusal is explained (the reason in `logs show --network`, the live note on stderr).
 
-use std::net::Ipv4Addr;
+use std::io::Write;
+use std::net::{Ipv4Addr, TcpListener};
 use std::process::Command;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use super::harness::{RecordsHome, TempDir, Vg, Workspace, each_identity, py};
 use super::mediated_network::{HttpServer, network_events};
@@ -110,4 +114,112 @@ report("bare", attempt(go("{own}")))
         0,
         "the listener answered"
     );
+}
+
+/// A server that answers every connection with an endless stream and never reads:
+/// the sandbox never reads either, so the mediator's buffers toward it fill and stay
+/// full. Returns the port and the number of connections accepted.
+fn flooding_server() -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            count.fetch_add(1, Ordering::SeqCst);
+            thread::spawn(move || {
+                let chunk = vec![b'x'; 64 << 10];
+                let mut w = &conn;
+                while w.write_all(&chunk).is_ok() {}
+            });
+        }
+    });
+    (port, accepted)
+}
+
+/// Anonymous memory of process `pid` in KiB (file-backed pages, the binary's own
+/// code, are left out).
+fn rss_anon_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The mediator's buffers for all connections together are 32 MiB per session; the
+/// supervisor holds little else. Without a total, 200 stalled connections held
+/// 512 KiB each toward the sandbox (100 MiB).
+const SUPERVISOR_ANON_LIMIT_KIB: u64 = (32 + 24) << 10;
+
+#[test]
+fn stalled_connections_do_not_grow_the_supervisor_past_the_buffer_budget() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let (port, accepted) = flooding_server();
+        let flows = 200;
+        // Small receive buffers in the sandbox: the data waits in the mediator.
+        let script = py(&format!(
+            r#"
+import time
+addr = socket.gethostbyname("flood.test")
+held, refused = [], 0
+for i in range({flows}):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(10)
+    try:
+        s.connect((addr, {port}))
+        held.append(s)
+    except OSError:
+        refused += 1
+with open("stalled.tmp", "w") as f:
+    f.write(f"{{len(held)}} {{refused}}")
+os.rename("stalled.tmp", "stalled")
+time.sleep(4)
+"#
+        ));
+        let running = Vg::sandbox(
+            runner,
+            &ws,
+            &[
+                "--add-host",
+                "flood.test:127.0.0.1",
+                "--allow",
+                &format!("flood.test:{port}"),
+            ],
+            &[super::harness::PYTHON, "-c", &script],
+        )
+        .spawn();
+        let pid = running.pid();
+        let start = Instant::now();
+        while !ws.exists("stalled") && start.elapsed() < Duration::from_secs(40) {
+            thread::sleep(Duration::from_millis(50));
+        }
+        let counts = ws.read("stalled").unwrap_or_default();
+        // The flood fills the buffers within moments; watch for two seconds.
+        let mut peak = 0;
+        for _ in 0..20 {
+            peak = peak.max(rss_anon_kib(pid).unwrap_or(0));
+            thread::sleep(Duration::from_millis(100));
+        }
+        let out = running.finish(Duration::from_secs(30));
+        out.assert_success();
+        assert_eq!(counts, format!("{flows} 0"), "held, refused\n{out}");
+        assert!(
+            accepted.load(Ordering::SeqCst) >= flows,
+            "the server saw {} connections",
+            accepted.load(Ordering::SeqCst)
+        );
+        assert!(peak > 0, "no memory figure for the supervisor {pid}");
+        assert!(
+            peak < SUPERVISOR_ANON_LIMIT_KIB,
+            "the supervisor held {peak} KiB with {flows} stalled connections (limit {SUPERVISOR_ANON_LIMIT_KIB} KiB)"
+        );
+        eprintln!("{runner}: supervisor peak RssAnon {peak} KiB");
+    });
 }
