@@ -223,3 +223,128 @@ time.sleep(4)
         eprintln!("{runner}: supervisor peak RssAnon {peak} KiB");
     });
 }
+
+/// Refusals of four kinds, each destination tried twice.
+fn refusals_script() -> String {
+    py(&format!(
+        r#"
+{ASK}
+for _ in range(2):
+    report("denied", ask("denied.test"))
+local = ask("localhost")
+report("local", local)
+def go(host, port):
+    def f():
+        socket.create_connection((host, port), timeout=5).close()
+    return f
+for _ in range(2):
+    report("rebinding", attempt(go(local, 9)))
+    report("private", attempt(go("10.255.255.1", 81)))
+    report("default", attempt(go("10.255.255.1", 80)))
+sys.stderr.write("the command's own stderr\n")
+"#
+    ))
+}
+
+const REFUSAL_RULES: &[&str] = &["--allow", "localhost", "--allow", "0.0.0.0/0:81"];
+
+#[test]
+fn refusals_are_explained_once_per_destination_on_stderr_and_in_the_table() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            REFUSAL_RULES,
+            &[super::harness::PYTHON, "-c", &refusals_script()],
+        )
+        .records_home(&home)
+        .run();
+        out.assert_success();
+        assert_eq!(out.field("denied"), "None", "{out}");
+        for key in ["rebinding", "private", "default"] {
+            assert_eq!(out.field(key), "ECONNREFUSED", "{key}\n{out}");
+        }
+        let notes: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("vectraguard: refused"))
+            .collect();
+        let expected = [
+            "vectraguard: refused the name denied.test — no rule allows it",
+            "vectraguard: refused localhost:9 — resolves to 127.0.0.1, a private or special-purpose address (DNS rebinding guard); if that is intended, pin it: --add-host localhost:127.0.0.1",
+            "vectraguard: refused 10.255.255.1:81 — 10.255.255.1 is a private or special-purpose address; only a rule naming it opens it: --allow 10.255.255.1:81",
+            "vectraguard: refused 10.255.255.1:80 — no rule allows it; allow it with --allow 10.255.255.1:80",
+        ];
+        assert_eq!(
+            notes.len(),
+            expected.len(),
+            "one note per destination\n{out}"
+        );
+        for (note, want) in notes.iter().zip(expected) {
+            assert!(note.starts_with(want), "{note:?} is not {want:?}\n{out}");
+        }
+        out.assert_stderr_contains("the command's own stderr");
+        // The notes are ours, not the command's: not in its recorded stderr.
+        let session = home.only_session();
+        let recorded = std::fs::read_to_string(session.join("stderr.log")).unwrap();
+        assert!(recorded.contains("the command's own stderr"), "{recorded}");
+        assert!(!recorded.contains("vectraguard:"), "{recorded}");
+
+        // The table gives the reason of each refusal, not the allow rule that matched.
+        let table = super::mediated_network::show_network(runner, &home, ws.path());
+        let row = |pred: &dyn Fn(&str) -> bool| -> String {
+            let rows: Vec<&str> = table.lines().filter(|l| pred(l)).collect();
+            assert!(!rows.is_empty(), "no such row in\n{table}");
+            rows[0].trim_end().to_owned()
+        };
+        let rebinding = row(&|l| l.contains("127.0.0.1") && l.contains(" deny "));
+        assert!(rebinding.ends_with("dns rebinding"), "{rebinding}\n{table}");
+        let private = row(&|l| l.contains("10.255.255.1") && l.contains(" 81 "));
+        assert!(private.ends_with("private address"), "{private}\n{table}");
+        let default = row(&|l| l.contains("10.255.255.1") && l.contains(" 80 "));
+        assert!(default.ends_with("default deny"), "{default}\n{table}");
+        let name = row(&|l| l.contains("denied.test"));
+        assert!(name.ends_with("default deny"), "{name}\n{table}");
+    });
+}
+
+#[test]
+fn refusal_notes_are_silenced_by_the_flag_and_the_environment() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let script = refusals_script();
+        let flag = [REFUSAL_RULES, &["--no-network-notes"]].concat();
+        let mut by_flag = Vg::sandbox(runner, &ws, &flag, &[super::harness::PYTHON, "-c", &script]);
+        let mut by_env = Vg::sandbox(
+            runner,
+            &ws,
+            REFUSAL_RULES,
+            &[super::harness::PYTHON, "-c", &script],
+        );
+        by_env.env("VECTRAGUARD_QUIET", "1");
+        let unrecorded_flag = [REFUSAL_RULES, &["--no-record"]].concat();
+        let unrecorded = Vg::sandbox(
+            runner,
+            &ws,
+            &unrecorded_flag,
+            &[super::harness::PYTHON, "-c", &script],
+        );
+        for vg in [&mut by_flag, &mut by_env] {
+            let out = vg.run();
+            out.assert_success();
+            assert_eq!(out.field("rebinding"), "ECONNREFUSED", "{out}");
+            assert!(!out.stderr.contains("vectraguard: refused"), "{out}");
+            out.assert_stderr_contains("the command's own stderr");
+        }
+        // Without a record, the notes are shown all the same.
+        let out = unrecorded.run();
+        out.assert_success();
+        assert_eq!(
+            out.stderr.matches("vectraguard: refused").count(),
+            4,
+            "{out}"
+        );
+    });
+}
