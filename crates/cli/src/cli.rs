@@ -186,6 +186,10 @@ pub struct SandboxOptions {
         help_heading = "Network (--network allow)"
     )]
     pub add_host: Vec<String>,
+    /// Do not print a note on stderr when a destination is refused (also
+    /// VECTRAGUARD_QUIET=1); the refusals are recorded all the same
+    #[arg(long, help_heading = "Network (--network allow)")]
+    pub no_network_notes: bool,
     /// --allow and --deny in command-line order, filled in by `main`.
     #[arg(skip)]
     pub rules_in_order: Vec<(vg_policy::network::Action, String)>,

@@ -10,6 +10,7 @@ mod layers;
 mod limits;
 mod logs;
 mod network;
+mod notes;
 mod run;
 mod session;
 

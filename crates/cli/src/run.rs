@@ -93,7 +93,9 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
             )
             .into());
         }
-        return run_unrecorded(&planned.spec, &planned.plan, &planned.network);
+        let notes = crate::notes::wanted(args.options.no_network_notes)
+            .then(|| crate::notes::Notes::new(false));
+        return run_unrecorded(&planned.spec, &planned.plan, &planned.network, notes);
     }
     run_recorded(&args, &planned)
 }
@@ -312,12 +314,15 @@ fn run_recorded(args: &RunArgs, p: &Planned) -> Result<i32, Failure> {
             return Err(error.into());
         }
     };
+    // In a raw terminal the note's line ends in "\r\n".
+    let notes = crate::notes::wanted(args.options.no_network_notes)
+        .then(|| crate::notes::Notes::new(spec.tty && stdin_is_terminal));
     let terminal = session.attach(
         &mut sandbox,
         output,
         spec.trace_exec,
         plan.max_output,
-        network.handle(),
+        network.handle().map(|policy| (policy, notes)),
     );
     if let Some(master) = &terminal
         && stdin_is_terminal
@@ -395,6 +400,7 @@ fn run_unrecorded(
     spec: &SandboxSpec,
     plan: &crate::limits::Plan,
     network: &crate::network::Plan,
+    mut notes: Option<crate::notes::Notes>,
 ) -> Result<i32, Failure> {
     // The command gets our own fds: whatever it does to a terminal among them (its
     // modes; seccomp refuses line disciplines and input injection) is undone after it,
@@ -406,8 +412,16 @@ fn run_unrecorded(
     // Mediated as always; only the records of it are not kept.
     let mediator = match (network.handle(), sandbox.tun()) {
         (Some(policy), Some(tun)) => Some(
-            vg_netstack::Mediator::start(tun, policy, Box::new(|_| {}))
-                .map_err(|e| anyhow::anyhow!("cannot start the network mediator: {e}"))?,
+            vg_netstack::Mediator::start(
+                tun,
+                policy,
+                Box::new(move |event| {
+                    if let Some(notes) = notes.as_mut() {
+                        notes.show(&event);
+                    }
+                }),
+            )
+            .map_err(|e| anyhow::anyhow!("cannot start the network mediator: {e}"))?,
         ),
         _ => None,
     };

@@ -30,6 +30,14 @@ pub(crate) struct Packet {
 }
 
 impl Packet {
+    /// The packet in a buffer of its own size, for one held a while (a SYN waiting
+    /// for its connection). Reused later, the buffer grows back to full size.
+    pub fn compact(mut self) -> Self {
+        self.buf.truncate(self.len);
+        self.buf.shrink_to_fit();
+        self
+    }
+
     pub fn bytes(&self) -> &[u8] {
         self.buf.get(VNET_HDR_LEN..self.len).unwrap_or_default()
     }

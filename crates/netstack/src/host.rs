@@ -1,18 +1,21 @@
 //! This machine's own IP addresses, read from procfs (`/proc/net/fib_trie` for IPv4
-//! local routes, `/proc/net/if_inet6` for IPv6) when the mediator starts.
+//! local routes, `/proc/net/if_inet6` for IPv6) when the mediator starts. They are
+//! kept and looked up in canonical form ([`OwnAddresses`]), so `::ffff:192.0.2.2` is
+//! this machine too when `192.0.2.2` is.
 
-use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-pub(crate) fn addresses() -> HashSet<IpAddr> {
-    let mut out = HashSet::new();
+use vg_policy::network::OwnAddresses;
+
+pub(crate) fn addresses() -> OwnAddresses {
+    let mut out = Vec::new();
     if let Ok(text) = std::fs::read_to_string("/proc/net/fib_trie") {
         out.extend(local_v4(&text));
     }
     if let Ok(text) = std::fs::read_to_string("/proc/net/if_inet6") {
         out.extend(local_v6(&text));
     }
-    out
+    out.into_iter().collect()
 }
 
 /// In `fib_trie`, each local address is a `|-- A.B.C.D` line followed by
@@ -53,6 +56,7 @@ mod tests {
         let inet6 = "00000000000000000000000000000001 01 80 10 80       lo\n";
         assert_eq!(local_v6(inet6), vec![IpAddr::V6(Ipv6Addr::LOCALHOST)]);
         // The real files parse on this machine (loopback at least).
-        assert!(addresses().contains(&IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        assert!(addresses().contains(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        assert!(addresses().contains("::ffff:127.0.0.1".parse().unwrap()));
     }
 }

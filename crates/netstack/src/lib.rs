@@ -18,6 +18,7 @@
 
 pub mod addr;
 mod book;
+mod budget;
 mod device;
 mod dns;
 mod event;

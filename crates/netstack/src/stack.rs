@@ -20,11 +20,12 @@ use smoltcp::wire::{
     HardwareAddress, IpAddress, IpCidr, IpListenEndpoint, IpProtocol, Ipv4Packet, TcpPacket,
     UdpPacket,
 };
-use vg_policy::network::{Destination, NetworkPolicy, Target};
+use vg_policy::network::{Destination, NetworkPolicy, OwnAddresses};
 
 use crate::PolicyHandle;
 use crate::addr;
 use crate::book::Book;
+use crate::budget::{self, BufferBudget};
 use crate::device::{Packet, TunDevice};
 use crate::dns::{self, Handling, Pending};
 use crate::event::{NetEvent, Verdict, verdict};
@@ -35,10 +36,6 @@ const WAKER: Token = Token(1);
 /// Flow `id` is registered as `Token(FIRST_FLOW + id)`.
 const FIRST_FLOW: usize = 2;
 
-/// Per-connection buffers inside the stack, each way: several 64 KiB segments in
-/// flight, so bulk transfers are not held back by the relay. With [`MAX_FLOWS`] this
-/// bounds what a sandbox can make the supervisor hold (256 MiB at most).
-const TCP_BUFFER: usize = 512 << 10;
 /// How long the host's connection to a destination may take before the sandbox's
 /// connection is refused.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -123,6 +120,8 @@ struct Flow {
     remote: SocketAddr,
     stream: TcpStream,
     state: FlowState,
+    /// The stack socket's buffer size each way, granted by [`Stack::budget`].
+    buffers: usize,
     started: Instant,
     readable: bool,
     writable: bool,
@@ -144,8 +143,10 @@ struct Stack {
     by_key: HashMap<FlowKey, u64>,
     next_id: u64,
     /// Sockets of ended flows, removed after the stack had a chance to send their
-    /// last segment (a FIN's ACK or a reset).
-    retired: Vec<SocketHandle>,
+    /// last segment (a FIN's ACK or a reset), with their buffer grant.
+    retired: Vec<(SocketHandle, usize)>,
+    /// What the open flows' stack buffers may take together.
+    budget: BufferBudget,
     book: Book,
     policy: PolicyHandle,
     events: Box<dyn FnMut(NetEvent) + Send>,
@@ -154,7 +155,7 @@ struct Stack {
     pending_dns: HashMap<u64, (Pending, udp::UdpMetadata)>,
     refused_seen: HashSet<(&'static str, IpAddr, u16)>,
     /// This machine's own addresses (see [`Stack::guarded`]).
-    host_addrs: HashSet<IpAddr>,
+    host_addrs: OwnAddresses,
     tun_readable: bool,
 }
 
@@ -211,6 +212,7 @@ impl Stack {
             by_key: HashMap::new(),
             next_id: 1,
             retired: Vec::new(),
+            budget: BufferBudget::new(budget::TOTAL),
             book: Book::default(),
             policy,
             events,
@@ -271,8 +273,9 @@ impl Stack {
     fn advance(&mut self) {
         loop {
             self.iface.poll(now(), &mut self.device, &mut self.sockets);
-            for handle in self.retired.drain(..) {
+            for (handle, buffers) in self.retired.drain(..) {
                 self.sockets.remove(handle);
+                self.budget.release(buffers);
             }
             self.serve_dns();
             if !self.pump_flows() {
@@ -449,24 +452,10 @@ impl Stack {
         }
     }
 
-    /// The policy's decision, with one more guard: this machine's own addresses count
-    /// as private (a service bound to all interfaces, hidden from the network by a
-    /// firewall, must not be reachable by "allow every public address"), unless pinned
-    /// or allowed by a rule naming exactly that address.
+    /// The policy's decision, with this machine's own addresses closed too (see
+    /// [`NetworkPolicy::decide_connect_from`]).
     fn guarded(&self, policy: &NetworkPolicy, dest: &Destination, port: u16) -> Verdict {
-        let d = policy.decide_connect(dest, port);
-        if d.allowed && !dest.pinned && self.host_addrs.contains(&dest.addr) {
-            let exact = d.rule.as_ref().is_some_and(|m| {
-                policy
-                    .rules
-                    .get(m.index)
-                    .is_some_and(|r| matches!(r.target, Target::Ip(a) if a == dest.addr))
-            });
-            if !exact {
-                return Verdict::deny("this machine's own address");
-            }
-        }
-        verdict(d)
+        verdict(policy.decide_connect_from(&self.host_addrs, dest, port))
     }
 
     fn new_connection(&mut self, key: FlowKey, syn: Packet) {
@@ -475,6 +464,17 @@ impl Stack {
         if verdict.allowed && self.flows.len() >= MAX_FLOWS {
             verdict = Verdict::deny(format!("more than {MAX_FLOWS} connections open"));
         }
+        let buffers = match verdict.allowed.then(|| self.budget.grant()) {
+            Some(Some(each)) => each,
+            Some(None) => {
+                verdict = Verdict::deny(format!(
+                    "connection buffers used up ({} MiB per session)",
+                    budget::TOTAL >> 20
+                ));
+                0
+            }
+            None => 0,
+        };
         let id = self.next_flow_id();
         let port = key.dst.port();
         self.emit(NetEvent::Connect {
@@ -493,13 +493,17 @@ impl Stack {
         let remote = SocketAddr::new(real, port);
         let mut stream = match TcpStream::connect(remote) {
             Ok(s) => s,
-            Err(e) => return self.connect_failed(id, &key, name, remote, syn, &e),
+            Err(e) => {
+                self.budget.release(buffers);
+                return self.connect_failed(id, &key, name, remote, syn, &e);
+            }
         };
         if let Err(e) = self.poll.registry().register(
             &mut stream,
             token(id),
             Interest::READABLE | Interest::WRITABLE,
         ) {
+            self.budget.release(buffers);
             return self.connect_failed(id, &key, name, remote, syn, &e);
         }
         self.by_key.insert(key, id);
@@ -511,7 +515,11 @@ impl Stack {
                 name,
                 remote,
                 stream,
-                state: FlowState::Connecting { syn: Some(syn) },
+                // A full-size read buffer per waiting SYN would be 64 KiB each.
+                state: FlowState::Connecting {
+                    syn: Some(syn.compact()),
+                },
+                buffers,
                 started: Instant::now(),
                 readable: false,
                 writable: false,
@@ -669,8 +677,8 @@ impl Stack {
         }
         let _ = flow.stream.set_nodelay(true);
         let mut socket = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; TCP_BUFFER]),
-            tcp::SocketBuffer::new(vec![0; TCP_BUFFER]),
+            tcp::SocketBuffer::new(vec![0; flow.buffers]),
+            tcp::SocketBuffer::new(vec![0; flow.buffers]),
         );
         socket.set_nagle_enabled(false);
         socket.set_ack_delay(None);
@@ -794,18 +802,20 @@ impl Stack {
             FlowState::Connecting { syn: Some(syn) } => {
                 // Never connected: refuse the waiting SYN with a reset.
                 self.device.enqueue(syn);
+                self.budget.release(flow.buffers);
             }
-            FlowState::Connecting { syn: None } => {}
+            FlowState::Connecting { syn: None } => self.budget.release(flow.buffers),
             FlowState::Open { socket } => {
                 let s = self.sockets.get_mut::<tcp::Socket>(socket);
                 if s.state() == tcp::State::Listen {
                     // Nothing to send, and it must not take another SYN meanwhile.
                     self.sockets.remove(socket);
+                    self.budget.release(flow.buffers);
                 } else {
                     if flow.error.is_some() && s.is_open() {
                         s.abort();
                     }
-                    self.retired.push(socket);
+                    self.retired.push((socket, flow.buffers));
                 }
                 // A reset from the sandbox reaches the destination as a reset, not as
                 // an orderly close that would make a cut upload look complete.

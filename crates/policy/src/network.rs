@@ -21,9 +21,9 @@ mod name;
 mod policy;
 mod rule;
 
-pub use addr::{Cidr, is_special};
+pub use addr::{Cidr, canonical, is_special};
 pub use name::HostName;
-pub use policy::{Decision, Destination, NetworkPolicy, Reason, RuleMatch};
+pub use policy::{Decision, Destination, NetworkPolicy, OwnAddresses, Reason, RuleMatch};
 pub use rule::{Action, AddHost, PortRange, Rule, Target};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -139,10 +139,15 @@ fn or_dash(s: String) -> String {
     if s.is_empty() { "-".into() } else { s }
 }
 
+/// What decided: the rule, unless something other than a rule refused (default
+/// deny, a private address, DNS rebinding, this machine's own address, a limit), when
+/// a matching allow rule would only mislead.
 fn rule_or_reason(e: &Map<String, Value>) -> String {
+    let reason = text(e, "reason");
+    let refused_by_guard = text(e, "decision") == "deny" && reason != "rule";
     match e.get("rule").and_then(Value::as_str) {
-        Some(rule) => rule.to_owned(),
-        None => text(e, "reason"),
+        Some(rule) if !refused_by_guard => rule.to_owned(),
+        _ => reason,
     }
 }
 
@@ -167,13 +172,17 @@ mod tests {
             "\n",
             r#"{"time":"2026-01-01T00:00:00.300Z","type":"network","event":"connect","connection":4,"protocol":"tcp","name":null,"address":"1.1.1.1","port":443,"decision":"deny","rule":null,"reason":"default deny"}"#,
             "\n",
+            r#"{"time":"2026-01-01T00:00:00.400Z","type":"network","event":"connect","connection":5,"protocol":"tcp","name":"evil.test","address":"10.0.0.1","port":443,"decision":"deny","rule":"allow evil.test","reason":"dns rebinding"}"#,
+            "\n",
+            r#"{"time":"2026-01-01T00:00:00.500Z","type":"network","event":"connect","connection":6,"protocol":"tcp","name":"bad.test","address":"8.8.8.8","port":443,"decision":"deny","rule":"deny bad.test","reason":"rule"}"#,
+            "\n",
             r#"{"time":"2026-01-01T00:00:01.200Z","type":"network","event":"close","connection":3,"protocol":"tcp","name":"web.test","address":"127.0.0.1","port":8080,"bytes_out":78,"bytes_in":2048,"duration_ms":1000,"error":null}"#,
         ));
         let mut out = Vec::new();
         write_table(&mut out, &input).unwrap();
         let text = String::from_utf8(out).unwrap();
         let rows: Vec<&str> = text.lines().collect();
-        assert_eq!(rows.len(), 4, "{text}");
+        assert_eq!(rows.len(), 6, "{text}");
         assert!(rows[0].starts_with("TIME"));
         assert!(
             rows[1].contains("dns") && rows[1].contains("allow A"),
@@ -191,6 +200,13 @@ mod tests {
             rows[3].contains("1.1.1.1") && rows[3].contains("default deny"),
             "{text}"
         );
+        // Refused by a guard: the reason, not the allow rule that matched.
+        assert!(
+            rows[4].trim_end().ends_with("dns rebinding") && !rows[4].contains("allow evil"),
+            "{text}"
+        );
+        // Refused by a deny rule: that rule is the reason.
+        assert!(rows[5].trim_end().ends_with("deny bad.test"), "{text}");
     }
 
     #[test]

@@ -114,7 +114,7 @@ impl Session {
         output: Output,
         trace: bool,
         max_output: Option<u64>,
-        network: Option<vg_netstack::PolicyHandle>,
+        network: Option<(vg_netstack::PolicyHandle, Option<crate::notes::Notes>)>,
     ) -> Option<File> {
         let shared = Arc::new(Shared {
             writer: Arc::clone(&self.writer),
@@ -123,13 +123,17 @@ impl Session {
         });
         // Init sends the TUN interface, the exec listener, then the terminal, then
         // says it is ready.
-        if let Some(policy) = network
+        if let Some((policy, mut notes)) = network
             && let Some(tun) = sandbox.tun()
         {
             let events = Arc::clone(&shared);
             let dropped = Arc::clone(&self.network_events_dropped);
             let mut written: u64 = 0;
-            let record = Box::new(move |event| {
+            let record = Box::new(move |event: vg_netstack::NetEvent| {
+                // On the user's stderr, never in stderr.log.
+                if let Some(notes) = notes.as_mut() {
+                    notes.show(&event);
+                }
                 // A sandbox looping on denied lookups must not fill the disk: past the
                 // cap, events are only counted (the count is recorded at the end).
                 if written >= MAX_NETWORK_EVENTS {

@@ -686,6 +686,7 @@ pub struct Vg {
     env: Vec<(String, String)>,
     stdin: Option<Vec<u8>>,
     wrapper: Option<String>,
+    hosts_file: Option<PathBuf>,
 }
 
 impl Vg {
@@ -698,6 +699,7 @@ impl Vg {
             env: Vec::new(),
             stdin: None,
             wrapper: None,
+            hosts_file: None,
         }
     }
 
@@ -748,6 +750,18 @@ impl Vg {
         self
     }
 
+    /// Runs vectraguard in a mount namespace of its own where `hosts` is bound over
+    /// /etc/hosts, so the host's resolver (the mediator's lookups) answers from it.
+    /// Needs root (the namespace is made before switching to the runner's user).
+    pub fn hosts_file(&mut self, hosts: &Path) -> &mut Self {
+        assert!(
+            is_root(),
+            "a private /etc/hosts needs the tests to run as root"
+        );
+        self.hosts_file = Some(hosts.to_path_buf());
+        self
+    }
+
     fn describe(&self) -> String {
         let args: Vec<String> = self
             .args
@@ -761,11 +775,14 @@ impl Vg {
                 }
             })
             .collect();
-        let wrapper = self
+        let mut wrapper = self
             .wrapper
             .as_deref()
             .map(|w| format!("bash -c '{w}' bash "))
             .unwrap_or_default();
+        if let Some(hosts) = &self.hosts_file {
+            wrapper = format!("(/etc/hosts = {}) {wrapper}", hosts.display());
+        }
         format!(
             "[{}] in {}: {wrapper}vectraguard {}",
             self.runner,
@@ -788,7 +805,10 @@ impl Vg {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
-        cmd
+        match &self.hosts_file {
+            Some(hosts) => with_hosts_file(&cmd, hosts),
+            None => cmd,
+        }
     }
 
     /// Runs to completion, capturing stdout and stderr.
@@ -842,6 +862,27 @@ impl Vg {
             stderr,
         }
     }
+}
+
+/// `inner` started through `unshare --mount` after binding `hosts` over /etc/hosts
+/// (private propagation: nothing leaks to the host's mounts).
+fn with_hosts_file(inner: &Command, hosts: &Path) -> Command {
+    let mut cmd = Command::new("/usr/bin/unshare");
+    cmd.args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"])
+        .arg(r#"/bin/mount --bind "$0" /etc/hosts && exec "$@""#)
+        .arg(hosts)
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .env_clear();
+    for (key, value) in inner.get_envs() {
+        if let Some(value) = value {
+            cmd.env(key, value);
+        }
+    }
+    if let Some(dir) = inner.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    cmd
 }
 
 /// Reads a pipe to its end in a thread; the result arrives on the returned channel.

@@ -19,12 +19,17 @@ use super::harness::{
 /// An HTTP/1.0 server on the host's loopback answering every request with `body`.
 pub(super) struct HttpServer {
     pub(super) port: u16,
-    accepted: Arc<AtomicUsize>,
+    pub(super) accepted: Arc<AtomicUsize>,
 }
 
 impl HttpServer {
     pub(super) fn start(body: Vec<u8>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Self::start_at("127.0.0.1", body)
+    }
+
+    /// On `ip` (e.g. `0.0.0.0`: every interface), a free port.
+    pub(super) fn start_at(ip: &str, body: Vec<u8>) -> Self {
+        let listener = TcpListener::bind((ip, 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
         let body = Arc::new(body);
         let accepted = Arc::new(AtomicUsize::new(0));
@@ -89,7 +94,7 @@ impl EchoServer {
 }
 
 /// The `network` events of the only session in `home`.
-fn network_events(home: &RecordsHome) -> Vec<Value> {
+pub(super) fn network_events(home: &RecordsHome) -> Vec<Value> {
     let text = std::fs::read_to_string(home.only_session().join("events.jsonl")).unwrap();
     text.lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -101,7 +106,7 @@ fn events_where(events: &[Value], pred: impl Fn(&Value) -> bool) -> Vec<&Value> 
     events.iter().filter(|e| pred(e)).collect()
 }
 
-fn show_network(runner: Runner, home: &RecordsHome, cwd: &Path) -> String {
+pub(super) fn show_network(runner: Runner, home: &RecordsHome, cwd: &Path) -> String {
     let session = home.only_session();
     let id = session.file_name().unwrap().to_str().unwrap().to_owned();
     let out = Vg::new(runner, cwd)

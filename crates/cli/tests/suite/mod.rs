@@ -16,6 +16,7 @@ mod limits;
 mod logs;
 mod mediated_network;
 mod mounts;
+mod network_denials;
 mod options;
 mod posture;
 mod records;

@@ -481,3 +481,47 @@ fn an_unrecorded_run_leaves_the_users_terminal_as_it_was() {
         );
     });
 }
+
+#[test]
+fn a_refusal_note_keeps_the_raw_terminal_in_order() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let mut args = shell_args();
+        args.extend(["--allow", "localhost"]);
+        // Wide enough that the note is one screen line.
+        let t = Tmux::start(
+            ws.path(),
+            &vectraguard_command(runner, &home, &args),
+            220,
+            24,
+        );
+        t.wait_for(PROMPT);
+        t.line(
+            "python3 -c 'import socket; socket.socket().connect_ex((\"10.255.255.1\", 80))'; echo after-the-note",
+        );
+        let screen = t.wait("the echo after the note", |s| {
+            s.lines()
+                .any(|l| l.ends_with("after-the-note") && !l.contains("echo"))
+        });
+        // Each line starts at the left margin: a bare "\n" in raw mode would start the
+        // next line where the note ended.
+        let lines: Vec<&str> = screen.lines().collect();
+        let note = lines
+            .iter()
+            .position(|l| l.starts_with("vectraguard: refused 10.255.255.1:80 — no rule allows it"))
+            .unwrap_or_else(|| panic!("no note at the left margin:\n{screen}"));
+        assert_eq!(
+            lines.get(note + 1).copied(),
+            Some("after-the-note"),
+            "{screen}"
+        );
+        assert_eq!(
+            screen.matches("vectraguard: refused").count(),
+            1,
+            "{screen}"
+        );
+        t.keys(&["C-d"]);
+        t.wait_gone();
+    });
+}

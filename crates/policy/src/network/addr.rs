@@ -1,14 +1,40 @@
 //! Address ranges: CIDR networks, and the special-purpose space (private, loopback,
 //! link-local, metadata, multicast, reserved) that stays closed unless a rule names it.
 //!
-//! IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`) are the IPv4 address on the wire, so
-//! they are converted to IPv4 before anything is compared: `deny 10.0.0.0/8` also
-//! covers `::ffff:10.0.0.1`.
+//! An IPv6 address that stands for an IPv4 address (mapped `::ffff:a.b.c.d`,
+//! compatible `::a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`) reaches that IPv4 host, so every
+//! comparison goes through [`canonical`] first: `deny 10.0.0.0/8` also covers
+//! `::ffff:10.0.0.1` and `64:ff9b::a00:1`, and this machine's own `192.0.2.2` is also
+//! `::ffff:192.0.2.2`.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::{NetworkError, shown};
+
+/// NAT64's well-known prefix (RFC 6052): `64:ff9b::/96` embeds an IPv4 address.
+const NAT64: u128 = 0x0064_ff9b_0000_0000_0000_0000_0000_0000;
+const LOW_32: u128 = 0xffff_ffff;
+
+/// The form every address comparison uses: the IPv4 address an IPv4-mapped
+/// (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`) or NAT64 (`64:ff9b::a.b.c.d`)
+/// address stands for, or `addr` itself. `::` and `::1` stay IPv6 (unspecified and
+/// loopback, not compatible addresses). Only for comparing: a connection still goes to
+/// the address as resolved (a NAT64 address needs its gateway).
+pub fn canonical(addr: IpAddr) -> IpAddr {
+    let IpAddr::V6(v6) = addr else {
+        return addr;
+    };
+    let bits = v6.to_bits();
+    let embedded = Ipv4Addr::from_bits((bits & LOW_32) as u32);
+    let prefix = bits & !LOW_32;
+    let compatible = prefix == 0 && embedded.to_bits() > 1;
+    if prefix == 0xffff << 32 || prefix == NAT64 || compatible {
+        IpAddr::V4(embedded)
+    } else {
+        addr
+    }
+}
 
 /// An IP network: an address with all host bits zero, and a prefix length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -19,21 +45,28 @@ pub struct Cidr {
 
 impl Cidr {
     /// `None` if `prefix` is longer than the address or `addr` has host bits set.
-    /// An IPv4-mapped network (`::ffff:10.0.0.0/104`) becomes its IPv4 form (`10.0.0.0/8`).
+    /// A network of IPv6 addresses that all stand for IPv4 addresses ([`canonical`])
+    /// becomes its IPv4 form: `::ffff:10.0.0.0/104` and `64:ff9b::a00:0/104` are
+    /// `10.0.0.0/8`.
     pub fn new(addr: IpAddr, prefix: u8) -> Option<Self> {
         if prefix > width(addr) || network_of(addr, prefix) != addr {
             return None;
         }
-        Some(match addr {
-            IpAddr::V6(v6) if prefix >= 96 => match v6.to_ipv4_mapped() {
-                Some(v4) => Self {
+        if let IpAddr::V6(first) = addr
+            && prefix >= 96
+        {
+            let host = u128::MAX.checked_shr(u32::from(prefix)).unwrap_or(0);
+            let last = IpAddr::V6(Ipv6Addr::from_bits(first.to_bits() | host));
+            // First and last both convert: the whole range shares one IPv6 prefix
+            // (`::` and `::1` at the start of the compatible range do not convert).
+            if let (IpAddr::V4(v4), IpAddr::V4(_)) = (canonical(addr), canonical(last)) {
+                return Some(Self {
                     addr: IpAddr::V4(v4),
                     prefix: prefix - 96,
-                },
-                None => Self { addr, prefix },
-            },
-            _ => Self { addr, prefix },
-        })
+                });
+            }
+        }
+        Some(Self { addr, prefix })
     }
 
     /// `ADDRESS/PREFIX`, e.g. `10.0.0.0/8` or `2001:db8::/32`.
@@ -78,9 +111,9 @@ impl Cidr {
         self.prefix
     }
 
-    /// Whether `addr` lies in this network (IPv4-mapped addresses count as IPv4).
+    /// Whether `addr` lies in this network, compared in [`canonical`] form.
     pub fn contains(&self, addr: IpAddr) -> bool {
-        match (self.addr, addr.to_canonical()) {
+        match (self.addr, canonical(addr)) {
             (IpAddr::V4(net), IpAddr::V4(a)) => {
                 same_prefix_v4(net.to_bits(), a.to_bits(), self.prefix)
             }
@@ -113,7 +146,7 @@ impl fmt::Display for Cidr {
 /// multicast, reserved and broadcast; for IPv6 also unique-local, site-local and
 /// discard space, and the IPv4 address embedded in mapped, NAT64 and 6to4 addresses.
 pub fn is_special(addr: IpAddr) -> bool {
-    match addr.to_canonical() {
+    match canonical(addr) {
         IpAddr::V4(a) => v4_within_special(a.to_bits(), 32),
         IpAddr::V6(a) => v6_within_special(a.to_bits(), 128),
     }
@@ -299,6 +332,35 @@ mod tests {
     }
 
     #[test]
+    fn canonical_forms_are_the_embedded_ipv4_address() {
+        for (input, expected) in [
+            ("::ffff:192.0.2.2", "192.0.2.2"),
+            ("::ffff:8.8.8.8", "8.8.8.8"),
+            ("::192.0.2.2", "192.0.2.2"),
+            ("::0.0.0.2", "0.0.0.2"),
+            ("64:ff9b::192.0.2.2", "192.0.2.2"),
+            ("64:ff9b::a9fe:a9fe", "169.254.169.254"),
+            ("10.0.0.1", "10.0.0.1"),
+            // Loopback and unspecified are not compatible addresses.
+            ("::1", "::1"),
+            ("::", "::"),
+            // Other IPv6, including near misses of the three prefixes.
+            ("fd00::2", "fd00::2"),
+            ("::1:0:c000:202", "::1:0:c000:202"),
+            ("::fffe:c000:202", "::fffe:c000:202"),
+            ("64:ff9b:1::c000:202", "64:ff9b:1::c000:202"),
+            ("64:ff9b::1:c000:202", "64:ff9b::1:c000:202"),
+            ("2002:c000:202::", "2002:c000:202::"),
+        ] {
+            assert_eq!(canonical(ip(input)), ip(expected), "{input}");
+        }
+        // Canonical is a fixed point.
+        for a in ["::ffff:1.2.3.4", "64:ff9b::1.2.3.4", "::1", "fe80::1"] {
+            assert_eq!(canonical(canonical(ip(a))), canonical(ip(a)), "{a}");
+        }
+    }
+
+    #[test]
     fn cidrs_parse_and_display() {
         assert_eq!(cidr("10.0.0.0/8").to_string(), "10.0.0.0/8");
         assert_eq!(cidr("0.0.0.0/0").to_string(), "0.0.0.0/0");
@@ -308,6 +370,12 @@ mod tests {
         // IPv4-mapped networks are IPv4 networks.
         assert_eq!(cidr("::ffff:10.0.0.0/104"), cidr("10.0.0.0/8"));
         assert_eq!(cidr("::ffff:0:0/96"), cidr("0.0.0.0/0"));
+        // So are NAT64 and compatible networks that hold no `::` or `::1`.
+        assert_eq!(cidr("64:ff9b::a00:0/104"), cidr("10.0.0.0/8"));
+        assert_eq!(cidr("64:ff9b::c000:202/128"), cidr("192.0.2.2/32"));
+        assert_eq!(cidr("::a00:0/104"), cidr("10.0.0.0/8"));
+        assert_eq!(cidr("::/96").to_string(), "::/96");
+        assert_eq!(cidr("::/127").to_string(), "::/127");
     }
 
     #[test]
@@ -339,7 +407,9 @@ mod tests {
         assert!(net.contains(ip("10.255.0.1")));
         assert!(!net.contains(ip("11.0.0.0")));
         assert!(net.contains(ip("::ffff:10.1.2.3")), "mapped counts as IPv4");
-        assert!(!net.contains(ip("::a01:203")), "IPv4-compatible is IPv6");
+        assert!(net.contains(ip("::a01:203")), "compatible counts as IPv4");
+        assert!(net.contains(ip("64:ff9b::a01:203")), "NAT64 counts as IPv4");
+        assert!(!net.contains(ip("64:ff9c::a01:203")), "not NAT64");
         assert!(cidr("0.0.0.0/0").contains(ip("8.8.8.8")));
         assert!(!cidr("0.0.0.0/0").contains(ip("2001:db8::1")));
         assert!(!cidr("::/0").contains(ip("8.8.8.8")));

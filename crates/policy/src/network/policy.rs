@@ -6,11 +6,17 @@
 //! lies entirely inside it (`--allow 127.0.0.1`, `--allow 10.0.0.0/8`, not
 //! `--allow 0.0.0.0/0`), or by pinning the name with `--add-host`. A name allowed by
 //! a name rule that resolves to such an address is DNS rebinding, and is refused.
+//! This machine's own addresses ([`OwnAddresses`]) are closed the same way, except
+//! that only a rule naming exactly the address (or a pin) opens one.
+//!
+//! Every address is compared in [`canonical`] form, so an IPv6 spelling of an IPv4
+//! address (`::ffff:a.b.c.d`, `::a.b.c.d`, `64:ff9b::a.b.c.d`) is judged as that address.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::net::IpAddr;
 
-use super::{Action, AddHost, HostName, Rule, Target, is_special};
+use super::{Action, AddHost, HostName, Rule, Target, canonical, is_special};
 
 /// The rules and pinned names of `--network allow`. Plain data: cheap to share behind
 /// an `Arc` and to replace as a whole when the policy changes at run time.
@@ -52,6 +58,8 @@ pub enum Reason {
     PrivateAddress,
     /// A name allowed by a rule resolved to an address in special space.
     DnsRebinding,
+    /// An allow rule matched one of this machine's own addresses without naming it.
+    OwnAddress,
 }
 
 impl Reason {
@@ -62,6 +70,7 @@ impl Reason {
             Self::DefaultDeny => "default deny",
             Self::PrivateAddress => "private address",
             Self::DnsRebinding => "dns rebinding",
+            Self::OwnAddress => "own address",
         }
     }
 }
@@ -118,6 +127,11 @@ impl fmt::Display for Decision {
                 "{verdict}: a public name resolved to a private address (DNS rebinding; '{}' matched)",
                 rule.text
             ),
+            (Some(rule), Reason::OwnAddress) => write!(
+                f,
+                "{verdict}: this machine's own address ('{}' matched, but only a rule naming exactly the address or --add-host opens it)",
+                rule.text
+            ),
         }
     }
 }
@@ -153,7 +167,7 @@ impl NetworkPolicy {
     /// The caller must only set `dest.name` to a name whose lookup through our resolver
     /// returned `dest.addr`, or a name rule would vouch for an address it never saw.
     pub fn decide_connect(&self, dest: &Destination, port: u16) -> Decision {
-        let addr = dest.addr.to_canonical();
+        let addr = canonical(dest.addr);
         let matches = |rule: &Rule| {
             rule.covers_port(port)
                 && (rule.target.matches_addr(addr)
@@ -180,6 +194,35 @@ impl NetworkPolicy {
         }
     }
 
+    /// [`NetworkPolicy::decide_connect`], with this machine's own addresses closed too:
+    /// a service bound to all interfaces, hidden from the network by a firewall, must
+    /// not be reachable through "allow 0.0.0.0/0" or a name that resolves to it. Only a
+    /// pin or the rule that decided naming exactly that address opens it.
+    pub fn decide_connect_from(
+        &self,
+        own: &OwnAddresses,
+        dest: &Destination,
+        port: u16,
+    ) -> Decision {
+        let decision = self.decide_connect(dest, port);
+        if !decision.allowed || dest.pinned || !own.contains(dest.addr) {
+            return decision;
+        }
+        let exact = decision
+            .rule
+            .as_ref()
+            .and_then(|m| self.rules.get(m.index))
+            .is_some_and(|r| r.target.is_exactly(dest.addr));
+        if exact {
+            return decision;
+        }
+        Decision {
+            allowed: false,
+            reason: Reason::OwnAddress,
+            ..decision
+        }
+    }
+
     /// The addresses `--add-host` pinned `name` to, the winning (latest) pin first.
     pub fn pins<'a>(&'a self, name: &'a HostName) -> impl Iterator<Item = IpAddr> + 'a {
         self.hosts
@@ -199,11 +242,26 @@ impl NetworkPolicy {
     /// A destination reached through `name` (if any), with `pinned` set when `addr` is
     /// one of the addresses the name was pinned to.
     pub fn destination(&self, name: Option<HostName>, addr: IpAddr) -> Destination {
-        let addr = addr.to_canonical();
         let pinned = name
             .as_ref()
-            .is_some_and(|n| self.pins(n).any(|pin| pin == addr));
+            .is_some_and(|n| self.pins(n).any(|pin| canonical(pin) == canonical(addr)));
         Destination { name, addr, pinned }
+    }
+}
+
+/// This machine's own addresses, kept and looked up in [`canonical`] form.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnAddresses(HashSet<IpAddr>);
+
+impl OwnAddresses {
+    pub fn contains(&self, addr: IpAddr) -> bool {
+        self.0.contains(&canonical(addr))
+    }
+}
+
+impl FromIterator<IpAddr> for OwnAddresses {
+    fn from_iter<I: IntoIterator<Item = IpAddr>>(addrs: I) -> Self {
+        Self(addrs.into_iter().map(canonical).collect())
     }
 }
 
@@ -450,7 +508,7 @@ mod tests {
             "64:ff9b::169.254.169.254",
         ] {
             // 0.0.0.0/0 matches IPv4 (mapped too), ::/0 the rest.
-            let rule = if ip(special).to_canonical().is_ipv4() {
+            let rule = if canonical(ip(special)).is_ipv4() {
                 0
             } else {
                 1
@@ -582,6 +640,129 @@ mod tests {
         assert!(!p.destination(Some(name("db")), ip("10.0.0.3")).pinned);
         assert_eq!(p.pinned(&name("other")), None);
         assert!(!p.destination(None, ip("10.0.0.1")).pinned);
+    }
+
+    #[test]
+    fn ipv6_spellings_of_ipv4_addresses_meet_the_same_rules_and_guards() {
+        // Private ranges: every spelling of 10.0.0.1 and of the metadata service.
+        let everything = policy(&["allow 0.0.0.0/0", "allow ::/0", "allow *"], &[]);
+        for spelling in [
+            "10.0.0.1",
+            "::ffff:10.0.0.1",
+            "::10.0.0.1",
+            "64:ff9b::10.0.0.1",
+            "::ffff:169.254.169.254",
+            "::169.254.169.254",
+            "64:ff9b::a9fe:a9fe",
+        ] {
+            assert_eq!(
+                verdict(&to_addr(&everything, spelling, 80)),
+                (false, Some(0), Reason::PrivateAddress),
+                "{spelling}"
+            );
+            assert_eq!(
+                verdict(&via_name(&everything, "a.example", spelling, 80)),
+                (false, Some(0), Reason::DnsRebinding),
+                "{spelling}"
+            );
+        }
+        // Exact rules and networks match every spelling, and deny rules too.
+        let p = policy(&["deny 8.8.8.8", "allow 10.0.0.5", "allow 1.2.3.0/24"], &[]);
+        for spelling in ["8.8.8.8", "::ffff:8.8.8.8", "::8.8.8.8", "64:ff9b::808:808"] {
+            assert_eq!(
+                verdict(&to_addr(&p, spelling, 53)),
+                (false, Some(0), Reason::Rule),
+                "{spelling}"
+            );
+        }
+        for spelling in ["::ffff:10.0.0.5", "::10.0.0.5", "64:ff9b::a00:5"] {
+            assert_eq!(
+                verdict(&to_addr(&p, spelling, 80)),
+                (true, Some(1), Reason::Rule),
+                "{spelling}"
+            );
+        }
+        assert!(to_addr(&p, "64:ff9b::102:309", 80).allowed);
+        assert!(!to_addr(&p, "64:ff9b::102:409", 80).allowed);
+        // A pin matches the address it pins in any spelling.
+        let p = policy(&["allow db.test"], &["db.test:10.0.0.1"]);
+        for spelling in ["::ffff:10.0.0.1", "::10.0.0.1", "64:ff9b::a00:1"] {
+            assert!(via_name(&p, "db.test", spelling, 80).allowed, "{spelling}");
+        }
+    }
+
+    #[test]
+    fn own_addresses_need_a_rule_naming_exactly_them() {
+        let own: OwnAddresses = ["192.0.2.2", "11.22.33.44", "fd00::2"]
+            .iter()
+            .map(|a| ip(a))
+            .collect();
+        let decide = |p: &NetworkPolicy, host: Option<&str>, addr: &str| {
+            let dest = p.destination(host.map(name), ip(addr));
+            verdict(&p.decide_connect_from(&own, &dest, 80))
+        };
+        // A public address of this machine, reached by an allowed name, in every
+        // spelling: the mapped form is what a resolver may return.
+        let p = policy(&["allow own.test", "allow 0.0.0.0/0"], &[]);
+        for spelling in [
+            "11.22.33.44",
+            "::ffff:11.22.33.44",
+            "::11.22.33.44",
+            "64:ff9b::b16:212c",
+        ] {
+            assert_eq!(
+                decide(&p, Some("own.test"), spelling),
+                (false, Some(0), Reason::OwnAddress),
+                "{spelling}"
+            );
+            assert_eq!(
+                decide(&p, None, spelling),
+                (false, Some(1), Reason::OwnAddress),
+                "{spelling}"
+            );
+        }
+        assert_eq!(
+            decide(&p, Some("own.test"), "11.22.33.45"),
+            (true, Some(0), Reason::Rule)
+        );
+        // A private own address opened by a range is still closed.
+        let p = policy(&["allow 192.0.2.0/24", "allow own.test"], &[]);
+        for spelling in ["192.0.2.2", "::ffff:192.0.2.2", "64:ff9b::c000:202"] {
+            assert_eq!(
+                decide(&p, Some("own.test"), spelling),
+                (false, Some(0), Reason::OwnAddress),
+                "{spelling}"
+            );
+        }
+        assert_eq!(decide(&p, None, "192.0.2.3"), (true, Some(0), Reason::Rule));
+        // A rule naming exactly the address opens it, in any spelling of either.
+        let p = policy(&["allow ::ffff:192.0.2.2", "allow 64:ff9b::b16:212c"], &[]);
+        assert_eq!(decide(&p, None, "192.0.2.2"), (true, Some(0), Reason::Rule));
+        assert_eq!(
+            decide(&p, None, "::192.0.2.2"),
+            (true, Some(0), Reason::Rule)
+        );
+        assert_eq!(
+            decide(&p, None, "11.22.33.44"),
+            (true, Some(1), Reason::Rule)
+        );
+        // So does a pin.
+        let p = policy(&["allow own.test"], &["own.test:11.22.33.44"]);
+        assert_eq!(
+            decide(&p, Some("own.test"), "::ffff:11.22.33.44"),
+            (true, Some(0), Reason::Rule)
+        );
+        // IPv6 own addresses too.
+        let p = policy(&["allow fd00::/8"], &[]);
+        assert_eq!(
+            decide(&p, None, "fd00::2"),
+            (false, Some(0), Reason::OwnAddress)
+        );
+        assert!(
+            p.decide_connect_from(&own, &p.destination(None, ip("fd00::2")), 80)
+                .to_string()
+                .contains("own address")
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
 
-use super::{Cidr, HostName, NetworkError, shown};
+use super::{Cidr, HostName, NetworkError, canonical, shown};
 
 /// Appended to rule errors: every form a rule target can take.
 const RULE_FORMS: &str = "a rule is DOMAIN, *.DOMAIN, *, an IP address or a CIDR network, optionally followed by :PORT or :LOW-HIGH, e.g. github.com:443, *.example.com, 10.0.0.0/8, [2001:db8::1]:443";
@@ -66,13 +66,20 @@ impl Target {
         }
     }
 
-    /// IPv4-mapped IPv6 addresses match as their IPv4 address.
+    /// Compared in [`canonical`] form: `::ffff:1.2.3.4` and `64:ff9b::102:304` match
+    /// `1.2.3.4`.
     pub fn matches_addr(&self, addr: IpAddr) -> bool {
         match self {
-            Self::Ip(ip) => ip.to_canonical() == addr.to_canonical(),
+            Self::Ip(ip) => canonical(*ip) == canonical(addr),
             Self::Cidr(net) => net.contains(addr),
             Self::Name(_) | Self::Wildcard(_) | Self::AnyName => false,
         }
+    }
+
+    /// Whether this names exactly `addr` (one address, not a network containing it),
+    /// compared in [`canonical`] form.
+    pub fn is_exactly(&self, addr: IpAddr) -> bool {
+        matches!(self, Self::Ip(ip) if canonical(*ip) == canonical(addr))
     }
 
     /// Whether this names an address or network rather than a name.
