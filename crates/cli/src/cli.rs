@@ -32,7 +32,32 @@ pub enum Command {
     #[command(subcommand)]
     Image(ImageCommand),
     /// Show which isolation layers this host supports, and how to fix missing ones
-    Doctor,
+    Doctor(DoctorArgs),
+    /// Print a shell completion script: bash, zsh or fish
+    #[command(
+        after_help = "Examples:\n  vectraguard completions bash > ~/.local/share/bash-completion/completions/vectraguard\n  vectraguard completions zsh > \"${fpath[1]}/_vectraguard\"\n  vectraguard completions fish > ~/.config/fish/completions/vectraguard.fish"
+    )]
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff), generated from these commands and options
+    #[command(
+        after_help = "Examples:\n  vectraguard man | man -l -\n  vectraguard man > /usr/local/share/man/man1/vectraguard.1"
+    )]
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print every probe as JSON: {"ok", "missing_required", "checks": [{"layer",
+    /// "ok", "required", "detail", "fix"}]}
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Subcommand)]
@@ -69,11 +94,7 @@ pub struct RunArgs {
     pub options: SandboxOptions,
 
     /// SCRIPT [ARGS...] (run with its shebang, or sh), or `-- CMD [ARGS...]`
-    #[arg(
-        value_name = "SCRIPT | -- CMD",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    #[arg(value_name = "SCRIPT | -- CMD", trailing_var_arg = true)]
     pub args: Vec<String>,
 
     /// Give the command a pseudo-terminal (for programs that need one)
@@ -145,6 +166,11 @@ pub struct SandboxOptions {
     /// Apply a named profile from the configuration files
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
+
+    /// Do not print the line naming the recorded session at the end (also
+    /// VECTRAGUARD_QUIET=1)
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 
     /// Do not write a session record (no logs, no exec tracing): for throwaway runs
     /// and for measuring what recording costs

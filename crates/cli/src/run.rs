@@ -51,9 +51,9 @@ pub fn run(args: RunArgs) -> i32 {
 pub fn shell(args: ShellArgs) -> i32 {
     let stdin_is_terminal = vg_sandbox::terminal::is_terminal(std::io::stdin());
     if !args.no_tty && !stdin_is_terminal {
-        eprintln!(
-            "vectraguard: error: `sandbox shell` needs a terminal on stdin; pass -T/--no-tty to run the shell reading commands from stdin"
-        );
+        crate::report::error(format_args!(
+            "`sandbox shell` needs a terminal on stdin; pass -T/--no-tty to run the shell reading commands from stdin"
+        ));
         return EXIT_FAILURE;
     }
     // The host's tools are what a sandbox without an image sees; an image is only
@@ -78,7 +78,7 @@ fn report(result: Result<i32, Failure>) -> i32 {
     match result {
         Ok(code) => code,
         Err(Failure { code, error }) => {
-            eprintln!("vectraguard: error: {error:#}");
+            crate::report::error(format_args!("{error:#}"));
             code
         }
     }
@@ -275,6 +275,9 @@ fn run_recorded(args: &RunArgs, p: &Planned) -> Result<i32, Failure> {
         meta.layers.cgroup_controllers = cg.controllers.iter().map(|c| (*c).to_owned()).collect();
     }
     let mut session = Session::create(&root, meta)?;
+    // Declared before the terminal's raw mode: dropped after it, so printed last.
+    let _line =
+        crate::report::SessionLine::new(session.id(), crate::report::quiet(args.options.quiet));
     if network.mode == NetworkMode::Host {
         // Loudly: in the events as well as in metadata.json.
         session.event(
@@ -293,7 +296,7 @@ fn run_recorded(args: &RunArgs, p: &Planned) -> Result<i32, Failure> {
         Some(Err(e)) => {
             let error = anyhow::anyhow!("cannot put the terminal in raw mode: {e}");
             if let Err(e) = session.failed_to_start(&error) {
-                eprintln!("vectraguard: error: {e:#}");
+                crate::report::error(format_args!("{e:#}"));
             }
             return Err(error.into());
         }
@@ -306,7 +309,7 @@ fn run_recorded(args: &RunArgs, p: &Planned) -> Result<i32, Failure> {
         Err(error) => {
             drop(raw);
             if let Err(e) = session.failed_to_start(&error) {
-                eprintln!("vectraguard: error: {e:#}");
+                crate::report::error(format_args!("{e:#}"));
             }
             return Err(error.into());
         }
