@@ -216,32 +216,65 @@ pub struct SandboxOptions {
     #[arg(skip)]
     pub rules_in_order: Vec<(vg_policy::network::Action, String)>,
 
+    // The limits take values that may start with '-' (`--disk -1g`), so that their
+    // own parser refuses them naming the flag, instead of clap calling them options.
     /// Memory limit of the whole sandbox, e.g. 512m, 2g (cgroups)
-    #[arg(long, value_name = "SIZE", help_heading = "Resource limits")]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
+    )]
     pub memory: Option<String>,
     /// CPU limit as a number of CPUs, e.g. 0.5, 2 (cgroups)
-    #[arg(long, value_name = "N", help_heading = "Resource limits")]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
+    )]
     pub cpus: Option<String>,
     /// Processes and threads alive at once (default 4096)
-    #[arg(long, value_name = "N", help_heading = "Resource limits")]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
+    )]
     pub pids: Option<String>,
     /// Stop the session after this long, e.g. 30s, 5m: SIGTERM to every process,
     /// SIGKILL after --kill-grace; exit status 124
-    #[arg(long, value_name = "DURATION", help_heading = "Resource limits")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
+    )]
     pub timeout: Option<String>,
     /// Time between SIGTERM and SIGKILL when the session is stopped (default 10s)
-    #[arg(long, value_name = "DURATION", help_heading = "Resource limits")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
+    )]
     pub kill_grace: Option<String>,
     /// Bytes of stdout and of stderr shown and recorded; the rest is dropped with a
     /// marker while the command keeps running
     #[arg(
         long = "max-output",
         value_name = "SIZE",
-        help_heading = "Resource limits"
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
     )]
     pub max_output: Option<String>,
     /// Size of each private writable area (/tmp, $HOME), e.g. 1g (default 1g)
-    #[arg(long, value_name = "SIZE", help_heading = "Resource limits")]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
+    )]
     pub disk: Option<String>,
     /// Run even if a requested limit cannot be enforced on this host (with a warning)
     #[arg(long, help_heading = "Resource limits")]

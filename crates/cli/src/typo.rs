@@ -38,6 +38,11 @@ pub fn report(e: &clap::Error) -> i32 {
         let _ = e.print();
         return 0;
     }
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        // `vectraguard logs`: the help is the answer, not an error message.
+        let _ = e.print();
+        return EXIT_FAILURE;
+    }
     // clap's own rendering starts with a styled "error:"; ours adds the prefix
     // every other error has. anstream drops the styles off a terminal or with NO_COLOR.
     anstream::eprint!("vectraguard: {}", e.render().ansi());

@@ -333,6 +333,12 @@ fn typos_get_a_suggestion() {
             assert!(out.stderr.starts_with("vectraguard: error: "), "{out}");
             out.assert_stderr_contains(hint);
         }
+        // A command without its subcommand gets the help, not an error line.
+        let out = vg(runner, &ws, &home, &["logs"]);
+        out.assert_code(125)
+            .assert_stderr_contains("Usage: vectraguard logs <COMMAND>");
+        assert!(!out.stderr.contains("vectraguard: "), "{out}");
+
         // After the script, options belong to the script.
         let script = ws.write("args.sh", "echo \"args: $*\"\n");
         let out = Vg::new(runner, ws.path())
