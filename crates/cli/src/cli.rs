@@ -32,7 +32,32 @@ pub enum Command {
     #[command(subcommand)]
     Image(ImageCommand),
     /// Show which isolation layers this host supports, and how to fix missing ones
-    Doctor,
+    Doctor(DoctorArgs),
+    /// Print a shell completion script: bash, zsh or fish
+    #[command(
+        after_help = "Examples:\n  vectraguard completions bash > ~/.local/share/bash-completion/completions/vectraguard\n  vectraguard completions zsh > \"${fpath[1]}/_vectraguard\"\n  vectraguard completions fish > ~/.config/fish/completions/vectraguard.fish"
+    )]
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff), generated from these commands and options
+    #[command(
+        after_help = "Examples:\n  vectraguard man | man -l -\n  vectraguard man > /usr/local/share/man/man1/vectraguard.1"
+    )]
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print every probe as JSON: {"ok", "missing_required", "checks": [{"layer",
+    /// "ok", "required", "detail", "fix"}]}
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Subcommand)]
@@ -69,11 +94,7 @@ pub struct RunArgs {
     pub options: SandboxOptions,
 
     /// SCRIPT [ARGS...] (run with its shebang, or sh), or `-- CMD [ARGS...]`
-    #[arg(
-        value_name = "SCRIPT | -- CMD",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    #[arg(value_name = "SCRIPT | -- CMD", trailing_var_arg = true)]
     pub args: Vec<String>,
 
     /// Give the command a pseudo-terminal (for programs that need one)
@@ -146,6 +167,11 @@ pub struct SandboxOptions {
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
 
+    /// Do not print Vectra Guard's own notes: the line naming the recorded session at
+    /// the end and the network refusal notes (also VECTRAGUARD_QUIET=1)
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+
     /// Do not write a session record (no logs, no exec tracing): for throwaway runs
     /// and for measuring what recording costs
     #[arg(long)]
@@ -194,32 +220,65 @@ pub struct SandboxOptions {
     #[arg(skip)]
     pub rules_in_order: Vec<(vg_policy::network::Action, String)>,
 
+    // The limits take values that may start with '-' (`--disk -1g`), so that their
+    // own parser refuses them naming the flag, instead of clap calling them options.
     /// Memory limit of the whole sandbox, e.g. 512m, 2g (cgroups)
-    #[arg(long, value_name = "SIZE", help_heading = "Resource limits")]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
+    )]
     pub memory: Option<String>,
     /// CPU limit as a number of CPUs, e.g. 0.5, 2 (cgroups)
-    #[arg(long, value_name = "N", help_heading = "Resource limits")]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
+    )]
     pub cpus: Option<String>,
     /// Processes and threads alive at once (default 4096)
-    #[arg(long, value_name = "N", help_heading = "Resource limits")]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
+    )]
     pub pids: Option<String>,
     /// Stop the session after this long, e.g. 30s, 5m: SIGTERM to every process,
     /// SIGKILL after --kill-grace; exit status 124
-    #[arg(long, value_name = "DURATION", help_heading = "Resource limits")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
+    )]
     pub timeout: Option<String>,
     /// Time between SIGTERM and SIGKILL when the session is stopped (default 10s)
-    #[arg(long, value_name = "DURATION", help_heading = "Resource limits")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
+    )]
     pub kill_grace: Option<String>,
     /// Bytes of stdout and of stderr shown and recorded; the rest is dropped with a
     /// marker while the command keeps running
     #[arg(
         long = "max-output",
         value_name = "SIZE",
-        help_heading = "Resource limits"
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
     )]
     pub max_output: Option<String>,
     /// Size of each private writable area (/tmp, $HOME), e.g. 1g (default 1g)
-    #[arg(long, value_name = "SIZE", help_heading = "Resource limits")]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
+    )]
     pub disk: Option<String>,
     /// Pseudo-terminals the sandbox may have open at once (default 64): its devpts
     /// is mounted with this max, so it cannot drain the host's pool

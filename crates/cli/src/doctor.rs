@@ -4,6 +4,8 @@
 
 use vg_sandbox::probe;
 
+use crate::report::{self, State};
+
 /// Checks whose absence only limits what can be asked for: Landlock scoping is
 /// used when the kernel has it; memory and CPU limits are refused (or, with
 /// --best-effort-limits, skipped) where cgroups are missing; the process cap then
@@ -17,32 +19,100 @@ const OPTIONAL: &[&str] = &[
     "limits: pids without cgroups",
 ];
 
-pub fn doctor() -> i32 {
+/// Exit status 0 when every required layer is there, 1 when one is missing (with
+/// `--json` too, so scripts can use either).
+pub fn doctor(json: bool) -> i32 {
     let checks = probe::all();
+    let missing = checks.iter().filter(|c| !c.ok && required(c)).count();
+    if json {
+        print_json(&checks, missing);
+    } else {
+        print_text(&checks, missing);
+    }
+    i32::from(missing > 0)
+}
+
+fn required(c: &probe::Check) -> bool {
+    !OPTIONAL.contains(&c.layer.as_str())
+}
+
+/// The machine-readable form: stable key names, one object per probe, in the
+/// order of the text form.
+fn to_json(checks: &[probe::Check], missing: usize) -> serde_json::Value {
+    let checks: Vec<serde_json::Value> = checks
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "layer": c.layer,
+                "ok": c.ok,
+                "required": required(c),
+                "detail": c.detail,
+                "fix": c.fix,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "ok": missing == 0,
+        "missing_required": missing,
+        "checks": checks,
+    })
+}
+
+fn print_json(checks: &[probe::Check], missing: usize) {
+    let text = serde_json::to_string_pretty(&to_json(checks, missing))
+        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    println!("{text}");
+}
+
+fn print_text(checks: &[probe::Check], missing: usize) {
     let width = checks.iter().map(|c| c.layer.len()).max().unwrap_or(10);
-    let mut missing = 0;
-    for c in &checks {
-        let required = !OPTIONAL.contains(&c.layer.as_str());
-        let mark = match (c.ok, required) {
-            (true, _) => "ok     ",
-            (false, true) => "MISSING",
-            (false, false) => "absent ",
+    for c in checks {
+        let mark = match (c.ok, required(c)) {
+            (true, _) => report::status("ok     ", State::Good),
+            (false, true) => report::status("MISSING", State::Bad),
+            (false, false) => report::status("absent ", State::Warn),
         };
-        println!("{mark}  {:width$}  {}", c.layer, c.detail);
+        anstream::println!("{mark}  {:width$}  {}", c.layer, c.detail);
         if let Some(fix) = &c.fix {
             println!("         {:width$}  fix: {fix}", "");
-        }
-        if !c.ok && required {
-            missing += 1;
         }
     }
     if missing == 0 {
         println!("\nEvery layer the default policy requires is available.");
-        0
     } else {
         println!(
             "\n{missing} required layer(s) missing: `vectraguard sandbox run` refuses to start until they are fixed."
         );
-        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_has_every_probe_with_stable_keys() {
+        let checks = vec![
+            probe::Check {
+                layer: "seccomp".into(),
+                ok: false,
+                detail: "not in the kernel".into(),
+                fix: Some("enable CONFIG_SECCOMP".into()),
+            },
+            probe::Check {
+                layer: probe::TUN_LAYER.into(),
+                ok: true,
+                detail: "/dev/net/tun".into(),
+                fix: None,
+            },
+        ];
+        let v = to_json(&checks, 1);
+        assert_eq!(v["ok"], false);
+        assert_eq!(v["missing_required"], 1);
+        assert_eq!(v["checks"][0]["layer"], "seccomp");
+        assert_eq!(v["checks"][0]["required"], true);
+        assert_eq!(v["checks"][0]["fix"], "enable CONFIG_SECCOMP");
+        assert_eq!(v["checks"][1]["required"], false);
+        assert!(v["checks"][1]["fix"].is_null());
     }
 }

@@ -155,12 +155,12 @@ pub fn resolve_identity(user: Option<&str>, workspace: &Path) -> Result<Identity
             .unwrap_or_else(|| anonymous(meta.uid(), meta.uid())));
     }
     let id = nobody();
-    eprintln!(
-        "vectraguard: note: the workspace {} is owned by root and the sandbox never runs as root, so the command runs as '{}' (uid {}) and cannot write there; pass --user USER to choose who runs it",
+    crate::report::note(format_args!(
+        "the workspace {} is owned by root and the sandbox never runs as root, so the command runs as '{}' (uid {}) and cannot write there; pass --user USER to choose who runs it",
         workspace.display(),
         id.name,
         id.uid
-    );
+    ));
     Ok(id)
 }
 

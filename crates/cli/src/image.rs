@@ -126,7 +126,7 @@ pub fn run(cmd: ImageCommand) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("vectraguard: error: {e:#}");
+            crate::report::error(format_args!("{e:#}"));
             EXIT_FAILURE
         }
     }

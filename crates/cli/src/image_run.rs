@@ -47,6 +47,19 @@ impl ImageRun {
         }
         let image = match store.resolve(name) {
             Ok(image) => image,
+            // Never implicitly off to Docker Hub for a name typed without a host:
+            // it is most likely an image meant to be here (a typo of one would
+            // otherwise fetch and run whatever public image has that name).
+            Err(ImageError::NotFound { .. })
+                if pull == PullPolicy::Missing && !vg_image::Reference::names_registry(name) =>
+            {
+                bail!(
+                    "the image {name} is not in the image store, and its name has no registry host, so it is not pulled implicitly: \
+                     import it (`vectraguard image import ROOTFS.tar --tag {name}`, `vectraguard image load ARCHIVE`), \
+                     pull it (`vectraguard image pull {name}` takes it from Docker Hub, or give the registry: REGISTRY/{name}), \
+                     or pass --pull always; `vectraguard image ls` lists the store"
+                );
+            }
             Err(ImageError::NotFound { .. }) if pull == PullPolicy::Missing => {
                 crate::image::pull_for_run(&store, name)?;
                 store.resolve(name)?

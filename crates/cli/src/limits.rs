@@ -85,10 +85,10 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
                             }
                         );
                     }
-                    eprintln!(
-                        "vectraguard: warning: {} not enforced (--best-effort-limits): {why}",
+                    crate::report::warning(format_args!(
+                        "{} not enforced (--best-effort-limits): {why}",
                         unenforceable.join(" and ")
-                    );
+                    ));
                     if wanted.memory.is_some() {
                         enforced_by.insert("memory", format!("none (best effort: {why})"));
                     }
@@ -101,9 +101,9 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
                         rlimit_nproc = Some(n);
                         enforced_by.insert("pids", "rlimit-nproc".to_owned());
                     } else if best_effort {
-                        eprintln!(
-                            "vectraguard: warning: --pids not enforced (--best-effort-limits): {why}"
-                        );
+                        crate::report::warning(format_args!(
+                            "--pids not enforced (--best-effort-limits): {why}"
+                        ));
                         enforced_by.insert("pids", format!("none (best effort: {why})"));
                     } else {
                         bail!(

@@ -11,8 +11,10 @@ mod limits;
 mod logs;
 mod network;
 mod notes;
+mod report;
 mod run;
 mod session;
+mod typo;
 
 use clap::{CommandFactory, FromArgMatches};
 
@@ -27,11 +29,7 @@ fn main() {
         .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
     let (cli, matches) = match parsed {
         Ok(parsed) => parsed,
-        Err(e) => {
-            let code = if e.use_stderr() { EXIT_FAILURE } else { 0 };
-            let _ = e.print();
-            std::process::exit(code);
-        }
+        Err(e) => std::process::exit(typo::report(&e)),
     };
     let code = match cli.command {
         Command::Sandbox(SandboxCommand::Run(mut args)) => {
@@ -45,9 +43,60 @@ fn main() {
         }
         Command::Logs(cmd) => logs::run(cmd),
         Command::Image(cmd) => image::run(cmd),
-        Command::Doctor => doctor::doctor(),
+        Command::Doctor(args) => doctor::doctor(args.json),
+        Command::Completions(args) => completions(args.shell),
+        Command::Man => man(),
     };
     std::process::exit(code);
+}
+
+/// `vectraguard completions SHELL`: generated from the same definitions that parse.
+fn completions(shell: clap_complete::Shell) -> i32 {
+    let mut cmd = Cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "vectraguard", &mut out);
+    write_stdout(&out, "the completion script")
+}
+
+/// `vectraguard man`: one page for the command and all its subcommands.
+fn man() -> i32 {
+    let cmd = Cli::command();
+    let mut out = Vec::new();
+    if let Err(e) = render_man(&cmd, &mut out) {
+        report::error(format!("cannot render the manual page: {e}"));
+        return EXIT_FAILURE;
+    }
+    write_stdout(&out, "the manual page")
+}
+
+/// The page of `cmd`, then a section per subcommand (recursively), so that every
+/// option of `sandbox run` is in `man vectraguard`.
+fn render_man(cmd: &clap::Command, out: &mut Vec<u8>) -> std::io::Result<()> {
+    clap_mangen::Man::new(cmd.clone()).render(out)?;
+    fn sections(cmd: &clap::Command, path: &str, out: &mut Vec<u8>) -> std::io::Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let name = format!("{path} {}", sub.get_name());
+            let page = clap_mangen::Man::new(sub.clone().name(name.clone()));
+            out.extend_from_slice(format!(".SH \"{}\"\n", name.to_uppercase()).as_bytes());
+            page.render_description_section(out)?;
+            page.render_options_section(out)?;
+            sections(sub, &name, out)?;
+        }
+        Ok(())
+    }
+    sections(cmd, "vectraguard", out)
+}
+
+fn write_stdout(bytes: &[u8], what: &str) -> i32 {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(bytes) {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            report::error(format!("cannot write {what}: {e}"));
+            EXIT_FAILURE
+        }
+    }
 }
 
 /// `--allow` and `--deny` interleaved as they were typed: first match wins, so their

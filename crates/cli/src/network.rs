@@ -38,9 +38,9 @@ impl Plan {
             NetworkMode::None | NetworkMode::Host => None,
         };
         if mode == NetworkMode::Host {
-            eprintln!(
-                "vectraguard: warning: --network host: the sandbox shares this machine's network with no mediation and no records of connections"
-            );
+            crate::report::warning(format_args!(
+                "--network host: the sandbox shares this machine's network with no mediation and no records of connections"
+            ));
         }
         Ok(Self { mode, policy })
     }

@@ -51,9 +51,9 @@ pub fn run(args: RunArgs) -> i32 {
 pub fn shell(args: ShellArgs) -> i32 {
     let stdin_is_terminal = vg_sandbox::terminal::is_terminal(std::io::stdin());
     if !args.no_tty && !stdin_is_terminal {
-        eprintln!(
-            "vectraguard: error: `sandbox shell` needs a terminal on stdin; pass -T/--no-tty to run the shell reading commands from stdin"
-        );
+        crate::report::error(format_args!(
+            "`sandbox shell` needs a terminal on stdin; pass -T/--no-tty to run the shell reading commands from stdin"
+        ));
         return EXIT_FAILURE;
     }
     // The host's tools are what a sandbox without an image sees; an image is only
@@ -78,7 +78,7 @@ fn report(result: Result<i32, Failure>) -> i32 {
     match result {
         Ok(code) => code,
         Err(Failure { code, error }) => {
-            eprintln!("vectraguard: error: {error:#}");
+            crate::report::error(format_args!("{error:#}"));
             code
         }
     }
@@ -93,7 +93,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
             )
             .into());
         }
-        let notes = crate::notes::wanted(args.options.no_network_notes)
+        let notes = crate::notes::wanted(args.options.no_network_notes || args.options.quiet)
             .then(|| crate::notes::Notes::new(false));
         return run_unrecorded(&planned.spec, &planned.plan, &planned.network, notes);
     }
@@ -278,6 +278,9 @@ fn run_recorded(args: &RunArgs, p: &Planned) -> Result<i32, Failure> {
         meta.layers.cgroup_controllers = cg.controllers.iter().map(|c| (*c).to_owned()).collect();
     }
     let mut session = Session::create(&root, meta)?;
+    // Declared before the terminal's raw mode: dropped after it, so printed last.
+    let _line =
+        crate::report::SessionLine::new(session.id(), crate::report::quiet(args.options.quiet));
     if network.mode == NetworkMode::Host {
         // Loudly: in the events as well as in metadata.json.
         session.event(
@@ -296,7 +299,7 @@ fn run_recorded(args: &RunArgs, p: &Planned) -> Result<i32, Failure> {
         Some(Err(e)) => {
             let error = anyhow::anyhow!("cannot put the terminal in raw mode: {e}");
             if let Err(e) = session.failed_to_start(&error) {
-                eprintln!("vectraguard: error: {e:#}");
+                crate::report::error(format_args!("{e:#}"));
             }
             return Err(error.into());
         }
@@ -309,13 +312,13 @@ fn run_recorded(args: &RunArgs, p: &Planned) -> Result<i32, Failure> {
         Err(error) => {
             drop(raw);
             if let Err(e) = session.failed_to_start(&error) {
-                eprintln!("vectraguard: error: {e:#}");
+                crate::report::error(format_args!("{e:#}"));
             }
             return Err(error.into());
         }
     };
     // In a raw terminal the note's line ends in "\r\n".
-    let notes = crate::notes::wanted(args.options.no_network_notes)
+    let notes = crate::notes::wanted(args.options.no_network_notes || args.options.quiet)
         .then(|| crate::notes::Notes::new(spec.tty && stdin_is_terminal));
     let terminal = session.attach(
         &mut sandbox,

@@ -131,6 +131,15 @@ impl Reference {
                 .is_ok_and(|ip| ip.is_loopback())
     }
 
+    /// Whether `input` (as typed, before normalisation) names its registry host:
+    /// `127.0.0.1:5000/x`, `docker.io/library/x`, `localhost/x`. A bare `x` or
+    /// `team/x` does not: Docker reads it as Docker Hub, but typed by someone who
+    /// built or imported `x` here, it is a local name.
+    pub fn names_registry(input: &str) -> bool {
+        let rest = input.split_once('@').map_or(input, |(rest, _)| rest);
+        split_registry(rest).0.is_some()
+    }
+
     /// The same image with a different tag and no digest (`image load --tag`).
     pub fn with_tag(&self, tag: &str) -> Self {
         Self {
@@ -164,6 +173,9 @@ impl FromStr for Reference {
 
 /// Docker's rule: the first component is a registry host if it contains a '.' or a
 /// ':' or is `localhost`; otherwise the name is on Docker Hub.
+/// A name's registry host and the rest, when its first component is a host (a `.` or a
+/// `:` in it, or `localhost`). Works on a name with a tag too: a tag follows the last
+/// `/`, after the first component.
 fn split_registry(name: &str) -> (Option<&str>, &str) {
     match name.split_once('/') {
         Some((first, rest))
@@ -282,6 +294,27 @@ mod tests {
     }
 
     const D: &str = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+    #[test]
+    fn only_names_with_a_host_name_their_registry() {
+        for local in [
+            "myimage",
+            "myimage:dev",
+            "team/tool:1.2",
+            "ubuntu@sha256:abc",
+        ] {
+            assert!(!Reference::names_registry(local), "{local}");
+        }
+        for remote in [
+            "docker.io/library/ubuntu",
+            "127.0.0.1:5000/x/y:tag",
+            "localhost/x",
+            "ghcr.io/o/r@sha256:abc",
+            "[::1]:5000/x",
+        ] {
+            assert!(Reference::names_registry(remote), "{remote}");
+        }
+    }
 
     #[test]
     fn normalises_like_docker() {

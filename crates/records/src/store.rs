@@ -136,6 +136,9 @@ fn read_summary(dir: &Path, boot: Option<&str>) -> Read {
     }
 }
 
+/// The word that names the newest session wherever a session is asked for.
+pub const LAST: &str = "last";
+
 #[derive(Debug, Clone)]
 pub struct SessionStore {
     root: PathBuf,
@@ -311,8 +314,11 @@ impl SessionStore {
         Ok(out)
     }
 
-    /// Finds a session folder from its full name (`session-2025…-9af4c3`),
-    /// its id without `session-`, or a unique prefix of either.
+    /// Finds a session folder from what a person would type: `last` (the newest
+    /// session), its full name (`session-20251219T101053Z-9af4c3`), its id without
+    /// `session-`, a session name given with `--name` (the newest with that name), or
+    /// a unique prefix or suffix of the id (`20251219T1010`, `9af4c3`). In that
+    /// order: an exact id or name is never ambiguous, a fragment may be.
     pub fn resolve(&self, query: &str) -> Result<PathBuf, RecordsError> {
         let q = query.trim();
         let unknown = || RecordsError::UnknownSession {
@@ -322,14 +328,22 @@ impl SessionStore {
         if q.is_empty() || q.contains('/') {
             return Err(unknown());
         }
+        if q == LAST {
+            return self.newest(|_| true)?.ok_or_else(unknown);
+        }
         let found = self.scan()?;
         let bare = |name: &str| name.strip_prefix(SESSION_PREFIX).unwrap_or(name).to_owned();
         if let Some(f) = found.iter().find(|f| f.name == q || bare(&f.name) == q) {
             return Ok(f.dir.clone());
         }
+        if let Some(dir) = self.newest(|s| s.name.as_deref() == Some(q))? {
+            return Ok(dir);
+        }
         let mut matches: Vec<&Found> = found
             .iter()
-            .filter(|f| f.name.starts_with(q) || bare(&f.name).starts_with(q))
+            .filter(|f| {
+                f.name.starts_with(q) || bare(&f.name).starts_with(q) || f.name.ends_with(q)
+            })
             .collect();
         match matches.len() {
             0 => Err(unknown()),
@@ -343,6 +357,19 @@ impl SessionStore {
                 })
             }
         }
+    }
+
+    /// The newest readable session that `keep` accepts (damaged folders have no
+    /// name and are never "the last session").
+    fn newest(&self, keep: impl Fn(&Summary) -> bool) -> Result<Option<PathBuf>, RecordsError> {
+        Ok(self
+            .list(&ListFilter::default())?
+            .into_iter()
+            .rev()
+            .find_map(|e| match e {
+                ListEntry::Session(s) if keep(&s) => Some(s.dir),
+                _ => None,
+            }))
     }
 
     /// Resolves `query` and reads the session's metadata.

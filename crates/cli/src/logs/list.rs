@@ -12,6 +12,8 @@ use vg_records::{ListEntry, ListFilter, SessionStore, Status, Summary};
 use super::format::{self, Table};
 use super::{ListArgs, StatusFilter, explain};
 
+/// Sessions shown on a terminal without `--all` or `--limit`.
+pub const TERMINAL_ROWS: usize = 20;
 /// Widest NAME and AGENT cells unless `--no-trunc`.
 const MAX_LABEL: usize = 24;
 /// Terminal width assumed when `$COLUMNS` is not exported.
@@ -33,6 +35,12 @@ pub fn list(store: &SessionStore, args: &ListArgs, out: &mut dyn Write) -> Resul
     if args.status == Some(StatusFilter::Damaged) {
         entries.retain(|e| matches!(e, ListEntry::Damaged { .. }));
     }
+    let hidden =
+        entries
+            .len()
+            .saturating_sub(shown(args.limit, args.all, std::io::stdout().is_terminal()));
+    // Oldest first: the newest are at the end.
+    entries.drain(..hidden);
     let now = SystemTime::now();
     if args.json {
         let array: Vec<Value> = entries.iter().map(entry_json).collect();
@@ -61,19 +69,35 @@ pub fn list(store: &SessionStore, args: &ListArgs, out: &mut dyn Write) -> Resul
         table.fit_last(columns, MIN_COMMAND);
     }
     table.write(out, "")?;
+    if hidden > 0 {
+        crate::report::note(format_args!(
+            "{hidden} older session(s) not shown; `vectraguard logs list --all` lists every one"
+        ));
+    }
     for e in &entries {
         if let ListEntry::Damaged {
             session_id, reason, ..
         } = e
         {
-            eprintln!(
-                "vectraguard: note: {session_id} is damaged ({}); `vectraguard logs verify {session_id}` \
+            crate::report::note(format_args!(
+                "{session_id} is damaged ({}); `vectraguard logs verify {session_id}` \
                  checks its files, `vectraguard logs rm {session_id}` removes it",
                 format::safe(reason)
-            );
+            ));
         }
     }
     Ok(0)
+}
+
+/// How many of the newest sessions to show: `--limit`, else everything unless
+/// the table goes to a terminal, where a long history would scroll away.
+fn shown(limit: Option<usize>, all: bool, terminal: bool) -> usize {
+    match (all, limit) {
+        (true, _) => usize::MAX,
+        (false, Some(n)) => n,
+        (false, None) if terminal => TERMINAL_ROWS,
+        (false, None) => usize::MAX,
+    }
 }
 
 /// The line printed instead of an empty table.
@@ -229,6 +253,15 @@ mod tests {
             exit_code: Some(2),
             pid: None,
         }
+    }
+
+    #[test]
+    fn a_terminal_shows_the_newest_twenty_unless_told_otherwise() {
+        assert_eq!(shown(None, false, true), TERMINAL_ROWS);
+        assert_eq!(shown(None, false, false), usize::MAX);
+        assert_eq!(shown(None, true, true), usize::MAX);
+        assert_eq!(shown(Some(3), false, true), 3);
+        assert_eq!(shown(Some(3), false, false), 3);
     }
 
     #[test]

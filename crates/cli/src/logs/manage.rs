@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 use vg_records::layout;
 use vg_records::{SessionStore, Status, VerifyReport, read_metadata};
 
+use crate::report::{self, State};
+
 use super::{EXIT_TAMPERED, PruneArgs, RmArgs, VerifyArgs, explain, format};
 
 /// The folder name of a session folder: its id.
@@ -27,11 +29,16 @@ pub fn verify(store: &SessionStore, args: &VerifyArgs, out: &mut dyn Write) -> R
         writeln!(out)?;
     } else {
         match &report {
-            VerifyReport::Intact { records } => writeln!(out, "{id}: intact ({records} records)")?,
+            VerifyReport::Intact { records } => writeln!(
+                out,
+                "{id}: {} ({records} records)",
+                report::status("intact", State::Good)
+            )?,
             VerifyReport::Tampered { problems, .. } => {
                 writeln!(
                     out,
-                    "{id}: TAMPERED: the records no longer match what was recorded:"
+                    "{id}: {}: the records no longer match what was recorded:",
+                    report::status("TAMPERED", State::Bad)
                 )?;
                 for p in problems {
                     writeln!(out, "  {p}")?;
@@ -100,11 +107,11 @@ pub fn remove(store: &SessionStore, args: &RmArgs, out: &mut dyn Write) -> Resul
         store.remove_dir(dir, args.force).map_err(explain)?;
         writeln!(out, "removed {}", id_of(dir))?;
         if let Some(pid) = live {
-            eprintln!(
-                "vectraguard: warning: {} was still running (supervisor pid {pid}); \
+            crate::report::warning(format_args!(
+                "{} was still running (supervisor pid {pid}); \
                  what it records from now on is lost",
                 id_of(dir)
-            );
+            ));
         }
     }
     Ok(0)

@@ -35,12 +35,12 @@ pub enum LogsCommand {
     /// List recorded sessions, oldest first (the newest is at the bottom)
     #[command(
         visible_alias = "ls",
-        after_help = "Examples:\n  vectraguard logs list\n  vectraguard logs list --agent codex --since 2d\n  vectraguard logs list --status interrupted --json"
+        after_help = "On a terminal, only the newest 20 are shown unless --all.\n\nExamples:\n  vectraguard logs list\n  vectraguard logs list --agent codex --since 2d\n  vectraguard logs list --status interrupted --json"
     )]
     List(ListArgs),
     /// Show a session: its metadata and commands, or one of its files
     #[command(
-        after_help = "SESSION is a session id (session-20251219T101053Z-9af4c3), the id without\n`session-`, or any unique prefix of either.\n\nExamples:\n  vectraguard logs show 20251219T1010\n  vectraguard logs show 20251219T1010 --stdout > out.txt   # the exact bytes\n  vectraguard logs show 20251219T1010 --events --json\n  vectraguard logs show 20251219T1010 --follow      # commands as they run"
+        after_help = "SESSION is `last` (the newest session), a session id\n(session-20251219T101053Z-9af4c3), the id without `session-`, a session name\n(the newest with that name), or a unique prefix or suffix of the id (9af4c3).\n\nExamples:\n  vectraguard logs show 20251219T1010\n  vectraguard logs show 20251219T1010 --stdout > out.txt   # the exact bytes\n  vectraguard logs show 20251219T1010 --events --json\n  vectraguard logs show 20251219T1010 --follow      # commands as they run"
     )]
     Show(ShowArgs),
     /// Play back the terminal of a session run with a terminal (tty.cast)
@@ -90,6 +90,14 @@ pub struct ListArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Show only the newest N sessions (on a terminal the default is 20)
+    #[arg(long, short = 'n', value_name = "N", conflicts_with = "all")]
+    pub limit: Option<usize>,
+
+    /// Show every session, also on a terminal
+    #[arg(long)]
+    pub all: bool,
+
     /// Do not cut long commands, names and agents to fit the terminal
     #[arg(long)]
     pub no_trunc: bool,
@@ -104,7 +112,7 @@ pub enum StatusFilter {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The session: its id, or a unique prefix of it
+    /// The session: last, its id, its name, or a unique prefix or suffix of the id
     pub session: String,
 
     /// Print the commands run in the sandbox (commands.log)
@@ -140,7 +148,7 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The session: its id, or a unique prefix of it
+    /// The session: last, its id, its name, or a unique prefix or suffix of the id
     pub session: String,
 
     /// Play N times as fast (0.5: half as fast); N must be greater than 0
@@ -165,7 +173,7 @@ pub struct ReplayArgs {
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// The session: its id, or a unique prefix of it
+    /// The session: last, its id, its name, or a unique prefix or suffix of the id
     pub session: String,
 
     /// Print the result as JSON
@@ -175,7 +183,7 @@ pub struct VerifyArgs {
 
 #[derive(Debug, Args)]
 pub struct RmArgs {
-    /// The sessions: ids, or unique prefixes of them
+    /// The sessions: last, ids, names, or unique prefixes or suffixes of ids
     #[arg(required = true, value_name = "SESSION")]
     pub sessions: Vec<String>,
 
@@ -240,7 +248,7 @@ pub fn run(cmd: LogsCommand) -> i32 {
         // `logs show --stdout | head`: the reader has all it wanted.
         Err(e) if is_broken_pipe(&e) => 0,
         Err(e) => {
-            eprintln!("vectraguard: error: {e:#}");
+            crate::report::error(format_args!("{e:#}"));
             EXIT_FAILURE
         }
     }

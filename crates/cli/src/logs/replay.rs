@@ -45,11 +45,11 @@ pub fn replay(store: &SessionStore, args: &ReplayArgs, out: &mut dyn Write) -> R
         Ok(())
     })?;
     if let Some(line) = cut {
-        eprintln!(
-            "vectraguard: note: {} line {line} was cut short (the session did not finish \
+        crate::report::note(format_args!(
+            "{} line {line} was cut short (the session did not finish \
              writing it); the replay stops before it",
             layout::CAST
-        );
+        ));
     }
     Ok(0)
 }

@@ -12,6 +12,7 @@ use vg_records::{CommandExit, CommandLogLine, Layers, Limits, Metadata, Status};
 
 use super::format::{self, Table};
 use super::views::read_lines;
+use crate::report::{self, State};
 
 /// Width of the label column.
 const LABEL: usize = 13;
@@ -241,7 +242,13 @@ fn write_outcome(out: &mut dyn Write, m: &Metadata, status: Status) -> io::Resul
         }
         (s, _, _) => s.to_string(),
     };
-    one(out, "Status", status_text)?;
+    let state = match (status, m.exit_code) {
+        (Status::Exited, Some(0)) => State::Good,
+        (Status::Running, _) => State::Plain,
+        (Status::Exited, _) => State::Warn,
+        _ => State::Bad,
+    };
+    one(out, "Status", report::status(&status_text, state))?;
     one(
         out,
         "Exit code",

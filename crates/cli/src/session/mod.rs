@@ -59,7 +59,7 @@ impl Shared {
     fn fail(&self, what: &str, error: impl std::fmt::Display) {
         let message = format!("cannot write the session record ({what}: {error})");
         if self.broken.set(message.clone()).is_ok() {
-            eprintln!("vectraguard: error: {message}; stopping the sandbox");
+            crate::report::error(format_args!("{message}; stopping the sandbox"));
             let _ = self.killer.kill();
         }
     }
@@ -103,6 +103,11 @@ impl Session {
             network_events_dropped: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             started: false,
         })
+    }
+
+    /// The session's id (its folder's name).
+    pub fn id(&self) -> &str {
+        self.writer.id()
     }
 
     /// Starts recording a running sandbox: the output relays (and, with a terminal,

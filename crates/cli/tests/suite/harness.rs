@@ -1110,3 +1110,87 @@ pub fn assert_no_process_left(marker: &str, context: &dyn fmt::Display) {
     }
     assert!(gone, "processes outlived the sandbox: {left:?}\n{context}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Tools the tests need from the host.
+
+/// Tools (file name or Debian package) whose absence is accepted, comma-separated:
+/// the tests that need them are skipped, each skip written to the skip log.
+pub const ALLOW_MISSING: &str = "VECTRAGUARD_TEST_ALLOW_MISSING";
+/// Where skips are appended, one line each (`scripts/test` sets it, counts and
+/// prints the lines); default `target/tmp/skipped-tests.log`.
+pub const SKIP_LOG: &str = "VECTRAGUARD_TEST_SKIP_LOG";
+
+/// Whether every `(path, Debian package)` is installed. A missing one fails the
+/// test, naming the tool and how to get it, unless [`ALLOW_MISSING`] lists it: then
+/// the skip is logged and printed and `false` returned, for the test to return. A
+/// test that cannot run never passes silently.
+#[must_use]
+pub fn require_tools(tools: &[(&str, &str)]) -> bool {
+    let test = thread::current().name().unwrap_or("?").to_owned();
+    let allowed = std::env::var(ALLOW_MISSING).unwrap_or_default();
+    let skipped = match missing_tools(tools, &allowed, &test) {
+        Ok(skipped) if skipped.is_empty() => return true,
+        Ok(skipped) => skipped,
+        Err(message) => panic!("{message}"),
+    };
+    let log = std::env::var_os(SKIP_LOG)
+        .filter(|p| !p.is_empty())
+        .map_or_else(
+            || Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped-tests.log"),
+            PathBuf::from,
+        );
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .unwrap_or_else(|e| panic!("cannot record a skip in {}: {e}", log.display()));
+    for line in &skipped {
+        // One write per line (O_APPEND): parallel tests do not interleave.
+        file.write_all(format!("{line}\n").as_bytes())
+            .unwrap_or_else(|e| panic!("cannot record a skip in {}: {e}", log.display()));
+        eprintln!("SKIPPED (allowed by {ALLOW_MISSING}): {line}");
+    }
+    false
+}
+
+/// The skip lines for the missing tools when `allowed` (a comma-separated list of
+/// tool or package names) lists every one of them; else the failure message.
+fn missing_tools(tools: &[(&str, &str)], allowed: &str, test: &str) -> Result<Vec<String>, String> {
+    let allowed: Vec<&str> = allowed.split(',').map(str::trim).collect();
+    let mut skipped = Vec::new();
+    for (path, package) in tools.iter().filter(|(p, _)| !Path::new(p).exists()) {
+        let tool = Path::new(path)
+            .file_name()
+            .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned());
+        if !(allowed.contains(&tool.as_str()) || allowed.contains(package)) {
+            return Err(format!(
+                "{test} needs {path} (Debian package {package}), which is missing: run \
+                 scripts/test as root, which installs it, or `apt-get install {package}`; \
+                 or set {ALLOW_MISSING}={tool} to skip the tests that need it (counted \
+                 and printed by scripts/test)"
+            ));
+        }
+        skipped.push(format!("{test}\tmissing {tool} ({package})"));
+    }
+    Ok(skipped)
+}
+
+#[test]
+fn a_missing_tool_fails_the_test_unless_allowed() {
+    let tools = [("/nonexistent/vg-tool", "vg-pkg"), ("/bin/sh", "dash")];
+    let e = missing_tools(&tools, "", "t").unwrap_err();
+    assert!(
+        e.contains("/nonexistent/vg-tool (Debian package vg-pkg)"),
+        "{e}"
+    );
+    assert!(e.contains("scripts/test"), "{e}");
+    assert!(missing_tools(&tools, "skopeo,other", "t").is_err());
+    for allowed in ["vg-tool", "skopeo, vg-pkg"] {
+        assert_eq!(
+            missing_tools(&tools, allowed, "t"),
+            Ok(vec!["t\tmissing vg-tool (vg-pkg)".to_owned()])
+        );
+    }
+    assert_eq!(missing_tools(&tools[1..], "", "t"), Ok(Vec::new()));
+}

@@ -14,13 +14,13 @@ use super::harness::{
     PY_PRELUDE, RecordsHome, Runner, TempDir, Vg, Workspace, each_identity, session_metadata,
 };
 use super::images::{
-    Layout, Registry, busybox_layer, default_config, host_arch, image, inspect, missing_tools,
+    IMAGE_TOOLS, Layout, Registry, busybox_layer, default_config, host_arch, image, inspect,
 };
 
+/// Returns from the test when a tool is missing and that is allowed; fails it otherwise.
 macro_rules! require_tools {
     () => {
-        if let Some(why) = missing_tools() {
-            eprintln!("SKIPPED: {why}");
+        if !super::harness::require_tools(IMAGE_TOOLS) {
             return;
         }
     };

@@ -26,28 +26,16 @@ const TOOLS: &[(&str, &str)] = &[
 /// `htpasswd`, for a registry that asks for a password.
 const HTPASSWD: (&str, &str) = ("/usr/bin/htpasswd", "apache2-utils");
 
-/// Why a test cannot run here, if a tool it needs is missing (`.ci/run` installs
-/// them: docker-registry, skopeo, busybox-static).
-pub(super) fn missing_tools() -> Option<String> {
-    missing_packages(TOOLS)
-}
+/// The tools every image test needs (`scripts/test` installs them).
+pub(super) const IMAGE_TOOLS: &[(&str, &str)] = TOOLS;
 
-fn missing_packages<'a>(tools: impl IntoIterator<Item = &'a (&'a str, &'a str)>) -> Option<String> {
-    let missing: Vec<&str> = tools
-        .into_iter()
-        .filter(|(path, _)| !Path::new(path).exists())
-        .map(|(_, pkg)| *pkg)
-        .collect();
-    (!missing.is_empty()).then(|| format!("needs the Debian packages {}", missing.join(", ")))
-}
-
+/// Returns from the test when a tool is missing and that is allowed; fails it otherwise.
 macro_rules! require_tools {
     () => {
         require_tools!(TOOLS)
     };
     ($tools:expr) => {
-        if let Some(why) = missing_packages($tools) {
-            eprintln!("SKIPPED: {why}");
+        if !super::harness::require_tools($tools) {
             return;
         }
     };
@@ -494,7 +482,7 @@ fn pull_by_tag_and_by_digest_from_a_registry() {
 
 #[test]
 fn pull_from_a_registry_that_requires_credentials() {
-    require_tools!(TOOLS.iter().chain([&HTPASSWD]));
+    require_tools!(&[TOOLS[0], TOOLS[1], TOOLS[2], HTPASSWD]);
     // A colon in the password: only the first one separates it from the user name.
     let (user, password) = ("vg-user", "s3cr:et");
     let registry = Registry::start_with_auth(user, password);

@@ -13,7 +13,7 @@ use std::thread;
 use serde_json::Value;
 
 use super::harness::{
-    RecordsHome, Runner, Vg, Workspace, each_identity, py, session_metadata, unique,
+    RecordsHome, Runner, Vg, Workspace, each_identity, py, require_tools, session_metadata, unique,
 };
 
 /// An HTTP/1.0 server on the host's loopback answering every request with `body`.
@@ -119,6 +119,9 @@ pub(super) fn show_network(runner: Runner, home: &RecordsHome, cwd: &Path) -> St
 
 #[test]
 fn allowed_name_and_port_work_with_curl_python_and_bash() {
+    if !require_tools(&[("/usr/bin/curl", "curl")]) {
+        return;
+    }
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);

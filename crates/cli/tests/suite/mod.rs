@@ -9,6 +9,7 @@ mod attacks_processes;
 mod attacks_syscalls;
 mod config;
 mod filesystem;
+mod first_hour;
 mod image_runs;
 mod images;
 mod lifecycle;

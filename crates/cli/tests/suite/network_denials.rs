@@ -324,6 +324,13 @@ fn refusal_notes_are_silenced_by_the_flag_and_the_environment() {
             &[super::harness::PYTHON, "-c", &script],
         );
         by_env.env("VECTRAGUARD_QUIET", "1");
+        let quiet = [REFUSAL_RULES, &["--quiet"]].concat();
+        let mut by_quiet = Vg::sandbox(
+            runner,
+            &ws,
+            &quiet,
+            &[super::harness::PYTHON, "-c", &script],
+        );
         let unrecorded_flag = [REFUSAL_RULES, &["--no-record"]].concat();
         let unrecorded = Vg::sandbox(
             runner,
@@ -331,7 +338,7 @@ fn refusal_notes_are_silenced_by_the_flag_and_the_environment() {
             &unrecorded_flag,
             &[super::harness::PYTHON, "-c", &script],
         );
-        for vg in [&mut by_flag, &mut by_env] {
+        for vg in [&mut by_flag, &mut by_env, &mut by_quiet] {
             let out = vg.run();
             out.assert_success();
             assert_eq!(out.field("rebinding"), "ECONNREFUSED", "{out}");

@@ -222,7 +222,8 @@ sys.stderr.buffer.write(err)
 "#;
         let shown_out = ws.join("shown.out");
         let shown_err = ws.join("shown.err");
-        let out = Vg::sandbox(runner, &ws, &[], &["python3", "-c", script])
+        // --quiet: only the command's own bytes on stderr, not the session line.
+        let out = Vg::sandbox(runner, &ws, &["--quiet"], &["python3", "-c", script])
             .through_shell(&format!(
                 "\"$@\" > {} 2> {}",
                 shown_out.display(),

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::harness::{RecordsHome, Runner, Vg, Workspace, bin, each_identity, unique};
+use super::harness::{
+    RecordsHome, Runner, Vg, Workspace, bin, each_identity, require_tools, unique,
+};
 
 /// The prompt as shown (capture-pane trims the trailing blank): set as
 /// `vg-${USER}-prompt$ `, so that the command line that
@@ -16,6 +18,11 @@ const PROMPT: &str = "vg-vgtest-prompt$";
 struct Tmux {
     socket: PathBuf,
 }
+
+/// The terminal the tests drive, the shell they open, and the full-screen program.
+const TMUX: (&str, &str) = ("/usr/bin/tmux", "tmux");
+const BASH: (&str, &str) = ("/bin/bash", "bash");
+const VI: (&str, &str) = ("/usr/bin/vi", "vim-tiny");
 
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
@@ -174,6 +181,9 @@ fn shell_args_tagged(tag: &str) -> (Vec<String>, String) {
 
 #[test]
 fn an_interactive_shell_runs_commands_resizes_and_keeps_ctrl_c_inside() {
+    if !require_tools(&[TMUX, BASH]) {
+        return;
+    }
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
@@ -245,6 +255,9 @@ fn an_interactive_shell_runs_commands_resizes_and_keeps_ctrl_c_inside() {
 
 #[test]
 fn a_full_screen_program_draws_and_exits() {
+    if !require_tools(&[TMUX, BASH, VI]) {
+        return;
+    }
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
@@ -271,6 +284,9 @@ fn a_full_screen_program_draws_and_exits() {
 
 #[test]
 fn tiocsti_from_the_shell_does_not_reach_the_outer_terminal() {
+    if !require_tools(&[TMUX, BASH]) {
+        return;
+    }
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
@@ -303,6 +319,9 @@ fn tiocsti_from_the_shell_does_not_reach_the_outer_terminal() {
 
 #[test]
 fn the_outer_terminal_is_restored_on_every_exit_path() {
+    if !require_tools(&[TMUX, BASH]) {
+        return;
+    }
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);

@@ -11,14 +11,10 @@ use crate::{CommandRecord, Event, ListEntry, ListFilter, SessionStore, Status, v
 
 const ROOT_VAR: &str = "VG_RECORDS_CRASH_ROOT";
 
-/// Runs only when re-executed by `sigkill_leaves_an_interrupted_intact_record`:
-/// records a little, announces it, then waits to be killed.
-#[test]
-fn crash_child() {
-    let Some(root) = std::env::var_os(ROOT_VAR) else {
-        return;
-    };
-    let root = PathBuf::from(root);
+/// The child that `sigkill_leaves_an_interrupted_intact_record` re-executes (the same
+/// test, with `ROOT_VAR` set) and kills: records a little, announces it, then waits to
+/// be killed. Never returns, so the child can never pass without being killed.
+fn crash_child(root: PathBuf) -> ! {
     let store = SessionStore::open(&root).unwrap();
     let w = store.create(sample_meta()).unwrap();
     w.append_stdout(b"before the crash\n").unwrap();
@@ -46,12 +42,15 @@ fn wait_for(path: &Path) -> String {
 
 #[test]
 fn sigkill_leaves_an_interrupted_intact_record() {
+    if let Some(root) = std::env::var_os(ROOT_VAR) {
+        crash_child(PathBuf::from(root));
+    }
     let tmp = TempDir::new("crash");
     let root = tmp.path().join("logs");
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "tests::crash::crash_child",
+            "tests::crash::sigkill_leaves_an_interrupted_intact_record",
             "--nocapture",
             "--test-threads=1",
         ])

@@ -243,6 +243,60 @@ fn resolve_accepts_ids_and_unique_prefixes() {
 }
 
 #[test]
+fn resolve_accepts_last_names_and_unique_suffixes() {
+    let (_tmp, store) = store("resolve-names");
+    let root = store.root().to_owned();
+    let name = |n: &str| {
+        let n = n.to_owned();
+        move |m: &mut Metadata| m.name = Some(n)
+    };
+    let old_review = fake_session(&root, t(1_766_139_053), "9af4c3", name("review"));
+    let new_review = fake_session(&root, t(1_766_139_060), "1234c3", name("review"));
+    let build = fake_session(&root, t(1_766_139_070), "abcdef", name("build"));
+
+    assert_eq!(store.resolve("last").unwrap(), build);
+    // The newest of several sessions with that name.
+    assert_eq!(store.resolve("review").unwrap(), new_review);
+    assert_eq!(store.resolve("build").unwrap(), build);
+    // The random suffix, or any unique end of the id.
+    assert_eq!(store.resolve("9af4c3").unwrap(), old_review);
+    assert_eq!(store.resolve("34c3").unwrap(), new_review);
+    assert_eq!(store.resolve("cdef").unwrap(), build);
+    // An exact id wins over everything else.
+    assert_eq!(
+        store.resolve("20251219T101053Z-9af4c3").unwrap(),
+        old_review
+    );
+
+    // A suffix two ids share: an error naming both, nothing chosen.
+    let e = store.resolve("c3").unwrap_err();
+    match &e {
+        RecordsError::AmbiguousSession { candidates, .. } => assert_eq!(
+            candidates,
+            &[
+                "session-20251219T101053Z-9af4c3",
+                "session-20251219T101100Z-1234c3"
+            ]
+        ),
+        other => panic!("{other}"),
+    }
+    assert!(e.to_string().contains("matches 2 sessions"), "{e}");
+
+    // A newer damaged folder is not "the last session": it has no status to show.
+    let damaged = root.join(format!(
+        "session-{}-ffffff",
+        format_compact(t(1_766_139_080))
+    ));
+    fs::create_dir_all(&damaged).unwrap();
+    assert_eq!(store.resolve("last").unwrap(), build);
+    let empty = SessionStore::at(&root.join("absent"));
+    assert!(matches!(
+        empty.resolve("last"),
+        Err(RecordsError::UnknownSession { .. })
+    ));
+}
+
+#[test]
 fn remove_refuses_live_sessions() {
     let (_tmp, store) = store("remove");
     let live = store.create(sample_meta()).unwrap();
