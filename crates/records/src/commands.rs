@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use crate::quote::{unquote_argv, unquote_word};
 use crate::time;
-use crate::writer::CommandExit;
+use crate::writer::{ArgvSize, CommandExit};
 
 /// An `exec` line: a program started in the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,8 +19,10 @@ pub struct ExecLine {
     pub exe: Option<Vec<u8>>,
     /// Present when the exit was known as the exec was recorded.
     pub exit: Option<CommandExit>,
-    /// The argv's bytes, unquoted.
+    /// The argv's bytes, unquoted: cut to the recording limits when `truncated`.
     pub argv: Vec<Vec<u8>>,
+    /// Present when the line keeps only part of the argv: its size in full.
+    pub truncated: Option<ArgvSize>,
     /// The argv as written: quoted for a shell, safe to print.
     pub command: String,
 }
@@ -83,7 +85,20 @@ fn parse_exit(text: &str) -> Option<(CommandExit, &str)> {
     Some((exit, &rest[end..]))
 }
 
-/// `pid=<pid> ppid=<ppid> cwd=<quoted> [exe=<quoted>] [status=<n>|signal=<n>] -- <argv>`.
+/// `truncated=<args>,<bytes>` at the start of `text`, and what follows it.
+fn parse_truncated(text: &str) -> Option<(ArgvSize, &str)> {
+    let rest = text.strip_prefix("truncated=")?;
+    let end = rest.find(' ').unwrap_or(rest.len());
+    let (args, bytes) = rest[..end].split_once(',')?;
+    let size = ArgvSize {
+        args: args.parse().ok()?,
+        bytes: bytes.parse().ok()?,
+    };
+    Some((size, &rest[end..]))
+}
+
+/// `pid=<pid> ppid=<ppid> cwd=<quoted> [exe=<quoted>] [status=<n>|signal=<n>]
+/// [truncated=<args>,<bytes>] -- <argv>`.
 fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
     let (pid, rest) = field(text, "pid=")?;
     let (ppid, rest) = field(rest.strip_prefix(' ')?, "ppid=")?;
@@ -97,9 +112,18 @@ fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
     let mut exit = None;
     if let Some(after) = rest.strip_prefix(' ')
         && !after.starts_with("-- ")
+        && !after.starts_with("truncated=")
     {
         let (e, r) = parse_exit(after)?;
         exit = Some(e);
+        rest = r;
+    }
+    let mut truncated = None;
+    if let Some(after) = rest.strip_prefix(' ')
+        && after.starts_with("truncated=")
+    {
+        let (size, r) = parse_truncated(after)?;
+        truncated = Some(size);
         rest = r;
     }
     let command = rest.strip_prefix(" -- ")?;
@@ -111,6 +135,7 @@ fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
         exe,
         exit,
         argv: unquote_argv(command)?,
+        truncated,
         command: command.to_owned(),
     })
 }
@@ -172,6 +197,53 @@ mod tests {
     }
 
     #[test]
+    fn long_argv_is_cut_and_the_line_says_its_full_size() {
+        use crate::writer::{MAX_RECORDED_ARG_BYTES, MAX_RECORDED_ARGV_BYTES};
+        // 8 arguments of 128 KiB, as a hostile loop would pass: one line keeps 4 KiB of
+        // each, 16 KiB in all, and states the full size.
+        let mut argv = vec![b"prog".to_vec()];
+        argv.extend((0..8).map(|i| vec![b'a' + i; 128 * 1024]));
+        let rec = record(argv.clone(), b"/w", Some(CommandExit::Code(0)));
+        let line = rec.to_line();
+        assert!(
+            line.len() < MAX_RECORDED_ARGV_BYTES + 200,
+            "{} bytes",
+            line.len()
+        );
+        let Some(CommandLogLine::Exec(e)) = CommandLogLine::parse(&line) else {
+            panic!("not parsed: {line}");
+        };
+        assert_eq!(
+            e.truncated,
+            Some(ArgvSize {
+                args: 9,
+                bytes: 4 + 8 * 128 * 1024
+            })
+        );
+        assert_eq!(e.exit, Some(CommandExit::Code(0)));
+        assert_eq!(e.argv[0], b"prog");
+        assert_eq!(e.argv[1], vec![b'a'; MAX_RECORDED_ARG_BYTES]);
+        let kept: usize = e.argv.iter().map(Vec::len).sum();
+        assert!(kept <= MAX_RECORDED_ARGV_BYTES, "{kept}");
+        assert_eq!(
+            e.argv.len(),
+            5,
+            "4 + 4 x 4 KiB fill the 16 KiB, the last one cut"
+        );
+        // Cut at a character boundary: no broken UTF-8 sequence is written.
+        let wide = "é".repeat(MAX_RECORDED_ARG_BYTES);
+        let line = record(vec![b"echo".to_vec(), wide.into_bytes()], b"/w", None).to_line();
+        let Some(CommandLogLine::Exec(e)) = CommandLogLine::parse(&line) else {
+            panic!("not parsed: {line}");
+        };
+        assert!(std::str::from_utf8(&e.argv[1]).is_ok());
+        assert_eq!(e.argv[1].len(), MAX_RECORDED_ARG_BYTES);
+        // Short argv: no marker.
+        let line = record(vec![b"ls".to_vec()], b"/w", None).to_line();
+        assert!(!line.contains("truncated="), "{line}");
+    }
+
+    #[test]
     fn exit_lines_parse() {
         let l = CommandLogLine::parse("2025-12-19T10:10:53.123Z exit pid=42 signal=9\n").unwrap();
         assert!(matches!(
@@ -200,6 +272,8 @@ mod tests {
             "2025-12-19T10:10:53.123Z exec pid=1 ppid=0 cwd='/open -- x",
             "2025-12-19T10:10:53.123Z exec pid=1 ppid=0 cwd=/ -- 'x",
             "2025-12-19T10:10:53.123Z exec pid=1 ppid=0 cwd=/ exit=3 -- x",
+            "2025-12-19T10:10:53.123Z exec pid=1 ppid=0 cwd=/ truncated=3 -- x",
+            "2025-12-19T10:10:53.123Z exec pid=1 ppid=0 cwd=/ truncated=a,1 -- x",
             "yesterday exec pid=1 ppid=0 cwd=/ -- x",
         ] {
             assert_eq!(CommandLogLine::parse(bad), None, "{bad:?}");

@@ -26,6 +26,7 @@ pub mod commands;
 pub mod error;
 pub mod event;
 pub mod follow;
+pub mod invisible;
 pub mod layout;
 pub mod metadata;
 pub mod quote;
@@ -50,4 +51,4 @@ pub use quote::{escape_hidden, quote_arg, quote_argv, unquote_argv, unquote_word
 pub use store::{LAST, ListEntry, ListFilter, Prunable, SessionInfo, SessionStore, read_metadata};
 pub use time::{parse_duration, parse_since};
 pub use verify::{Problem, VerifyReport, verify};
-pub use writer::{CommandExit, CommandRecord, End, SessionWriter, StreamRecord};
+pub use writer::{ArgvSize, CommandExit, CommandRecord, End, SessionWriter, StreamRecord};

@@ -5,8 +5,8 @@
 //! - words made only of `A-Z a-z 0-9 _ @ % + = : , . / -` are written bare;
 //! - the empty word is `''`;
 //! - other printable text goes in single quotes, a `'` inside becoming `'\''`;
-//! - control characters, invisible Unicode format characters (bidi overrides,
-//!   zero-width spaces) and bytes that are not UTF-8 are written in ANSI-C
+//! - control characters, invisible Unicode (every format and default-ignorable
+//!   character: bidi controls, zero-width and tag characters, variation selectors) and bytes that are not UTF-8 are written in ANSI-C
 //!   quotes, `$'\n'`, `$'\t'`, `$'\xff'`, next to the quoted printable parts
 //!   (`'a b'$'\n''c'`). A recorded line therefore never spans two lines and
 //!   never hides characters from a terminal.
@@ -19,18 +19,10 @@ fn is_safe(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b)
 }
 
-/// Characters a terminal would not show faithfully.
+/// Characters a terminal would not show faithfully: controls, and the format and
+/// default-ignorable characters of [`crate::invisible`].
 fn needs_escape(c: char) -> bool {
-    c.is_control()
-        || matches!(c,
-            '\u{00AD}'
-            | '\u{061C}'
-            | '\u{180E}'
-            | '\u{200B}'..='\u{200F}'
-            | '\u{2028}'..='\u{202E}'
-            | '\u{2060}'..='\u{2069}'
-            | '\u{FEFF}'
-            | '\u{FFF9}'..='\u{FFFB}')
+    c.is_control() || crate::invisible::is_invisible(c)
 }
 
 enum Segment {
@@ -401,5 +393,15 @@ mod tests {
         ));
         assert_eq!(escape_hidden("a\x1b[2Jb\n"), "a\\u{1b}[2Jb\\n");
         assert_eq!(escape_hidden("x\u{202E}y"), "x\\u{202e}y");
+        // Tag characters spell hidden ASCII; a variation selector, a Hangul filler and
+        // U+034F are invisible too.
+        assert_eq!(
+            escape_hidden("ok\u{E0069}\u{E0067}\u{FE0F}\u{3164}\u{034F}."),
+            "ok\\u{e0069}\\u{e0067}\\u{fe0f}\\u{3164}\\u{34f}."
+        );
+        assert_eq!(
+            quote_arg("a\u{E0041}b".as_bytes()),
+            "a$'\\xf3\\xa0\\x81\\x81'b"
+        );
     }
 }

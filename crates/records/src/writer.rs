@@ -14,7 +14,7 @@
 //! `commands.log` has one line per record:
 //!
 //! ```text
-//! <time> exec pid=<pid> ppid=<ppid> cwd=<quoted cwd> [exe=<quoted path>] [status=<n>|signal=<n>] -- <quoted argv>
+//! <time> exec pid=<pid> ppid=<ppid> cwd=<quoted cwd> [exe=<quoted path>] [status=<n>|signal=<n>] [truncated=<args>,<bytes>] -- <quoted argv>
 //! <time> exit pid=<pid> status=<n>
 //! <time> exit pid=<pid> signal=<n>
 //! ```
@@ -24,6 +24,12 @@
 //! The exit status of a command usually comes later, as its own `exit` line
 //! naming the pid (the file is append-only). Quoting follows [`crate::quote`],
 //! so the part after ` -- ` pastes back into a shell.
+//!
+//! One line holds at most [`MAX_RECORDED_ARG_BYTES`] of each argument and
+//! [`MAX_RECORDED_ARGV_BYTES`] of the whole argv (arguments past it are left out),
+//! so that a hostile argv cannot make every exec cost a megabyte of record. A line
+//! cut that way says `truncated=<args>,<bytes>`: the argument count and byte count
+//! of the argv in full.
 //!
 //! A session run with a terminal also gets `tty.cast` ([`crate::cast`]):
 //! [`SessionWriter::start_cast`] writes its header, then every
@@ -67,6 +73,66 @@ impl fmt::Display for CommandExit {
             CommandExit::Code(c) => write!(f, "status={c}"),
             CommandExit::Signal(s) => write!(f, "signal={s}"),
         }
+    }
+}
+
+/// Bytes of one argument an `exec` line keeps; the rest is cut.
+pub const MAX_RECORDED_ARG_BYTES: usize = 4 * 1024;
+/// Bytes of the whole argv an `exec` line keeps; later arguments are left out.
+pub const MAX_RECORDED_ARGV_BYTES: usize = 16 * 1024;
+
+/// The size of an argv in full, stated by an `exec` line that was cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgvSize {
+    pub args: u64,
+    pub bytes: u64,
+}
+
+impl fmt::Display for ArgvSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "truncated={},{}", self.args, self.bytes)
+    }
+}
+
+/// The argv as an `exec` line keeps it, and its size in full when that is less.
+fn recorded_argv(argv: &[OsString]) -> (Vec<&[u8]>, Option<ArgvSize>) {
+    let mut kept = Vec::new();
+    let mut room = MAX_RECORDED_ARGV_BYTES;
+    let mut cut = false;
+    for arg in argv {
+        let arg = arg.as_bytes();
+        let keep = char_boundary(arg, arg.len().min(MAX_RECORDED_ARG_BYTES).min(room));
+        cut |= keep < arg.len();
+        if keep == 0 && !arg.is_empty() {
+            break;
+        }
+        kept.push(&arg[..keep]);
+        room -= keep;
+    }
+    cut |= kept.len() < argv.len();
+    let size = cut.then(|| ArgvSize {
+        args: u64::try_from(argv.len()).unwrap_or(u64::MAX),
+        bytes: argv
+            .iter()
+            .map(|a| u64::try_from(a.len()).unwrap_or(u64::MAX))
+            .fold(0, u64::saturating_add),
+    });
+    (kept, size)
+}
+
+/// `at`, moved back so as not to split a UTF-8 sequence of `bytes` (when it is one).
+fn char_boundary(bytes: &[u8], at: usize) -> usize {
+    if at >= bytes.len() {
+        return at;
+    }
+    let mut i = at;
+    while i > 0 && at - i < 3 && bytes[i] & 0xC0 == 0x80 {
+        i -= 1;
+    }
+    if i < at && std::str::from_utf8(&bytes[i..at.min(i + 4)]).is_err() {
+        i
+    } else {
+        at
     }
 }
 
@@ -124,8 +190,12 @@ impl CommandRecord {
         if let Some(exit) = self.exit {
             s.push_str(&format!(" {exit}"));
         }
+        let (argv, full) = recorded_argv(&self.argv);
+        if let Some(full) = full {
+            s.push_str(&format!(" {full}"));
+        }
         s.push_str(" -- ");
-        s.push_str(&quote_argv(self.argv.iter().map(|a| a.as_bytes())));
+        s.push_str(&quote_argv(argv));
         s.push('\n');
         s
     }
@@ -497,14 +567,15 @@ impl SessionWriter {
             .chain_digest(record.file, record.offset, record.len, digest)
     }
 
-    /// Appends an `exec` line to `commands.log`.
-    pub fn record_command(&self, cmd: &CommandRecord) -> Result<(), RecordsError> {
+    /// Appends an `exec` line to `commands.log`; returns its length in bytes.
+    pub fn record_command(&self, cmd: &CommandRecord) -> Result<u64, RecordsError> {
         let line = cmd.to_line();
-        self.lock().append(RecordFile::Commands, line.as_bytes())
+        self.lock().append(RecordFile::Commands, line.as_bytes())?;
+        Ok(u64::try_from(line.len()).unwrap_or(u64::MAX))
     }
 
-    /// Appends an `exit` line for an earlier `exec` of `pid`.
-    pub fn record_exit(&self, pid: u32, exit: CommandExit) -> Result<(), RecordsError> {
+    /// Appends an `exit` line for an earlier `exec` of `pid`; returns its length.
+    pub fn record_exit(&self, pid: u32, exit: CommandExit) -> Result<u64, RecordsError> {
         self.record_exit_at(SystemTime::now(), pid, exit)
     }
 
@@ -513,9 +584,10 @@ impl SessionWriter {
         time: SystemTime,
         pid: u32,
         exit: CommandExit,
-    ) -> Result<(), RecordsError> {
+    ) -> Result<u64, RecordsError> {
         let line = format!("{} exit pid={pid} {exit}\n", time::format_rfc3339(time));
-        self.lock().append(RecordFile::Commands, line.as_bytes())
+        self.lock().append(RecordFile::Commands, line.as_bytes())?;
+        Ok(u64::try_from(line.len()).unwrap_or(u64::MAX))
     }
 
     /// Writes an event to `events.jsonl`, then hands it to every sink.

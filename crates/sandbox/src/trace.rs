@@ -14,15 +14,21 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
 use crate::sys;
+
+mod resolve;
+
+use resolve::{Base, Presence};
 
 /// Upper bounds that keep a hostile argv from costing unbounded time or memory.
 const MAX_ARGS: usize = 4096;
 const MAX_ARG_BYTES: usize = 128 * 1024;
 const MAX_TOTAL_BYTES: usize = 1024 * 1024;
+/// The kernel refuses an exec path this long or longer (`ENAMETOOLONG`).
+const PATH_MAX: usize = 4096;
 
 /// One traced event. Pids are as seen inside the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +36,10 @@ pub enum TraceEvent {
     Exec {
         pid: i32,
         ppid: i32,
+        /// The working directory as seen inside the sandbox.
         cwd: PathBuf,
+        /// The file executed, named honestly: the path passed to `execve`, or for
+        /// `execveat` the descriptor's file or the path joined to its directory.
         path: Vec<u8>,
         argv: Vec<Vec<u8>>,
         /// argv was cut at one of the bounds above.
@@ -80,10 +89,10 @@ pub fn serve(listener: OwnedFd, mut on_event: impl FnMut(TraceEvent) -> Verdict)
         // Only report what belongs to a live, unchanged notification.
         let event = match described {
             Described::Event(event) => Some(event),
-            Described::Missing => {
+            Described::Fail(errno) => {
                 // The kernel would fail it the same way; failing it here also means a
                 // file created between our look and the exec cannot run unrecorded.
-                let _ = sys::notif_fail(fd, notif.id, libc::ENOENT);
+                let _ = sys::notif_fail(fd, notif.id, errno);
                 continue;
             }
             Described::Unrecordable(reason) => {
@@ -163,6 +172,18 @@ impl Tracked {
         ns
     }
 
+    /// [`Self::remove`] for the task calling `exit_group`, which may be a thread
+    /// other than its process's main one: the process is tracked by its main thread.
+    fn remove_exiting(&mut self, host_task: u32) -> Option<i32> {
+        if let Some(ns) = self.remove(host_task) {
+            return Some(ns);
+        }
+        if self.by_host_pid.is_empty() {
+            return None;
+        }
+        self.remove(thread_group_of(host_task)?)
+    }
+
     fn root(&mut self, host_pid: libc::pid_t) -> Option<std::os::fd::BorrowedFd<'_>> {
         if self.root.is_none() {
             self.root = std::fs::File::open(format!("/proc/{host_pid}/root"))
@@ -176,8 +197,9 @@ impl Tracked {
 /// What a notification turned out to be.
 enum Described {
     Event(TraceEvent),
-    /// An exec of a path that does not exist (a PATH probe): not a program run.
-    Missing,
+    /// An exec the kernel would fail with this errno without running anything: a
+    /// path that does not exist (a PATH probe), or one too long.
+    Fail(i32),
     /// An exec that cannot be read, so cannot be recorded.
     Unrecordable(String),
     /// Nothing to report (the exit of a process that never executed anything).
@@ -186,7 +208,7 @@ enum Described {
 
 fn describe(n: &sys::SeccompNotif, tracked: &mut Tracked) -> Described {
     match i64::from(n.nr) {
-        libc::SYS_exit_group => match tracked.remove(n.pid) {
+        libc::SYS_exit_group => match tracked.remove_exiting(n.pid) {
             Some(pid) => Described::Event(TraceEvent::Exit {
                 pid,
                 status: i32::try_from(n.args[0] & 0xff).unwrap_or(0),
@@ -195,10 +217,24 @@ fn describe(n: &sys::SeccompNotif, tracked: &mut Tracked) -> Described {
         },
         libc::SYS_execve | libc::SYS_execveat => match describe_exec(n, tracked) {
             Ok(Some(event)) => Described::Event(event),
-            Ok(None) => Described::Missing,
-            Err(reason) => Described::Unrecordable(reason),
+            Ok(None) => Described::Fail(libc::ENOENT),
+            Err(Unrecordable::TooLong) => Described::Fail(libc::ENAMETOOLONG),
+            Err(Unrecordable::Reason(reason)) => Described::Unrecordable(reason),
         },
         _ => Described::Nothing,
+    }
+}
+
+/// Why an exec is not described.
+enum Unrecordable {
+    /// The path is longer than the kernel accepts.
+    TooLong,
+    Reason(String),
+}
+
+impl From<&str> for Unrecordable {
+    fn from(reason: &str) -> Self {
+        Unrecordable::Reason(reason.to_owned())
     }
 }
 
@@ -206,66 +242,117 @@ fn describe(n: &sys::SeccompNotif, tracked: &mut Tracked) -> Described {
 fn describe_exec(
     n: &sys::SeccompNotif,
     tracked: &mut Tracked,
-) -> Result<Option<TraceEvent>, String> {
-    let host_pid = libc::pid_t::try_from(n.pid).map_err(|_| "pid out of range".to_owned())?;
-    let (dirfd, path_ptr, argv_ptr) = if i64::from(n.nr) == libc::SYS_execve {
-        (libc::AT_FDCWD, n.args[0], n.args[1])
+) -> Result<Option<TraceEvent>, Unrecordable> {
+    let host_pid = libc::pid_t::try_from(n.pid).map_err(|_| "pid out of range")?;
+    let (base, path_ptr, argv_ptr, empty_path_ok) = if i64::from(n.nr) == libc::SYS_execve {
+        (Base::Cwd, n.args[0], n.args[1], false)
     } else {
-        (
-            i32::try_from(n.args[0] as i64).unwrap_or(libc::AT_FDCWD),
-            n.args[1],
-            n.args[2],
-        )
+        let dirfd = i32::try_from(n.args[0] as i64).unwrap_or(libc::AT_FDCWD);
+        let flags = i32::try_from(n.args[4] as i64).unwrap_or(0);
+        let base = if dirfd == libc::AT_FDCWD {
+            Base::Cwd
+        } else {
+            Base::Fd(dirfd)
+        };
+        (base, n.args[1], n.args[2], flags & libc::AT_EMPTY_PATH != 0)
     };
-    let path = read_cstring(host_pid, path_ptr, MAX_ARG_BYTES)
-        .ok_or("cannot read the path from the process's memory")?
-        .0;
-    if !exists(host_pid, dirfd, &path, tracked) {
+    let (path, too_long) = read_cstring(host_pid, path_ptr, PATH_MAX)
+        .ok_or("cannot read the path from the process's memory")?;
+    if too_long {
+        return Err(Unrecordable::TooLong);
+    }
+    let looked_up = resolve::lookup(host_pid, tracked.root(host_pid), base, &path, empty_path_ok);
+    if looked_up.presence == Presence::Missing {
         return Ok(None);
     }
-    // pidfd_open refuses a thread that is not its process's leader: such an exec is
-    // still recorded, from /proc, only its exit is not.
-    let pidfd = sys::pidfd_open(host_pid).ok();
-    let (pid, parent) = identify(host_pid, pidfd.as_ref(), tracked)
-        .ok_or("cannot find the process's pid in the sandbox")?;
+    // An exec from a thread other than the main one: once it succeeds, the kernel
+    // gives the thread its process's pid, so the exec (and the exit to come) belong to
+    // the process, by its thread group id.
+    let who = identify(host_pid, tracked).ok_or("cannot find the process's pid in the sandbox")?;
+    let (pid, parent) = (who.pid, who.parent);
     let ppid = tracked
         .ns_pid(parent)
         .or_else(|| ns_pid_of(parent))
         .unwrap_or(0);
     let (argv, truncated) = read_argv(host_pid, argv_ptr);
-    let cwd = std::fs::read_link(format!("/proc/{host_pid}/cwd")).unwrap_or_default();
-    if let Some(pidfd) = pidfd {
-        tracked.insert(n.pid, pid, pidfd);
+    // The kernel names the directory from the sandbox's own root (the supervisor's
+    // root is not above it), so this is the path as seen inside.
+    let cwd = resolve::read_link(&format!("/proc/{host_pid}/cwd")).unwrap_or_default();
+    if let Some(pidfd) = who.pidfd {
+        tracked.insert(who.host_tgid, pid, pidfd);
     }
     Ok(Some(TraceEvent::Exec {
         pid,
         ppid,
-        cwd,
-        path,
+        cwd: PathBuf::from(std::ffi::OsString::from_vec(cwd)),
+        path: looked_up.exe,
         argv,
         truncated,
     }))
 }
 
-/// A process's pid inside the sandbox and its parent's host pid: from the pidfd
-/// (fdinfo and `PIDFD_GET_INFO`) where the kernel offers it, else from `/proc`.
-fn identify(
-    host_pid: libc::pid_t,
-    pidfd: Option<&OwnedFd>,
-    tracked: &mut Tracked,
-) -> Option<(i32, u32)> {
-    if let Some(pidfd) = pidfd
+/// The process of a task that is calling exec.
+struct Identity {
+    /// Its pid inside the sandbox: the thread group's, which the exec'ing thread
+    /// takes once the exec succeeds.
+    pid: i32,
+    /// The parent's host pid.
+    parent: u32,
+    /// The thread group's host pid, by which it is tracked.
+    host_tgid: u32,
+    pidfd: Option<OwnedFd>,
+}
+
+/// Who `host_task` is: from a pidfd (fdinfo and `PIDFD_GET_INFO`) where the kernel
+/// offers one, else from `/proc` (also for a thread other than the main one, which
+/// `pidfd_open` refuses).
+fn identify(host_task: libc::pid_t, tracked: &mut Tracked) -> Option<Identity> {
+    let host_tgid = u32::try_from(host_task).ok()?;
+    if let Ok(pidfd) = sys::pidfd_open(host_task)
         && let Ok(parent) = sys::pidfd_parent(pidfd.as_fd())
-        && let Some(pid) = pidfd_info_text(pidfd, tracked).and_then(|info| ns_pid(&info))
+        && let Some(pid) = pidfd_info_text(&pidfd, tracked).and_then(|info| ns_pid(&info))
     {
-        return Some((pid, parent));
+        return Some(Identity {
+            pid,
+            parent,
+            host_tgid,
+            pidfd: Some(pidfd),
+        });
     }
-    let status = std::fs::read_to_string(format!("/proc/{host_pid}/status")).ok()?;
-    let parent = status
+    let status = std::fs::read_to_string(format!("/proc/{host_task}/status")).ok()?;
+    let number = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse::<u32>().ok())
+    };
+    let parent = number("PPid:")?;
+    let host_tgid = number("Tgid:")?;
+    let pid = innermost(&status, "NStgid:")?;
+    let pidfd = libc::pid_t::try_from(host_tgid)
+        .ok()
+        .and_then(|tgid| sys::pidfd_open(tgid).ok());
+    Some(Identity {
+        pid,
+        parent,
+        host_tgid,
+        pidfd,
+    })
+}
+
+/// The thread group (host pid) of a task that is not its group's leader, or `None`
+/// for a leader or a task that is gone. One system call for a leader, the usual case.
+fn thread_group_of(host_task: u32) -> Option<u32> {
+    let task = libc::pid_t::try_from(host_task).ok()?;
+    if sys::pidfd_open(task).is_ok() {
+        return None;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{host_task}/status")).ok()?;
+    status
         .lines()
-        .find_map(|l| l.strip_prefix("PPid:"))
-        .and_then(|v| v.trim().parse::<u32>().ok())?;
-    Some((ns_pid(&status)?, parent))
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|&tgid| tgid != host_task)
 }
 
 /// The text of our fdinfo entry for `pidfd` (its `NSpid:` line is the process's pid
@@ -292,44 +379,16 @@ fn ns_pid_of(host_pid: u32) -> Option<i32> {
 
 /// The innermost pid of a task, from the `NSpid:` line of its status file.
 fn ns_pid(status: &str) -> Option<i32> {
+    innermost(status, "NSpid:")
+}
+
+/// The last (innermost pid namespace's) number of a `NSpid:`/`NStgid:` line.
+fn innermost(status: &str, key: &str) -> Option<i32> {
     status
         .lines()
-        .find_map(|l| l.strip_prefix("NSpid:"))
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.split_whitespace().last())
         .and_then(|v| v.parse().ok())
-}
-
-fn exists(host_pid: libc::pid_t, dirfd: i32, path: &[u8], tracked: &mut Tracked) -> bool {
-    // An empty path with AT_EMPTY_PATH executes the descriptor itself.
-    if path.is_empty() {
-        return true;
-    }
-    if path.starts_with(b"/")
-        && let Ok(rel) = std::ffi::CString::new(path)
-        && let Some(root) = tracked.root(host_pid)
-    {
-        return !is_missing(sys::openat2(root, &rel, libc::O_PATH, sys::RESOLVE_IN_ROOT).err());
-    }
-    let rel = std::ffi::OsStr::from_bytes(path);
-    let base = if path.starts_with(b"/") {
-        format!("/proc/{host_pid}/root")
-    } else if dirfd == libc::AT_FDCWD {
-        format!("/proc/{host_pid}/cwd")
-    } else {
-        format!("/proc/{host_pid}/fd/{dirfd}")
-    };
-    let full = PathBuf::from(base).join(
-        std::path::Path::new(rel)
-            .strip_prefix("/")
-            .unwrap_or(std::path::Path::new(rel)),
-    );
-    !is_missing(std::fs::metadata(full).err())
-}
-
-/// Only "no such file" means missing; any other error (permissions, loops) is left
-/// for the kernel to decide on the real exec.
-fn is_missing(error: Option<std::io::Error>) -> bool {
-    error.is_some_and(|e| matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)))
 }
 
 /// Reads a NUL-terminated string, page by page so an unmapped page after the string

@@ -98,7 +98,8 @@ fn exit_json(exit: Option<CommandExit>) -> (Value, Value) {
 }
 
 /// `{"line", "type": "exec", "time", "pid", "ppid", "cwd", "exe", "argv", "command",
-/// "status", "signal"}`, `{"line", "type": "exit", "time", "pid", "status",
+/// "truncated", "status", "signal"}` (`truncated`: the argv's full size, `{"args",
+/// "bytes"}`, when the line keeps only part of it), `{"line", "type": "exit", "time", "pid", "status",
 /// "signal"}`, or `{"line", "type": "unparsed", "time": null, "text"}`.
 /// `argv` and `cwd` replace bytes that are not UTF-8; `command` (quoted for
 /// a shell) keeps them exactly.
@@ -119,6 +120,7 @@ pub fn command_json(line_no: usize, line: &[u8]) -> Value {
                 "exe": e.exe.as_deref().map(lossy),
                 "argv": e.argv.iter().map(|a| lossy(a)).collect::<Vec<_>>(),
                 "command": e.command,
+                "truncated": e.truncated.map(|t| json!({"args": t.args, "bytes": t.bytes})),
                 "status": status,
                 "signal": signal,
             })

@@ -9,25 +9,23 @@
 //! Recording is part of the policy: when a record cannot be written (disk full,
 //! folder removed), the sandbox is stopped rather than left running unrecorded.
 
-use std::collections::HashSet;
-use std::ffi::OsString;
 use std::fs::File;
 use std::io::PipeReader;
 use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
 use anyhow::{Context, Result};
 use vg_records::event::kind::LIMIT_HIT;
-use vg_records::{
-    CommandExit, CommandRecord, End, Event, Metadata, SessionStore, SessionWriter, Status,
-};
-use vg_sandbox::trace::{self, TraceEvent, Verdict};
+use vg_records::{CommandExit, End, Event, Metadata, SessionStore, SessionWriter, Status};
+use vg_sandbox::trace;
 use vg_sandbox::{Killer, Outcome, SandboxError, Termination};
 
+mod commands;
 mod relay;
+
+use commands::CommandsLog;
 
 /// Network events written per session; the rest are counted in one last event.
 const MAX_NETWORK_EVENTS: u64 = 100_000;
@@ -70,7 +68,7 @@ pub struct Session {
     writer: Arc<SessionWriter>,
     shared: Option<Arc<Shared>>,
     relays: Vec<JoinHandle<()>>,
-    tracer: Option<JoinHandle<HashSet<i32>>>,
+    tracer: Option<JoinHandle<CommandsLog>>,
     /// Relays and records the sandbox's network in `--network allow` mode.
     mediator: Option<vg_netstack::Mediator>,
     /// Network events past [`MAX_NETWORK_EVENTS`], not written.
@@ -160,9 +158,9 @@ impl Session {
         if trace && let Some(listener) = sandbox.exec_listener() {
             let shared = Arc::clone(&shared);
             self.tracer = Some(std::thread::spawn(move || {
-                let mut live = HashSet::new();
-                trace::serve(listener, |event| record_trace(&shared, &mut live, event));
-                live
+                let mut log = CommandsLog::new(max_output);
+                trace::serve(listener, |event| log.record(&shared, event));
+                log
             }));
         }
         let mut resize = None;
@@ -259,17 +257,15 @@ impl Session {
         for relay in self.relays.drain(..) {
             let _ = relay.join();
         }
-        let live = self
-            .tracer
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default();
+        let mut commands = self.tracer.take().and_then(|t| t.join().ok());
         let id = self.writer.id().to_owned();
         // The command's exit is seen by the tracer when it calls exit; a command
         // killed by a signal never does, so its status comes from init.
         if let Ok(outcome) = result
             && let Some(pid) = outcome.command_pid
-            && live.contains(&pid)
+            && let Some(log) = commands.as_mut()
+            && log.is_live(pid)
+            && let Some(shared) = &self.shared
         {
             let exit = match outcome.termination {
                 Termination::Signalled(sig) => Some(CommandExit::Signal(sig)),
@@ -277,11 +273,13 @@ impl Session {
                 Termination::ExecFailed(_) => None,
             };
             if let Some(exit) = exit {
-                let pid = u32::try_from(pid).unwrap_or(0);
-                self.writer
-                    .record_exit(pid, exit)
-                    .context("cannot write commands.log")?;
+                log.exit(shared, pid, exit);
             }
+        }
+        if let Some(event) = commands.as_ref().and_then(CommandsLog::limit_hit) {
+            self.writer
+                .event(event)
+                .context("cannot write events.jsonl")?;
         }
         self.record_limit_hits(result, hits)?;
         let broken = self.shared.as_ref().and_then(|s| s.broken.get().cloned());
@@ -432,67 +430,4 @@ fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>, starte
         }
         Err(e) => End::failed_to_start(e.to_string()),
     }
-}
-
-/// Records one traced exec or exit. Exits are recorded only for processes whose
-/// exec was recorded: a forked subshell that never executes anything is not a command.
-fn record_trace(shared: &Shared, live: &mut HashSet<i32>, event: TraceEvent) -> Verdict {
-    match event {
-        TraceEvent::Exec {
-            pid,
-            ppid,
-            cwd,
-            path,
-            argv,
-            truncated,
-        } => {
-            let argv: Vec<OsString> = if argv.is_empty() {
-                vec![OsString::from_vec(path.clone())]
-            } else {
-                argv.into_iter().map(OsString::from_vec).collect()
-            };
-            let record = CommandRecord::new(
-                u32::try_from(pid).unwrap_or(0),
-                u32::try_from(ppid).unwrap_or(0),
-                cwd,
-                argv,
-            )
-            .with_exe(OsString::from_vec(path));
-            if let Err(e) = shared.writer.record_command(&record) {
-                shared.fail("commands.log", e);
-            }
-            if truncated
-                && let Err(e) = shared.writer.event(
-                    Event::new("argv-truncated")
-                        .with("pid", pid)
-                        .with("reason", "the argument list exceeds the recording limits"),
-                )
-            {
-                shared.fail("events.jsonl", e);
-            }
-            live.insert(pid);
-        }
-        TraceEvent::Refused { host_pid, reason } => {
-            eprintln!(
-                "vectraguard: refused a program that cannot be recorded (host pid {host_pid}): {reason}"
-            );
-            if let Err(e) = shared.writer.event(
-                Event::new(vg_records::event::kind::FAILURE)
-                    .with("error", format!("exec refused: {reason}"))
-                    .with("host_pid", host_pid),
-            ) {
-                shared.fail("events.jsonl", e);
-            }
-        }
-        TraceEvent::Exit { pid, status } => {
-            if live.remove(&pid)
-                && let Err(e) = shared
-                    .writer
-                    .record_exit(u32::try_from(pid).unwrap_or(0), CommandExit::Code(status))
-            {
-                shared.fail("commands.log", e);
-            }
-        }
-    }
-    Verdict::Continue
 }

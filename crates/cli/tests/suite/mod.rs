@@ -8,6 +8,7 @@ mod attacks_processes;
 #[cfg(target_arch = "x86_64")]
 mod attacks_syscalls;
 mod config;
+mod exec_records;
 mod filesystem;
 mod first_hour;
 mod image_runs;

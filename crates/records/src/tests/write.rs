@@ -188,6 +188,7 @@ fn interleaved_writes_from_many_threads_stay_intact() {
                     1 => w.append_stderr(&[u8::try_from(t).unwrap(); 37]).unwrap(),
                     2 => w
                         .record_command(&CommandRecord::new(1000 + i, t, "/", ["echo", "x y"]))
+                        .map(drop)
                         .unwrap(),
                     _ => w
                         .event(Event::new("tick").with("t", t).with("i", i))

@@ -1,0 +1,185 @@
+//! `commands.log` while the session runs: each traced exec and exit, under a cap on
+//! the file's total size.
+//!
+//! One line is bounded by `vg_records` (each argument and the whole argv cut, with
+//! the full size stated); the file as a whole by [`CommandsLog::limit`]: the
+//! `--max-output` value when one is set (the same promise, "this many bytes recorded",
+//! now for the record of programs too), else [`DEFAULT_LIMIT`]. Past it, execs are
+//! still traced (and could still be refused) but only counted, and one `limit-hit`
+//! event says how many were left out.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::time::SystemTime;
+
+use vg_records::event::kind::LIMIT_HIT;
+use vg_records::{CommandExit, CommandRecord, Event};
+use vg_sandbox::trace::{TraceEvent, Verdict};
+
+use super::Shared;
+
+/// The size of `commands.log` past which lines are counted, not written, when
+/// `--max-output` is not set: a million ordinary exec lines.
+pub const DEFAULT_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// What the tracer has written of `commands.log`, and what it left out.
+pub struct CommandsLog {
+    limit: u64,
+    written: u64,
+    /// Sandbox pids whose exec was traced and whose exit is still to come.
+    live: HashSet<i32>,
+    dropped_execs: u64,
+    dropped_exits: u64,
+    /// When the limit was reached.
+    full_since: Option<SystemTime>,
+}
+
+impl CommandsLog {
+    pub fn new(max_output: Option<u64>) -> Self {
+        Self {
+            limit: max_output.unwrap_or(DEFAULT_LIMIT),
+            written: 0,
+            live: HashSet::new(),
+            dropped_execs: 0,
+            dropped_exits: 0,
+            full_since: None,
+        }
+    }
+
+    /// Whether `pid`'s exec was traced and its exit not yet seen.
+    pub fn is_live(&self, pid: i32) -> bool {
+        self.live.contains(&pid)
+    }
+
+    /// Whether the next line may be written; once the limit is reached, nothing more
+    /// is (a line started below it is written whole, so the file ends on a line).
+    fn room(&mut self) -> bool {
+        if self.written < self.limit {
+            return true;
+        }
+        self.full_since.get_or_insert_with(SystemTime::now);
+        false
+    }
+
+    /// Records one traced exec or exit. Exits are recorded only for processes whose
+    /// exec was traced: a forked subshell that never executes anything is not a
+    /// command.
+    pub fn record(&mut self, shared: &Shared, event: TraceEvent) -> Verdict {
+        match event {
+            TraceEvent::Exec {
+                pid,
+                ppid,
+                cwd,
+                path,
+                argv,
+                truncated,
+            } => {
+                self.live.insert(pid);
+                if !self.room() {
+                    self.dropped_execs += 1;
+                    return Verdict::Continue;
+                }
+                let argv: Vec<OsString> = if argv.is_empty() {
+                    vec![OsString::from_vec(path.clone())]
+                } else {
+                    argv.into_iter().map(OsString::from_vec).collect()
+                };
+                let record = CommandRecord::new(
+                    u32::try_from(pid).unwrap_or(0),
+                    u32::try_from(ppid).unwrap_or(0),
+                    cwd,
+                    argv,
+                )
+                .with_exe(OsString::from_vec(path));
+                match shared.writer.record_command(&record) {
+                    Ok(len) => self.written = self.written.saturating_add(len),
+                    Err(e) => shared.fail("commands.log", e),
+                }
+                if truncated
+                    && let Err(e) = shared.writer.event(
+                        Event::new("argv-truncated")
+                            .with("pid", pid)
+                            .with("reason", "the argument list exceeds the recording limits"),
+                    )
+                {
+                    shared.fail("events.jsonl", e);
+                }
+            }
+            TraceEvent::Refused { host_pid, reason } => {
+                eprintln!(
+                    "vectraguard: refused a program that cannot be recorded (host pid {host_pid}): {reason}"
+                );
+                if let Err(e) = shared.writer.event(
+                    Event::new(vg_records::event::kind::FAILURE)
+                        .with("error", format!("exec refused: {reason}"))
+                        .with("host_pid", host_pid),
+                ) {
+                    shared.fail("events.jsonl", e);
+                }
+            }
+            TraceEvent::Exit { pid, status } => {
+                if self.live.remove(&pid) {
+                    self.exit(shared, pid, CommandExit::Code(status));
+                }
+            }
+        }
+        Verdict::Continue
+    }
+
+    /// Writes the `exit` line of a traced process (e.g. the command, from init's
+    /// report, when it died of a signal).
+    pub fn exit(&mut self, shared: &Shared, pid: i32, exit: CommandExit) {
+        self.live.remove(&pid);
+        if !self.room() {
+            self.dropped_exits += 1;
+            return;
+        }
+        match shared
+            .writer
+            .record_exit(u32::try_from(pid).unwrap_or(0), exit)
+        {
+            Ok(len) => self.written = self.written.saturating_add(len),
+            Err(e) => shared.fail("commands.log", e),
+        }
+    }
+
+    /// The `limit-hit` event, when lines were left out.
+    pub fn limit_hit(&self) -> Option<Event> {
+        let at = self.full_since?;
+        Some(
+            Event::new(LIMIT_HIT)
+                .at(at)
+                .with("limit", "commands")
+                .with("bytes", self.limit)
+                .with("dropped_execs", self.dropped_execs)
+                .with("dropped_exits", self.dropped_exits),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_until_the_limit_then_counted() {
+        let mut log = CommandsLog::new(Some(100));
+        assert!(log.room());
+        log.written = 99;
+        assert!(
+            log.room(),
+            "a line started below the limit is written whole"
+        );
+        log.written = 150;
+        assert!(!log.room());
+        assert!(log.full_since.is_some());
+        log.dropped_execs = 3;
+        let event = log.limit_hit().unwrap();
+        let line = String::from_utf8(event.to_line().unwrap()).unwrap();
+        assert!(line.contains(r#""limit":"commands""#), "{line}");
+        assert!(line.contains(r#""dropped_execs":3"#), "{line}");
+        assert!(CommandsLog::new(None).limit_hit().is_none());
+        assert_eq!(CommandsLog::new(None).limit, DEFAULT_LIMIT);
+    }
+}

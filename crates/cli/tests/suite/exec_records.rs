@@ -1,0 +1,359 @@
+//! What the exec tracer writes to `commands.log` when the sandbox tries to make the
+//! record cost too much, probe the host through it, or disguise what ran.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::harness::{Output, PYTHON, RecordsHome, Runner, Vg, Workspace, each_identity, unique};
+
+fn commands(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("commands.log")).unwrap()
+}
+
+fn events(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The `exec` lines of `commands.log` whose argv (after ` -- `) starts with `argv`.
+fn execs_of<'a>(log: &'a str, argv: &str) -> Vec<&'a str> {
+    log.lines()
+        .filter(|l| {
+            l.contains(" exec ")
+                && l.split_once(" -- ")
+                    .is_some_and(|(_, a)| a.starts_with(argv))
+        })
+        .collect()
+}
+
+/// The value of `key=` on a `commands.log` line (before ` -- `).
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let head = line.split_once(" -- ").map_or(line, |(h, _)| h);
+    let at = head
+        .find(&format!(" {key}="))
+        .unwrap_or_else(|| panic!("no {key}= in {line}"));
+    let value = &head[at + key.len() + 2..];
+    // A quoted value may hold spaces: take through its closing quote.
+    if let Some(quoted) = value.strip_prefix('\'') {
+        let end = quoted.find('\'').unwrap();
+        return &value[..end + 2];
+    }
+    value.split(' ').next().unwrap()
+}
+
+fn run_recorded(
+    runner: Runner,
+    ws: &Workspace,
+    home: &RecordsHome,
+    options: &[&str],
+    cmd: &[&str],
+) -> Output {
+    Vg::sandbox(runner, ws, options, cmd)
+        .records_home(home)
+        .run()
+}
+
+// ---------------------------------------------------------------------------------------
+// A: the size of commands.log.
+
+#[test]
+fn huge_argv_execs_cannot_grow_commands_log_past_its_limits() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        // 20 execs of 8 arguments of 128 000 bytes: 20 MB of argv.
+        let script = r#"big=$(head -c 128000 /dev/zero | tr '\0' a)
+i=0
+while [ $i -lt 20 ]; do
+  /bin/true "$big" "$big" "$big" "$big" "$big" "$big" "$big" "$big" || exit 9
+  i=$((i+1))
+done
+echo done-looping"#;
+        let out = run_recorded(
+            runner,
+            &ws,
+            &home,
+            &["--max-output", "64k"],
+            &["sh", "-c", script],
+        );
+        out.assert_success().assert_stdout_contains("done-looping");
+        let dir = home.only_session();
+        let log = commands(&dir);
+        assert!(
+            log.len() < 64 * 1024 + 20 * 1024,
+            "commands.log is {} bytes",
+            log.len()
+        );
+        let written = execs_of(&log, "/bin/true ");
+        assert!(!written.is_empty(), "{log}");
+        for line in &written {
+            // Each line holds at most 16 KiB of argv, and says the argv's full size.
+            assert!(line.len() < 17 * 1024, "{} bytes", line.len());
+            assert_eq!(field(line, "truncated"), "9,1024009", "{line:.300}");
+        }
+        let hit: Vec<Value> = events(&dir)
+            .into_iter()
+            .filter(|e| e["type"] == "limit-hit" && e["limit"] == "commands")
+            .collect();
+        assert_eq!(hit.len(), 1, "one limit-hit event for commands.log");
+        assert_eq!(hit[0]["bytes"], 64 * 1024);
+        // Every exec was traced: those not written are counted.
+        let dropped = hit[0]["dropped_execs"].as_u64().unwrap();
+        assert_eq!(written.len() as u64 + dropped, 20, "{log:.2000}");
+        // The logs command reads the cut lines back.
+        let show = Vg::new(runner, home.path())
+            .args([
+                "logs",
+                "show",
+                dir.file_name().unwrap().to_str().unwrap(),
+                "--commands",
+                "--json",
+            ])
+            .records_home(&home)
+            .run();
+        show.assert_success();
+        let json: Value = serde_json::from_str(&show.stdout).unwrap();
+        let cut = json["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["argv"][0] == "/bin/true")
+            .unwrap_or_else(|| panic!("{show}"));
+        assert_eq!(cut["truncated"]["args"], 9, "{cut}");
+        assert_eq!(cut["truncated"]["bytes"], 1_024_009, "{cut}");
+        assert_eq!(cut["argv"][1].as_str().unwrap().len(), 4096, "{cut}");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// B: relative exec paths resolve inside the sandbox.
+
+#[test]
+fn a_relative_symlink_to_an_absolute_path_runs_the_sandbox_file() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let target = format!("/tmp/vg-inside-only-{}", unique());
+        assert!(!Path::new(&target).exists());
+        // /tmp is the sandbox's own: the target exists there, not on the host.
+        let script = format!(
+            "printf '#!/bin/sh\\necho ran-$1\\n' > {target} && chmod +x {target} && cd /tmp && ln -s {target} r && ./r 1"
+        );
+        let out = run_recorded(runner, &ws, &home, &[], &["sh", "-c", &script]);
+        out.assert_success().assert_stdout_contains("ran-1");
+        let log = commands(&home.only_session());
+        let line = execs_of(&log, "./r 1");
+        assert_eq!(line.len(), 1, "{log}");
+        assert_eq!(field(line[0], "cwd"), "/tmp", "{log}");
+        assert_eq!(field(line[0], "exe"), "./r", "{log}");
+    });
+}
+
+#[test]
+fn the_sandbox_cannot_learn_whether_a_host_file_exists_through_exec() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let id = unique();
+        // On the host's /tmp, which the sandbox does not see: one name exists, one not.
+        let on_host = format!("/tmp/vg-probe-{id}-there");
+        let not_on_host = format!("/tmp/vg-probe-{id}-absent");
+        std::fs::write(&on_host, b"host file").unwrap();
+        let _cleanup = Remove(on_host.clone());
+        // Inside, both names are executables of the sandbox's own /tmp, each behind a
+        // relative symlink: what runs must not depend on the host.
+        let mut script = String::from("cd /tmp\n");
+        for (i, path) in [&on_host, &not_on_host].iter().enumerate() {
+            script.push_str(&format!(
+                "printf '#!/bin/sh\\necho ran-{i}\\n' > {path}; chmod +x {path}; ln -s {path} p{i}\n./p{i}; echo status-{i}=$?\n"
+            ));
+        }
+        let out = run_recorded(runner, &ws, &home, &[], &["sh", "-c", &script]);
+        out.assert_success();
+        assert_eq!(out.field("status-0"), "0", "{out}");
+        assert_eq!(out.field("status-1"), "0", "{out}");
+        out.assert_stdout_contains("ran-0")
+            .assert_stdout_contains("ran-1");
+        let log = commands(&home.only_session());
+        assert_eq!(execs_of(&log, "./p0").len(), 1, "{log}");
+        assert_eq!(execs_of(&log, "./p1").len(), 1, "{log}");
+    });
+}
+
+struct Remove(String);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// C: disguised execs.
+
+/// Python that runs `execveat(2)` in a child and waits for it.
+const EXECVEAT: &str = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+NR = {"x86_64": 322, "aarch64": 281}[os.uname().machine]
+AT_EMPTY_PATH = 0x1000
+def execveat(fd, path, argv, flags):
+    pid = os.fork()
+    if pid == 0:
+        arr = (ctypes.c_char_p * (len(argv) + 1))(*[a.encode() for a in argv], None)
+        env = (ctypes.c_char_p * 1)(None)
+        libc.syscall(ctypes.c_long(NR), ctypes.c_long(fd), path, arr, env, ctypes.c_long(flags))
+        os.write(2, b"execveat failed: %d\n" % ctypes.get_errno())
+        os._exit(99)
+    _, status = os.waitpid(pid, 0)
+    print(argv[0], "status", os.waitstatus_to_exitcode(status), flush=True)
+"#;
+
+#[test]
+fn execveat_records_the_file_really_executed() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let script = format!(
+            r#"{EXECVEAT}
+fd = os.open("/usr/bin/true", os.O_RDONLY)
+execveat(fd, b"", ["innocuous-file"], AT_EMPTY_PATH)
+mfd = os.memfd_create("hidden-prog", 0)
+with open("/usr/bin/true", "rb") as f:
+    os.write(mfd, f.read())
+execveat(mfd, b"", ["innocuous-memfd"], AT_EMPTY_PATH)
+dirfd = os.open("/usr/bin", os.O_RDONLY | os.O_DIRECTORY)
+execveat(dirfd, b"true", ["innocuous-dir"], 0)
+"#
+        );
+        let out = run_recorded(runner, &ws, &home, &[], &[PYTHON, "-c", &script]);
+        out.assert_success();
+        for name in ["innocuous-file", "innocuous-memfd", "innocuous-dir"] {
+            out.assert_stdout_contains(&format!("{name} status 0"));
+        }
+        let log = commands(&home.only_session());
+        let exe = |argv0: &str| {
+            let lines = execs_of(&log, argv0);
+            assert_eq!(lines.len(), 1, "{argv0}:\n{log}");
+            field(lines[0], "exe").to_owned()
+        };
+        assert_eq!(exe("innocuous-file"), "/usr/bin/true", "{log}");
+        assert_eq!(
+            exe("innocuous-memfd"),
+            "'/memfd:hidden-prog (deleted)'",
+            "{log}"
+        );
+        assert_eq!(exe("innocuous-dir"), "/usr/bin/true", "{log}");
+    });
+}
+
+#[test]
+fn an_exec_or_exit_from_another_thread_is_recorded_under_the_process_pid() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        // A thread execs a shell, which takes the process's pid; another process's
+        // thread calls exit_group for the whole process.
+        let exec_from_thread = "import os, threading\n\
+            def run(): os.execv('/bin/sh', ['sh', '-c', 'echo execd-pid=$$; exit 7'])\n\
+            t = threading.Thread(target=run); t.start(); t.join()";
+        let exit_from_thread = "import os, threading\n\
+            print('exiting-pid=%d' % os.getpid(), flush=True)\n\
+            t = threading.Thread(target=lambda: os._exit(5)); t.start(); t.join()";
+        let script = format!(
+            "{PYTHON} -c \"$1\"; echo first=$?; {PYTHON} -c \"$2\" thread-exit; echo second=$?"
+        );
+        let out = run_recorded(
+            runner,
+            &ws,
+            &home,
+            &[],
+            &[
+                "sh",
+                "-c",
+                &script,
+                "sh",
+                exec_from_thread,
+                exit_from_thread,
+            ],
+        );
+        out.assert_success();
+        assert_eq!(out.field("first"), "7", "{out}");
+        assert_eq!(out.field("second"), "5", "{out}");
+        let log = commands(&home.only_session());
+        let execd = out.field("execd-pid");
+        let line = execs_of(&log, "sh -c 'echo execd-pid");
+        assert_eq!(line.len(), 1, "{log}");
+        assert_eq!(field(line[0], "pid"), execd, "{log}");
+        assert!(
+            log.lines()
+                .any(|l| l.ends_with(&format!(" exit pid={execd} status=7"))),
+            "{log}"
+        );
+        let exiting = out.field("exiting-pid");
+        let python = log
+            .lines()
+            .find(|l| l.ends_with(" thread-exit"))
+            .unwrap_or_else(|| panic!("{log}"));
+        assert_eq!(field(python, "pid"), exiting, "{log}");
+        assert!(
+            log.lines()
+                .any(|l| l.ends_with(&format!(" exit pid={exiting} status=5"))),
+            "{log}"
+        );
+    });
+}
+
+#[test]
+fn logs_never_print_invisible_characters_raw() {
+    // Tag characters (hidden ASCII), a variation selector, Hangul fillers, U+034F, a
+    // zero-width space, a bidi isolate and a soft hyphen.
+    let hidden = [
+        '\u{E0041}',
+        '\u{E007F}',
+        '\u{FE0F}',
+        '\u{3164}',
+        '\u{115F}',
+        '\u{034F}',
+        '\u{200B}',
+        '\u{2066}',
+        '\u{00AD}',
+        '\u{E0100}',
+    ];
+    let arg: String = hidden.iter().flat_map(|&c| ['x', c]).collect();
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        run_recorded(runner, &ws, &home, &[], &["/bin/true", &arg]).assert_success();
+        let dir = home.only_session();
+        let id = dir.file_name().unwrap().to_str().unwrap().to_owned();
+        let raw = commands(&dir);
+        assert!(
+            !raw.contains('\u{E0041}'),
+            "commands.log holds it raw: {raw}"
+        );
+        for args in [
+            vec!["logs", "list"],
+            vec!["logs", "list", "--no-trunc"],
+            vec!["logs", "show", &id],
+            vec!["logs", "show", &id, "--commands"],
+        ] {
+            let out = Vg::new(runner, home.path())
+                .args(&args)
+                .records_home(&home)
+                .run();
+            out.assert_success();
+            for c in hidden {
+                assert!(
+                    !out.stdout.contains(c),
+                    "{args:?} prints U+{:04X} raw\n{out}",
+                    u32::from(c)
+                );
+            }
+        }
+    });
+}

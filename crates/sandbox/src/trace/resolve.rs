@@ -1,0 +1,233 @@
+//! Looking up an exec's path the way the traced process will, inside the sandbox.
+//!
+//! The supervisor is outside: following `/proc/PID/cwd/PATH` itself would resolve an
+//! absolute symlink met on the way (`ln -s /tmp/x r; ./r`) in the *host's* root, which
+//! both fails legitimate execs and lets the sandbox probe which host files exist.
+//! Every lookup here is `openat2(RESOLVE_IN_ROOT)` from the sandbox's root directory
+//! (`/proc/PID/root`), so `/` and `..` stop at the sandbox's root and absolute symlinks
+//! land inside it. A relative path is joined to its base directory's path *as seen
+//! inside* (the kernel names a directory of the sandbox's mount namespace from its own
+//! root), and that name is used only once it is checked to be the same directory.
+
+use std::ffi::CString;
+use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+
+use crate::sys;
+
+/// Whether the file an exec names is there, as far as the sandbox can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Presence {
+    /// No such file inside: the kernel would fail the exec with ENOENT.
+    Missing,
+    /// There, or not for us to decide (permissions, loops): the kernel decides.
+    Present,
+}
+
+/// The file an exec names and its honest name for the record.
+#[derive(Debug)]
+pub(super) struct Lookup {
+    pub presence: Presence,
+    /// What to record as `exe`: the path as passed for `execve`; for `execveat`, the
+    /// descriptor's file (`AT_EMPTY_PATH`, e.g. `/memfd:name (deleted)`) or the path
+    /// joined to its directory; the path as passed when that directory cannot be named.
+    pub exe: Vec<u8>,
+}
+
+/// Where a relative path starts: the process's working directory or a descriptor.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Base {
+    Cwd,
+    Fd(i32),
+}
+
+impl Base {
+    fn proc_link(self, host_pid: libc::pid_t) -> String {
+        match self {
+            Base::Cwd => format!("/proc/{host_pid}/cwd"),
+            Base::Fd(fd) => format!("/proc/{host_pid}/fd/{fd}"),
+        }
+    }
+}
+
+/// Looks up `path` for an exec by `host_pid`, relative to `base`, with `root` the
+/// sandbox's root directory. `empty_path_ok` is execveat's `AT_EMPTY_PATH`.
+pub(super) fn lookup(
+    host_pid: libc::pid_t,
+    root: Option<BorrowedFd<'_>>,
+    base: Base,
+    path: &[u8],
+    empty_path_ok: bool,
+) -> Lookup {
+    let present = |exe: Vec<u8>| Lookup {
+        presence: Presence::Present,
+        exe,
+    };
+    if path.is_empty() {
+        if !empty_path_ok {
+            return Lookup {
+                presence: Presence::Missing,
+                exe: Vec::new(),
+            };
+        }
+        // The descriptor itself runs: name the file it is open on (a memfd shows as
+        // `/memfd:NAME (deleted)`), never what argv[0] claims.
+        let exe = read_link(&base.proc_link(host_pid)).unwrap_or_default();
+        return present(exe);
+    }
+    let Some(root) = root else {
+        // Without the sandbox's root nothing can be looked up inside: leave it to the
+        // kernel (the exec is recorded either way).
+        return present(path.to_vec());
+    };
+    if path.starts_with(b"/") {
+        return Lookup {
+            presence: presence_in(root, path),
+            exe: path.to_vec(),
+        };
+    }
+    let Some(dir) = inside_dir(host_pid, root, base) else {
+        return present(path.to_vec());
+    };
+    let mut joined = dir;
+    if !joined.ends_with(b"/") {
+        joined.push(b'/');
+    }
+    joined.extend_from_slice(path);
+    let presence = presence_in(root, &joined);
+    let exe = match base {
+        // The cwd is recorded next to it.
+        Base::Cwd => path.to_vec(),
+        // The descriptor is not: record the whole path.
+        Base::Fd(_) => joined,
+    };
+    Lookup { presence, exe }
+}
+
+/// The path, inside the sandbox, of the directory `base` of `host_pid`: the kernel's
+/// name for it, used only if resolving that name from the sandbox's root reaches the
+/// very same directory (not when it was deleted or moved out of reach).
+pub(super) fn inside_dir(
+    host_pid: libc::pid_t,
+    root: BorrowedFd<'_>,
+    base: Base,
+) -> Option<Vec<u8>> {
+    let link = base.proc_link(host_pid);
+    let name = read_link(&link)?;
+    if !name.starts_with(b"/") {
+        return None;
+    }
+    // Following the magic link reaches the directory itself, whatever its name.
+    let real = std::fs::metadata(&link).ok()?;
+    let c_name = CString::new(name.clone()).ok()?;
+    let fd = sys::openat2(
+        root,
+        &c_name,
+        libc::O_PATH | libc::O_DIRECTORY,
+        sys::RESOLVE_IN_ROOT,
+    )
+    .ok()?;
+    let named = sys::fstat(std::os::fd::AsFd::as_fd(&fd)).ok()?;
+    (named.st_dev == real.dev() && named.st_ino == real.ino()).then_some(name)
+}
+
+/// The target of a `/proc` magic link, as bytes.
+pub(super) fn read_link(link: &str) -> Option<Vec<u8>> {
+    std::fs::read_link(link)
+        .ok()
+        .map(|p| p.as_os_str().as_bytes().to_vec())
+}
+
+fn presence_in(root: BorrowedFd<'_>, path: &[u8]) -> Presence {
+    let Ok(c_path) = CString::new(path) else {
+        return Presence::Present;
+    };
+    match sys::openat2(root, &c_path, libc::O_PATH, sys::RESOLVE_IN_ROOT) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+            Presence::Missing
+        }
+        // Any other error (permissions, loops) is for the kernel to decide on the
+        // real exec.
+        _ => Presence::Present,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("vg-resolve-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn absolute_symlinks_resolve_in_the_given_root_not_ours() {
+        // A fake "sandbox root" with a file at /bin/tool, and a symlink to it by its
+        // absolute path; the same absolute path does not exist on the host.
+        let root = dir("root");
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::write(root.join("bin/tool"), b"").unwrap();
+        symlink("/bin/tool", root.join("r")).unwrap();
+        symlink("/nonexistent-vg-probe", root.join("gone")).unwrap();
+        let root_fd = std::fs::File::open(&root).unwrap();
+        let pid = libc::pid_t::try_from(std::process::id()).unwrap();
+        // Our own cwd is not inside that root: use an absolute path through it.
+        let found = lookup(pid, Some(root_fd.as_fd()), Base::Cwd, b"/r", false);
+        assert_eq!(found.presence, Presence::Present);
+        let missing = lookup(pid, Some(root_fd.as_fd()), Base::Cwd, b"/gone", false);
+        assert_eq!(missing.presence, Presence::Missing);
+        // `..` stops at the root.
+        let up = lookup(
+            pid,
+            Some(root_fd.as_fd()),
+            Base::Cwd,
+            b"/../../bin/tool",
+            false,
+        );
+        assert_eq!(up.presence, Presence::Present);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn an_empty_path_needs_at_empty_path_and_names_the_descriptor() {
+        let pid = libc::pid_t::try_from(std::process::id()).unwrap();
+        assert_eq!(
+            lookup(pid, None, Base::Fd(0), b"", false).presence,
+            Presence::Missing
+        );
+        let d = dir("fd");
+        let file = std::fs::File::create(d.join("prog")).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+        let found = lookup(pid, None, Base::Fd(fd), b"", true);
+        assert_eq!(found.presence, Presence::Present);
+        assert_eq!(found.exe, d.join("prog").as_os_str().as_bytes());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_relative_path_joins_the_directory_seen_from_the_root() {
+        let pid = libc::pid_t::try_from(std::process::id()).unwrap();
+        let d = dir("rel");
+        std::fs::write(d.join("prog"), b"").unwrap();
+        let host_root = std::fs::File::open("/").unwrap();
+        let dirfd = std::fs::File::open(&d).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&dirfd);
+        let found = lookup(pid, Some(host_root.as_fd()), Base::Fd(fd), b"prog", false);
+        assert_eq!(found.presence, Presence::Present);
+        assert_eq!(found.exe, d.join("prog").as_os_str().as_bytes());
+        let missing = lookup(pid, Some(host_root.as_fd()), Base::Fd(fd), b"nope", false);
+        assert_eq!(missing.presence, Presence::Missing);
+        // A directory deleted under us cannot be named: the kernel decides.
+        std::fs::remove_dir_all(&d).unwrap();
+        let gone = lookup(pid, Some(host_root.as_fd()), Base::Fd(fd), b"prog", false);
+        assert_eq!(gone.presence, Presence::Present);
+        assert_eq!(gone.exe, b"prog");
+    }
+}
