@@ -11,9 +11,10 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 use crate::caps;
 use crate::error::SetupError;
 use crate::landlock;
+use crate::prepared::Prepared;
 use crate::protocol::Message;
 use crate::seccomp;
-use crate::spawn::{FORWARDED_SIGNALS, Prepared, TERMINATE_ALL};
+use crate::spec::{FORWARDED_SIGNALS, TERMINATE_ALL};
 use crate::sys;
 
 pub(crate) fn child_main(p: &Prepared, sync: PipeReader, mut report: PipeWriter) -> ! {
@@ -59,7 +60,7 @@ fn setup(
     // Before the file-system identity changes: /dev/net/tun is checked against the
     // host's permissions, and the device must be created from inside our namespace.
     let tun = match p.network {
-        crate::spawn::SandboxNetwork::Tun(cfg) => {
+        crate::spec::SandboxNetwork::Tun(cfg) => {
             Some(sys::tun_create(cfg.name).map_err(|source| SetupError::Tun { source })?)
         }
         _ => None,
@@ -74,7 +75,7 @@ fn setup(
         // A fresh network namespace has loopback down; "loopback only" means it works.
         sys::loopback_up().map_err(|source| SetupError::Network { source })?;
     }
-    if let (crate::spawn::SandboxNetwork::Tun(cfg), Some(tun), Some(sock)) =
+    if let (crate::spec::SandboxNetwork::Tun(cfg), Some(tun), Some(sock)) =
         (p.network, &tun, &p.notify_sock)
     {
         sys::iface_configure(
@@ -140,16 +141,16 @@ fn setup(
         _ => None,
     };
     // What is in force, reported as it was set up (each step above fails closed).
-    let namespaces: Vec<&str> = crate::spawn::namespaces(p.network)
+    let namespaces: Vec<&str> = crate::spec::namespaces(p.network)
         .map(|(n, _)| *n)
         .collect();
     let text = format!(
         "namespaces={}\nnetwork={}\nno_new_privs=1\ncapabilities=\nlandlock_abi={}\nlandlock_kernel_abi={}\nlandlock_scopes={}\nseccomp_mode={}\nseccomp_instructions={}\n",
         namespaces.join(","),
         match p.network {
-            crate::spawn::SandboxNetwork::Loopback => "loopback",
-            crate::spawn::SandboxNetwork::Tun(_) => "tun",
-            crate::spawn::SandboxNetwork::Host => "host",
+            crate::spec::SandboxNetwork::Loopback => "loopback",
+            crate::spec::SandboxNetwork::Tun(_) => "tun",
+            crate::spec::SandboxNetwork::Host => "host",
         },
         ll.abi_used,
         ll.kernel_abi,
@@ -270,7 +271,7 @@ fn exec_command(p: &Prepared, mut err_w: PipeWriter, stdio: [RawFd; 3], tty: boo
     let fail = |w: &mut PipeWriter, errno: i32| -> ! {
         let _ = w.write_all(&errno.to_le_bytes());
         // The status a shell gives: 127 not found, 126 found but not executable.
-        sys::exit_now(crate::spawn::Termination::ExecFailed(errno).exit_code())
+        sys::exit_now(crate::spec::Termination::ExecFailed(errno).exit_code())
     };
     let empty = sys::sigset(&[]);
     if sys::sigmask_set(&empty).is_err() {

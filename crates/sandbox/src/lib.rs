@@ -12,19 +12,22 @@ pub mod error;
 mod idmap;
 mod init;
 pub mod landlock;
+mod prepared;
 pub mod probe;
 mod protocol;
 mod rootfs;
 pub mod seccomp;
 mod spawn;
+mod spec;
 mod sys;
 pub mod terminal;
 pub mod trace;
 
 pub use error::{SandboxError, SetupError};
-pub use spawn::{
-    FORWARDED_SIGNALS, Killer, LimitHit, NAMESPACES, Outcome, Sandbox, SandboxNetwork, SandboxSpec,
-    TERMINATE_ALL, Termination, TunConfig, namespace_hint, namespaces, spawn, spawn_in,
+pub use spawn::{Killer, LimitHit, Outcome, Sandbox, namespace_hint, spawn, spawn_in};
+pub use spec::{
+    FORWARDED_SIGNALS, NAMESPACES, SandboxNetwork, SandboxSpec, TERMINATE_ALL, Termination,
+    TunConfig, namespaces,
 };
 pub use trace::{TraceEvent, Verdict};
 

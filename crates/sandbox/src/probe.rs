@@ -4,7 +4,7 @@
 
 use std::os::fd::AsFd;
 
-use crate::spawn::NAMESPACES;
+use crate::spec::NAMESPACES;
 use crate::sys;
 
 /// The result of one probe.
