@@ -4,7 +4,10 @@
 //! Flow: [`spawn`] (supervisor side, `spawn.rs`) prepares and clones into fresh
 //! namespaces; the child (`init.rs`) builds the root filesystem (`rootfs.rs`), drops
 //! privileges (`caps.rs`), restricts itself (`landlock.rs`, `seccomp.rs`), forks the
-//! command and stays as its init. All raw system calls are in `sys.rs`.
+//! command and stays as its init. All raw system calls are in `sys/`, the only module
+//! allowed `unsafe` code (the compiler enforces it: `deny` here, `allow` on `sys`).
+
+#![deny(unsafe_code)]
 
 mod caps;
 pub mod cgroup;
@@ -19,6 +22,7 @@ mod rootfs;
 pub mod seccomp;
 mod spawn;
 mod spec;
+#[allow(unsafe_code)]
 mod sys;
 pub mod terminal;
 pub mod trace;

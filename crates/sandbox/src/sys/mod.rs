@@ -1,7 +1,6 @@
 //! Raw system calls. This is the only module of Vectra Guard with `unsafe` code: tiny
 //! functions that pass checked arguments to the kernel and turn `-1` into `io::Error`.
 //! Everything above this layer is safe Rust.
-#![allow(unsafe_code)]
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
