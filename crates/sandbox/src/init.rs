@@ -178,11 +178,21 @@ fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::Owned
     };
     let mut keep = vec![report.as_raw_fd()];
     keep.extend_from_slice(&stdio);
-    sys::close_all_except(&keep);
+    // SAFETY: init never returns (`child_main` ends in exit_now), so the descriptors
+    // closed here that objects in `p` still own (the notify socket, the image mount)
+    // are never used or dropped again; the report pipe and the stdio are kept.
+    #[allow(unsafe_code)]
+    unsafe {
+        sys::close_all_except(&keep)
+    };
     let Ok((mut err_r, err_w)) = std::io::pipe() else {
         sys::exit_now(125)
     };
-    let main = match sys::fork() {
+    // SAFETY: init has one thread: it is a copy of the supervisor's calling thread
+    // and starts none.
+    #[allow(unsafe_code)]
+    let forked = unsafe { sys::fork() };
+    let main = match forked {
         Ok(Some(pid)) => pid,
         Ok(None) => {
             drop(err_r);
@@ -195,7 +205,11 @@ fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::Owned
     let _ = Message::Started(main).send(&mut report);
     // The command's stdio belongs to the command; init keeps no copy, so the
     // supervisor sees end-of-file when the last sandboxed writer is gone.
-    let _ = sys::close_range(0, 2);
+    // SAFETY: init owns no object on 0-2: they are the supervisor's stdio inherited as
+    // plain numbers (Rust's runtime keeps 0-2 open in the supervisor, so init's own
+    // pipes have higher numbers), and the terminal's slave was dropped above.
+    #[allow(unsafe_code)]
+    let _ = unsafe { sys::close_range(0, 2) };
     let mut errno = [0u8; 4];
     if let Ok(4) = err_r.read(&mut errno) {
         let _ = Message::ExecFailed(i32::from_le_bytes(errno)).send(&mut report);
@@ -289,10 +303,14 @@ fn exec_command(p: &Prepared, mut err_w: PipeWriter, stdio: [RawFd; 3], tty: boo
     }
     for (target, &source) in stdio.iter().enumerate() {
         let target = i32::try_from(target).unwrap_or(0);
-        if source != target
-            && let Err(e) = sys::dup2(source, target)
-        {
-            fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EBADF));
+        if source != target {
+            // SAFETY: no object in this process owns 0-2 (see `run_init`), and it
+            // execs or exits right after (`exec_command` never returns).
+            #[allow(unsafe_code)]
+            let dup = unsafe { sys::dup2(source, target) };
+            if let Err(e) = dup {
+                fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EBADF));
+            }
         }
     }
     if tty && let Err(e) = sys::set_controlling_terminal() {

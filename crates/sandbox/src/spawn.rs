@@ -104,7 +104,12 @@ pub fn spawn_in(
     let flags = namespaces(spec.network)
         .filter(|(_, f)| *f != libc::CLONE_NEWCGROUP)
         .fold(0, |acc, (_, f)| acc | f);
-    let pid = match sys::clone_fork(flags) {
+    // SAFETY: the child (init) allocates, so the supervisor must have one thread here:
+    // `spawn`'s contract is to be called before any thread starts (the CLI starts its
+    // relays, tracer and mediator only once `spawn_in` has returned).
+    #[allow(unsafe_code)]
+    let cloned = unsafe { sys::clone_fork(flags) };
+    let pid = match cloned {
         Err(source) => {
             return Err(SetupError::Namespaces {
                 hint: namespace_hint(&source),

@@ -8,14 +8,26 @@ use libc::{c_int, c_long, c_uint};
 use super::{check, check_long};
 
 /// Closes descriptors `first..=last`.
-pub fn close_range(first: c_uint, last: c_uint) -> io::Result<()> {
-    // SAFETY: close_range takes integers; it is used only where no Rust object still
-    // owns those descriptors (in init, on the inherited stdio numbers).
+///
+/// # Safety
+///
+/// No object that owns a descriptor in that range (an `OwnedFd`, `File`, pipe end…)
+/// may be used or dropped afterwards: it would act on a closed number, or on whatever
+/// the kernel reuses it for.
+pub unsafe fn close_range(first: c_uint, last: c_uint) -> io::Result<()> {
+    // SAFETY: close_range takes integers; ownership is the caller's (see # Safety).
     check_long(unsafe { libc::syscall(libc::SYS_close_range, first, last, 0 as c_uint) }).map(drop)
 }
 
-pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
-    // SAFETY: dup2 takes integers; an invalid `from` is reported as EBADF.
+/// `dup2(2)`: makes `to` a copy of `from`, closing what `to` was first.
+///
+/// # Safety
+///
+/// As for [`close_range`] on `to`: no object owning descriptor `to` may be used or
+/// dropped afterwards.
+pub unsafe fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
+    // SAFETY: dup2 takes integers; an invalid `from` is reported as EBADF; ownership
+    // of `to` is the caller's (see # Safety).
     check(unsafe { libc::dup2(from, to) }).map(drop)
 }
 
@@ -151,7 +163,13 @@ pub fn poll_hup(fd: BorrowedFd<'_>) -> io::Result<bool> {
 }
 
 /// Closes every descriptor from 3 up except those in `keep`.
-pub fn close_all_except(keep: &[RawFd]) {
+///
+/// # Safety
+///
+/// As for [`close_range`]: no object owning a closed descriptor (any from 3 up not in
+/// `keep`) may be used or dropped afterwards, which in practice means the calling
+/// process never returns to code that holds one: it execs or exits.
+pub unsafe fn close_all_except(keep: &[RawFd]) {
     let mut keep: Vec<c_uint> = keep
         .iter()
         .filter_map(|&fd| c_uint::try_from(fd).ok())
@@ -161,11 +179,13 @@ pub fn close_all_except(keep: &[RawFd]) {
     let mut next: c_uint = 3;
     for fd in keep {
         if fd > next {
-            let _ = close_range(next, fd - 1);
+            // SAFETY: passed on to our caller (see # Safety).
+            let _ = unsafe { close_range(next, fd - 1) };
         }
         next = fd.saturating_add(1);
     }
-    let _ = close_range(next, c_uint::MAX);
+    // SAFETY: passed on to our caller (see # Safety).
+    let _ = unsafe { close_range(next, c_uint::MAX) };
 }
 
 /// Grows a pipe's buffer to `bytes` (best effort: the kernel caps it at

@@ -10,8 +10,13 @@ use super::{check, check_long};
 /// `clone(2)` without a new stack: like `fork`, but with namespace flags. Returns
 /// `Some(pid)` in the parent and `None` in the child.
 ///
-/// The caller must be single-threaded: the child is a copy of the calling thread only.
-pub fn clone_fork(flags: c_int) -> io::Result<Option<pid_t>> {
+/// # Safety
+///
+/// The child is a copy of the calling thread only. Unless the process has no other
+/// thread, the child may use only async-signal-safe calls (no allocation, no locks)
+/// until it execs or exits: another thread may have held the allocator's or any other
+/// lock at the moment of the copy, and nothing in the child would ever release it.
+pub unsafe fn clone_fork(flags: c_int) -> io::Result<Option<pid_t>> {
     let flags = c_ulong::try_from(flags | libc::SIGCHLD)
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: a null stack makes clone behave like fork (the child runs on a copy of our
@@ -34,10 +39,15 @@ pub fn clone_fork(flags: c_int) -> io::Result<Option<pid_t>> {
     })
 }
 
-/// Plain `fork(2)`; same single-thread rule as [`clone_fork`].
-pub fn fork() -> io::Result<Option<pid_t>> {
-    // SAFETY: fork has no memory-safety preconditions; callers fork only while
-    // single-threaded, so the child cannot inherit a lock held by another thread.
+/// Plain `fork(2)`.
+///
+/// # Safety
+///
+/// As for [`clone_fork`]: either the process has one thread, or the child uses only
+/// async-signal-safe calls until it execs or exits.
+pub unsafe fn fork() -> io::Result<Option<pid_t>> {
+    // SAFETY: fork itself has no memory-safety preconditions; what the child may do
+    // afterwards is our caller's obligation (see # Safety).
     let pid = check(unsafe { libc::fork() })?;
     Ok(if pid == 0 { None } else { Some(pid) })
 }

@@ -83,16 +83,21 @@ pub fn set_winsize(fd: BorrowedFd<'_>, ws: &libc::winsize) -> io::Result<()> {
 /// end-of-file, i.e. when every holder of its write end is gone, including when the
 /// supervisor is killed with SIGKILL. Returns the guardian's pid.
 ///
-/// Must be called while the process has one thread (it forks).
-pub fn spawn_terminal_guardian(
+/// # Safety
+///
+/// The process must have one thread: the guardian is forked and allocates.
+pub unsafe fn spawn_terminal_guardian(
     tty: BorrowedFd<'_>,
     saved: &libc::termios,
     wait: OwnedFd,
 ) -> io::Result<pid_t> {
-    match fork()? {
+    // SAFETY: our caller guarantees a single thread (see # Safety).
+    match unsafe { fork() }? {
         Some(pid) => Ok(pid),
         None => {
-            close_all_except(&[tty.as_raw_fd(), wait.as_raw_fd()]);
+            // SAFETY: the guardian never returns from this function (it ends in
+            // exit_now), so nothing that owned a descriptor it closes is used again.
+            unsafe { close_all_except(&[tty.as_raw_fd(), wait.as_raw_fd()]) };
             // Ignore the signals a terminal or a process group sends, so that only
             // the end of the supervisor ends the guardian.
             for sig in [
