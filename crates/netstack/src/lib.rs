@@ -20,6 +20,7 @@ pub mod addr;
 mod book;
 mod device;
 mod dns;
+mod error;
 mod event;
 mod host;
 mod resolve;
@@ -27,6 +28,7 @@ mod stack;
 
 use std::sync::{Arc, RwLock};
 
+pub use error::Error;
 pub use event::{NetEvent, Verdict};
 pub use stack::Mediator;
 use vg_policy::network::NetworkPolicy;
