@@ -43,10 +43,10 @@ fn setup(
     mut sync: PipeReader,
 ) -> Result<(String, Option<std::os::fd::OwnedFd>), SetupError> {
     sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)
-        .map_err(|e| SetupError::Internal(format!("PR_SET_PDEATHSIG: {e}")))?;
+        .map_err(SetupError::ParentDeathSignal)?;
     // Leave the caller's session: init must not keep the host's terminal as its
     // controlling terminal, nor get its Ctrl-C (the supervisor forwards signals once).
-    sys::setsid().map_err(|e| SetupError::Internal(format!("setsid: {e}")))?;
+    sys::setsid().map_err(SetupError::NewSession)?;
     // Wait until the supervisor has written our uid/gid maps.
     let mut go = [0u8; 1];
     if !matches!(sync.read(&mut go), Ok(1)) {
@@ -105,7 +105,7 @@ fn setup(
     // A credential change clears the parent-death signal: set it again, then make
     // sure the supervisor did not die in between.
     sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)
-        .map_err(|e| SetupError::Internal(format!("PR_SET_PDEATHSIG: {e}")))?;
+        .map_err(SetupError::ParentDeathSignal)?;
     if sys::peer_closed(sync.as_fd()) {
         return Err(SetupError::ParentGone);
     }
@@ -119,8 +119,7 @@ fn setup(
     // Init is a copy of the supervisor: its memory holds the host environment and its
     // descriptor table the caller's files. Not dumpable means no sandboxed process can
     // read /proc/1/environ, /proc/1/mem or open /proc/1/fd/*.
-    sys::prctl(libc::PR_SET_DUMPABLE, 0, 0)
-        .map_err(|e| SetupError::Internal(format!("PR_SET_DUMPABLE: {e}")))?;
+    sys::prctl(libc::PR_SET_DUMPABLE, 0, 0).map_err(SetupError::NotDumpable)?;
     sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0).map_err(SetupError::NoNewPrivs)?;
     let ll = landlock::restrict(&p.landlock)?;
     // Seccomp last: from here on the filter also constrains this init process.

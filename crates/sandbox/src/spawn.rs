@@ -94,7 +94,7 @@ pub fn spawn_in(
         notify_parent = Some(parent);
     }
     let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL]].concat());
-    sys::sigmask_set(&signals).map_err(|e| SetupError::Internal(format!("signal mask: {e}")))?;
+    sys::sigmask_set(&signals).map_err(SetupError::SignalMask)?;
 
     let (sync_r, mut sync_w) = std::io::pipe().map_err(SetupError::Fork)?;
     let (report_r, report_w) = std::io::pipe().map_err(SetupError::Fork)?;
@@ -130,10 +130,7 @@ pub fn spawn_in(
         Err(e) => {
             let _ = sys::kill(pid, libc::SIGKILL);
             let _ = sys::waitpid(pid, 0);
-            return Err(SetupError::Internal(format!(
-                "pidfd_open (Linux 5.3 or later is required): {e}"
-            ))
-            .into());
+            return Err(SetupError::Pidfd(e).into());
         }
     };
     drop(sync_r);
