@@ -21,6 +21,7 @@ mod book;
 mod budget;
 mod device;
 mod dns;
+mod error;
 mod event;
 mod host;
 mod resolve;
@@ -28,6 +29,7 @@ mod stack;
 
 use std::sync::{Arc, RwLock};
 
+pub use error::Error;
 pub use event::{NetEvent, Verdict};
 pub use stack::Mediator;
 use vg_policy::network::NetworkPolicy;

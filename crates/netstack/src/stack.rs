@@ -28,6 +28,7 @@ use crate::book::Book;
 use crate::budget::{self, BufferBudget};
 use crate::device::{Packet, TunDevice};
 use crate::dns::{self, Handling, Pending};
+use crate::error::Error;
 use crate::event::{NetEvent, Verdict, verdict};
 use crate::resolve::{Resolved, Resolver};
 
@@ -51,7 +52,7 @@ const MAX_REFUSED_SEEN: usize = 4096;
 pub struct Mediator {
     waker: Arc<Waker>,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<io::Result<()>>>,
+    thread: Option<JoinHandle<Result<(), Error>>>,
 }
 
 impl Mediator {
@@ -61,15 +62,16 @@ impl Mediator {
         tun: OwnedFd,
         policy: PolicyHandle,
         events: Box<dyn FnMut(NetEvent) + Send>,
-    ) -> io::Result<Self> {
-        let poll = Poll::new()?;
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+    ) -> Result<Self, Error> {
+        let poll = Poll::new().map_err(Error::Poller)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(Error::Waker)?);
         let stop = Arc::new(AtomicBool::new(false));
         let stack = Stack::new(poll, File::from(tun), policy, events, Arc::clone(&waker))?;
         let flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("vg-network".into())
-            .spawn(move || stack.run(&flag))?;
+            .spawn(move || stack.run(&flag))
+            .map_err(Error::Thread)?;
         Ok(Self {
             waker,
             stop,
@@ -78,16 +80,16 @@ impl Mediator {
     }
 
     /// Stops the mediator: open connections are cut and recorded as ended.
-    pub fn stop(mut self) -> io::Result<()> {
+    pub fn stop(mut self) -> Result<(), Error> {
         self.finish()
     }
 
-    fn finish(&mut self) -> io::Result<()> {
+    fn finish(&mut self) -> Result<(), Error> {
         self.stop.store(true, Ordering::Release);
         let _ = self.waker.wake();
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(result)) => result,
-            Some(Err(_)) => Err(io::Error::other("the network mediator panicked")),
+            Some(Err(_)) => Err(Error::Panicked),
             None => Ok(()),
         }
     }
@@ -174,13 +176,15 @@ impl Stack {
         policy: PolicyHandle,
         events: Box<dyn FnMut(NetEvent) + Send>,
         waker: Arc<Waker>,
-    ) -> io::Result<Self> {
+    ) -> Result<Self, Error> {
         let mut device = TunDevice::new(tun, addr::MTU);
-        poll.registry().register(
-            &mut SourceFd(&device.file().as_raw_fd()),
-            TUN,
-            Interest::READABLE,
-        )?;
+        poll.registry()
+            .register(
+                &mut SourceFd(&device.file().as_raw_fd()),
+                TUN,
+                Interest::READABLE,
+            )
+            .map_err(Error::WatchTun)?;
         let mut iface = Interface::new(Config::new(HardwareAddress::Ip), &mut device, now());
         iface.update_ip_addrs(|addrs| {
             let _ = addrs.push(IpCidr::new(
@@ -199,7 +203,7 @@ impl Stack {
             addr: Some(IpAddress::Ipv4(addr::GATEWAY)),
             port: addr::DNS_PORT,
         })
-        .map_err(|e| io::Error::other(format!("DNS socket: {e}")))?;
+        .map_err(Error::DnsSocket)?;
         let dns_socket = sockets.add(dns);
         let (done, resolved) = mpsc::channel();
         Ok(Self {
@@ -225,7 +229,7 @@ impl Stack {
         })
     }
 
-    fn run(mut self, stop: &AtomicBool) -> io::Result<()> {
+    fn run(mut self, stop: &AtomicBool) -> Result<(), Error> {
         let mut events = Events::with_capacity(256);
         while !stop.load(Ordering::Acquire) {
             let timeout = if self.tun_readable {
@@ -241,7 +245,7 @@ impl Stack {
             match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+                Err(e) => return Err(Error::Wait(e)),
             }
             for event in &events {
                 match event.token() {
@@ -291,9 +295,9 @@ impl Stack {
     // -----------------------------------------------------------------------------
     // Packets from the sandbox.
 
-    fn read_tun(&mut self) -> io::Result<()> {
+    fn read_tun(&mut self) -> Result<(), Error> {
         for _ in 0..READ_BUDGET {
-            match self.device.read_packet()? {
+            match self.device.read_packet().map_err(Error::ReadTun)? {
                 Some(packet) => self.inspect(packet),
                 None => {
                     self.tun_readable = false;

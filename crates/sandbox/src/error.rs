@@ -72,8 +72,16 @@ pub enum SetupError {
     },
     #[error("cannot create the sandbox's terminal: {0}")]
     Terminal(io::Error),
-    #[error("internal sandbox error: {0}")]
-    Internal(String),
+    #[error("cannot block the forwarded signals in the supervisor (signal mask): {0}")]
+    SignalMask(io::Error),
+    #[error("cannot open a pidfd for the sandbox's init (Linux 5.3 or later is required): {0}")]
+    Pidfd(io::Error),
+    #[error("cannot set init's parent-death signal (PR_SET_PDEATHSIG): {0}")]
+    ParentDeathSignal(io::Error),
+    #[error("cannot move init out of the caller's session (setsid): {0}")]
+    NewSession(io::Error),
+    #[error("cannot make init non-dumpable (PR_SET_DUMPABLE): {0}")]
+    NotDumpable(io::Error),
 }
 
 fn mount_hint(e: &io::Error) -> &'static str {
@@ -108,7 +116,13 @@ impl SetupError {
             Self::Seccomp { .. } => "seccomp",
             Self::Cgroup(_) | Self::Rlimit { .. } => "resource limits",
             Self::Terminal(_) => "terminal",
-            Self::ParentGone | Self::Fork(_) | Self::Internal(_) => "supervisor",
+            Self::ParentGone
+            | Self::Fork(_)
+            | Self::SignalMask(_)
+            | Self::Pidfd(_)
+            | Self::ParentDeathSignal(_)
+            | Self::NewSession(_)
+            | Self::NotDumpable(_) => "supervisor",
         }
     }
 }

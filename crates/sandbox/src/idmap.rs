@@ -60,7 +60,11 @@ pub(crate) fn image_for(lower: &Path, host: (u32, u32)) -> Result<OwnedFd, Setup
 fn user_namespace(host: (u32, u32)) -> io::Result<OwnedFd> {
     let (mut ready_r, mut ready_w) = std::io::pipe()?;
     let (mut hold_r, hold_w) = std::io::pipe()?;
-    match sys::fork()? {
+    // SAFETY: the child makes only async-signal-safe system calls (unshare, write,
+    // read, _exit) and allocates nothing, so it is sound whatever threads exist.
+    #[allow(unsafe_code)]
+    let forked = unsafe { sys::fork() };
+    match forked? {
         None => {
             drop(ready_r);
             drop(hold_w);

@@ -11,9 +11,10 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 use crate::caps;
 use crate::error::SetupError;
 use crate::landlock;
+use crate::prepared::Prepared;
 use crate::protocol::Message;
 use crate::seccomp;
-use crate::spawn::{FORWARDED_SIGNALS, Prepared, TERMINATE_ALL};
+use crate::spec::{FORWARDED_SIGNALS, TERMINATE_ALL};
 use crate::sys;
 
 pub(crate) fn child_main(p: &Prepared, sync: PipeReader, mut report: PipeWriter) -> ! {
@@ -42,10 +43,10 @@ fn setup(
     mut sync: PipeReader,
 ) -> Result<(String, Option<std::os::fd::OwnedFd>), SetupError> {
     sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)
-        .map_err(|e| SetupError::Internal(format!("PR_SET_PDEATHSIG: {e}")))?;
+        .map_err(SetupError::ParentDeathSignal)?;
     // Leave the caller's session: init must not keep the host's terminal as its
     // controlling terminal, nor get its Ctrl-C (the supervisor forwards signals once).
-    sys::setsid().map_err(|e| SetupError::Internal(format!("setsid: {e}")))?;
+    sys::setsid().map_err(SetupError::NewSession)?;
     // Wait until the supervisor has written our uid/gid maps.
     let mut go = [0u8; 1];
     if !matches!(sync.read(&mut go), Ok(1)) {
@@ -59,7 +60,7 @@ fn setup(
     // Before the file-system identity changes: /dev/net/tun is checked against the
     // host's permissions, and the device must be created from inside our namespace.
     let tun = match p.network {
-        crate::spawn::SandboxNetwork::Tun(cfg) => {
+        crate::spec::SandboxNetwork::Tun(cfg) => {
             Some(sys::tun_create(cfg.name).map_err(|source| SetupError::Tun { source })?)
         }
         _ => None,
@@ -74,7 +75,7 @@ fn setup(
         // A fresh network namespace has loopback down; "loopback only" means it works.
         sys::loopback_up().map_err(|source| SetupError::Network { source })?;
     }
-    if let (crate::spawn::SandboxNetwork::Tun(cfg), Some(tun), Some(sock)) =
+    if let (crate::spec::SandboxNetwork::Tun(cfg), Some(tun), Some(sock)) =
         (p.network, &tun, &p.notify_sock)
     {
         sys::iface_configure(
@@ -104,7 +105,7 @@ fn setup(
     // A credential change clears the parent-death signal: set it again, then make
     // sure the supervisor did not die in between.
     sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)
-        .map_err(|e| SetupError::Internal(format!("PR_SET_PDEATHSIG: {e}")))?;
+        .map_err(SetupError::ParentDeathSignal)?;
     if sys::peer_closed(sync.as_fd()) {
         return Err(SetupError::ParentGone);
     }
@@ -118,8 +119,7 @@ fn setup(
     // Init is a copy of the supervisor: its memory holds the host environment and its
     // descriptor table the caller's files. Not dumpable means no sandboxed process can
     // read /proc/1/environ, /proc/1/mem or open /proc/1/fd/*.
-    sys::prctl(libc::PR_SET_DUMPABLE, 0, 0)
-        .map_err(|e| SetupError::Internal(format!("PR_SET_DUMPABLE: {e}")))?;
+    sys::prctl(libc::PR_SET_DUMPABLE, 0, 0).map_err(SetupError::NotDumpable)?;
     sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0).map_err(SetupError::NoNewPrivs)?;
     let ll = landlock::restrict(&p.landlock)?;
     // Seccomp last: from here on the filter also constrains this init process.
@@ -140,16 +140,16 @@ fn setup(
         _ => None,
     };
     // What is in force, reported as it was set up (each step above fails closed).
-    let namespaces: Vec<&str> = crate::spawn::namespaces(p.network)
+    let namespaces: Vec<&str> = crate::spec::namespaces(p.network)
         .map(|(n, _)| *n)
         .collect();
     let text = format!(
         "namespaces={}\nnetwork={}\nno_new_privs=1\ncapabilities=\nlandlock_abi={}\nlandlock_kernel_abi={}\nlandlock_scopes={}\nseccomp_mode={}\nseccomp_instructions={}\n",
         namespaces.join(","),
         match p.network {
-            crate::spawn::SandboxNetwork::Loopback => "loopback",
-            crate::spawn::SandboxNetwork::Tun(_) => "tun",
-            crate::spawn::SandboxNetwork::Host => "host",
+            crate::spec::SandboxNetwork::Loopback => "loopback",
+            crate::spec::SandboxNetwork::Tun(_) => "tun",
+            crate::spec::SandboxNetwork::Host => "host",
         },
         ll.abi_used,
         ll.kernel_abi,
@@ -177,11 +177,21 @@ fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::Owned
     };
     let mut keep = vec![report.as_raw_fd()];
     keep.extend_from_slice(&stdio);
-    sys::close_all_except(&keep);
+    // SAFETY: init never returns (`child_main` ends in exit_now), so the descriptors
+    // closed here that objects in `p` still own (the notify socket, the image mount)
+    // are never used or dropped again; the report pipe and the stdio are kept.
+    #[allow(unsafe_code)]
+    unsafe {
+        sys::close_all_except(&keep)
+    };
     let Ok((mut err_r, err_w)) = std::io::pipe() else {
         sys::exit_now(125)
     };
-    let main = match sys::fork() {
+    // SAFETY: init has one thread: it is a copy of the supervisor's calling thread
+    // and starts none.
+    #[allow(unsafe_code)]
+    let forked = unsafe { sys::fork() };
+    let main = match forked {
         Ok(Some(pid)) => pid,
         Ok(None) => {
             drop(err_r);
@@ -194,7 +204,11 @@ fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::Owned
     let _ = Message::Started(main).send(&mut report);
     // The command's stdio belongs to the command; init keeps no copy, so the
     // supervisor sees end-of-file when the last sandboxed writer is gone.
-    let _ = sys::close_range(0, 2);
+    // SAFETY: init owns no object on 0-2: they are the supervisor's stdio inherited as
+    // plain numbers (Rust's runtime keeps 0-2 open in the supervisor, so init's own
+    // pipes have higher numbers), and the terminal's slave was dropped above.
+    #[allow(unsafe_code)]
+    let _ = unsafe { sys::close_range(0, 2) };
     let mut errno = [0u8; 4];
     if let Ok(4) = err_r.read(&mut errno) {
         let _ = Message::ExecFailed(i32::from_le_bytes(errno)).send(&mut report);
@@ -270,7 +284,7 @@ fn exec_command(p: &Prepared, mut err_w: PipeWriter, stdio: [RawFd; 3], tty: boo
     let fail = |w: &mut PipeWriter, errno: i32| -> ! {
         let _ = w.write_all(&errno.to_le_bytes());
         // The status a shell gives: 127 not found, 126 found but not executable.
-        sys::exit_now(crate::spawn::Termination::ExecFailed(errno).exit_code())
+        sys::exit_now(crate::spec::Termination::ExecFailed(errno).exit_code())
     };
     let empty = sys::sigset(&[]);
     if sys::sigmask_set(&empty).is_err() {
@@ -288,10 +302,14 @@ fn exec_command(p: &Prepared, mut err_w: PipeWriter, stdio: [RawFd; 3], tty: boo
     }
     for (target, &source) in stdio.iter().enumerate() {
         let target = i32::try_from(target).unwrap_or(0);
-        if source != target
-            && let Err(e) = sys::dup2(source, target)
-        {
-            fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EBADF));
+        if source != target {
+            // SAFETY: no object in this process owns 0-2 (see `run_init`), and it
+            // execs or exits right after (`exec_command` never returns).
+            #[allow(unsafe_code)]
+            let dup = unsafe { sys::dup2(source, target) };
+            if let Err(e) = dup {
+                fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EBADF));
+            }
         }
     }
     if tty && let Err(e) = sys::set_controlling_terminal() {

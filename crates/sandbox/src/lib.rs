@@ -4,7 +4,10 @@
 //! Flow: [`spawn`] (supervisor side, `spawn.rs`) prepares and clones into fresh
 //! namespaces; the child (`init.rs`) builds the root filesystem (`rootfs.rs`), drops
 //! privileges (`caps.rs`), restricts itself (`landlock.rs`, `seccomp.rs`), forks the
-//! command and stays as its init. All raw system calls are in `sys.rs`.
+//! command and stays as its init. All raw system calls are in `sys/`, the only module
+//! allowed `unsafe` code (the compiler enforces it: `deny` here, `allow` on `sys`).
+
+#![deny(unsafe_code)]
 
 mod caps;
 pub mod cgroup;
@@ -12,19 +15,23 @@ pub mod error;
 mod idmap;
 mod init;
 pub mod landlock;
+mod prepared;
 pub mod probe;
 mod protocol;
 mod rootfs;
 pub mod seccomp;
 mod spawn;
+mod spec;
+#[allow(unsafe_code)]
 mod sys;
 pub mod terminal;
 pub mod trace;
 
 pub use error::{SandboxError, SetupError};
-pub use spawn::{
-    FORWARDED_SIGNALS, Killer, LimitHit, NAMESPACES, Outcome, Sandbox, SandboxNetwork, SandboxSpec,
-    TERMINATE_ALL, Termination, TunConfig, namespace_hint, namespaces, spawn, spawn_in,
+pub use spawn::{Killer, LimitHit, Outcome, Sandbox, namespace_hint, spawn, spawn_in};
+pub use spec::{
+    FORWARDED_SIGNALS, NAMESPACES, SandboxNetwork, SandboxSpec, TERMINATE_ALL, Termination,
+    TunConfig, namespaces,
 };
 pub use trace::{TraceEvent, Verdict};
 

@@ -1,219 +1,20 @@
 //! The supervisor's side: prepare everything that can fail early, create the
 //! namespaces with one `clone`, write the identity maps, and wait.
 
-use std::ffi::CString;
 use std::io::{PipeReader, PipeWriter, Write};
 use std::os::fd::{AsFd, OwnedFd, RawFd};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vg_policy::{FsView, Identity, LandlockRules};
+use vg_policy::Identity;
 
 use crate::error::{SandboxError, SetupError};
+use crate::prepared::Prepared;
 use crate::protocol::Message;
-use crate::{init, seccomp, sys};
-
-/// Signals the supervisor passes on to the sandboxed command.
-pub const FORWARDED_SIGNALS: &[libc::c_int] = &[
-    libc::SIGINT,
-    libc::SIGTERM,
-    libc::SIGHUP,
-    libc::SIGQUIT,
-    libc::SIGUSR1,
-    libc::SIGUSR2,
-    libc::SIGWINCH,
-    libc::SIGCONT,
-];
-
-/// Every namespace the sandbox gets. All are created by a single `clone`.
-pub const NAMESPACES: &[(&str, libc::c_int)] = &[
-    ("user", libc::CLONE_NEWUSER),
-    ("mount", libc::CLONE_NEWNS),
-    ("pid", libc::CLONE_NEWPID),
-    ("network", libc::CLONE_NEWNET),
-    ("ipc", libc::CLONE_NEWIPC),
-    ("uts", libc::CLONE_NEWUTS),
-    ("cgroup", libc::CLONE_NEWCGROUP),
-];
-
-/// What to run and how to confine it.
-#[derive(Debug, Clone)]
-pub struct SandboxSpec {
-    pub hostname: String,
-    /// The command; `argv[0]` is looked up in the sandbox's PATH when it has no `/`.
-    pub argv: Vec<String>,
-    pub env: Vec<(String, String)>,
-    pub workdir: PathBuf,
-    pub view: FsView,
-    pub identity: Identity,
-    /// The uid and gid the command has inside its user namespace, mapped to
-    /// `identity`'s on the host. `None`: the same numbers as on the host. An image's
-    /// root user is `Some((0, 0))`: root inside, an unprivileged user outside.
-    pub inside: Option<(u32, u32)>,
-    /// Send every exec and exit to the supervisor ([`Sandbox::exec_listener`]).
-    pub trace_exec: bool,
-    /// `RLIMIT_NPROC` for the sandbox user, counted within the sandbox's own user
-    /// namespace (Linux 5.14+ keeps per-namespace counts): a process cap where no
-    /// cgroup is available.
-    pub rlimit_nproc: Option<u64>,
-    /// Mount points inside the sandbox whose filling up is reported as a limit hit.
-    pub watch_full: Vec<PathBuf>,
-    /// Give the command a pseudo-terminal of the sandbox's own devpts as its stdio
-    /// (the `stdio` passed to spawn is then not used); the supervisor gets the
-    /// master from [`Sandbox::tty_master`].
-    pub tty: bool,
-    pub network: SandboxNetwork,
-}
-
-/// The sandbox's network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SandboxNetwork {
-    /// A private network namespace with loopback only.
-    #[default]
-    Loopback,
-    /// A private network namespace whose only way out is a TUN interface; the
-    /// supervisor gets the other end from [`Sandbox::tun`] and decides what passes.
-    Tun(TunConfig),
-    /// The host's network namespace: no network isolation at all.
-    Host,
-}
-
-/// How the sandbox's TUN interface is addressed. Everything not on loopback is
-/// routed through `gateway` on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TunConfig {
-    pub name: &'static str,
-    pub address: std::net::Ipv4Addr,
-    pub netmask: std::net::Ipv4Addr,
-    pub gateway: std::net::Ipv4Addr,
-    pub mtu: u16,
-}
-
-impl SandboxNetwork {
-    /// Whether the sandbox gets its own network namespace.
-    pub fn private(self) -> bool {
-        !matches!(self, Self::Host)
-    }
-}
-
-/// The namespaces a sandbox with `network` gets, by name and clone flag.
-pub fn namespaces(
-    network: SandboxNetwork,
-) -> impl Iterator<Item = &'static (&'static str, libc::c_int)> {
-    NAMESPACES
-        .iter()
-        .filter(move |(_, flag)| *flag != libc::CLONE_NEWNET || network.private())
-}
-
-/// Tells init to send SIGTERM to every process in the sandbox (a timeout). Not a
-/// forwarded signal, and processes inside cannot send it to init: the kernel drops
-/// signals to a namespace's init that it has no handler for.
-pub const TERMINATE_ALL: libc::c_int = libc::SIGPWR;
-
-/// Everything the child needs, prepared before `clone` so the child allocates little
-/// and every host-side check has already happened.
-#[derive(Debug)]
-pub(crate) struct Prepared {
-    pub ops: Vec<vg_policy::MountOp>,
-    pub landlock: LandlockRules,
-    pub seccomp: Vec<vg_seccomp::SockFilter>,
-    pub argv: Vec<CString>,
-    pub envp: Vec<CString>,
-    pub path_dirs: Vec<CString>,
-    pub hostname: Vec<u8>,
-    pub workdir: PathBuf,
-    pub identity: Identity,
-    /// `identity` as seen inside the user namespace.
-    pub inside: (u32, u32),
-    pub switch_identity: bool,
-    pub stdio: [RawFd; 3],
-    pub trace_exec: bool,
-    pub rlimit_nproc: Option<u64>,
-    pub watch_full: Vec<CString>,
-    pub tty: bool,
-    pub network: SandboxNetwork,
-    /// With an image in a run started as root: the image as an idmapped mount.
-    pub image_lower: Option<OwnedFd>,
-    /// The child's end of the socket that carries the seccomp listener.
-    pub notify_sock: Option<std::os::fd::OwnedFd>,
-}
-
-fn cstring(s: impl AsRef<[u8]>, what: &str) -> Result<CString, SandboxError> {
-    CString::new(s.as_ref()).map_err(|_| SandboxError::Usage(format!("{what} contains a NUL byte")))
-}
-
-impl Prepared {
-    fn new(spec: &SandboxSpec, stdio: [RawFd; 3]) -> Result<Self, SandboxError> {
-        let invoker = sys::getuid();
-        if spec.identity.uid == 0 {
-            return Err(SandboxError::Usage(
-                "the sandboxed command never runs as root: choose an unprivileged --user".into(),
-            ));
-        }
-        if invoker != 0 && (spec.identity.uid != invoker || spec.identity.gid != sys::getgid()) {
-            return Err(SandboxError::Usage(
-                "--user needs root: an unprivileged user can only run the sandbox as itself".into(),
-            ));
-        }
-        let argv = spec
-            .argv
-            .iter()
-            .map(|a| cstring(a, "an argument"))
-            .collect::<Result<Vec<_>, _>>()?;
-        if argv.is_empty() {
-            return Err(SandboxError::Usage("no command to run".into()));
-        }
-        let envp = spec
-            .env
-            .iter()
-            .map(|(k, v)| cstring(format!("{k}={v}"), "an environment variable"))
-            .collect::<Result<Vec<_>, _>>()?;
-        let path = spec
-            .env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.as_str())
-            .unwrap_or(vg_policy::env::SANDBOX_PATH);
-        let path_dirs = path
-            .split(':')
-            .filter(|d| !d.is_empty())
-            .map(|d| cstring(d, "PATH"))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self {
-            ops: spec.view.ops.clone(),
-            landlock: spec.view.landlock_rules(),
-            seccomp: seccomp::compile(spec.trace_exec)?,
-            argv,
-            envp,
-            path_dirs,
-            hostname: spec.hostname.as_bytes().to_vec(),
-            workdir: spec.workdir.clone(),
-            identity: spec.identity.clone(),
-            inside: spec
-                .inside
-                .unwrap_or((spec.identity.uid, spec.identity.gid)),
-            switch_identity: invoker == 0,
-            stdio,
-            trace_exec: spec.trace_exec,
-            rlimit_nproc: spec.rlimit_nproc,
-            tty: spec.tty,
-            network: spec.network,
-            watch_full: spec
-                .watch_full
-                .iter()
-                .map(|p| cstring(p.as_os_str().as_encoded_bytes(), "a watched path"))
-                .collect::<Result<_, _>>()?,
-            image_lower: match spec.view.ops.first() {
-                Some(vg_policy::MountOp::ImageRoot { lower, .. }) if invoker == 0 => Some(
-                    crate::idmap::image_for(lower, (spec.identity.uid, spec.identity.gid))?,
-                ),
-                _ => None,
-            },
-            notify_sock: None,
-        })
-    }
-}
+use crate::spec::{
+    FORWARDED_SIGNALS, SandboxNetwork, SandboxSpec, TERMINATE_ALL, Termination, namespaces,
+};
+use crate::sys;
 
 /// A running sandbox.
 #[derive(Debug)]
@@ -247,15 +48,6 @@ impl Killer {
     pub fn kill(&self) -> std::io::Result<()> {
         self.signal(libc::SIGKILL)
     }
-}
-
-/// How the sandboxed command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Termination {
-    Exited(i32),
-    Signalled(i32),
-    /// `execve` failed with this errno.
-    ExecFailed(i32),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -302,7 +94,7 @@ pub fn spawn_in(
         notify_parent = Some(parent);
     }
     let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL]].concat());
-    sys::sigmask_set(&signals).map_err(|e| SetupError::Internal(format!("signal mask: {e}")))?;
+    sys::sigmask_set(&signals).map_err(SetupError::SignalMask)?;
 
     let (sync_r, mut sync_w) = std::io::pipe().map_err(SetupError::Fork)?;
     let (report_r, report_w) = std::io::pipe().map_err(SetupError::Fork)?;
@@ -312,7 +104,12 @@ pub fn spawn_in(
     let flags = namespaces(spec.network)
         .filter(|(_, f)| *f != libc::CLONE_NEWCGROUP)
         .fold(0, |acc, (_, f)| acc | f);
-    let pid = match sys::clone_fork(flags) {
+    // SAFETY: the child (init) allocates, so the supervisor must have one thread here:
+    // `spawn`'s contract is to be called before any thread starts (the CLI starts its
+    // relays, tracer and mediator only once `spawn_in` has returned).
+    #[allow(unsafe_code)]
+    let cloned = unsafe { sys::clone_fork(flags) };
+    let pid = match cloned {
         Err(source) => {
             return Err(SetupError::Namespaces {
                 hint: namespace_hint(&source),
@@ -324,7 +121,7 @@ pub fn spawn_in(
             drop(sync_w);
             drop(report_r);
             drop(notify_parent);
-            init::child_main(&prepared, sync_r, report_w)
+            crate::init::child_main(&prepared, sync_r, report_w)
         }
         Ok(Some(pid)) => pid,
     };
@@ -333,10 +130,7 @@ pub fn spawn_in(
         Err(e) => {
             let _ = sys::kill(pid, libc::SIGKILL);
             let _ = sys::waitpid(pid, 0);
-            return Err(SetupError::Internal(format!(
-                "pidfd_open (Linux 5.3 or later is required): {e}"
-            ))
-            .into());
+            return Err(SetupError::Pidfd(e).into());
         }
     };
     drop(sync_r);
@@ -585,17 +379,5 @@ fn decode_status(status: i32) -> Termination {
         Termination::Signalled(libc::WTERMSIG(status))
     } else {
         Termination::Exited(libc::WEXITSTATUS(status))
-    }
-}
-
-impl Termination {
-    /// The exit status Vectra Guard reports, shell-style.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            Self::Exited(code) => code,
-            Self::Signalled(sig) => 128 + sig,
-            Self::ExecFailed(libc::ENOENT | libc::ENOTDIR) => 127,
-            Self::ExecFailed(_) => 126,
-        }
     }
 }

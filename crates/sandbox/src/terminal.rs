@@ -29,7 +29,11 @@ impl RawTerminal {
         let tty = stdin.as_fd();
         let saved = sys::tcgetattr(tty)?;
         let (wait_r, wait_w) = std::io::pipe()?;
-        sys::spawn_terminal_guardian(tty, &saved, OwnedFd::from(wait_r))?;
+        // SAFETY: `enter`'s contract is to be called before any thread starts (the CLI
+        // calls it before spawning the sandbox), so the process has one thread.
+        #[allow(unsafe_code)]
+        let guardian = unsafe { sys::spawn_terminal_guardian(tty, &saved, OwnedFd::from(wait_r)) };
+        guardian?;
         sys::tcsetattr(tty, &sys::raw_termios(&saved))?;
         Ok(Self {
             saved,
@@ -88,7 +92,13 @@ impl SavedTerminals {
             seen.push(device);
             let settings = sys::tcgetattr(tty.as_fd())?;
             let (wait_r, wait_w) = std::io::pipe()?;
-            sys::spawn_terminal_guardian(tty.as_fd(), &settings, OwnedFd::from(wait_r))?;
+            // SAFETY: `save_stdio`'s contract is to be called before any thread starts
+            // (the CLI calls it before spawning the sandbox), so the process has one thread.
+            #[allow(unsafe_code)]
+            let guardian = unsafe {
+                sys::spawn_terminal_guardian(tty.as_fd(), &settings, OwnedFd::from(wait_r))
+            };
+            guardian?;
             saved.push(SavedTerminal {
                 tty,
                 saved: settings,

@@ -1,0 +1,116 @@
+//! The child's plan: the spec turned into what init needs, built by the supervisor
+//! before `clone` and read by init.
+
+use std::ffi::CString;
+use std::os::fd::{OwnedFd, RawFd};
+use std::path::PathBuf;
+
+use vg_policy::{Identity, LandlockRules};
+
+use crate::error::SandboxError;
+use crate::spec::{SandboxNetwork, SandboxSpec};
+use crate::{seccomp, sys};
+
+/// Everything the child needs, prepared before `clone` so the child allocates little
+/// and every host-side check has already happened.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub ops: Vec<vg_policy::MountOp>,
+    pub landlock: LandlockRules,
+    pub seccomp: Vec<vg_seccomp::SockFilter>,
+    pub argv: Vec<CString>,
+    pub envp: Vec<CString>,
+    pub path_dirs: Vec<CString>,
+    pub hostname: Vec<u8>,
+    pub workdir: PathBuf,
+    pub identity: Identity,
+    /// `identity` as seen inside the user namespace.
+    pub inside: (u32, u32),
+    pub switch_identity: bool,
+    pub stdio: [RawFd; 3],
+    pub trace_exec: bool,
+    pub rlimit_nproc: Option<u64>,
+    pub watch_full: Vec<CString>,
+    pub tty: bool,
+    pub network: SandboxNetwork,
+    /// With an image in a run started as root: the image as an idmapped mount.
+    pub image_lower: Option<OwnedFd>,
+    /// The child's end of the socket that carries the seccomp listener.
+    pub notify_sock: Option<std::os::fd::OwnedFd>,
+}
+
+fn cstring(s: impl AsRef<[u8]>, what: &str) -> Result<CString, SandboxError> {
+    CString::new(s.as_ref()).map_err(|_| SandboxError::Usage(format!("{what} contains a NUL byte")))
+}
+
+impl Prepared {
+    pub(crate) fn new(spec: &SandboxSpec, stdio: [RawFd; 3]) -> Result<Self, SandboxError> {
+        let invoker = sys::getuid();
+        if spec.identity.uid == 0 {
+            return Err(SandboxError::Usage(
+                "the sandboxed command never runs as root: choose an unprivileged --user".into(),
+            ));
+        }
+        if invoker != 0 && (spec.identity.uid != invoker || spec.identity.gid != sys::getgid()) {
+            return Err(SandboxError::Usage(
+                "--user needs root: an unprivileged user can only run the sandbox as itself".into(),
+            ));
+        }
+        let argv = spec
+            .argv
+            .iter()
+            .map(|a| cstring(a, "an argument"))
+            .collect::<Result<Vec<_>, _>>()?;
+        if argv.is_empty() {
+            return Err(SandboxError::Usage("no command to run".into()));
+        }
+        let envp = spec
+            .env
+            .iter()
+            .map(|(k, v)| cstring(format!("{k}={v}"), "an environment variable"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let path = spec
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())
+            .unwrap_or(vg_policy::env::SANDBOX_PATH);
+        let path_dirs = path
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(|d| cstring(d, "PATH"))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            ops: spec.view.ops.clone(),
+            landlock: spec.view.landlock_rules(),
+            seccomp: seccomp::compile(spec.trace_exec)?,
+            argv,
+            envp,
+            path_dirs,
+            hostname: spec.hostname.as_bytes().to_vec(),
+            workdir: spec.workdir.clone(),
+            identity: spec.identity.clone(),
+            inside: spec
+                .inside
+                .unwrap_or((spec.identity.uid, spec.identity.gid)),
+            switch_identity: invoker == 0,
+            stdio,
+            trace_exec: spec.trace_exec,
+            rlimit_nproc: spec.rlimit_nproc,
+            tty: spec.tty,
+            network: spec.network,
+            watch_full: spec
+                .watch_full
+                .iter()
+                .map(|p| cstring(p.as_os_str().as_encoded_bytes(), "a watched path"))
+                .collect::<Result<_, _>>()?,
+            image_lower: match spec.view.ops.first() {
+                Some(vg_policy::MountOp::ImageRoot { lower, .. }) if invoker == 0 => Some(
+                    crate::idmap::image_for(lower, (spec.identity.uid, spec.identity.gid))?,
+                ),
+                _ => None,
+            },
+            notify_sock: None,
+        })
+    }
+}

@@ -1,0 +1,125 @@
+//! The sandbox as the caller describes it, and what the supervisor and init both know:
+//! the spec, its network and terminal settings, the signals between them, and how
+//! the command ended.
+
+use std::path::PathBuf;
+
+use vg_policy::{FsView, Identity};
+
+/// Signals the supervisor passes on to the sandboxed command.
+pub const FORWARDED_SIGNALS: &[libc::c_int] = &[
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGWINCH,
+    libc::SIGCONT,
+];
+
+/// Every namespace the sandbox gets. All are created by a single `clone`.
+pub const NAMESPACES: &[(&str, libc::c_int)] = &[
+    ("user", libc::CLONE_NEWUSER),
+    ("mount", libc::CLONE_NEWNS),
+    ("pid", libc::CLONE_NEWPID),
+    ("network", libc::CLONE_NEWNET),
+    ("ipc", libc::CLONE_NEWIPC),
+    ("uts", libc::CLONE_NEWUTS),
+    ("cgroup", libc::CLONE_NEWCGROUP),
+];
+
+/// What to run and how to confine it.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    pub hostname: String,
+    /// The command; `argv[0]` is looked up in the sandbox's PATH when it has no `/`.
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub workdir: PathBuf,
+    pub view: FsView,
+    pub identity: Identity,
+    /// The uid and gid the command has inside its user namespace, mapped to
+    /// `identity`'s on the host. `None`: the same numbers as on the host. An image's
+    /// root user is `Some((0, 0))`: root inside, an unprivileged user outside.
+    pub inside: Option<(u32, u32)>,
+    /// Send every exec and exit to the supervisor ([`Sandbox::exec_listener`]).
+    pub trace_exec: bool,
+    /// `RLIMIT_NPROC` for the sandbox user, counted within the sandbox's own user
+    /// namespace (Linux 5.14+ keeps per-namespace counts): a process cap where no
+    /// cgroup is available.
+    pub rlimit_nproc: Option<u64>,
+    /// Mount points inside the sandbox whose filling up is reported as a limit hit.
+    pub watch_full: Vec<PathBuf>,
+    /// Give the command a pseudo-terminal of the sandbox's own devpts as its stdio
+    /// (the `stdio` passed to spawn is then not used); the supervisor gets the
+    /// master from [`Sandbox::tty_master`].
+    pub tty: bool,
+    pub network: SandboxNetwork,
+}
+
+/// The sandbox's network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxNetwork {
+    /// A private network namespace with loopback only.
+    #[default]
+    Loopback,
+    /// A private network namespace whose only way out is a TUN interface; the
+    /// supervisor gets the other end from [`Sandbox::tun`] and decides what passes.
+    Tun(TunConfig),
+    /// The host's network namespace: no network isolation at all.
+    Host,
+}
+
+/// How the sandbox's TUN interface is addressed. Everything not on loopback is
+/// routed through `gateway` on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TunConfig {
+    pub name: &'static str,
+    pub address: std::net::Ipv4Addr,
+    pub netmask: std::net::Ipv4Addr,
+    pub gateway: std::net::Ipv4Addr,
+    pub mtu: u16,
+}
+
+impl SandboxNetwork {
+    /// Whether the sandbox gets its own network namespace.
+    pub fn private(self) -> bool {
+        !matches!(self, Self::Host)
+    }
+}
+
+/// The namespaces a sandbox with `network` gets, by name and clone flag.
+pub fn namespaces(
+    network: SandboxNetwork,
+) -> impl Iterator<Item = &'static (&'static str, libc::c_int)> {
+    NAMESPACES
+        .iter()
+        .filter(move |(_, flag)| *flag != libc::CLONE_NEWNET || network.private())
+}
+
+/// Tells init to send SIGTERM to every process in the sandbox (a timeout). Not a
+/// forwarded signal, and processes inside cannot send it to init: the kernel drops
+/// signals to a namespace's init that it has no handler for.
+pub const TERMINATE_ALL: libc::c_int = libc::SIGPWR;
+
+/// How the sandboxed command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Termination {
+    Exited(i32),
+    Signalled(i32),
+    /// `execve` failed with this errno.
+    ExecFailed(i32),
+}
+
+impl Termination {
+    /// The exit status Vectra Guard reports, shell-style.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Self::Exited(code) => code,
+            Self::Signalled(sig) => 128 + sig,
+            Self::ExecFailed(libc::ENOENT | libc::ENOTDIR) => 127,
+            Self::ExecFailed(_) => 126,
+        }
+    }
+}

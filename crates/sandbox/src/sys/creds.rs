@@ -1,0 +1,78 @@
+//! Credentials: uids, gids, supplementary groups, the file-system identity, capability sets.
+
+use std::io;
+
+use libc::c_int;
+
+use super::{check, check_long};
+
+pub fn setresuid(uid: u32) -> io::Result<()> {
+    // SAFETY: plain integer arguments.
+    check(unsafe { libc::setresuid(uid, uid, uid) }).map(drop)
+}
+
+pub fn setresgid(gid: u32) -> io::Result<()> {
+    // SAFETY: plain integer arguments.
+    check(unsafe { libc::setresgid(gid, gid, gid) }).map(drop)
+}
+
+pub fn setgroups(groups: &[u32]) -> io::Result<()> {
+    // SAFETY: the pointer and length describe a live slice of gid_t.
+    check(unsafe { libc::setgroups(groups.len(), groups.as_ptr()) }).map(drop)
+}
+
+pub fn getuid() -> u32 {
+    // SAFETY: getuid cannot fail.
+    unsafe { libc::getuid() }
+}
+
+pub fn getgid() -> u32 {
+    // SAFETY: getgid cannot fail.
+    unsafe { libc::getgid() }
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Empties the effective, permitted and inheritable capability sets.
+pub fn capset_empty() -> io::Result<()> {
+    let mut header = CapHeader {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+        pid: 0,
+    };
+    let data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: header and data have the kernel's layout for version 3 (two data words).
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_capset,
+            &mut header as *mut CapHeader,
+            data.as_ptr(),
+        )
+    })
+    .map(drop)
+}
+
+pub fn setfsuid(uid: u32) {
+    // SAFETY: setfsuid takes an integer; it reports the previous value, not errors.
+    unsafe { libc::setfsuid(uid) };
+}
+
+pub fn setfsgid(gid: u32) {
+    // SAFETY: setfsgid takes an integer; it reports the previous value, not errors.
+    unsafe { libc::setfsgid(gid) };
+}

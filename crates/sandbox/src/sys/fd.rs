@@ -1,0 +1,196 @@
+//! Descriptors: closing, duplicating, close-on-exec, pipes, polling, passing descriptors over unix sockets.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use libc::{c_int, c_long, c_uint};
+
+use super::{check, check_long};
+
+/// Closes descriptors `first..=last`.
+///
+/// # Safety
+///
+/// No object that owns a descriptor in that range (an `OwnedFd`, `File`, pipe end…)
+/// may be used or dropped afterwards: it would act on a closed number, or on whatever
+/// the kernel reuses it for.
+pub unsafe fn close_range(first: c_uint, last: c_uint) -> io::Result<()> {
+    // SAFETY: close_range takes integers; ownership is the caller's (see # Safety).
+    check_long(unsafe { libc::syscall(libc::SYS_close_range, first, last, 0 as c_uint) }).map(drop)
+}
+
+/// `dup2(2)`: makes `to` a copy of `from`, closing what `to` was first.
+///
+/// # Safety
+///
+/// As for [`close_range`] on `to`: no object owning descriptor `to` may be used or
+/// dropped afterwards.
+pub unsafe fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
+    // SAFETY: dup2 takes integers; an invalid `from` is reported as EBADF; ownership
+    // of `to` is the caller's (see # Safety).
+    check(unsafe { libc::dup2(from, to) }).map(drop)
+}
+
+/// True when the other end of a pipe we read from has been closed.
+pub fn peer_closed(fd: BorrowedFd<'_>) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: pfd is a valid pollfd array of length 1; timeout 0 never blocks.
+    let ret = unsafe { libc::poll(&mut pfd, 1, 0) };
+    ret == 1 && pfd.revents & libc::POLLHUP != 0
+}
+
+/// Marks every descriptor from `first` up close-on-exec.
+pub fn cloexec_from(first: c_uint) -> io::Result<()> {
+    // SAFETY: close_range takes integers; CLOSE_RANGE_CLOEXEC (4) only sets flags.
+    check_long(unsafe { libc::syscall(libc::SYS_close_range, first, c_uint::MAX, 4 as c_uint) })
+        .map(drop)
+}
+
+/// A connected pair of `AF_UNIX` datagram-preserving sockets (close-on-exec).
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: fds is a valid out-array of two ints.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: the kernel just returned these two descriptors.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+const CMSG_SPACE_ONE_FD: usize = 24; // CMSG_SPACE(sizeof(int)) on 64-bit Linux
+const INT_LEN: c_uint = 4; // sizeof(int)
+
+/// A message header for a one-byte payload plus room for one SCM_RIGHTS descriptor;
+/// the caller keeps `iov` and `control` alive while the header is used.
+fn one_fd_msghdr(
+    iov: &mut libc::iovec,
+    control: &mut [u64; CMSG_SPACE_ONE_FD / 8],
+) -> libc::msghdr {
+    // SAFETY: msghdr is plain data; the pointers set below refer to the caller's buffers.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = CMSG_SPACE_ONE_FD;
+    msg
+}
+
+/// Sends one descriptor over a unix socket (SCM_RIGHTS) with a one-byte payload.
+pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; CMSG_SPACE_ONE_FD / 8];
+    let msg = one_fd_msghdr(&mut iov, &mut control);
+    // SAFETY: msg_control has room for one cmsg carrying one int (CMSG_SPACE above),
+    // so CMSG_FIRSTHDR is non-null and CMSG_DATA points inside `control`.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(INT_LEN) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>(), fd.as_raw_fd());
+    }
+    // SAFETY: msg is fully initialised and its buffers outlive the call.
+    check_long(unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) } as c_long).map(drop)
+}
+
+/// Receives one descriptor sent with [`send_fd`]; `None` when the peer closed first.
+pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; CMSG_SPACE_ONE_FD / 8];
+    let mut msg = one_fd_msghdr(&mut iov, &mut control);
+    // SAFETY: msg's buffers are live and sized as declared; MSG_CMSG_CLOEXEC only
+    // sets a flag on received descriptors.
+    let n = check_long(
+        unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) } as c_long,
+    )?;
+    if n == 0 {
+        return Ok(None);
+    }
+    // SAFETY: the kernel filled msg_control; CMSG_FIRSTHDR checks controllen before
+    // returning a header, and we check level/type/len before reading the int.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+            || (*cmsg).cmsg_len < libc::CMSG_LEN(INT_LEN) as usize
+        {
+            return Err(io::Error::from_raw_os_error(libc::EBADMSG));
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>());
+        Ok(Some(OwnedFd::from_raw_fd(fd)))
+    }
+}
+
+/// Blocks until `fd` is readable or hung up; returns true if it is hung up.
+pub fn poll_hup(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: pfd is a valid pollfd array of length 1.
+        let ret = unsafe { libc::poll(&mut pfd, 1, -1) };
+        if ret >= 0 {
+            return Ok(
+                pfd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+                    && pfd.revents & libc::POLLIN == 0,
+            );
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Closes every descriptor from 3 up except those in `keep`.
+///
+/// # Safety
+///
+/// As for [`close_range`]: no object owning a closed descriptor (any from 3 up not in
+/// `keep`) may be used or dropped afterwards, which in practice means the calling
+/// process never returns to code that holds one: it execs or exits.
+pub unsafe fn close_all_except(keep: &[RawFd]) {
+    let mut keep: Vec<c_uint> = keep
+        .iter()
+        .filter_map(|&fd| c_uint::try_from(fd).ok())
+        .filter(|&fd| fd >= 3)
+        .collect();
+    keep.sort_unstable();
+    let mut next: c_uint = 3;
+    for fd in keep {
+        if fd > next {
+            // SAFETY: passed on to our caller (see # Safety).
+            let _ = unsafe { close_range(next, fd - 1) };
+        }
+        next = fd.saturating_add(1);
+    }
+    // SAFETY: passed on to our caller (see # Safety).
+    let _ = unsafe { close_range(next, c_uint::MAX) };
+}
+
+/// Grows a pipe's buffer to `bytes` (best effort: the kernel caps it at
+/// `/proc/sys/fs/pipe-max-size` for unprivileged users).
+pub fn set_pipe_size(fd: BorrowedFd<'_>, bytes: c_int) -> io::Result<()> {
+    // SAFETY: fcntl on a live descriptor with an integer argument.
+    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, bytes) }).map(drop)
+}

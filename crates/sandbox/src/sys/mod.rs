@@ -1,0 +1,78 @@
+//! Raw system calls. This is the only module of Vectra Guard with `unsafe` code: tiny
+//! functions that pass checked arguments to the kernel and turn `-1` into `io::Error`.
+//! Everything above this layer is safe Rust.
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+use libc::{c_int, c_long};
+
+mod creds;
+mod fd;
+mod fs;
+mod landlock;
+mod mount;
+mod net;
+mod pidfd;
+mod process;
+mod seccomp;
+mod signal;
+mod tty;
+
+pub use creds::{
+    capset_empty, getgid, getuid, setfsgid, setfsuid, setgroups, setresgid, setresuid,
+};
+pub use fd::{
+    cloexec_from, close_all_except, close_range, dup2, peer_closed, poll_hup, recv_fd, send_fd,
+    seqpacket_pair, set_pipe_size,
+};
+pub use fs::{
+    RESOLVE_BENEATH, RESOLVE_IN_ROOT, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, fchdir, fchownat,
+    fstat, mkdirat, openat, openat2, statfs_available, symlinkat,
+};
+pub use landlock::landlock_abi_version;
+pub use mount::{
+    AT_RECURSIVE, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY,
+    OPEN_TREE_CLONE, fsconfig_create, fsconfig_set, fsmount, fsopen, mount, mount_setattr,
+    mount_setattr_idmap, move_mount, open_tree, pivot_root, umount2,
+};
+pub use net::{iface_configure, loopback_up, tun_create};
+pub use pidfd::{pidfd_exited, pidfd_open, pidfd_parent, pidfd_send_signal};
+pub use process::{
+    clone_fork, execve, exit_now, fork, kill, prctl, read_process_memory, sethostname, setrlimit,
+    setsid, unshare, waitpid,
+};
+pub use seccomp::{
+    SECCOMP_FILTER_FLAG_NEW_LISTENER, SeccompNotif, notif_continue, notif_fail, notif_id_valid,
+    notif_recv, notif_sync_wakeup, seccomp_action_available, seccomp_set_filter,
+};
+pub use signal::{
+    reset_signal_dispositions, sigmask_block, sigmask_set, sigset, sigtimedwait, sigwait,
+};
+pub use tty::{
+    get_winsize, is_terminal, open_pty, raw_termios, set_controlling_terminal, set_winsize,
+    spawn_terminal_guardian, tcflow_resume, tcgetattr, tcsetattr,
+};
+
+fn check(ret: c_int) -> io::Result<c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn check_long(ret: c_long) -> io::Result<c_long> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn owned(ret: c_long) -> io::Result<OwnedFd> {
+    let fd = check_long(ret)?;
+    let fd = RawFd::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}

@@ -1,0 +1,131 @@
+//! Processes: clone and fork, exec, exit, wait, signals to a pid, prctl, rlimits, another process's memory.
+
+use std::ffi::{CStr, CString};
+use std::io;
+
+use libc::{c_int, c_long, c_ulong, pid_t};
+
+use super::{check, check_long};
+
+/// `clone(2)` without a new stack: like `fork`, but with namespace flags. Returns
+/// `Some(pid)` in the parent and `None` in the child.
+///
+/// # Safety
+///
+/// The child is a copy of the calling thread only. Unless the process has no other
+/// thread, the child may use only async-signal-safe calls (no allocation, no locks)
+/// until it execs or exits: another thread may have held the allocator's or any other
+/// lock at the moment of the copy, and nothing in the child would ever release it.
+pub unsafe fn clone_fork(flags: c_int) -> io::Result<Option<pid_t>> {
+    let flags = c_ulong::try_from(flags | libc::SIGCHLD)
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a null stack makes clone behave like fork (the child runs on a copy of our
+    // stack); the pointer arguments are null because no CLONE_*TID/SETTLS flag is given.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<c_int>(),
+            std::ptr::null_mut::<c_int>(),
+            0 as c_ulong,
+        )
+    };
+    let pid = check_long(ret)?;
+    Ok(if pid == 0 {
+        None
+    } else {
+        Some(pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))?)
+    })
+}
+
+/// Plain `fork(2)`.
+///
+/// # Safety
+///
+/// As for [`clone_fork`]: either the process has one thread, or the child uses only
+/// async-signal-safe calls until it execs or exits.
+pub unsafe fn fork() -> io::Result<Option<pid_t>> {
+    // SAFETY: fork itself has no memory-safety preconditions; what the child may do
+    // afterwards is our caller's obligation (see # Safety).
+    let pid = check(unsafe { libc::fork() })?;
+    Ok(if pid == 0 { None } else { Some(pid) })
+}
+
+pub fn unshare(flags: c_int) -> io::Result<()> {
+    // SAFETY: unshare takes a flag word only.
+    check(unsafe { libc::unshare(flags) }).map(drop)
+}
+
+pub fn sethostname(name: &[u8]) -> io::Result<()> {
+    // SAFETY: the pointer and length describe a live byte slice.
+    check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map(drop)
+}
+
+pub fn prctl(option: c_int, arg2: c_ulong, arg3: c_ulong) -> io::Result<c_int> {
+    // SAFETY: every prctl option we use takes integer arguments only.
+    check(unsafe { libc::prctl(option, arg2, arg3, 0 as c_ulong, 0 as c_ulong) })
+}
+
+pub fn setsid() -> io::Result<()> {
+    // SAFETY: setsid takes no arguments.
+    check(unsafe { libc::setsid() }).map(drop)
+}
+
+/// Replaces the process image. Returns only on failure.
+pub fn execve(path: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
+    let mut a: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
+    a.push(std::ptr::null());
+    let mut e: Vec<*const libc::c_char> = envp.iter().map(|s| s.as_ptr()).collect();
+    e.push(std::ptr::null());
+    // SAFETY: both arrays are null-terminated arrays of valid C strings that outlive the call.
+    unsafe { libc::execve(path.as_ptr(), a.as_ptr(), e.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+pub fn exit_now(code: c_int) -> ! {
+    // SAFETY: _exit ends the process without running destructors or atexit handlers,
+    // which is what a forked child must do.
+    unsafe { libc::_exit(code) }
+}
+
+/// `waitpid(2)`; returns `None` with WNOHANG when nothing changed.
+pub fn waitpid(pid: pid_t, flags: c_int) -> io::Result<Option<(pid_t, c_int)>> {
+    let mut status: c_int = 0;
+    // SAFETY: status points at a live c_int.
+    let ret = check(unsafe { libc::waitpid(pid, &mut status, flags) })?;
+    Ok((ret != 0).then_some((ret, status)))
+}
+
+pub fn kill(pid: pid_t, signal: c_int) -> io::Result<()> {
+    // SAFETY: kill takes integers.
+    check(unsafe { libc::kill(pid, signal) }).map(drop)
+}
+
+/// Reads another process's memory (`process_vm_readv`); returns the bytes read.
+pub fn read_process_memory(pid: pid_t, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: usize::try_from(addr).map_err(|_| io::Error::from_raw_os_error(libc::EFAULT))?
+            as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` describes our live buffer; `remote` is only an address in the
+    // other process, which the kernel validates.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    let n = check_long(n as c_long)?;
+    usize::try_from(n).map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))
+}
+
+/// Lowers (or sets) both the soft and hard value of a resource limit.
+pub fn setrlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: lim is a valid rlimit.
+    check(unsafe { libc::setrlimit(resource, &lim) }).map(drop)
+}

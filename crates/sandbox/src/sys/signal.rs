@@ -1,0 +1,98 @@
+//! Signal sets, masks and synchronous waits.
+
+use std::io;
+
+use libc::{c_int, pid_t};
+
+/// A signal set built from a list of signal numbers.
+pub fn sigset(signals: &[c_int]) -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it before use.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a valid sigset_t; sigaddset only fails for invalid numbers, which
+    // callers do not pass.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        for &s in signals {
+            libc::sigaddset(&mut set, s);
+        }
+    }
+    set
+}
+
+/// Sets the signal mask of the calling thread.
+pub fn sigmask_set(set: &libc::sigset_t) -> io::Result<()> {
+    // SAFETY: set is a valid sigset_t; the old mask is not requested.
+    let ret = unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, set, std::ptr::null_mut()) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(ret))
+    }
+}
+
+/// Adds `set` to the calling thread's signal mask.
+pub fn sigmask_block(set: &libc::sigset_t) -> io::Result<()> {
+    // SAFETY: set is a valid sigset_t; the old mask is not requested.
+    let ret = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, set, std::ptr::null_mut()) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(ret))
+    }
+}
+
+/// Waits for one of the (blocked) signals in `set`; returns its number and sender pid.
+pub fn sigwait(set: &libc::sigset_t) -> io::Result<(c_int, pid_t)> {
+    // SAFETY: info is plain data filled by the kernel.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: set and info are valid for the call.
+        let ret = unsafe { libc::sigwaitinfo(set, &mut info) };
+        if ret >= 0 {
+            // SAFETY: si_pid is valid for the signals we wait for (kill/sigqueue/SIGCHLD).
+            let pid = unsafe { info.si_pid() };
+            return Ok((ret, pid));
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Restores the default disposition of every catchable signal. Ignored signals (Rust
+/// ignores SIGPIPE) would otherwise stay ignored across execve.
+pub fn reset_signal_dispositions() {
+    for sig in 1..libc::SIGRTMAX() {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: SIG_DFL is always a valid disposition; errors for reserved numbers are
+        // irrelevant.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
+}
+
+/// Like [`sigwait`], giving up after `timeout`: `Ok(None)` when no signal came.
+pub fn sigtimedwait(
+    set: &libc::sigset_t,
+    timeout: std::time::Duration,
+) -> io::Result<Option<c_int>> {
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    loop {
+        // SAFETY: set and ts are valid for the call; no siginfo is requested.
+        let ret = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) };
+        if ret >= 0 {
+            return Ok(Some(ret));
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EAGAIN) => return Ok(None),
+            Some(libc::EINTR) => continue,
+            _ => return Err(err),
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Terminals: pseudo-terminals, termios, window sizes, the guardian that restores a terminal.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use libc::{c_int, pid_t};
+
+use super::{check, close_all_except, exit_now, fork};
+
+/// Opens a new pseudo-terminal in this mount namespace's devpts: the master, and the
+/// slave opened through the master (`TIOCGPTPEER`, no path lookup).
+pub fn open_pty() -> io::Result<(OwnedFd, OwnedFd)> {
+    // SAFETY: a constant C string and flags.
+    let master = check(unsafe {
+        libc::open(
+            c"/dev/ptmx".as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: the kernel just returned this descriptor.
+    let master = unsafe { OwnedFd::from_raw_fd(master) };
+    let unlock: c_int = 0;
+    // SAFETY: TIOCSPTLCK reads one int from a live local.
+    check(unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock) })?;
+    // SAFETY: TIOCGPTPEER takes open flags by value and returns a new descriptor.
+    let slave = check(unsafe {
+        libc::ioctl(
+            master.as_raw_fd(),
+            libc::TIOCGPTPEER,
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: the kernel just returned this descriptor.
+    Ok((master, unsafe { OwnedFd::from_raw_fd(slave) }))
+}
+
+/// Makes the terminal on fd 0 the controlling terminal of this (new) session.
+pub fn set_controlling_terminal() -> io::Result<()> {
+    // SAFETY: TIOCSCTTY on fd 0 with the integer argument 0 (do not steal).
+    check(unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) }).map(drop)
+}
+
+pub fn is_terminal(fd: BorrowedFd<'_>) -> bool {
+    // SAFETY: isatty takes a descriptor.
+    unsafe { libc::isatty(fd.as_raw_fd()) == 1 }
+}
+
+pub fn tcgetattr(fd: BorrowedFd<'_>) -> io::Result<libc::termios> {
+    // SAFETY: termios is plain data filled by the kernel.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: t is a valid termios.
+    check(unsafe { libc::tcgetattr(fd.as_raw_fd(), &mut t) })?;
+    Ok(t)
+}
+
+pub fn tcsetattr(fd: BorrowedFd<'_>, t: &libc::termios) -> io::Result<()> {
+    // SAFETY: t is a valid termios; TCSADRAIN lets pending output finish first.
+    check(unsafe { libc::tcsetattr(fd.as_raw_fd(), libc::TCSADRAIN, t) }).map(drop)
+}
+
+/// Resumes output on terminal `fd` if it was suspended (`tcflow(TCOOFF)`), which would
+/// otherwise make a draining `tcsetattr` wait forever.
+pub fn tcflow_resume(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: tcflow takes a descriptor and an action.
+    check(unsafe { libc::tcflow(fd.as_raw_fd(), libc::TCOON) }).map(drop)
+}
+
+/// `t` switched to raw mode (no echo, no line editing, no signals from keys).
+pub fn raw_termios(t: &libc::termios) -> libc::termios {
+    let mut raw = *t;
+    // SAFETY: raw is a valid termios.
+    unsafe { libc::cfmakeraw(&mut raw) };
+    raw
+}
+
+pub fn get_winsize(fd: BorrowedFd<'_>) -> io::Result<libc::winsize> {
+    // SAFETY: winsize is plain data filled by the kernel.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) })?;
+    Ok(ws)
+}
+
+pub fn set_winsize(fd: BorrowedFd<'_>, ws: &libc::winsize) -> io::Result<()> {
+    // SAFETY: TIOCSWINSZ reads one winsize.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, ws) }).map(drop)
+}
+
+/// Forks a tiny process that restores `saved` on terminal `tty` once `wait` reads
+/// end-of-file, i.e. when every holder of its write end is gone, including when the
+/// supervisor is killed with SIGKILL. Returns the guardian's pid.
+///
+/// # Safety
+///
+/// The process must have one thread: the guardian is forked and allocates.
+pub unsafe fn spawn_terminal_guardian(
+    tty: BorrowedFd<'_>,
+    saved: &libc::termios,
+    wait: OwnedFd,
+) -> io::Result<pid_t> {
+    // SAFETY: our caller guarantees a single thread (see # Safety).
+    match unsafe { fork() }? {
+        Some(pid) => Ok(pid),
+        None => {
+            // SAFETY: the guardian never returns from this function (it ends in
+            // exit_now), so nothing that owned a descriptor it closes is used again.
+            unsafe { close_all_except(&[tty.as_raw_fd(), wait.as_raw_fd()]) };
+            // Ignore the signals a terminal or a process group sends, so that only
+            // the end of the supervisor ends the guardian.
+            for sig in [
+                libc::SIGINT,
+                libc::SIGQUIT,
+                libc::SIGTERM,
+                libc::SIGHUP,
+                libc::SIGTSTP,
+            ] {
+                // SAFETY: setting a standard disposition.
+                unsafe { libc::signal(sig, libc::SIG_IGN) };
+            }
+            let mut byte = [0u8; 1];
+            // A byte means the supervisor restored the terminal itself.
+            let mut done = false;
+            loop {
+                // SAFETY: reading into a live one-byte buffer.
+                let n = unsafe { libc::read(wait.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+                if n > 0 {
+                    done = true;
+                    continue;
+                }
+                if n == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                    break;
+                }
+            }
+            if !done {
+                // SAFETY: resuming output first (a suspended terminal would never drain);
+                // saved is a valid termios; TCSAFLUSH drops unread raw input too.
+                unsafe {
+                    libc::tcflow(tty.as_raw_fd(), libc::TCOON);
+                    libc::tcsetattr(tty.as_raw_fd(), libc::TCSAFLUSH, saved)
+                };
+            }
+            exit_now(0)
+        }
+    }
+}
