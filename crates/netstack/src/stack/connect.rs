@@ -1,0 +1,195 @@
+//! A sandbox's TCP SYN: where the connection would really go, whether the policy allows
+//! it, and the host's own connection to the destination that the SYN waits for.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, SocketAddrV4};
+use std::time::{Duration, Instant, SystemTime};
+
+use mio::Interest;
+use mio::net::TcpStream;
+use vg_policy::network::{Destination, NetworkPolicy};
+
+use super::flow::{Flow, FlowKey, FlowState, describe};
+use super::{CONNECT_TIMEOUT, MAX_FLOWS, Stack, token};
+use crate::addr;
+use crate::budget;
+use crate::device::Packet;
+use crate::event::{NetEvent, Verdict, verdict};
+
+impl Stack {
+    /// Where a connection to `dst` would really go, and whether the policy allows it.
+    fn decide(
+        &self,
+        policy: &NetworkPolicy,
+        dst: SocketAddrV4,
+    ) -> (Option<String>, IpAddr, Verdict) {
+        let (ip, port) = (*dst.ip(), dst.port());
+        if addr::is_link(ip) {
+            return (
+                None,
+                IpAddr::V4(ip),
+                Verdict::deny("the mediator's own address"),
+            );
+        }
+        if !addr::is_synthetic(ip) {
+            let dest = Destination {
+                name: None,
+                addr: IpAddr::V4(ip),
+                pinned: false,
+            };
+            return (None, IpAddr::V4(ip), self.guarded(policy, &dest, port));
+        }
+        let Some(entry) = self.book.lookup(ip) else {
+            return (
+                None,
+                IpAddr::V4(ip),
+                Verdict::deny("address not handed out by our DNS"),
+            );
+        };
+        let name = Some(entry.name.to_string());
+        let mut first_denial = None;
+        for &real in &entry.addrs {
+            let dest = Destination {
+                name: Some(entry.name.clone()),
+                addr: real,
+                pinned: entry.pinned,
+            };
+            let d = self.guarded(policy, &dest, port);
+            if d.allowed {
+                return (name, real, d);
+            }
+            first_denial.get_or_insert((real, d));
+        }
+        match first_denial {
+            Some((real, d)) => (name, real, d),
+            None => (
+                name,
+                IpAddr::V4(ip),
+                Verdict::deny("the name has no address"),
+            ),
+        }
+    }
+
+    /// The policy's decision, with this machine's own addresses closed too (see
+    /// [`NetworkPolicy::decide_connect_from`]).
+    fn guarded(&self, policy: &NetworkPolicy, dest: &Destination, port: u16) -> Verdict {
+        verdict(policy.decide_connect_from(&self.host_addrs, dest, port))
+    }
+
+    pub(super) fn new_connection(&mut self, key: FlowKey, syn: Packet) {
+        let policy = self.policy.current();
+        let (name, real, mut verdict) = self.decide(&policy, key.dst);
+        if verdict.allowed && self.flows.len() >= MAX_FLOWS {
+            verdict = Verdict::deny(format!("more than {MAX_FLOWS} connections open"));
+        }
+        let buffers = match verdict.allowed.then(|| self.budget.grant()) {
+            Some(Some(each)) => each,
+            Some(None) => {
+                verdict = Verdict::deny(format!(
+                    "connection buffers used up ({} MiB per session)",
+                    budget::TOTAL >> 20
+                ));
+                0
+            }
+            None => 0,
+        };
+        let id = self.next_flow_id();
+        let port = key.dst.port();
+        self.emit(NetEvent::Connect {
+            id,
+            time: SystemTime::now(),
+            protocol: "tcp",
+            name: name.clone(),
+            address: real,
+            port,
+            verdict: verdict.clone(),
+        });
+        if !verdict.allowed {
+            // No socket listens for it: the stack answers with a reset.
+            return self.device.enqueue(syn);
+        }
+        let remote = SocketAddr::new(real, port);
+        let mut stream = match TcpStream::connect(remote) {
+            Ok(s) => s,
+            Err(e) => {
+                self.budget.release(buffers);
+                return self.connect_failed(id, &key, name, remote, syn, &e);
+            }
+        };
+        if let Err(e) = self.poll.registry().register(
+            &mut stream,
+            token(id),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            self.budget.release(buffers);
+            return self.connect_failed(id, &key, name, remote, syn, &e);
+        }
+        self.by_key.insert(key, id);
+        self.flows.insert(
+            id,
+            Flow {
+                id,
+                key,
+                name,
+                remote,
+                stream,
+                // A full-size read buffer per waiting SYN would be 64 KiB each.
+                state: FlowState::Connecting {
+                    syn: Some(syn.compact()),
+                },
+                buffers,
+                started: Instant::now(),
+                readable: false,
+                writable: false,
+                established: false,
+                host_eof: false,
+                sandbox_fin_passed: false,
+                bytes_out: 0,
+                bytes_in: 0,
+                error: None,
+            },
+        );
+    }
+
+    fn connect_failed(
+        &mut self,
+        id: u64,
+        key: &FlowKey,
+        name: Option<String>,
+        remote: SocketAddr,
+        syn: Packet,
+        error: &io::Error,
+    ) {
+        self.device.enqueue(syn);
+        self.emit(NetEvent::Closed {
+            id,
+            time: SystemTime::now(),
+            protocol: "tcp",
+            name,
+            address: remote.ip(),
+            port: key.dst.port(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration: Duration::ZERO,
+            error: Some(describe(error)),
+        });
+    }
+
+    pub(super) fn expire_connects(&mut self) {
+        let late: Vec<u64> = self
+            .flows
+            .values()
+            .filter(|f| {
+                matches!(f.state, FlowState::Connecting { .. })
+                    && f.started.elapsed() > CONNECT_TIMEOUT
+            })
+            .map(|f| f.id)
+            .collect();
+        for id in late {
+            if let Some(mut flow) = self.flows.remove(&id) {
+                flow.error = Some("connection timed out".into());
+                self.end_flow(flow);
+            }
+        }
+    }
+}

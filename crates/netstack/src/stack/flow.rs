@@ -1,0 +1,120 @@
+//! A mediated TCP connection (a flow): its key, state and counters, and its end: the
+//! record of how it ended and the release of its sockets and buffers.
+
+use std::io;
+use std::net::{SocketAddr, SocketAddrV4};
+use std::time::{Duration, Instant, SystemTime};
+
+use mio::net::TcpStream;
+use smoltcp::iface::SocketHandle;
+use smoltcp::socket::tcp;
+
+use super::Stack;
+use crate::device::Packet;
+use crate::dns;
+use crate::event::NetEvent;
+
+/// A TCP connection from the sandbox: source and destination as the sandbox sees them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct FlowKey {
+    pub(super) src: SocketAddrV4,
+    pub(super) dst: SocketAddrV4,
+}
+
+pub(super) enum FlowState {
+    /// The host's connection to the destination is under way; the sandbox's SYN waits.
+    Connecting { syn: Option<Packet> },
+    /// Relaying between the stack's socket and the host's connection.
+    Open { socket: SocketHandle },
+}
+
+pub(super) struct Flow {
+    pub(super) id: u64,
+    pub(super) key: FlowKey,
+    pub(super) name: Option<String>,
+    pub(super) remote: SocketAddr,
+    pub(super) stream: TcpStream,
+    pub(super) state: FlowState,
+    /// The stack socket's buffer size each way, granted by [`Stack::budget`].
+    pub(super) buffers: usize,
+    pub(super) started: Instant,
+    pub(super) readable: bool,
+    pub(super) writable: bool,
+    pub(super) established: bool,
+    pub(super) host_eof: bool,
+    pub(super) sandbox_fin_passed: bool,
+    pub(super) bytes_out: u64,
+    pub(super) bytes_in: u64,
+    pub(super) error: Option<String>,
+}
+
+impl Stack {
+    /// Records the end of `flow` and lets go of its resources.
+    pub(super) fn end_flow(&mut self, mut flow: Flow) {
+        self.by_key.remove(&flow.key);
+        let _ = self.poll.registry().deregister(&mut flow.stream);
+        match std::mem::replace(&mut flow.state, FlowState::Connecting { syn: None }) {
+            FlowState::Connecting { syn: Some(syn) } => {
+                // Never connected: refuse the waiting SYN with a reset.
+                self.device.enqueue(syn);
+                self.budget.release(flow.buffers);
+            }
+            FlowState::Connecting { syn: None } => self.budget.release(flow.buffers),
+            FlowState::Open { socket } => {
+                let s = self.sockets.get_mut::<tcp::Socket>(socket);
+                if s.state() == tcp::State::Listen {
+                    // Nothing to send, and it must not take another SYN meanwhile.
+                    self.sockets.remove(socket);
+                    self.budget.release(flow.buffers);
+                } else {
+                    if flow.error.is_some() && s.is_open() {
+                        s.abort();
+                    }
+                    self.retired.push((socket, flow.buffers));
+                }
+                // A reset from the sandbox reaches the destination as a reset, not as
+                // an orderly close that would make a cut upload look complete.
+                if flow.error.is_some() && !flow.sandbox_fin_passed {
+                    let _ = socket2::SockRef::from(&flow.stream).set_linger(Some(Duration::ZERO));
+                }
+            }
+        }
+        self.emit(NetEvent::Closed {
+            id: flow.id,
+            time: SystemTime::now(),
+            protocol: "tcp",
+            name: flow.name,
+            address: flow.remote.ip(),
+            port: flow.remote.port(),
+            bytes_out: flow.bytes_out,
+            bytes_in: flow.bytes_in,
+            duration: flow.started.elapsed(),
+            error: flow.error,
+        });
+    }
+
+    /// The session is over: record every open connection as cut.
+    pub(super) fn shutdown(&mut self) {
+        let flows: Vec<Flow> = self.flows.drain().map(|(_, f)| f).collect();
+        for mut flow in flows {
+            if flow.error.is_none() && !(flow.host_eof && flow.sandbox_fin_passed) {
+                flow.error = Some("session ended".into());
+            }
+            self.end_flow(flow);
+        }
+        for (_, (pending, _)) in self.pending_dns.drain().collect::<Vec<_>>() {
+            let (_, event) = dns::answer(&pending, Err(dns::ResolveFailure::Other), &mut self.book);
+            self.emit(event);
+        }
+    }
+}
+
+/// An error as a short phrase for the records.
+pub(super) fn describe(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => "connection refused".into(),
+        io::ErrorKind::ConnectionReset => "connection reset".into(),
+        io::ErrorKind::TimedOut => "connection timed out".into(),
+        _ => e.to_string(),
+    }
+}

@@ -1,0 +1,130 @@
+//! `Settings`: what one configuration layer sets, and how a higher layer overlays it.
+
+use std::path::PathBuf;
+
+use crate::env::EnvAssignment;
+use crate::limits::Limits;
+use crate::mount::MountSpec;
+use crate::network::{AddHost, NetworkMode, Rule};
+
+/// Everything a configuration layer can set, already validated and typed. Flags are
+/// turned into a `Settings` too, so that all layers merge the same way.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settings {
+    pub name: Option<String>,
+    pub agent: Option<String>,
+    pub description: Option<String>,
+    /// Absolute, normalised path inside the sandbox.
+    pub workdir: Option<PathBuf>,
+    /// A user name or `uid[:gid]`, checked for shape only.
+    pub user: Option<String>,
+    pub network: Option<NetworkMode>,
+    /// In precedence order (first match wins); see the module documentation.
+    pub network_rules: Vec<Rule>,
+    /// `--add-host` pins, in order; for the same name the last one wins.
+    pub add_hosts: Vec<AddHost>,
+    pub mounts: Vec<MountSpec>,
+    /// Absolute, normalised paths mounted read-only in place.
+    pub read_only: Vec<PathBuf>,
+    pub env: Vec<EnvAssignment>,
+    /// Absolute paths; relative ones in a file were resolved against its directory.
+    pub env_files: Vec<PathBuf>,
+    pub limits: Limits,
+}
+
+impl Settings {
+    /// Merges a higher-precedence layer into this one: a scalar set in `higher` replaces
+    /// ours, lists are appended (ours first), so later `env` entries override earlier
+    /// ones when applied in order. Network rules are the exception: `higher`'s go first,
+    /// because the first matching rule decides.
+    pub fn overlay(&mut self, higher: Settings) {
+        // Destructured so that a new field cannot be forgotten here.
+        let Settings {
+            name,
+            agent,
+            description,
+            workdir,
+            user,
+            network,
+            network_rules,
+            add_hosts,
+            mounts,
+            read_only,
+            env,
+            env_files,
+            limits,
+        } = higher;
+        replace_if_set(&mut self.name, name);
+        replace_if_set(&mut self.agent, agent);
+        replace_if_set(&mut self.description, description);
+        replace_if_set(&mut self.workdir, workdir);
+        replace_if_set(&mut self.user, user);
+        replace_if_set(&mut self.network, network);
+        // The first matching rule decides, so the higher layer's go in front; for pins
+        // the last one of a name wins, so theirs go after ours.
+        self.network_rules.splice(0..0, network_rules);
+        self.add_hosts.extend(add_hosts);
+        self.mounts.extend(mounts);
+        self.read_only.extend(read_only);
+        self.env.extend(env);
+        self.env_files.extend(env_files);
+        self.limits.overlay(limits);
+    }
+}
+
+fn replace_if_set<T>(slot: &mut Option<T>, higher: Option<T>) {
+    if higher.is_some() {
+        *slot = higher;
+    }
+}
+
+#[cfg(test)]
+// Tests may panic: the workspace denies unwrap/expect, and has no clippy.toml exempting tests.
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::config::test_support::*;
+
+    #[test]
+    fn overlay_higher_scalars_win_and_lists_append() {
+        let mut low = Settings {
+            name: Some("low".into()),
+            agent: Some("a".into()),
+            mounts: vec![mount("/a:/a")],
+            env: vec![env("X=1")],
+            ..Settings::default()
+        };
+        low.overlay(Settings {
+            name: Some("high".into()),
+            network: Some(NetworkMode::None),
+            mounts: vec![mount("/b:/b")],
+            env: vec![env("X=2")],
+            ..Settings::default()
+        });
+        assert_eq!(low.name.as_deref(), Some("high"));
+        assert_eq!(low.agent.as_deref(), Some("a"), "unset in higher: kept");
+        assert_eq!(low.network, Some(NetworkMode::None));
+        assert_eq!(low.mounts, vec![mount("/a:/a"), mount("/b:/b")]);
+        assert_eq!(low.env, vec![env("X=1"), env("X=2")]);
+    }
+
+    #[test]
+    fn overlay_puts_higher_rules_first_and_pins_last() {
+        let mut low = Settings {
+            network_rules: vec![rule("deny *.evil.com"), rule("allow *")],
+            add_hosts: vec![AddHost::parse("db:10.0.0.1").unwrap()],
+            ..Settings::default()
+        };
+        low.overlay(Settings {
+            network_rules: vec![rule("allow api.evil.com")],
+            add_hosts: vec![AddHost::parse("db:10.0.0.2").unwrap()],
+            ..Settings::default()
+        });
+        assert_eq!(
+            rule_texts(&low),
+            ["allow api.evil.com", "deny *.evil.com", "allow *"]
+        );
+        let addrs: Vec<String> = low.add_hosts.iter().map(|h| h.addr.to_string()).collect();
+        assert_eq!(addrs, ["10.0.0.1", "10.0.0.2"]);
+    }
+}

@@ -1,0 +1,586 @@
+//! Validation of values, with the file's context: each raw value is checked with the
+//! same parser as its flag and turned into its typed form, or into an error that names
+//! the file and line. The checks of a project file that concern one value (`user`,
+//! `network = "host"`, allow rules, pins, copied host variables, `best_effort_limits`)
+//! sit with that value's parser here; confinement and claims are in `project.rs`.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use toml::Spanned;
+
+use super::diagnostics::{key_hint, line_of};
+use super::project::{ProjectDir, resolve_symlinks};
+use super::raw::{RawEnv, RawSettings, Scalar, Text};
+use super::{ConfigError, ConfigSource, Settings, USER_FILE_HINT};
+use crate::env::EnvAssignment;
+use crate::limits::{self, LimitError, Limits};
+use crate::mount::{MountSpec, MountSpecError};
+use crate::network::{Action, AddHost, NetworkMode, Rule};
+use crate::paths::normalize_absolute;
+
+/// The file being converted: its text (for lines), path, directory and trust.
+pub(super) struct Document<'a> {
+    pub(super) text: &'a str,
+    pub(super) path: &'a Path,
+    /// The file's directory, absolute and normalised; `None` if `path` is relative.
+    pub(super) dir: Option<PathBuf>,
+    /// Set for project files only.
+    pub(super) project: Option<ProjectDir>,
+}
+
+impl<'a> Document<'a> {
+    pub(super) fn new(
+        text: &'a str,
+        path: &'a Path,
+        source: ConfigSource,
+    ) -> Result<Self, ConfigError> {
+        let dir = path.parent().and_then(normalize_absolute);
+        let project = match (source, &dir) {
+            (ConfigSource::Project, Some(dir)) => Some(ProjectDir {
+                lexical: dir.clone(),
+                resolved: resolve_symlinks(dir).unwrap_or_else(|| dir.clone()),
+            }),
+            (ConfigSource::Project, None) => {
+                return Err(ConfigError::Invalid {
+                    file: path.to_path_buf(),
+                    line: 0,
+                    message: "cannot tell the project directory: the path is not absolute"
+                        .to_owned(),
+                    hint: "load project files by their absolute path".to_owned(),
+                });
+            }
+            _ => None,
+        };
+        Ok(Self {
+            text,
+            path,
+            dir,
+            project,
+        })
+    }
+
+    pub(super) fn error(
+        &self,
+        span: Range<usize>,
+        message: String,
+        hint: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError::Invalid {
+            file: self.path.to_path_buf(),
+            line: line_of(self.text, span.start),
+            message,
+            hint: hint.into(),
+        }
+    }
+
+    pub(super) fn settings(&self, raw: RawSettings) -> Result<Settings, ConfigError> {
+        let RawSettings {
+            name,
+            agent,
+            description,
+            workdir,
+            user,
+            network,
+            network_rules,
+            add_hosts,
+            mounts,
+            read_only,
+            env,
+            env_files,
+            memory,
+            cpus,
+            pids,
+            timeout,
+            max_output,
+            disk,
+            kill_grace,
+            ptys,
+            best_effort_limits,
+        } = raw;
+        let limits = Limits {
+            memory: self.limit(memory, "memory", |v| limits::parse_size("memory", v))?,
+            cpus: self.limit(cpus, "cpus", limits::parse_cpus)?,
+            pids: self.limit(pids, "pids", limits::parse_pids)?,
+            timeout: self.limit(timeout, "timeout", |v| limits::parse_duration("timeout", v))?,
+            max_output: self.limit(max_output, "max_output", |v| {
+                limits::parse_size("max_output", v)
+            })?,
+            disk: self.limit(disk, "disk", |v| limits::parse_size("disk", v))?,
+            kill_grace: self.limit(kill_grace, "kill_grace", |v| {
+                limits::parse_duration("kill_grace", v)
+            })?,
+            ptys: self.limit(ptys, "ptys", limits::parse_ptys)?,
+            best_effort: match best_effort_limits {
+                Some(v) if self.project.is_some() => {
+                    return Err(self.error(
+                        v.span(),
+                        "'best_effort_limits' cannot be set in a project file: it weakens the limits"
+                            .to_owned(),
+                        format!("move it to {USER_FILE_HINT} or pass --best-effort-limits"),
+                    ));
+                }
+                Some(v) => Some(v.into_inner()),
+                None => None,
+            },
+        };
+        Ok(Settings {
+            name: self.label(name, "name")?,
+            agent: self.claim(agent, "agent", "--agent")?,
+            description: self.claim(description, "description", "--description")?,
+            workdir: workdir.map(|w| self.workdir(w)).transpose()?,
+            user: user.map(|u| self.user(u)).transpose()?,
+            network: network.map(|n| self.network(n)).transpose()?,
+            network_rules: network_rules
+                .into_iter()
+                .map(|r| self.network_rule(r))
+                .collect::<Result<_, _>>()?,
+            add_hosts: add_hosts
+                .into_iter()
+                .map(|h| self.add_host(h))
+                .collect::<Result<_, _>>()?,
+            mounts: mounts
+                .into_iter()
+                .map(|m| self.mount(m))
+                .collect::<Result<_, _>>()?,
+            read_only: read_only
+                .into_iter()
+                .map(|p| self.read_only(p))
+                .collect::<Result<_, _>>()?,
+            env: match env {
+                Some(env) => self.env(env)?,
+                None => Vec::new(),
+            },
+            env_files: env_files
+                .into_iter()
+                .map(|f| self.env_file(f))
+                .collect::<Result<_, _>>()?,
+            limits,
+        })
+    }
+
+    fn limit<T>(
+        &self,
+        value: Scalar,
+        key: &str,
+        parse: impl FnOnce(&str) -> Result<T, LimitError>,
+    ) -> Result<Option<T>, ConfigError> {
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        parse(&value.get_ref().text())
+            .map(Some)
+            .map_err(|e| self.error(value.span(), format!("invalid {key} '{}'", e.value), e.hint))
+    }
+
+    /// Free text shown in listings and terminals: no control characters (which could
+    /// drive the terminal of whoever runs `logs list`), and non-empty except descriptions.
+    pub(super) fn label(&self, value: Text, key: &str) -> Result<Option<String>, ConfigError> {
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        let multiline = key == "description";
+        let text = value.get_ref();
+        if text
+            .chars()
+            .any(|c| c.is_control() && !(multiline && (c == '\n' || c == '\t')))
+        {
+            return Err(self.error(
+                value.span(),
+                format!("{key} contains a control character"),
+                "remove it; this text is printed in terminals and session records",
+            ));
+        }
+        if text.trim().is_empty() && !multiline {
+            return Err(self.error(
+                value.span(),
+                format!("{key} is empty"),
+                format!("give {key} a value or remove the key"),
+            ));
+        }
+        Ok(Some(value.into_inner()))
+    }
+
+    fn workdir(&self, value: Spanned<String>) -> Result<PathBuf, ConfigError> {
+        let raw = value.get_ref();
+        match normalize_absolute(Path::new(raw)) {
+            Some(path) if !raw.contains('\0') => Ok(path),
+            _ => Err(self.error(
+                value.span(),
+                format!("invalid workdir '{raw}': it must be an absolute path without '..'"),
+                "workdir is the directory inside the sandbox where the command starts, e.g. workdir = \"/workspace\"",
+            )),
+        }
+    }
+
+    fn user(&self, value: Spanned<String>) -> Result<String, ConfigError> {
+        if self.project.is_some() {
+            return Err(self.error(
+                value.span(),
+                "'user' cannot be set in a project file: the sandbox can write that file"
+                    .to_owned(),
+                format!("move it to {USER_FILE_HINT} or pass it on the command line"),
+            ));
+        }
+        if !valid_user(value.get_ref()) {
+            return Err(self.error(
+                value.span(),
+                format!("invalid user '{}'", value.get_ref()),
+                key_hint("user"),
+            ));
+        }
+        Ok(value.into_inner())
+    }
+
+    fn network(&self, value: Spanned<String>) -> Result<NetworkMode, ConfigError> {
+        let mode = NetworkMode::parse(value.get_ref())
+            .map_err(|e| self.error(value.span(), e.to_string(), key_hint("network")))?;
+        if mode == NetworkMode::Host && self.project.is_some() {
+            return Err(self.error(
+                value.span(),
+                "'network = \"host\"' cannot be set in a project file: it turns off network isolation, and the sandbox can write that file".to_owned(),
+                format!("move it to {USER_FILE_HINT} or pass --network host"),
+            ));
+        }
+        Ok(mode)
+    }
+
+    fn network_rule(&self, value: Spanned<String>) -> Result<Rule, ConfigError> {
+        let rule = Rule::parse_line(value.get_ref())
+            .map_err(|e| self.error(value.span(), e.to_string(), key_hint("network_rules")))?;
+        if rule.action == Action::Allow && self.project.is_some() {
+            return Err(self.error(
+                value.span(),
+                format!(
+                    "'{}' cannot be set in a project file: the sandbox can write that file, so it could open the network to itself",
+                    rule.text
+                ),
+                format!(
+                    "a project file may only add deny rules; move allow rules to {USER_FILE_HINT} or pass --allow on the command line"
+                ),
+            ));
+        }
+        Ok(rule)
+    }
+
+    fn add_host(&self, value: Spanned<String>) -> Result<AddHost, ConfigError> {
+        if self.project.is_some() {
+            return Err(self.error(
+                value.span(),
+                "'add_hosts' cannot be set in a project file: a pinned name may reach private and loopback addresses, and the sandbox can write that file".to_owned(),
+                format!("move it to {USER_FILE_HINT} or pass --add-host on the command line"),
+            ));
+        }
+        AddHost::parse(value.get_ref())
+            .map_err(|e| self.error(value.span(), e.to_string(), key_hint("add_hosts")))
+    }
+
+    fn mount(&self, value: Spanned<String>) -> Result<MountSpec, ConfigError> {
+        let raw = value.get_ref();
+        let mount_error = |e: MountSpecError| {
+            self.error(
+                value.span(),
+                e.to_string(),
+                "mounts are \"HOST:CONTAINER[:ro]\"; a relative HOST is taken from this file's directory, CONTAINER must be absolute",
+            )
+        };
+        let spec = match MountSpec::parse(raw) {
+            Ok(spec) => spec,
+            // A convenience of files: `./src:/workspace` means next to this file. The
+            // spec is parsed again with the resolved host so every other check applies.
+            Err(MountSpecError::RelativeHost { path, .. }) => {
+                let host = self.host_path(value.span(), &path, "mount host")?;
+                let rest = raw.split_once(':').map_or("", |(_, rest)| rest);
+                let Some(host) = host.to_str() else {
+                    return Err(self.error(
+                        value.span(),
+                        format!("mount host '{}' is not valid UTF-8", host.display()),
+                        "write the absolute path",
+                    ));
+                };
+                MountSpec::parse(&format!("{host}:{rest}")).map_err(mount_error)?
+            }
+            Err(e) => return Err(mount_error(e)),
+        };
+        self.confine(value.span(), &spec.host, "mount host", "--mount")?;
+        Ok(spec)
+    }
+
+    fn read_only(&self, value: Spanned<String>) -> Result<PathBuf, ConfigError> {
+        let raw = value.get_ref();
+        let Some(path) = normalize_absolute(Path::new(raw)).filter(|_| !raw.contains('\0')) else {
+            return Err(self.error(
+                value.span(),
+                format!("invalid read_only path '{raw}': it must be absolute and without '..'"),
+                key_hint("read_only"),
+            ));
+        };
+        // The same checks as `--read-only` (no colons, not a reserved target).
+        MountSpec::read_only_path(raw)
+            .map_err(|e| self.error(value.span(), e.to_string(), key_hint("read_only")))?;
+        self.confine(value.span(), &path, "read_only", "--read-only")?;
+        Ok(path)
+    }
+
+    fn env(&self, env: RawEnv) -> Result<Vec<EnvAssignment>, ConfigError> {
+        let mut out = Vec::new();
+        match env {
+            RawEnv::List(items) => {
+                for item in items {
+                    let assignment = EnvAssignment::parse(item.get_ref())
+                        .map_err(|e| self.error(item.span(), e.to_string(), key_hint("env")))?;
+                    if assignment.value.is_none() && self.project.is_some() {
+                        return Err(self.error(
+                            item.span(),
+                            format!(
+                                "env '{}' would copy the host's value, which a project file may not do",
+                                assignment.key
+                            ),
+                            format!(
+                                "give it a value (KEY=VALUE), or pass --env {} on the command line or set it in {USER_FILE_HINT}",
+                                assignment.key
+                            ),
+                        ));
+                    }
+                    out.push(assignment);
+                }
+            }
+            RawEnv::Table(pairs) => {
+                for (key, value) in pairs {
+                    // Checked alone first: "A=B" = "c" must not turn into A with "B=c".
+                    let name_ok = !key.get_ref().contains('=');
+                    let parsed =
+                        EnvAssignment::parse(&format!("{}={}", key.get_ref(), value.get_ref()));
+                    match parsed {
+                        Ok(assignment) if name_ok => out.push(assignment),
+                        Ok(_) => {
+                            return Err(self.error(
+                                key.span(),
+                                format!("invalid environment variable name '{}'", key.get_ref()),
+                                key_hint("env"),
+                            ));
+                        }
+                        Err(e) => {
+                            return Err(self.error(key.span(), e.to_string(), key_hint("env")));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn env_file(&self, value: Spanned<String>) -> Result<PathBuf, ConfigError> {
+        let path = self.host_path(value.span(), value.get_ref(), "env file")?;
+        self.confine(value.span(), &path, "env file", "--env-file")?;
+        Ok(path)
+    }
+
+    /// A host path written in a file: absolute, or relative to the file's directory.
+    fn host_path(&self, span: Range<usize>, raw: &str, what: &str) -> Result<PathBuf, ConfigError> {
+        if raw.starts_with('~') {
+            return Err(self.error(
+                span,
+                format!("{what} '{raw}' starts with '~', which is not expanded"),
+                "write the absolute path (relative paths are taken from this file's directory)",
+            ));
+        }
+        let joined = match &self.dir {
+            Some(dir) if Path::new(raw).is_relative() => dir.join(raw),
+            _ => PathBuf::from(raw),
+        };
+        normalize_absolute(&joined)
+            .filter(|_| !raw.is_empty() && !raw.contains('\0'))
+            .ok_or_else(|| {
+                self.error(
+                    span,
+                    format!("invalid {what} '{raw}': it must not be empty or contain '..'"),
+                    "write an absolute path, or one relative to this file's directory without '..'",
+                )
+            })
+    }
+}
+
+/// `uid`, `uid:gid` or a conventional user name.
+fn valid_user(user: &str) -> bool {
+    fn id(s: &str) -> bool {
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && s.parse::<u32>().is_ok()
+    }
+    fn name(s: &str) -> bool {
+        let mut chars = s.chars();
+        matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+            && chars.all(|c| c == '_' || c == '-' || c == '.' || c.is_ascii_alphanumeric())
+            && s.len() <= 32
+    }
+    match user.split_once(':') {
+        Some((uid, gid)) => id(uid) && id(gid),
+        None => id(user) || name(user),
+    }
+}
+
+#[cfg(test)]
+// Tests may panic: the workspace denies unwrap/expect, and has no clippy.toml exempting tests.
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::config::test_support::*;
+    use crate::config::{ConfigSource, parse};
+
+    #[test]
+    fn limits_take_strings_and_numbers_with_line_numbered_errors() {
+        let file = user_file(
+            "memory = \"512m\"\ncpus = 0.5\npids = 100\ntimeout = \"30s\"\nmax_output = \"1m\"\ndisk = \"2g\"\nkill_grace = 3\nbest_effort_limits = true\n",
+        )
+        .unwrap();
+        let l = file.settings.limits;
+        assert_eq!(l.memory, Some(512 << 20));
+        assert_eq!(l.cpus, Some(0.5));
+        assert_eq!(l.pids, Some(100));
+        assert_eq!(l.timeout, Some(std::time::Duration::from_secs(30)));
+        assert_eq!(l.max_output, Some(1 << 20));
+        assert_eq!(l.disk, Some(2 << 30));
+        assert_eq!(l.kill_grace, Some(std::time::Duration::from_secs(3)));
+        assert_eq!(l.best_effort, Some(true));
+        let (line, msg) = invalid(user_file("\n\nmemory = \"lots\"\n"));
+        assert_eq!(line, 3, "{msg}");
+        assert!(msg.contains("memory") && msg.contains("512m"), "{msg}");
+        let (_, msg) = invalid(user_file("pids = 1\n"));
+        assert!(msg.contains("pids"), "{msg}");
+    }
+
+    #[test]
+    fn env_as_array_and_as_table() {
+        let list = user_file("env = [\"A=1\", \"B\", \"C=x=y\"]\n").unwrap();
+        assert_eq!(list.settings.env, vec![env("A=1"), env("B"), env("C=x=y")]);
+        let table = user_file("[env]\nA = \"1\"\nB = \"\"\n").unwrap();
+        assert_eq!(table.settings.env, vec![env("A=1"), env("B=")]);
+        let inline = user_file("env = { A = \"1\" }\n").unwrap();
+        assert_eq!(inline.settings.env, vec![env("A=1")]);
+
+        let (line, msg) = invalid(user_file("\nenv = [\"1BAD=x\"]\n"));
+        assert_eq!(line, 2, "{msg}");
+        let (line, msg) = invalid(user_file("env = { \"A=B\" = \"c\" }\n"));
+        assert_eq!(line, 1);
+        assert!(msg.contains("'A=B'"), "{msg}");
+        let (_, msg) = invalid(user_file("env = { A = 1 }\n"));
+        assert!(msg.contains("env"), "{msg}");
+        let (_, msg) = invalid(user_file("env = \"A=1\"\n"));
+        assert!(msg.contains("expected an array"), "{msg}");
+    }
+
+    #[test]
+    fn relative_paths_are_resolved_against_the_file_directory() {
+        let file = parse(
+            "mounts = [\"src:/w\", \"./a/./b:/x:ro\"]\nenv_files = [\"conf/.env\"]\n",
+            Path::new("/home/u/proj/vectraguard.toml"),
+            ConfigSource::User,
+        )
+        .unwrap();
+        assert_eq!(
+            file.settings.mounts,
+            vec![
+                mount("/home/u/proj/src:/w"),
+                mount("/home/u/proj/a/b:/x:ro")
+            ]
+        );
+        assert_eq!(
+            file.settings.env_files,
+            vec![PathBuf::from("/home/u/proj/conf/.env")]
+        );
+        // '..' and '~' are refused rather than guessed.
+        let (line, msg) = invalid(user_file("mounts = [\"../x:/w\"]\n"));
+        assert_eq!(line, 1);
+        assert!(msg.contains("'..'"), "{msg}");
+        let (_, msg) = invalid(user_file("env_files = [\"~/.env\"]\n"));
+        assert!(msg.contains("'~'"), "{msg}");
+    }
+
+    #[test]
+    fn bad_mount_reports_the_line_of_that_value() {
+        let text = "mounts = [\n  \"/ok:/ok\",\n  \"/x:rel\",\n]\n";
+        let (line, msg) = invalid(user_file(text));
+        assert_eq!(line, 3, "{msg}");
+        assert!(
+            msg.starts_with("/p/vectraguard.toml:3: invalid mount '/x:rel': container path 'rel'"),
+            "{msg}"
+        );
+        assert!(msg.contains("(hint: "), "{msg}");
+        let (line, msg) = invalid(user_file("[profiles.p]\nmounts = [\"/x:/proc\"]\n"));
+        assert_eq!(line, 2);
+        assert!(msg.contains("managed by the sandbox"), "{msg}");
+        let (_, msg) = invalid(user_file("read_only = [\"etc\"]\n"));
+        assert!(msg.contains("must be absolute"), "{msg}");
+    }
+
+    #[test]
+    fn bad_network_and_other_values() {
+        let (line, msg) = invalid(user_file("name = \"a\"\nnetwork = \"bridge\"\n"));
+        assert_eq!(line, 2);
+        assert!(msg.contains("unknown network mode 'bridge'"), "{msg}");
+        let file = user_file("network = \"host\"\n").unwrap();
+        assert_eq!(file.settings.network, Some(NetworkMode::Host));
+        let file = user_file("network = \"allow\"\n").unwrap();
+        assert_eq!(file.settings.network, Some(NetworkMode::Allow));
+
+        assert!(user_file("workdir = \"rel\"\n").is_err());
+        assert!(user_file("user = \"1000:x\"\n").is_err());
+        assert!(user_file("user = \"alice\"\n").is_ok());
+        assert!(user_file("name = \"\\u001b[2J\"\n").is_err());
+        assert!(user_file("name = \"\"\n").is_err());
+    }
+
+    #[test]
+    fn network_rules_and_add_hosts_parse_in_order() {
+        let file = user_file(
+            "network = \"allow\"\nnetwork_rules = [\"allow github.com:443\", \"deny *.evil.com\", \"allow 10.0.0.0/8\"]\nadd_hosts = [\"db.internal:10.0.0.5\", \"cache=[fd00::6]\"]\n[profiles.p]\nnetwork_rules = [\"allow *.pypi.org\"]\nadd_hosts = [\"x:127.0.0.1\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            rule_texts(&file.settings),
+            [
+                "allow github.com:443",
+                "deny *.evil.com",
+                "allow 10.0.0.0/8"
+            ]
+        );
+        assert_eq!(
+            file.settings.add_hosts,
+            vec![
+                AddHost::parse("db.internal:10.0.0.5").unwrap(),
+                AddHost::parse("cache:fd00::6").unwrap()
+            ]
+        );
+        assert_eq!(
+            file.profiles["p"].network_rules,
+            vec![rule("allow *.pypi.org")]
+        );
+        assert_eq!(file.profiles["p"].add_hosts.len(), 1);
+    }
+
+    #[test]
+    fn bad_network_rules_and_hosts_name_the_line_and_value() {
+        let (line, msg) = invalid(user_file(
+            "network_rules = [\n  \"allow github.com\",\n  \"allow github.com:0\",\n]\n",
+        ));
+        assert_eq!(line, 3, "{msg}");
+        assert!(
+            msg.contains("'allow github.com:0'") && msg.contains("port '0'"),
+            "{msg}"
+        );
+        assert!(msg.contains("(hint: network_rules is an array"), "{msg}");
+        let (_, msg) = invalid(user_file("network_rules = [\"github.com\"]\n"));
+        assert!(msg.contains("write 'allow TARGET[:PORTS]'"), "{msg}");
+        let (line, msg) = invalid(user_file("[profiles.p]\n\nadd_hosts = [\"db:nowhere\"]\n"));
+        assert_eq!(line, 3, "{msg}");
+        assert!(msg.contains("'nowhere' is not an IP address"), "{msg}");
+        assert!(msg.contains("(hint: add_hosts is an array"), "{msg}");
+        let (line, msg) = invalid(user_file("name = \"a\"\nnetwork_rules = \"allow x.com\"\n"));
+        assert_eq!(line, 2, "{msg}");
+        assert!(msg.contains("invalid value for 'network_rules'"), "{msg}");
+        assert!(msg.contains("\"allow github.com:443\""), "{msg}");
+        let (_, msg) = invalid(user_file("network_rule = []\n"));
+        assert!(msg.contains("did you mean 'network_rules'?"), "{msg}");
+        let (_, msg) = invalid(user_file("add-host = []\n"));
+        assert!(msg.contains("did you mean 'add_hosts'?"), "{msg}");
+    }
+}
