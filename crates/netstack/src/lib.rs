@@ -5,7 +5,7 @@
 //! user-space TCP/IP stack (smoltcp), so programs that ignore proxy settings, static
 //! binaries and raw sockets are mediated all the same:
 //!
-//! - DNS questions are answered here ([`dns`]); the policy decides on names.
+//! - DNS questions are answered here (`dns.rs`); the policy decides on names.
 //! - A TCP connection is held at its SYN until the policy allows it and the real
 //!   destination accepted our own connection from the host; then the two are relayed
 //!   byte for byte. A denial is a TCP reset.
