@@ -12,20 +12,16 @@ use vg_policy::paths::{is_within, normalize_absolute};
 use vg_policy::view::{NodeKind, ResolvedMount, ViewOptions};
 use vg_policy::{FsView, NetworkMode};
 
-use crate::image_run::{ImageRun, PullPolicy};
 use vg_records::{Metadata, Origin, UserInfo};
 use vg_sandbox::{SandboxSpec, Termination};
+use vg_session::image::{ImageRun, PullPolicy};
 
 use crate::EXIT_FAILURE;
 use crate::cli::{RunArgs, SandboxOptions, ShellArgs};
-use crate::host;
-use crate::session::{Output, Session};
+use vg_session::host;
+use vg_session::record::{Output, Session};
 
-/// Exit status when the session was stopped by `--timeout`, as `timeout(1)`.
-pub const EXIT_TIMEOUT: i32 = 124;
-
-/// Exit status for "command not found".
-const EXIT_NOT_FOUND: i32 = 127;
+use vg_session::exit::{EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_TIMEOUT};
 
 /// A failure with the exit status it should produce.
 struct Failure {
@@ -93,8 +89,8 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
             )
             .into());
         }
-        let notes = crate::notes::wanted(args.options.no_network_notes || args.options.quiet)
-            .then(|| crate::notes::Notes::new(false));
+        let notes = vg_session::notes::wanted(args.options.no_network_notes || args.options.quiet)
+            .then(|| vg_session::notes::Notes::new(false));
         return run_unrecorded(&planned.spec, &planned.plan, &planned.network, notes);
     }
     run_recorded(&args, &planned)
@@ -104,10 +100,10 @@ fn run_inner(args: RunArgs) -> Result<i32, Failure> {
 /// the image's root filesystem leased, the generated /etc files and the cgroup.
 struct Planned {
     spec: SandboxSpec,
-    plan: crate::limits::Plan,
-    network: crate::network::Plan,
+    plan: vg_session::limits::Plan,
+    network: vg_session::network::Plan,
     image: Option<ImageRun>,
-    _generated: Option<crate::etc::Generated>,
+    _generated: Option<vg_session::etc::Generated>,
     settings: Settings,
     mounts: Vec<ResolvedMount>,
     cwd: PathBuf,
@@ -116,7 +112,7 @@ struct Planned {
 fn plan_run(args: &RunArgs) -> Result<Planned, Failure> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let settings = settings(&args.options, &cwd)?;
-    let network = crate::network::Plan::new(&settings)?;
+    let network = vg_session::network::Plan::new(&settings)?;
     let image = image_of(&args.options)?;
 
     let mounts = resolve_mounts(&settings, &cwd)?;
@@ -186,7 +182,7 @@ fn plan_run(args: &RunArgs) -> Result<Planned, Failure> {
 
     let record = !args.options.no_record;
     // The cgroup, if any, is named after this process: unique while it runs.
-    let plan = crate::limits::plan(
+    let plan = vg_session::limits::plan(
         &settings.limits,
         &format!("vectraguard-{}", std::process::id()),
         record,
@@ -210,10 +206,10 @@ fn plan_run(args: &RunArgs) -> Result<Planned, Failure> {
         etc.push(("resolv.conf", resolv));
     }
     if image.is_some() {
-        etc.push(("hosts", crate::etc::hosts(&hostname)));
+        etc.push(("hosts", vg_session::etc::hosts(&hostname)));
         etc.push(("hostname", format!("{hostname}\n")));
     }
-    let generated = crate::etc::Generated::write(&etc)?;
+    let generated = vg_session::etc::Generated::write(&etc)?;
     if let Some(g) = &generated {
         view.ops.extend(g.mounts());
     }
@@ -264,7 +260,7 @@ fn run_recorded(args: &RunArgs, p: &Planned) -> Result<i32, Failure> {
         cwd,
         ..
     } = p;
-    let root = crate::logs::records_root()?;
+    let root = vg_session::home::records_root()?;
     check_hidden("the session records folder", &root, mounts)?;
     let mut meta = metadata(settings, args, spec, mounts, cwd);
     network.record(&mut meta);
@@ -318,8 +314,8 @@ fn run_recorded(args: &RunArgs, p: &Planned) -> Result<i32, Failure> {
         }
     };
     // In a raw terminal the note's line ends in "\r\n".
-    let notes = crate::notes::wanted(args.options.no_network_notes || args.options.quiet)
-        .then(|| crate::notes::Notes::new(spec.tty && stdin_is_terminal));
+    let notes = vg_session::notes::wanted(args.options.no_network_notes || args.options.quiet)
+        .then(|| vg_session::notes::Notes::new(spec.tty && stdin_is_terminal));
     let terminal = session.attach(
         &mut sandbox,
         output,
@@ -358,7 +354,7 @@ fn run_recorded(args: &RunArgs, p: &Planned) -> Result<i32, Failure> {
 /// Starts the sandbox with its output on pipes to the relays, or on its own terminal.
 fn start(
     spec: &SandboxSpec,
-    plan: &crate::limits::Plan,
+    plan: &vg_session::limits::Plan,
     stdin_is_terminal: bool,
 ) -> Result<(vg_sandbox::Sandbox, Output)> {
     if spec.tty {
@@ -391,7 +387,7 @@ fn start(
                 if let Some((in_r, in_w)) = input {
                     drop(in_r);
                     // Started after spawn_in, so it inherits the blocked signals.
-                    std::thread::spawn(move || crate::session::relay_terminal_input(in_w));
+                    std::thread::spawn(move || vg_session::record::relay_terminal_input(in_w));
                 }
                 Ok((sandbox, Output::Pipes(out_r, err_r)))
             })
@@ -401,9 +397,9 @@ fn start(
 /// `--no-record`: the same sandbox, with the caller's stdio and no session record.
 fn run_unrecorded(
     spec: &SandboxSpec,
-    plan: &crate::limits::Plan,
-    network: &crate::network::Plan,
-    mut notes: Option<crate::notes::Notes>,
+    plan: &vg_session::limits::Plan,
+    network: &vg_session::network::Plan,
+    mut notes: Option<vg_session::notes::Notes>,
 ) -> Result<i32, Failure> {
     // The command gets our own fds: whatever it does to a terminal among them (its
     // modes; seccomp refuses line disciplines and input injection) is undone after it,
@@ -440,7 +436,7 @@ fn run_unrecorded(
     Ok(exit_code(&outcome))
 }
 
-fn deadline(plan: &crate::limits::Plan) -> Option<(std::time::Instant, std::time::Duration)> {
+fn deadline(plan: &vg_session::limits::Plan) -> Option<(std::time::Instant, std::time::Duration)> {
     plan.timeout
         .map(|t| (std::time::Instant::now() + t, plan.kill_grace))
 }
@@ -458,7 +454,7 @@ fn exit_code(outcome: &vg_sandbox::Outcome) -> i32 {
 fn report_outcome(
     spec: &SandboxSpec,
     outcome: &vg_sandbox::Outcome,
-    plan: &crate::limits::Plan,
+    plan: &vg_session::limits::Plan,
     hits: &vg_sandbox::cgroup::Hits,
 ) {
     report_exec_failure(spec, outcome);
@@ -497,7 +493,7 @@ fn report_exec_failure(spec: &SandboxSpec, outcome: &vg_sandbox::Outcome) {
 /// The image store must stay out of every sandbox: one that could write it would
 /// change the root filesystems later sessions run on (not verified again per run).
 fn check_images_hidden(mounts: &[ResolvedMount]) -> Result<()> {
-    match crate::image::store_root() {
+    match vg_session::home::images_root() {
         Ok(store) => check_hidden("the image store", &store, mounts),
         // No home to hold a store: there is nothing to hide.
         Err(_) => Ok(()),
@@ -617,7 +613,8 @@ fn image_of(o: &SandboxOptions) -> Result<Option<ImageRun>> {
         Some(p) => PullPolicy::parse(p)?,
         None => PullPolicy::Missing,
     };
-    ImageRun::prepare(name, pull).map(Some)
+    let store = crate::image::open_store()?;
+    ImageRun::prepare(&store, name, pull, &mut crate::image::pull_for_run).map(Some)
 }
 
 /// Merges configuration files and flags (flags win).
@@ -667,7 +664,7 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
         .iter()
         .map(|h| vg_policy::network::AddHost::parse(h).with_context(|| format!("--add-host {h}")))
         .collect::<Result<Vec<_>>>()?;
-    crate::network::check_flags(network, network_rules.len(), add_hosts.len())?;
+    vg_session::network::check_flags(network, network_rules.len(), add_hosts.len())?;
     if network.is_none() && !(network_rules.is_empty() && add_hosts.is_empty()) {
         network = Some(NetworkMode::Allow);
     }
@@ -707,9 +704,56 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
             .map(|e| EnvAssignment::parse(e))
             .collect::<Result<Vec<_>, _>>()?,
         env_files: o.env_files.clone(),
-        limits: crate::limits::from_flags(o)?,
+        limits: limits_from_flags(o)?,
         network_rules,
         add_hosts,
+    })
+}
+
+/// The limit flags of `sandbox run`, parsed.
+fn limits_from_flags(o: &SandboxOptions) -> Result<vg_policy::limits::Limits> {
+    Ok(vg_policy::limits::Limits {
+        memory: o
+            .memory
+            .as_deref()
+            .map(|v| vg_policy::limits::parse_size("--memory", v))
+            .transpose()?,
+        cpus: o
+            .cpus
+            .as_deref()
+            .map(vg_policy::limits::parse_cpus)
+            .transpose()?,
+        pids: o
+            .pids
+            .as_deref()
+            .map(vg_policy::limits::parse_pids)
+            .transpose()?,
+        timeout: o
+            .timeout
+            .as_deref()
+            .map(|v| vg_policy::limits::parse_duration("--timeout", v))
+            .transpose()?,
+        max_output: o
+            .max_output
+            .as_deref()
+            .map(|v| vg_policy::limits::parse_size("--max-output", v))
+            .transpose()?,
+        disk: o
+            .disk
+            .as_deref()
+            .map(|v| vg_policy::limits::parse_size("--disk", v))
+            .transpose()?,
+        kill_grace: o
+            .kill_grace
+            .as_deref()
+            .map(|v| vg_policy::limits::parse_duration("--kill-grace", v))
+            .transpose()?,
+        ptys: o
+            .ptys
+            .as_deref()
+            .map(vg_policy::limits::parse_ptys)
+            .transpose()?,
+        best_effort: o.best_effort_limits.then_some(true),
     })
 }
 
@@ -840,7 +884,7 @@ fn script_argv(
         )
     })?;
     let head = read_head(&host_path).map_err(|e| Failure {
-        code: 126,
+        code: EXIT_CANNOT_EXECUTE,
         error: anyhow::anyhow!("script {}: {e}", host_path.display()),
     })?;
     let mut argv = shebang(&head).unwrap_or_else(|| vec!["sh".to_owned()]);

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
-use vg_image::{Image, ImageError};
+use vg_image::{Image, ImageError, Store};
 use vg_policy::env::EnvAssignment;
 use vg_policy::identity::parse_passwd;
 
@@ -28,6 +28,9 @@ impl PullPolicy {
     }
 }
 
+/// Pulls an image into the store: (store, name).
+pub type Puller = dyn FnMut(&Store, &str) -> Result<()>;
+
 /// An image resolved for one session. Holding it keeps the image's root filesystem
 /// in the store's cache (`image rm` waits for the session).
 pub struct ImageRun {
@@ -39,11 +42,16 @@ pub struct ImageRun {
 }
 
 impl ImageRun {
-    /// Finds `name` in the store, pulling it as `pull` says.
-    pub fn prepare(name: &str, pull: PullPolicy) -> Result<Self> {
-        let store = crate::image::open_store()?;
+    /// Finds `name` in `store`, pulling it as `pull` says with `pull_image` (the
+    /// front end's, which shows the progress its own way).
+    pub fn prepare(
+        store: &Store,
+        name: &str,
+        pull: PullPolicy,
+        pull_image: &mut Puller,
+    ) -> Result<Self> {
         if pull == PullPolicy::Always {
-            crate::image::pull_for_run(&store, name)?;
+            pull_image(store, name)?;
         }
         let image = match store.resolve(name) {
             Ok(image) => image,
@@ -61,7 +69,7 @@ impl ImageRun {
                 );
             }
             Err(ImageError::NotFound { .. }) if pull == PullPolicy::Missing => {
-                crate::image::pull_for_run(&store, name)?;
+                pull_image(store, name)?;
                 store.resolve(name)?
             }
             Err(e @ ImageError::NotFound { .. }) => {

@@ -16,9 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use vg_policy::limits::{
-    self, DEFAULT_DISK, DEFAULT_KILL_GRACE, DEFAULT_PIDS, DEFAULT_PTYS, Limits,
-};
+use vg_policy::limits::{DEFAULT_DISK, DEFAULT_KILL_GRACE, DEFAULT_PIDS, DEFAULT_PTYS, Limits};
 use vg_sandbox::cgroup::{Cgroup, CgroupLimits};
 
 /// How the limits of one session are enforced.
@@ -85,7 +83,7 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
                             }
                         );
                     }
-                    crate::report::warning(format_args!(
+                    crate::diag::warning(format_args!(
                         "{} not enforced (--best-effort-limits): {why}",
                         unenforceable.join(" and ")
                     ));
@@ -101,7 +99,7 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
                         rlimit_nproc = Some(n);
                         enforced_by.insert("pids", "rlimit-nproc".to_owned());
                     } else if best_effort {
-                        crate::report::warning(format_args!(
+                        crate::diag::warning(format_args!(
                             "--pids not enforced (--best-effort-limits): {why}"
                         ));
                         enforced_by.insert("pids", format!("none (best effort: {why})"));
@@ -178,39 +176,4 @@ impl Plan {
             serde_json::json!(self.kill_grace.as_millis()),
         );
     }
-}
-
-/// The limit flags of `sandbox run`, parsed.
-pub fn from_flags(o: &crate::cli::SandboxOptions) -> Result<Limits> {
-    Ok(Limits {
-        memory: o
-            .memory
-            .as_deref()
-            .map(|v| limits::parse_size("--memory", v))
-            .transpose()?,
-        cpus: o.cpus.as_deref().map(limits::parse_cpus).transpose()?,
-        pids: o.pids.as_deref().map(limits::parse_pids).transpose()?,
-        timeout: o
-            .timeout
-            .as_deref()
-            .map(|v| limits::parse_duration("--timeout", v))
-            .transpose()?,
-        max_output: o
-            .max_output
-            .as_deref()
-            .map(|v| limits::parse_size("--max-output", v))
-            .transpose()?,
-        disk: o
-            .disk
-            .as_deref()
-            .map(|v| limits::parse_size("--disk", v))
-            .transpose()?,
-        kill_grace: o
-            .kill_grace
-            .as_deref()
-            .map(|v| limits::parse_duration("--kill-grace", v))
-            .transpose()?,
-        ptys: o.ptys.as_deref().map(limits::parse_ptys).transpose()?,
-        best_effort: o.best_effort_limits.then_some(true),
-    })
 }

@@ -27,6 +27,7 @@ use vg_records::{
 use vg_sandbox::trace::{self, TraceEvent, Verdict};
 use vg_sandbox::{Killer, Outcome, SandboxError, Termination};
 
+mod layers;
 mod relay;
 
 /// Network events written per session; the rest are counted in one last event.
@@ -59,7 +60,7 @@ impl Shared {
     fn fail(&self, what: &str, error: impl std::fmt::Display) {
         let message = format!("cannot write the session record ({what}: {error})");
         if self.broken.set(message.clone()).is_ok() {
-            crate::report::error(format_args!("{message}; stopping the sandbox"));
+            crate::diag::error(format_args!("{message}; stopping the sandbox"));
             let _ = self.killer.kill();
         }
     }
@@ -185,7 +186,7 @@ impl Session {
             self.started = true;
             if let Err(e) = self
                 .writer
-                .update_metadata(|m| crate::layers::record(&mut m.layers, &enforced))
+                .update_metadata(|m| layers::record(&mut m.layers, &enforced))
             {
                 shared.fail("metadata.json", e);
             }
@@ -410,7 +411,7 @@ fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>, starte
         return end;
     }
     match result {
-        Ok(outcome) if outcome.timed_out => End::timeout(Some(crate::run::EXIT_TIMEOUT)),
+        Ok(outcome) if outcome.timed_out => End::timeout(Some(crate::exit::EXIT_TIMEOUT)),
         Ok(outcome) => match outcome.termination {
             Termination::Exited(code) => End::exited(code),
             Termination::Signalled(sig) => End::signalled(sig),
