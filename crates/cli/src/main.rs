@@ -5,6 +5,7 @@ mod doctor;
 mod image;
 mod logs;
 mod report;
+mod request;
 mod run;
 mod typo;
 

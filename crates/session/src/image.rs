@@ -209,3 +209,19 @@ fn read_image_file(rootfs: &Path, rel: &str) -> Option<String> {
         .then(|| std::fs::read_to_string(&path).ok())
         .flatten()
 }
+
+/// An [`crate::plan::ImageSource`] for front ends that never run images: refuses.
+pub fn none(choice: &crate::request::ImageChoice) -> Result<ImageRun> {
+    bail!("cannot run the image {}: no image store given", choice.name)
+}
+
+/// An [`crate::plan::ImageSource`] over the default image store
+/// ([`crate::home::images_root`]), pulling with `pull_image` as the choice says.
+pub fn from_store(
+    pull_image: &mut Puller,
+) -> impl FnMut(&crate::request::ImageChoice) -> Result<ImageRun> + '_ {
+    move |choice| {
+        let store = Store::open(&crate::home::images_root()?)?;
+        ImageRun::prepare(&store, &choice.name, choice.pull, pull_image)
+    }
+}

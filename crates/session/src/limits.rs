@@ -19,10 +19,16 @@ use anyhow::{Result, bail};
 use vg_policy::limits::{DEFAULT_DISK, DEFAULT_KILL_GRACE, DEFAULT_PIDS, DEFAULT_PTYS, Limits};
 use vg_sandbox::cgroup::{Cgroup, CgroupLimits};
 
-/// How the limits of one session are enforced.
-#[derive(Debug)]
+/// How the limits of one session are to be enforced, decided without touching the
+/// host: the cgroup, if one is wanted, is created when the session starts
+/// ([`Plan::enforce`]).
+#[derive(Debug, Clone)]
 pub struct Plan {
-    pub cgroup: Option<Cgroup>,
+    /// The cgroup to create, when memory, cpus or pids are limited.
+    pub cgroup: Option<CgroupPlan>,
+    /// `--best-effort-limits`: run without a limit that cannot be enforced.
+    pub best_effort: bool,
+    /// The process cap when no cgroup enforces one (the default cap).
     pub rlimit_nproc: Option<u64>,
     /// Size of each private tmpfs.
     pub disk: u64,
@@ -33,7 +39,24 @@ pub struct Plan {
     pub ptys: u64,
     /// The effective limits, defaults included, for the record.
     pub limits: Limits,
-    /// Limit name → mechanism, for `metadata.json`.
+    /// Limit name → mechanism, for `metadata.json` (the cgroup's are added by
+    /// [`Plan::enforce`]).
+    pub enforced_by: BTreeMap<&'static str, String>,
+}
+
+/// The sandbox's cgroup, before it exists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CgroupPlan {
+    pub name: String,
+    pub limits: CgroupLimits,
+}
+
+/// The limits as enforced once the session starts: the cgroup (removed on drop),
+/// the process cap, and every mechanism, for the record.
+#[derive(Debug)]
+pub struct Enforced {
+    pub cgroup: Option<Cgroup>,
+    pub rlimit_nproc: Option<u64>,
     pub enforced_by: BTreeMap<&'static str, String>,
 }
 
@@ -47,71 +70,11 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
         cpus: requested.cpus,
         pids: requested.pids,
     };
-    let mut cgroup = None;
+    let cgroup = (!wanted.is_empty()).then(|| CgroupPlan {
+        name: cgroup_name.to_owned(),
+        limits: wanted,
+    });
     let mut rlimit_nproc = None;
-    if !wanted.is_empty() {
-        match Cgroup::create(cgroup_name, &wanted) {
-            Ok(cg) => {
-                for (name, set) in [
-                    ("memory", wanted.memory.is_some()),
-                    ("cpus", wanted.cpus.is_some()),
-                    ("pids", wanted.pids.is_some()),
-                ] {
-                    if set {
-                        enforced_by.insert(name, cg.version.as_str().to_owned());
-                    }
-                }
-                cgroup = Some(cg);
-            }
-            Err(why) => {
-                let unenforceable: Vec<&str> = [
-                    ("--memory", wanted.memory.is_some()),
-                    ("--cpus", wanted.cpus.is_some()),
-                ]
-                .into_iter()
-                .filter_map(|(n, set)| set.then_some(n))
-                .collect();
-                if !unenforceable.is_empty() {
-                    if !best_effort {
-                        bail!(
-                            "{} cannot be enforced on this host: {why}. Run as root on a cgroup v1 host, give vectraguard a delegated cgroup v2 subtree, or pass --best-effort-limits to run without {} (`vectraguard doctor` shows what is available)",
-                            unenforceable.join(" and "),
-                            if unenforceable.len() == 1 {
-                                "it"
-                            } else {
-                                "them"
-                            }
-                        );
-                    }
-                    crate::diag::warning(format_args!(
-                        "{} not enforced (--best-effort-limits): {why}",
-                        unenforceable.join(" and ")
-                    ));
-                    if wanted.memory.is_some() {
-                        enforced_by.insert("memory", format!("none (best effort: {why})"));
-                    }
-                    if wanted.cpus.is_some() {
-                        enforced_by.insert("cpus", format!("none (best effort: {why})"));
-                    }
-                }
-                if let Some(n) = wanted.pids {
-                    if vg_sandbox::probe::nproc_counts_per_namespace() {
-                        rlimit_nproc = Some(n);
-                        enforced_by.insert("pids", "rlimit-nproc".to_owned());
-                    } else if best_effort {
-                        crate::diag::warning(format_args!(
-                            "--pids not enforced (--best-effort-limits): {why}"
-                        ));
-                        enforced_by.insert("pids", format!("none (best effort: {why})"));
-                    } else {
-                        bail!(
-                            "--pids cannot be enforced on this host: {why}, and this kernel (before 5.14) counts RLIMIT_NPROC per user rather than per sandbox. Use cgroups, or pass --best-effort-limits"
-                        );
-                    }
-                }
-            }
-        }
-    }
     if limits.pids.is_none() && vg_sandbox::probe::nproc_counts_per_namespace() {
         // The default process cap: an rlimit costs nothing to set up. (Before Linux
         // 5.14 it would count the user's processes outside the sandbox too.)
@@ -137,6 +100,7 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
     enforced_by.insert("ptys", "devpts-max".to_owned());
     Ok(Plan {
         cgroup,
+        best_effort,
         rlimit_nproc,
         disk,
         timeout: limits.timeout,
@@ -149,8 +113,90 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
 }
 
 impl Plan {
+    /// Creates the cgroup, or, when it cannot be, falls back (pids: `RLIMIT_NPROC`)
+    /// or refuses the run unless `--best-effort-limits`.
+    pub fn enforce(&self) -> Result<Enforced> {
+        let best_effort = self.best_effort;
+        let mut enforced_by = self.enforced_by.clone();
+        let mut rlimit_nproc = self.rlimit_nproc;
+        let mut cgroup = None;
+        if let Some(CgroupPlan {
+            name,
+            limits: wanted,
+        }) = &self.cgroup
+        {
+            let wanted = *wanted;
+            match Cgroup::create(name, &wanted) {
+                Ok(cg) => {
+                    for (name, set) in [
+                        ("memory", wanted.memory.is_some()),
+                        ("cpus", wanted.cpus.is_some()),
+                        ("pids", wanted.pids.is_some()),
+                    ] {
+                        if set {
+                            enforced_by.insert(name, cg.version.as_str().to_owned());
+                        }
+                    }
+                    cgroup = Some(cg);
+                }
+                Err(why) => {
+                    let unenforceable: Vec<&str> = [
+                        ("--memory", wanted.memory.is_some()),
+                        ("--cpus", wanted.cpus.is_some()),
+                    ]
+                    .into_iter()
+                    .filter_map(|(n, set)| set.then_some(n))
+                    .collect();
+                    if !unenforceable.is_empty() {
+                        if !best_effort {
+                            bail!(
+                                "{} cannot be enforced on this host: {why}. Run as root on a cgroup v1 host, give vectraguard a delegated cgroup v2 subtree, or pass --best-effort-limits to run without {} (`vectraguard doctor` shows what is available)",
+                                unenforceable.join(" and "),
+                                if unenforceable.len() == 1 {
+                                    "it"
+                                } else {
+                                    "them"
+                                }
+                            );
+                        }
+                        crate::diag::warning(format_args!(
+                            "{} not enforced (--best-effort-limits): {why}",
+                            unenforceable.join(" and ")
+                        ));
+                        if wanted.memory.is_some() {
+                            enforced_by.insert("memory", format!("none (best effort: {why})"));
+                        }
+                        if wanted.cpus.is_some() {
+                            enforced_by.insert("cpus", format!("none (best effort: {why})"));
+                        }
+                    }
+                    if let Some(n) = wanted.pids {
+                        if vg_sandbox::probe::nproc_counts_per_namespace() {
+                            rlimit_nproc = Some(n);
+                            enforced_by.insert("pids", "rlimit-nproc".to_owned());
+                        } else if best_effort {
+                            crate::diag::warning(format_args!(
+                                "--pids not enforced (--best-effort-limits): {why}"
+                            ));
+                            enforced_by.insert("pids", format!("none (best effort: {why})"));
+                        } else {
+                            bail!(
+                                "--pids cannot be enforced on this host: {why}, and this kernel (before 5.14) counts RLIMIT_NPROC per user rather than per sandbox. Use cgroups, or pass --best-effort-limits"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Enforced {
+            cgroup,
+            rlimit_nproc,
+            enforced_by,
+        })
+    }
+
     /// The `limits` section of `metadata.json`.
-    pub fn record(&self, out: &mut vg_records::Limits) {
+    pub fn record(&self, enforced: &Enforced, out: &mut vg_records::Limits) {
         out.memory_bytes = self.limits.memory;
         out.cpus = self.limits.cpus;
         out.pids = self.limits.pids;
@@ -163,7 +209,7 @@ impl Plan {
         out.disk_bytes = self.limits.disk;
         out.extra.insert(
             "enforced_by".into(),
-            serde_json::to_value(&self.enforced_by).unwrap_or_default(),
+            serde_json::to_value(&enforced.enforced_by).unwrap_or_default(),
         );
         if let Some(t) = self.limits.timeout {
             out.extra

@@ -28,6 +28,7 @@ use vg_sandbox::trace::{self, TraceEvent, Verdict};
 use vg_sandbox::{Killer, Outcome, SandboxError, Termination};
 
 mod layers;
+pub mod metadata;
 mod relay;
 
 /// Network events written per session; the rest are counted in one last event.
