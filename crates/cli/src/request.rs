@@ -10,7 +10,7 @@ use vg_policy::config::{self, ConfigFile, ConfigSource, Settings};
 use vg_policy::env::EnvAssignment;
 use vg_policy::mount::MountSpec;
 use vg_policy::paths::normalize_absolute;
-use vg_session::image::PullPolicy;
+use vg_session::request::PullPolicy;
 use vg_session::{ImageChoice, Recording, Request};
 
 use crate::cli::{RunArgs, SandboxOptions};

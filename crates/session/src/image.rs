@@ -9,24 +9,7 @@ use vg_image::{Image, ImageError, Store};
 use vg_policy::env::EnvAssignment;
 use vg_policy::identity::parse_passwd;
 
-/// When to pull the image (`--pull`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PullPolicy {
-    Never,
-    Missing,
-    Always,
-}
-
-impl PullPolicy {
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "never" => Ok(Self::Never),
-            "missing" => Ok(Self::Missing),
-            "always" => Ok(Self::Always),
-            other => bail!("--pull {other}: use never, missing (the default) or always"),
-        }
-    }
-}
+use crate::request::{ImageChoice, PullPolicy};
 
 /// Pulls an image into the store: (store, name).
 pub type Puller = dyn FnMut(&Store, &str) -> Result<()>;
@@ -211,15 +194,13 @@ fn read_image_file(rootfs: &Path, rel: &str) -> Option<String> {
 }
 
 /// An [`crate::plan::ImageSource`] for front ends that never run images: refuses.
-pub fn none(choice: &crate::request::ImageChoice) -> Result<ImageRun> {
+pub fn none(choice: &ImageChoice) -> Result<ImageRun> {
     bail!("cannot run the image {}: no image store given", choice.name)
 }
 
 /// An [`crate::plan::ImageSource`] over the default image store
 /// ([`crate::home::images_root`]), pulling with `pull_image` as the choice says.
-pub fn from_store(
-    pull_image: &mut Puller,
-) -> impl FnMut(&crate::request::ImageChoice) -> Result<ImageRun> + '_ {
+pub fn from_store(pull_image: &mut Puller) -> impl FnMut(&ImageChoice) -> Result<ImageRun> + '_ {
     move |choice| {
         let store = Store::open(&crate::home::images_root()?)?;
         ImageRun::prepare(&store, &choice.name, choice.pull, pull_image)

@@ -5,9 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use anyhow::{Result, bail};
 use vg_policy::config::{ConfigFile, Settings};
-
-use crate::image::PullPolicy;
 
 /// One run to plan.
 #[derive(Debug, Clone, Default)]
@@ -79,5 +78,24 @@ impl Request {
 
     pub(crate) fn env_var(&self, key: &str) -> Option<&str> {
         self.host_env.get(key).map(String::as_str)
+    }
+}
+
+/// When to pull the image (`--pull`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullPolicy {
+    Never,
+    Missing,
+    Always,
+}
+
+impl PullPolicy {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "never" => Ok(Self::Never),
+            "missing" => Ok(Self::Missing),
+            "always" => Ok(Self::Always),
+            other => bail!("--pull {other}: use never, missing (the default) or always"),
+        }
     }
 }

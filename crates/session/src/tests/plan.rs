@@ -260,7 +260,7 @@ fn an_image_is_asked_of_the_image_source() {
     let (_dir, mut request) = project();
     request.image = Some(ImageChoice {
         name: "alpine".into(),
-        pull: crate::image::PullPolicy::Never,
+        pull: crate::request::PullPolicy::Never,
         entrypoint: None,
     });
     let mut asked = Vec::new();
