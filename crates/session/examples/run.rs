@@ -50,7 +50,11 @@ fn run() -> Result<ExitCode> {
     let Some(id) = running.id().map(str::to_owned) else {
         bail!("a recorded session has an id");
     };
-    println!("started: {id}, init is host pid {}", running.pid());
+    let state = running.state();
+    println!(
+        "started: {id}, init is host pid {}, every layer in place: {:?}",
+        state.pid, state.started
+    );
     let outcome = running.wait()?;
     println!(
         "ended: exit code {}, {:?}, timed out: {}",

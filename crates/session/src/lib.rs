@@ -49,7 +49,7 @@ pub mod start;
 pub use exit::{Error, Outcome};
 pub use plan::Plan;
 pub use request::{ImageChoice, Recording, Request};
-pub use running::Running;
+pub use running::{Running, State};
 pub use start::start;
 
 #[cfg(test)]

@@ -33,6 +33,21 @@ pub(crate) enum Mode {
     },
 }
 
+/// A running session, as [`Running::state`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct State {
+    /// The session's id, when it is recorded.
+    pub session: Option<String>,
+    /// The sandbox's init, as a host pid.
+    pub pid: i32,
+    /// Whether init reported every layer in place and started the command (known
+    /// only for a recorded session, which waits for that report).
+    pub started: Option<bool>,
+    /// Why the record could not be written, once it could not: the sandbox is then
+    /// being stopped.
+    pub record_failure: Option<String>,
+}
+
 /// A running session. Dropping it without [`Running::wait`] leaves the record
 /// `running` (reported as `interrupted` once this process is gone).
 pub struct Running {
@@ -83,6 +98,26 @@ impl Running {
     /// waits.
     pub fn killer(&self) -> Killer {
         self.sandbox.killer()
+    }
+
+    /// Sends `signal` to the sandbox's init, which passes the forwarded signals on
+    /// to the command's process group.
+    pub fn signal(&self, signal: i32) -> std::io::Result<()> {
+        self.sandbox.killer().signal(signal)
+    }
+
+    /// What can be read of the session while it runs.
+    pub fn state(&self) -> State {
+        let (started, record_failure) = match &self.mode {
+            Mode::Recorded { session, .. } => (Some(session.started()), session.failure()),
+            Mode::Unrecorded { .. } => (None, None),
+        };
+        State {
+            session: self.id().map(str::to_owned),
+            pid: self.pid(),
+            started,
+            record_failure,
+        }
     }
 
     /// Forwards signals to the sandbox until it ends (ending it at the timeout),

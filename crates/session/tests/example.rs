@@ -8,17 +8,48 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The example, built by `cargo test` next to this test's own binary.
+/// The example, built by `cargo test` next to this test's own binary. `cargo test
+/// --test example` alone does not rebuild it: refuse a copy older than its sources.
 fn example() -> PathBuf {
     let me = std::env::current_exe().unwrap();
     let target = me.parent().and_then(Path::parent).unwrap();
     let built = target.join("examples").join("run");
+    let missing = || {
+        format!(
+            "{} is missing: run `cargo test -p vg-session`, which builds the examples",
+            built.display()
+        )
+    };
+    let built_at = std::fs::metadata(&built)
+        .unwrap_or_else(|_| panic!("{}", missing()))
+        .modified()
+        .unwrap();
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let newest =
+        newest_source(&crate_dir.join("src")).max(newest_source(&crate_dir.join("examples")));
     assert!(
-        built.is_file(),
-        "{} is missing: cargo test builds examples",
+        built_at >= newest,
+        "{} is older than its sources: run `cargo test -p vg-session`, which rebuilds the examples",
         built.display()
     );
     built
+}
+
+/// The latest modification time of the `.rs` files under `dir`.
+fn newest_source(dir: &Path) -> std::time::SystemTime {
+    let mut newest = std::time::SystemTime::UNIX_EPOCH;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let at = if path.is_dir() {
+            newest_source(&path)
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            std::fs::metadata(&path).unwrap().modified().unwrap()
+        } else {
+            continue;
+        };
+        newest = newest.max(at);
+    }
+    newest
 }
 
 /// `(uid, gid)` of the unprivileged test user (`$VG_TEST_USER`, default `vgtest`).
@@ -42,6 +73,10 @@ fn check(mut cmd: Command, who: &str) {
     );
     // Live through the relay, and read back from the record.
     assert!(stdout.contains("hello from the sandbox\n"), "{stdout}");
+    assert!(
+        stdout.contains("every layer in place: Some(true)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("ended: exit code 3"), "{stdout}");
     assert!(
         stdout.contains("record: status exited, exit code Some(3)"),

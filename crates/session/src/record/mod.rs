@@ -112,6 +112,17 @@ impl Session {
         self.writer.id()
     }
 
+    /// Init reported every layer in place and started the command.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// Why the record could not be written, once it could not: the sandbox is then
+    /// being stopped.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.as_ref().and_then(|s| s.broken.get().cloned())
+    }
+
     /// Starts recording a running sandbox: the output relays (and, with a terminal,
     /// the input relay), the layers it reports, and (when `trace` is set) every
     /// program it executes. With a terminal, returns its master side, for resizing.
