@@ -31,8 +31,6 @@ use crate::dns::{self, Handling, Pending};
 use crate::event::{NetEvent, Verdict, verdict};
 use crate::resolve::{Resolved, Resolver};
 
-mod relay;
-
 const TUN: Token = Token(0);
 const WAKER: Token = Token(1);
 /// Flow `id` is registered as `Token(FIRST_FLOW + id)`.
@@ -629,6 +627,217 @@ impl Stack {
         }
     }
 
+    // -----------------------------------------------------------------------------
+    // Relaying.
+
+    /// Moves bytes for every flow; true if the stack has new work (data or state).
+    fn pump_flows(&mut self) -> bool {
+        let ids: Vec<u64> = self.flows.keys().copied().collect();
+        let mut progressed = false;
+        for id in ids {
+            let Some(mut flow) = self.flows.remove(&id) else {
+                continue;
+            };
+            let (keep, moved) = match flow.state {
+                FlowState::Connecting { .. } => self.pump_connecting(&mut flow),
+                FlowState::Open { socket } => self.pump_open(&mut flow, socket),
+            };
+            progressed |= moved;
+            if keep {
+                self.flows.insert(id, flow);
+            } else {
+                self.end_flow(flow);
+            }
+        }
+        progressed
+    }
+
+    /// Checks whether the host's connection completed. Returns (keep, progressed).
+    fn pump_connecting(&mut self, flow: &mut Flow) -> (bool, bool) {
+        if !flow.writable {
+            return (true, false);
+        }
+        match flow.stream.take_error() {
+            Ok(Some(e)) | Err(e) => {
+                flow.error = Some(describe(&e));
+                return (false, true);
+            }
+            Ok(None) => {}
+        }
+        match flow.stream.peer_addr() {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                flow.writable = false;
+                return (true, false);
+            }
+            Err(e) => {
+                flow.error = Some(describe(&e));
+                return (false, true);
+            }
+        }
+        let _ = flow.stream.set_nodelay(true);
+        let mut socket = tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0; flow.buffers]),
+            tcp::SocketBuffer::new(vec![0; flow.buffers]),
+        );
+        socket.set_nagle_enabled(false);
+        socket.set_ack_delay(None);
+        let listen = IpListenEndpoint {
+            addr: Some(IpAddress::Ipv4(*flow.key.dst.ip())),
+            port: flow.key.dst.port(),
+        };
+        if let Err(e) = socket.listen(listen) {
+            flow.error = Some(format!("cannot accept the connection: {e}"));
+            return (false, true);
+        }
+        let handle = self.sockets.add(socket);
+        if let FlowState::Connecting { syn: Some(syn) } =
+            std::mem::replace(&mut flow.state, FlowState::Open { socket: handle })
+        {
+            // The SYN that waited is what the new socket accepts.
+            self.device.enqueue(syn);
+        }
+        (true, true)
+    }
+
+    fn pump_open(&mut self, flow: &mut Flow, handle: SocketHandle) -> (bool, bool) {
+        let socket = self.sockets.get_mut::<tcp::Socket>(handle);
+        let mut progressed = false;
+        // The stack has run since the waiting SYN was fed to this socket. Back in (or
+        // still in) `Listen` means the sandbox reset the half-open connection (a
+        // connect abandoned or timed out): a listening socket would take the next
+        // SYN to this address from anyone, so the flow ends here.
+        if socket.state() == tcp::State::Listen {
+            flow.error = Some("abandoned by the sandbox before it was established".into());
+            return (false, true);
+        }
+        // Belt and braces: the connection must be the one this flow was decided for.
+        if socket.remote_endpoint().is_some_and(|r| {
+            r.addr != IpAddress::Ipv4(*flow.key.src.ip()) || r.port != flow.key.src.port()
+        }) {
+            flow.error = Some("answered a different connection; cut".into());
+            socket.abort();
+            return (false, true);
+        }
+        if socket.state() == tcp::State::Established {
+            flow.established = true;
+        }
+        // Sandbox → destination.
+        while flow.writable && socket.can_recv() {
+            let stream = &flow.stream;
+            match transfer(socket.recv(|buf| counted((&*stream).write(buf)))) {
+                Transfer::Moved(n) => {
+                    flow.bytes_out += n as u64;
+                    progressed |= n > 0;
+                }
+                // A write of nothing: the socket takes no more for now.
+                Transfer::End | Transfer::Blocked => flow.writable = false,
+                Transfer::Failed(e) => {
+                    flow.error = Some(describe(&e));
+                    socket.abort();
+                    return (false, true);
+                }
+                Transfer::Stopped => break,
+            }
+        }
+        // The sandbox closed its side and everything it sent was passed on.
+        let sandbox_done = matches!(
+            socket.state(),
+            tcp::State::CloseWait
+                | tcp::State::LastAck
+                | tcp::State::Closing
+                | tcp::State::TimeWait
+        );
+        if flow.established && sandbox_done && !socket.can_recv() && !flow.sandbox_fin_passed {
+            let _ = flow.stream.shutdown(Shutdown::Write);
+            flow.sandbox_fin_passed = true;
+        }
+        // Destination → sandbox.
+        while flow.readable && !flow.host_eof && socket.can_send() {
+            let stream = &flow.stream;
+            match transfer(socket.send(|buf| counted((&*stream).read(buf)))) {
+                Transfer::Moved(n) => {
+                    flow.bytes_in += n as u64;
+                    progressed |= n > 0;
+                }
+                Transfer::End => {
+                    flow.host_eof = true;
+                    socket.close();
+                    progressed = true;
+                }
+                Transfer::Blocked => flow.readable = false,
+                Transfer::Failed(e) => {
+                    flow.error = Some(describe(&e));
+                    socket.abort();
+                    return (false, true);
+                }
+                Transfer::Stopped => break,
+            }
+        }
+        match socket.state() {
+            // Data the sandbox sent before closing is passed on before the flow ends
+            // (the destination may be slow to take it).
+            tcp::State::TimeWait | tcp::State::Closed if socket.can_recv() => (true, progressed),
+            tcp::State::TimeWait => (false, progressed),
+            // Reset by the sandbox, or never got past the handshake.
+            tcp::State::Closed => {
+                if !flow.host_eof && !flow.sandbox_fin_passed && flow.error.is_none() {
+                    flow.error = Some(if flow.established {
+                        "reset by the sandbox".into()
+                    } else {
+                        "handshake not completed".into()
+                    });
+                }
+                (false, progressed)
+            }
+            _ => (true, progressed),
+        }
+    }
+
+    /// Records the end of `flow` and lets go of its resources.
+    fn end_flow(&mut self, mut flow: Flow) {
+        self.by_key.remove(&flow.key);
+        let _ = self.poll.registry().deregister(&mut flow.stream);
+        match std::mem::replace(&mut flow.state, FlowState::Connecting { syn: None }) {
+            FlowState::Connecting { syn: Some(syn) } => {
+                // Never connected: refuse the waiting SYN with a reset.
+                self.device.enqueue(syn);
+                self.budget.release(flow.buffers);
+            }
+            FlowState::Connecting { syn: None } => self.budget.release(flow.buffers),
+            FlowState::Open { socket } => {
+                let s = self.sockets.get_mut::<tcp::Socket>(socket);
+                if s.state() == tcp::State::Listen {
+                    // Nothing to send, and it must not take another SYN meanwhile.
+                    self.sockets.remove(socket);
+                    self.budget.release(flow.buffers);
+                } else {
+                    if flow.error.is_some() && s.is_open() {
+                        s.abort();
+                    }
+                    self.retired.push((socket, flow.buffers));
+                }
+                // A reset from the sandbox reaches the destination as a reset, not as
+                // an orderly close that would make a cut upload look complete.
+                if flow.error.is_some() && !flow.sandbox_fin_passed {
+                    let _ = socket2::SockRef::from(&flow.stream).set_linger(Some(Duration::ZERO));
+                }
+            }
+        }
+        self.emit(NetEvent::Closed {
+            id: flow.id,
+            time: SystemTime::now(),
+            protocol: "tcp",
+            name: flow.name,
+            address: flow.remote.ip(),
+            port: flow.remote.port(),
+            bytes_out: flow.bytes_out,
+            bytes_in: flow.bytes_in,
+            duration: flow.started.elapsed(),
+            error: flow.error,
+        });
+    }
+
     /// The session is over: record every open connection as cut.
     fn shutdown(&mut self) {
         let flows: Vec<Flow> = self.flows.drain().map(|(_, f)| f).collect();
@@ -642,6 +851,38 @@ impl Stack {
             let (_, event) = dns::answer(&pending, Err(dns::ResolveFailure::Other), &mut self.book);
             self.emit(event);
         }
+    }
+}
+
+/// What one move of bytes between a stack socket and a host socket did.
+enum Transfer {
+    /// This many bytes (0 after an interrupted call: try again).
+    Moved(usize),
+    /// The host socket read end-of-file or wrote nothing.
+    End,
+    /// The host socket would block: wait for its readiness.
+    Blocked,
+    Failed(io::Error),
+    /// The stack socket cannot take or give bytes in its state.
+    Stopped,
+}
+
+/// For smoltcp's `send`/`recv` closures: the byte count they need, and the result.
+fn counted(r: io::Result<usize>) -> (usize, io::Result<usize>) {
+    match r {
+        Ok(n) => (n, Ok(n)),
+        Err(e) => (0, Err(e)),
+    }
+}
+
+fn transfer<E>(r: Result<io::Result<usize>, E>) -> Transfer {
+    match r {
+        Ok(Ok(0)) => Transfer::End,
+        Ok(Ok(n)) => Transfer::Moved(n),
+        Ok(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => Transfer::Blocked,
+        Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => Transfer::Moved(0),
+        Ok(Err(e)) => Transfer::Failed(e),
+        Err(_) => Transfer::Stopped,
     }
 }
 
