@@ -14,7 +14,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use vg_image::{Digest, Progress, ProgressEvent, Reference, Store};
 
 use crate::EXIT_FAILURE;
-use crate::host;
+use vg_session::host;
 
 #[derive(Debug, Subcommand)]
 pub enum ImageCommand {
@@ -132,14 +132,6 @@ pub fn run(cmd: ImageCommand) -> i32 {
     }
 }
 
-/// The image store: `images/` in Vectra Guard's folder.
-pub fn store_root() -> Result<PathBuf> {
-    Ok(Store::default_root(&host::vectraguard_home(
-        "the image store",
-        "images/",
-    )?))
-}
-
 /// Pulls `name` for `sandbox run --image`, with the same progress display as
 /// `image pull` (on stderr: the command's own output stays clean).
 pub fn pull_for_run(store: &Store, name: &str) -> Result<()> {
@@ -154,7 +146,7 @@ pub fn pull_for_run(store: &Store, name: &str) -> Result<()> {
 }
 
 pub fn open_store() -> Result<Store> {
-    Ok(Store::open(&store_root()?)?)
+    Ok(Store::open(&vg_session::home::images_root()?)?)
 }
 
 /// Docker's client config: `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.

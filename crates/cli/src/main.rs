@@ -2,26 +2,18 @@
 
 mod cli;
 mod doctor;
-mod etc;
-mod host;
 mod image;
-mod image_run;
-mod layers;
-mod limits;
 mod logs;
-mod network;
-mod notes;
 mod report;
+mod request;
 mod run;
-mod session;
 mod typo;
 
 use clap::{CommandFactory, FromArgMatches};
 
 use cli::{Cli, Command, SandboxCommand};
 
-/// Exit status when Vectra Guard itself fails (bad flag, layer unavailable), as Docker.
-pub const EXIT_FAILURE: i32 = 125;
+pub use vg_session::exit::EXIT_FAILURE;
 
 fn main() {
     let parsed = Cli::command()

@@ -2,27 +2,13 @@
 //! `warning:`, `note:`) everywhere, coloured only on a terminal and never with
 //! `NO_COLOR` set (anstream strips the styles otherwise, as clap's own output does).
 
-use std::fmt::Display;
-
 use anstyle::{AnsiColor, Style};
 
-const ERROR: Style = AnsiColor::Red.on_default().bold();
-const WARNING: Style = AnsiColor::Yellow.on_default().bold();
-const NOTE: Style = AnsiColor::Cyan.on_default().bold();
+use vg_session::diag::{ERROR, WARNING};
+pub use vg_session::diag::{error, note, warning};
+
 const GOOD: Style = AnsiColor::Green.on_default().bold();
 const DIM: Style = Style::new().dimmed();
-
-pub fn error(message: impl Display) {
-    anstream::eprintln!("vectraguard: {ERROR}error:{ERROR:#} {message}");
-}
-
-pub fn warning(message: impl Display) {
-    anstream::eprintln!("vectraguard: {WARNING}warning:{WARNING:#} {message}");
-}
-
-pub fn note(message: impl Display) {
-    anstream::eprintln!("vectraguard: {NOTE}note:{NOTE:#} {message}");
-}
 
 /// `text` in the colour of how things stand, for stdout: styled only when stdout
 /// is a terminal that may have colour. (Output written through a plain writer, as

@@ -17,7 +17,6 @@ mod summary;
 mod views;
 
 use std::io::{self, Write};
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Result, anyhow};
@@ -25,7 +24,6 @@ use clap::{Args, Subcommand};
 use vg_records::{RecordsError, SessionStore, Status};
 
 use crate::EXIT_FAILURE;
-use crate::host;
 
 /// Exit status of `logs verify` when the records do not match their chain.
 pub const EXIT_TAMPERED: i32 = 1;
@@ -264,13 +262,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 /// The records folder, for reading: nothing is created.
 fn store() -> Result<SessionStore> {
-    Ok(SessionStore::at(&records_root()?))
-}
-
-/// `$VECTRAGUARD_HOME/logs` when set and not empty, else
-/// `~/.vectraguard/logs` of the invoking user.
-pub fn records_root() -> Result<PathBuf> {
-    Ok(host::vectraguard_home("the session records", "logs/")?.join("logs"))
+    Ok(SessionStore::at(&vg_session::home::records_root()?))
 }
 
 /// A records error as the user should read it: what failed and what to do.

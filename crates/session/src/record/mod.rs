@@ -23,6 +23,8 @@ use vg_sandbox::trace;
 use vg_sandbox::{Killer, Outcome, SandboxError, Termination};
 
 mod commands;
+mod layers;
+pub mod metadata;
 mod relay;
 
 use commands::CommandsLog;
@@ -57,7 +59,7 @@ impl Shared {
     fn fail(&self, what: &str, error: impl std::fmt::Display) {
         let message = format!("cannot write the session record ({what}: {error})");
         if self.broken.set(message.clone()).is_ok() {
-            crate::report::error(format_args!("{message}; stopping the sandbox"));
+            crate::diag::error(format_args!("{message}; stopping the sandbox"));
             let _ = self.killer.kill();
         }
     }
@@ -106,6 +108,17 @@ impl Session {
     /// The session's id (its folder's name).
     pub fn id(&self) -> &str {
         self.writer.id()
+    }
+
+    /// Init reported every layer in place and started the command.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// Why the record could not be written, once it could not: the sandbox is then
+    /// being stopped.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.as_ref().and_then(|s| s.broken.get().cloned())
     }
 
     /// Starts recording a running sandbox: the output relays (and, with a terminal,
@@ -183,7 +196,7 @@ impl Session {
             self.started = true;
             if let Err(e) = self
                 .writer
-                .update_metadata(|m| crate::layers::record(&mut m.layers, &enforced))
+                .update_metadata(|m| layers::record(&mut m.layers, &enforced))
             {
                 shared.fail("metadata.json", e);
             }
@@ -408,7 +421,7 @@ fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>, starte
         return end;
     }
     match result {
-        Ok(outcome) if outcome.timed_out => End::timeout(Some(crate::run::EXIT_TIMEOUT)),
+        Ok(outcome) if outcome.timed_out => End::timeout(Some(crate::exit::EXIT_TIMEOUT)),
         Ok(outcome) => match outcome.termination {
             Termination::Exited(code) => End::exited(code),
             Termination::Signalled(sig) => End::signalled(sig),

@@ -155,7 +155,7 @@ pub fn resolve_identity(user: Option<&str>, workspace: &Path) -> Result<Identity
             .unwrap_or_else(|| anonymous(meta.uid(), meta.uid())));
     }
     let id = nobody();
-    crate::report::note(format_args!(
+    crate::diag::note(format_args!(
         "the workspace {} is owned by root and the sandbox never runs as root, so the command runs as '{}' (uid {}) and cannot write there; pass --user USER to choose who runs it",
         workspace.display(),
         id.name,
@@ -182,30 +182,6 @@ pub fn invoker_home() -> Option<PathBuf> {
         let uid = current_uid();
         passwd().into_iter().find(|e| e.uid == uid).map(|e| e.home)
     })
-}
-
-/// Vectra Guard's own folder: `$VECTRAGUARD_HOME` when set and not empty (it must
-/// be absolute), else `~/.vectraguard` of the invoking user. `what` and `holds` name
-/// what is being looked for in errors ("the session records", "logs/").
-pub fn vectraguard_home(what: &str, holds: &str) -> Result<PathBuf> {
-    let env_home = std::env::var_os("VECTRAGUARD_HOME")
-        .map(PathBuf::from)
-        .filter(|h| !h.as_os_str().is_empty());
-    // A relative HOME (or an empty one) would put the folder wherever the command
-    // happens to run.
-    let home = invoker_home().filter(|h| h.is_absolute());
-    match (env_home, home) {
-        (Some(h), _) if !h.is_absolute() => bail!(
-            "VECTRAGUARD_HOME={} is a relative path: set it to an absolute one",
-            h.display()
-        ),
-        (Some(h), _) => Ok(h),
-        (None, Some(home)) => Ok(home.join(".vectraguard")),
-        (None, None) => bail!(
-            "cannot find your home directory to locate {what}; \
-             set HOME, or set VECTRAGUARD_HOME to the folder that holds {holds}"
-        ),
-    }
 }
 
 /// The login name of the real uid, for the session record.

@@ -5,28 +5,14 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
-use vg_image::{Image, ImageError};
+use vg_image::{Image, ImageError, Store};
 use vg_policy::env::EnvAssignment;
 use vg_policy::identity::parse_passwd;
 
-/// When to pull the image (`--pull`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PullPolicy {
-    Never,
-    Missing,
-    Always,
-}
+use crate::request::{ImageChoice, PullPolicy};
 
-impl PullPolicy {
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "never" => Ok(Self::Never),
-            "missing" => Ok(Self::Missing),
-            "always" => Ok(Self::Always),
-            other => bail!("--pull {other}: use never, missing (the default) or always"),
-        }
-    }
-}
+/// Pulls an image into the store: (store, name).
+pub type Puller = dyn FnMut(&Store, &str) -> Result<()>;
 
 /// An image resolved for one session. Holding it keeps the image's root filesystem
 /// in the store's cache (`image rm` waits for the session).
@@ -39,11 +25,16 @@ pub struct ImageRun {
 }
 
 impl ImageRun {
-    /// Finds `name` in the store, pulling it as `pull` says.
-    pub fn prepare(name: &str, pull: PullPolicy) -> Result<Self> {
-        let store = crate::image::open_store()?;
+    /// Finds `name` in `store`, pulling it as `pull` says with `pull_image` (the
+    /// front end's, which shows the progress its own way).
+    pub fn prepare(
+        store: &Store,
+        name: &str,
+        pull: PullPolicy,
+        pull_image: &mut Puller,
+    ) -> Result<Self> {
         if pull == PullPolicy::Always {
-            crate::image::pull_for_run(&store, name)?;
+            pull_image(store, name)?;
         }
         let image = match store.resolve(name) {
             Ok(image) => image,
@@ -61,7 +52,7 @@ impl ImageRun {
                 );
             }
             Err(ImageError::NotFound { .. }) if pull == PullPolicy::Missing => {
-                crate::image::pull_for_run(&store, name)?;
+                pull_image(store, name)?;
                 store.resolve(name)?
             }
             Err(e @ ImageError::NotFound { .. }) => {
@@ -200,4 +191,18 @@ fn read_image_file(rootfs: &Path, rel: &str) -> Option<String> {
     (meta.is_file() && meta.len() < 1 << 20)
         .then(|| std::fs::read_to_string(&path).ok())
         .flatten()
+}
+
+/// An [`crate::plan::ImageSource`] for front ends that never run images: refuses.
+pub fn none(choice: &ImageChoice) -> Result<ImageRun> {
+    bail!("cannot run the image {}: no image store given", choice.name)
+}
+
+/// An [`crate::plan::ImageSource`] over the default image store
+/// ([`crate::home::images_root`]), pulling with `pull_image` as the choice says.
+pub fn from_store(pull_image: &mut Puller) -> impl FnMut(&ImageChoice) -> Result<ImageRun> + '_ {
+    move |choice| {
+        let store = Store::open(&crate::home::images_root()?)?;
+        ImageRun::prepare(&store, &choice.name, choice.pull, pull_image)
+    }
 }

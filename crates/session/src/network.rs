@@ -38,7 +38,7 @@ impl Plan {
             NetworkMode::None | NetworkMode::Host => None,
         };
         if mode == NetworkMode::Host {
-            crate::report::warning(format_args!(
+            crate::diag::warning(format_args!(
                 "--network host: the sandbox shares this machine's network with no mediation and no records of connections"
             ));
         }

@@ -1,0 +1,225 @@
+//! Which mechanism enforces each resource limit on this host, decided before the
+//! sandbox starts. A limit the user asked for that nothing here can enforce stops
+//! the run (fail closed) unless `--best-effort-limits` says otherwise.
+//!
+//! | limit        | mechanism                                                   |
+//! |--------------|-------------------------------------------------------------|
+//! | memory, cpus | cgroup v2 (delegated) or v1; nothing else is equivalent     |
+//! | pids         | cgroup pids controller, else `RLIMIT_NPROC` in the sandbox's |
+//! |              | own user namespace (counted per namespace since Linux 5.14)  |
+//! | disk         | the size of the private tmpfs mounts (`/tmp`, `$HOME`)      |
+//! | timeout      | the supervisor's timer: SIGTERM to all, SIGKILL after grace |
+//! | max-output   | the supervisor's output relays                              |
+//! | ptys         | the `max=` of the sandbox's own devpts instance             |
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use vg_policy::limits::{DEFAULT_DISK, DEFAULT_KILL_GRACE, DEFAULT_PIDS, DEFAULT_PTYS, Limits};
+use vg_sandbox::cgroup::{Cgroup, CgroupLimits};
+
+/// How the limits of one session are to be enforced, decided without touching the
+/// host: the cgroup, if one is wanted, is created when the session starts
+/// ([`Plan::enforce`]).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The cgroup to create, when memory, cpus or pids are limited.
+    pub cgroup: Option<CgroupPlan>,
+    /// `--best-effort-limits`: run without a limit that cannot be enforced.
+    pub best_effort: bool,
+    /// The process cap when no cgroup enforces one (the default cap).
+    pub rlimit_nproc: Option<u64>,
+    /// Size of each private tmpfs.
+    pub disk: u64,
+    pub timeout: Option<Duration>,
+    pub kill_grace: Duration,
+    pub max_output: Option<u64>,
+    /// Pseudo-terminals of the sandbox's devpts.
+    pub ptys: u64,
+    /// The effective limits, defaults included, for the record.
+    pub limits: Limits,
+    /// Limit name → mechanism, for `metadata.json` (the cgroup's are added by
+    /// [`Plan::enforce`]).
+    pub enforced_by: BTreeMap<&'static str, String>,
+}
+
+/// The sandbox's cgroup, before it exists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CgroupPlan {
+    pub name: String,
+    pub limits: CgroupLimits,
+}
+
+/// The limits as enforced once the session starts: the cgroup (removed on drop),
+/// the process cap, and every mechanism, for the record.
+#[derive(Debug)]
+pub struct Enforced {
+    pub cgroup: Option<Cgroup>,
+    pub rlimit_nproc: Option<u64>,
+    pub enforced_by: BTreeMap<&'static str, String>,
+}
+
+/// Decides the mechanisms. `cgroup_name` names the sandbox's cgroup.
+pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Plan> {
+    let best_effort = requested.best_effort.unwrap_or(false);
+    let mut enforced_by = BTreeMap::new();
+    let mut limits = *requested;
+    let wanted = CgroupLimits {
+        memory: requested.memory,
+        cpus: requested.cpus,
+        pids: requested.pids,
+    };
+    let cgroup = (!wanted.is_empty()).then(|| CgroupPlan {
+        name: cgroup_name.to_owned(),
+        limits: wanted,
+    });
+    let mut rlimit_nproc = None;
+    if limits.pids.is_none() && vg_sandbox::probe::nproc_counts_per_namespace() {
+        // The default process cap: an rlimit costs nothing to set up. (Before Linux
+        // 5.14 it would count the user's processes outside the sandbox too.)
+        limits.pids = Some(DEFAULT_PIDS);
+        rlimit_nproc = Some(DEFAULT_PIDS);
+        enforced_by.insert("pids", "rlimit-nproc".to_owned());
+    }
+    let disk = *limits.disk.get_or_insert(DEFAULT_DISK);
+    enforced_by.insert("disk", "tmpfs-size".to_owned());
+    if limits.timeout.is_some() {
+        enforced_by.insert("timeout", "supervisor".to_owned());
+    }
+    if limits.max_output.is_some() {
+        if !recording {
+            bail!(
+                "--max-output is enforced by the output relay, which --no-record turns off: remove one of them"
+            );
+        }
+        enforced_by.insert("max_output", "supervisor".to_owned());
+    }
+    let kill_grace = *limits.kill_grace.get_or_insert(DEFAULT_KILL_GRACE);
+    let ptys = *limits.ptys.get_or_insert(DEFAULT_PTYS);
+    enforced_by.insert("ptys", "devpts-max".to_owned());
+    Ok(Plan {
+        cgroup,
+        best_effort,
+        rlimit_nproc,
+        disk,
+        timeout: limits.timeout,
+        kill_grace,
+        max_output: limits.max_output,
+        ptys,
+        limits,
+        enforced_by,
+    })
+}
+
+impl Plan {
+    /// Creates the cgroup, or, when it cannot be, falls back (pids: `RLIMIT_NPROC`)
+    /// or refuses the run unless `--best-effort-limits`.
+    pub fn enforce(&self) -> Result<Enforced> {
+        let best_effort = self.best_effort;
+        let mut enforced_by = self.enforced_by.clone();
+        let mut rlimit_nproc = self.rlimit_nproc;
+        let mut cgroup = None;
+        if let Some(CgroupPlan {
+            name,
+            limits: wanted,
+        }) = &self.cgroup
+        {
+            let wanted = *wanted;
+            match Cgroup::create(name, &wanted) {
+                Ok(cg) => {
+                    for (name, set) in [
+                        ("memory", wanted.memory.is_some()),
+                        ("cpus", wanted.cpus.is_some()),
+                        ("pids", wanted.pids.is_some()),
+                    ] {
+                        if set {
+                            enforced_by.insert(name, cg.version.as_str().to_owned());
+                        }
+                    }
+                    cgroup = Some(cg);
+                }
+                Err(why) => {
+                    let unenforceable: Vec<&str> = [
+                        ("--memory", wanted.memory.is_some()),
+                        ("--cpus", wanted.cpus.is_some()),
+                    ]
+                    .into_iter()
+                    .filter_map(|(n, set)| set.then_some(n))
+                    .collect();
+                    if !unenforceable.is_empty() {
+                        if !best_effort {
+                            bail!(
+                                "{} cannot be enforced on this host: {why}. Run as root on a cgroup v1 host, give vectraguard a delegated cgroup v2 subtree, or pass --best-effort-limits to run without {} (`vectraguard doctor` shows what is available)",
+                                unenforceable.join(" and "),
+                                if unenforceable.len() == 1 {
+                                    "it"
+                                } else {
+                                    "them"
+                                }
+                            );
+                        }
+                        crate::diag::warning(format_args!(
+                            "{} not enforced (--best-effort-limits): {why}",
+                            unenforceable.join(" and ")
+                        ));
+                        if wanted.memory.is_some() {
+                            enforced_by.insert("memory", format!("none (best effort: {why})"));
+                        }
+                        if wanted.cpus.is_some() {
+                            enforced_by.insert("cpus", format!("none (best effort: {why})"));
+                        }
+                    }
+                    if let Some(n) = wanted.pids {
+                        if vg_sandbox::probe::nproc_counts_per_namespace() {
+                            rlimit_nproc = Some(n);
+                            enforced_by.insert("pids", "rlimit-nproc".to_owned());
+                        } else if best_effort {
+                            crate::diag::warning(format_args!(
+                                "--pids not enforced (--best-effort-limits): {why}"
+                            ));
+                            enforced_by.insert("pids", format!("none (best effort: {why})"));
+                        } else {
+                            bail!(
+                                "--pids cannot be enforced on this host: {why}, and this kernel (before 5.14) counts RLIMIT_NPROC per user rather than per sandbox. Use cgroups, or pass --best-effort-limits"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Enforced {
+            cgroup,
+            rlimit_nproc,
+            enforced_by,
+        })
+    }
+
+    /// The `limits` section of `metadata.json`.
+    pub fn record(&self, enforced: &Enforced, out: &mut vg_records::Limits) {
+        out.memory_bytes = self.limits.memory;
+        out.cpus = self.limits.cpus;
+        out.pids = self.limits.pids;
+        // Whole seconds, rounded up (so 500ms is not recorded as 0); timeout_ms is exact.
+        out.timeout_secs = self
+            .limits
+            .timeout
+            .map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0));
+        out.max_output_bytes = self.limits.max_output;
+        out.disk_bytes = self.limits.disk;
+        out.extra.insert(
+            "enforced_by".into(),
+            serde_json::to_value(&enforced.enforced_by).unwrap_or_default(),
+        );
+        if let Some(t) = self.limits.timeout {
+            out.extra
+                .insert("timeout_ms".into(), serde_json::json!(t.as_millis()));
+        }
+        out.extra
+            .insert("ptys".into(), serde_json::json!(self.ptys));
+        out.extra.insert(
+            "kill_grace_ms".into(),
+            serde_json::json!(self.kill_grace.as_millis()),
+        );
+    }
+}

@@ -1,0 +1,195 @@
+//! Step two of planning: the host paths the sandbox sees. Each mount's host side
+//! must exist and be its own real path; Vectra Guard's own folders (the records, the
+//! image store) must stay out of every sandbox.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use vg_policy::config::Settings;
+use vg_policy::mount::MountSpec;
+use vg_policy::paths::is_within;
+use vg_policy::view::{NodeKind, ResolvedMount};
+
+use crate::host;
+
+/// Checks every mount's host side and resolves it; without `--mount`, the current
+/// directory is the workspace, at the same path inside.
+pub fn resolve_mounts(settings: &Settings, cwd: &Path) -> Result<Vec<ResolvedMount>> {
+    let mut specs = settings.mounts.clone();
+    if specs.is_empty() {
+        if cwd == Path::new("/") {
+            bail!(
+                "refusing to use / as the workspace: cd into a project directory or pass --mount HOST:CONTAINER"
+            );
+        }
+        if host::invoker_home().as_deref() == Some(cwd) {
+            bail!(
+                "refusing to use your home directory {} as the workspace (it holds your keys and tokens): cd into a project directory or pass --mount HOST:CONTAINER",
+                cwd.display()
+            );
+        }
+        specs.push(MountSpec {
+            host: cwd.to_path_buf(),
+            container: cwd.to_path_buf(),
+            read_only: false,
+        });
+    }
+    for path in &settings.read_only {
+        specs.push(MountSpec {
+            host: path.clone(),
+            container: path.clone(),
+            read_only: true,
+        });
+    }
+    specs.iter().map(resolve_mount).collect()
+}
+
+fn resolve_mount(spec: &MountSpec) -> Result<ResolvedMount> {
+    let named = &spec.host;
+    let meta = std::fs::metadata(named).with_context(|| {
+        format!(
+            "mount source {} does not exist or cannot be read",
+            named.display()
+        )
+    })?;
+    let real = std::fs::canonicalize(named)
+        .with_context(|| format!("cannot resolve mount source {}", named.display()))?;
+    if &real != named {
+        bail!(
+            "mount source {} resolves through a symlink to {}: name the real path instead",
+            named.display(),
+            real.display()
+        );
+    }
+    Ok(ResolvedMount {
+        host: real,
+        container: spec.container.clone(),
+        read_only: spec.read_only,
+        kind: if meta.is_dir() {
+            NodeKind::Dir
+        } else {
+            NodeKind::File
+        },
+    })
+}
+
+/// The host path `path` as seen inside the sandbox, through the mount that holds it.
+pub fn to_container(path: &Path, mounts: &[ResolvedMount]) -> Option<PathBuf> {
+    mounts
+        .iter()
+        .rev()
+        .filter(|m| m.kind == NodeKind::Dir && is_within(path, &m.host))
+        .max_by_key(|m| m.host.components().count())
+        .and_then(|m| {
+            path.strip_prefix(&m.host).ok().map(|rest| {
+                if rest.as_os_str().is_empty() {
+                    m.container.clone()
+                } else {
+                    m.container.join(rest)
+                }
+            })
+        })
+}
+
+pub fn default_workdir(cwd: &Path, mounts: &[ResolvedMount]) -> PathBuf {
+    to_container(cwd, mounts)
+        .or_else(|| {
+            mounts
+                .iter()
+                .find(|m| m.kind == NodeKind::Dir)
+                .map(|m| m.container.clone())
+        })
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// The image store must stay out of every sandbox: one that could write it would
+/// change the root filesystems later sessions run on (not verified again per run).
+pub fn check_images_hidden(mounts: &[ResolvedMount]) -> Result<()> {
+    match crate::home::images_root() {
+        Ok(store) => check_hidden("the image store", &store, mounts),
+        // No home to hold a store: there is nothing to hide.
+        Err(_) => Ok(()),
+    }
+}
+
+/// Refuses a run in which `folder` would be visible: inside a system directory every
+/// sandbox reads, or holding or inside a mount. For the records folder, a sandbox that
+/// saw it could read other sessions' output or rewrite its own history.
+pub fn check_hidden(what: &str, folder: &Path, mounts: &[ResolvedMount]) -> Result<()> {
+    let root = nearest_real_path(folder);
+    // The system directories are visible (read-only) in every sandbox.
+    if let Some(dir) = vg_policy::view::SYSTEM_DIRS
+        .iter()
+        .find(|d| is_within(&root, Path::new(d)))
+    {
+        bail!(
+            "{what} {} is inside {dir}, which every sandbox can read: set VECTRAGUARD_HOME to a private folder (the default is ~/.vectraguard)",
+            root.display()
+        );
+    }
+    for m in mounts {
+        if is_within(&root, &m.host) || is_within(&m.host, &root) {
+            bail!(
+                "{what} {} would be visible inside the sandbox through the mount of {}: set VECTRAGUARD_HOME to a folder outside every mounted path",
+                root.display(),
+                m.host.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `path` with symlinks resolved as far as it exists (the records folder may not
+/// exist yet).
+fn nearest_real_path(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            return rest.iter().rev().fold(real, |p, c| p.join(c));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                at = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_paths_map_through_the_deepest_mount() {
+        let mounts = vec![
+            ResolvedMount {
+                host: "/home/a/p".into(),
+                container: "/workspace".into(),
+                read_only: false,
+                kind: NodeKind::Dir,
+            },
+            ResolvedMount {
+                host: "/home/a/p/sub".into(),
+                container: "/other".into(),
+                read_only: true,
+                kind: NodeKind::Dir,
+            },
+        ];
+        assert_eq!(
+            to_container(Path::new("/home/a/p/x.sh"), &mounts),
+            Some(PathBuf::from("/workspace/x.sh"))
+        );
+        assert_eq!(
+            to_container(Path::new("/home/a/p/sub/y"), &mounts),
+            Some(PathBuf::from("/other/y"))
+        );
+        assert_eq!(to_container(Path::new("/etc/passwd"), &mounts), None);
+        assert_eq!(
+            default_workdir(Path::new("/elsewhere"), &mounts),
+            PathBuf::from("/workspace")
+        );
+    }
+}

@@ -1,0 +1,173 @@
+//! Planning: a [`Request`] in, a [`Plan`] out, with nothing created, written or
+//! spawned (files are only read: config, env files, a script's `#!` line, the image
+//! store). In order: settings merged (`settings.rs`), the network plan
+//! (`network.rs`), the image (from the caller's [`ImageSource`]), mounts
+//! (`mounts.rs`), identity (`host.rs`), argv (`argv.rs`), workdir, environment
+//! (`environment.rs`), the limits plan (`limits.rs`), the filesystem view, and the
+//! `/etc` files to generate (`etc.rs`). [`crate::start`] carries it out.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use vg_policy::FsView;
+use vg_policy::config::Settings;
+use vg_policy::view::{ResolvedMount, ViewOptions};
+use vg_sandbox::SandboxSpec;
+
+use crate::exit::Error;
+use crate::image::ImageRun;
+use crate::request::{ImageChoice, Recording, Request};
+use crate::{argv, environment, host, limits, mounts, network, settings};
+
+/// Finds (and, as the front end decides, pulls) the image a request names.
+pub type ImageSource<'a> = dyn FnMut(&ImageChoice) -> Result<ImageRun> + 'a;
+
+/// Everything one run needs, decided before anything is spawned. Holding it keeps
+/// the image's root filesystem leased.
+pub struct Plan {
+    /// The sandbox to spawn; [`crate::start`] adds the cgroup's fallbacks and the
+    /// generated `/etc` files' mounts.
+    pub spec: SandboxSpec,
+    pub limits: limits::Plan,
+    pub network: network::Plan,
+    pub image: Option<ImageRun>,
+    /// Files generated for the sandbox's `/etc` (name, contents), written and bound
+    /// over the sandbox's copies when it starts.
+    pub etc: Vec<(&'static str, String)>,
+    pub settings: Settings,
+    pub mounts: Vec<ResolvedMount>,
+    pub cwd: PathBuf,
+    /// The script the command runs, as named in the request (for the record).
+    pub script: Option<String>,
+    pub record: Recording,
+    pub network_notes: bool,
+}
+
+impl Plan {
+    /// Plans `request`; `images` is asked for the image when the request names one.
+    pub fn new(request: &Request, images: &mut ImageSource) -> Result<Self, Error> {
+        let cwd = request.cwd.clone();
+        let settings = settings::merge(request)?;
+        let network = network::Plan::new(&settings)?;
+        let image = request.image.as_ref().map(&mut *images).transpose()?;
+
+        let mounts = mounts::resolve_mounts(&settings, &cwd)?;
+        mounts::check_images_hidden(&mounts)?;
+        let primary = mounts
+            .first()
+            .map(|m| m.host.clone())
+            .unwrap_or_else(|| cwd.clone());
+        let identity = host::resolve_identity(settings.user.as_deref(), &primary)?;
+        let argv = argv::argv(request, image.as_ref(), &mounts)?;
+        let workdir = settings
+            .workdir
+            .clone()
+            .or_else(|| image.as_ref().and_then(ImageRun::workdir))
+            .unwrap_or_else(|| mounts::default_workdir(&cwd, &mounts));
+        let env = environment::compose(request, &settings, &identity, image.as_ref())?;
+
+        let hostname = match &settings.name {
+            Some(name) => checked_hostname(name)?,
+            None => "vectraguard".to_owned(),
+        };
+
+        let recording = request.record != Recording::Off;
+        // The cgroup, if any, is named after this process: unique while it runs.
+        let limits = limits::plan(
+            &settings.limits,
+            &format!("vectraguard-{}", std::process::id()),
+            recording,
+        )?;
+        let options = ViewOptions {
+            mounts: mounts.clone(),
+            home: identity.home.clone(),
+            uid: identity.uid,
+            gid: identity.gid,
+            tmp_size: limits.disk,
+            home_size: limits.disk,
+            ptys: limits.ptys,
+        };
+        let view = match &image {
+            Some(img) => FsView::image_view(&img.image.rootfs, &options),
+            None => FsView::default_view(&host::layout(), &options),
+        };
+        let mut etc = Vec::new();
+        if let Some(resolv) = network.resolv_conf(image.is_some()) {
+            etc.push(("resolv.conf", resolv));
+        }
+        if image.is_some() {
+            etc.push(("hosts", crate::etc::hosts(&hostname)));
+            etc.push(("hostname", format!("{hostname}\n")));
+        }
+        // An image's writable layer is its root.
+        let watch_full = match &image {
+            Some(_) => vec![PathBuf::from("/tmp"), PathBuf::from("/")],
+            None => vec![PathBuf::from("/tmp"), identity.home.clone()],
+        };
+        if request.tty && !recording {
+            return Err(anyhow::anyhow!(
+                "a terminal (sandbox shell, run -t) is relayed and recorded by the session; remove --no-record"
+            )
+            .into());
+        }
+        let spec = SandboxSpec {
+            hostname,
+            argv,
+            env,
+            workdir,
+            view,
+            identity,
+            trace_exec: recording,
+            rlimit_nproc: limits.rlimit_nproc,
+            watch_full,
+            tty: request.tty,
+            network: network.sandbox_network(),
+            inside: image.as_ref().map(|img| img.inside),
+        };
+        Ok(Self {
+            spec,
+            limits,
+            network,
+            image,
+            etc,
+            settings,
+            mounts,
+            cwd,
+            script: (!request.after_dash_dash)
+                .then(|| request.args.first().cloned())
+                .flatten(),
+            record: request.record.clone(),
+            network_notes: request.network_notes,
+        })
+    }
+}
+
+/// A session name must be a valid hostname label sequence: it becomes the hostname.
+pub fn checked_hostname(name: &str) -> Result<String> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .as_bytes()
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && !name.starts_with(['-', '.']);
+    if !ok {
+        bail!(
+            "--name {name:?}: use 1-63 letters, digits, '-', '_' or '.' (it becomes the sandbox's hostname)"
+        );
+    }
+    Ok(name.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostnames_are_checked() {
+        assert!(checked_hostname("guard-shell").is_ok());
+        assert!(checked_hostname("").is_err());
+        assert!(checked_hostname("a b").is_err());
+        assert!(checked_hostname(&"x".repeat(64)).is_err());
+    }
+}

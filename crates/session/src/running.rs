@@ -1,0 +1,202 @@
+//! A started session: a handle to signal it, read what it is, and wait for its
+//! [`Outcome`]. Waiting finishes the record (stops the mediator, joins the relays
+//! and the tracer, writes the end) and gives the terminal back.
+
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::time::Instant;
+
+use vg_sandbox::terminal::{RawTerminal, SavedTerminals};
+use vg_sandbox::{Killer, Sandbox};
+
+use crate::etc::Generated;
+use crate::exit::{Error, Outcome, exit_code};
+use crate::limits::Enforced;
+use crate::plan::Plan;
+use crate::record::Session;
+
+/// How the running session's stdio and record are kept.
+pub(crate) enum Mode {
+    Recorded {
+        session: Session,
+        /// Our terminal in raw mode (`-t` on a terminal), restored after the record
+        /// is complete.
+        raw: Option<RawTerminal>,
+        /// The sandbox terminal's master side, for resizing.
+        terminal: Option<File>,
+        stdin_is_terminal: bool,
+    },
+    Unrecorded {
+        /// Our terminals' settings, restored once the sandbox is gone.
+        saved: SavedTerminals,
+        mediator: Option<vg_netstack::Mediator>,
+    },
+}
+
+/// A running session, as [`Running::state`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct State {
+    /// The session's id, when it is recorded.
+    pub session: Option<String>,
+    /// The sandbox's init, as a host pid.
+    pub pid: i32,
+    /// Whether init reported every layer in place and started the command (known
+    /// only for a recorded session, which waits for that report).
+    pub started: Option<bool>,
+    /// Why the record could not be written, once it could not: the sandbox is then
+    /// being stopped.
+    pub record_failure: Option<String>,
+}
+
+/// A running session. Dropping it without [`Running::wait`] leaves the record
+/// `running` (reported as `interrupted` once this process is gone).
+pub struct Running {
+    sandbox: Sandbox,
+    mode: Mode,
+    enforced: Enforced,
+    // Dropped last, after the sandbox is gone: the plan holds the image's lease.
+    _generated: Option<Generated>,
+    plan: Plan,
+}
+
+impl Running {
+    pub(crate) fn new(
+        sandbox: Sandbox,
+        plan: Plan,
+        enforced: Enforced,
+        generated: Option<Generated>,
+        mode: Mode,
+    ) -> Self {
+        Self {
+            sandbox,
+            mode,
+            enforced,
+            _generated: generated,
+            plan,
+        }
+    }
+
+    /// The session's id, when it is recorded.
+    pub fn id(&self) -> Option<&str> {
+        match &self.mode {
+            Mode::Recorded { session, .. } => Some(session.id()),
+            Mode::Unrecorded { .. } => None,
+        }
+    }
+
+    /// The sandbox's init, as a host pid.
+    pub fn pid(&self) -> i32 {
+        self.sandbox.pid()
+    }
+
+    /// What was planned and is being enforced.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Stops or signals the sandbox from any thread, also while [`Running::wait`]
+    /// waits.
+    pub fn killer(&self) -> Killer {
+        self.sandbox.killer()
+    }
+
+    /// Sends `signal` to the sandbox's init, which passes the forwarded signals on
+    /// to the command's process group.
+    pub fn signal(&self, signal: i32) -> std::io::Result<()> {
+        self.sandbox.killer().signal(signal)
+    }
+
+    /// What can be read of the session while it runs.
+    pub fn state(&self) -> State {
+        let (started, record_failure) = match &self.mode {
+            Mode::Recorded { session, .. } => (Some(session.started()), session.failure()),
+            Mode::Unrecorded { .. } => (None, None),
+        };
+        State {
+            session: self.id().map(str::to_owned),
+            pid: self.pid(),
+            started,
+            record_failure,
+        }
+    }
+
+    /// Forwards signals to the sandbox until it ends (ending it at the timeout),
+    /// completes the record and returns how the session ended.
+    pub fn wait(self) -> Result<Outcome, Error> {
+        let Self {
+            sandbox,
+            mode,
+            enforced,
+            _generated,
+            plan,
+        } = self;
+        let limits = &plan.limits;
+        let deadline = limits
+            .timeout
+            .map(|t| (Instant::now() + t, limits.kill_grace));
+        let hits = || {
+            enforced
+                .cgroup
+                .as_ref()
+                .map(|cg| cg.hits())
+                .unwrap_or_default()
+        };
+        let (outcome, session, cgroup_hits) = match mode {
+            Mode::Recorded {
+                session,
+                raw,
+                terminal,
+                stdin_is_terminal,
+            } => {
+                let id = session.id().to_owned();
+                let result = sandbox.wait_with(deadline, &mut |sig| {
+                    resize(&session, terminal.as_ref(), sig, stdin_is_terminal)
+                });
+                let cgroup_hits = hits();
+                session
+                    .finish(&result, &cgroup_hits)
+                    .map_err(|e| Error::from(e).in_session(&id))?;
+                drop(raw);
+                let outcome =
+                    result.map_err(|e| Error::from(anyhow::Error::from(e)).in_session(&id))?;
+                (outcome, Some(id), cgroup_hits)
+            }
+            Mode::Unrecorded { saved, mediator } => {
+                let outcome = sandbox.wait_until(deadline);
+                if let Some(mediator) = mediator {
+                    let _ = mediator.stop();
+                }
+                // Init is gone, and with it every process of the sandbox: restore now.
+                drop(saved);
+                let outcome = outcome.map_err(anyhow::Error::from)?;
+                (outcome, None, hits())
+            }
+        };
+        Ok(Outcome {
+            session,
+            exit_code: exit_code(&outcome),
+            termination: outcome.termination,
+            timed_out: outcome.timed_out,
+            timeout: limits.timeout,
+            program: plan.spec.argv.first().cloned().unwrap_or_default(),
+            cgroup_hits,
+            limit_hits: outcome.limit_hits,
+        })
+    }
+}
+
+/// A resized window: resize the sandbox's terminal (the kernel tells its foreground
+/// job) instead of signalling the shell. True when `sig` was handled so.
+fn resize(session: &Session, terminal: Option<&File>, sig: i32, stdin_is_terminal: bool) -> bool {
+    match (terminal, sig == libc::SIGWINCH && stdin_is_terminal) {
+        (Some(master), true) => {
+            if let Ok(size) =
+                vg_sandbox::terminal::copy_size(std::io::stdin().as_fd(), master.as_fd())
+            {
+                session.resized(size);
+            }
+            true
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,207 @@
+//! Starting a planned session: what planning left out because it changes the host.
+//! The cgroup is created (or the limits fall back, or the run is refused), the
+//! generated `/etc` files are written, the session record is created (unless
+//! `Recording::Off`), the sandbox is spawned with its output on pipes or a terminal,
+//! and the record's relays, tracer and network mediator are attached. The result is
+//! a [`Running`] session to wait on.
+
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::PathBuf;
+
+use anyhow::Result;
+use vg_policy::NetworkMode;
+use vg_sandbox::Sandbox;
+use vg_sandbox::cgroup::Cgroup;
+use vg_sandbox::terminal::{RawTerminal, SavedTerminals};
+
+use crate::etc::Generated;
+use crate::exit::Error;
+use crate::limits::Enforced;
+use crate::notes::Notes;
+use crate::plan::Plan;
+use crate::record::{Output, Session};
+use crate::request::Recording;
+use crate::running::{Mode, Running};
+
+/// Starts `plan`: when this returns, the command is running (or about to: init
+/// starts it once every layer is in place).
+pub fn start(mut plan: Plan) -> Result<Running, Error> {
+    let enforced = plan.limits.enforce()?;
+    plan.spec.rlimit_nproc = enforced.rlimit_nproc;
+    // Generated /etc files, kept until the session ends.
+    let generated = Generated::write(&plan.etc)?;
+    if let Some(g) = &generated {
+        plan.spec.view.ops.extend(g.mounts());
+    }
+    match plan.record.clone() {
+        Recording::Off => start_unrecorded(plan, enforced, generated),
+        Recording::On { root } => start_recorded(plan, enforced, generated, root),
+    }
+}
+
+/// A run with its session record: create it, start the sandbox, attach the relays,
+/// the tracer and the mediator.
+fn start_recorded(
+    plan: Plan,
+    enforced: Enforced,
+    generated: Option<Generated>,
+    root: Option<PathBuf>,
+) -> Result<Running, Error> {
+    let root = match root {
+        Some(root) => root,
+        None => crate::home::records_root()?,
+    };
+    crate::mounts::check_hidden("the session records folder", &root, &plan.mounts)?;
+    let meta = crate::record::metadata::initial(&plan, &enforced);
+    let mut session = Session::create(&root, meta)?;
+    let id = session.id().to_owned();
+    let in_session = |e: anyhow::Error| Error::from(e).in_session(&id);
+    if plan.network.mode == NetworkMode::Host {
+        // Loudly: in the events as well as in metadata.json.
+        session
+            .event(
+                vg_records::Event::new(vg_records::event::kind::NETWORK)
+                    .with("event", "host-network")
+                    .with("decision", "allow")
+                    .with(
+                        "warning",
+                        "--network host: the sandbox shares this machine's network, unmediated and unrecorded",
+                    ),
+            )
+            .map_err(in_session)?;
+    }
+    // Raw mode (and its guardian process) before any thread exists.
+    let spec = &plan.spec;
+    let stdin_is_terminal = vg_sandbox::terminal::is_terminal(std::io::stdin());
+    let raw = match (spec.tty && stdin_is_terminal).then(RawTerminal::enter) {
+        Some(Err(e)) => {
+            let error = anyhow::anyhow!("cannot put the terminal in raw mode: {e}");
+            if let Err(e) = session.failed_to_start(&error) {
+                crate::diag::error(format_args!("{e:#}"));
+            }
+            return Err(in_session(error));
+        }
+        Some(Ok(raw)) => Some(raw),
+        None => None,
+    };
+    let (mut sandbox, output) = match spawn(spec, enforced.cgroup.as_ref(), stdin_is_terminal) {
+        Ok(started) => started,
+        Err(error) => {
+            drop(raw);
+            if let Err(e) = session.failed_to_start(&error) {
+                crate::diag::error(format_args!("{e:#}"));
+            }
+            return Err(in_session(error));
+        }
+    };
+    // In a raw terminal the note's line ends in "\r\n".
+    let notes = plan
+        .network_notes
+        .then(|| Notes::new(spec.tty && stdin_is_terminal));
+    let terminal = session.attach(
+        &mut sandbox,
+        output,
+        spec.trace_exec,
+        plan.limits.max_output,
+        plan.network.handle().map(|policy| (policy, notes)),
+    );
+    if let Some(master) = &terminal
+        && stdin_is_terminal
+    {
+        let _ = vg_sandbox::terminal::copy_size(std::io::stdin().as_fd(), master.as_fd());
+    }
+    Ok(Running::new(
+        sandbox,
+        plan,
+        enforced,
+        generated,
+        Mode::Recorded {
+            session,
+            raw,
+            terminal,
+            stdin_is_terminal,
+        },
+    ))
+}
+
+/// Spawns the sandbox with its output on pipes to the relays, or on its own terminal.
+fn spawn(
+    spec: &vg_sandbox::SandboxSpec,
+    cgroup: Option<&Cgroup>,
+    stdin_is_terminal: bool,
+) -> Result<(Sandbox, Output)> {
+    if spec.tty {
+        vg_sandbox::spawn_in(spec, [0, 1, 2], cgroup)
+            .map(|sandbox| {
+                let size = stdin_is_terminal
+                    .then(|| vg_sandbox::terminal::size(std::io::stdin().as_fd()).ok())
+                    .flatten();
+                (sandbox, Output::Tty { size })
+            })
+            .map_err(anyhow::Error::from)
+    } else {
+        // A terminal on our stdin is relayed through a pipe too: handed over, it would
+        // let the command write to the screen unrecorded and change the terminal's
+        // settings beyond the session.
+        let input = stdin_is_terminal
+            .then(std::io::pipe)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("cannot create the input pipe: {e}"))?;
+        vg_sandbox::output_pipe()
+            .and_then(|out| Ok((out, vg_sandbox::output_pipe()?)))
+            .map_err(|e| anyhow::anyhow!("cannot create the output pipes: {e}"))
+            .and_then(|((out_r, out_w), (err_r, err_w))| {
+                let stdin = input.as_ref().map_or(0, |(r, _)| r.as_raw_fd());
+                let fds = [stdin, out_w.as_raw_fd(), err_w.as_raw_fd()];
+                let sandbox =
+                    vg_sandbox::spawn_in(spec, fds, cgroup).map_err(anyhow::Error::from)?;
+                // Our copies of the write ends must go, or the relays never see the end.
+                drop((out_w, err_w));
+                if let Some((in_r, in_w)) = input {
+                    drop(in_r);
+                    // Started after spawn_in, so it inherits the blocked signals.
+                    std::thread::spawn(move || crate::record::relay_terminal_input(in_w));
+                }
+                Ok((sandbox, Output::Pipes(out_r, err_r)))
+            })
+    }
+}
+
+/// `Recording::Off`: the same sandbox, with the caller's stdio and no session record.
+fn start_unrecorded(
+    plan: Plan,
+    enforced: Enforced,
+    generated: Option<Generated>,
+) -> Result<Running, Error> {
+    // The command gets our own fds: whatever it does to a terminal among them (its
+    // modes; seccomp refuses line disciplines and input injection) is undone after it,
+    // by a guardian process if we are killed. Saved before any thread starts.
+    let saved = SavedTerminals::save_stdio()
+        .map_err(|e| anyhow::anyhow!("cannot save the terminal's settings: {e}"))?;
+    let mut sandbox = vg_sandbox::spawn_in(&plan.spec, [0, 1, 2], enforced.cgroup.as_ref())
+        .map_err(anyhow::Error::from)?;
+    // Mediated as always; only the records of it are not kept.
+    let mut notes = plan.network_notes.then(|| Notes::new(false));
+    let mediator = match (plan.network.handle(), sandbox.tun()) {
+        (Some(policy), Some(tun)) => Some(
+            vg_netstack::Mediator::start(
+                tun,
+                policy,
+                Box::new(move |event| {
+                    if let Some(notes) = notes.as_mut() {
+                        notes.show(&event);
+                    }
+                }),
+            )
+            .map_err(|e| anyhow::anyhow!("cannot start the network mediator: {e}"))?,
+        ),
+        _ => None,
+    };
+    Ok(Running::new(
+        sandbox,
+        plan,
+        enforced,
+        generated,
+        Mode::Unrecorded { saved, mediator },
+    ))
+}

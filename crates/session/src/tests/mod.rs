@@ -1,0 +1,3 @@
+//! Planning as values: a request in, a plan out, nothing spawned or created.
+
+mod plan;
