@@ -35,6 +35,7 @@ use crate::limits::{self, LimitError, Limits};
 use crate::mount::{MountSpec, MountSpecError};
 use crate::network::{Action, AddHost, NetworkMode, Rule};
 use crate::paths::{is_within, normalize_absolute};
+use crate::risk::{self, config::ConfiguredRule};
 
 /// The name of a project's configuration file, looked up from the working directory up.
 pub const PROJECT_FILE_NAME: &str = "vectraguard.toml";
@@ -154,6 +155,8 @@ pub struct ConfigFile {
     pub default_profile: Option<String>,
     /// Line of the `profile` key, to point at it when that profile does not exist.
     default_profile_line: usize,
+    /// `[[risk.rules]]`, checked; see [`crate::risk::config`].
+    pub risk_rules: Vec<ConfiguredRule>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -234,8 +237,9 @@ pub fn load(path: &Path, source: ConfigSource) -> Result<ConfigFile, ConfigError
 /// are resolved against its directory). Pure, except that for `ConfigSource::Project`
 /// the host paths that exist are resolved on disk, to catch symlinks out of the project.
 pub fn parse(text: &str, path: &Path, source: ConfigSource) -> Result<ConfigFile, ConfigError> {
-    let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(e, text, path))?;
+    let mut raw: RawFile = toml::from_str(text).map_err(|e| toml_error(e, text, path))?;
     let document = Document::new(text, path, source)?;
+    let risk_rules = risk::config::rules(raw.risk.take(), text, path, source)?;
     let (top, profile, raw_profiles) = raw.split();
     let settings = document.settings(top)?;
     let mut profiles = BTreeMap::new();
@@ -253,6 +257,7 @@ pub fn parse(text: &str, path: &Path, source: ConfigSource) -> Result<ConfigFile
         profiles,
         default_profile,
         default_profile_line,
+        risk_rules,
     })
 }
 
@@ -498,6 +503,7 @@ struct RawFile {
     profile: Text,
     #[serde(default)]
     profiles: BTreeMap<String, RawSettings>,
+    risk: Option<risk::config::RawRisk>,
 }
 
 impl RawFile {
@@ -526,6 +532,7 @@ impl RawFile {
             best_effort_limits,
             profile,
             profiles,
+            risk: _,
         } = self;
         let settings = RawSettings {
             name,
@@ -685,12 +692,15 @@ fn key_hint(key: &str) -> &'static str {
         "env_files" => "env_files is an array of paths, e.g. env_files = [\".env\"]",
         "profile" => "profile names a [profiles.NAME] table, e.g. profile = \"strict\"",
         "profiles" => "each profile is a table: a [profiles.NAME] header followed by keys",
+        "risk" => {
+            "each risk rule is a [[risk.rules]] table with id, level (low, medium, high, critical), reason and matchers such as executable = \"pip*\", argv = \"REGEX\", script = \"REGEX\"; see the Risk levels section of the README"
+        }
         _ => "see the Configuration section of the documentation",
     }
 }
 
 /// 1-based line of a byte offset.
-fn line_of(text: &str, offset: usize) -> usize {
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]
         .iter()
