@@ -12,6 +12,7 @@ mod logs;
 mod network;
 mod notes;
 mod report;
+mod risk;
 mod run;
 mod session;
 mod typo;
@@ -44,6 +45,7 @@ fn main() {
         Command::Logs(cmd) => logs::run(cmd),
         Command::Image(cmd) => image::run(cmd),
         Command::Doctor(args) => doctor::doctor(args.json),
+        Command::Risk(cmd) => risk::run(cmd),
         Command::Completions(args) => completions(args.shell),
         Command::Man => man(),
     };

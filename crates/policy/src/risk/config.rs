@@ -73,7 +73,7 @@ pub(crate) fn rules(
             ));
         }
         if source == ConfigSource::Project {
-            if spec.level == Level::Low {
+            if rule.level == Level::Low {
                 return Err(invalid(
                     format!(
                         "risk rule '{}': a project file may only add rules that raise the level, and LOW raises nothing",
@@ -185,7 +185,7 @@ argv = ['\s(apply|destroy)\b']
         let user = file(CURL_PY, ConfigSource::User).unwrap();
         assert_eq!(user.risk_rules.len(), 2);
         assert_eq!(user.risk_rules[0].line, 4);
-        assert_eq!(user.risk_rules[1].spec.level, Level::High);
+        assert_eq!(user.risk_rules[1].rule.level, Level::High);
         let c = classifier(&[&user]).unwrap();
         assert_eq!(
             rate(&c, &["sh", "-c", "curl x | python3"]),
@@ -248,7 +248,7 @@ argv = ['\s(apply|destroy)\b']
         let cases = [
             (
                 "[[risk.rules]]\nid = \"x\"\nlevel = \"severe\"\nreason = \"r\"\nexecutable = \"a\"\n",
-                "unknown risk level 'severe'",
+                "vectraguard.toml:1: risk rule 'x': unknown level 'severe' (hint: use one of low, medium, high, critical)",
             ),
             (
                 "[[risk.rules]]\nid = \"x\"\nlevel = \"high\"\nreason = \"r\"\nargv = '(unclosed'\n",

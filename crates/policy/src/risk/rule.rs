@@ -16,8 +16,9 @@ use super::level::Level;
 #[serde(deny_unknown_fields, expecting = "a risk rule table")]
 pub struct RuleSpec {
     pub id: String,
-    #[serde(deserialize_with = "level")]
-    pub level: Level,
+    /// `low`, `medium`, `high` or `critical`, any case; checked by [`RuleSpec::compile`]
+    /// so that the error can name the rule.
+    pub level: String,
     pub reason: String,
 
     // Exec matchers, tried on the exec itself and on every simple command of a shell's
@@ -63,11 +64,6 @@ pub struct RuleSpec {
     /// The process that asked is an interpreter running code (python, node, a shell…).
     #[serde(default)]
     pub from_code: bool,
-}
-
-fn level<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Level, D::Error> {
-    let text = String::deserialize(deserializer)?;
-    text.parse().map_err(serde::de::Error::custom)
 }
 
 fn one_or_many<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
@@ -145,7 +141,7 @@ impl RuleSpec {
     pub fn new(id: &str, level: Level, reason: &str) -> Self {
         RuleSpec {
             id: id.to_owned(),
-            level,
+            level: level.as_str().to_owned(),
             reason: reason.to_owned(),
             ..RuleSpec::default()
         }
@@ -204,6 +200,12 @@ impl RuleSpec {
                 "give the rule a short name such as id = \"curl-to-python\"",
             ));
         }
+        let level: Level = self.level.parse().map_err(|_| {
+            error(
+                format!("unknown level '{}'", self.level),
+                "use one of low, medium, high, critical",
+            )
+        })?;
         if self.reason.trim().is_empty() {
             return Err(error(
                 "the reason is empty".to_owned(),
@@ -292,7 +294,7 @@ impl RuleSpec {
         };
         Ok(Rule {
             id: self.id.clone(),
-            level: self.level,
+            level,
             reason: self.reason.clone(),
             matcher,
         })
