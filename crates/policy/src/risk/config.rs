@@ -125,7 +125,7 @@ pub fn classifier(files: &[&ConfigFile]) -> Result<Classifier, ConfigError> {
                     file: file.path.clone(),
                     line: configured.line,
                     message: format!(
-                        "risk rule '{}': a project file cannot replace a rule of the user's configuration",
+                        "risk rule '{}': a project file cannot replace an existing rule (built-in or from the user's configuration)",
                         configured.rule.id
                     ),
                     hint: "give the rule a new id".to_owned(),
@@ -240,7 +240,12 @@ argv = ['\s(apply|destroy)\b']
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(m.contains("risk rule 'curl-to-python': a project file cannot replace a rule of the user's configuration"), "{m}");
+        assert!(
+            m.contains(
+                "risk rule 'curl-to-python': a project file cannot replace an existing rule"
+            ),
+            "{m}"
+        );
     }
 
     #[test]
