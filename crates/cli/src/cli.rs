@@ -33,6 +33,9 @@ pub enum Command {
     Image(ImageCommand),
     /// Show which isolation layers this host supports, and how to fix missing ones
     Doctor(DoctorArgs),
+    /// Explain how risky a command or a network destination is rated, and by which rule
+    #[command(subcommand)]
+    Risk(crate::risk::RiskCommand),
     /// Print a shell completion script: bash, zsh or fish
     #[command(
         after_help = "Examples:\n  vectraguard completions bash > ~/.local/share/bash-completion/completions/vectraguard\n  vectraguard completions zsh > \"${fpath[1]}/_vectraguard\"\n  vectraguard completions fish > ~/.config/fish/completions/vectraguard.fish"

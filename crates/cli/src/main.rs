@@ -6,6 +6,7 @@ mod image;
 mod logs;
 mod report;
 mod request;
+mod risk;
 mod run;
 mod typo;
 
@@ -36,6 +37,7 @@ fn main() {
         Command::Logs(cmd) => logs::run(cmd),
         Command::Image(cmd) => image::run(cmd),
         Command::Doctor(args) => doctor::doctor(args.json),
+        Command::Risk(cmd) => risk::run(cmd),
         Command::Completions(args) => completions(args.shell),
         Command::Man => man(),
     };

@@ -19,7 +19,7 @@ use crate::cli::{RunArgs, SandboxOptions};
 pub fn request(args: &RunArgs) -> Result<Request> {
     let o = &args.options;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let config = config_files(o, &cwd)?;
+    let config = config_files(o.config.as_deref(), &cwd)?;
     let settings = flag_settings(o)?;
     let image = image_of(o)?;
     Ok(Request {
@@ -45,9 +45,10 @@ pub fn request(args: &RunArgs) -> Result<Request> {
 
 /// The configuration files that apply: `--config`, or the project's
 /// `vectraguard.toml` and the user's config file, lowest rank first.
-fn config_files(o: &SandboxOptions, cwd: &Path) -> Result<Vec<ConfigFile>> {
+/// `sandbox run` and `risk explain` read the same ones.
+pub fn config_files(explicit: Option<&Path>, cwd: &Path) -> Result<Vec<ConfigFile>> {
     let mut files: Vec<ConfigFile> = Vec::new();
-    if let Some(path) = &o.config {
+    if let Some(path) = explicit {
         files.push(config::load(path, ConfigSource::Explicit)?);
     } else {
         if let Some(project) = config::discover_project(cwd) {

@@ -13,6 +13,7 @@ pub mod limits;
 pub mod mount;
 pub mod network;
 pub mod paths;
+pub mod risk;
 pub mod view;
 
 pub use env::Environment;

@@ -23,4 +23,5 @@ mod options;
 mod posture;
 mod records;
 mod replay;
+mod risk;
 mod shell;

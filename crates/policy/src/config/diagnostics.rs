@@ -95,12 +95,15 @@ pub(super) fn key_hint(key: &str) -> &'static str {
         "env_files" => "env_files is an array of paths, e.g. env_files = [\".env\"]",
         "profile" => "profile names a [profiles.NAME] table, e.g. profile = \"strict\"",
         "profiles" => "each profile is a table: a [profiles.NAME] header followed by keys",
+        "risk" => {
+            "each risk rule is a [[risk.rules]] table with id, level (low, medium, high, critical), reason and matchers such as executable = \"pip*\", argv = \"REGEX\", script = \"REGEX\"; see the Risk levels section of the README"
+        }
         _ => "see the Configuration section of the documentation",
     }
 }
 
 /// 1-based line of a byte offset.
-pub(super) fn line_of(text: &str, offset: usize) -> usize {
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]
         .iter()

@@ -9,6 +9,7 @@ use super::diagnostics::{line_of, toml_error};
 use super::raw::RawFile;
 use super::validate::Document;
 use super::{ConfigError, ConfigSource, PROJECT_FILE_NAME, Settings};
+use crate::risk::{self, config::ConfiguredRule};
 
 /// One parsed configuration file.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +24,8 @@ pub struct ConfigFile {
     pub default_profile: Option<String>,
     /// Line of the `profile` key, to point at it when that profile does not exist.
     pub(super) default_profile_line: usize,
+    /// `[[risk.rules]]`, checked; see [`crate::risk::config`].
+    pub risk_rules: Vec<ConfiguredRule>,
 }
 
 /// The nearest `vectraguard.toml` in `cwd` or one of its ancestors.
@@ -62,8 +65,9 @@ pub fn load(path: &Path, source: ConfigSource) -> Result<ConfigFile, ConfigError
 /// are resolved against its directory). Pure, except that for `ConfigSource::Project`
 /// the host paths that exist are resolved on disk, to catch symlinks out of the project.
 pub fn parse(text: &str, path: &Path, source: ConfigSource) -> Result<ConfigFile, ConfigError> {
-    let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(e, text, path))?;
+    let mut raw: RawFile = toml::from_str(text).map_err(|e| toml_error(e, text, path))?;
     let document = Document::new(text, path, source)?;
+    let risk_rules = risk::config::rules(raw.risk.take(), text, path, source)?;
     let (top, profile, raw_profiles) = raw.split();
     let settings = document.settings(top)?;
     let mut profiles = BTreeMap::new();
@@ -81,6 +85,7 @@ pub fn parse(text: &str, path: &Path, source: ConfigSource) -> Result<ConfigFile
         profiles,
         default_profile,
         default_profile_line,
+        risk_rules,
     })
 }
 

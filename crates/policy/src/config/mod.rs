@@ -38,6 +38,7 @@ mod validate;
 
 use std::path::{Path, PathBuf};
 
+pub(crate) use diagnostics::line_of;
 pub use file::{ConfigFile, discover_project, load, parse, user_config_path};
 pub use profile::{BUILTIN_PROFILES, resolve_profile};
 pub use settings::Settings;

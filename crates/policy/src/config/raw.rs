@@ -97,6 +97,7 @@ pub(super) struct RawFile {
     profile: Text,
     #[serde(default)]
     profiles: BTreeMap<String, RawSettings>,
+    pub(super) risk: Option<crate::risk::config::RawRisk>,
 }
 
 impl RawFile {
@@ -125,6 +126,7 @@ impl RawFile {
             best_effort_limits,
             profile,
             profiles,
+            risk: _,
         } = self;
         let settings = RawSettings {
             name,

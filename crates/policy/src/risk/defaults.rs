@@ -1,0 +1,207 @@
+//! The built-in rules, after seed 002: dangerous patterns (`rm -rf`, `curl … | sh`,
+//! `eval`), package installs from registries the user did not choose, writes of files
+//! that other programs will run, and code that reaches the network are HIGH or
+//! CRITICAL. A configuration file adds to them; the user's file may also replace one by
+//! its id.
+
+use super::level::Level::{Critical, High, Medium};
+use super::rule::{Rule, RuleError, RuleSpec};
+
+/// Shells that run what they read, as they appear after `|`.
+const SHELL_RE: &str = r"(?:\S*/)?(?:ba|da|z|k|a)?sh";
+
+/// The built-in rules, in order (on equal levels the earlier one is reported).
+pub fn rules() -> Result<Vec<Rule>, RuleError> {
+    specs().iter().map(RuleSpec::compile).collect()
+}
+
+/// The built-in rules as written, for `risk explain` and the documentation.
+pub fn specs() -> Vec<RuleSpec> {
+    let rf = [
+        r" -[a-zA-Z]*[rR]| --recursive\b",
+        r" -[a-zA-Z]*f| --force\b",
+    ];
+    let mut dest_raw_ip = RuleSpec::new(
+        "raw-ip",
+        High,
+        "connects to an IP address instead of a name, which name rules cannot check",
+    );
+    dest_raw_ip.raw_ip = true;
+    let mut dest_from_code = RuleSpec::new(
+        "code-network",
+        Critical,
+        "code run by an interpreter opens a network connection",
+    );
+    dest_from_code.from_code = true;
+    let mut dest_unlisted = RuleSpec::new(
+        "unlisted-host",
+        High,
+        "the network policy does not allow this destination",
+    );
+    dest_unlisted.unlisted = true;
+    let mut dest_port = RuleSpec::new(
+        "unusual-port",
+        Medium,
+        "a port other than HTTP's and HTTPS's",
+    );
+    dest_port.port_not_in = vec![80, 443];
+
+    vec![
+        // Seed 002 lists `curl | sh` as CRITICAL: code fetched at run time, unseen by
+        // anyone, runs with everything the sandbox allows.
+        RuleSpec::new("pipe-to-shell", Critical, "downloaded code piped into a shell").script(
+            &format!(r"\b(?:curl|wget|fetch|aria2c|http|nc|ncat)\b[^|]*(?:\|[^|]*)*\|\s*(?:sudo\s+)?{SHELL_RE}(?:\s+-[a-z]*s?)*(?:\s+--.*)?\s*$"),
+        ),
+        // The same, without a pipe: `bash <(curl …)`, `sh -c "$(curl …)"`.
+        RuleSpec::new("download-to-shell", Critical, "downloaded code run by a shell").script(
+            &format!(r"(?:^|\|\s*)(?:sudo\s+)?(?:{SHELL_RE}|source|\.)\s+(?:-\S+\s+)*'?(?:<\(|\$\()\s*(?:curl|wget)\b"),
+        ),
+        // `eval` runs text built at run time; seed 002 lists it as CRITICAL.
+        RuleSpec::new("eval", Critical, "eval runs text built at run time as code")
+            .executable(&["eval"]),
+        // Anything else piped into a shell (`base64 -d | sh`) hides what runs.
+        RuleSpec::new("pipe-into-shell", High, "text piped into a shell runs as code").script(
+            &format!(r"\|\s*(?:sudo\s+)?{SHELL_RE}(?:\s+-[a-z]*s?)*(?:\s+--.*)?\s*$"),
+        ),
+        // rm -rf reaching beyond the workspace: `/`, `~`, `..`, absolute paths.
+        RuleSpec::new(
+            "rm-rf-outside",
+            Critical,
+            "recursive forced delete of a path outside the workspace",
+        )
+        .executable(&["rm"])
+        .argv(&rf)
+        .outside_cwd(),
+        // rm -rf inside the workspace is common (`rm -rf build`) but still irreversible.
+        RuleSpec::new("rm-rf", High, "recursive forced delete").executable(&["rm"]).argv(&rf),
+        // Formatting or overwriting a block device destroys a disk.
+        RuleSpec::new("disk-write", Critical, "formats or overwrites a disk")
+            .executable(&["mkfs", "mkfs.*", "wipefs", "shred"])
+            .outside_cwd(),
+        RuleSpec::new("dd-device", Critical, "formats or overwrites a disk")
+            .executable(&["dd"])
+            .arg(r"^of=/dev/"),
+        // Git runs hooks, and programs named in .git/config, on the host, outside any
+        // sandbox, the next time a person uses the repository.
+        RuleSpec::new(
+            "git-hooks-write",
+            Critical,
+            "writes a git hook or git config, which git runs outside the sandbox",
+        )
+        .writes(&["**/.git/hooks/**", "**/.git/config", "**/.husky/**"]),
+        RuleSpec::new(
+            "git-hooks-config",
+            Critical,
+            "points git at programs it runs outside the sandbox",
+        )
+        .executable(&["git"])
+        .argv(&[r"\bconfig\b.*\b(?:core\.hooksPath|core\.fsmonitor|core\.sshCommand|core\.pager|alias\.)"]),
+        // Startup files run in every later shell: persistence.
+        RuleSpec::new(
+            "startup-file-write",
+            Critical,
+            "writes a shell startup file, which runs in every later shell",
+        )
+        .writes(&[
+            "~/.bashrc",
+            "~/.bash_profile",
+            "~/.bash_login",
+            "~/.profile",
+            "~/.zshrc",
+            "~/.zprofile",
+            "~/.zshenv",
+            "~/.config/fish/**",
+            "~/.config/autostart/**",
+            "/etc/profile.d/**",
+        ]),
+        // Seed 002: writing executables is HIGH; these folders are on PATH.
+        RuleSpec::new(
+            "bin-write",
+            High,
+            "writes an executable into a folder on PATH",
+        )
+        .writes(&[
+            "/usr/local/bin/**",
+            "/usr/local/sbin/**",
+            "/usr/bin/**",
+            "/bin/**",
+            "~/.local/bin/**",
+            "~/bin/**",
+            "~/.cargo/bin/**",
+        ]),
+        // Seed 002: CRITICAL for packages from registries the user did not choose.
+        RuleSpec::new(
+            "pip-custom-index",
+            Critical,
+            "installs Python packages from a non-standard registry",
+        )
+        .executable(&["pip", "pip3", "pip3.*", "python", "python3", "python3.*", "uv"])
+        .argv(&[
+            r"(?:^|\s)(?:-m\s+pip\s+|pip\s+)?install\b",
+            r"(?:\s|^)(?:-i|--index-url|--extra-index-url|-f|--find-links|--trusted-host)(?:[\s=]|$)|\bgit\+|\s'?https?://",
+        ]),
+        RuleSpec::new(
+            "npm-custom-registry",
+            Critical,
+            "installs JavaScript packages from a non-standard registry",
+        )
+        .executable(&["npm", "pnpm", "yarn", "bun"])
+        .argv(&[
+            r"\s(?:install|i|add|ci)\b",
+            r"--registry\b|\bgit\+|\s'?https?://|\sgithub:",
+        ]),
+        RuleSpec::new(
+            "cargo-custom-source",
+            Critical,
+            "installs a Rust program from a non-standard source",
+        )
+        .executable(&["cargo"])
+        .argv(&[r"\sinstall\b", r"\s--(?:git|registry|index)\b"]),
+        RuleSpec::new(
+            "gem-custom-source",
+            Critical,
+            "installs Ruby gems from a non-standard source",
+        )
+        .executable(&["gem"])
+        .argv(&[r"\sinstall\b", r"\s(?:-s|--source|--clear-sources)\b"]),
+        // Seed 002: a package install from a standard registry is HIGH (install scripts
+        // run arbitrary code).
+        RuleSpec::new("package-install", High, "installs packages, whose install scripts run code")
+            .executable(&[
+                "pip", "pip3", "pip3.*", "python", "python3", "python3.*", "uv", "npm", "pnpm",
+                "yarn", "bun", "cargo", "gem", "go", "apt", "apt-get", "apk", "dnf", "yum",
+            ])
+            .argv(&[r"\s(?:install|i|add|ci|get)\b"]),
+        // Seed 002: code that calls out to the system from inline code is CRITICAL.
+        RuleSpec::new(
+            "inline-code-system",
+            Critical,
+            "inline code runs system commands or evaluates strings",
+        )
+        .executable(&["python*", "node", "nodejs", "deno", "bun", "perl", "ruby", "php*"])
+        .argv(&[r"\s(?:-c|-e|-E|-r|-p|--eval|--print)\s"])
+        .arg(r"\bos\.(?:system|popen|exec\w*|spawn\w*)\b|\bsubprocess\b|\bpty\.spawn\b|\bchild_process\b|\b(?:eval|exec)\s*\(|\bsystem\s*\(|`[^`]+`|\bsocket\b"),
+        // Seed 002: any code execution is HIGH.
+        RuleSpec::new("inline-code", High, "runs code given on the command line")
+            .executable(&["python*", "node", "nodejs", "deno", "bun", "perl", "ruby", "php*"])
+            .argv(&[r"\s(?:-c|-e|-E|-r|-p|--eval|--print)\s"]),
+        // A shell started by inline code is how that code runs commands.
+        RuleSpec::new("shell-from-code", High, "inline code started a shell")
+            .executable(&["sh", "bash", "dash", "zsh"])
+            .parent(r"^(?:\S*/)?(?:python[0-9.]*|node|perl|ruby|php[0-9.]*)\s(?:.*\s)?(?:-c|-e|-E|-r)\s"),
+        // Raw network tools open connections no HTTP client would.
+        RuleSpec::new("raw-network-tool", High, "a raw network tool (listener or reverse shell)")
+            .executable(&["nc", "ncat", "netcat", "socat", "telnet"]),
+        // Plain downloads: something is fetched to be used; worth a look.
+        RuleSpec::new("download", Medium, "downloads from the network")
+            .executable(&["curl", "wget", "aria2c"]),
+        // Making a file executable anywhere (seed 002: writing executable files).
+        RuleSpec::new("make-executable", High, "makes a file executable")
+            .executable(&["chmod"])
+            .argv(&[r"\s(?:[ugoa]*[+=][rwX]*x|[0-7]*[1357][0-7]{0,2})\s"]),
+        dest_from_code,
+        dest_raw_ip,
+        dest_unlisted,
+        dest_port,
+    ]
+}
