@@ -640,12 +640,32 @@ fn settings(o: &SandboxOptions, cwd: &Path) -> Result<Settings> {
     let refs: Vec<&ConfigFile> = files.iter().collect();
     let mut settings = config::resolve_profile(&refs, o.profile.as_deref())?;
     settings.overlay(flag_settings(o)?);
+    settings.admit_project_access(&exposed_without_project(&settings, cwd))?;
     if settings.agent.is_none() {
         settings.agent = std::env::var("VECTRAGUARD_AGENT")
             .ok()
             .filter(|a| !a.is_empty());
     }
     Ok(settings)
+}
+
+/// The host paths the user's own layers show the sandbox: their mounts (without any,
+/// the current directory, the default workspace, writable) and read-only paths. A
+/// project file's host access is checked against these.
+fn exposed_without_project(settings: &Settings, cwd: &Path) -> Vec<config::Exposed> {
+    let mounts = settings.mounts.iter().map(|m| config::Exposed {
+        host: m.host.clone(),
+        writable: !m.read_only,
+    });
+    let workspace = settings.mounts.is_empty().then(|| config::Exposed {
+        host: cwd.to_path_buf(),
+        writable: true,
+    });
+    let read_only = settings.read_only.iter().map(|p| config::Exposed {
+        host: p.clone(),
+        writable: false,
+    });
+    mounts.chain(workspace).chain(read_only).collect()
 }
 
 fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
@@ -710,6 +730,7 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
         limits: crate::limits::from_flags(o)?,
         network_rules,
         add_hosts,
+        project_access: config::ProjectAccess::default(),
     })
 }
 

@@ -36,6 +36,9 @@ use crate::mount::{MountSpec, MountSpecError};
 use crate::network::{Action, AddHost, NetworkMode, Rule};
 use crate::paths::{is_within, normalize_absolute};
 
+mod project_access;
+pub use project_access::{Exposed, ProjectAccess};
+
 /// The name of a project's configuration file, looked up from the working directory up.
 pub const PROJECT_FILE_NAME: &str = "vectraguard.toml";
 
@@ -84,6 +87,9 @@ pub struct Settings {
     /// Absolute paths; relative ones in a file were resolved against its directory.
     pub env_files: Vec<PathBuf>,
     pub limits: Limits,
+    /// A project file's mounts, read-only paths and env files, which apply only once
+    /// [`Settings::admit_project_access`] has checked them against the rest.
+    pub project_access: ProjectAccess,
 }
 
 impl Settings {
@@ -107,6 +113,7 @@ impl Settings {
             env,
             env_files,
             limits,
+            project_access,
         } = higher;
         replace_if_set(&mut self.name, name);
         replace_if_set(&mut self.agent, agent);
@@ -123,7 +130,31 @@ impl Settings {
         self.env.extend(env);
         self.env_files.extend(env_files);
         self.limits.overlay(limits);
+        self.project_access.extend(project_access);
     }
+
+    /// Applies the project file's host access (ahead of the trusted layers' own, where
+    /// a project file's settings rank) if it stays within `trusted`, what the sandbox
+    /// sees without it; see [`ProjectAccess::check`].
+    pub fn admit_project_access(&mut self, trusted: &[Exposed]) -> Result<(), ConfigError> {
+        let access = std::mem::take(&mut self.project_access);
+        access.check(trusted)?;
+        self.mounts.splice(0..0, access.mounts);
+        self.read_only.splice(0..0, access.read_only);
+        self.env_files.splice(0..0, access.env_files);
+        Ok(())
+    }
+}
+
+/// `settings` of the project file at `file` with its host access set apart.
+fn quarantined(file: &Path, mut settings: Settings) -> Settings {
+    settings.project_access = ProjectAccess {
+        file: Some(file.to_path_buf()),
+        mounts: std::mem::take(&mut settings.mounts),
+        read_only: std::mem::take(&mut settings.read_only),
+        env_files: std::mem::take(&mut settings.env_files),
+    };
+    settings
 }
 
 fn replace_if_set<T>(slot: &mut Option<T>, higher: Option<T>) {
@@ -179,6 +210,17 @@ pub enum ConfigError {
         known_profiles(known)
     )]
     UnknownProfile { name: String, known: Vec<String> },
+    /// A project file's mount, read-only path or env file reaches further than the
+    /// user's own settings let the sandbox see.
+    #[error(
+        "{}: {what}, which your command line and config do not give it; a project file can only narrow what the sandbox sees, because the sandbox may have written it (hint: if that is intended, pass {flag} yourself or move the setting to {USER_FILE_HINT})",
+        file.display()
+    )]
+    ProjectWidens {
+        file: PathBuf,
+        what: String,
+        flag: String,
+    },
 }
 
 fn location(file: &Path, line: usize) -> String {
@@ -305,9 +347,9 @@ pub fn resolve_profile(
 
     let mut settings = Settings::default();
     for file in &project {
-        settings.overlay(file.settings.clone());
+        settings.overlay(quarantined(&file.path, file.settings.clone()));
         if let Some(profile) = profile_of(file).and_then(|n| file.profiles.get(n)) {
-            settings.overlay(profile.clone());
+            settings.overlay(quarantined(&file.path, profile.clone()));
         }
     }
     for file in &trusted {
@@ -836,6 +878,7 @@ impl<'a> Document<'a> {
                 .map(|f| self.env_file(f))
                 .collect::<Result<_, _>>()?,
             limits,
+            project_access: ProjectAccess::default(),
         })
     }
 
@@ -1278,6 +1321,7 @@ env = ["CI=1"]
             env: vec![env("NODE_ENV=production")],
             env_files: vec!["/p/.env".into(), "/etc/app.env".into()],
             limits: Limits::default(),
+            project_access: ProjectAccess::default(),
         };
         assert_eq!(file.settings, expected);
         assert_eq!(file.default_profile.as_deref(), Some("strict"));
