@@ -160,11 +160,18 @@ fn descriptor_link(host_pid: libc::pid_t, path: &[u8]) -> Option<Lookup> {
     let text = std::str::from_utf8(path).ok()?;
     let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let own = |rest: &str| format!("/proc/{host_pid}/{rest}");
+    // The sandbox's /dev links (made by its init, read-only to it), checked all the
+    // same: what else sits there is looked up like any other file.
+    let dev_link = |name: &str, target: &str| {
+        read_link(&own(&format!("root/dev/{name}"))).is_some_and(|t| t == target.as_bytes())
+    };
     let link = match text.split('/').collect::<Vec<_>>().as_slice() {
-        ["", "dev", "stdin"] => own("fd/0"),
-        ["", "dev", "stdout"] => own("fd/1"),
-        ["", "dev", "stderr"] => own("fd/2"),
-        ["", "dev", "fd", n] if number(n) => own(&format!("fd/{n}")),
+        ["", "dev", "stdin"] if dev_link("stdin", "/proc/self/fd/0") => own("fd/0"),
+        ["", "dev", "stdout"] if dev_link("stdout", "/proc/self/fd/1") => own("fd/1"),
+        ["", "dev", "stderr"] if dev_link("stderr", "/proc/self/fd/2") => own("fd/2"),
+        ["", "dev", "fd", n] if number(n) && dev_link("fd", "/proc/self/fd") => {
+            own(&format!("fd/{n}"))
+        }
         ["", "proc", "self" | "thread-self", "fd", n] if number(n) => own(&format!("fd/{n}")),
         ["", "proc", "self" | "thread-self", "exe"] => own("exe"),
         ["", "proc", pid, "fd", n] if number(pid) && number(n) => {
