@@ -127,6 +127,7 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
         limits: limits_from_flags(o)?,
         network_rules,
         add_hosts,
+        project_access: vg_policy::config::ProjectAccess::default(),
     })
 }
 

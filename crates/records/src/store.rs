@@ -336,15 +336,30 @@ impl SessionStore {
         if let Some(f) = found.iter().find(|f| f.name == q || bare(&f.name) == q) {
             return Ok(f.dir.clone());
         }
-        if let Some(dir) = self.newest(|s| s.name.as_deref() == Some(q))? {
-            return Ok(dir);
-        }
         let mut matches: Vec<&Found> = found
             .iter()
             .filter(|f| {
                 f.name.starts_with(q) || bare(&f.name).starts_with(q) || f.name.ends_with(q)
             })
             .collect();
+        if let Some(dir) = self.newest(|s| s.name.as_deref() == Some(q))? {
+            // A session's name is free text, which a project file may set: it must not
+            // take the place of another session that the same text names by its id
+            // (the suffix the end-of-run line tells the user to type).
+            matches.retain(|f| f.dir != dir);
+            if matches.is_empty() {
+                return Ok(dir);
+            }
+            let mut candidates: Vec<String> = matches.iter().map(|f| f.name.clone()).collect();
+            if let Some(named) = found.iter().find(|f| f.dir == dir) {
+                candidates.push(format!("{} (named {q})", named.name));
+            }
+            candidates.sort();
+            return Err(RecordsError::AmbiguousSession {
+                query: query.to_owned(),
+                candidates,
+            });
+        }
         match matches.len() {
             0 => Err(unknown()),
             1 => Ok(matches.remove(0).dir.clone()),

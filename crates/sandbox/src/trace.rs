@@ -262,8 +262,14 @@ fn describe_exec(
         return Err(Unrecordable::TooLong);
     }
     let looked_up = resolve::lookup(host_pid, tracked.root(host_pid), base, &path, empty_path_ok);
-    if looked_up.presence == Presence::Missing {
-        return Ok(None);
+    match looked_up.presence {
+        Presence::Missing => return Ok(None),
+        Presence::ThroughProcLink => {
+            return Err(
+                "its path goes through a /proc link whose file cannot be named (run the file by its path, or with execveat(fd, \"\", AT_EMPTY_PATH))".into(),
+            );
+        }
+        Presence::Present => {}
     }
     // An exec from a thread other than the main one: once it succeeds, the kernel
     // gives the thread its process's pid, so the exec (and the exit to come) belong to

@@ -378,3 +378,72 @@ fn a_project_file_cannot_claim_who_runs_the_session() {
         assert_eq!(meta["name"], "proj", "{meta}");
     });
 }
+
+#[test]
+fn project_file_mounts_cannot_widen_what_the_user_gave() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write("data.txt", "orig\n");
+        ws.write("sub/code.txt", "code\n");
+        let write_both =
+            "echo hacked > /src/data.txt; echo hacked > /x/data.txt; cat /x/data.txt; echo RAN";
+        let cases: [(String, &str, Vec<String>); 4] = [
+            // The user mounted the project read-only; the project file mounts it again,
+            // writable.
+            (
+                "mounts = [\".:/x\"]\n".to_owned(),
+                "",
+                vec!["--mount".into(), format!("{}:/src:ro", ws.arg(""))],
+            ),
+            // Or exposes a read-only path the user did not give at all.
+            (
+                format!("read_only = [\"{}\"]\n", ws.arg("data.txt")),
+                "sub",
+                vec![],
+            ),
+            // The user works in a subdirectory (the workspace); the project file, found
+            // in an ancestor, mounts the whole project.
+            ("mounts = [\".:/x\"]\n".to_owned(), "sub", vec![]),
+            // Or reads a file outside the workspace into the environment.
+            ("env_files = [\"data.env\"]\n".to_owned(), "sub", vec![]),
+        ];
+        ws.write("data.env", "LEAKED=vg-secret-value\n");
+        for (text, cwd, options) in cases {
+            let file = ws.write("vectraguard.toml", &text);
+            let mut vg = Vg::new(runner, &ws.join(cwd));
+            vg.args(["sandbox", "run"]).args(&options).args([
+                "--",
+                "sh",
+                "-c",
+                &format!(
+                    "{write_both}; cat {}; echo LEAKED=$LEAKED",
+                    ws.arg("data.txt")
+                ),
+            ]);
+            let out = vg.run();
+            out.assert_code(125)
+                .assert_stderr_contains(&file.display().to_string())
+                .assert_stderr_contains("project file");
+            assert!(
+                !out.stdout.contains("RAN") && !out.stdout.contains("vg-secret"),
+                "{text}\n{out}"
+            );
+            assert_eq!(
+                ws.read("data.txt").as_deref(),
+                Some("orig\n"),
+                "{text}\n{out}"
+            );
+        }
+        // Inside what the user gave, at no more access, a project mount still works.
+        ws.write(
+            "vectraguard.toml",
+            format!("mounts = [\"{}:/src:ro\"]\n", ws.arg("sub")),
+        );
+        let out = Vg::new(runner, &ws.join("sub"))
+            .args(["sandbox", "run", "--", "sh", "-c"])
+            .arg("cat /src/code.txt; touch /src/new || echo ro=yes")
+            .run();
+        out.assert_success().assert_stdout_contains("code");
+        assert_eq!(out.field("ro"), "yes", "{out}");
+    });
+}

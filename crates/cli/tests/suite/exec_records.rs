@@ -252,6 +252,54 @@ execveat(dirfd, b"true", ["innocuous-dir"], 0)
 }
 
 #[test]
+fn an_exec_through_a_proc_descriptor_link_runs_and_names_the_file() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        // fexecve's fallback and `/dev/fd/N` go through /proc/self, which the supervisor
+        // must not read as its own; /proc/PID/fd/N must not hide a memfd behind its path.
+        let script = r#"
+import os
+mfd = os.memfd_create("hidden-prog", 0)
+with open("/usr/bin/true", "rb") as f:
+    os.write(mfd, f.read())
+for label, path in [
+    ("via-self", "/proc/self/fd/%d"),
+    ("via-thread-self", "/proc/thread-self/fd/%d"),
+    ("via-dev-fd", "/dev/fd/%d"),
+    ("via-pid", "/proc/PID/fd/%d"),
+    ("via-root-link", "/proc/PID/root/usr/bin/true?%d"),
+]:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.execv((path % mfd).replace("PID", str(os.getpid())).split("?")[0], [label])
+        except OSError as e:
+            os.write(1, b"%s failed %d\n" % (label.encode(), e.errno))
+        os._exit(99)
+    _, status = os.waitpid(pid, 0)
+    print(label, "status", os.waitstatus_to_exitcode(status), flush=True)
+"#;
+        let out = run_recorded(runner, &ws, &home, &[], &[PYTHON, "-c", script]);
+        out.assert_success();
+        let log = commands(&home.only_session());
+        // A path that continues past such a link cannot be named: refused, not run.
+        out.assert_stdout_contains("via-root-link failed 1");
+        assert!(execs_of(&log, "via-root-link").is_empty(), "{log}");
+        for label in ["via-self", "via-thread-self", "via-dev-fd", "via-pid"] {
+            out.assert_stdout_contains(&format!("{label} status 0"));
+            let lines = execs_of(&log, label);
+            assert_eq!(lines.len(), 1, "{label}:\n{log}");
+            assert_eq!(
+                field(lines[0], "exe"),
+                "'/memfd:hidden-prog (deleted)'",
+                "{label}:\n{log}"
+            );
+        }
+    });
+}
+
+#[test]
 fn an_exec_or_exit_from_another_thread_is_recorded_under_the_process_pid() {
     each_identity(|runner| {
         let ws = Workspace::new();

@@ -839,3 +839,42 @@ fn follow_stops_when_the_supervisor_died() {
             .assert_stdout_contains("interrupted (supervisor pid");
     });
 }
+
+#[test]
+fn a_session_named_after_another_ones_suffix_does_not_take_its_place() {
+    each_identity(|runner| {
+        let ws = super::harness::Workspace::new();
+        let home = RecordsHome::new(runner);
+        Vg::sandbox(runner, &ws, &[], &["true"])
+            .records_home(&home)
+            .run()
+            .assert_success();
+        let first = home.only_session();
+        let first = first.file_name().unwrap().to_str().unwrap().to_owned();
+        // What the end-of-run line tells the user to type.
+        let suffix = first.rsplit('-').next().unwrap().to_owned();
+        // A project file (which the sandbox can write) names the next session after it.
+        ws.write("vectraguard.toml", format!("name = \"{suffix}\"\n"));
+        Vg::sandbox(runner, &ws, &[], &["true"])
+            .records_home(&home)
+            .run()
+            .assert_success();
+        assert_eq!(home.sessions().len(), 2);
+        let second = home
+            .sessions()
+            .into_iter()
+            .map(|d| d.file_name().unwrap().to_str().unwrap().to_owned())
+            .find(|id| *id != first)
+            .unwrap();
+        for verb in ["show", "rm"] {
+            logs(runner, &home, &[verb, &suffix])
+                .assert_code(125)
+                .assert_stderr_contains(&first)
+                .assert_stderr_contains(&second);
+        }
+        assert_eq!(home.sessions().len(), 2, "logs rm removed a session");
+        // The full id still names each one.
+        let out = logs(runner, &home, &["show", &first, "--json"]);
+        assert_eq!(json(&out)["session_id"], first.as_str(), "{out}");
+    });
+}

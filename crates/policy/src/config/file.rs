@@ -130,6 +130,7 @@ env = ["CI=1"]
             env: vec![env("NODE_ENV=production")],
             env_files: vec!["/p/.env".into(), "/etc/app.env".into()],
             limits: Limits::default(),
+            project_access: crate::config::ProjectAccess::default(),
         };
         assert_eq!(file.settings, expected);
         assert_eq!(file.default_profile.as_deref(), Some("strict"));

@@ -30,6 +30,7 @@ mod diagnostics;
 mod file;
 mod profile;
 mod project;
+mod project_access;
 mod raw;
 mod settings;
 #[cfg(test)]
@@ -41,6 +42,7 @@ use std::path::{Path, PathBuf};
 pub(crate) use diagnostics::line_of;
 pub use file::{ConfigFile, discover_project, load, parse, user_config_path};
 pub use profile::{BUILTIN_PROFILES, resolve_profile};
+pub use project_access::{Exposed, ProjectAccess};
 pub use settings::Settings;
 
 /// The name of a project's configuration file, looked up from the working directory up.
@@ -93,6 +95,17 @@ pub enum ConfigError {
         known_profiles(known)
     )]
     UnknownProfile { name: String, known: Vec<String> },
+    /// A project file's mount, read-only path or env file reaches further than the
+    /// user's own settings let the sandbox see.
+    #[error(
+        "{}: {what}, which your command line and config do not give it; a project file can only narrow what the sandbox sees, because the sandbox may have written it (hint: if that is intended, pass {flag} yourself or move the setting to {USER_FILE_HINT})",
+        file.display()
+    )]
+    ProjectWidens {
+        file: PathBuf,
+        what: String,
+        flag: String,
+    },
 }
 
 fn location(file: &Path, line: usize) -> String {

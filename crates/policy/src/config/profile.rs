@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use super::settings::quarantined;
 use super::{ConfigError, ConfigFile, ConfigSource, Settings, known_profiles};
 use crate::limits::Limits;
 
@@ -64,9 +65,9 @@ pub fn resolve_profile(
 
     let mut settings = Settings::default();
     for file in &project {
-        settings.overlay(file.settings.clone());
+        settings.overlay(quarantined(&file.path, file.settings.clone()));
         if let Some(profile) = profile_of(file).and_then(|n| file.profiles.get(n)) {
-            settings.overlay(profile.clone());
+            settings.overlay(quarantined(&file.path, profile.clone()));
         }
     }
     for file in &trusted {

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use super::ConfigError;
+use super::project_access::{Exposed, ProjectAccess};
 use crate::env::EnvAssignment;
 use crate::limits::Limits;
 use crate::mount::MountSpec;
@@ -30,6 +32,9 @@ pub struct Settings {
     /// Absolute paths; relative ones in a file were resolved against its directory.
     pub env_files: Vec<PathBuf>,
     pub limits: Limits,
+    /// A project file's mounts, read-only paths and env files, which apply only once
+    /// [`Settings::admit_project_access`] has checked them against the rest.
+    pub project_access: ProjectAccess,
 }
 
 impl Settings {
@@ -53,6 +58,7 @@ impl Settings {
             env,
             env_files,
             limits,
+            project_access,
         } = higher;
         replace_if_set(&mut self.name, name);
         replace_if_set(&mut self.agent, agent);
@@ -69,7 +75,31 @@ impl Settings {
         self.env.extend(env);
         self.env_files.extend(env_files);
         self.limits.overlay(limits);
+        self.project_access.extend(project_access);
     }
+
+    /// Applies the project file's host access (ahead of the trusted layers' own, where
+    /// a project file's settings rank) if it stays within `trusted`, what the sandbox
+    /// sees without it; see [`ProjectAccess::check`].
+    pub fn admit_project_access(&mut self, trusted: &[Exposed]) -> Result<(), ConfigError> {
+        let access = std::mem::take(&mut self.project_access);
+        access.check(trusted)?;
+        self.mounts.splice(0..0, access.mounts);
+        self.read_only.splice(0..0, access.read_only);
+        self.env_files.splice(0..0, access.env_files);
+        Ok(())
+    }
+}
+
+/// `settings` of the project file at `file` with its host access set apart.
+pub(super) fn quarantined(file: &std::path::Path, mut settings: Settings) -> Settings {
+    settings.project_access = ProjectAccess {
+        file: Some(file.to_path_buf()),
+        mounts: std::mem::take(&mut settings.mounts),
+        read_only: std::mem::take(&mut settings.read_only),
+        env_files: std::mem::take(&mut settings.env_files),
+    };
+    settings
 }
 
 fn replace_if_set<T>(slot: &mut Option<T>, higher: Option<T>) {

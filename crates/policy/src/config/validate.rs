@@ -156,6 +156,7 @@ impl<'a> Document<'a> {
                 .map(|f| self.env_file(f))
                 .collect::<Result<_, _>>()?,
             limits,
+            project_access: super::ProjectAccess::default(),
         })
     }
 

@@ -23,6 +23,9 @@ pub(super) enum Presence {
     Missing,
     /// There, or not for us to decide (permissions, loops): the kernel decides.
     Present,
+    /// Reached through a `/proc` link to an open file or directory (`/proc/PID/cwd/x`)
+    /// that cannot be named from outside: not run, since it could not be recorded.
+    ThroughProcLink,
 }
 
 /// The file an exec names and its honest name for the record.
@@ -82,6 +85,9 @@ pub(super) fn lookup(
         return present(path.to_vec());
     };
     if path.starts_with(b"/") {
+        if let Some(found) = descriptor_link(host_pid, path) {
+            return found;
+        }
         return Lookup {
             presence: presence_in(root, path),
             exe: path.to_vec(),
@@ -95,6 +101,9 @@ pub(super) fn lookup(
         joined.push(b'/');
     }
     joined.extend_from_slice(path);
+    if let Some(found) = descriptor_link(host_pid, &joined) {
+        return found;
+    }
     let presence = presence_in(root, &joined);
     let exe = match base {
         // The cwd is recorded next to it.
@@ -139,6 +148,54 @@ pub(super) fn read_link(link: &str) -> Option<Vec<u8>> {
         .map(|p| p.as_os_str().as_bytes().to_vec())
 }
 
+/// `/proc/self/fd/N` and its aliases (`/proc/thread-self/fd/N`, `/dev/fd/N`,
+/// `/dev/stdin`…), `/proc/PID/fd/N` and `/proc/…/exe`: links the kernel resolves for
+/// the process itself to a file it has open, maybe a memfd. From the sandbox's root
+/// they cannot be looked up: `RESOLVE_IN_ROOT` refuses magic links, and our own
+/// `/proc/self` is not in the sandbox's pid namespace. So they are read through the
+/// process's entry in our `/proc` (`self`) or through the sandbox's own procfs, reached
+/// from its root (a pid, numbered inside), and recorded as the file they name, like
+/// `execveat(fd, "", AT_EMPTY_PATH)`. `None` for any other path.
+fn descriptor_link(host_pid: libc::pid_t, path: &[u8]) -> Option<Lookup> {
+    let text = std::str::from_utf8(path).ok()?;
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let own = |rest: &str| format!("/proc/{host_pid}/{rest}");
+    // The sandbox's /dev links (made by its init, read-only to it), checked all the
+    // same: what else sits there is looked up like any other file.
+    let dev_link = |name: &str, target: &str| {
+        read_link(&own(&format!("root/dev/{name}"))).is_some_and(|t| t == target.as_bytes())
+    };
+    let link = match text.split('/').collect::<Vec<_>>().as_slice() {
+        ["", "dev", "stdin"] if dev_link("stdin", "/proc/self/fd/0") => own("fd/0"),
+        ["", "dev", "stdout"] if dev_link("stdout", "/proc/self/fd/1") => own("fd/1"),
+        ["", "dev", "stderr"] if dev_link("stderr", "/proc/self/fd/2") => own("fd/2"),
+        ["", "dev", "fd", n] if number(n) && dev_link("fd", "/proc/self/fd") => {
+            own(&format!("fd/{n}"))
+        }
+        ["", "proc", "self" | "thread-self", "fd", n] if number(n) => own(&format!("fd/{n}")),
+        ["", "proc", "self" | "thread-self", "exe"] => own("exe"),
+        ["", "proc", pid, "fd", n] if number(pid) && number(n) => {
+            own(&format!("root/proc/{pid}/fd/{n}"))
+        }
+        ["", "proc", pid, "task", tid, "fd", n] if number(pid) && number(tid) && number(n) => {
+            own(&format!("root/proc/{pid}/task/{tid}/fd/{n}"))
+        }
+        ["", "proc", pid, "exe"] if number(pid) => own(&format!("root/proc/{pid}/exe")),
+        _ => return None,
+    };
+    Some(match read_link(&link) {
+        Some(exe) => Lookup {
+            presence: Presence::Present,
+            exe,
+        },
+        // No such descriptor or process: the kernel fails the exec the same way.
+        None => Lookup {
+            presence: Presence::Missing,
+            exe: path.to_vec(),
+        },
+    })
+}
+
 fn presence_in(root: BorrowedFd<'_>, path: &[u8]) -> Presence {
     let Ok(c_path) = CString::new(path) else {
         return Presence::Present;
@@ -147,6 +204,8 @@ fn presence_in(root: BorrowedFd<'_>, path: &[u8]) -> Presence {
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
             Presence::Missing
         }
+        // A scoped lookup meeting a magic link (`/proc/PID/cwd/…`) fails with EXDEV.
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => Presence::ThroughProcLink,
         // Any other error (permissions, loops) is for the kernel to decide on the
         // real exec.
         _ => Presence::Present,
@@ -229,5 +288,34 @@ mod tests {
         let gone = lookup(pid, Some(host_root.as_fd()), Base::Fd(fd), b"prog", false);
         assert_eq!(gone.presence, Presence::Present);
         assert_eq!(gone.exe, b"prog");
+    }
+
+    #[test]
+    fn descriptor_links_name_the_open_file_only_in_their_exact_forms() {
+        let pid = libc::pid_t::try_from(std::process::id()).unwrap();
+        let file = std::fs::File::open("/proc/self/exe").unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+        let ours = std::fs::read_link("/proc/self/exe").unwrap();
+        let ours = ours.as_os_str().as_bytes();
+        for path in [
+            format!("/proc/self/fd/{fd}"),
+            format!("/proc/thread-self/fd/{fd}"),
+            format!("/dev/fd/{fd}"),
+            "/proc/self/exe".to_owned(),
+        ] {
+            let found = descriptor_link(pid, path.as_bytes()).unwrap();
+            assert_eq!(found.presence, Presence::Present, "{path}");
+            assert_eq!(found.exe, ours, "{path}");
+        }
+        let closed = descriptor_link(pid, b"/proc/self/fd/987654").unwrap();
+        assert_eq!(closed.presence, Presence::Missing);
+        for other in [
+            "/proc/self/fd/x",
+            "/proc/self/fd/1/x",
+            "/proc/self/cwd",
+            "/dev/fdx/1",
+        ] {
+            assert!(descriptor_link(pid, other.as_bytes()).is_none(), "{other}");
+        }
     }
 }
