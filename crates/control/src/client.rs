@@ -134,7 +134,14 @@ impl ControlClient {
     pub fn call(&mut self, op: Op) -> Result<Reply, ClientError> {
         let mut line = serde_json::to_vec(&Request::new(op)).map_err(|error| self.io(error))?;
         line.push(b'\n');
-        self.writer.write_all(&line).map_err(|e| self.io(e))?;
+        if let Err(error) = self.writer.write_all(&line) {
+            // A session that refuses a client (busy, not permitted) answers
+            // as soon as it accepts and hangs up: that answer is still there.
+            return match self.read_reply() {
+                Err(ClientError::Io { .. } | ClientError::Gone { .. }) => Err(self.io(error)),
+                answer => answer,
+            };
+        }
         self.read_reply()
     }
 

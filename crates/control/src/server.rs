@@ -8,13 +8,14 @@
 //! writes time out, so a stuck client holds only its own thread, never the
 //! session. Dropping the server stops the thread and removes the socket.
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -85,7 +86,59 @@ pub struct ControlServer {
     /// The socket file we made, so that drop never removes a replacement.
     inode: (u64, u64),
     stopping: Arc<AtomicBool>,
+    clients: Arc<Clients>,
     acceptor: Option<JoinHandle<()>>,
+}
+
+/// The connections being served, so that dropping the server ends them at
+/// once instead of leaving them (and the handler) alive until their time-out.
+struct Clients {
+    /// `None` once the server is stopping: no connection is registered after.
+    open: Mutex<Option<(u64, HashMap<u64, UnixStream>)>>,
+}
+
+impl Clients {
+    fn new() -> Self {
+        Self {
+            open: Mutex::new(Some((0, HashMap::new()))),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<(u64, HashMap<u64, UnixStream>)>> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers a connection; `Err(true)` when at the limit, `Err(false)`
+    /// when stopping.
+    fn register(&self, stream: &UnixStream) -> Result<u64, bool> {
+        let mut open = self.lock();
+        let Some((next, streams)) = open.as_mut() else {
+            return Err(false);
+        };
+        if streams.len() >= MAX_CLIENTS {
+            return Err(true);
+        }
+        let copy = stream.try_clone().map_err(|_| false)?;
+        let id = *next;
+        *next += 1;
+        streams.insert(id, copy);
+        Ok(id)
+    }
+
+    fn unregister(&self, id: u64) {
+        if let Some((_, streams)) = self.lock().as_mut() {
+            streams.remove(&id);
+        }
+    }
+
+    /// Ends every connection and refuses new ones.
+    fn close(&self) {
+        if let Some((_, streams)) = self.lock().take() {
+            for stream in streams.values() {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
 }
 
 impl ControlServer {
@@ -124,10 +177,11 @@ impl ControlServer {
             }
         })?;
         let stopping = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stopping);
+        let clients = Arc::new(Clients::new());
+        let (flag, served) = (Arc::clone(&stopping), Arc::clone(&clients));
         let acceptor = std::thread::Builder::new()
             .name("vg-control".into())
-            .spawn(move || accept_loop(&listener, owner_uid, &handler, &flag))
+            .spawn(move || accept_loop(&listener, owner_uid, &handler, &flag, &served))
             .map_err(|source| {
                 let _ = fs::remove_file(path);
                 BindError::Create {
@@ -139,6 +193,7 @@ impl ControlServer {
             path: path.into(),
             inode,
             stopping,
+            clients,
             acceptor: Some(acceptor),
         })
     }
@@ -151,6 +206,7 @@ impl ControlServer {
 impl Drop for ControlServer {
     fn drop(&mut self) {
         self.stopping.store(true, Ordering::SeqCst);
+        self.clients.close();
         // Wake the blocked accept; it sees the flag and returns.
         let _ = UnixStream::connect(&self.path);
         if let Some(acceptor) = self.acceptor.take() {
@@ -199,8 +255,8 @@ fn accept_loop(
     owner_uid: u32,
     handler: &Arc<dyn Handler>,
     stopping: &AtomicBool,
+    clients: &Arc<Clients>,
 ) {
-    let active = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {
         if stopping.load(Ordering::SeqCst) {
             return;
@@ -210,21 +266,24 @@ fn accept_loop(
         let Ok(mut stream) = stream else { continue };
         let _ = stream.set_read_timeout(Some(IO_TIMEOUT));
         let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
-        if active.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
-            active.fetch_sub(1, Ordering::SeqCst);
-            let _ = answer(&mut stream, &Response::error(ControlError::Busy));
-            continue;
-        }
+        let id = match clients.register(&stream) {
+            Ok(id) => id,
+            Err(true) => {
+                let _ = answer(&mut stream, &Response::error(ControlError::Busy));
+                continue;
+            }
+            Err(false) => return,
+        };
         let handler = Arc::clone(handler);
-        let slot = Arc::clone(&active);
+        let served = Arc::clone(clients);
         let spawned = std::thread::Builder::new()
             .name("vg-control-client".into())
             .spawn(move || {
                 serve_client(stream, owner_uid, handler.as_ref());
-                slot.fetch_sub(1, Ordering::SeqCst);
+                served.unregister(id);
             });
         if spawned.is_err() {
-            active.fetch_sub(1, Ordering::SeqCst);
+            clients.unregister(id);
         }
     }
 }
