@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::broker::PendingView;
 use crate::peer::{Peer, peer_of};
@@ -29,7 +29,7 @@ use crate::protocol::{
 /// Clients served at once; one more is answered `busy`.
 pub const MAX_CLIENTS: usize = 8;
 
-/// How long a client may take to send a request line or read an answer.
+/// How long a client may take to send a whole request line, or to take one answer.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The longest socket path `bind(2)` takes (`sun_path` less its NUL).
@@ -313,8 +313,14 @@ fn serve_client(stream: UnixStream, owner_uid: u32, handler: &dyn Handler) {
         );
         return;
     }
-    let mut reader = BufReader::new(stream);
+    let mut reader = BufReader::new(Deadline {
+        stream,
+        deadline: Instant::now(),
+    });
     loop {
+        // The whole line within IO_TIMEOUT, not each read: a client trickling
+        // a byte at a time cannot hold its slot for long.
+        reader.get_mut().deadline = Instant::now() + IO_TIMEOUT;
         let mut line = Vec::new();
         let limit = u64::try_from(MAX_LINE).unwrap_or(u64::MAX);
         match (&mut reader).take(limit).read_until(b'\n', &mut line) {
@@ -338,6 +344,23 @@ fn serve_client(stream: UnixStream, owner_uid: u32, handler: &dyn Handler) {
         if answer(&mut writer, &response).is_err() {
             return;
         }
+    }
+}
+
+/// A stream whose reads fail once `deadline` has passed.
+struct Deadline {
+    stream: UnixStream,
+    deadline: Instant,
+}
+
+impl Read for Deadline {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
     }
 }
 

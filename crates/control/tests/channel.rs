@@ -342,6 +342,26 @@ fn a_stuck_client_is_dropped_after_the_read_timeout() {
 }
 
 #[test]
+fn a_client_trickling_its_request_is_dropped_after_the_line_timeout() {
+    let (_root, path, _session, _server) = serve(LONG);
+    let mut slow = UnixStream::connect(&path).unwrap();
+    let started = std::time::Instant::now();
+    let limit = vg_control::server::IO_TIMEOUT + Duration::from_secs(2);
+    // One byte every 250 ms: each read is quick, the line never ends.
+    while started.elapsed() < limit {
+        if slow.write_all(b" ").is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(
+        started.elapsed() < limit,
+        "still connected after {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
 fn an_unanswered_approval_times_out_to_deny() {
     let (_root, path, session, _server) =
         serve(Timeouts::with_override(Some(Duration::from_millis(100))));
