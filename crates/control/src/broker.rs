@@ -287,7 +287,9 @@ impl Broker {
         })
     }
 
-    /// Called with every newly held request (the terminal prompt, `approvals`).
+    /// Called with every newly held request (the terminal prompt, `approvals`),
+    /// on the submitting thread: it must be quick (hand the view to another
+    /// thread) and must not call `subscribe` itself; it may call `decide`.
     pub fn subscribe(&self, subscriber: impl Fn(&PendingView) + Send + Sync + 'static) {
         lock(&self.shared.subscribers).push(Box::new(subscriber));
     }
