@@ -5,6 +5,9 @@
 # the ratios, and the peak RSS of the vectraguard process.
 #
 # Usage: bench/startup.sh [RUNS]      (needs hyperfine, bubblewrap, python3, GNU time)
+#
+# VG_BASELINE=/path/to/an/older/vectraguard adds that build to the same hyperfine run
+# (recorded and --no-record), so a change is measured before and after in one sitting.
 set -euo pipefail
 runs=${1:-50}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,9 +27,15 @@ if [ "$(id -u)" = 0 ]; then chown nobody "$ws/w"; fi
 cd "$ws/w"
 
 json="$ws/startup.json"
+baseline=()
+if [ -n "${VG_BASELINE:-}" ]; then
+  baseline=(-n baseline "$VG_BASELINE sandbox run -- /bin/true"
+    -n baseline-no-record "$VG_BASELINE sandbox run --no-record -- /bin/true")
+fi
 hyperfine -N --warmup 5 --runs "$runs" --export-json "$json" \
   -n vectraguard "$vg sandbox run -- /bin/true" \
   -n vectraguard-no-record "$vg sandbox run --no-record -- /bin/true" \
+  "${baseline[@]}" \
   -n bwrap "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent --new-session /bin/true" \
   >/dev/null
 
@@ -49,4 +58,8 @@ print(f"  bwrap ... --unshare-all /bin/true    : {bw:6.2f} ms")
 print(f"  ratio recorded / bwrap               : {vg / bw:6.2f}x")
 print(f"  ratio --no-record / bwrap            : {nr / bw:6.2f}x   (target <= 1.5x)")
 print(f"  peak RSS of vectraguard              : {peak:6.2f} MiB (target <= 10 MiB)")
+if "baseline" in data:
+    b, bn = statistics.median(data["baseline"]) * 1e3, statistics.median(data["baseline-no-record"]) * 1e3
+    print(f"  baseline build, recorded             : {b:6.2f} ms  (this build / baseline: {vg / b:5.2f}x)")
+    print(f"  baseline build, --no-record          : {bn:6.2f} ms  (this build / baseline: {nr / bn:5.2f}x)")
 PY
