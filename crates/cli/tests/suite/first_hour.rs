@@ -351,3 +351,42 @@ fn typos_get_a_suggestion() {
             .assert_stdout_contains("args: --netwrok");
     });
 }
+
+/// The README opens with two commands, build-and-run and the test command, and CI runs
+/// exactly that test command (in a fresh clone), so what a new user runs is what is
+/// proven to pass: no second, private way of testing.
+#[test]
+fn the_readme_test_command_is_what_ci_runs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let first_block: Vec<&str> = readme
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .collect();
+    assert!(
+        first_block[0].contains("cargo build --release")
+            && first_block[0].contains("sandbox run examples/hello.sh"),
+        "the first command builds and runs a script in a sandbox: {first_block:?}"
+    );
+    assert_eq!(first_block[1], "scripts/test", "{first_block:?}");
+    let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+    let commands: Vec<&str> = ci
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert!(
+        commands.contains(&first_block[1]),
+        ".ci/run must run the README's test command as written: {commands:?}"
+    );
+    // And the entry point refuses silent skips.
+    let script = std::fs::read_to_string(root.join("scripts/test")).unwrap();
+    assert!(
+        script.contains("skipped tests:"),
+        "scripts/test counts skips"
+    );
+}
