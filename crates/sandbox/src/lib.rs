@@ -30,8 +30,8 @@ pub mod trace;
 pub use error::{SandboxError, SetupError};
 pub use spawn::{Killer, LimitHit, Outcome, Sandbox, namespace_hint, spawn, spawn_in};
 pub use spec::{
-    FORWARDED_SIGNALS, NAMESPACES, SandboxNetwork, SandboxSpec, TERMINATE_ALL, Termination,
-    TunConfig, namespaces,
+    EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, FORWARDED_SIGNALS, NAMESPACES, SandboxNetwork,
+    SandboxSpec, TERMINATE_ALL, Termination, TunConfig, namespaces,
 };
 pub use trace::{TraceEvent, Verdict};
 

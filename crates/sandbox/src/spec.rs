@@ -103,6 +103,13 @@ pub fn namespaces(
 /// signals to a namespace's init that it has no handler for.
 pub const TERMINATE_ALL: libc::c_int = libc::SIGPWR;
 
+/// The command was found but cannot be executed, as a shell says it. The one
+/// definition: init exits with it, and `vg_session::exit` lists it with the others.
+pub const EXIT_CANNOT_EXECUTE: i32 = 126;
+
+/// The command was not found, as a shell says it (see [`EXIT_CANNOT_EXECUTE`]).
+pub const EXIT_NOT_FOUND: i32 = 127;
+
 /// How the sandboxed command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Termination {
@@ -118,8 +125,8 @@ impl Termination {
         match self {
             Self::Exited(code) => code,
             Self::Signalled(sig) => 128 + sig,
-            Self::ExecFailed(libc::ENOENT | libc::ENOTDIR) => 127,
-            Self::ExecFailed(_) => 126,
+            Self::ExecFailed(libc::ENOENT | libc::ENOTDIR) => EXIT_NOT_FOUND,
+            Self::ExecFailed(_) => EXIT_CANNOT_EXECUTE,
         }
     }
 }

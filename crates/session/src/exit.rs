@@ -6,11 +6,9 @@ pub const EXIT_FAILURE: i32 = 125;
 /// The session was stopped by `--timeout`, as `timeout(1)`.
 pub const EXIT_TIMEOUT: i32 = 124;
 
-/// The command was found but cannot be executed, as a shell.
-pub const EXIT_CANNOT_EXECUTE: i32 = 126;
-
-/// The command was not found, as a shell.
-pub const EXIT_NOT_FOUND: i32 = 127;
+/// The command was found but cannot be executed (126), or not found (127), as a
+/// shell says it; defined beside `Termination`, whose mapping init uses too.
+pub use vg_sandbox::{EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND};
 
 /// Why a session could not be planned, started or completed, with the exit status
 /// it should produce and, once the record exists, the session it was recorded as.
