@@ -64,9 +64,9 @@ pub struct Outcome {
     pub limit_hits: Vec<vg_sandbox::LimitHit>,
 }
 
-/// Like `timeout(1)`: 124 when the session was stopped at its deadline.
+/// Like `timeout(1)`: 124 when the session was stopped at its deadline or by `stop`.
 pub fn exit_code(outcome: &vg_sandbox::Outcome) -> i32 {
-    if outcome.timed_out {
+    if outcome.timed_out || outcome.stopped.is_some() {
         EXIT_TIMEOUT
     } else {
         outcome.termination.exit_code()

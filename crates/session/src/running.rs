@@ -149,7 +149,7 @@ impl Running {
                 stdin_is_terminal,
             } => {
                 let id = session.id().to_owned();
-                let result = sandbox.wait_with(deadline, &mut |sig| {
+                let result = sandbox.wait_with(deadline, limits.kill_grace, &mut |sig| {
                     resize(&session, terminal.as_ref(), sig, stdin_is_terminal)
                 });
                 let cgroup_hits = hits();
