@@ -56,6 +56,8 @@ pub struct Outcome {
     /// Stopped at its `--timeout`, which was `timeout`.
     pub timed_out: bool,
     pub timeout: Option<std::time::Duration>,
+    /// Ended by `vectraguard stop` (exit 124, as a timeout).
+    pub stopped: bool,
     /// The program that was executed (for "cannot execute" messages).
     pub program: String,
     /// What the cgroup counted (OOM kills, refused forks).

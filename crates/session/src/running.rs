@@ -177,6 +177,7 @@ impl Running {
             exit_code: exit_code(&outcome),
             termination: outcome.termination,
             timed_out: outcome.timed_out,
+            stopped: outcome.stopped.is_some(),
             timeout: limits.timeout,
             program: plan.spec.argv.first().cloned().unwrap_or_default(),
             cgroup_hits,

@@ -81,7 +81,8 @@ fn ps_lists_a_running_session_and_stop_ends_it_as_a_timeout_would() {
         let stop = vg(runner, &ws, &home, &["stop", &name]);
         stop.assert_success();
         let out = running.finish(Duration::from_secs(20));
-        out.assert_code(124);
+        out.assert_code(124)
+            .assert_stderr_contains("stopped by `vectraguard stop`");
         let meta = super::harness::session_metadata(&dir);
         assert_eq!(meta["status"], "timeout", "{meta}");
         assert_eq!(meta["exit_code"], 124, "{meta}");
