@@ -36,6 +36,13 @@ pub enum Command {
     /// Explain how risky a command or a network destination is rated, and by which rule
     #[command(subcommand)]
     Risk(crate::risk::RiskCommand),
+    /// List the running sessions
+    Ps(crate::live::PsArgs),
+    /// Stop a running session: SIGTERM, then SIGKILL after the kill-grace (or --kill)
+    Stop(crate::live::StopArgs),
+    /// Change or list a running session's network rules
+    #[command(subcommand)]
+    Net(crate::live::NetCommand),
     /// Print a shell completion script: bash, zsh or fish
     #[command(
         after_help = "Examples:\n  vectraguard completions bash > ~/.local/share/bash-completion/completions/vectraguard\n  vectraguard completions zsh > \"${fpath[1]}/_vectraguard\"\n  vectraguard completions fish > ~/.config/fish/completions/vectraguard.fish"

@@ -3,6 +3,7 @@
 mod cli;
 mod doctor;
 mod image;
+mod live;
 mod logs;
 mod report;
 mod request;
@@ -38,6 +39,9 @@ fn main() {
         Command::Image(cmd) => image::run(cmd),
         Command::Doctor(args) => doctor::doctor(args.json),
         Command::Risk(cmd) => risk::run(cmd),
+        Command::Ps(args) => live::ps(args),
+        Command::Stop(args) => live::stop(args),
+        Command::Net(cmd) => live::net(cmd),
         Command::Completions(args) => completions(args.shell),
         Command::Man => man(),
     };

@@ -87,6 +87,9 @@ fn report_outcome(outcome: &Outcome) {
     {
         eprintln!("vectraguard: the session reached its timeout of {t:?} and was stopped");
     }
+    if outcome.stopped && !outcome.timed_out {
+        eprintln!("vectraguard: the session was stopped by `vectraguard stop`");
+    }
     let hits = &outcome.cgroup_hits;
     if hits.oom_kills > 0 {
         eprintln!(

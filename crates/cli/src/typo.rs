@@ -12,7 +12,6 @@ const HABITS: &[(&str, &str)] = &[
     ("shell", "vectraguard sandbox shell"),
     ("exec", "vectraguard sandbox run -- CMD"),
     ("sh", "vectraguard sandbox shell"),
-    ("ps", "vectraguard logs list --status running"),
     ("list", "vectraguard logs list"),
     ("ls", "vectraguard logs list"),
     ("show", "vectraguard logs show"),

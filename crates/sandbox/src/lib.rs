@@ -28,7 +28,7 @@ pub mod terminal;
 pub mod trace;
 
 pub use error::{SandboxError, SetupError};
-pub use spawn::{Killer, LimitHit, Outcome, Sandbox, namespace_hint, spawn, spawn_in};
+pub use spawn::{Killer, LimitHit, Outcome, Sandbox, Stopper, namespace_hint, spawn, spawn_in};
 pub use spec::{
     EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, FORWARDED_SIGNALS, NAMESPACES, SandboxNetwork,
     SandboxSpec, TERMINATE_ALL, Termination, TunConfig, namespaces,

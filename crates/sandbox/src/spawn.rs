@@ -4,6 +4,7 @@
 use std::io::{PipeReader, PipeWriter, Write};
 use std::os::fd::{AsFd, OwnedFd, RawFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use vg_policy::Identity;
@@ -28,6 +29,34 @@ pub struct Sandbox {
     early: Vec<Message>,
     /// Refers to init for as long as we hold it, so signals never hit a recycled pid.
     pidfd: Arc<OwnedFd>,
+    /// A stop asked for by a [`Stopper`], acted on by [`Sandbox::wait_with`].
+    stop: Arc<AtomicU8>,
+}
+
+/// SIGTERM to SIGKILL for a [`Stopper`]'s stop in [`Sandbox::wait_until`].
+const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+const STOP_NONE: u8 = 0;
+const STOP_TERM: u8 = 1;
+const STOP_KILL: u8 = 2;
+
+/// Asks the waiting supervisor to end the sandbox as its deadline would (SIGTERM
+/// to every process, SIGKILL after the grace), or at once with SIGKILL. Going
+/// through [`Sandbox::wait_with`] rather than signalling init directly keeps one
+/// termination path: the grace timer, and `Outcome::stopped` for the record.
+#[derive(Debug, Clone)]
+pub struct Stopper {
+    stop: Arc<AtomicU8>,
+}
+
+impl Stopper {
+    /// Requests the stop and wakes the supervisor's `sigwait` with a SIGCHLD to
+    /// this process (blocked in every thread, so only the waiter takes it).
+    pub fn stop(&self, kill: bool) -> std::io::Result<()> {
+        let level = if kill { STOP_KILL } else { STOP_TERM };
+        self.stop.fetch_max(level, Ordering::SeqCst);
+        sys::kill(std::process::id() as libc::pid_t, libc::SIGCHLD)
+    }
 }
 
 /// Stops a sandbox from any thread: signals its init, and when init dies the kernel
@@ -59,6 +88,8 @@ pub struct Outcome {
     pub enforced: String,
     /// The deadline of [`Sandbox::wait_until`] passed and the sandbox was stopped.
     pub timed_out: bool,
+    /// A [`Stopper`] ended the sandbox (`Some(true)`: with SIGKILL at once).
+    pub stopped: Option<bool>,
     /// Limits init saw reached (e.g. a full `/tmp`).
     pub limit_hits: Vec<LimitHit>,
 }
@@ -154,6 +185,7 @@ pub fn spawn_in(
         report: report_r,
         early: Vec::new(),
         pidfd,
+        stop: Arc::new(AtomicU8::new(STOP_NONE)),
     })
 }
 
@@ -210,6 +242,13 @@ impl Sandbox {
         self.next_fd_from_init()
     }
 
+    /// A handle that asks [`Self::wait_with`] to end the sandbox (see [`Stopper`]).
+    pub fn stopper(&self) -> Stopper {
+        Stopper {
+            stop: Arc::clone(&self.stop),
+        }
+    }
+
     /// With `trace_exec`, waits for the sandbox to finish setting up and returns the
     /// seccomp listener to serve with [`crate::trace::serve`] (on another thread: the
     /// command's first exec waits for it). `None` if setup failed (see [`Self::wait`]).
@@ -259,21 +298,44 @@ impl Sandbox {
         self,
         deadline: Option<(Instant, Duration)>,
     ) -> Result<Outcome, SandboxError> {
-        self.wait_with(deadline, &mut |_| false)
+        self.wait_with(deadline, DEFAULT_GRACE, &mut |_| false)
     }
 
     /// Like [`Self::wait_until`]; `on_signal` sees each forwarded signal first and
     /// returns true when it handled it (e.g. SIGWINCH for a terminal), so that it is
     /// not passed on.
+    /// `grace` is the time between SIGTERM and SIGKILL for a [`Stopper`]'s stop
+    /// when there is no deadline (with one, the deadline's grace applies).
     pub fn wait_with(
         mut self,
         deadline: Option<(Instant, Duration)>,
+        grace: Duration,
         on_signal: &mut dyn FnMut(libc::c_int) -> bool,
     ) -> Result<Outcome, SandboxError> {
         let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD]].concat());
+        let stop_grace = deadline.map_or(grace, |(_, grace)| grace);
         let mut timed_out = false;
         let mut next = deadline.map(|(at, _)| at);
+        // The stop level acted on so far.
+        let mut stopping = STOP_NONE;
+        // SIGTERM was sent (at the deadline or a stop); SIGKILL comes at `next`.
+        let mut terminating = false;
+        let mut stopped = None;
         let init_status = loop {
+            let asked = self.stop.load(Ordering::SeqCst);
+            if asked > stopping {
+                stopping = asked;
+                stopped = Some(asked == STOP_KILL);
+                if asked == STOP_KILL {
+                    let _ = sys::pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
+                    next = None;
+                } else if !terminating {
+                    // As at the deadline: SIGTERM to all, SIGKILL after the grace.
+                    terminating = true;
+                    let _ = sys::pidfd_send_signal(self.pidfd.as_fd(), TERMINATE_ALL);
+                    next = Some(Instant::now() + stop_grace);
+                }
+            }
             let sig = match next {
                 None => {
                     sys::sigwait(&signals)
@@ -288,14 +350,15 @@ impl Sandbox {
                         Some(sig) => sig,
                         None if Instant::now() < at => continue,
                         None => {
-                            if timed_out {
+                            if terminating {
                                 // The grace period is over.
                                 let _ = sys::pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
                                 next = None;
                             } else {
                                 timed_out = true;
+                                terminating = true;
                                 let _ = sys::pidfd_send_signal(self.pidfd.as_fd(), TERMINATE_ALL);
-                                next = deadline.map(|(_, grace)| Instant::now() + grace);
+                                next = Some(Instant::now() + stop_grace);
                             }
                             continue;
                         }
@@ -342,6 +405,7 @@ impl Sandbox {
                         command_pid,
                         enforced,
                         timed_out,
+                        stopped,
                         limit_hits,
                     });
                 }
@@ -351,18 +415,21 @@ impl Sandbox {
                         command_pid,
                         enforced,
                         timed_out,
+                        stopped,
                         limit_hits,
                     });
                 }
             }
         }
-        if timed_out {
-            // Killed at the end of the grace period, before the command ended.
+        if timed_out || stopped.is_some() {
+            // Killed at the end of the grace period (or by a stop with SIGKILL),
+            // before the command ended.
             return Ok(Outcome {
                 termination: Termination::Signalled(libc::SIGKILL),
                 command_pid,
                 enforced,
                 timed_out,
+                stopped,
                 limit_hits,
             });
         }

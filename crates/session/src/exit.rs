@@ -54,6 +54,8 @@ pub struct Outcome {
     /// Stopped at its `--timeout`, which was `timeout`.
     pub timed_out: bool,
     pub timeout: Option<std::time::Duration>,
+    /// Ended by `vectraguard stop` (exit 124, as a timeout).
+    pub stopped: bool,
     /// The program that was executed (for "cannot execute" messages).
     pub program: String,
     /// What the cgroup counted (OOM kills, refused forks).
@@ -62,9 +64,9 @@ pub struct Outcome {
     pub limit_hits: Vec<vg_sandbox::LimitHit>,
 }
 
-/// Like `timeout(1)`: 124 when the session was stopped at its deadline.
+/// Like `timeout(1)`: 124 when the session was stopped at its deadline or by `stop`.
 pub fn exit_code(outcome: &vg_sandbox::Outcome) -> i32 {
-    if outcome.timed_out {
+    if outcome.timed_out || outcome.stopped.is_some() {
         EXIT_TIMEOUT
     } else {
         outcome.termination.exit_code()

@@ -28,6 +28,7 @@
 //! ```
 
 pub mod argv;
+pub mod control;
 pub mod diag;
 pub mod environment;
 pub mod etc;

@@ -149,7 +149,7 @@ impl Running {
                 stdin_is_terminal,
             } => {
                 let id = session.id().to_owned();
-                let result = sandbox.wait_with(deadline, &mut |sig| {
+                let result = sandbox.wait_with(deadline, limits.kill_grace, &mut |sig| {
                     resize(&session, terminal.as_ref(), sig, stdin_is_terminal)
                 });
                 let cgroup_hits = hits();
@@ -177,6 +177,7 @@ impl Running {
             exit_code: exit_code(&outcome),
             termination: outcome.termination,
             timed_out: outcome.timed_out,
+            stopped: outcome.stopped.is_some(),
             timeout: limits.timeout,
             program: plan.spec.argv.first().cloned().unwrap_or_default(),
             cgroup_hits,

@@ -98,13 +98,22 @@ fn start_recorded(
     let notes = plan
         .network_notes
         .then(|| Notes::new(spec.tty && stdin_is_terminal));
+    let policy = plan.network.handle();
+    let live_network = match (&policy, &plan.network.policy) {
+        (Some(handle), Some(base)) => Some(crate::control::LiveNetwork {
+            handle: handle.clone(),
+            base: base.clone(),
+        }),
+        _ => None,
+    };
     let terminal = session.attach(
         &mut sandbox,
         output,
         spec.trace_exec,
         plan.limits.max_output,
-        plan.network.handle().map(|policy| (policy, notes)),
+        policy.map(|policy| (policy, notes)),
     );
+    session.serve_control(sandbox.stopper(), live_network);
     if let Some(master) = &terminal
         && stdin_is_terminal
     {

@@ -315,7 +315,7 @@ fn typos_get_a_suggestion() {
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
-        let cases: [(&[&str], &str); 7] = [
+        let cases: [(&[&str], &str); 6] = [
             (
                 &["sandbox", "run", "--netwrok", "none", "--", "true"],
                 "'--network'",
@@ -325,7 +325,6 @@ fn typos_get_a_suggestion() {
             (&["run", "x.sh"], "`vectraguard sandbox run`"),
             (&["shell"], "`vectraguard sandbox shell`"),
             (&["exec", "ls"], "`vectraguard sandbox run -- CMD`"),
-            (&["ps"], "`vectraguard logs list --status running`"),
         ];
         for (args, hint) in cases {
             let out = vg(runner, &ws, &home, args);

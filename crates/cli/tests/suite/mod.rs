@@ -15,6 +15,7 @@ mod image_runs;
 mod images;
 mod lifecycle;
 mod limits;
+mod live;
 mod logs;
 mod mediated_network;
 mod mounts;

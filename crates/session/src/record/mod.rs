@@ -77,6 +77,8 @@ pub struct Session {
     network_events_dropped: Arc<std::sync::atomic::AtomicU64>,
     /// Every layer was in place and the command was started.
     started: bool,
+    /// The session's control socket, removed when the session ends.
+    control: Option<Box<vg_control::ControlServer>>,
 }
 
 impl Session {
@@ -102,6 +104,7 @@ impl Session {
             mediator: None,
             network_events_dropped: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             started: false,
+            control: None,
         })
     }
 
@@ -205,6 +208,37 @@ impl Session {
         resize
     }
 
+    /// Serves `session-…/control.sock` for the session's owner (the owner of its
+    /// folder, which is 0700). Without it `stop` and live rules could not reach
+    /// the session, so a failure to bind stops the sandbox like a record failure.
+    pub fn serve_control(
+        &mut self,
+        stopper: vg_sandbox::Stopper,
+        network: Option<crate::control::LiveNetwork>,
+    ) {
+        use std::os::unix::fs::MetadataExt;
+        let dir = self.writer.dir().to_owned();
+        let handler = Arc::new(crate::control::SessionControl::new(
+            Arc::clone(&self.writer),
+            stopper,
+            network,
+        ));
+        let bound = std::fs::metadata(&dir)
+            .map_err(anyhow::Error::from)
+            .and_then(|meta| {
+                vg_control::ControlServer::bind(&vg_control::socket_path(&dir), meta.uid(), handler)
+                    .map_err(anyhow::Error::from)
+            });
+        match bound {
+            Ok(server) => self.control = Some(Box::new(server)),
+            Err(e) => {
+                if let Some(shared) = &self.shared {
+                    shared.fail("control channel", format!("{e:#}"));
+                }
+            }
+        }
+    }
+
     /// The terminal's relays: its output to our stdout and the record (stdout.log and
     /// tty.cast), our stdin to it (and the keystrokes to tty.cast).
     fn start_terminal(
@@ -247,6 +281,8 @@ impl Session {
         result: &Result<Outcome, SandboxError>,
         hits: &vg_sandbox::cgroup::Hits,
     ) -> Result<String> {
+        // The session is over: nobody may stop it or change its rules any more.
+        drop(self.control.take());
         // The sandbox is gone: connections still open are cut and recorded.
         if let Some(mediator) = self.mediator.take()
             && let Err(e) = mediator.stop()
@@ -421,7 +457,10 @@ fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>, starte
         return end;
     }
     match result {
-        Ok(outcome) if outcome.timed_out => End::timeout(Some(crate::exit::EXIT_TIMEOUT)),
+        // A `stop` ends the session as its deadline would (the `stop` event says who).
+        Ok(outcome) if outcome.timed_out || outcome.stopped.is_some() => {
+            End::timeout(Some(crate::exit::EXIT_TIMEOUT))
+        }
         Ok(outcome) => match outcome.termination {
             Termination::Exited(code) => End::exited(code),
             Termination::Signalled(sig) => End::signalled(sig),

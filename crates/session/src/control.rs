@@ -1,0 +1,171 @@
+//! What a running session answers on its control channel (`vg-control`):
+//! `status` for `ps`, `stop` through the supervisor's termination path, and live
+//! network rules put in front of the session's own through the mediator's
+//! [`PolicyHandle`]. Every change is recorded with who asked (uid and pid).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use vg_control::broker::PendingView;
+use vg_control::protocol::{NetRule, RuleAction, SessionStatus};
+use vg_control::{ControlError, Handler, Peer, Scope, Verdict};
+use vg_netstack::PolicyHandle;
+use vg_policy::network::{Action, NetworkPolicy, Rule};
+use vg_records::event::kind::NETWORK;
+use vg_records::{Event, SessionWriter};
+use vg_sandbox::Stopper;
+
+/// The `stop` event's kind.
+const STOP: &str = "stop";
+
+/// The session's network, as far as live rules may change it.
+pub struct LiveNetwork {
+    pub handle: PolicyHandle,
+    /// The policy the session started with; live rules go in front of its rules.
+    pub base: NetworkPolicy,
+}
+
+/// One running session's answers.
+pub struct SessionControl {
+    writer: Arc<SessionWriter>,
+    stopper: Stopper,
+    /// The supervisor's pid, shown by `ps`.
+    pid: u32,
+    network: Option<LiveNetwork>,
+    /// Rules added while the session runs, newest first.
+    live: Mutex<Vec<Rule>>,
+}
+
+impl SessionControl {
+    pub fn new(writer: Arc<SessionWriter>, stopper: Stopper, network: Option<LiveNetwork>) -> Self {
+        Self {
+            writer,
+            stopper,
+            pid: std::process::id(),
+            network,
+            live: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn live(&self) -> MutexGuard<'_, Vec<Rule>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn record(&self, event: Event) -> Result<(), ControlError> {
+        self.writer
+            .event(event)
+            .map_err(|e| ControlError::Internal {
+                message: format!("cannot write events.jsonl: {e}"),
+            })
+    }
+}
+
+fn net_rule(rule: &Rule, live: bool) -> NetRule {
+    let action = match rule.action {
+        Action::Allow => RuleAction::Allow,
+        Action::Deny => RuleAction::Deny,
+    };
+    // The rule's text is "ACTION TARGET[:PORTS]"; the target part is what was typed.
+    let target = rule
+        .text
+        .split_once(' ')
+        .map_or(rule.text.as_str(), |(_, target)| target)
+        .to_owned();
+    NetRule {
+        action,
+        target,
+        live,
+    }
+}
+
+impl Handler for SessionControl {
+    fn status(&self) -> Result<SessionStatus, ControlError> {
+        let meta = self.writer.metadata();
+        Ok(SessionStatus {
+            id: meta.session_id,
+            name: meta.name,
+            agent: meta.agent,
+            command: meta.command,
+            started: vg_records::time::format_rfc3339(meta.start_time),
+            pid: self.pid,
+            pending_approvals: 0,
+        })
+    }
+
+    fn stop(&self, kill: bool, peer: &Peer) -> Result<(), ControlError> {
+        // Recorded first: the record must say who ended the session.
+        self.record(
+            Event::new(STOP)
+                .with("kill", kill)
+                .with("uid", peer.uid)
+                .with("pid", peer.pid),
+        )?;
+        self.stopper.stop(kill).map_err(|e| ControlError::Internal {
+            message: format!("cannot stop the sandbox: {e}"),
+        })
+    }
+
+    fn net_rules(&self) -> Result<Vec<NetRule>, ControlError> {
+        let Some(network) = &self.network else {
+            return Ok(Vec::new());
+        };
+        let live = self.live();
+        Ok(live
+            .iter()
+            .map(|rule| net_rule(rule, true))
+            .chain(network.base.rules.iter().map(|rule| net_rule(rule, false)))
+            .collect())
+    }
+
+    fn net_add(
+        &self,
+        action: RuleAction,
+        target: &str,
+        peer: &Peer,
+    ) -> Result<NetRule, ControlError> {
+        let Some(network) = &self.network else {
+            return Err(ControlError::Unsupported {
+                message: "the session's network mode is not `allow` (rules apply only to a mediated network; start it with --network allow)".into(),
+            });
+        };
+        let action = match action {
+            RuleAction::Allow => Action::Allow,
+            RuleAction::Deny => Action::Deny,
+        };
+        let rule = Rule::parse(action, target).map_err(|e| ControlError::BadRule {
+            message: e.to_string(),
+        })?;
+        let mut live = self.live();
+        live.insert(0, rule.clone());
+        let mut policy = network.base.clone();
+        policy.rules = live
+            .iter()
+            .cloned()
+            .chain(network.base.rules.iter().cloned())
+            .collect();
+        network.handle.replace(policy);
+        drop(live);
+        self.record(
+            Event::new(NETWORK)
+                .with("event", "rule-added")
+                .with("rule", rule.text.clone())
+                .with("uid", peer.uid)
+                .with("pid", peer.pid),
+        )?;
+        Ok(net_rule(&rule, true))
+    }
+
+    fn approvals(&self) -> Result<Vec<PendingView>, ControlError> {
+        // Nothing is held: this session has no approval gate.
+        Ok(Vec::new())
+    }
+
+    fn decide(
+        &self,
+        id: u64,
+        _decision: Verdict,
+        _scope: Scope,
+        _peer: &Peer,
+    ) -> Result<(), ControlError> {
+        Err(ControlError::UnknownRequest { id })
+    }
+}
