@@ -45,21 +45,22 @@ impl ControlClient {
     /// Connects to the socket at `path` (`session-…/control.sock`).
     pub fn connect(path: &Path) -> Result<Self, ClientError> {
         let session = session_name(path);
-        let stream = UnixStream::connect(path).map_err(|source| match source.kind() {
-            io::ErrorKind::NotFound => ClientError::NotRunning {
-                session: session.clone(),
-            },
-            io::ErrorKind::ConnectionRefused => ClientError::Gone {
-                session: session.clone(),
-            },
-            io::ErrorKind::PermissionDenied => ClientError::NotPermitted {
-                session: session.clone(),
-            },
-            _ => ClientError::Io {
-                session: session.clone(),
-                source,
-            },
-        })?;
+        let stream = crate::short_path::with_socket_path(path, |p| UnixStream::connect(p))
+            .map_err(|source| match source.kind() {
+                io::ErrorKind::NotFound => ClientError::NotRunning {
+                    session: session.clone(),
+                },
+                io::ErrorKind::ConnectionRefused => ClientError::Gone {
+                    session: session.clone(),
+                },
+                io::ErrorKind::PermissionDenied => ClientError::NotPermitted {
+                    session: session.clone(),
+                },
+                _ => ClientError::Io {
+                    session: session.clone(),
+                    source,
+                },
+            })?;
         let io_error = |source| ClientError::Io {
             session: session.clone(),
             source,

@@ -17,6 +17,7 @@ pub mod discover;
 mod peer;
 pub mod protocol;
 pub mod server;
+mod short_path;
 
 pub use broker::{Broker, Decision, Level, Subject, Ticket, Timeouts};
 pub use client::{ClientError, ControlClient};

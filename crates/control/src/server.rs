@@ -25,15 +25,13 @@ use crate::protocol::{
     ControlError, MAX_LINE, NetRule, Op, Reply, Request, Response, RuleAction, Scope,
     SessionStatus, VERSION, Verdict,
 };
+use crate::short_path::with_socket_path;
 
 /// Clients served at once; one more is answered `busy`.
 pub const MAX_CLIENTS: usize = 8;
 
 /// How long a client may take to send a whole request line, or to take one answer.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The longest socket path `bind(2)` takes (`sun_path` less its NUL).
-const MAX_PATH: usize = 107;
 
 /// What the session does for each request. `peer` is the verified caller, to
 /// record who changed a rule or decided a request.
@@ -72,10 +70,6 @@ pub enum BindError {
     NotASocket { path: PathBuf },
     #[error("control channel: {path} is served by a running session already")]
     InUse { path: PathBuf },
-    #[error(
-        "control channel: socket path {path} is longer than {MAX_PATH} bytes; set VECTRAGUARD_HOME to a shorter folder"
-    )]
-    PathTooLong { path: PathBuf },
     #[error("control channel: cannot create {path}: {source}")]
     Create { path: PathBuf, source: io::Error },
 }
@@ -144,9 +138,6 @@ impl Clients {
 impl ControlServer {
     /// Serves `path` for `owner_uid` (and root) with `handler`.
     pub fn bind(path: &Path, owner_uid: u32, handler: Arc<dyn Handler>) -> Result<Self, BindError> {
-        if path.as_os_str().len() > MAX_PATH {
-            return Err(BindError::PathTooLong { path: path.into() });
-        }
         let dir = path.parent().unwrap_or(Path::new("."));
         let dir_meta = fs::metadata(dir).map_err(|source| BindError::Inspect {
             path: dir.into(),
@@ -160,9 +151,11 @@ impl ControlServer {
             });
         }
         remove_stale(path)?;
-        let listener = UnixListener::bind(path).map_err(|source| BindError::Create {
-            path: path.into(),
-            source,
+        let listener = with_socket_path(path, |p| UnixListener::bind(p)).map_err(|source| {
+            BindError::Create {
+                path: path.into(),
+                source,
+            }
         })?;
         let created = || -> io::Result<(u64, u64)> {
             fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;
@@ -208,7 +201,7 @@ impl Drop for ControlServer {
         self.stopping.store(true, Ordering::SeqCst);
         self.clients.close();
         // Wake the blocked accept; it sees the flag and returns.
-        let _ = UnixStream::connect(&self.path);
+        let _ = with_socket_path(&self.path, |p| UnixStream::connect(p));
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.join();
         }
@@ -236,7 +229,7 @@ fn remove_stale(path: &Path) -> Result<(), BindError> {
     if !meta.file_type().is_socket() {
         return Err(BindError::NotASocket { path: path.into() });
     }
-    match UnixStream::connect(path) {
+    match with_socket_path(path, |p| UnixStream::connect(p)) {
         Ok(_) => Err(BindError::InUse { path: path.into() }),
         Err(error) if error.kind() == io::ErrorKind::ConnectionRefused => fs::remove_file(path)
             .map_err(|source| BindError::Create {
