@@ -134,7 +134,16 @@ impl Handler for SessionControl {
         let rule = Rule::parse(action, target).map_err(|e| ControlError::BadRule {
             message: e.to_string(),
         })?;
+        // Held throughout, so that rules and their events keep one order; recorded
+        // before it applies, so that no rule is in force that the record lacks.
         let mut live = self.live();
+        self.record(
+            Event::new(NETWORK)
+                .with("event", "rule-added")
+                .with("rule", rule.text.clone())
+                .with("uid", peer.uid)
+                .with("pid", peer.pid),
+        )?;
         live.insert(0, rule.clone());
         let mut policy = network.base.clone();
         policy.rules = live
@@ -143,14 +152,6 @@ impl Handler for SessionControl {
             .chain(network.base.rules.iter().cloned())
             .collect();
         network.handle.replace(policy);
-        drop(live);
-        self.record(
-            Event::new(NETWORK)
-                .with("event", "rule-added")
-                .with("rule", rule.text.clone())
-                .with("uid", peer.uid)
-                .with("pid", peer.pid),
-        )?;
         Ok(net_rule(&rule, true))
     }
 
