@@ -397,18 +397,9 @@ fn private_addresses_need_a_rule_that_names_them() {
         let p = web.port;
         // A raw DNS question to the mediator for `localhost`: a name the rules allow
         // that resolves, on the host, to a loopback address (DNS rebinding).
+        let ask = super::network_denials::ASK;
         let script = py(&format!(
-            r#"
-import struct
-def ask(name):
-    q = struct.pack(">HHHHHH", 0x4242, 0x0100, 1, 0, 0, 0)
-    q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0"
-    q += struct.pack(">HH", 1, 1)
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.settimeout(5)
-    s.sendto(q, ("198.18.0.1", 53))
-    r = s.recv(512)
-    return socket.inet_ntoa(r[-4:]) if struct.unpack(">H", r[6:8])[0] else None
+            r#"{ask}
 addr = ask("localhost")
 report("answer", addr)
 def go():

@@ -29,7 +29,7 @@ fn own_ipv4() -> Ipv4Addr {
 
 /// `ask(name)`: a raw DNS question for `name`'s A record to the mediator, returning
 /// the address answered (or None).
-const ASK: &str = r#"
+pub(super) const ASK: &str = r#"
 import struct
 def ask(name):
     q = struct.pack(">HHHHHH", 0x4242, 0x0100, 1, 0, 0, 0)
