@@ -43,6 +43,12 @@ pub enum Command {
     /// Change or list a running session's network rules
     #[command(subcommand)]
     Net(crate::live::NetCommand),
+    /// List what running sessions hold for approval (--ask LEVEL)
+    Approvals(crate::approvals::ApprovalsArgs),
+    /// Approve a held exec or destination: it runs (or connects) now
+    Approve(crate::approvals::DecideArgs),
+    /// Deny a held exec or destination: it fails with "Operation not permitted"
+    Deny(crate::approvals::DecideArgs),
     /// Print a shell completion script: bash, zsh or fish
     #[command(
         after_help = "Examples:\n  vectraguard completions bash > ~/.local/share/bash-completion/completions/vectraguard\n  vectraguard completions zsh > \"${fpath[1]}/_vectraguard\"\n  vectraguard completions fish > ~/.config/fish/completions/vectraguard.fish"
@@ -186,6 +192,21 @@ pub struct SandboxOptions {
     /// and for measuring what recording costs
     #[arg(long)]
     pub no_record: bool,
+
+    /// Hold every exec (and, with --network allow, every destination not yet allowed)
+    /// rated at or above LEVEL until someone decides: low, medium, high, critical or
+    /// never (the default). See `vectraguard risk explain` and `vectraguard approvals`
+    #[arg(long, value_name = "LEVEL", help_heading = "Approval")]
+    pub ask: Option<String>,
+    /// How long a held request waits before it is denied, for every level (defaults:
+    /// CRITICAL 30s, HIGH 60s, MEDIUM and LOW 120s)
+    #[arg(
+        long,
+        value_name = "DURATION",
+        help_heading = "Approval",
+        allow_hyphen_values = true
+    )]
+    pub approval_timeout: Option<String>,
 
     /// Run from a container image in the store (pulled when missing): its root
     /// filesystem read-only under a writable layer discarded at the end

@@ -52,7 +52,7 @@ pub struct NetRulesArgs {
 }
 
 /// Runs `body`, printing its error and returning 125 on failure.
-fn exit_code(body: impl FnOnce() -> Result<()>) -> i32 {
+pub(crate) fn exit_code(body: impl FnOnce() -> Result<()>) -> i32 {
     match body() {
         Ok(()) => 0,
         Err(e) => {
@@ -62,12 +62,12 @@ fn exit_code(body: impl FnOnce() -> Result<()>) -> i32 {
     }
 }
 
-fn root() -> Result<std::path::PathBuf> {
+pub(crate) fn root() -> Result<std::path::PathBuf> {
     vg_session::home::records_root()
 }
 
 /// Connects to the running session `query` names.
-fn connect(query: &str) -> Result<ControlClient> {
+pub(crate) fn connect(query: &str) -> Result<ControlClient> {
     let store = SessionStore::at(&root()?);
     let dir = store.resolve(query)?;
     Ok(ControlClient::connect(&vg_control::socket_path(&dir))?)

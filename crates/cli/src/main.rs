@@ -1,5 +1,6 @@
 //! `vectraguard`: a thin binary over the library crates.
 
+mod approvals;
 mod cli;
 mod doctor;
 mod image;
@@ -42,6 +43,9 @@ fn main() {
         Command::Ps(args) => live::ps(args),
         Command::Stop(args) => live::stop(args),
         Command::Net(cmd) => live::net(cmd),
+        Command::Approvals(args) => approvals::approvals(args),
+        Command::Approve(args) => approvals::approve(args),
+        Command::Deny(args) => approvals::deny(args),
         Command::Completions(args) => completions(args.shell),
         Command::Man => man(),
     };

@@ -125,9 +125,26 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
             .collect::<Result<Vec<_>, _>>()?,
         env_files: o.env_files.clone(),
         limits: limits_from_flags(o)?,
+        approval: approval_from_flags(o)?,
         network_rules,
         add_hosts,
         project_access: vg_policy::config::ProjectAccess::default(),
+    })
+}
+
+/// `--ask` and `--approval-timeout`, parsed.
+fn approval_from_flags(o: &SandboxOptions) -> Result<vg_policy::risk::Approval> {
+    Ok(vg_policy::risk::Approval {
+        ask: o
+            .ask
+            .as_deref()
+            .map(|v| v.parse().with_context(|| format!("--ask {v}")))
+            .transpose()?,
+        timeout: o
+            .approval_timeout
+            .as_deref()
+            .map(|v| vg_policy::limits::parse_duration("--approval-timeout", v))
+            .transpose()?,
     })
 }
 

@@ -419,6 +419,13 @@ impl Broker {
             .collect()
     }
 
+    /// The session is ending: everything held now or asked later is denied
+    /// (`Decider::SessionEnd`), at once.
+    pub fn close(&self) {
+        lock(&self.shared.state).closing = true;
+        self.shared.changed.notify_all();
+    }
+
     fn record(&self, request: &Request, decision: &Decision) {
         record_with(&self.shared, request, decision);
     }

@@ -80,6 +80,7 @@ fn parse_exit(text: &str) -> Option<(CommandExit, &str)> {
     let exit = match kind {
         "status" => CommandExit::Code(n),
         "signal" => CommandExit::Signal(n),
+        "denied" => CommandExit::Denied(n),
         _ => return None,
     };
     Some((exit, &rest[end..]))
@@ -97,7 +98,7 @@ fn parse_truncated(text: &str) -> Option<(ArgvSize, &str)> {
     Some((size, &rest[end..]))
 }
 
-/// `pid=<pid> ppid=<ppid> cwd=<quoted> [exe=<quoted>] [status=<n>|signal=<n>]
+/// `pid=<pid> ppid=<ppid> cwd=<quoted> [exe=<quoted>] [status=<n>|signal=<n>|denied=<errno>]
 /// [truncated=<args>,<bytes>] -- <argv>`.
 fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
     let (pid, rest) = field(text, "pid=")?;

@@ -14,7 +14,7 @@
 //! `commands.log` has one line per record:
 //!
 //! ```text
-//! <time> exec pid=<pid> ppid=<ppid> cwd=<quoted cwd> [exe=<quoted path>] [status=<n>|signal=<n>] [truncated=<args>,<bytes>] -- <quoted argv>
+//! <time> exec pid=<pid> ppid=<ppid> cwd=<quoted cwd> [exe=<quoted path>] [status=<n>|signal=<n>|denied=<errno>] [truncated=<args>,<bytes>] -- <quoted argv>
 //! <time> exit pid=<pid> status=<n>
 //! <time> exit pid=<pid> signal=<n>
 //! ```
@@ -59,6 +59,9 @@ use crate::time;
 pub enum CommandExit {
     Code(i32),
     Signal(i32),
+    /// The exec was refused (by the approval gate) and failed with this errno:
+    /// the program never ran.
+    Denied(i32),
 }
 
 impl From<i32> for CommandExit {
@@ -72,6 +75,7 @@ impl fmt::Display for CommandExit {
         match self {
             CommandExit::Code(c) => write!(f, "status={c}"),
             CommandExit::Signal(s) => write!(f, "signal={s}"),
+            CommandExit::Denied(errno) => write!(f, "denied={errno}"),
         }
     }
 }

@@ -27,12 +27,23 @@ pub fn install(
     program: &[vg_seccomp::SockFilter],
     notify: bool,
 ) -> Result<Option<OwnedFd>, SetupError> {
-    let flags = if notify {
-        sys::SECCOMP_FILTER_FLAG_NEW_LISTENER
-    } else {
-        0
-    };
-    sys::seccomp_set_filter(program, flags).map_err(|e| SetupError::Seccomp {
+    if !notify {
+        return sys::seccomp_set_filter(program, 0).map_err(|e| SetupError::Seccomp {
+            reason: e.to_string(),
+        });
+    }
+    // Killable waits keep a held exec from being restarted (and asked about twice)
+    // by an ordinary signal; kernels before 5.19 refuse the flag, and there the
+    // approval gate recognises a restarted exec instead (see `trace.rs`).
+    let killable =
+        sys::SECCOMP_FILTER_FLAG_NEW_LISTENER | sys::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+    match sys::seccomp_set_filter(program, killable) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            sys::seccomp_set_filter(program, sys::SECCOMP_FILTER_FLAG_NEW_LISTENER)
+        }
+        other => other,
+    }
+    .map_err(|e| SetupError::Seccomp {
         reason: e.to_string(),
     })
 }

@@ -58,13 +58,44 @@ pub enum TraceEvent {
 }
 
 /// What happens to a traced system call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Verdict {
     /// Run it as if there were no filter.
     Continue,
     /// Fail it with this errno (e.g. `EPERM` for a refused program). Only `Exec`
     /// events can be refused; an exit always proceeds.
     Deny(i32),
+    /// Decide later (an approval gate): the process stays blocked in `execve`
+    /// while the tracer goes on serving every other process, and the verdict this
+    /// returns, on a thread of its own, is applied then. A `Defer` it returns in
+    /// turn counts as `Deny(EPERM)`.
+    Defer(Deferred),
+}
+
+/// A verdict still to be reached; see [`Verdict::Defer`].
+pub struct Deferred(Box<dyn FnOnce() -> Verdict + Send>);
+
+impl Deferred {
+    pub fn new(decide: impl FnOnce() -> Verdict + Send + 'static) -> Self {
+        Self(Box::new(decide))
+    }
+}
+
+impl std::fmt::Debug for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Deferred")
+    }
+}
+
+impl PartialEq for Verdict {
+    /// Deferred verdicts are never equal: they are not known yet.
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Verdict::Continue, Verdict::Continue) => true,
+            (Verdict::Deny(a), Verdict::Deny(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 /// Serves notifications until every sandboxed process is gone.
@@ -72,6 +103,9 @@ pub enum Verdict {
 /// `Exit` events are reported only for processes whose `Exec` was reported: a
 /// forked subshell that never executes a program is not a command.
 pub fn serve(listener: OwnedFd, mut on_event: impl FnMut(TraceEvent) -> Verdict) {
+    // Shared with the threads that answer deferred verdicts; a reply after every
+    // sandboxed process is gone fails harmlessly (ENOENT).
+    let listener = std::sync::Arc::new(listener);
     let fd = listener.as_fd();
     // Best effort: without it (before Linux 6.6) tracing is only slower.
     let _ = sys::notif_sync_wakeup(fd);
@@ -108,10 +142,10 @@ pub fn serve(listener: OwnedFd, mut on_event: impl FnMut(TraceEvent) -> Verdict)
         };
         match event {
             Some(event @ TraceEvent::Exec { .. }) if sys::notif_id_valid(fd, notif.id) => {
-                let _ = match on_event(event) {
-                    Verdict::Continue => sys::notif_continue(fd, notif.id),
-                    Verdict::Deny(errno) => sys::notif_fail(fd, notif.id, errno),
-                };
+                match on_event(event) {
+                    Verdict::Defer(deferred) => answer_later(&listener, notif.id, deferred),
+                    verdict => answer(fd, notif.id, verdict),
+                }
             }
             Some(event) if sys::notif_id_valid(fd, notif.id) => {
                 // Nothing to decide about an exit: let the process go first, so
@@ -123,6 +157,35 @@ pub fn serve(listener: OwnedFd, mut on_event: impl FnMut(TraceEvent) -> Verdict)
                 let _ = sys::notif_continue(fd, notif.id);
             }
         }
+    }
+}
+
+/// Applies a verdict reached now.
+fn answer(fd: std::os::fd::BorrowedFd<'_>, id: u64, verdict: Verdict) {
+    let _ = match verdict {
+        Verdict::Continue => sys::notif_continue(fd, id),
+        Verdict::Deny(errno) => sys::notif_fail(fd, id, errno),
+        Verdict::Defer(_) => sys::notif_fail(fd, id, libc::EPERM),
+    };
+}
+
+/// Reaches a deferred verdict on its own thread and applies it, if the process is
+/// still waiting (it may have been killed meanwhile: the id is then invalid).
+fn answer_later(listener: &std::sync::Arc<OwnedFd>, id: u64, deferred: Deferred) {
+    let held = std::sync::Arc::clone(listener);
+    let spawned = std::thread::Builder::new()
+        .name("vg-held-exec".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            let verdict = (deferred.0)();
+            let fd = held.as_fd();
+            if sys::notif_id_valid(fd, id) {
+                answer(fd, id, verdict);
+            }
+        });
+    if spawned.is_err() {
+        // Fail closed: an exec that cannot be held is not run.
+        let _ = sys::notif_fail(listener.as_fd(), id, libc::EAGAIN);
     }
 }
 

@@ -3,11 +3,13 @@
 //! network rules put in front of the session's own through the mediator's
 //! [`PolicyHandle`]. Every change is recorded with who asked (uid and pid).
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use vg_control::broker::PendingView;
 use vg_control::protocol::{NetRule, RuleAction, SessionStatus};
-use vg_control::{ControlError, Handler, Peer, Scope, Verdict};
+use vg_control::{ControlError, Decider, Handler, Peer, Scope, Verdict};
+
+use crate::gate::Gate;
 use vg_netstack::PolicyHandle;
 use vg_policy::network::{Action, NetworkPolicy, Rule};
 use vg_records::event::kind::NETWORK;
@@ -33,17 +35,30 @@ pub struct SessionControl {
     network: Option<LiveNetwork>,
     /// Rules added while the session runs, newest first.
     live: Mutex<Vec<Rule>>,
+    /// The approval gate, with `--ask`; weak, so that a client still connected as the
+    /// session ends cannot keep it (and the record) alive.
+    gate: Option<Weak<Gate>>,
 }
 
 impl SessionControl {
-    pub fn new(writer: Arc<SessionWriter>, stopper: Stopper, network: Option<LiveNetwork>) -> Self {
+    pub fn new(
+        writer: Arc<SessionWriter>,
+        stopper: Stopper,
+        network: Option<LiveNetwork>,
+        gate: Option<&Arc<Gate>>,
+    ) -> Self {
         Self {
             writer,
             stopper,
             pid: std::process::id(),
             network,
             live: Mutex::new(Vec::new()),
+            gate: gate.map(Arc::downgrade),
         }
+    }
+
+    fn gate(&self) -> Option<Arc<Gate>> {
+        self.gate.as_ref().and_then(Weak::upgrade)
     }
 
     fn live(&self) -> MutexGuard<'_, Vec<Rule>> {
@@ -87,7 +102,7 @@ impl Handler for SessionControl {
             command: meta.command,
             started: vg_records::time::format_rfc3339(meta.start_time),
             pid: self.pid,
-            pending_approvals: 0,
+            pending_approvals: self.gate().map_or(0, |g| g.broker().pending().len()),
         })
     }
 
@@ -156,17 +171,30 @@ impl Handler for SessionControl {
     }
 
     fn approvals(&self) -> Result<Vec<PendingView>, ControlError> {
-        // Nothing is held: this session has no approval gate.
-        Ok(Vec::new())
+        // Without a gate nothing is ever held.
+        Ok(self
+            .gate()
+            .map(|g| g.broker().pending())
+            .unwrap_or_default())
     }
 
     fn decide(
         &self,
         id: u64,
-        _decision: Verdict,
-        _scope: Scope,
-        _peer: &Peer,
+        decision: Verdict,
+        scope: Scope,
+        peer: &Peer,
     ) -> Result<(), ControlError> {
-        Err(ControlError::UnknownRequest { id })
+        let Some(gate) = self.gate() else {
+            return Err(ControlError::Unsupported {
+                message: "this session holds nothing for approval: it was started without --ask"
+                    .into(),
+            });
+        };
+        let who = Decider::Client {
+            uid: peer.uid,
+            pid: peer.pid,
+        };
+        gate.broker().decide(id, decision, scope, who).map(|_| ())
     }
 }

@@ -33,6 +33,7 @@ pub mod diag;
 pub mod environment;
 pub mod etc;
 pub mod exit;
+pub mod gate;
 pub mod home;
 pub mod host;
 pub mod image;

@@ -41,6 +41,8 @@ pub struct Plan {
     pub script: Option<String>,
     pub record: Recording,
     pub network_notes: bool,
+    /// The approval gate, when `--ask` holds anything.
+    pub gate: Option<crate::gate::Plan>,
 }
 
 impl Plan {
@@ -104,6 +106,24 @@ impl Plan {
             Some(_) => vec![PathBuf::from("/tmp"), PathBuf::from("/")],
             None => vec![PathBuf::from("/tmp"), identity.home.clone()],
         };
+        let gate = {
+            let approval = settings.approval;
+            let refs: Vec<&vg_policy::config::ConfigFile> = request.config.iter().collect();
+            match approval.ask() {
+                vg_policy::risk::Ask::Never => None,
+                ask => crate::gate::Plan::new(
+                    ask,
+                    approval.timeout,
+                    vg_policy::risk::config::classifier(&refs).map_err(anyhow::Error::from)?,
+                ),
+            }
+        };
+        if gate.is_some() && !recording {
+            return Err(anyhow::anyhow!(
+                "--ask holds execs through the session's exec tracer and records every decision; remove --no-record (or use --ask never)"
+            )
+            .into());
+        }
         if request.tty && !recording {
             return Err(anyhow::anyhow!(
                 "a terminal (sandbox shell, run -t) is relayed and recorded by the session; remove --no-record"
@@ -138,6 +158,7 @@ impl Plan {
                 .flatten(),
             record: request.record.clone(),
             network_notes: request.network_notes,
+            gate,
         })
     }
 }

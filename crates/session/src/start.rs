@@ -94,6 +94,18 @@ fn start_recorded(
             return Err(in_session(error));
         }
     };
+    // After the spawn, so that its timer thread inherits the blocked signals; before
+    // `attach`, whose tracer consults it.
+    if let Some(gate) = plan.gate.clone()
+        && let Err(error) = session.gate(gate)
+    {
+        let _ = sandbox.killer().kill();
+        drop(raw);
+        if let Err(e) = session.failed_to_start(&error) {
+            crate::diag::error(format_args!("{e:#}"));
+        }
+        return Err(in_session(error));
+    }
     // In a raw terminal the note's line ends in "\r\n".
     let notes = plan
         .network_notes

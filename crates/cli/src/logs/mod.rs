@@ -125,12 +125,17 @@ pub struct ShowArgs {
     #[arg(long, conflicts_with = "events")]
     pub network: bool,
 
+    /// Print only the approval events: what the gate held (--ask), who decided, how
+    /// fast
+    #[arg(long, conflicts_with_all = ["events", "network"])]
+    pub approvals: bool,
+
     /// Print the recorded stdout, byte for byte
-    #[arg(long, conflicts_with_all = ["commands", "events", "network", "json", "stderr"])]
+    #[arg(long, conflicts_with_all = ["commands", "events", "network", "approvals", "json", "stderr"])]
     pub stdout: bool,
 
     /// Print the recorded stderr, byte for byte
-    #[arg(long, conflicts_with_all = ["commands", "events", "network", "json"])]
+    #[arg(long, conflicts_with_all = ["commands", "events", "network", "approvals", "json"])]
     pub stderr: bool,
 
     /// Print JSON: the metadata, plus "commands" and "events" arrays when asked for;

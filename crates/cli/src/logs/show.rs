@@ -36,11 +36,11 @@ impl View {
         match (args.commands, events) {
             (true, Some(_)) if args.follow => bail!(
                 "--follow follows one file: choose --commands or --{}",
-                if args.network { "network" } else { "events" }
+                events_flag(args)
             ),
             (true, Some(_)) => bail!(
                 "--commands and --{} print one file each: choose one, or add --json to get both",
-                if args.network { "network" } else { "events" }
+                events_flag(args)
             ),
             (true, None) => Ok(View::Lines(LineView::Commands)),
             (false, Some(e)) => Ok(View::Lines(e)),
@@ -49,11 +49,23 @@ impl View {
     }
 }
 
+fn events_flag(args: &ShowArgs) -> &'static str {
+    if args.network {
+        "network"
+    } else if args.approvals {
+        "approvals"
+    } else {
+        "events"
+    }
+}
+
 fn events_filter(args: &ShowArgs) -> Option<EventFilter> {
     if args.events {
         Some(EventFilter::All)
     } else if args.network {
         Some(EventFilter::Network)
+    } else if args.approvals {
+        Some(EventFilter::Approvals)
     } else {
         None
     }

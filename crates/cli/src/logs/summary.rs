@@ -276,6 +276,7 @@ fn exit_text(exit: Option<CommandExit>) -> String {
     match exit {
         Some(CommandExit::Code(c)) => c.to_string(),
         Some(CommandExit::Signal(s)) => format!("sig {s}"),
+        Some(CommandExit::Denied(_)) => "denied".to_owned(),
         None => "-".to_owned(),
     }
 }

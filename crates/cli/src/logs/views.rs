@@ -19,6 +19,8 @@ pub enum EventFilter {
     All,
     /// Only `network` events (and unreadable lines, which may have been).
     Network,
+    /// Only `approval` events (and unreadable lines, which may have been).
+    Approvals,
 }
 
 /// Which line file a view reads, and how it filters it.
@@ -93,12 +95,13 @@ fn exit_json(exit: Option<CommandExit>) -> (Value, Value) {
     match exit {
         Some(CommandExit::Code(c)) => (c.into(), Value::Null),
         Some(CommandExit::Signal(s)) => (Value::Null, s.into()),
-        None => (Value::Null, Value::Null),
+        Some(CommandExit::Denied(_)) | None => (Value::Null, Value::Null),
     }
 }
 
 /// `{"line", "type": "exec", "time", "pid", "ppid", "cwd", "exe", "argv", "command",
-/// "truncated", "status", "signal"}` (`truncated`: the argv's full size, `{"args",
+/// "truncated", "status", "signal", "denied"}` (`denied`: the approval gate refused
+/// it, so it never ran; `truncated`: the argv's full size, `{"args",
 /// "bytes"}`, when the line keeps only part of it), `{"line", "type": "exit", "time", "pid", "status",
 /// "signal"}`, or `{"line", "type": "unparsed", "time": null, "text"}`.
 /// `argv` and `cwd` replace bytes that are not UTF-8; `command` (quoted for
@@ -123,6 +126,7 @@ pub fn command_json(line_no: usize, line: &[u8]) -> Value {
                 "truncated": e.truncated.map(|t| json!({"args": t.args, "bytes": t.bytes})),
                 "status": status,
                 "signal": signal,
+                "denied": matches!(e.exit, Some(CommandExit::Denied(_))),
             })
         }
         Some(CommandLogLine::Exit { time, pid, exit }) => {
@@ -150,8 +154,11 @@ fn parse_event(line: &[u8]) -> Option<Map<String, Value>> {
 
 fn admits(filter: EventFilter, event: Option<&Map<String, Value>>) -> bool {
     match (filter, event) {
-        (EventFilter::All, _) | (EventFilter::Network, None) => true,
+        (EventFilter::All, _) | (_, None) => true,
         (EventFilter::Network, Some(e)) => e.get("type").and_then(Value::as_str) == Some("network"),
+        (EventFilter::Approvals, Some(e)) => {
+            e.get("type").and_then(Value::as_str) == Some("approval")
+        }
     }
 }
 
@@ -168,6 +175,13 @@ fn event_text(line: &[u8], event: Option<&Map<String, Value>>) -> String {
         .map(format::stamp)
         .unwrap_or_else(|_| str_field("time").to_owned());
     let mut text = format!("{time:<23}  {:<13}", str_field("type"));
+    if str_field("type") == "approval"
+        && let Some(line) = approval_text(e)
+    {
+        text.push(' ');
+        text.push_str(&line);
+        return format::safe(&text).into_owned();
+    }
     for (k, v) in e.iter().filter(|(k, _)| *k != "time" && *k != "type") {
         text.push(' ');
         text.push_str(k);
@@ -175,6 +189,76 @@ fn event_text(line: &[u8], event: Option<&Map<String, Value>>) -> String {
         text.push_str(&field_text(v));
     }
     format::safe(text.trim_end()).into_owned()
+}
+
+/// An `approval` event in words: `asked #3 CRITICAL exec rm -rf /tmp/x (rule …:
+/// reason)` or `decided #3 deny by client uid=1000 pid=42 scope=once after 1.6s`.
+fn approval_text(e: &Map<String, Value>) -> Option<String> {
+    let str_of = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_owned();
+    let request = e
+        .get("request")
+        .and_then(Value::as_u64)
+        .map_or_else(|| "-".to_owned(), |id| format!("#{id}"));
+    let subject = e.get("subject").and_then(Value::as_object);
+    let what = match subject.map(|s| str_of(s.get("kind"))).as_deref() {
+        Some("exec") => {
+            let argv: Vec<Vec<u8>> = subject
+                .and_then(|s| s.get("argv"))
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .map(|v| v.as_str().unwrap_or("").as_bytes().to_vec())
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("exec {}", vg_records::quote_argv(&argv))
+        }
+        Some("destination") => format!(
+            "connect {}:{}",
+            str_of(subject.and_then(|s| s.get("name"))),
+            subject
+                .and_then(|s| s.get("port"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        ),
+        _ => String::new(),
+    };
+    let level = str_of(e.get("level"));
+    match str_of(e.get("event")).as_str() {
+        "asked" => Some(format!(
+            "asked {request} {level} {what} (rule {}: {})",
+            str_of(e.get("rule")),
+            str_of(e.get("reason"))
+        )),
+        "decided" => {
+            let who = e.get("who").and_then(Value::as_object);
+            let by = str_of(who.and_then(|w| w.get("by")));
+            let by = match (
+                who.and_then(|w| w.get("uid")),
+                who.and_then(|w| w.get("pid")),
+            ) {
+                (Some(uid), Some(pid)) => format!("{by} uid={uid} pid={pid}"),
+                _ => by,
+            };
+            let remembered = e
+                .get("remembered_from")
+                .and_then(Value::as_u64)
+                .map(|from| format!(", as #{from}"))
+                .unwrap_or_default();
+            let ms = e.get("latency_ms").and_then(Value::as_u64).unwrap_or(0);
+            Some(format!(
+                "decided {request} {} by {by} scope={}{remembered} after {:.1}s: {level} {what}",
+                str_of(e.get("decision")),
+                str_of(e.get("scope")),
+                ms as f64 / 1000.0
+            ))
+        }
+        "refused" => Some(format!(
+            "refused without asking: {}",
+            str_of(e.get("reason"))
+        )),
+        _ => None,
+    }
 }
 
 /// Plain words bare, anything else as JSON (strings quoted).

@@ -13,7 +13,7 @@ use super::harness::{
 
 /// Starts `sandbox run [options] -- cmd…` named `name` in the background and waits
 /// until its control socket is served.
-fn start_live(
+pub(super) fn start_live(
     runner: Runner,
     ws: &Workspace,
     home: &RecordsHome,
@@ -39,14 +39,14 @@ fn start_live(
     (running, socket.unwrap_or_default())
 }
 
-fn vg(runner: Runner, ws: &Workspace, home: &RecordsHome, args: &[&str]) -> Output {
+pub(super) fn vg(runner: Runner, ws: &Workspace, home: &RecordsHome, args: &[&str]) -> Output {
     Vg::new(runner, ws.path())
         .records_home(home)
         .args(args)
         .run()
 }
 
-fn events(dir: &std::path::Path) -> Vec<Value> {
+pub(super) fn events(dir: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap_or_default()
         .lines()

@@ -2,6 +2,7 @@
 
 pub mod harness;
 
+mod approval;
 mod attacks_files;
 mod attacks_network;
 mod attacks_processes;

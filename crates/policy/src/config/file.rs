@@ -106,6 +106,8 @@ read_only = ["/etc"]
 workdir = "/workspace"
 user = "1000:1000"
 env_files = [".env", "/etc/app.env"]
+ask = "high"
+approval_timeout = "45s"
 profile = "strict"
 
 [profiles.strict]
@@ -130,6 +132,10 @@ env = ["CI=1"]
             env: vec![env("NODE_ENV=production")],
             env_files: vec!["/p/.env".into(), "/etc/app.env".into()],
             limits: Limits::default(),
+            approval: crate::risk::Approval {
+                ask: Some(crate::risk::Ask::AtLeast(crate::risk::Level::High)),
+                timeout: Some(std::time::Duration::from_secs(45)),
+            },
             project_access: crate::config::ProjectAccess::default(),
         };
         assert_eq!(file.settings, expected);

@@ -99,6 +99,22 @@ pub fn resolve_profile(
     }
     settings.limits = limits.tightened_by(&ceiling);
 
+    // The approval gate likewise: a project file may only ask more, and sooner.
+    let mut approval = builtin.as_ref().map(|b| b.approval).unwrap_or_default();
+    let mut project_approval = crate::risk::Approval::default();
+    for file in files {
+        let layer = if file.source == ConfigSource::Project {
+            &mut project_approval
+        } else {
+            &mut approval
+        };
+        layer.overlay(file.settings.approval);
+        if let Some(profile) = profile_of(file).and_then(|n| file.profiles.get(n)) {
+            layer.overlay(profile.approval);
+        }
+    }
+    settings.approval = approval.tightened_by(project_approval);
+
     // Network rules file by file, so that a project profile's rules cannot get in
     // front of the user's (the first match decides).
     let mut network = builtin.as_ref().map(network_part).unwrap_or_default();
@@ -185,6 +201,46 @@ mod tests {
         assert_eq!(s.limits.timeout, Some(std::time::Duration::from_secs(1)));
         // Where the user sets nothing, the project's limit applies.
         assert_eq!(s.limits.pids, Some(50));
+    }
+
+    #[test]
+    fn a_project_file_may_only_ask_more_and_sooner() {
+        use crate::risk::{Ask, Level};
+        use std::time::Duration;
+        let user = user_file("ask = \"high\"\napproval_timeout = \"60s\"\n").unwrap();
+        for (project, ask, timeout) in [
+            // Turning the gate off, raising the threshold, waiting longer: ignored.
+            ("ask = \"never\"\n", Ask::AtLeast(Level::High), 60),
+            (
+                "profile = \"p\"\n[profiles.p]\nask = \"critical\"\napproval_timeout = \"1h\"\n",
+                Ask::AtLeast(Level::High),
+                60,
+            ),
+            // Asking about more, denying sooner: applied.
+            (
+                "ask = \"medium\"\napproval_timeout = \"5s\"\n",
+                Ask::AtLeast(Level::Medium),
+                5,
+            ),
+        ] {
+            let project = project_file(project).unwrap();
+            let s = resolve_profile(&[&project, &user], None).unwrap();
+            assert_eq!(s.approval.ask(), ask, "{project:?}");
+            assert_eq!(s.approval.timeout, Some(Duration::from_secs(timeout)));
+        }
+        // Alone, a project file can turn the gate on, not off.
+        let on = project_file("ask = \"low\"\n").unwrap();
+        assert_eq!(
+            resolve_profile(&[&on], None).unwrap().approval.ask(),
+            Ask::AtLeast(Level::Low)
+        );
+        let bad = project_file("ask = \"sometimes\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            bad.contains("vectraguard.toml:1:") && bad.contains("never"),
+            "{bad}"
+        );
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub(super) struct RawSettings {
     pub(super) kill_grace: Scalar,
     pub(super) ptys: Scalar,
     pub(super) best_effort_limits: Option<Spanned<bool>>,
+    pub(super) ask: Text,
+    pub(super) approval_timeout: Scalar,
 }
 
 /// The top level: the keys of a profile plus `profile` and `profiles`. (A separate
@@ -94,6 +96,8 @@ pub(super) struct RawFile {
     kill_grace: Scalar,
     ptys: Scalar,
     best_effort_limits: Option<Spanned<bool>>,
+    ask: Text,
+    approval_timeout: Scalar,
     profile: Text,
     #[serde(default)]
     profiles: BTreeMap<String, RawSettings>,
@@ -124,6 +128,8 @@ impl RawFile {
             kill_grace,
             ptys,
             best_effort_limits,
+            ask,
+            approval_timeout,
             profile,
             profiles,
             risk: _,
@@ -150,6 +156,8 @@ impl RawFile {
             kill_grace,
             ptys,
             best_effort_limits,
+            ask,
+            approval_timeout,
         };
         (settings, profile, profiles)
     }

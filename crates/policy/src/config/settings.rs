@@ -8,6 +8,7 @@ use crate::env::EnvAssignment;
 use crate::limits::Limits;
 use crate::mount::MountSpec;
 use crate::network::{AddHost, NetworkMode, Rule};
+use crate::risk::Approval;
 
 /// Everything a configuration layer can set, already validated and typed. Flags are
 /// turned into a `Settings` too, so that all layers merge the same way.
@@ -32,6 +33,8 @@ pub struct Settings {
     /// Absolute paths; relative ones in a file were resolved against its directory.
     pub env_files: Vec<PathBuf>,
     pub limits: Limits,
+    /// `ask` and `approval_timeout`: the approval gate.
+    pub approval: Approval,
     /// A project file's mounts, read-only paths and env files, which apply only once
     /// [`Settings::admit_project_access`] has checked them against the rest.
     pub project_access: ProjectAccess,
@@ -58,6 +61,7 @@ impl Settings {
             env,
             env_files,
             limits,
+            approval,
             project_access,
         } = higher;
         replace_if_set(&mut self.name, name);
@@ -75,6 +79,7 @@ impl Settings {
         self.env.extend(env);
         self.env_files.extend(env_files);
         self.limits.overlay(limits);
+        self.approval.overlay(approval);
         self.project_access.extend(project_access);
     }
 

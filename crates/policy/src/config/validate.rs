@@ -97,7 +97,25 @@ impl<'a> Document<'a> {
             kill_grace,
             ptys,
             best_effort_limits,
+            ask,
+            approval_timeout,
         } = raw;
+        let approval = crate::risk::Approval {
+            ask: ask
+                .map(|a| {
+                    a.get_ref().parse::<crate::risk::Ask>().map_err(|_| {
+                        self.error(
+                            a.span(),
+                            format!("invalid ask '{}'", a.get_ref()),
+                            "use one of low, medium, high, critical or never, e.g. ask = \"high\"",
+                        )
+                    })
+                })
+                .transpose()?,
+            timeout: self.limit(approval_timeout, "approval_timeout", |v| {
+                limits::parse_duration("approval_timeout", v)
+            })?,
+        };
         let limits = Limits {
             memory: self.limit(memory, "memory", |v| limits::parse_size("memory", v))?,
             cpus: self.limit(cpus, "cpus", limits::parse_cpus)?,
@@ -156,6 +174,7 @@ impl<'a> Document<'a> {
                 .map(|f| self.env_file(f))
                 .collect::<Result<_, _>>()?,
             limits,
+            approval,
             project_access: super::ProjectAccess::default(),
         })
     }

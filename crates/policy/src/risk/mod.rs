@@ -6,6 +6,7 @@
 //! `rule` (a rule as data), `classify` (rating facts with rules), `defaults` (the
 //! built-in rules), `config` (`[[risk.rules]]` in configuration files).
 
+pub mod ask;
 pub mod classify;
 pub mod config;
 pub mod defaults;
@@ -13,6 +14,7 @@ pub mod level;
 pub mod rule;
 pub mod script;
 
+pub use ask::{Approval, Ask, AskError};
 pub use classify::{Assessment, Classifier, DestFacts, ExecFacts};
 pub use level::Level;
 pub use rule::{Rule, RuleError, RuleSpec};

@@ -43,8 +43,9 @@ pub use process::{
     setsid, unshare, waitpid,
 };
 pub use seccomp::{
-    SECCOMP_FILTER_FLAG_NEW_LISTENER, SeccompNotif, notif_continue, notif_fail, notif_id_valid,
-    notif_recv, notif_sync_wakeup, seccomp_action_available, seccomp_set_filter,
+    SECCOMP_FILTER_FLAG_NEW_LISTENER, SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, SeccompNotif,
+    notif_continue, notif_fail, notif_id_valid, notif_recv, notif_sync_wakeup,
+    seccomp_action_available, seccomp_set_filter,
 };
 pub use signal::{
     reset_signal_dispositions, sigmask_block, sigmask_set, sigset, sigtimedwait, sigwait,

@@ -8,6 +8,10 @@ use libc::{c_uint, c_ulong};
 use super::{check, check_long, owned};
 
 pub const SECCOMP_FILTER_FLAG_NEW_LISTENER: c_uint = 1 << 3;
+/// Once the supervisor has received a notification, only a fatal signal interrupts
+/// the waiting task (Linux 5.19): otherwise any signal restarts the system call and
+/// a held exec would be asked about again.
+pub const SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV: c_uint = 1 << 5;
 
 /// The kernel's seccomp `sock_fprog`.
 #[repr(C)]

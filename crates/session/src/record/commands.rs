@@ -67,45 +67,7 @@ impl CommandsLog {
     /// command.
     pub fn record(&mut self, shared: &Shared, event: TraceEvent) -> Verdict {
         match event {
-            TraceEvent::Exec {
-                pid,
-                ppid,
-                cwd,
-                path,
-                argv,
-                truncated,
-            } => {
-                self.live.insert(pid);
-                if !self.room() {
-                    self.dropped_execs += 1;
-                    return Verdict::Continue;
-                }
-                let argv: Vec<OsString> = if argv.is_empty() {
-                    vec![OsString::from_vec(path.clone())]
-                } else {
-                    argv.into_iter().map(OsString::from_vec).collect()
-                };
-                let record = CommandRecord::new(
-                    u32::try_from(pid).unwrap_or(0),
-                    u32::try_from(ppid).unwrap_or(0),
-                    cwd,
-                    argv,
-                )
-                .with_exe(OsString::from_vec(path));
-                match shared.writer.record_command(&record) {
-                    Ok(len) => self.written = self.written.saturating_add(len),
-                    Err(e) => shared.fail("commands.log", e),
-                }
-                if truncated
-                    && let Err(e) = shared.writer.event(
-                        Event::new("argv-truncated")
-                            .with("pid", pid)
-                            .with("reason", "the argument list exceeds the recording limits"),
-                    )
-                {
-                    shared.fail("events.jsonl", e);
-                }
-            }
+            event @ TraceEvent::Exec { .. } => self.exec(shared, event, None),
             TraceEvent::Refused { host_pid, reason } => {
                 eprintln!(
                     "vectraguard: refused a program that cannot be recorded (host pid {host_pid}): {reason}"
@@ -125,6 +87,60 @@ impl CommandsLog {
             }
         }
         Verdict::Continue
+    }
+
+    /// Records an exec the approval gate refused: an `exec … denied=EPERM` line (the
+    /// program never ran, so no `exit` line follows).
+    pub fn denied(&mut self, shared: &Shared, event: TraceEvent) {
+        self.exec(shared, event, Some(CommandExit::Denied(libc::EPERM)));
+    }
+
+    /// Writes one `exec` line; `denied` marks an exec the approval gate refused.
+    fn exec(&mut self, shared: &Shared, event: TraceEvent, denied: Option<CommandExit>) {
+        let TraceEvent::Exec {
+            pid,
+            ppid,
+            cwd,
+            path,
+            argv,
+            truncated,
+        } = event
+        else {
+            return;
+        };
+        if denied.is_none() {
+            self.live.insert(pid);
+        }
+        if !self.room() {
+            self.dropped_execs += 1;
+            return;
+        }
+        let argv: Vec<OsString> = if argv.is_empty() {
+            vec![OsString::from_vec(path.clone())]
+        } else {
+            argv.into_iter().map(OsString::from_vec).collect()
+        };
+        let mut record = CommandRecord::new(
+            u32::try_from(pid).unwrap_or(0),
+            u32::try_from(ppid).unwrap_or(0),
+            cwd,
+            argv,
+        )
+        .with_exe(OsString::from_vec(path));
+        record.exit = denied;
+        match shared.writer.record_command(&record) {
+            Ok(len) => self.written = self.written.saturating_add(len),
+            Err(e) => shared.fail("commands.log", e),
+        }
+        if truncated
+            && let Err(e) = shared.writer.event(
+                Event::new("argv-truncated")
+                    .with("pid", pid)
+                    .with("reason", "the argument list exceeds the recording limits"),
+            )
+        {
+            shared.fail("events.jsonl", e);
+        }
     }
 
     /// Writes the `exit` line of a traced process (e.g. the command, from init's

@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io::PipeReader;
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 
 use anyhow::{Context, Result};
@@ -23,6 +23,7 @@ use vg_sandbox::trace;
 use vg_sandbox::{Killer, Outcome, SandboxError, Termination};
 
 mod commands;
+mod held;
 mod layers;
 pub mod metadata;
 mod relay;
@@ -43,6 +44,11 @@ pub enum Output {
     Tty {
         size: Option<vg_sandbox::terminal::Size>,
     },
+}
+
+fn lock(log: &Mutex<CommandsLog>) -> MutexGuard<'_, CommandsLog> {
+    log.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// State shared by the threads that write one session's record.
@@ -70,7 +76,7 @@ pub struct Session {
     writer: Arc<SessionWriter>,
     shared: Option<Arc<Shared>>,
     relays: Vec<JoinHandle<()>>,
-    tracer: Option<JoinHandle<CommandsLog>>,
+    tracer: Option<JoinHandle<Arc<Mutex<CommandsLog>>>>,
     /// Relays and records the sandbox's network in `--network allow` mode.
     mediator: Option<vg_netstack::Mediator>,
     /// Network events past [`MAX_NETWORK_EVENTS`], not written.
@@ -79,6 +85,8 @@ pub struct Session {
     started: bool,
     /// The session's control socket, removed when the session ends.
     control: Option<Box<vg_control::ControlServer>>,
+    /// The approval gate, with `--ask`.
+    gate: Option<Arc<crate::gate::Gate>>,
 }
 
 impl Session {
@@ -105,7 +113,17 @@ impl Session {
             network_events_dropped: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             started: false,
             control: None,
+            gate: None,
         })
+    }
+
+    /// Sets up the approval gate: its `approval` events go to this record. Called
+    /// before [`Session::attach`], whose tracer consults it.
+    pub fn gate(&mut self, plan: crate::gate::Plan) -> Result<()> {
+        let gate = crate::gate::Gate::new(plan, &self.writer)
+            .context("cannot start the approval gate's timer thread")?;
+        self.gate = Some(Arc::new(gate));
+        Ok(())
     }
 
     /// The session's id (its folder's name).
@@ -173,9 +191,13 @@ impl Session {
         }
         if trace && let Some(listener) = sandbox.exec_listener() {
             let shared = Arc::clone(&shared);
+            let gate = self.gate.clone();
             self.tracer = Some(std::thread::spawn(move || {
-                let mut log = CommandsLog::new(max_output);
-                trace::serve(listener, |event| log.record(&shared, event));
+                let log = Arc::new(Mutex::new(CommandsLog::new(max_output)));
+                trace::serve(listener, |event| match &gate {
+                    Some(gate) => held::screen(gate, &log, &shared, event),
+                    None => lock(&log).record(&shared, event),
+                });
                 log
             }));
         }
@@ -222,6 +244,7 @@ impl Session {
             Arc::clone(&self.writer),
             stopper,
             network,
+            self.gate.as_ref(),
         ));
         let bound = std::fs::metadata(&dir)
             .map_err(anyhow::Error::from)
@@ -306,13 +329,19 @@ impl Session {
         for relay in self.relays.drain(..) {
             let _ = relay.join();
         }
-        let mut commands = self.tracer.take().and_then(|t| t.join().ok());
+        let commands = self.tracer.take().and_then(|t| t.join().ok());
+        // Every process is gone: what is still held is denied (and recorded), and the
+        // threads holding those execs let go of the record.
+        if let Some(gate) = self.gate.take() {
+            gate.close();
+        }
+        let mut commands = commands.as_ref().map(|log| lock(log));
         let id = self.writer.id().to_owned();
         // The command's exit is seen by the tracer when it calls exit; a command
         // killed by a signal never does, so its status comes from init.
         if let Ok(outcome) = result
             && let Some(pid) = outcome.command_pid
-            && let Some(log) = commands.as_mut()
+            && let Some(log) = commands.as_deref_mut()
             && log.is_live(pid)
             && let Some(shared) = &self.shared
         {
@@ -325,11 +354,12 @@ impl Session {
                 log.exit(shared, pid, exit);
             }
         }
-        if let Some(event) = commands.as_ref().and_then(CommandsLog::limit_hit) {
+        if let Some(event) = commands.as_deref().and_then(CommandsLog::limit_hit) {
             self.writer
                 .event(event)
                 .context("cannot write events.jsonl")?;
         }
+        drop(commands);
         self.record_limit_hits(result, hits)?;
         let broken = self.shared.as_ref().and_then(|s| s.broken.get().cloned());
         let end = end_of(result, broken, self.started);

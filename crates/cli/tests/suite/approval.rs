@@ -1,0 +1,307 @@
+//! The approval gate (`--ask LEVEL`): a risky exec is held in the kernel until
+//! `vectraguard approve`/`deny` or its time-out decides, and every request and
+//! decision is recorded.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::harness::{RecordsHome, Runner, Workspace, each_identity, unique, wait_until};
+use super::live::{events, start_live, vg};
+
+/// A script whose one risky step (`rm -rf` outside the workspace, CRITICAL) is the
+/// only exec the gate holds; what happened is left in `result` in the workspace.
+const SCRIPT: &str = r#"#!/bin/sh
+mkdir -p /tmp/victim && echo data > /tmp/victim/file
+echo started > started
+sh ./child.sh
+echo "rm=$?" > rm-status
+if [ -e /tmp/victim/file ]; then echo survived > result; else echo deleted > result; fi
+"#;
+
+/// The grandchild: run by `child.sh`, itself run by `run.sh`.
+const CHILD: &str = "#!/bin/sh\necho child > child-ran\nrm -rf /tmp/victim\n";
+
+fn workspace() -> Workspace {
+    let ws = Workspace::new();
+    ws.write("run.sh", SCRIPT);
+    ws.write("child.sh", CHILD);
+    ws
+}
+
+/// Waits until `session` holds a request; returns the first one.
+fn first_pending(runner: Runner, ws: &Workspace, home: &RecordsHome, session: &str) -> Value {
+    let mut found = Value::Null;
+    let held = wait_until(Duration::from_secs(20), || {
+        let out = vg(runner, ws, home, &["approvals", session, "--json"]);
+        let list: Vec<Value> = serde_json::from_str(&out.stdout).unwrap_or_default();
+        match list.into_iter().next() {
+            Some(first) => {
+                found = first;
+                true
+            }
+            None => false,
+        }
+    });
+    assert!(held, "nothing was held for approval");
+    found
+}
+
+fn approvals_of(dir: &std::path::Path) -> Vec<Value> {
+    events(dir)
+        .into_iter()
+        .filter(|e| e["type"] == "approval")
+        .collect()
+}
+
+#[test]
+fn a_held_grandchild_runs_only_once_approved_and_never_when_denied() {
+    each_identity(|runner| {
+        for verdict in ["approve", "deny"] {
+            let ws = workspace();
+            let home = RecordsHome::new(runner);
+            let name = format!("gate-{verdict}-{}", unique());
+            let (running, socket) = start_live(
+                runner,
+                &ws,
+                &home,
+                &name,
+                &["--ask", "high"],
+                &["sh", "./run.sh"],
+            );
+            let dir = socket.parent().unwrap().to_path_buf();
+            let pending = first_pending(runner, &ws, &home, &name);
+            // Only the risky grandchild is held: its parents already ran.
+            assert_eq!(pending["level"], "CRITICAL", "{pending}");
+            assert_eq!(pending["subject"]["kind"], "exec", "{pending}");
+            assert_eq!(
+                pending["subject"]["argv"],
+                serde_json::json!(["rm", "-rf", "/tmp/victim"]),
+                "{pending}"
+            );
+            let parents: Vec<&str> = pending["subject"]["parents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["command"].as_str().unwrap())
+                .collect();
+            assert_eq!(parents, ["sh ./child.sh", "sh ./run.sh"], "{pending}");
+            assert!(
+                ws.exists("child-ran"),
+                "the child had not run before its own exec"
+            );
+            assert!(
+                !ws.exists("result"),
+                "the script went on past the held exec"
+            );
+            let listed = vg(runner, &ws, &home, &["ps", "--json"]);
+            let ps: Vec<Value> = serde_json::from_str(&listed.stdout).unwrap();
+            assert_eq!(ps[0]["pending_approvals"], 1, "{listed}");
+
+            let id = pending["id"].to_string();
+            vg(runner, &ws, &home, &[verdict, &name, &id]).assert_success();
+            running.finish(Duration::from_secs(20)).assert_success();
+
+            let (result, status) = match verdict {
+                "approve" => ("deleted", "rm=0"),
+                _ => ("survived", "rm=126"),
+            };
+            assert_eq!(ws.read("result").as_deref().map(str::trim), Some(result));
+            assert_eq!(ws.read("rm-status").as_deref().map(str::trim), Some(status));
+
+            let approvals = approvals_of(&dir);
+            let decided: Vec<&Value> = approvals
+                .iter()
+                .filter(|e| e["event"] == "decided")
+                .collect();
+            assert_eq!(decided.len(), 1, "{approvals:?}");
+            let expected = if verdict == "approve" {
+                "approve"
+            } else {
+                "deny"
+            };
+            assert_eq!(decided[0]["decision"], expected, "{approvals:?}");
+            assert_eq!(decided[0]["who"]["by"], "client", "{approvals:?}");
+            assert_eq!(decided[0]["who"]["uid"], runner.invoker().uid);
+            assert_eq!(decided[0]["scope"], "once");
+            assert!(approvals.iter().any(|e| e["event"] == "asked"));
+            let commands = std::fs::read_to_string(dir.join("commands.log")).unwrap();
+            let rm_line = commands
+                .lines()
+                .find(|l| l.ends_with("-- rm -rf /tmp/victim"))
+                .unwrap_or_else(|| panic!("no rm line in\n{commands}"));
+            assert_eq!(
+                rm_line.contains(" denied=1 "),
+                verdict == "deny",
+                "{commands}"
+            );
+            // Shown by `logs show --approvals`.
+            vg(runner, &ws, &home, &["logs", "show", &name, "--approvals"])
+                .assert_success()
+                .assert_stdout_contains("rm -rf /tmp/victim");
+        }
+    });
+}
+
+#[test]
+fn an_unanswered_request_is_denied_when_its_time_out_passes() {
+    each_identity(|runner| {
+        let ws = workspace();
+        let home = RecordsHome::new(runner);
+        // No terminal and no client: the run must end on its own.
+        let out = super::harness::Vg::sandbox(
+            runner,
+            &ws,
+            &["--ask", "critical", "--approval-timeout", "1s"],
+            &["sh", "./run.sh"],
+        )
+        .records_home(&home)
+        .run();
+        out.assert_success();
+        assert_eq!(
+            ws.read("result").as_deref().map(str::trim),
+            Some("survived")
+        );
+        let dir = home.only_session();
+        let decided: Vec<Value> = approvals_of(&dir)
+            .into_iter()
+            .filter(|e| e["event"] == "decided")
+            .collect();
+        // One request, however many PATH directories the shell tried.
+        assert_eq!(decided.len(), 1, "{decided:?}");
+        assert_eq!(decided[0]["who"]["by"], "timeout", "{decided:?}");
+        assert_eq!(decided[0]["decision"], "deny", "{decided:?}");
+    });
+}
+
+#[test]
+fn a_session_scope_approval_answers_the_same_exec_again_without_asking() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write(
+            "twice.sh",
+            "#!/bin/sh\nfor i in 1 2; do mkdir -p /tmp/v; rm -rf /tmp/v && echo ok >> done; done\n",
+        );
+        let home = RecordsHome::new(runner);
+        let name = format!("scope-{}", unique());
+        let (running, socket) = start_live(
+            runner,
+            &ws,
+            &home,
+            &name,
+            &["--ask", "high"],
+            &["sh", "./twice.sh"],
+        );
+        let pending = first_pending(runner, &ws, &home, &name);
+        let id = pending["id"].to_string();
+        vg(
+            runner,
+            &ws,
+            &home,
+            &["approve", &name, &id, "--scope", "session"],
+        )
+        .assert_success()
+        .assert_stdout_contains("every identical request");
+        running.finish(Duration::from_secs(20)).assert_success();
+        assert_eq!(ws.read("done").as_deref(), Some("ok\nok\n"));
+        let decided: Vec<Value> = approvals_of(socket.parent().unwrap())
+            .into_iter()
+            .filter(|e| e["event"] == "decided")
+            .collect();
+        assert_eq!(decided.len(), 2, "{decided:?}");
+        assert_eq!(decided[1]["remembered_from"], pending["id"], "{decided:?}");
+    });
+}
+
+#[test]
+fn bad_decisions_exit_125_and_leave_the_session_running() {
+    each_identity(|runner| {
+        let ws = workspace();
+        ws.write(
+            "two.sh",
+            "#!/bin/sh\nrm -rf /tmp/a; echo \"a=$?\" >> out\nrm -rf /tmp/b; echo \"b=$?\" >> out\n",
+        );
+        let home = RecordsHome::new(runner);
+        let name = format!("bad-{}", unique());
+        let (running, _socket) = start_live(
+            runner,
+            &ws,
+            &home,
+            &name,
+            &["--ask", "high"],
+            &["sh", "./two.sh"],
+        );
+        let pending = first_pending(runner, &ws, &home, &name);
+        let id = pending["id"].to_string();
+        for (args, message) in [
+            (vec!["approve", "no-such-session", "1"], "no-such-session"),
+            (
+                vec!["approve", name.as_str(), "999"],
+                "no approval request 999",
+            ),
+            (vec!["deny", name.as_str(), "x"], "invalid value"),
+            (
+                vec!["approve", name.as_str(), id.as_str(), "--scope", "forever"],
+                "use once or session",
+            ),
+            (vec!["approvals", "no-such-session"], "no-such-session"),
+        ] {
+            vg(runner, &ws, &home, &args)
+                .assert_code(125)
+                .assert_stderr_contains(message);
+        }
+        // Still held, still answerable; then no longer, while the session goes on.
+        vg(runner, &ws, &home, &["deny", &name, &id]).assert_success();
+        let second = wait_until(Duration::from_secs(20), || {
+            let out = vg(runner, &ws, &home, &["approvals", &name, "--json"]);
+            out.stdout.contains("/tmp/b")
+        });
+        assert!(second, "the second exec was never held");
+        vg(runner, &ws, &home, &["approve", &name, &id])
+            .assert_code(125)
+            .assert_stderr_contains("already decided");
+        let next = first_pending(runner, &ws, &home, &name)["id"].to_string();
+        vg(runner, &ws, &home, &["approve", &name, &next]).assert_success();
+        running.finish(Duration::from_secs(20)).assert_success();
+        assert_eq!(ws.read("out").as_deref(), Some("a=126\nb=0\n"));
+    });
+}
+
+#[test]
+fn ask_is_checked_before_anything_runs() {
+    each_identity(|runner| {
+        let ws = workspace();
+        let home = RecordsHome::new(runner);
+        for (options, message) in [
+            (
+                vec!["--ask", "sometimes"],
+                "unknown approval level 'sometimes'",
+            ),
+            (vec!["--ask", "high", "--no-record"], "remove --no-record"),
+            (vec!["--approval-timeout", "soon"], "--approval-timeout"),
+        ] {
+            super::harness::Vg::sandbox(runner, &ws, &options, &["sh", "./run.sh"])
+                .records_home(&home)
+                .run()
+                .assert_code(125)
+                .assert_stderr_contains(message);
+            assert!(!ws.exists("started"), "{options:?} ran the command");
+        }
+        ws.write("vectraguard.toml", "ask = \"sometimes\"\n");
+        super::harness::Vg::sandbox(runner, &ws, &[], &["sh", "./run.sh"])
+            .records_home(&home)
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("invalid ask 'sometimes'");
+        assert!(!ws.exists("started"));
+        std::fs::remove_file(ws.join("vectraguard.toml")).unwrap();
+        // Without --ask nothing is held: a decision is refused with a reason.
+        let name = format!("noask-{}", unique());
+        let (running, _) = start_live(runner, &ws, &home, &name, &[], &["sleep", "30"]);
+        vg(runner, &ws, &home, &["approve", &name, "1"])
+            .assert_code(125)
+            .assert_stderr_contains("started without --ask");
+        vg(runner, &ws, &home, &["stop", &name]).assert_success();
+        running.finish(Duration::from_secs(20));
+    });
+}

@@ -1,0 +1,320 @@
+//! The approval gate (`--ask LEVEL`): every exec the tracer reports is rated with the
+//! risk rules, and one rated at or above the threshold is held in the kernel (the
+//! process stays blocked in `execve`) until a decider answers through the session's
+//! approval broker (`vg_control::Broker`): the terminal prompt, `vectraguard approve`
+//! or `deny`, or the level's time-out, which denies.
+//!
+//! What is decided is what the tracer read: the resolved path, argv and cwd, with the
+//! parent chain from the execs seen so far. Each request and each decision is an
+//! `approval` event; a denied exec is an `exec … denied=1` line in `commands.log`.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use vg_control::broker::{Ancestor, ApprovalEvent, Request, Subject};
+use vg_control::{Broker, Decider, Decision, Scope, Ticket, Timeouts};
+use vg_policy::risk::{Ask, Assessment, Classifier, ExecFacts, Level};
+use vg_records::event::kind::APPROVAL;
+use vg_records::{Event, SessionWriter};
+use vg_sandbox::trace::TraceEvent;
+
+/// How many ancestors a request shows.
+const MAX_PARENTS: usize = 8;
+/// Processes remembered for parent chains; the oldest are dropped past it (a process
+/// killed by a signal never reports its exit).
+const MAX_PROCESSES: usize = 16 * 1024;
+/// Requests held at once: past it an exec that would be held is denied at once, so a
+/// sandbox cannot exhaust the supervisor's threads by holding execs.
+pub const MAX_HELD: usize = 256;
+
+/// The gate as planned: the threshold, the time-outs and the rules.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub ask: Level,
+    pub timeouts: Timeouts,
+    pub classifier: Classifier,
+}
+
+impl Plan {
+    /// `None` when nothing is held (`never`): then nothing is classified either.
+    pub fn new(ask: Ask, timeout: Option<Duration>, classifier: Classifier) -> Option<Self> {
+        match ask {
+            Ask::Never => None,
+            Ask::AtLeast(level) => Some(Self {
+                ask: level,
+                timeouts: Timeouts::with_override(timeout),
+                classifier,
+            }),
+        }
+    }
+}
+
+/// One session's gate.
+pub struct Gate {
+    plan: Plan,
+    broker: Arc<Broker>,
+    /// pid → (parent pid, argv) of every exec seen, for parent chains.
+    processes: Mutex<Processes>,
+    /// pid → the argv it was last denied: a shell that gets EPERM tries the same
+    /// command in the next PATH directory, which is refused without asking again.
+    denied: Mutex<HashMap<i32, Vec<String>>>,
+}
+
+#[derive(Default)]
+struct Processes {
+    by_pid: HashMap<i32, (i32, Vec<String>)>,
+    order: std::collections::VecDeque<i32>,
+}
+
+/// What the gate made of one exec.
+pub enum Screened {
+    /// Not held: record it and let it run.
+    Pass(TraceEvent),
+    /// Held: wait for the decision (on another thread than the tracer's).
+    Held(Held),
+    /// Not held but refused at once: too many requests held already, or a retry of
+    /// what was just denied.
+    Refused(TraceEvent, String),
+}
+
+/// A held exec and its ticket.
+pub struct Held {
+    pub event: TraceEvent,
+    ticket: Ticket,
+}
+
+impl Held {
+    /// Blocks until the decision; the broker's time-out guarantees one.
+    pub fn wait(self) -> (TraceEvent, Decision) {
+        let decision = self.ticket.wait();
+        (self.event, decision)
+    }
+}
+
+impl Gate {
+    /// A gate writing `approval` events to `writer`.
+    pub fn new(plan: Plan, writer: &Arc<SessionWriter>) -> std::io::Result<Self> {
+        let decided = Arc::clone(writer);
+        let broker = Broker::new(plan.timeouts, move |event: &ApprovalEvent| {
+            // A decision that cannot be recorded still applies: the session's record
+            // failure is reported by the writer's other users.
+            let _ = decided.event(decision_event(event));
+        })?;
+        let asked = Arc::clone(writer);
+        broker.subscribe(move |pending| {
+            let _ = asked.event(
+                Event::new(APPROVAL)
+                    .with("event", "asked")
+                    .with("request", pending.id)
+                    .with("subject", to_value(&pending.request.subject))
+                    .with("level", to_value(&pending.request.level))
+                    .with("reason", pending.request.reason.clone())
+                    .with("rule", pending.request.rule.clone())
+                    .with("timeout_ms", pending.timeout_in_ms),
+            );
+        });
+        Ok(Self {
+            plan,
+            broker: Arc::new(broker),
+            processes: Mutex::new(Processes::default()),
+            denied: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The session is ending: deny what is held, and whatever is asked from now on.
+    pub fn close(&self) {
+        self.broker.close();
+    }
+
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
+    fn denials(&self) -> MutexGuard<'_, HashMap<i32, Vec<String>>> {
+        self.denied.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Remembers that `held` was denied, for the retries of its process.
+    pub fn denied(&self, event: &TraceEvent) {
+        if let TraceEvent::Exec { pid, argv, .. } = event {
+            let argv = argv.iter().map(|a| lossy(a)).collect();
+            self.denials().insert(*pid, argv);
+        }
+    }
+
+    fn processes(&self) -> MutexGuard<'_, Processes> {
+        self.processes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Rates an exec and holds it if its level is at or above the threshold. Other
+    /// events pass (an exit also forgets its process).
+    pub fn screen(&self, event: TraceEvent) -> Screened {
+        let (pid, ppid, cwd, path, argv) = match &event {
+            TraceEvent::Exec {
+                pid,
+                ppid,
+                cwd,
+                path,
+                argv,
+                ..
+            } => (*pid, *ppid, cwd, path, argv),
+            TraceEvent::Exit { pid, .. } => {
+                self.processes().forget(*pid);
+                self.denials().remove(pid);
+                return Screened::Pass(event);
+            }
+            TraceEvent::Refused { .. } => return Screened::Pass(event),
+        };
+        let argv: Vec<String> = argv.iter().map(|a| lossy(a)).collect();
+        let path = lossy(path);
+        {
+            let mut denials = self.denials();
+            if denials.get(&pid) == Some(&argv) {
+                return Screened::Refused(
+                    event,
+                    "the same command was just denied for this process (a shell tries each PATH directory)"
+                        .into(),
+                );
+            }
+            denials.remove(&pid);
+        }
+        let parents = self.processes().chain(ppid);
+        let facts = ExecFacts {
+            path: path.clone(),
+            argv: argv.clone(),
+            cwd: Some(cwd.clone()),
+            parents: parents.iter().map(|(_, argv)| argv.clone()).collect(),
+        };
+        let assessment = self.plan.classifier.classify_exec(&facts);
+        self.processes().insert(pid, ppid, argv.clone());
+        if assessment.level < self.plan.ask {
+            return Screened::Pass(event);
+        }
+        if self.broker.pending().len() >= MAX_HELD {
+            return Screened::Refused(
+                event,
+                format!("{MAX_HELD} requests are held already; denied without asking"),
+            );
+        }
+        let request = exec_request(pid, path, argv, cwd, &parents, assessment);
+        let ticket = self.broker.submit(request);
+        Screened::Held(Held { event, ticket })
+    }
+
+    /// Decides request `id` for a control-channel client.
+    pub fn decide(
+        &self,
+        id: u64,
+        approve: bool,
+        scope: Scope,
+        who: Decider,
+    ) -> Result<Decision, vg_control::ControlError> {
+        let verdict = if approve {
+            vg_control::Verdict::Approve
+        } else {
+            vg_control::Verdict::Deny
+        };
+        self.broker.decide(id, verdict, scope, who)
+    }
+}
+
+impl Processes {
+    fn insert(&mut self, pid: i32, ppid: i32, argv: Vec<String>) {
+        if self.by_pid.insert(pid, (ppid, argv)).is_none() {
+            self.order.push_back(pid);
+        }
+        while self.order.len() > MAX_PROCESSES {
+            if let Some(old) = self.order.pop_front() {
+                self.by_pid.remove(&old);
+            }
+        }
+    }
+
+    fn forget(&mut self, pid: i32) {
+        if self.by_pid.remove(&pid).is_some() {
+            self.order.retain(|p| *p != pid);
+        }
+    }
+
+    /// The known ancestors from `ppid` up, nearest first.
+    fn chain(&self, mut ppid: i32) -> Vec<(i32, Vec<String>)> {
+        let mut out = Vec::new();
+        while out.len() < MAX_PARENTS {
+            let Some((grand, argv)) = self.by_pid.get(&ppid) else {
+                break;
+            };
+            out.push((ppid, argv.clone()));
+            if *grand == ppid {
+                break;
+            }
+            ppid = *grand;
+        }
+        out
+    }
+}
+
+fn exec_request(
+    pid: i32,
+    path: String,
+    argv: Vec<String>,
+    cwd: &std::path::Path,
+    parents: &[(i32, Vec<String>)],
+    assessment: Assessment,
+) -> Request {
+    Request {
+        subject: Subject::Exec {
+            pid: u32::try_from(pid).unwrap_or(0),
+            path,
+            argv,
+            cwd: cwd.to_string_lossy().into_owned(),
+            parents: parents
+                .iter()
+                .map(|(pid, argv)| Ancestor {
+                    pid: u32::try_from(*pid).unwrap_or(0),
+                    command: vg_records::quote_argv(argv.iter().map(|a| a.as_bytes())),
+                })
+                .collect(),
+        },
+        level: to_broker_level(assessment.level),
+        reason: assessment.reason,
+        rule: (!assessment.rule.is_empty()).then_some(assessment.rule),
+    }
+}
+
+pub fn to_broker_level(level: Level) -> vg_control::Level {
+    match level {
+        Level::Low => vg_control::Level::Low,
+        Level::Medium => vg_control::Level::Medium,
+        Level::High => vg_control::Level::High,
+        Level::Critical => vg_control::Level::Critical,
+    }
+}
+
+/// The `approval` event of a decision.
+fn decision_event(e: &ApprovalEvent) -> Event {
+    Event::new(APPROVAL)
+        .with("event", "decided")
+        .with("request", e.request)
+        .with("subject", to_value(&e.subject))
+        .with("level", to_value(&e.level))
+        .with("reason", e.reason.clone())
+        .with("rule", e.rule.clone())
+        .with("decision", to_value(&e.decision))
+        .with("who", to_value(&e.who))
+        .with("scope", to_value(&e.scope))
+        .with("latency_ms", e.latency_ms)
+        .with("remembered_from", e.remembered_from)
+}
+
+fn to_value(value: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    OsStr::from_bytes(bytes).to_string_lossy().into_owned()
+}
