@@ -20,8 +20,10 @@ use std::path::PathBuf;
 use crate::sys;
 
 mod resolve;
+mod verify;
 
 use resolve::{Base, Presence};
+pub use verify::Expected;
 
 /// Upper bounds that keep a hostile argv from costing unbounded time or memory.
 const MAX_ARGS: usize = 4096;
@@ -73,11 +75,31 @@ pub enum Verdict {
 }
 
 /// A verdict still to be reached; see [`Verdict::Defer`].
-pub struct Deferred(Box<dyn FnOnce() -> Verdict + Send>);
+pub struct Deferred {
+    decide: Box<dyn FnOnce() -> Verdict + Send>,
+    verify: Option<(Expected, Mismatch)>,
+}
+
+type Mismatch = Box<dyn FnOnce(String) + Send>;
 
 impl Deferred {
     pub fn new(decide: impl FnOnce() -> Verdict + Send + 'static) -> Self {
-        Self(Box::new(decide))
+        Self {
+            decide: Box::new(decide),
+            verify: None,
+        }
+    }
+
+    /// If the verdict lets the exec go, check that the program that starts is
+    /// `expected` (see `trace/verify.rs`); if not, it is killed and `mismatch` is
+    /// told why.
+    pub fn verified(
+        mut self,
+        expected: Expected,
+        mismatch: impl FnOnce(String) + Send + 'static,
+    ) -> Self {
+        self.verify = Some((expected, Box::new(mismatch)));
+        self
     }
 }
 
@@ -143,7 +165,13 @@ pub fn serve(listener: OwnedFd, mut on_event: impl FnMut(TraceEvent) -> Verdict)
         match event {
             Some(event @ TraceEvent::Exec { .. }) if sys::notif_id_valid(fd, notif.id) => {
                 match on_event(event) {
-                    Verdict::Defer(deferred) => answer_later(&listener, notif.id, deferred),
+                    Verdict::Defer(deferred) => {
+                        let host_pid = libc::pid_t::try_from(notif.pid).unwrap_or(0);
+                        let root = tracked
+                            .root(host_pid)
+                            .and_then(|r| r.try_clone_to_owned().ok());
+                        answer_later(&listener, notif.id, notif.pid, root, deferred);
+                    }
                     verdict => answer(fd, notif.id, verdict),
                 }
             }
@@ -171,16 +199,48 @@ fn answer(fd: std::os::fd::BorrowedFd<'_>, id: u64, verdict: Verdict) {
 
 /// Reaches a deferred verdict on its own thread and applies it, if the process is
 /// still waiting (it may have been killed meanwhile: the id is then invalid).
-fn answer_later(listener: &std::sync::Arc<OwnedFd>, id: u64, deferred: Deferred) {
+fn answer_later(
+    listener: &std::sync::Arc<OwnedFd>,
+    id: u64,
+    host_pid: u32,
+    root: Option<OwnedFd>,
+    deferred: Deferred,
+) {
     let held = std::sync::Arc::clone(listener);
     let spawned = std::thread::Builder::new()
         .name("vg-held-exec".into())
-        .stack_size(64 * 1024)
+        .stack_size(128 * 1024)
         .spawn(move || {
-            let verdict = (deferred.0)();
+            let Deferred { decide, verify } = deferred;
+            // The file approved is the one there when the question is asked.
+            let check = verify.map(|(expected, mismatch)| {
+                let approved = verify::approved(root.as_ref().map(AsFd::as_fd), expected);
+                (approved, mismatch)
+            });
+            let verdict = decide();
             let fd = held.as_fd();
-            if sys::notif_id_valid(fd, id) {
+            if !sys::notif_id_valid(fd, id) {
+                return;
+            }
+            let (Verdict::Continue, Some((approved, mismatch))) = (&verdict, check) else {
                 answer(fd, id, verdict);
+                return;
+            };
+            // Traced from before the exec is let go, so that it stops at the exec;
+            // an approved exec that cannot be watched does not run (fail closed).
+            let watch = match verify::watch(host_pid) {
+                Ok(watch) => watch,
+                Err(e) => {
+                    answer(fd, id, Verdict::Deny(libc::EPERM));
+                    mismatch(format!(
+                        "the process could not be traced to check the approved exec ({e}), so it was refused"
+                    ));
+                    return;
+                }
+            };
+            answer(fd, id, Verdict::Continue);
+            if let Some(why) = verify::confirm(&watch, &approved) {
+                mismatch(why);
             }
         });
     if spawned.is_err() {

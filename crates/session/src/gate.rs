@@ -87,6 +87,11 @@ pub struct Held {
 }
 
 impl Held {
+    /// The request's id (`None` when a session-scope decision answered it at once).
+    pub fn id(&self) -> Option<u64> {
+        self.ticket.id()
+    }
+
     /// Blocks until the decision; the broker's time-out guarantees one.
     pub fn wait(self) -> (TraceEvent, Decision) {
         let decision = self.ticket.wait();

@@ -305,3 +305,81 @@ fn ask_is_checked_before_anything_runs() {
         running.finish(Duration::from_secs(20));
     });
 }
+
+/// The race an approval invites: a second thread rewrites the argv between the
+/// tracer's read (what is approved) and the kernel's (what runs).
+const SWAPPER: &str = r#"
+import ctypes, os, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+os.makedirs("/tmp/keep", exist_ok=True)
+os.makedirs("/tmp/okay", exist_ok=True)
+for _ in range(40):
+    pid = os.fork()
+    if pid == 0:
+        target = ctypes.create_string_buffer(b"/tmp/okay")
+        def flip():
+            while True:
+                ctypes.memmove(target, b"/tmp/keep", 9)
+                ctypes.memmove(target, b"/tmp/okay", 9)
+        threading.Thread(target=flip, daemon=True).start()
+        argv = (ctypes.c_char_p * 4)(b"rm", b"-rf", ctypes.cast(target, ctypes.c_char_p), None)
+        libc.execve(b"/usr/bin/rm", argv, None)
+        os._exit(99)
+    os.waitpid(pid, 0)
+    os.makedirs("/tmp/okay", exist_ok=True)
+with open("result", "w") as f:
+    f.write("keep=%s\n" % os.path.isdir("/tmp/keep"))
+"#;
+
+/// ATTACK: approve `rm -rf /tmp/okay` for the session while a thread keeps swapping
+/// the argument for `/tmp/keep`; whatever the kernel reads after the approval, only
+/// the approved argv may run (the rest is killed at its exec, before it runs).
+#[test]
+fn an_argv_swapped_after_approval_never_runs() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write("swap.py", SWAPPER);
+        let home = RecordsHome::new(runner);
+        let name = format!("swap-{}", unique());
+        let (running, socket) = start_live(
+            runner,
+            &ws,
+            &home,
+            &name,
+            &["--ask", "high"],
+            &["python3", "./swap.py"],
+        );
+        // Approve the honest argv for the session, deny the swapped one for the session.
+        let mut answered = (false, false);
+        let done = wait_until(Duration::from_secs(60), || {
+            let out = vg(runner, &ws, &home, &["approvals", &name, "--json"]);
+            let list: Vec<Value> = serde_json::from_str(&out.stdout).unwrap_or_default();
+            for p in list {
+                let id = p["id"].to_string();
+                let honest = p["subject"]["argv"][2] == "/tmp/okay";
+                let verdict = if honest { "approve" } else { "deny" };
+                vg(
+                    runner,
+                    &ws,
+                    &home,
+                    &[verdict, &name, &id, "--scope", "session"],
+                );
+                if honest {
+                    answered.0 = true;
+                } else {
+                    answered.1 = true;
+                }
+            }
+            ws.exists("result")
+        });
+        assert!(done, "the attacker never finished");
+        running.finish(Duration::from_secs(30)).assert_success();
+        assert_eq!(ws.read("result").as_deref(), Some("keep=True\n"));
+        let mismatches = approvals_of(socket.parent().unwrap())
+            .into_iter()
+            .filter(|e| e["event"] == "mismatch")
+            .count();
+        // The race was run (and lost by the attacker) at least once.
+        assert!(mismatches > 0, "no swap was ever caught: {answered:?}");
+    });
+}

@@ -15,6 +15,7 @@ mod mount;
 mod net;
 mod pidfd;
 mod process;
+mod ptrace;
 mod seccomp;
 mod signal;
 mod tty;
@@ -42,6 +43,7 @@ pub use process::{
     clone_fork, execve, exit_now, fork, kill, prctl, read_process_memory, sethostname, setrlimit,
     setsid, unshare, waitpid,
 };
+pub use ptrace::{ptrace_detach, ptrace_interrupt, ptrace_seize_exec};
 pub use seccomp::{
     SECCOMP_FILTER_FLAG_NEW_LISTENER, SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, SeccompNotif,
     notif_continue, notif_fail, notif_id_valid, notif_recv, notif_sync_wakeup,

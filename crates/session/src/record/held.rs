@@ -6,11 +6,30 @@ use std::sync::{Arc, Mutex};
 
 use vg_records::Event;
 use vg_records::event::kind::APPROVAL;
-use vg_sandbox::trace::{Deferred, TraceEvent, Verdict};
+use vg_sandbox::trace::{Deferred, Expected, TraceEvent, Verdict};
 
 use super::commands::CommandsLog;
 use super::{Shared, lock};
 use crate::gate::{Gate, Screened};
+
+/// What an approval of `event` lets run.
+fn expected(event: &TraceEvent) -> Option<Expected> {
+    match event {
+        TraceEvent::Exec {
+            cwd,
+            path,
+            argv,
+            truncated,
+            ..
+        } => Some(Expected {
+            path: path.clone(),
+            cwd: cwd.as_os_str().as_encoded_bytes().to_vec(),
+            argv: argv.clone(),
+            truncated: *truncated,
+        }),
+        _ => None,
+    }
+}
 
 /// Decides one traced event with the gate, recording it as it goes.
 pub(super) fn screen(
@@ -36,7 +55,25 @@ pub(super) fn screen(
             let log = Arc::clone(log);
             let shared = Arc::clone(shared);
             let gate = Arc::clone(gate);
-            Verdict::Defer(Deferred::new(move || {
+            let expected = expected(&held.event);
+            let request = held.id();
+            let reporter = Arc::clone(&shared);
+            let report = move |why: String| {
+                crate::diag::warning(format_args!(
+                    "killed an approved exec (request {}): {why}",
+                    request.unwrap_or(0)
+                ));
+                if let Err(e) = reporter.writer.event(
+                    Event::new(APPROVAL)
+                        .with("event", "mismatch")
+                        .with("request", request)
+                        .with("reason", why)
+                        .with("action", "killed"),
+                ) {
+                    reporter.fail("events.jsonl", e);
+                }
+            };
+            let deferred = Deferred::new(move || {
                 let (event, decision) = held.wait();
                 if decision.approved() {
                     lock(&log).record(&shared, event)
@@ -45,7 +82,11 @@ pub(super) fn screen(
                     lock(&log).denied(&shared, event);
                     Verdict::Deny(libc::EPERM)
                 }
-            }))
+            });
+            Verdict::Defer(match expected {
+                Some(expected) => deferred.verified(expected, report),
+                None => deferred,
+            })
         }
     }
 }
