@@ -42,6 +42,7 @@ pub mod mounts;
 pub mod network;
 pub mod notes;
 pub mod plan;
+pub mod prompt;
 pub mod record;
 pub mod request;
 pub mod running;

@@ -84,7 +84,17 @@ fn start_recorded(
         Some(Ok(raw)) => Some(raw),
         None => None,
     };
-    let (mut sandbox, output) = match spawn(spec, enforced.cgroup.as_ref(), stdin_is_terminal) {
+    // The approval prompt, when someone is at a terminal to answer it.
+    let prompt = (plan.gate.is_some()
+        && stdin_is_terminal
+        && vg_sandbox::terminal::is_terminal(std::io::stderr()))
+    .then(|| crate::prompt::TerminalPrompt::new(spec.tty));
+    let (mut sandbox, output) = match spawn(
+        spec,
+        enforced.cgroup.as_ref(),
+        stdin_is_terminal,
+        prompt.clone(),
+    ) {
         Ok(started) => started,
         Err(error) => {
             drop(raw);
@@ -97,7 +107,7 @@ fn start_recorded(
     // After the spawn, so that its timer thread inherits the blocked signals; before
     // `attach`, whose tracer consults it.
     if let Some(gate) = plan.gate.clone()
-        && let Err(error) = session.gate(gate)
+        && let Err(error) = session.gate(gate, prompt)
     {
         let _ = sandbox.killer().kill();
         drop(raw);
@@ -150,6 +160,7 @@ fn spawn(
     spec: &vg_sandbox::SandboxSpec,
     cgroup: Option<&Cgroup>,
     stdin_is_terminal: bool,
+    prompt: Option<std::sync::Arc<crate::prompt::TerminalPrompt>>,
 ) -> Result<(Sandbox, Output)> {
     if spec.tty {
         vg_sandbox::spawn_in(spec, [0, 1, 2], cgroup)
@@ -181,7 +192,7 @@ fn spawn(
                 if let Some((in_r, in_w)) = input {
                     drop(in_r);
                     // Started after spawn_in, so it inherits the blocked signals.
-                    std::thread::spawn(move || crate::record::relay_terminal_input(in_w));
+                    std::thread::spawn(move || crate::record::relay_terminal_input(in_w, prompt));
                 }
                 Ok((sandbox, Output::Pipes(out_r, err_r)))
             })

@@ -544,3 +544,97 @@ fn a_refusal_note_keeps_the_raw_terminal_in_order() {
         t.wait_gone();
     });
 }
+
+/// The approval gate's prompt (`--ask`) on the user's own terminal, during a shell:
+/// `n` denies (the files survive), `y` approves, the shell goes on either way, and the
+/// record says the terminal decided.
+#[test]
+fn the_approval_prompt_decides_from_the_users_terminal_during_a_shell() {
+    if !require_tools(&[TMUX]) {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let (mut args, prompt) = shell_args_tagged("ask");
+        args.extend(["--ask".to_owned(), "high".to_owned()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let t = Tmux::start(
+            ws.path(),
+            &vectraguard_command(runner, &home, &args),
+            120,
+            40,
+        );
+        t.wait_for(&prompt);
+        t.line("mkdir -p /tmp/x && touch /tmp/x/f && rm -rf /tmp/x; ls /tmp/x; echo listed-$?");
+        t.wait_for("Approve? [y]es once");
+        t.keys(&["-l", "n"]);
+        let screen = t.wait_for("listed-0");
+        assert!(screen.contains("→ denied"), "{screen}");
+        t.line("clear");
+        t.wait(&prompt, |s| s.trim_start().starts_with(&prompt));
+        t.line("rm -rf /tmp/x; ls /tmp/x; echo listed-$?");
+        t.wait_for("Approve? [y]es once");
+        t.keys(&["-l", "y"]);
+        let screen = t.wait_for("listed-2");
+        assert!(screen.contains("→ approved"), "{screen}");
+        // The answers never reached the shell: it still takes commands as typed.
+        t.line("echo still-$((20+1))");
+        t.wait_for("still-21");
+        t.line("exit");
+        t.wait_gone();
+        let events = std::fs::read_to_string(home.only_session().join("events.jsonl")).unwrap();
+        let decided: Vec<serde_json::Value> = events
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|e| e["type"] == "approval" && e["event"] == "decided")
+            .collect();
+        assert_eq!(decided.len(), 2, "{events}");
+        assert_eq!(decided[0]["decision"], "deny");
+        assert_eq!(decided[1]["decision"], "approve");
+        assert!(
+            decided.iter().all(|d| d["who"]["by"] == "tty"),
+            "{decided:?}"
+        );
+    });
+}
+
+/// Without `-t` the sandbox's stdin is a pipe from the user's terminal; the prompt
+/// still asks there. `a` approves for the session (the second identical exec runs
+/// without asking), and the keys typed as the answer never reach the sandbox's stdin.
+#[test]
+fn the_approval_prompt_works_in_a_plain_run_and_keeps_the_answer_from_the_sandbox() {
+    if !require_tools(&[TMUX]) {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write(
+            "twice.sh",
+            "#!/bin/sh\nfor i in 1 2; do mkdir -p /tmp/v; rm -rf /tmp/v && echo removed-$i; done\nread line\necho \"got=[$line]\"\n",
+        );
+        let home = RecordsHome::new(runner);
+        let t = Tmux::start(
+            ws.path(),
+            &format!(
+                "{}; echo exited-$?; sleep 60",
+                vectraguard_command(
+                    runner,
+                    &home,
+                    &["sandbox", "run", "--ask", "high", "twice.sh"]
+                )
+            ),
+            120,
+            40,
+        );
+        t.wait_for("Approve? [y]es once");
+        t.keys(&["-l", "a"]);
+        t.keys(&["Enter"]);
+        t.wait_for("removed-2");
+        let screen = t.screen();
+        assert_eq!(screen.matches("Approve? [y]es once").count(), 1, "{screen}");
+        t.line("typed-later");
+        let screen = t.wait_for("exited-0");
+        assert!(screen.contains("got=[typed-later]"), "{screen}");
+    });
+}

@@ -169,8 +169,7 @@ fn mismatch(approved: &Approved, cmdline: &[u8], exe: Option<(u64, u64)>) -> Opt
         let tail: Vec<&[u8]> = std::iter::once(expected.path.as_slice())
             .chain(wanted.iter().skip(1).copied())
             .collect();
-        running.len() > tail.len()
-            && running[running.len() - tail.len()..].starts_with(&tail[..])
+        running.len() > tail.len() && running[running.len() - tail.len()..].starts_with(&tail[..])
     } else if expected.truncated {
         running.starts_with(&wanted)
     } else {

@@ -57,6 +57,8 @@ struct Shared {
     killer: Killer,
     /// The first recording failure; once set, the sandbox is being stopped.
     broken: OnceLock<String>,
+    /// The approval prompt on the user's terminal, which the relays make way for.
+    prompt: Option<Arc<crate::prompt::TerminalPrompt>>,
 }
 
 impl Shared {
@@ -87,6 +89,8 @@ pub struct Session {
     control: Option<Box<vg_control::ControlServer>>,
     /// The approval gate, with `--ask`.
     gate: Option<Arc<crate::gate::Gate>>,
+    /// Its prompt on the user's terminal, when there is one.
+    prompt: Option<Arc<crate::prompt::TerminalPrompt>>,
 }
 
 impl Session {
@@ -114,15 +118,28 @@ impl Session {
             started: false,
             control: None,
             gate: None,
+            prompt: None,
         })
     }
 
     /// Sets up the approval gate: its `approval` events go to this record. Called
     /// before [`Session::attach`], whose tracer consults it.
-    pub fn gate(&mut self, plan: crate::gate::Plan) -> Result<()> {
-        let gate = crate::gate::Gate::new(plan, &self.writer)
-            .context("cannot start the approval gate's timer thread")?;
-        self.gate = Some(Arc::new(gate));
+    pub fn gate(
+        &mut self,
+        plan: crate::gate::Plan,
+        prompt: Option<Arc<crate::prompt::TerminalPrompt>>,
+    ) -> Result<()> {
+        let gate = Arc::new(
+            crate::gate::Gate::new(plan, &self.writer)
+                .context("cannot start the approval gate's timer thread")?,
+        );
+        if let Some(prompt) = &prompt {
+            prompt
+                .serve(gate.broker(), self.writer.id().to_owned())
+                .context("cannot start the approval prompt's thread")?;
+        }
+        self.gate = Some(gate);
+        self.prompt = prompt;
         Ok(())
     }
 
@@ -157,6 +174,7 @@ impl Session {
             writer: Arc::clone(&self.writer),
             killer: sandbox.killer(),
             broken: OnceLock::new(),
+            prompt: self.prompt.clone(),
         });
         // Init sends the TUN interface, the exec listener, then the terminal, then
         // says it is ready.
@@ -287,6 +305,11 @@ impl Session {
             shared.fail("the terminal", "cannot duplicate its descriptor");
             return;
         };
+        if let Some(prompt) = &self.prompt
+            && let Ok(redraw) = master.try_clone()
+        {
+            prompt.set_master(redraw);
+        }
         *resize = Some(resizer);
         let out_shared = Arc::clone(shared);
         self.relays.push(std::thread::spawn(move || {

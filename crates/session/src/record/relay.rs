@@ -47,10 +47,18 @@ pub(super) fn relay_input(mut to: File, shared: &std::sync::Weak<Shared>) {
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        if let Err(e) = shared.writer.cast_input(&buf[..n]) {
+        // Keys answering the approval prompt are not the sandbox's (nor recorded).
+        let keys = match &shared.prompt {
+            Some(prompt) => prompt.intercept(&buf[..n]),
+            None => &buf[..n],
+        };
+        if keys.is_empty() {
+            continue;
+        }
+        if let Err(e) = shared.writer.cast_input(keys) {
             shared.fail("tty.cast", e);
         }
-        if to.write_all(&buf[..n]).is_err() {
+        if to.write_all(keys).is_err() {
             return;
         }
     }
@@ -63,7 +71,10 @@ pub(super) fn relay_input(mut to: File, shared: &std::sync::Weak<Shared>) {
 ///
 /// The thread is never joined (it waits in read(2) on our stdin) and holds nothing
 /// but the pipe, whose end it closes when our input ends or the sandbox stops reading.
-pub fn relay_terminal_input(mut to: std::io::PipeWriter) {
+pub fn relay_terminal_input(
+    mut to: std::io::PipeWriter,
+    prompt: Option<std::sync::Arc<crate::prompt::TerminalPrompt>>,
+) {
     // In the background, a read would stop all of Vectra Guard; let it fail instead.
     if vg_sandbox::terminal::no_stop_on_background_read().is_err() {
         return;
@@ -74,7 +85,12 @@ pub fn relay_terminal_input(mut to: std::io::PipeWriter) {
         match stdin.read(&mut buf) {
             Ok(0) => return,
             Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
+                // Keys answering the approval prompt are not the sandbox's.
+                let keys = match &prompt {
+                    Some(prompt) => prompt.intercept(&buf[..n]),
+                    None => &buf[..n],
+                };
+                if !keys.is_empty() && to.write_all(keys).is_err() {
                     return;
                 }
             }
@@ -260,6 +276,10 @@ fn chain_and_show(
         }
         if cast && let Err(e) = shared.writer.cast_output(chunk) {
             shared.fail("tty.cast", e);
+        }
+        // Not over the approval prompt: the kernel holds the sandbox's output meanwhile.
+        if let Some(prompt) = &shared.prompt {
+            prompt.wait_clear();
         }
         if let Some(out) = host.as_mut()
             && out.write_all(chunk).is_err()
