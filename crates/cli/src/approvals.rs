@@ -119,8 +119,13 @@ pub fn describe(session: &str, p: &PendingView) -> String {
             port,
             asked_by,
         } => {
+            let port = if *port == 0 {
+                " (a DNS question: approving allows the name, any port)".to_owned()
+            } else {
+                format!(":{port}")
+            };
             out.push_str(&format!(
-                "  connect  {}:{port}\n",
+                "  connect  {}{port}\n",
                 vg_records::quote_arg(name.as_bytes())
             ));
             if let Some(by) = asked_by {

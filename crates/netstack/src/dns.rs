@@ -26,6 +26,8 @@ pub(crate) enum Handling {
     Resolve(Pending),
     /// Not a DNS message at all: drop it.
     Drop,
+    /// No rule allows the name and holding is asked for: ask the gate first.
+    Hold(HostName),
 }
 
 /// An allowed `A` question waiting for the host's resolver.
@@ -35,7 +37,14 @@ pub(crate) struct Pending {
     pub verdict: Verdict,
 }
 
-pub(crate) fn handle(datagram: &[u8], policy: &NetworkPolicy, book: &mut Book) -> Handling {
+/// `hold_unlisted`: return [`Handling::Hold`] for a name no rule matched instead of
+/// refusing it.
+pub(crate) fn handle(
+    datagram: &[u8],
+    policy: &NetworkPolicy,
+    book: &mut Book,
+    hold_unlisted: bool,
+) -> Handling {
     let Ok(request) = Message::from_vec(datagram) else {
         return Handling::Drop;
     };
@@ -88,6 +97,9 @@ pub(crate) fn handle(datagram: &[u8], policy: &NetworkPolicy, book: &mut Book) -
         }
     };
     let decided = policy.decide_name(&name);
+    if hold_unlisted && decided.reason == vg_policy::network::Reason::DefaultDeny {
+        return Handling::Hold(name);
+    }
     let verdict = crate::event::verdict(decided);
     if !verdict.allowed {
         let reply = respond(&request, ResponseCode::NXDomain, None);
@@ -227,6 +239,34 @@ mod tests {
         }
     }
 
+    #[test]
+    fn only_a_name_no_rule_matches_is_held_for_the_gate() {
+        let mut book = Book::default();
+        let mut p = policy();
+        p.rules
+            .push(Rule::parse(Action::Deny, "denied.test").unwrap());
+        let held = handle(&query("unlisted.test.", RecordType::A), &p, &mut book, true);
+        assert!(matches!(held, Handling::Hold(ref n) if n.as_str() == "unlisted.test"));
+        // Allowed and explicitly denied names are decided as without a gate.
+        let allowed = handle(&query("allowed.test.", RecordType::A), &p, &mut book, true);
+        assert!(matches!(allowed, Handling::Resolve(_)));
+        let (reply, _) = reply_of(handle(
+            &query("denied.test.", RecordType::A),
+            &p,
+            &mut book,
+            true,
+        ));
+        assert_eq!(reply.metadata.response_code, ResponseCode::NXDomain);
+        // Without holding, the unlisted name is refused.
+        let (reply, _) = reply_of(handle(
+            &query("unlisted.test.", RecordType::A),
+            &p,
+            &mut book,
+            false,
+        ));
+        assert_eq!(reply.metadata.response_code, ResponseCode::NXDomain);
+    }
+
     fn reply_of(h: Handling) -> (Message, NetEvent) {
         match h {
             Handling::Reply(bytes, ev) => (Message::from_vec(&bytes).unwrap(), ev),
@@ -238,7 +278,12 @@ mod tests {
     fn denied_names_get_nxdomain_without_resolving() {
         let mut book = Book::default();
         for name in ["evil.test.", "allowed.test.evil.test.", "evilallowed.test."] {
-            let (reply, ev) = reply_of(handle(&query(name, RecordType::A), &policy(), &mut book));
+            let (reply, ev) = reply_of(handle(
+                &query(name, RecordType::A),
+                &policy(),
+                &mut book,
+                false,
+            ));
             assert_eq!(
                 reply.metadata.response_code,
                 ResponseCode::NXDomain,
@@ -260,6 +305,7 @@ mod tests {
             &query("PINNED.test.", RecordType::A),
             &policy(),
             &mut book,
+            false,
         ));
         assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
         let Some(RData::A(A(addr))) = reply.answers.first().map(|r| r.data.clone()) else {
@@ -282,7 +328,12 @@ mod tests {
     #[test]
     fn allowed_names_are_resolved_and_aaaa_is_empty() {
         let mut book = Book::default();
-        let pending = match handle(&query("allowed.test.", RecordType::A), &policy(), &mut book) {
+        let pending = match handle(
+            &query("allowed.test.", RecordType::A),
+            &policy(),
+            &mut book,
+            false,
+        ) {
             Handling::Resolve(p) => p,
             _ => panic!("an allowed name is resolved on the host"),
         };
@@ -297,6 +348,7 @@ mod tests {
             &query("allowed.test.", RecordType::AAAA),
             &policy(),
             &mut book,
+            false,
         ));
         assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
         assert!(reply.answers.is_empty());
@@ -308,7 +360,7 @@ mod tests {
         let name = Name::from_labels(vec![b"allowed.test".to_vec(), b"evil".to_vec()]).unwrap();
         let mut m = Message::new(9, MessageType::Query, OpCode::Query);
         m.add_query(Query::query(name, RecordType::A));
-        let (reply, ev) = reply_of(handle(&m.to_vec().unwrap(), &policy(), &mut book));
+        let (reply, ev) = reply_of(handle(&m.to_vec().unwrap(), &policy(), &mut book, false));
         assert_eq!(reply.metadata.response_code, ResponseCode::NXDomain);
         let NetEvent::Dns { name, .. } = ev else {
             panic!()
@@ -320,7 +372,7 @@ mod tests {
     fn garbage_is_dropped() {
         let mut book = Book::default();
         assert!(matches!(
-            handle(b"\x01\x02", &policy(), &mut book),
+            handle(b"\x01\x02", &policy(), &mut book, false),
             Handling::Drop
         ));
     }

@@ -23,6 +23,7 @@ mod device;
 mod dns;
 mod error;
 mod event;
+pub mod gate;
 mod host;
 mod resolve;
 mod stack;

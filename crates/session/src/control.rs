@@ -19,11 +19,59 @@ use vg_sandbox::Stopper;
 /// The `stop` event's kind.
 const STOP: &str = "stop";
 
-/// The session's network, as far as live rules may change it.
+/// The session's network, as far as live rules may change it: shared by the control
+/// channel (`net allow|deny`) and the approval gate (an approved destination).
 pub struct LiveNetwork {
-    pub handle: PolicyHandle,
+    handle: PolicyHandle,
     /// The policy the session started with; live rules go in front of its rules.
-    pub base: NetworkPolicy,
+    base: NetworkPolicy,
+    /// Rules added while the session runs, newest first.
+    live: Mutex<Vec<Rule>>,
+}
+
+impl LiveNetwork {
+    pub fn new(handle: PolicyHandle, base: NetworkPolicy) -> Arc<Self> {
+        Arc::new(Self {
+            handle,
+            base,
+            live: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn live(&self) -> MutexGuard<'_, Vec<Rule>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Puts `rule` in front of every other, for the next DNS question and connection.
+    /// Recorded first (a `network` `rule-added` event with `who`'s fields), under the
+    /// same lock, so that rules and their events keep one order and no rule is in
+    /// force that the record lacks.
+    pub fn add(
+        &self,
+        writer: &SessionWriter,
+        rule: Rule,
+        who: &[(&str, serde_json::Value)],
+    ) -> Result<(), ControlError> {
+        let mut live = self.live();
+        let mut event = Event::new(NETWORK)
+            .with("event", "rule-added")
+            .with("rule", rule.text.clone());
+        for (key, value) in who {
+            event = event.with(*key, value.clone());
+        }
+        writer.event(event).map_err(|e| ControlError::Internal {
+            message: format!("cannot write events.jsonl: {e}"),
+        })?;
+        live.insert(0, rule);
+        let mut policy = self.base.clone();
+        policy.rules = live
+            .iter()
+            .cloned()
+            .chain(self.base.rules.iter().cloned())
+            .collect();
+        self.handle.replace(policy);
+        Ok(())
+    }
 }
 
 /// One running session's answers.
@@ -32,9 +80,7 @@ pub struct SessionControl {
     stopper: Stopper,
     /// The supervisor's pid, shown by `ps`.
     pid: u32,
-    network: Option<LiveNetwork>,
-    /// Rules added while the session runs, newest first.
-    live: Mutex<Vec<Rule>>,
+    network: Option<Arc<LiveNetwork>>,
     /// The approval gate, with `--ask`; weak, so that a client still connected as the
     /// session ends cannot keep it (and the record) alive.
     gate: Option<Weak<Gate>>,
@@ -44,7 +90,7 @@ impl SessionControl {
     pub fn new(
         writer: Arc<SessionWriter>,
         stopper: Stopper,
-        network: Option<LiveNetwork>,
+        network: Option<Arc<LiveNetwork>>,
         gate: Option<&Arc<Gate>>,
     ) -> Self {
         Self {
@@ -52,17 +98,12 @@ impl SessionControl {
             stopper,
             pid: std::process::id(),
             network,
-            live: Mutex::new(Vec::new()),
             gate: gate.map(Arc::downgrade),
         }
     }
 
     fn gate(&self) -> Option<Arc<Gate>> {
         self.gate.as_ref().and_then(Weak::upgrade)
-    }
-
-    fn live(&self) -> MutexGuard<'_, Vec<Rule>> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn record(&self, event: Event) -> Result<(), ControlError> {
@@ -123,7 +164,7 @@ impl Handler for SessionControl {
         let Some(network) = &self.network else {
             return Ok(Vec::new());
         };
-        let live = self.live();
+        let live = network.live();
         Ok(live
             .iter()
             .map(|rule| net_rule(rule, true))
@@ -149,24 +190,11 @@ impl Handler for SessionControl {
         let rule = Rule::parse(action, target).map_err(|e| ControlError::BadRule {
             message: e.to_string(),
         })?;
-        // Held throughout, so that rules and their events keep one order; recorded
-        // before it applies, so that no rule is in force that the record lacks.
-        let mut live = self.live();
-        self.record(
-            Event::new(NETWORK)
-                .with("event", "rule-added")
-                .with("rule", rule.text.clone())
-                .with("uid", peer.uid)
-                .with("pid", peer.pid),
+        network.add(
+            &self.writer,
+            rule.clone(),
+            &[("uid", peer.uid.into()), ("pid", peer.pid.into())],
         )?;
-        live.insert(0, rule.clone());
-        let mut policy = network.base.clone();
-        policy.rules = live
-            .iter()
-            .cloned()
-            .chain(network.base.rules.iter().cloned())
-            .collect();
-        network.handle.replace(policy);
         Ok(net_rule(&rule, true))
     }
 

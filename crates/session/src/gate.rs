@@ -323,3 +323,94 @@ fn to_value(value: &impl serde::Serialize) -> serde_json::Value {
 fn lossy(bytes: &[u8]) -> String {
     OsStr::from_bytes(bytes).to_string_lossy().into_owned()
 }
+
+/// The gate's side of the mediator's DNS hold (`vg_netstack::gate`): a name no rule
+/// allows is rated when it is first asked for; at or above the threshold it is held
+/// while a person decides. An approval adds a live `allow NAME` rule to the session
+/// (recorded as any `net allow` is, with the request that made it) before the held
+/// questions are answered: a DNS answer is cached and reused by the sandbox's programs,
+/// so an approved name stays allowed, on every port, for the rest of the session.
+/// The port is not known at a DNS question; rules on ports do not match then.
+pub struct NameAsker {
+    gate: Arc<Gate>,
+    network: Arc<crate::control::LiveNetwork>,
+    writer: Arc<SessionWriter>,
+}
+
+impl NameAsker {
+    pub fn new(
+        gate: &Arc<Gate>,
+        network: &Arc<crate::control::LiveNetwork>,
+        writer: &Arc<SessionWriter>,
+    ) -> Self {
+        Self {
+            gate: Arc::clone(gate),
+            network: Arc::clone(network),
+            writer: Arc::clone(writer),
+        }
+    }
+}
+
+struct NameTicket(Arc<std::sync::atomic::AtomicBool>);
+
+impl vg_netstack::gate::NameTicket for NameTicket {
+    fn decided(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+impl vg_netstack::gate::NameGate for NameAsker {
+    fn ask(
+        &self,
+        name: &str,
+        wake: Arc<dyn Fn() + Send + Sync>,
+    ) -> Option<Box<dyn vg_netstack::gate::NameTicket>> {
+        let facts = vg_policy::risk::DestFacts {
+            host: name.to_owned(),
+            port: 0,
+            allowed_by_policy: false,
+            process: None,
+        };
+        let assessment = self.gate.plan.classifier.classify_destination(&facts);
+        if assessment.level < self.gate.plan.ask || self.gate.broker.pending().len() >= MAX_HELD {
+            return None;
+        }
+        let rule = vg_policy::network::Rule::parse(vg_policy::network::Action::Allow, name).ok()?;
+        let ticket = self.gate.broker.submit(Request {
+            subject: Subject::Destination {
+                name: name.to_owned(),
+                port: 0,
+                asked_by: None,
+            },
+            level: to_broker_level(assessment.level),
+            reason: assessment.reason,
+            rule: (!assessment.rule.is_empty()).then_some(assessment.rule),
+        });
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Arc::clone(&done);
+        let network = Arc::clone(&self.network);
+        let writer = Arc::clone(&self.writer);
+        let spawned = std::thread::Builder::new()
+            .name("vg-held-name".into())
+            .spawn(move || {
+                let decision = ticket.wait();
+                if decision.approved() {
+                    let who = [
+                        ("by", serde_json::Value::from("approval")),
+                        (
+                            "request",
+                            serde_json::Value::from(decision.id.or(decision.remembered_from)),
+                        ),
+                    ];
+                    // Not added (the record cannot be written): the name stays refused.
+                    let _ = network.add(&writer, rule, &who);
+                }
+                flag.store(true, std::sync::atomic::Ordering::Release);
+                wake();
+            });
+        if spawned.is_err() {
+            done.store(true, std::sync::atomic::Ordering::Release);
+        }
+        Some(Box::new(NameTicket(done)))
+    }
+}

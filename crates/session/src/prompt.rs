@@ -103,8 +103,13 @@ pub fn render(session: &str, p: &PendingView) -> Vec<String> {
             port,
             asked_by,
         } => {
+            let port = if *port == 0 {
+                " (a DNS question: approving allows the name, any port)".to_owned()
+            } else {
+                format!(":{port}")
+            };
             lines.push(format!(
-                "  connect {}:{port}",
+                "  connect {}{port}",
                 vg_records::quote_arg(name.as_bytes())
             ));
             if let Some(by) = asked_by {

@@ -122,10 +122,10 @@ fn start_recorded(
         .then(|| Notes::new(spec.tty && stdin_is_terminal));
     let policy = plan.network.handle();
     let live_network = match (&policy, &plan.network.policy) {
-        (Some(handle), Some(base)) => Some(crate::control::LiveNetwork {
-            handle: handle.clone(),
-            base: base.clone(),
-        }),
+        (Some(handle), Some(base)) => Some(crate::control::LiveNetwork::new(
+            handle.clone(),
+            base.clone(),
+        )),
         _ => None,
     };
     let terminal = session.attach(
@@ -134,6 +134,7 @@ fn start_recorded(
         spec.trace_exec,
         plan.limits.max_output,
         policy.map(|policy| (policy, notes)),
+        live_network.clone(),
     );
     session.serve_control(sandbox.stopper(), live_network);
     if let Some(master) = &terminal

@@ -213,14 +213,18 @@ fn approval_text(e: &Map<String, Value>) -> Option<String> {
                 .unwrap_or_default();
             format!("exec {}", vg_records::quote_argv(&argv))
         }
-        Some("destination") => format!(
-            "connect {}:{}",
-            str_of(subject.and_then(|s| s.get("name"))),
-            subject
+        Some("destination") => {
+            let port = subject
                 .and_then(|s| s.get("port"))
                 .and_then(Value::as_u64)
-                .unwrap_or(0)
-        ),
+                .unwrap_or(0);
+            let name = str_of(subject.and_then(|s| s.get("name")));
+            if port == 0 {
+                format!("resolve {name}")
+            } else {
+                format!("connect {name}:{port}")
+            }
+        }
         _ => String::new(),
     };
     let level = str_of(e.get("level"));

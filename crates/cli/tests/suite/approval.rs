@@ -383,3 +383,122 @@ fn an_argv_swapped_after_approval_never_runs() {
         assert!(mismatches > 0, "no swap was ever caught: {answered:?}");
     });
 }
+
+/// A loopback server counting connections, and a script connecting to it by a name
+/// no rule allows (`--add-host` only pins where the name points).
+fn destination_session(
+    runner: Runner,
+    options: &[&str],
+) -> (
+    Workspace,
+    RecordsHome,
+    String,
+    super::harness::Running,
+    std::path::PathBuf,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&accepted);
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(conn);
+        }
+    });
+    ws.write(
+        "net.sh",
+        format!(
+            "#!/bin/bash\nif (exec 3<>/dev/tcp/echo.test/{port}) 2>/dev/null; then echo connected; else echo refused; fi\n"
+        ),
+    );
+    let name = format!("dest-{}", unique());
+    let mut all = vec!["--network", "allow", "--add-host", "echo.test:127.0.0.1"];
+    all.extend_from_slice(options);
+    let (running, socket) = start_live(runner, &ws, &home, &name, &all, &["bash", "./net.sh"]);
+    (ws, home, name, running, socket, accepted)
+}
+
+#[test]
+fn a_held_destination_connects_once_approved_and_not_when_denied() {
+    each_identity(|runner| {
+        for verdict in ["approve", "deny"] {
+            let (ws, home, name, running, socket, accepted) =
+                destination_session(runner, &["--ask", "high"]);
+            let pending = first_pending(runner, &ws, &home, &name);
+            assert_eq!(pending["subject"]["kind"], "destination", "{pending}");
+            assert_eq!(pending["subject"]["name"], "echo.test", "{pending}");
+            assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+            let id = pending["id"].to_string();
+            vg(runner, &ws, &home, &[verdict, &name, &id]).assert_success();
+            let out = running.finish(Duration::from_secs(30));
+            out.assert_success();
+            let dir = socket.parent().unwrap();
+            let added: Vec<Value> = events(dir)
+                .into_iter()
+                .filter(|e| e["type"] == "network" && e["event"] == "rule-added")
+                .collect();
+            if verdict == "approve" {
+                assert_eq!(out.lines(), ["connected"], "{out}");
+                assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) > 0);
+                assert_eq!(added.len(), 1, "{added:?}");
+                assert_eq!(added[0]["rule"], "allow echo.test", "{added:?}");
+                assert_eq!(added[0]["by"], "approval", "{added:?}");
+                assert_eq!(added[0]["request"], pending["id"], "{added:?}");
+            } else {
+                assert_eq!(out.lines(), ["refused"], "{out}");
+                assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+                assert!(added.is_empty(), "{added:?}");
+            }
+        }
+    });
+}
+
+#[test]
+fn an_unanswered_destination_is_refused_and_a_denied_name_is_never_asked_about() {
+    each_identity(|runner| {
+        // Nobody answers: refused when the time-out passes.
+        let (ws, home, _name, running, socket, accepted) =
+            destination_session(runner, &["--ask", "high", "--approval-timeout", "1s"]);
+        let out = running.finish(Duration::from_secs(30));
+        assert_eq!(out.lines(), ["refused"], "{out}");
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+        let decided: Vec<Value> = approvals_of(socket.parent().unwrap())
+            .into_iter()
+            .filter(|e| e["event"] == "decided")
+            .collect();
+        assert_eq!(decided.len(), 1, "{decided:?}");
+        assert_eq!(decided[0]["who"]["by"], "timeout", "{decided:?}");
+        drop((ws, home));
+        // A rule that denies the name decides at once: nothing is asked.
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        ws.write(
+            "net.sh",
+            "#!/bin/bash\nif (exec 3<>/dev/tcp/echo.test/9) 2>/dev/null; then echo connected; else echo refused; fi\n",
+        );
+        let out = super::harness::Vg::sandbox(
+            runner,
+            &ws,
+            &[
+                "--network",
+                "allow",
+                "--add-host",
+                "echo.test:127.0.0.1",
+                "--ask",
+                "high",
+                "--deny",
+                "echo.test",
+            ],
+            &["bash", "./net.sh"],
+        )
+        .records_home(&home)
+        .run();
+        assert_eq!(out.lines(), ["refused"], "{out}");
+        let socket = home.only_session().join("control.sock");
+        assert!(approvals_of(socket.parent().unwrap()).is_empty());
+    });
+}

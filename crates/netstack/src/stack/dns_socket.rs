@@ -3,8 +3,9 @@
 
 use smoltcp::socket::udp;
 
-use super::Stack;
+use super::{HeldName, Stack};
 use crate::dns::{self, Handling};
+use crate::gate::{MAX_HELD_NAMES, MAX_QUERIES_PER_NAME};
 use crate::resolve::Resolved;
 
 impl Stack {
@@ -15,8 +16,16 @@ impl Stack {
                 return;
             };
             let datagram = datagram.to_vec();
+            self.answer_dns(datagram, meta, self.gate.is_some());
+        }
+    }
+
+    /// Answers one question; with `hold`, a name no rule allows goes to the gate.
+    fn answer_dns(&mut self, datagram: Vec<u8>, meta: udp::UdpMetadata, hold: bool) {
+        {
             let policy = self.policy.current();
-            match dns::handle(&datagram, &policy, &mut self.book) {
+            match dns::handle(&datagram, &policy, &mut self.book, hold) {
+                Handling::Hold(name) => self.hold_name(name.to_string(), datagram, meta),
                 Handling::Drop => {}
                 Handling::Reply(reply, event) => {
                     self.reply_dns(&reply, meta);
@@ -33,6 +42,60 @@ impl Stack {
                         self.reply_dns(&reply, meta);
                         self.emit(event);
                     }
+                }
+            }
+        }
+    }
+
+    /// Holds a question for `name` while the gate asks about it; the same name asked
+    /// again (a retransmission, the AAAA twin) waits with it.
+    fn hold_name(&mut self, name: String, datagram: Vec<u8>, meta: udp::UdpMetadata) {
+        if let Some(held) = self.held_names.get_mut(&name) {
+            if held.queries.len() < MAX_QUERIES_PER_NAME {
+                held.queries.push((datagram, meta));
+            }
+            return;
+        }
+        let ticket = match &self.gate {
+            Some(gate) if self.held_names.len() < MAX_HELD_NAMES => {
+                let waker = std::sync::Arc::clone(&self.waker);
+                gate.ask(
+                    &name,
+                    std::sync::Arc::new(move || {
+                        let _ = waker.wake();
+                    }),
+                )
+            }
+            _ => None,
+        };
+        match ticket {
+            Some(ticket) => {
+                self.held_names.insert(
+                    name,
+                    HeldName {
+                        ticket,
+                        queries: vec![(datagram, meta)],
+                    },
+                );
+            }
+            // Not held (below the threshold, or too many held): refused as usual.
+            None => self.answer_dns(datagram, meta, false),
+        }
+    }
+
+    /// Answers the questions of every held name that was decided, with the policy
+    /// in force now (an approval added its rule before deciding).
+    pub(super) fn release_held_names(&mut self) {
+        let decided: Vec<String> = self
+            .held_names
+            .iter()
+            .filter(|(_, held)| held.ticket.decided())
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in decided {
+            if let Some(held) = self.held_names.remove(&name) {
+                for (datagram, meta) in held.queries {
+                    self.answer_dns(datagram, meta, false);
                 }
             }
         }

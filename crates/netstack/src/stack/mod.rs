@@ -71,10 +71,22 @@ impl Mediator {
         policy: PolicyHandle,
         events: Box<dyn FnMut(NetEvent) + Send>,
     ) -> Result<Self, Error> {
+        Self::start_with_gate(tun, policy, events, None)
+    }
+
+    /// [`Mediator::start`], holding the DNS questions for names no rule allows for
+    /// `gate` to decide (the approval gate, `--ask`).
+    pub fn start_with_gate(
+        tun: OwnedFd,
+        policy: PolicyHandle,
+        events: Box<dyn FnMut(NetEvent) + Send>,
+        gate: Option<Box<dyn crate::gate::NameGate>>,
+    ) -> Result<Self, Error> {
         let poll = Poll::new().map_err(Error::Poller)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(Error::Waker)?);
         let stop = Arc::new(AtomicBool::new(false));
-        let stack = Stack::new(poll, File::from(tun), policy, events, Arc::clone(&waker))?;
+        let mut stack = Stack::new(poll, File::from(tun), policy, events, Arc::clone(&waker))?;
+        stack.gate = gate;
         let flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("vg-network".into())
@@ -133,6 +145,17 @@ struct Stack {
     /// This machine's own addresses (see [`Stack::guarded`]).
     host_addrs: OwnAddresses,
     tun_readable: bool,
+    /// The approval gate for names no rule allows, with `--ask`.
+    gate: Option<Box<dyn crate::gate::NameGate>>,
+    /// Questions held for it, by name.
+    held_names: HashMap<String, HeldName>,
+    waker: Arc<Waker>,
+}
+
+/// A name held by the gate, with the questions waiting for it.
+struct HeldName {
+    ticket: Box<dyn crate::gate::NameTicket>,
+    queries: Vec<(Vec<u8>, udp::UdpMetadata)>,
 }
 
 fn now() -> smoltcp::time::Instant {
@@ -194,12 +217,15 @@ impl Stack {
             book: Book::default(),
             policy,
             events,
-            resolver: Resolver::new(done, waker),
+            resolver: Resolver::new(done, Arc::clone(&waker)),
             resolved,
             pending_dns: HashMap::new(),
             refused_seen: HashSet::new(),
             host_addrs: crate::host::addresses(),
             tun_readable: true,
+            gate: None,
+            held_names: HashMap::new(),
+            waker,
         })
     }
 
@@ -239,6 +265,7 @@ impl Stack {
                 }
             }
             self.drain_resolved();
+            self.release_held_names();
             self.read_tun()?;
             self.advance();
             self.expire_connects();

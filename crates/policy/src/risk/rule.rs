@@ -374,8 +374,9 @@ impl DestMatcher {
     pub fn matches(&self, host: &str, port: u16, allowed: bool, from_code: bool) -> bool {
         (self.host.is_empty() || self.host.iter().any(|g| g.matches(host)))
             && (!self.raw_ip || is_ip(host))
-            && (self.ports.is_empty() || self.ports.contains(&port))
-            && !self.port_not_in.contains(&port)
+            // Port 0: not known yet (a DNS question); port matchers then do not match.
+            && (self.ports.is_empty() || (port != 0 && self.ports.contains(&port)))
+            && (self.port_not_in.is_empty() || (port != 0 && !self.port_not_in.contains(&port)))
             && (!self.unlisted || !allowed)
             && (!self.from_code || from_code)
     }

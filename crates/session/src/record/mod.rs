@@ -169,6 +169,7 @@ impl Session {
         trace: bool,
         max_output: Option<u64>,
         network: Option<(vg_netstack::PolicyHandle, Option<crate::notes::Notes>)>,
+        live: Option<std::sync::Arc<crate::control::LiveNetwork>>,
     ) -> Option<File> {
         let shared = Arc::new(Shared {
             writer: Arc::clone(&self.writer),
@@ -200,7 +201,17 @@ impl Session {
                     events.fail("events.jsonl", e);
                 }
             });
-            match vg_netstack::Mediator::start(tun, policy, record) {
+            // With --ask, names no rule allows are held for a decision.
+            let names = match (&self.gate, &live) {
+                (Some(gate), Some(live)) => {
+                    Some(
+                        Box::new(crate::gate::NameAsker::new(gate, live, &self.writer))
+                            as Box<dyn vg_netstack::gate::NameGate>,
+                    )
+                }
+                _ => None,
+            };
+            match vg_netstack::Mediator::start_with_gate(tun, policy, record, names) {
                 Ok(mediator) => self.mediator = Some(mediator),
                 // Without the mediator nothing gets out; the session must not go on
                 // as if the network worked.
@@ -254,7 +265,7 @@ impl Session {
     pub fn serve_control(
         &mut self,
         stopper: vg_sandbox::Stopper,
-        network: Option<crate::control::LiveNetwork>,
+        network: Option<std::sync::Arc<crate::control::LiveNetwork>>,
     ) {
         use std::os::unix::fs::MetadataExt;
         let dir = self.writer.dir().to_owned();
