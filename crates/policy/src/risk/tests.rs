@@ -355,6 +355,11 @@ fn destinations_are_rated_by_address_port_policy_and_asker() {
     assert_eq!((a.level, a.rule.as_str()), (Medium, "unusual-port"));
     let a = dest("example.com", 80, true, None);
     assert_eq!(a.level, Low);
+    // Port 0: not known yet (a DNS question); port rules do not match.
+    let a = dest("example.com", 0, true, None);
+    assert_eq!(a.level, Low);
+    let a = dest("example.com", 0, false, None);
+    assert_eq!((a.level, a.rule.as_str()), (High, "unlisted-host"));
 }
 
 #[test]
