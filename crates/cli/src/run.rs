@@ -76,11 +76,17 @@ fn run_inner(args: &RunArgs) -> i32 {
 /// Says on stderr why the command ended when a limit ended it.
 fn report_outcome(outcome: &Outcome) {
     if let Termination::ExecFailed(errno) = outcome.termination {
-        eprintln!(
-            "vectraguard: {}: {}",
-            outcome.program,
-            std::io::Error::from_raw_os_error(errno)
-        );
+        match &outcome.denied {
+            Some(who) => eprintln!(
+                "vectraguard: {}: the approval gate denied it {who} (see `vectraguard logs show … --approvals`)",
+                outcome.program
+            ),
+            None => eprintln!(
+                "vectraguard: {}: {}",
+                outcome.program,
+                std::io::Error::from_raw_os_error(errno)
+            ),
+        }
     }
     if outcome.timed_out
         && let Some(t) = outcome.timeout

@@ -62,6 +62,8 @@ pub struct Outcome {
     pub cgroup_hits: vg_sandbox::cgroup::Hits,
     /// Limits init saw reached (a full `/tmp` or `$HOME`).
     pub limit_hits: Vec<vg_sandbox::LimitHit>,
+    /// The approval gate denied the command itself: by whom, in words.
+    pub denied: Option<String>,
 }
 
 /// Like `timeout(1)`: 124 when the session was stopped at its deadline or by `stop`.

@@ -58,9 +58,13 @@ pub struct Gate {
     broker: Arc<Broker>,
     /// pid → (parent pid, argv) of every exec seen, for parent chains.
     processes: Mutex<Processes>,
-    /// pid → the argv it was last denied: a shell that gets EPERM tries the same
-    /// command in the next PATH directory, which is refused without asking again.
-    denied: Mutex<HashMap<i32, Vec<String>>>,
+    /// pid → the argv it was last denied, and by whom: a shell that gets EPERM tries
+    /// the same command in the next PATH directory, which is refused without asking
+    /// again; and a denied top-level command is reported as denied.
+    denied: Mutex<HashMap<i32, (Vec<String>, String)>>,
+    /// pid → who denied its last exec, kept past its exit (bounded), so that the
+    /// end of the session can say why the command itself never ran.
+    who_denied: Mutex<HashMap<i32, String>>,
 }
 
 #[derive(Default)]
@@ -126,6 +130,7 @@ impl Gate {
             broker: Arc::new(broker),
             processes: Mutex::new(Processes::default()),
             denied: Mutex::new(HashMap::new()),
+            who_denied: Mutex::new(HashMap::new()),
         })
     }
 
@@ -138,16 +143,33 @@ impl Gate {
         &self.broker
     }
 
-    fn denials(&self) -> MutexGuard<'_, HashMap<i32, Vec<String>>> {
+    fn denials(&self) -> MutexGuard<'_, HashMap<i32, (Vec<String>, String)>> {
         self.denied.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Remembers that `held` was denied, for the retries of its process.
-    pub fn denied(&self, event: &TraceEvent) {
+    /// Remembers that `event` was denied by `who`, for the retries of its process.
+    pub fn denied(&self, event: &TraceEvent, who: &Decider) {
         if let TraceEvent::Exec { pid, argv, .. } = event {
             let argv = argv.iter().map(|a| lossy(a)).collect();
-            self.denials().insert(*pid, argv);
+            self.denials().insert(*pid, (argv, decider_text(who)));
+            let mut who_denied = self
+                .who_denied
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if who_denied.len() >= MAX_PROCESSES {
+                who_denied.clear();
+            }
+            who_denied.insert(*pid, decider_text(who));
         }
+    }
+
+    /// Who denied `pid`'s last exec, if the gate did (for the top-level command).
+    pub fn denial_of(&self, pid: i32) -> Option<String> {
+        self.who_denied
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&pid)
+            .cloned()
     }
 
     fn processes(&self) -> MutexGuard<'_, Processes> {
@@ -179,7 +201,7 @@ impl Gate {
         let path = lossy(path);
         {
             let mut denials = self.denials();
-            if denials.get(&pid) == Some(&argv) {
+            if denials.get(&pid).is_some_and(|(denied, _)| *denied == argv) {
                 return Screened::Refused(
                     event,
                     "the same command was just denied for this process (a shell tries each PATH directory)"
@@ -206,7 +228,14 @@ impl Gate {
                 format!("{MAX_HELD} requests are held already; denied without asking"),
             );
         }
-        let request = exec_request(pid, path, argv, cwd, &parents, assessment);
+        let unread = matches!(
+            event,
+            TraceEvent::Exec {
+                truncated: true,
+                ..
+            }
+        );
+        let request = exec_request(unread, pid, path, argv, cwd, &parents, assessment);
         let ticket = self.broker.submit(request);
         Screened::Held(Held { event, ticket })
     }
@@ -264,6 +293,7 @@ impl Processes {
 }
 
 fn exec_request(
+    unread: bool,
     pid: i32,
     path: String,
     argv: Vec<String>,
@@ -275,7 +305,7 @@ fn exec_request(
         subject: Subject::Exec {
             pid: u32::try_from(pid).unwrap_or(0),
             path,
-            argv,
+            argv: shown(argv, unread),
             cwd: cwd.to_string_lossy().into_owned(),
             parents: parents
                 .iter()
@@ -288,6 +318,66 @@ fn exec_request(
         level: to_broker_level(assessment.level),
         reason: assessment.reason,
         rule: (!assessment.rule.is_empty()).then_some(assessment.rule),
+    }
+}
+
+/// An argv as a request shows and records it: the bounds of `commands.log` (4 KiB an
+/// argument, 16 KiB in all), with a last word saying what was cut. The rating saw all
+/// of it; this only keeps a hostile argv from flooding the person's screen, the
+/// control channel and `events.jsonl`.
+///
+/// A session-scope decision is remembered by the path and this argv, so the last word
+/// also carries a digest of the whole argv: two argvs cut to the same display stay
+/// apart. An argv the tracer itself could not read in full (`unread`, past its bounds)
+/// gets a word no other request has, so no remembered decision ever covers it.
+fn shown(argv: Vec<String>, unread: bool) -> Vec<String> {
+    const ARG: usize = vg_records::writer::MAX_RECORDED_ARG_BYTES;
+    const ALL: usize = vg_records::writer::MAX_RECORDED_ARGV_BYTES;
+    static UNREAD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let total: usize = argv.iter().map(String::len).sum();
+    if !unread && total <= ALL && argv.iter().all(|a| a.len() <= ARG) {
+        return argv;
+    }
+    let digest = vg_records::chain::digest(argv.join("\0").as_bytes());
+    let count = argv.len();
+    let mut kept = Vec::new();
+    let mut used = 0;
+    for mut arg in argv {
+        if used >= ALL {
+            break;
+        }
+        let room = ARG.min(ALL - used);
+        if arg.len() > room {
+            let mut cut = room;
+            while !arg.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            arg.truncate(cut);
+        }
+        used += arg.len();
+        kept.push(arg);
+    }
+    if unread {
+        let n = UNREAD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        kept.push(format!(
+            "[vectraguard: argv longer than the tracer reads; never remembered (#{n})]"
+        ));
+    } else {
+        kept.push(format!(
+            "[vectraguard: argv cut for display; {count} arguments, {total} bytes in all, digest {}]",
+            vg_records::layout::hex_encode(&digest[..8])
+        ));
+    }
+    kept
+}
+
+/// Who decided, in words.
+pub fn decider_text(who: &Decider) -> String {
+    match who {
+        Decider::Tty => "at the terminal".to_owned(),
+        Decider::Client { uid, pid } => format!("by `vectraguard deny` (uid {uid}, pid {pid})"),
+        Decider::Timeout => "because nobody answered before its time-out".to_owned(),
+        Decider::SessionEnd => "because the session ended".to_owned(),
     }
 }
 
@@ -412,5 +502,36 @@ impl vg_netstack::gate::NameGate for NameAsker {
             done.store(true, std::sync::atomic::Ordering::Release);
         }
         Some(Box::new(NameTicket(done)))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_argv_is_cut_for_display_and_says_so() {
+        let small = vec!["rm".to_owned(), "-rf".to_owned(), "/tmp/x".to_owned()];
+        assert_eq!(shown(small.clone(), false), small);
+        let huge: Vec<String> = std::iter::once("echo".to_owned())
+            .chain((0..1000).map(|_| "é".repeat(3000)))
+            .collect();
+        let cut = shown(huge.clone(), false);
+        let total: usize = cut.iter().map(String::len).sum();
+        assert!(total < 17 * 1024, "{total}");
+        assert!(cut.iter().all(|a| a.len() <= 4096));
+        assert!(
+            cut.last().unwrap().contains("1001 arguments"),
+            "{:?}",
+            cut.last()
+        );
+        // Another argv with the same beginning is another request.
+        let mut other = huge;
+        other[999] = "x".into();
+        assert_ne!(shown(other, false), cut);
+        // One the tracer could not read in full is never the same request twice.
+        let small = vec!["rm".to_owned()];
+        assert_ne!(shown(small.clone(), true), shown(small, true));
     }
 }

@@ -141,7 +141,7 @@ impl Running {
                 .map(|cg| cg.hits())
                 .unwrap_or_default()
         };
-        let (outcome, session, cgroup_hits) = match mode {
+        let (outcome, session, cgroup_hits, denied) = match mode {
             Mode::Recorded {
                 session,
                 raw,
@@ -153,13 +153,19 @@ impl Running {
                     resize(&session, terminal.as_ref(), sig, stdin_is_terminal)
                 });
                 let cgroup_hits = hits();
+                let denied = result
+                    .as_ref()
+                    .ok()
+                    .filter(|o| matches!(o.termination, vg_sandbox::Termination::ExecFailed(_)))
+                    .and_then(|o| o.command_pid)
+                    .and_then(|pid| session.gate_denial(pid));
                 session
                     .finish(&result, &cgroup_hits)
                     .map_err(|e| Error::from(e).in_session(&id))?;
                 drop(raw);
                 let outcome =
                     result.map_err(|e| Error::from(anyhow::Error::from(e)).in_session(&id))?;
-                (outcome, Some(id), cgroup_hits)
+                (outcome, Some(id), cgroup_hits, denied)
             }
             Mode::Unrecorded { saved, mediator } => {
                 let outcome = sandbox.wait_until(deadline);
@@ -169,7 +175,7 @@ impl Running {
                 // Init is gone, and with it every process of the sandbox: restore now.
                 drop(saved);
                 let outcome = outcome.map_err(anyhow::Error::from)?;
-                (outcome, None, hits())
+                (outcome, None, hits(), None)
             }
         };
         Ok(Outcome {
@@ -182,6 +188,7 @@ impl Running {
             program: plan.spec.argv.first().cloned().unwrap_or_default(),
             cgroup_hits,
             limit_hits: outcome.limit_hits,
+            denied,
         })
     }
 }

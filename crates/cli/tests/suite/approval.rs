@@ -171,6 +171,25 @@ fn an_unanswered_request_is_denied_when_its_time_out_passes() {
         assert_eq!(decided.len(), 1, "{decided:?}");
         assert_eq!(decided[0]["who"]["by"], "timeout", "{decided:?}");
         assert_eq!(decided[0]["decision"], "deny", "{decided:?}");
+        // The command itself denied: exit 126, and the reason is said, not EPERM.
+        let home = RecordsHome::new(runner);
+        super::harness::Vg::sandbox(
+            runner,
+            &ws,
+            &["--ask", "high", "--approval-timeout", "1s"],
+            &["sh", "-c", "rm -rf /tmp/victim"],
+        )
+        .records_home(&home)
+        .run()
+        .assert_code(126)
+        .assert_stderr_contains("the approval gate denied it because nobody answered");
+        let meta = super::harness::session_metadata(&home.only_session());
+        assert!(
+            meta["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("the approval gate denied the command")),
+            "{meta}"
+        );
     });
 }
 

@@ -78,7 +78,7 @@ pub(super) fn screen(
                 if decision.approved() {
                     lock(&log).record(&shared, event)
                 } else {
-                    gate.denied(&event);
+                    gate.denied(&event, &decision.who);
                     lock(&log).denied(&shared, event);
                     Verdict::Deny(libc::EPERM)
                 }

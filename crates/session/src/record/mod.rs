@@ -122,6 +122,11 @@ impl Session {
         })
     }
 
+    /// Who denied the exec of `pid` (the command's), when the approval gate did.
+    pub fn gate_denial(&self, pid: i32) -> Option<String> {
+        self.gate.as_ref().and_then(|gate| gate.denial_of(pid))
+    }
+
     /// Sets up the approval gate: its `approval` events go to this record. Called
     /// before [`Session::attach`], whose tracer consults it.
     pub fn gate(
@@ -364,6 +369,11 @@ impl Session {
             let _ = relay.join();
         }
         let commands = self.tracer.take().and_then(|t| t.join().ok());
+        let denial = result
+            .as_ref()
+            .ok()
+            .and_then(|o| o.command_pid)
+            .and_then(|pid| self.gate_denial(pid));
         // Every process is gone: what is still held is denied (and recorded), and the
         // threads holding those execs let go of the record.
         if let Some(gate) = self.gate.take() {
@@ -396,7 +406,7 @@ impl Session {
         drop(commands);
         self.record_limit_hits(result, hits)?;
         let broken = self.shared.as_ref().and_then(|s| s.broken.get().cloned());
-        let end = end_of(result, broken, self.started);
+        let end = end_of(result, broken, self.started, denial);
         if end.status == Status::FailedToStart
             && let Some(error) = &end.error
         {
@@ -514,7 +524,12 @@ fn sole_owner(mut writer: Arc<SessionWriter>) -> Result<SessionWriter> {
 }
 
 /// How the session ended, as the record states it.
-fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>, started: bool) -> End {
+fn end_of(
+    result: &Result<Outcome, SandboxError>,
+    broken: Option<String>,
+    started: bool,
+    denial: Option<String>,
+) -> End {
     if let Some(reason) = broken {
         let mut end = End::failed_to_start(reason);
         end.status = Status::Interrupted;
@@ -529,10 +544,13 @@ fn end_of(result: &Result<Outcome, SandboxError>, broken: Option<String>, starte
             Termination::Exited(code) => End::exited(code),
             Termination::Signalled(sig) => End::signalled(sig),
             Termination::ExecFailed(errno) => {
-                let mut end = End::failed_to_start(format!(
-                    "cannot execute the command: {}",
-                    std::io::Error::from_raw_os_error(errno)
-                ));
+                let mut end = End::failed_to_start(match denial {
+                    Some(who) => format!("the approval gate denied the command {who}"),
+                    None => format!(
+                        "cannot execute the command: {}",
+                        std::io::Error::from_raw_os_error(errno)
+                    ),
+                });
                 end.exit_code = Some(outcome.termination.exit_code());
                 end
             }
