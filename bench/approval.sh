@@ -37,10 +37,17 @@ baseline=()
 if [ -n "${VG_BASELINE:-}" ]; then
   baseline=(-n baseline "$VG_BASELINE sandbox run many.sh")
 fi
-hyperfine -N --warmup 1 --runs "$runs" --export-json "$scratch/exec.json" \
-  -n ask-never "$vg sandbox run --ask never many.sh" \
-  -n ask-critical "$vg sandbox run --ask critical many.sh" \
-  "${baseline[@]}" >/dev/null
+never=(-n ask-never "$vg sandbox run --ask never many.sh")
+critical=(-n ask-critical "$vg sandbox run --ask critical many.sh")
+# A few percent is the difference sought, and hyperfine runs one command after the
+# other: three rounds in rotated order keep a drifting machine from favouring one.
+per_round=$(( (runs + 2) / 3 ))
+hyperfine -N --warmup 1 --runs "$per_round" --export-json "$scratch/exec1.json" \
+  "${never[@]}" "${critical[@]}" "${baseline[@]}" >/dev/null
+hyperfine -N --warmup 1 --runs "$per_round" --export-json "$scratch/exec2.json" \
+  "${critical[@]}" "${baseline[@]}" "${never[@]}" >/dev/null
+hyperfine -N --warmup 1 --runs "$per_round" --export-json "$scratch/exec3.json" \
+  "${baseline[@]}" "${never[@]}" "${critical[@]}" >/dev/null
 
 # (b) A custom rule rates `stamp` HIGH; the session runs it $approvals times in a row.
 cat > "$scratch/config.toml" <<'TOML'
@@ -62,9 +69,9 @@ SH
 chmod 755 stamp loop.sh
 if [ "$(id -u)" = 0 ]; then chown nobody "$ws"/*; fi
 
-python3 - "$vg" "$scratch" "$approvals" "$scratch/exec.json" <<'PY'
+python3 - "$vg" "$scratch" "$approvals" <<'PY'
 import json, os, statistics, subprocess, sys, time
-vg, scratch, n, exec_json = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+vg, scratch, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 ws = os.path.join(scratch, "ws")
 stamps = os.path.join(ws, "stamps")
 session = subprocess.Popen(
@@ -100,7 +107,10 @@ for i in range(n):
     cli.append((t1 - t0) * 1000)
 session.wait()
 
-data = {r["command"]: r["times"] for r in json.load(open(exec_json))["results"]}
+data = {}
+for i in (1, 2, 3):
+    for r in json.load(open(os.path.join(scratch, "exec%d.json" % i)))["results"]:
+        data.setdefault(r["command"], []).extend(r["times"])
 med = {k: statistics.median(v) for k, v in data.items()}
 print("(a) 2,000 execs, recorded, median of %d runs" % len(data["ask-never"]))
 for name, value in med.items():
