@@ -521,3 +521,36 @@ fn an_unanswered_destination_is_refused_and_a_denied_name_is_never_asked_about()
         assert!(approvals_of(socket.parent().unwrap()).is_empty());
     });
 }
+
+/// A process that made itself undumpable (which stops ptrace by others of its uid)
+/// still gets its approved exec checked: the supervisor owns the sandbox's user
+/// namespace, so it may trace it; the approved program runs.
+#[test]
+fn an_undumpable_process_is_still_checked_and_its_approved_exec_runs() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write(
+            "undumpable.py",
+            "import ctypes, os\nctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\nos.makedirs('/tmp/v', exist_ok=True)\npid = os.fork()\nif pid == 0:\n    os.execv('/usr/bin/rm', ['rm', '-rf', '/tmp/v'])\nos.waitpid(pid, 0)\nopen('result', 'w').write(str(os.path.isdir('/tmp/v')))\n",
+        );
+        let home = RecordsHome::new(runner);
+        let name = format!("undump-{}", unique());
+        let (running, socket) = start_live(
+            runner,
+            &ws,
+            &home,
+            &name,
+            &["--ask", "high"],
+            &["python3", "./undumpable.py"],
+        );
+        let id = first_pending(runner, &ws, &home, &name)["id"].to_string();
+        vg(runner, &ws, &home, &["approve", &name, &id]).assert_success();
+        running.finish(Duration::from_secs(20)).assert_success();
+        let approvals = approvals_of(socket.parent().unwrap());
+        assert!(
+            approvals.iter().all(|e| e["event"] != "mismatch"),
+            "{approvals:?}"
+        );
+        assert_eq!(ws.read("result").as_deref(), Some("False"), "{approvals:?}");
+    });
+}
