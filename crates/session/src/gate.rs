@@ -235,6 +235,13 @@ impl Gate {
                 ..
             }
         );
+        // A relative path names another program in another directory: the request
+        // (and what a session-scope decision is remembered by) names it absolutely.
+        let path = if path.starts_with('/') {
+            path
+        } else {
+            cwd.join(&path).to_string_lossy().into_owned()
+        };
         let request = exec_request(unread, pid, path, argv, cwd, &parents, assessment);
         let ticket = self.broker.submit(request);
         Screened::Held(Held { event, ticket })

@@ -554,3 +554,60 @@ fn an_undumpable_process_is_still_checked_and_its_approved_exec_runs() {
         assert_eq!(ws.read("result").as_deref(), Some("False"), "{approvals:?}");
     });
 }
+
+/// ATTACK: a session-scope approval of `./rm -rf /tmp/v` in one directory must not
+/// cover `./rm -rf /tmp/v` in another, which is another program.
+#[test]
+fn a_session_approval_of_a_relative_path_does_not_cover_another_directory() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write_mode("a/rm", std::fs::read("/usr/bin/rm").unwrap(), 0o755);
+        ws.write_mode(
+            "b/rm",
+            "#!/bin/sh\necho impostor > ../impostor-ran\n",
+            0o755,
+        );
+        ws.write(
+            "two-dirs.sh",
+            "#!/bin/sh\nmkdir -p /tmp/v\n(cd a && ./rm -rf /tmp/v)\n(cd b && ./rm -rf /tmp/v)\necho done > done\n",
+        );
+        let home = RecordsHome::new(runner);
+        let name = format!("reldir-{}", unique());
+        let (running, socket) = start_live(
+            runner,
+            &ws,
+            &home,
+            &name,
+            &["--ask", "high", "--approval-timeout", "3s"],
+            &["sh", "./two-dirs.sh"],
+        );
+        let first = first_pending(runner, &ws, &home, &name);
+        assert!(
+            first["subject"]["path"]
+                .as_str()
+                .unwrap()
+                .ends_with("/a/./rm"),
+            "{first}"
+        );
+        let id = first["id"].to_string();
+        vg(
+            runner,
+            &ws,
+            &home,
+            &["approve", &name, &id, "--scope", "session"],
+        )
+        .assert_success();
+        running.finish(Duration::from_secs(30)).assert_success();
+        assert!(ws.exists("done"));
+        // The other directory's ./rm was asked about (and timed out), never run.
+        assert!(
+            !ws.exists("impostor-ran"),
+            "the impostor ran on a remembered approval"
+        );
+        let asked = approvals_of(socket.parent().unwrap())
+            .into_iter()
+            .filter(|e| e["event"] == "asked")
+            .count();
+        assert_eq!(asked, 2);
+    });
+}
