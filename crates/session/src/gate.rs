@@ -472,7 +472,15 @@ impl vg_netstack::gate::NameGate for NameAsker {
         if assessment.level < self.gate.plan.ask || self.gate.broker.pending().len() >= MAX_HELD {
             return None;
         }
+        // Only a plain name is ever offered: an approval must not become a rule for an
+        // address (which could open private space) or a pattern.
+        if vg_policy::risk::rule::is_ip(name) || name.parse::<std::net::Ipv4Addr>().is_ok() {
+            return None;
+        }
         let rule = vg_policy::network::Rule::parse(vg_policy::network::Action::Allow, name).ok()?;
+        if !matches!(rule.target, vg_policy::network::Target::Name(_)) {
+            return None;
+        }
         let ticket = self.gate.broker.submit(Request {
             subject: Subject::Destination {
                 name: name.to_owned(),
