@@ -1,5 +1,8 @@
 //! The approval gate's hook in the mediator: a DNS question for a name no rule allows
-//! (default deny) may be held for a person's decision instead of refused at once.
+//! (default deny), or a connection's SYN to an address no rule allows, may be held for
+//! a person's decision instead of refused at once. Private, link-local and loopback
+//! addresses and this machine's own are never offered: an approval becomes an allow
+//! rule, and a rule naming such an address would open it.
 //!
 //! The mediator only holds and waits; rating the name, asking, recording, and adding
 //! the rule an approval makes are the session's (`vg-session`'s gate), behind these
@@ -9,11 +12,17 @@
 
 use std::sync::Arc;
 
-/// Asked about names the policy does not allow.
+/// Asked about destinations the policy does not allow: a name at its DNS question
+/// (`port` unknown), or a public address at its SYN (`port` known).
 pub trait NameGate: Send {
-    /// `None`: refuse now, as without a gate. `Some`: hold the question until the
-    /// ticket is decided; `wake` must be called once it is.
-    fn ask(&self, name: &str, wake: Arc<dyn Fn() + Send + Sync>) -> Option<Box<dyn NameTicket>>;
+    /// `None`: refuse now, as without a gate. `Some`: hold the question (or the SYN)
+    /// until the ticket is decided; `wake` must be called once it is.
+    fn ask(
+        &self,
+        host: &str,
+        port: Option<u16>,
+        wake: Arc<dyn Fn() + Send + Sync>,
+    ) -> Option<Box<dyn NameTicket>>;
 }
 
 /// One held name.
@@ -27,3 +36,5 @@ pub trait NameTicket: Send {
 pub const MAX_HELD_NAMES: usize = 32;
 /// Questions (retransmissions, A and AAAA) kept per held name.
 pub const MAX_QUERIES_PER_NAME: usize = 16;
+/// Connections to addresses held at once.
+pub const MAX_HELD_SYNS: usize = 32;

@@ -421,13 +421,14 @@ fn lossy(bytes: &[u8]) -> String {
     OsStr::from_bytes(bytes).to_string_lossy().into_owned()
 }
 
-/// The gate's side of the mediator's DNS hold (`vg_netstack::gate`): a name no rule
-/// allows is rated when it is first asked for; at or above the threshold it is held
-/// while a person decides. An approval adds a live `allow NAME` rule to the session
-/// (recorded as any `net allow` is, with the request that made it) before the held
-/// questions are answered: a DNS answer is cached and reused by the sandbox's programs,
-/// so an approved name stays allowed, on every port, for the rest of the session.
-/// The port is not known at a DNS question; rules on ports do not match then.
+/// The gate's side of the mediator's holds (`vg_netstack::gate`): a name no rule
+/// allows is rated when it is first asked for (its port is not known yet; rules on
+/// ports do not match then), a public address no rule allows at its SYN; at or above
+/// the threshold either is held while a person decides. An approval adds a live
+/// rule to the session — `allow NAME`, or `allow ADDRESS:PORT` — recorded as any
+/// `net allow` is, with the request that made it, before the held question or SYN is
+/// answered: a DNS answer is cached and reused by the sandbox's programs, so an
+/// approved name stays allowed, on every port, for the rest of the session.
 pub struct NameAsker {
     gate: Arc<Gate>,
     network: Arc<crate::control::LiveNetwork>,
@@ -459,12 +460,14 @@ impl vg_netstack::gate::NameTicket for NameTicket {
 impl vg_netstack::gate::NameGate for NameAsker {
     fn ask(
         &self,
-        name: &str,
+        host: &str,
+        port: Option<u16>,
         wake: Arc<dyn Fn() + Send + Sync>,
     ) -> Option<Box<dyn vg_netstack::gate::NameTicket>> {
+        let name = host;
         let facts = vg_policy::risk::DestFacts {
             host: name.to_owned(),
-            port: 0,
+            port: port.unwrap_or(0),
             allowed_by_policy: false,
             process: None,
         };
@@ -472,19 +475,29 @@ impl vg_netstack::gate::NameGate for NameAsker {
         if assessment.level < self.gate.plan.ask || self.gate.broker.pending().len() >= MAX_HELD {
             return None;
         }
-        // Only a plain name is ever offered: an approval must not become a rule for an
-        // address (which could open private space) or a pattern.
-        if vg_policy::risk::rule::is_ip(name) || name.parse::<std::net::Ipv4Addr>().is_ok() {
-            return None;
-        }
-        let rule = vg_policy::network::Rule::parse(vg_policy::network::Action::Allow, name).ok()?;
-        if !matches!(rule.target, vg_policy::network::Target::Name(_)) {
+        let is_address = vg_policy::risk::rule::is_ip(name);
+        // A DNS question offers only a plain name; a SYN (with its port) only a public
+        // address, which the mediator checked: an approval must never become a rule
+        // for a pattern, or for an address the person was not shown.
+        let target = match (port, is_address) {
+            (None, false) => name.to_owned(),
+            (Some(port), true) => format!("{name}:{port}"),
+            _ => return None,
+        };
+        let rule =
+            vg_policy::network::Rule::parse(vg_policy::network::Action::Allow, &target).ok()?;
+        let expected = |t: &vg_policy::network::Target| match t {
+            vg_policy::network::Target::Name(_) => !is_address,
+            vg_policy::network::Target::Ip(_) => is_address,
+            _ => false,
+        };
+        if !expected(&rule.target) {
             return None;
         }
         let ticket = self.gate.broker.submit(Request {
             subject: Subject::Destination {
                 name: name.to_owned(),
-                port: 0,
+                port: port.unwrap_or(0),
                 asked_by: None,
             },
             level: to_broker_level(assessment.level),

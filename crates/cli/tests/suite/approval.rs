@@ -611,3 +611,71 @@ fn a_session_approval_of_a_relative_path_does_not_cover_another_directory() {
         assert_eq!(asked, 2);
     });
 }
+
+/// A connection to a public address no rule allows is held at its SYN; denied, it is
+/// refused, approved, an `allow ADDRESS:PORT` rule is added. The cloud metadata
+/// address is refused without a question.
+#[test]
+fn a_syn_to_an_unlisted_public_address_is_held_and_the_metadata_service_never_asked() {
+    each_identity(|runner| {
+        for verdict in ["deny", "approve"] {
+            let ws = Workspace::new();
+            ws.write(
+                "raw.sh",
+                "#!/bin/bash\n(exec 3<>/dev/tcp/169.254.169.254/80) 2>/dev/null && echo meta-connected || echo meta-refused\n(exec 3<>/dev/tcp/11.22.33.44/8443) 2>/dev/null && echo connected || echo refused\n",
+            );
+            let home = RecordsHome::new(runner);
+            let name = format!("syn-{verdict}-{}", unique());
+            let (running, socket) = start_live(
+                runner,
+                &ws,
+                &home,
+                &name,
+                &["--network", "allow", "--ask", "high"],
+                &["bash", "./raw.sh"],
+            );
+            let pending = first_pending(runner, &ws, &home, &name);
+            assert_eq!(pending["subject"]["kind"], "destination", "{pending}");
+            assert_eq!(pending["subject"]["name"], "11.22.33.44", "{pending}");
+            assert_eq!(pending["subject"]["port"], 8443, "{pending}");
+            let id = pending["id"].to_string();
+            vg(runner, &ws, &home, &[verdict, &name, &id]).assert_success();
+            let out = running.finish(Duration::from_secs(40));
+            out.assert_success();
+            // Approved, the connection goes out (whether anything answers depends on
+            // this machine's network); denied, it is refused.
+            let lines = out.lines();
+            assert_eq!(lines[0], "meta-refused", "{out}");
+            if verdict == "deny" {
+                assert_eq!(lines[1], "refused", "{out}");
+            }
+            let dir = socket.parent().unwrap();
+            let asked = approvals_of(dir)
+                .into_iter()
+                .filter(|e| e["event"] == "asked")
+                .count();
+            assert_eq!(asked, 1, "only the public address is asked about");
+            let added: Vec<Value> = events(dir)
+                .into_iter()
+                .filter(|e| e["type"] == "network" && e["event"] == "rule-added")
+                .collect();
+            let connects: Vec<Value> = events(dir)
+                .into_iter()
+                .filter(|e| e["event"] == "connect" && e["address"] == "11.22.33.44")
+                .collect();
+            assert_eq!(
+                connects.len(),
+                1,
+                "one decision per connection: {connects:?}"
+            );
+            if verdict == "approve" {
+                assert_eq!(added.len(), 1, "{added:?}");
+                assert_eq!(added[0]["rule"], "allow 11.22.33.44:8443", "{added:?}");
+                assert_eq!(connects[0]["decision"], "allow", "{connects:?}");
+            } else {
+                assert!(added.is_empty(), "{added:?}");
+                assert_eq!(connects[0]["decision"], "deny", "{connects:?}");
+            }
+        }
+    });
+}

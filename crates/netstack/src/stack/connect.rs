@@ -76,9 +76,19 @@ impl Stack {
         verdict(policy.decide_connect_from(&self.host_addrs, dest, port))
     }
 
-    pub(super) fn new_connection(&mut self, key: FlowKey, syn: Packet) {
+    /// A SYN: decide, and connect or refuse. With `ask`, a public address no rule
+    /// allows is held for the approval gate first.
+    pub(super) fn new_connection(&mut self, key: FlowKey, syn: Packet, ask: bool) {
         let policy = self.policy.current();
         let (name, real, mut verdict) = self.decide(&policy, key.dst);
+        let syn = if ask && !verdict.allowed && name.is_none() {
+            match self.hold_syn(&policy, key, real, syn) {
+                Some(syn) => syn,
+                None => return,
+            }
+        } else {
+            syn
+        };
         if verdict.allowed && self.flows.len() >= MAX_FLOWS {
             verdict = Verdict::deny(format!("more than {MAX_FLOWS} connections open"));
         }
@@ -149,6 +159,71 @@ impl Stack {
                 error: None,
             },
         );
+    }
+
+    /// Holds `syn` for the gate when its address is public, not this machine's, and
+    /// refused only because no rule allows it; gives the SYN back when not held.
+    fn hold_syn(
+        &mut self,
+        policy: &NetworkPolicy,
+        key: FlowKey,
+        real: IpAddr,
+        syn: Packet,
+    ) -> Option<Packet> {
+        let port = key.dst.port();
+        let dest = Destination {
+            name: None,
+            addr: real,
+            pinned: false,
+        };
+        let unlisted = policy
+            .decide_connect_from(&self.host_addrs, &dest, port)
+            .reason
+            == vg_policy::network::Reason::DefaultDeny;
+        if !unlisted
+            || addr::is_synthetic(*key.dst.ip())
+            || vg_policy::network::is_special(real)
+            || self.host_addrs.contains(real)
+            || self.held_syns.len() >= crate::gate::MAX_HELD_SYNS
+        {
+            return Some(syn);
+        }
+        let Some(gate) = &self.gate else {
+            return Some(syn);
+        };
+        let waker = std::sync::Arc::clone(&self.waker);
+        let wake = std::sync::Arc::new(move || {
+            let _ = waker.wake();
+        });
+        match gate.ask(&real.to_string(), Some(port), wake) {
+            Some(ticket) => {
+                self.held_syns.insert(
+                    key,
+                    super::HeldSyn {
+                        ticket,
+                        syn: syn.compact(),
+                    },
+                );
+                None
+            }
+            None => Some(syn),
+        }
+    }
+
+    /// Decides again, with the policy in force now, each held SYN whose ticket was
+    /// decided (an approval added its rule first); never asks twice.
+    pub(super) fn release_held_syns(&mut self) {
+        let decided: Vec<FlowKey> = self
+            .held_syns
+            .iter()
+            .filter(|(_, held)| held.ticket.decided())
+            .map(|(key, _)| *key)
+            .collect();
+        for key in decided {
+            if let Some(held) = self.held_syns.remove(&key) {
+                self.new_connection(key, held.syn, false);
+            }
+        }
     }
 
     fn connect_failed(

@@ -61,6 +61,7 @@ impl Stack {
                 let waker = std::sync::Arc::clone(&self.waker);
                 gate.ask(
                     &name,
+                    None,
                     std::sync::Arc::new(move || {
                         let _ = waker.wake();
                     }),

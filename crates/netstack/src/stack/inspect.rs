@@ -64,6 +64,10 @@ impl Stack {
                         src: SocketAddrV4::new(ip.src_addr(), tcp.src_port()),
                         dst: SocketAddrV4::new(dst, tcp.dst_port()),
                     };
+                    // A retransmitted SYN while the gate asks: the first one waits.
+                    if self.held_syns.contains_key(&key) {
+                        return self.device.recycle(packet);
+                    }
                     match self.by_key.get(&key).and_then(|id| self.flows.get(id)) {
                         // A retransmitted SYN while we connect: the first one waits.
                         Some(Flow {
@@ -71,7 +75,7 @@ impl Stack {
                             ..
                         }) => return self.device.recycle(packet),
                         Some(_) => {}
-                        None => return self.new_connection(key, packet),
+                        None => return self.new_connection(key, packet, true),
                     }
                 }
                 self.device.enqueue(packet);

@@ -149,7 +149,15 @@ struct Stack {
     gate: Option<Box<dyn crate::gate::NameGate>>,
     /// Questions held for it, by name.
     held_names: HashMap<String, HeldName>,
+    /// SYNs to addresses held for it, by connection.
+    held_syns: HashMap<FlowKey, HeldSyn>,
     waker: Arc<Waker>,
+}
+
+/// A connection's SYN held by the gate.
+struct HeldSyn {
+    ticket: Box<dyn crate::gate::NameTicket>,
+    syn: crate::device::Packet,
 }
 
 /// A name held by the gate, with the questions waiting for it.
@@ -225,6 +233,7 @@ impl Stack {
             tun_readable: true,
             gate: None,
             held_names: HashMap::new(),
+            held_syns: HashMap::new(),
             waker,
         })
     }
@@ -266,6 +275,7 @@ impl Stack {
             }
             self.drain_resolved();
             self.release_held_names();
+            self.release_held_syns();
             self.read_tun()?;
             self.advance();
             self.expire_connects();
