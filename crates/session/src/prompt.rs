@@ -24,6 +24,13 @@ use vg_control::{Broker, Decider, Scope, Verdict};
 
 /// How often a shown request is checked for a decision made elsewhere.
 const RECHECK: Duration = Duration::from_millis(200);
+/// Keys typed this soon after the prompt appears were meant for what was on screen
+/// before it (typeahead), not for the question: they are swallowed, never an answer.
+const TYPEAHEAD: Duration = Duration::from_millis(300);
+/// Before the question: attributes off (the sandbox may have left the terminal
+/// writing invisible text, `ESC[8m`, or in a line-drawing charset), ASCII charset,
+/// cursor shown. The sandbox's own attributes are not restored after.
+const SANE: &str = "\x1b[0m\x1b(B\x1b[?25h";
 
 /// The prompt of one session, shared by its relays and its prompt thread.
 pub struct TerminalPrompt {
@@ -40,7 +47,9 @@ pub struct TerminalPrompt {
 struct State {
     /// A request is on screen.
     showing: bool,
-    /// The first key typed while it is.
+    /// Keys before this instant are typeahead (see [`TYPEAHEAD`]).
+    answer_from: Option<std::time::Instant>,
+    /// The first answer key typed while it is.
     key: Option<u8>,
 }
 
@@ -161,7 +170,10 @@ impl TerminalPrompt {
         if !state.showing {
             return keys;
         }
-        if state.key.is_none() {
+        let typeahead = state
+            .answer_from
+            .is_some_and(|from| std::time::Instant::now() < from);
+        if state.key.is_none() && !typeahead {
             state.key = keys
                 .iter()
                 .copied()
@@ -217,10 +229,12 @@ impl TerminalPrompt {
             let mut state = self.state();
             state.showing = true;
             state.key = None;
+            state.answer_from = Some(std::time::Instant::now() + TYPEAHEAD);
         }
         let eol = if self.raw { "\r\n" } else { "\n" };
         let lines = render(session, view);
-        let mut text = String::from(eol);
+        let mut text = String::from(SANE);
+        text.push_str(eol);
         for (i, line) in lines.iter().enumerate() {
             text.push_str(line);
             if i + 1 < lines.len() {
@@ -359,6 +373,12 @@ mod tests {
         let prompt = TerminalPrompt::new(false);
         assert_eq!(prompt.intercept(b"ls\n"), b"ls\n");
         prompt.state().showing = true;
+        // Typeahead: swallowed, not an answer.
+        prompt.state().answer_from =
+            Some(std::time::Instant::now() + std::time::Duration::from_secs(60));
+        assert_eq!(prompt.intercept(b"y"), b"");
+        assert_eq!(prompt.state().key, None);
+        prompt.state().answer_from = None;
         assert_eq!(prompt.intercept(b"qy"), b"");
         assert_eq!(prompt.state().key, Some(b'y'));
         // Later keys while still shown are swallowed too, and do not change the answer.

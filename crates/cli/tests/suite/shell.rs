@@ -568,6 +568,8 @@ fn the_approval_prompt_decides_from_the_users_terminal_during_a_shell() {
         t.wait_for(&prompt);
         t.line("mkdir -p /tmp/x && touch /tmp/x/f && rm -rf /tmp/x; ls /tmp/x; echo listed-$?");
         t.wait_for("Approve? [y]es once");
+        // Keys in the first 300 ms are typeahead, never an answer.
+        std::thread::sleep(Duration::from_millis(400));
         t.keys(&["-l", "n"]);
         let screen = t.wait_for("listed-0");
         assert!(screen.contains("→ denied"), "{screen}");
@@ -575,6 +577,7 @@ fn the_approval_prompt_decides_from_the_users_terminal_during_a_shell() {
         t.wait(&prompt, |s| s.trim_start().starts_with(&prompt));
         t.line("rm -rf /tmp/x; ls /tmp/x; echo listed-$?");
         t.wait_for("Approve? [y]es once");
+        std::thread::sleep(Duration::from_millis(400));
         t.keys(&["-l", "y"]);
         let screen = t.wait_for("listed-2");
         assert!(screen.contains("→ approved"), "{screen}");
@@ -628,6 +631,7 @@ fn the_approval_prompt_works_in_a_plain_run_and_keeps_the_answer_from_the_sandbo
             40,
         );
         t.wait_for("Approve? [y]es once");
+        std::thread::sleep(Duration::from_millis(400));
         t.keys(&["-l", "a"]);
         t.keys(&["Enter"]);
         t.wait_for("removed-2");
