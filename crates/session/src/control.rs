@@ -162,7 +162,11 @@ impl Handler for SessionControl {
 
     fn net_rules(&self) -> Result<Vec<NetRule>, ControlError> {
         let Some(network) = &self.network else {
-            return Ok(Vec::new());
+            // `none` has no way out and `host` is not mediated: no rules apply to
+            // either, and an empty list would read as "everything denied".
+            return Err(ControlError::Unsupported {
+                message: "the session's network mode is not `allow`: rules apply only to a mediated network (`--network none` lets nothing out, `--network host` is not mediated)".into(),
+            });
         };
         let live = network.live();
         Ok(live

@@ -206,6 +206,10 @@ fn bad_targets_unknown_sessions_and_unmediated_networks_exit_125() {
         vg(runner, &ws, &home, &["net", "allow", &name, "example.com"])
             .assert_code(125)
             .assert_stderr_contains("network mode is not `allow`");
+        // Listing rules of an unmediated session says why there are none.
+        vg(runner, &ws, &home, &["net", "rules", &name])
+            .assert_code(125)
+            .assert_stderr_contains("network mode is not `allow`");
         vg(
             runner,
             &ws,
