@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 /// Asked about destinations the policy does not allow: a name at its DNS question
 /// (`port` unknown), or a public address at its SYN (`port` known).
-pub trait NameGate: Send {
+pub trait DestinationGate: Send {
     /// `None`: refuse now, as without a gate. `Some`: hold the question (or the SYN)
     /// until the ticket is decided; `wake` must be called once it is.
     fn ask(
@@ -22,11 +22,11 @@ pub trait NameGate: Send {
         host: &str,
         port: Option<u16>,
         wake: Arc<dyn Fn() + Send + Sync>,
-    ) -> Option<Box<dyn NameTicket>>;
+    ) -> Option<Box<dyn DestinationTicket>>;
 }
 
 /// One held name.
-pub trait NameTicket: Send {
+pub trait DestinationTicket: Send {
     /// `true` once decided (either way; the policy in force says which).
     fn decided(&self) -> bool;
 }

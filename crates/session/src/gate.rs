@@ -429,13 +429,13 @@ fn lossy(bytes: &[u8]) -> String {
 /// `net allow` is, with the request that made it, before the held question or SYN is
 /// answered: a DNS answer is cached and reused by the sandbox's programs, so an
 /// approved name stays allowed, on every port, for the rest of the session.
-pub struct NameAsker {
+pub struct DestinationAsker {
     gate: Arc<Gate>,
     network: Arc<crate::control::LiveNetwork>,
     writer: Arc<SessionWriter>,
 }
 
-impl NameAsker {
+impl DestinationAsker {
     pub fn new(
         gate: &Arc<Gate>,
         network: &Arc<crate::control::LiveNetwork>,
@@ -449,21 +449,21 @@ impl NameAsker {
     }
 }
 
-struct NameTicket(Arc<std::sync::atomic::AtomicBool>);
+struct DestinationTicket(Arc<std::sync::atomic::AtomicBool>);
 
-impl vg_netstack::gate::NameTicket for NameTicket {
+impl vg_netstack::gate::DestinationTicket for DestinationTicket {
     fn decided(&self) -> bool {
         self.0.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
-impl vg_netstack::gate::NameGate for NameAsker {
+impl vg_netstack::gate::DestinationGate for DestinationAsker {
     fn ask(
         &self,
         host: &str,
         port: Option<u16>,
         wake: Arc<dyn Fn() + Send + Sync>,
-    ) -> Option<Box<dyn vg_netstack::gate::NameTicket>> {
+    ) -> Option<Box<dyn vg_netstack::gate::DestinationTicket>> {
         let name = host;
         let facts = vg_policy::risk::DestFacts {
             host: name.to_owned(),
@@ -529,7 +529,7 @@ impl vg_netstack::gate::NameGate for NameAsker {
         if spawned.is_err() {
             done.store(true, std::sync::atomic::Ordering::Release);
         }
-        Some(Box::new(NameTicket(done)))
+        Some(Box::new(DestinationTicket(done)))
     }
 }
 

@@ -80,7 +80,7 @@ impl Mediator {
         tun: OwnedFd,
         policy: PolicyHandle,
         events: Box<dyn FnMut(NetEvent) + Send>,
-        gate: Option<Box<dyn crate::gate::NameGate>>,
+        gate: Option<Box<dyn crate::gate::DestinationGate>>,
     ) -> Result<Self, Error> {
         let poll = Poll::new().map_err(Error::Poller)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(Error::Waker)?);
@@ -146,7 +146,7 @@ struct Stack {
     host_addrs: OwnAddresses,
     tun_readable: bool,
     /// The approval gate for names no rule allows, with `--ask`.
-    gate: Option<Box<dyn crate::gate::NameGate>>,
+    gate: Option<Box<dyn crate::gate::DestinationGate>>,
     /// Questions held for it, by name.
     held_names: HashMap<String, HeldName>,
     /// SYNs to addresses held for it, by connection.
@@ -156,13 +156,13 @@ struct Stack {
 
 /// A connection's SYN held by the gate.
 struct HeldSyn {
-    ticket: Box<dyn crate::gate::NameTicket>,
+    ticket: Box<dyn crate::gate::DestinationTicket>,
     syn: crate::device::Packet,
 }
 
 /// A name held by the gate, with the questions waiting for it.
 struct HeldName {
-    ticket: Box<dyn crate::gate::NameTicket>,
+    ticket: Box<dyn crate::gate::DestinationTicket>,
     queries: Vec<(Vec<u8>, udp::UdpMetadata)>,
 }
 

@@ -210,8 +210,8 @@ impl Session {
             let names = match (&self.gate, &live) {
                 (Some(gate), Some(live)) => {
                     Some(
-                        Box::new(crate::gate::NameAsker::new(gate, live, &self.writer))
-                            as Box<dyn vg_netstack::gate::NameGate>,
+                        Box::new(crate::gate::DestinationAsker::new(gate, live, &self.writer))
+                            as Box<dyn vg_netstack::gate::DestinationGate>,
                     )
                 }
                 _ => None,
