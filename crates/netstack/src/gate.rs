@@ -12,6 +12,14 @@
 
 use std::sync::Arc;
 
+/// The sandbox's socket that asked: its protocol (`udp` for a DNS question, `tcp` for
+/// a SYN) and local port, so that the session can name the process that owns it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Source {
+    pub protocol: &'static str,
+    pub port: u16,
+}
+
 /// Asked about destinations the policy does not allow: a name at its DNS question
 /// (`port` unknown), or a public address at its SYN (`port` known).
 pub trait DestinationGate: Send {
@@ -21,6 +29,7 @@ pub trait DestinationGate: Send {
         &self,
         host: &str,
         port: Option<u16>,
+        source: Source,
         wake: Arc<dyn Fn() + Send + Sync>,
     ) -> Option<Box<dyn DestinationTicket>>;
 }

@@ -433,6 +433,8 @@ pub struct DestinationAsker {
     gate: Arc<Gate>,
     network: Arc<crate::control::LiveNetwork>,
     writer: Arc<SessionWriter>,
+    /// The sandbox's init (host pid), under which the asking process is looked for.
+    init: libc::pid_t,
 }
 
 impl DestinationAsker {
@@ -440,11 +442,13 @@ impl DestinationAsker {
         gate: &Arc<Gate>,
         network: &Arc<crate::control::LiveNetwork>,
         writer: &Arc<SessionWriter>,
+        init: libc::pid_t,
     ) -> Self {
         Self {
             gate: Arc::clone(gate),
             network: Arc::clone(network),
             writer: Arc::clone(writer),
+            init,
         }
     }
 }
@@ -462,14 +466,26 @@ impl vg_netstack::gate::DestinationGate for DestinationAsker {
         &self,
         host: &str,
         port: Option<u16>,
+        source: vg_netstack::gate::Source,
         wake: Arc<dyn Fn() + Send + Sync>,
     ) -> Option<Box<dyn vg_netstack::gate::DestinationTicket>> {
         let name = host;
+        // Which process asked, from its socket: shown, and rated (code that connects
+        // out rates higher).
+        let asked_by = crate::socket_owner::command_of(self.init, source);
+        let process = asked_by
+            .as_deref()
+            .and_then(|c| vg_records::unquote_argv(c))
+            .map(|argv| {
+                argv.into_iter()
+                    .map(|a| String::from_utf8_lossy(&a).into_owned())
+                    .collect()
+            });
         let facts = vg_policy::risk::DestFacts {
             host: name.to_owned(),
             port: port.unwrap_or(0),
             allowed_by_policy: false,
-            process: None,
+            process,
         };
         let assessment = self.gate.plan.classifier.classify_destination(&facts);
         if assessment.level < self.gate.plan.ask || self.gate.broker.pending().len() >= MAX_HELD {
@@ -498,7 +514,7 @@ impl vg_netstack::gate::DestinationGate for DestinationAsker {
             subject: Subject::Destination {
                 name: name.to_owned(),
                 port: port.unwrap_or(0),
-                asked_by: None,
+                asked_by,
             },
             level: to_broker_level(assessment.level),
             reason: assessment.reason,

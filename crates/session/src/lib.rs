@@ -47,6 +47,7 @@ pub mod record;
 pub mod request;
 pub mod running;
 pub mod settings;
+pub mod socket_owner;
 pub mod start;
 
 pub use exit::{Error, Outcome};

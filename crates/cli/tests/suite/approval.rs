@@ -450,6 +450,8 @@ fn a_held_destination_connects_once_approved_and_not_when_denied() {
             let pending = first_pending(runner, &ws, &home, &name);
             assert_eq!(pending["subject"]["kind"], "destination", "{pending}");
             assert_eq!(pending["subject"]["name"], "echo.test", "{pending}");
+            // The process that asked, found from its socket.
+            assert_eq!(pending["subject"]["asked_by"], "bash ./net.sh", "{pending}");
             assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
             let id = pending["id"].to_string();
             vg(runner, &ws, &home, &[verdict, &name, &id]).assert_success();
@@ -638,6 +640,7 @@ fn a_syn_to_an_unlisted_public_address_is_held_and_the_metadata_service_never_as
             assert_eq!(pending["subject"]["kind"], "destination", "{pending}");
             assert_eq!(pending["subject"]["name"], "11.22.33.44", "{pending}");
             assert_eq!(pending["subject"]["port"], 8443, "{pending}");
+            assert_eq!(pending["subject"]["asked_by"], "bash ./raw.sh", "{pending}");
             let id = pending["id"].to_string();
             vg(runner, &ws, &home, &[verdict, &name, &id]).assert_success();
             let out = running.finish(Duration::from_secs(40));

@@ -195,7 +195,11 @@ impl Stack {
         let wake = std::sync::Arc::new(move || {
             let _ = waker.wake();
         });
-        match gate.ask(&real.to_string(), Some(port), wake) {
+        let source = crate::gate::Source {
+            protocol: "tcp",
+            port: key.src.port(),
+        };
+        match gate.ask(&real.to_string(), Some(port), source, wake) {
             Some(ticket) => {
                 self.held_syns.insert(
                     key,

@@ -59,9 +59,14 @@ impl Stack {
         let ticket = match &self.gate {
             Some(gate) if self.held_names.len() < MAX_HELD_NAMES => {
                 let waker = std::sync::Arc::clone(&self.waker);
+                let source = crate::gate::Source {
+                    protocol: "udp",
+                    port: meta.endpoint.port,
+                };
                 gate.ask(
                     &name,
                     None,
+                    source,
                     std::sync::Arc::new(move || {
                         let _ = waker.wake();
                     }),

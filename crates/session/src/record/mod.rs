@@ -208,12 +208,13 @@ impl Session {
             });
             // With --ask, names no rule allows are held for a decision.
             let names = match (&self.gate, &live) {
-                (Some(gate), Some(live)) => {
-                    Some(
-                        Box::new(crate::gate::DestinationAsker::new(gate, live, &self.writer))
-                            as Box<dyn vg_netstack::gate::DestinationGate>,
-                    )
-                }
+                (Some(gate), Some(live)) => Some(Box::new(crate::gate::DestinationAsker::new(
+                    gate,
+                    live,
+                    &self.writer,
+                    sandbox.pid(),
+                ))
+                    as Box<dyn vg_netstack::gate::DestinationGate>),
                 _ => None,
             };
             match vg_netstack::Mediator::start_with_gate(tun, policy, record, names) {
