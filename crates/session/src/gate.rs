@@ -475,7 +475,7 @@ impl vg_netstack::gate::DestinationGate for DestinationAsker {
         let asked_by = crate::socket_owner::command_of(self.init, source);
         let process = asked_by
             .as_deref()
-            .and_then(|c| vg_records::unquote_argv(c))
+            .and_then(vg_records::unquote_argv)
             .map(|argv| {
                 argv.into_iter()
                     .map(|a| String::from_utf8_lossy(&a).into_owned())
