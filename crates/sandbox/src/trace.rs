@@ -22,7 +22,7 @@ use crate::sys;
 mod resolve;
 mod verify;
 
-use resolve::{Base, Presence};
+use resolve::{Base, FileId, Presence};
 pub use verify::Expected;
 
 /// Upper bounds that keep a hostile argv from costing unbounded time or memory.
@@ -50,6 +50,13 @@ pub enum TraceEvent {
     Exit {
         pid: i32,
         status: i32,
+    },
+    /// The program a traced exec started is not the file its `Exec` event named:
+    /// another thread changed the path between our read and the kernel's. `ran` is
+    /// the program that did run, as the kernel names it.
+    Mismatch {
+        pid: i32,
+        ran: Vec<u8>,
     },
     /// An exec that could not be read (e.g. the process's memory is unreadable to
     /// the supervisor): it was refused with EPERM rather than run unrecorded.
@@ -185,6 +192,9 @@ pub fn serve(listener: OwnedFd, mut on_event: impl FnMut(TraceEvent) -> Verdict)
                 let _ = sys::notif_continue(fd, notif.id);
             }
         }
+        for found in std::mem::take(&mut tracked.found) {
+            on_event(found);
+        }
     }
 }
 
@@ -258,7 +268,9 @@ fn answer_later(
 /// costs tens of microseconds.
 #[derive(Default)]
 struct Tracked {
-    by_host_pid: HashMap<u32, (i32, OwnedFd)>,
+    by_host_pid: HashMap<u32, Entry>,
+    /// Mismatches found, reported after the notification at hand.
+    found: Vec<TraceEvent>,
     /// Size at which to drop entries of processes that died without calling exit
     /// (killed by a signal).
     sweep_at: usize,
@@ -270,20 +282,50 @@ struct Tracked {
     fdinfo: Option<OwnedFd>,
 }
 
+/// A traced process: its pid inside, a pidfd, the file its last exec named, and the
+/// program it ran when it asked (which it still runs if that exec failed).
+struct Entry {
+    ns: i32,
+    pidfd: OwnedFd,
+    file: Option<FileId>,
+    before: Option<(u64, u64)>,
+}
+
+/// Device and inode of the program `host_pid` runs.
+fn running(host_pid: u32) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{host_pid}/exe"))
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
 impl Tracked {
     const FIRST_SWEEP: usize = 256;
 
     /// The sandbox pid of a live tracked process.
     fn ns_pid(&self, host_pid: u32) -> Option<i32> {
-        let (ns, pidfd) = self.by_host_pid.get(&host_pid)?;
-        (!sys::pidfd_exited(pidfd.as_fd())).then_some(*ns)
+        let entry = self.by_host_pid.get(&host_pid)?;
+        (!sys::pidfd_exited(entry.pidfd.as_fd())).then_some(entry.ns)
     }
 
-    fn insert(&mut self, host_pid: u32, ns_pid: i32, pidfd: OwnedFd) {
-        self.by_host_pid.insert(host_pid, (ns_pid, pidfd));
+    fn insert(&mut self, host_pid: u32, ns: i32, pidfd: OwnedFd, file: Option<FileId>) {
+        // The process runs its previous program until this exec: check that one.
+        if let Some(old) = self.by_host_pid.remove(&host_pid) {
+            self.check(host_pid, &old);
+        }
+        let before = file.as_ref().and_then(|_| running(host_pid));
+        self.by_host_pid.insert(
+            host_pid,
+            Entry {
+                ns,
+                pidfd,
+                file,
+                before,
+            },
+        );
         if self.by_host_pid.len() >= self.sweep_at.max(Self::FIRST_SWEEP) {
             self.by_host_pid
-                .retain(|_, (_, pidfd)| !sys::pidfd_exited(pidfd.as_fd()));
+                .retain(|_, e| !sys::pidfd_exited(e.pidfd.as_fd()));
             self.sweep_at = self.by_host_pid.len() * 2;
         }
     }
@@ -291,8 +333,49 @@ impl Tracked {
     /// Forgets an exiting process, returning its sandbox pid if it was tracked.
     fn remove(&mut self, host_pid: u32) -> Option<i32> {
         let ns = self.ns_pid(host_pid);
-        self.by_host_pid.remove(&host_pid);
+        if let Some(entry) = self.by_host_pid.remove(&host_pid)
+            && ns.is_some()
+        {
+            self.check(host_pid, &entry);
+        }
         ns
+    }
+
+    /// Compares the program `host_pid` runs with the file its exec named; a
+    /// difference becomes a [`TraceEvent::Mismatch`]. A `#!` script runs as its
+    /// interpreter, which is no mismatch.
+    fn check(&mut self, host_pid: u32, entry: &Entry) {
+        let Some(file) = &entry.file else {
+            return;
+        };
+        let Some(now) = running(host_pid) else {
+            return;
+        };
+        // The named file runs; or the exec failed and the old program still does.
+        if now == (file.dev, file.ino) || Some(now) == entry.before {
+            return;
+        }
+        if self.is_script(host_pid, &file.path) {
+            return;
+        }
+        let ran = resolve::read_link(&format!("/proc/{host_pid}/exe")).unwrap_or_default();
+        self.found.push(TraceEvent::Mismatch { pid: entry.ns, ran });
+    }
+
+    fn is_script(&mut self, host_pid: u32, path: &[u8]) -> bool {
+        let Some(root) = self.root(libc::pid_t::try_from(host_pid).unwrap_or(0)) else {
+            return false;
+        };
+        let Ok(c_path) = std::ffi::CString::new(path) else {
+            return false;
+        };
+        let Ok(fd) = sys::openat2(root, &c_path, libc::O_RDONLY, sys::RESOLVE_IN_ROOT) else {
+            return false;
+        };
+        let mut head = [0u8; 2];
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::File::from(fd);
+        matches!(file.read_at(&mut head, 0), Ok(2)) && head == *b"#!"
     }
 
     /// [`Self::remove`] for the task calling `exit_group`, which may be a thread
@@ -408,7 +491,7 @@ fn describe_exec(
     // root is not above it), so this is the path as seen inside.
     let cwd = resolve::read_link(&format!("/proc/{host_pid}/cwd")).unwrap_or_default();
     if let Some(pidfd) = who.pidfd {
-        tracked.insert(who.host_tgid, pid, pidfd);
+        tracked.insert(who.host_tgid, pid, pidfd, looked_up.file);
     }
     Ok(Some(TraceEvent::Exec {
         pid,

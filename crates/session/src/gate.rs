@@ -195,7 +195,9 @@ impl Gate {
                 self.denials().remove(pid);
                 return Screened::Pass(event);
             }
-            TraceEvent::Refused { .. } => return Screened::Pass(event),
+            TraceEvent::Refused { .. } | TraceEvent::Mismatch { .. } => {
+                return Screened::Pass(event);
+            }
         };
         let argv: Vec<String> = argv.iter().map(|a| lossy(a)).collect();
         let path = lossy(path);

@@ -405,3 +405,85 @@ fn logs_never_print_invisible_characters_raw() {
         }
     });
 }
+
+/// A thread flips the exec's path between `/usr/bin/true` and `/usr/bin/echo` while
+/// the other calls `execve`: what the tracer read (the `exec` line) and what the kernel
+/// ran can differ. Each child reports what really ran (echo prints its pid).
+const PATH_SWAP: &str = r#"
+import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+ran = {}
+for _ in range(60):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(w, 1)
+        path = ctypes.create_string_buffer(b"/usr/bin/true")
+        def flip():
+            while True:
+                ctypes.memmove(path, b"/usr/bin/echo", 13)
+                ctypes.memmove(path, b"/usr/bin/true", 13)
+        threading.Thread(target=flip, daemon=True).start()
+        me = str(os.getpid()).encode()
+        argv = (ctypes.c_char_p * 3)(b"prog", me, None)
+        libc.execve(path, argv, None)
+        os._exit(99)
+    os.close(w)
+    out = os.read(r, 100).strip()
+    os.close(r)
+    os.waitpid(pid, 0)
+    ran[pid] = "echo" if out else "true"
+with open("ran", "w") as f:
+    for pid, prog in sorted(ran.items()):
+        f.write("%d %s\n" % (pid, prog))
+"#;
+
+/// ATTACK (records): an exec whose path is swapped as it happens must not leave the
+/// record claiming the wrong program ran: an `exec-mismatch` event names what did.
+#[test]
+fn a_path_swapped_as_the_exec_happens_is_recorded_as_a_mismatch() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write("swap.py", PATH_SWAP);
+        let home = RecordsHome::new(runner);
+        run_recorded(runner, &ws, &home, &[], &[PYTHON, "swap.py"]).assert_success();
+        let dir = home.only_session();
+        let log = commands(&dir);
+        let mismatched: std::collections::BTreeMap<String, String> = events(&dir)
+            .into_iter()
+            .filter(|e| e["type"] == "exec-mismatch")
+            .map(|e| {
+                (
+                    e["pid"].to_string(),
+                    e["ran"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect();
+        let mut wrong = 0;
+        for line in ws.read("ran").unwrap().lines() {
+            let (pid, ran) = line.split_once(' ').unwrap();
+            let recorded = log
+                .lines()
+                .filter(|l| l.contains(" exec ") && field(l, "pid") == pid)
+                .map(|l| field(l, "exe"))
+                .last()
+                .unwrap_or_else(|| panic!("no exec line for pid {pid} in\n{log}"));
+            if recorded.ends_with(ran) {
+                continue;
+            }
+            wrong += 1;
+            let said = mismatched.get(pid).unwrap_or_else(|| {
+                panic!("pid {pid} ran {ran}, recorded {recorded}, no exec-mismatch")
+            });
+            assert!(
+                said.ends_with(ran),
+                "pid {pid}: mismatch says {said}, {ran} ran"
+            );
+        }
+        // The race was run (and the record corrected) at least once.
+        assert!(
+            wrong > 0,
+            "no swap happened in 60 tries; the test proves nothing"
+        );
+    });
+}

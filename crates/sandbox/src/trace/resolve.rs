@@ -36,6 +36,17 @@ pub(super) struct Lookup {
     /// descriptor's file (`AT_EMPTY_PATH`, e.g. `/memfd:name (deleted)`) or the path
     /// joined to its directory; the path as passed when that directory cannot be named.
     pub exe: Vec<u8>,
+    /// The file found, when it was looked up from the sandbox's root: what should be
+    /// running once the exec succeeded (see `trace.rs`).
+    pub file: Option<FileId>,
+}
+
+/// A file by device and inode, with the path inside the sandbox it was found at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+    pub path: Vec<u8>,
 }
 
 /// Where a relative path starts: the process's working directory or a descriptor.
@@ -66,12 +77,14 @@ pub(super) fn lookup(
     let present = |exe: Vec<u8>| Lookup {
         presence: Presence::Present,
         exe,
+        file: None,
     };
     if path.is_empty() {
         if !empty_path_ok {
             return Lookup {
                 presence: Presence::Missing,
                 exe: Vec::new(),
+                file: None,
             };
         }
         // The descriptor itself runs: name the file it is open on (a memfd shows as
@@ -88,9 +101,11 @@ pub(super) fn lookup(
         if let Some(found) = descriptor_link(host_pid, path) {
             return found;
         }
+        let (presence, file) = presence_in(root, path);
         return Lookup {
-            presence: presence_in(root, path),
+            presence,
             exe: path.to_vec(),
+            file,
         };
     }
     let Some(dir) = inside_dir(host_pid, root, base) else {
@@ -104,14 +119,18 @@ pub(super) fn lookup(
     if let Some(found) = descriptor_link(host_pid, &joined) {
         return found;
     }
-    let presence = presence_in(root, &joined);
+    let (presence, file) = presence_in(root, &joined);
     let exe = match base {
         // The cwd is recorded next to it.
         Base::Cwd => path.to_vec(),
         // The descriptor is not: record the whole path.
         Base::Fd(_) => joined,
     };
-    Lookup { presence, exe }
+    Lookup {
+        presence,
+        exe,
+        file,
+    }
 }
 
 /// The path, inside the sandbox, of the directory `base` of `host_pid`: the kernel's
@@ -187,28 +206,40 @@ fn descriptor_link(host_pid: libc::pid_t, path: &[u8]) -> Option<Lookup> {
         Some(exe) => Lookup {
             presence: Presence::Present,
             exe,
+            file: None,
         },
         // No such descriptor or process: the kernel fails the exec the same way.
         None => Lookup {
             presence: Presence::Missing,
             exe: path.to_vec(),
+            file: None,
         },
     })
 }
 
-fn presence_in(root: BorrowedFd<'_>, path: &[u8]) -> Presence {
+fn presence_in(root: BorrowedFd<'_>, path: &[u8]) -> (Presence, Option<FileId>) {
     let Ok(c_path) = CString::new(path) else {
-        return Presence::Present;
+        return (Presence::Present, None);
     };
     match sys::openat2(root, &c_path, libc::O_PATH, sys::RESOLVE_IN_ROOT) {
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
-            Presence::Missing
+            (Presence::Missing, None)
         }
         // A scoped lookup meeting a magic link (`/proc/PID/cwd/…`) fails with EXDEV.
-        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => Presence::ThroughProcLink,
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => (Presence::ThroughProcLink, None),
         // Any other error (permissions, loops) is for the kernel to decide on the
         // real exec.
-        _ => Presence::Present,
+        Err(_) => (Presence::Present, None),
+        Ok(fd) => {
+            let file = sys::fstat(std::os::fd::AsFd::as_fd(&fd))
+                .ok()
+                .map(|st| FileId {
+                    dev: st.st_dev,
+                    ino: st.st_ino,
+                    path: path.to_vec(),
+                });
+            (Presence::Present, file)
+        }
     }
 }
 

@@ -80,6 +80,21 @@ impl CommandsLog {
                     shared.fail("events.jsonl", e);
                 }
             }
+            TraceEvent::Mismatch { pid, ran } => {
+                // The exec line already written names the file the process asked
+                // for; this says what ran instead (a thread changed the path).
+                if let Err(e) = shared.writer.event(
+                    Event::new("exec-mismatch")
+                        .with("pid", pid)
+                        .with("ran", vg_records::quote_arg(&ran))
+                        .with(
+                            "reason",
+                            "the program that ran is not the file the exec line names: its path was changed as the exec happened",
+                        ),
+                ) {
+                    shared.fail("events.jsonl", e);
+                }
+            }
             TraceEvent::Exit { pid, status } => {
                 if self.live.remove(&pid) {
                     self.exit(shared, pid, CommandExit::Code(status));
