@@ -464,9 +464,10 @@ fn a_path_swapped_as_the_exec_happens_is_recorded_as_a_mismatch() {
             let (pid, ran) = line.split_once(' ').unwrap();
             let recorded = log
                 .lines()
+                .rev()
                 .filter(|l| l.contains(" exec ") && field(l, "pid") == pid)
                 .map(|l| field(l, "exe"))
-                .last()
+                .next()
                 .unwrap_or_else(|| panic!("no exec line for pid {pid} in\n{log}"));
             if recorded.ends_with(ran) {
                 continue;
