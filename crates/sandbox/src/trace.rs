@@ -289,6 +289,18 @@ struct Entry {
     pidfd: OwnedFd,
     file: Option<FileId>,
     before: Option<(u64, u64)>,
+    /// A hash of the argv the exec was recorded with: the process shows it once the
+    /// exec succeeded, which tells a failed exec from a changed path.
+    argv: u64,
+}
+
+fn argv_hash<'a>(argv: impl IntoIterator<Item = &'a [u8]>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for arg in argv {
+        arg.hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// Device and inode of the program `host_pid` runs.
@@ -308,12 +320,31 @@ impl Tracked {
         (!sys::pidfd_exited(entry.pidfd.as_fd())).then_some(entry.ns)
     }
 
-    fn insert(&mut self, host_pid: u32, ns: i32, pidfd: OwnedFd, file: Option<FileId>) {
-        // The process runs its previous program until this exec: check that one.
-        if let Some(old) = self.by_host_pid.remove(&host_pid) {
-            self.check(host_pid, &old);
-        }
-        let before = file.as_ref().and_then(|_| running(host_pid));
+    /// `parent`: the host pid of the process's parent, whose program a forked process
+    /// runs until its first exec.
+    fn insert(
+        &mut self,
+        host_pid: u32,
+        parent: u32,
+        ns: i32,
+        pidfd: OwnedFd,
+        file: Option<FileId>,
+        argv: u64,
+    ) {
+        // The process runs its previous program until this exec: check that one. What
+        // it runs now is what that exec named, or (first exec after a fork) its
+        // parent's: known without reading /proc, which costs more than the rest.
+        let before = match self.by_host_pid.remove(&host_pid) {
+            Some(old) => {
+                self.check(host_pid, &old);
+                old.file.as_ref().map(|f| (f.dev, f.ino))
+            }
+            None => self
+                .by_host_pid
+                .get(&parent)
+                .and_then(|p| p.file.as_ref())
+                .map(|f| (f.dev, f.ino)),
+        };
         self.by_host_pid.insert(
             host_pid,
             Entry {
@@ -321,6 +352,7 @@ impl Tracked {
                 pidfd,
                 file,
                 before,
+                argv,
             },
         );
         if self.by_host_pid.len() >= self.sweep_at.max(Self::FIRST_SWEEP) {
@@ -353,6 +385,13 @@ impl Tracked {
         };
         // The named file runs; or the exec failed and the old program still does.
         if now == (file.dev, file.ino) || Some(now) == entry.before {
+            return;
+        }
+        // A failed exec leaves the old program, with its old argv: only a process
+        // showing the recorded argv made this exec, from another file.
+        let shown = std::fs::read(format!("/proc/{host_pid}/cmdline")).unwrap_or_default();
+        let shown = shown.strip_suffix(b"\0").unwrap_or(&shown);
+        if argv_hash(shown.split(|b| *b == 0)) != entry.argv {
             return;
         }
         if self.is_script(host_pid, &file.path) {
@@ -491,7 +530,12 @@ fn describe_exec(
     // root is not above it), so this is the path as seen inside.
     let cwd = resolve::read_link(&format!("/proc/{host_pid}/cwd")).unwrap_or_default();
     if let Some(pidfd) = who.pidfd {
-        tracked.insert(who.host_tgid, pid, pidfd, looked_up.file);
+        let hash = if argv.is_empty() {
+            argv_hash([looked_up.exe.as_slice()])
+        } else {
+            argv_hash(argv.iter().map(Vec::as_slice))
+        };
+        tracked.insert(who.host_tgid, parent, pid, pidfd, looked_up.file, hash);
     }
     Ok(Some(TraceEvent::Exec {
         pid,

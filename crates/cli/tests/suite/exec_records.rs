@@ -488,3 +488,31 @@ fn a_path_swapped_as_the_exec_happens_is_recorded_as_a_mismatch() {
         );
     });
 }
+
+/// Failed execs are no mismatch: a non-executable file found first on `PATH`, a
+/// non-executable file run by path, and a `#!` script leave no `exec-mismatch`.
+#[test]
+fn failed_execs_and_scripts_are_not_taken_for_a_changed_path() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write_mode("bin1/tool", "echo wrong\n", 0o644);
+        ws.write_mode("bin2/tool", "#!/bin/sh\necho tool-ran\n", 0o755);
+        ws.write_mode("notexec", "echo never\n", 0o644);
+        // Run by its path, so that the shell's own exec names the script, not sh.
+        ws.write_mode(
+            "script.sh",
+            "#!/bin/sh\nPATH=\"$PWD/bin1:$PWD/bin2:$PATH\" tool\n./notexec 2>/dev/null\necho done\n",
+            0o755,
+        );
+        let home = RecordsHome::new(runner);
+        let out = run_recorded(runner, &ws, &home, &[], &["./script.sh"]);
+        out.assert_success();
+        assert_eq!(out.lines(), ["tool-ran", "done"], "{out}");
+        let dir = home.only_session();
+        let mismatches: Vec<Value> = events(&dir)
+            .into_iter()
+            .filter(|e| e["type"] == "exec-mismatch")
+            .collect();
+        assert!(mismatches.is_empty(), "{mismatches:?}\n{}", commands(&dir));
+    });
+}
