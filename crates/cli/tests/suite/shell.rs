@@ -642,3 +642,50 @@ fn the_approval_prompt_works_in_a_plain_run_and_keeps_the_answer_from_the_sandbo
         assert!(screen.contains("got=[typed-later]"), "{screen}");
     });
 }
+
+/// With `-t`, a full-screen program whose exec is held gets the prompt drawn over its
+/// screen; once answered, the program is asked to redraw (a size change, SIGWINCH), so
+/// nothing of the prompt is left on its screen.
+#[test]
+fn a_full_screen_program_is_redrawn_after_the_approval_prompt() {
+    if !require_tools(&[TMUX, BASH]) {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write(
+            "screen.sh",
+            "#!/bin/bash\ndraw() { printf '\\033[2J\\033[H'; echo \"FULL-SCREEN-$1\"; }\nmkdir -p /tmp/x\ntrap 'draw redrawn' WINCH\nprintf '\\033[?1049h'\ndraw first\nrm -rf /tmp/x\nsleep 30\n",
+        );
+        let home = RecordsHome::new(runner);
+        let t = Tmux::start(
+            ws.path(),
+            &vectraguard_command(
+                runner,
+                &home,
+                &[
+                    "sandbox",
+                    "run",
+                    "-t",
+                    "--ask",
+                    "high",
+                    "--",
+                    "bash",
+                    "screen.sh",
+                ],
+            ),
+            100,
+            30,
+        );
+        t.wait_for("Approve? [y]es once");
+        std::thread::sleep(Duration::from_millis(400));
+        t.keys(&["-l", "y"]);
+        let screen = t.wait("the program's redraw", |s| {
+            s.contains("FULL-SCREEN-redrawn") && !s.contains("Approve?")
+        });
+        assert!(!screen.contains("approval needed"), "{screen}");
+        // Ctrl-C ends the program (and with it the session).
+        t.keys(&["C-c"]);
+        t.wait_gone();
+    });
+}
