@@ -90,7 +90,7 @@ pub fn describe(session: &str, p: &PendingView) -> String {
     let mut out = format!(
         "{session}  request {}  {}  denied in {}s\n",
         p.id,
-        level_name(r.level),
+        r.level.as_str(),
         p.timeout_in_ms.div_ceil(1000)
     );
     match &r.subject {
@@ -119,14 +119,12 @@ pub fn describe(session: &str, p: &PendingView) -> String {
             port,
             asked_by,
         } => {
-            let port = if *port == 0 {
-                " (a DNS question: approving allows the name, any port)".to_owned()
-            } else {
-                format!(":{port}")
-            };
             out.push_str(&format!(
-                "  connect  {}{port}\n",
-                vg_records::quote_arg(name.as_bytes())
+                "  connect  {}\n",
+                vg_control::broker::destination_text(
+                    &vg_records::quote_arg(name.as_bytes()),
+                    *port
+                )
             ));
             if let Some(by) = asked_by {
                 out.push_str(&format!("  by       {}\n", vg_records::escape_hidden(by)));
@@ -143,15 +141,6 @@ pub fn describe(session: &str, p: &PendingView) -> String {
         id = p.id,
     ));
     out
-}
-
-pub fn level_name(level: vg_control::Level) -> &'static str {
-    match level {
-        vg_control::Level::Low => "LOW",
-        vg_control::Level::Medium => "MEDIUM",
-        vg_control::Level::High => "HIGH",
-        vg_control::Level::Critical => "CRITICAL",
-    }
 }
 
 pub fn approve(args: DecideArgs) -> i32 {

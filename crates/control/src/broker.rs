@@ -27,6 +27,29 @@ pub enum Level {
     Critical,
 }
 
+impl Level {
+    /// As requests show it: `LOW` … `CRITICAL`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Low => "LOW",
+            Level::Medium => "MEDIUM",
+            Level::High => "HIGH",
+            Level::Critical => "CRITICAL",
+        }
+    }
+}
+
+/// A destination as requests show it: `NAME:PORT`, or for a DNS question (port 0,
+/// not known yet) the name and what approving it allows. `name` comes quoted for the
+/// terminal by the caller.
+pub fn destination_text(name: &str, port: u16) -> String {
+    if port == 0 {
+        format!("{name} (a DNS question: approving allows the name, any port)")
+    } else {
+        format!("{name}:{port}")
+    }
+}
+
 /// How long a request of each level is held before it is denied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {

@@ -75,12 +75,7 @@ pub fn answer_for(key: u8) -> Answer {
 /// quoted: it is hostile input and must not drive the user's terminal.
 pub fn render(session: &str, p: &PendingView) -> Vec<String> {
     let r = &p.request;
-    let level = match r.level {
-        vg_control::Level::Low => "LOW",
-        vg_control::Level::Medium => "MEDIUM",
-        vg_control::Level::High => "HIGH",
-        vg_control::Level::Critical => "CRITICAL",
-    };
+    let level = r.level.as_str();
     let mut lines = vec![format!(
         "[vectraguard] {level} — approval needed (request {}, denied in {}s)",
         p.id,
@@ -112,14 +107,12 @@ pub fn render(session: &str, p: &PendingView) -> Vec<String> {
             port,
             asked_by,
         } => {
-            let port = if *port == 0 {
-                " (a DNS question: approving allows the name, any port)".to_owned()
-            } else {
-                format!(":{port}")
-            };
             lines.push(format!(
-                "  connect {}{port}",
-                vg_records::quote_arg(name.as_bytes())
+                "  connect {}",
+                vg_control::broker::destination_text(
+                    &vg_records::quote_arg(name.as_bytes()),
+                    *port
+                )
             ));
             if let Some(by) = asked_by {
                 lines.push(format!("  by      {}", vg_records::escape_hidden(by)));
