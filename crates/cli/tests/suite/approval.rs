@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::harness::{RecordsHome, Runner, Workspace, each_identity, unique, wait_until};
-use super::live::{events, start_live, vg};
+use super::live::{counting_server, events, start_live, vg};
 
 /// A script whose one risky step (`rm -rf` outside the workspace, CRITICAL) is the
 /// only exec the gate holds; what happened is left in `result` in the workspace.
@@ -418,16 +418,7 @@ fn destination_session(
 ) {
     let ws = Workspace::new();
     let home = RecordsHome::new(runner);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = std::sync::Arc::clone(&accepted);
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            drop(conn);
-        }
-    });
+    let (port, accepted) = counting_server();
     ws.write(
         "net.sh",
         format!(

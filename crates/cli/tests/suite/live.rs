@@ -46,6 +46,21 @@ pub(super) fn vg(runner: Runner, ws: &Workspace, home: &RecordsHome, args: &[&st
         .run()
 }
 
+/// A server on loopback that accepts and closes connections, counting them.
+pub(super) fn counting_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&accepted);
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(conn);
+        }
+    });
+    (port, accepted)
+}
+
 pub(super) fn events(dir: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap_or_default()
@@ -139,16 +154,7 @@ fn net_allow_lets_a_refused_name_through_and_net_deny_blocks_the_next_connection
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
         let name = format!("net-{}", unique());
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let count = std::sync::Arc::clone(&accepted);
-        std::thread::spawn(move || {
-            for conn in listener.incoming().flatten() {
-                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                drop(conn);
-            }
-        });
+        let (port, accepted) = counting_server();
         // Retries until a connection succeeds, then until one fails.
         let script = format!(
             r#"
