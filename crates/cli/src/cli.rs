@@ -88,6 +88,82 @@ pub enum SandboxCommand {
         after_help = "Examples:\n  vectraguard sandbox shell\n  vectraguard sandbox shell --name review --mount \"$PWD\":/workspace --no-network\n  echo 'ls' | vectraguard sandbox shell -T"
     )]
     Shell(Box<ShellArgs>),
+    /// Create a persistent sandbox NAME: commands started later with `sandbox exec`
+    /// share its files, /tmp, processes and network policy, each recorded in its session
+    #[command(
+        after_help = "Examples:\n  vectraguard sandbox create dev --mount \"$PWD\":/workspace --network allow --allow pypi.org\n  vectraguard sandbox exec dev -- python3 -c 'print(1)'\n  vectraguard sandbox exec -t dev -- bash\n  vectraguard sandbox ls\n  vectraguard sandbox rm -f dev"
+    )]
+    Create(Box<CreateArgs>),
+    /// Run a command in the persistent sandbox NAME, with this terminal's stdio
+    Exec(ExecArgs),
+    /// List the persistent sandboxes and whether each still runs
+    Ls(SandboxLsArgs),
+    /// Stop the persistent sandbox NAME (its processes and /tmp are gone; its record stays)
+    Stop(SandboxStopArgs),
+    /// Forget the persistent sandbox NAME (stopping it first with -f); its record stays
+    Rm(SandboxRmArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// The sandbox's name (its hostname, and the name of its session)
+    #[arg(id = "sandbox_name", value_name = "NAME")]
+    pub name: String,
+
+    #[command(flatten)]
+    pub options: SandboxOptions,
+
+    /// Stop the sandbox after this long with no command running (`0` never stops it)
+    #[arg(long, value_name = "DURATION", default_value = "30m")]
+    pub idle_timeout: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Give the command a terminal (interactive programs, shells)
+    #[arg(short = 't', long)]
+    pub tty: bool,
+
+    /// Set an environment variable for this command (repeatable)
+    #[arg(short = 'e', long = "env", value_name = "KEY=VAL")]
+    pub env: Vec<String>,
+
+    /// The working directory inside the sandbox (default: the sandbox's workdir)
+    #[arg(short = 'w', long, value_name = "PATH")]
+    pub workdir: Option<String>,
+
+    /// The sandbox
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// -- CMD [ARGS...]
+    #[arg(value_name = "CMD", trailing_var_arg = true, required = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SandboxLsArgs {
+    /// Print them as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SandboxStopArgs {
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// SIGKILL at once instead of SIGTERM, then SIGKILL after the kill-grace
+    #[arg(long)]
+    pub kill: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SandboxRmArgs {
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Stop it first if it runs
+    #[arg(short = 'f', long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -127,7 +203,7 @@ pub struct RunArgs {
 }
 
 /// Options shared by every way of starting a sandbox.
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Clone, Args, Default)]
 pub struct SandboxOptions {
     /// Bind-mount a host path: HOST:CONTAINER[:ro] (repeatable; read-write by default).
     /// Without any --mount, the current directory is the workspace.

@@ -6,6 +6,7 @@ mod doctor;
 mod image;
 mod live;
 mod logs;
+mod persistent;
 mod report;
 mod request;
 mod risk;
@@ -36,6 +37,14 @@ fn main() {
             args.options.rules_in_order = rules_in_order(&matches);
             run::shell(*args)
         }
+        Command::Sandbox(SandboxCommand::Create(mut args)) => {
+            args.options.rules_in_order = rules_in_order(&matches);
+            persistent::create(*args)
+        }
+        Command::Sandbox(SandboxCommand::Exec(args)) => persistent::exec(args),
+        Command::Sandbox(SandboxCommand::Ls(args)) => persistent::ls(&args),
+        Command::Sandbox(SandboxCommand::Stop(args)) => persistent::stop(&args),
+        Command::Sandbox(SandboxCommand::Rm(args)) => persistent::rm(&args),
         Command::Logs(cmd) => logs::run(cmd),
         Command::Image(cmd) => image::run(cmd),
         Command::Doctor(args) => doctor::doctor(args.json),

@@ -33,6 +33,7 @@ pub fn request(args: &RunArgs) -> Result<Request> {
         image,
         tty: args.tty,
         shell: args.shell,
+        persistent: false,
         record: if o.no_record {
             Recording::Off
         } else {

@@ -76,6 +76,7 @@ fn explain(args: &ExplainArgs) -> Result<()> {
                 argv: args.command.clone(),
                 cwd: Some(cwd),
                 parents: Vec::new(),
+                program: None,
             };
             ("exec", classifier.classify_exec(&facts))
         }

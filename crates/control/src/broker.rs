@@ -126,7 +126,11 @@ impl Subject {
     /// What a session-scope decision is remembered under.
     fn key(&self) -> Key {
         match self {
-            Self::Exec { path, argv, .. } => Key::Exec(path.clone(), argv.clone()),
+            // The working directory too: `rm -rf build` approved in one folder is
+            // another command in another.
+            Self::Exec {
+                path, argv, cwd, ..
+            } => Key::Exec(path.clone(), argv.clone(), cwd.clone()),
             Self::Destination { name, port, .. } => {
                 Key::Destination(name.to_ascii_lowercase(), *port)
             }
@@ -136,7 +140,8 @@ impl Subject {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
-    Exec(String, Vec<String>),
+    /// Path, argv and working directory.
+    Exec(String, Vec<String>, String),
     Destination(String, u16),
 }
 
@@ -715,6 +720,29 @@ mod tests {
                 Err(ControlError::UnknownRequest { id })
             );
         }
+    }
+
+    #[test]
+    fn a_session_scope_exec_decision_covers_only_its_working_directory() {
+        let (broker, _) = broker(LONG);
+        let _ = broker.submit(exec(&["rm", "-rf", "build"]));
+        broker
+            .decide(1, Verdict::Approve, Scope::Session, Decider::Tty)
+            .unwrap();
+        assert!(
+            broker
+                .submit(exec(&["rm", "-rf", "build"]))
+                .poll()
+                .is_some()
+        );
+        let mut elsewhere = exec(&["rm", "-rf", "build"]);
+        if let Subject::Exec { cwd, .. } = &mut elsewhere.subject {
+            *cwd = "/home/user".into();
+        }
+        assert!(
+            broker.submit(elsewhere).poll().is_none(),
+            "the same command in another folder is asked again"
+        );
     }
 
     #[test]

@@ -14,10 +14,10 @@
 pub mod broker;
 pub mod client;
 pub mod discover;
-mod peer;
+pub mod peer;
 pub mod protocol;
 pub mod server;
-mod short_path;
+pub mod short_path;
 
 pub use broker::{Broker, Decision, Level, Subject, Ticket, Timeouts};
 pub use client::{ClientError, ControlClient};

@@ -14,7 +14,7 @@ pub struct Peer {
 }
 
 /// The peer's credentials as the kernel recorded them when it connected.
-pub(crate) fn peer_of(stream: &UnixStream) -> std::io::Result<Peer> {
+pub fn peer_of(stream: &UnixStream) -> std::io::Result<Peer> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: u32::MAX,

@@ -56,6 +56,7 @@ fn main() {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             cwd: Some(PathBuf::from("/work/project")),
             parents: vec![vec!["bash".into()]],
+            program: None,
         })
         .collect();
     let mut samples = Vec::with_capacity(n);

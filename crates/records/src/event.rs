@@ -27,6 +27,8 @@ pub mod kind {
     pub const NETWORK: &str = "network";
     pub const APPROVAL: &str = "approval";
     pub const VIOLATION: &str = "violation";
+    /// A command started in a persistent sandbox (`sandbox exec`), and its end.
+    pub const COMMAND: &str = "command";
 }
 
 #[derive(Debug, Clone, PartialEq)]

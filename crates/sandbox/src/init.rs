@@ -7,6 +7,7 @@
 use std::ffi::CString;
 use std::io::{PipeReader, PipeWriter, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 
 use crate::caps;
 use crate::error::SetupError;
@@ -169,6 +170,12 @@ fn setup(
 }
 
 fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::OwnedFd>) -> ! {
+    if p.persistent {
+        match &p.notify_sock {
+            Some(sock) => crate::zygote::serve(report, sock),
+            None => sys::exit_now(125),
+        }
+    }
     // Keep only what init and the command need: the report pipe and the command's
     // stdio (the terminal, when there is one).
     let stdio = match &tty {
@@ -195,7 +202,13 @@ fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::Owned
         Ok(Some(pid)) => pid,
         Ok(None) => {
             drop(err_r);
-            exec_command(p, err_w, stdio, tty.is_some())
+            let exec = Exec {
+                argv: &p.argv,
+                envp: &p.envp,
+                path_dirs: &p.path_dirs,
+                cwd: None,
+            };
+            exec_command(&exec, err_w, stdio, tty.is_some())
         }
         Err(_) => sys::exit_now(125),
     };
@@ -280,7 +293,25 @@ fn report_full(p: &Prepared, seen: &mut [bool], report: &mut PipeWriter) {
     }
 }
 
-fn exec_command(p: &Prepared, mut err_w: PipeWriter, stdio: [RawFd; 3], tty: bool) -> ! {
+/// A command to execute: argv, environment, the `PATH` to search, and where.
+pub(crate) struct Exec<'a> {
+    pub argv: &'a [CString],
+    pub envp: &'a [CString],
+    pub path_dirs: &'a [CString],
+    /// The working directory to change to first (a persistent sandbox's command);
+    /// `None`: init's own (the workdir).
+    pub cwd: Option<&'a CString>,
+}
+
+/// In a forked child: makes `stdio` its 0-2 (with `tty`, the controlling terminal
+/// too) and executes `exec`; a failure writes its errno to `err_w` and exits as a
+/// shell would.
+pub(crate) fn exec_command(
+    exec: &Exec<'_>,
+    mut err_w: PipeWriter,
+    stdio: [RawFd; 3],
+    tty: bool,
+) -> ! {
     let fail = |w: &mut PipeWriter, errno: i32| -> ! {
         let _ = w.write_all(&errno.to_le_bytes());
         // The status a shell gives: 127 not found, 126 found but not executable.
@@ -319,30 +350,36 @@ fn exec_command(p: &Prepared, mut err_w: PipeWriter, stdio: [RawFd; 3], tty: boo
     if let Err(e) = sys::cloexec_from(3) {
         fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EBADF));
     }
-    let errno = exec_search(p);
+    // A failed chdir reports its errno negated, to tell it from a failed exec.
+    if let Some(cwd) = exec.cwd
+        && let Err(e) = std::env::set_current_dir(std::ffi::OsStr::from_bytes(cwd.as_bytes()))
+    {
+        fail(&mut err_w, -e.raw_os_error().unwrap_or(libc::ENOENT));
+    }
+    let errno = exec_search(exec);
     fail(&mut err_w, errno)
 }
 
 /// `execvp` semantics with the sandbox's PATH: a name without `/` is looked up in
 /// each PATH directory; "not executable" wins over "not found" when both occur.
-fn exec_search(p: &Prepared) -> i32 {
+fn exec_search(p: &Exec<'_>) -> i32 {
     let Some(program) = p.argv.first() else {
         return libc::ENOENT;
     };
     if program.as_bytes().contains(&b'/') {
-        return sys::execve(program, &p.argv, &p.envp)
+        return sys::execve(program, p.argv, p.envp)
             .raw_os_error()
             .unwrap_or(libc::ENOENT);
     }
     let mut result = libc::ENOENT;
-    for dir in &p.path_dirs {
+    for dir in p.path_dirs {
         let mut full = dir.as_bytes().to_vec();
         full.push(b'/');
         full.extend_from_slice(program.as_bytes());
         let Ok(full) = CString::new(full) else {
             continue;
         };
-        let errno = sys::execve(&full, &p.argv, &p.envp)
+        let errno = sys::execve(&full, p.argv, p.envp)
             .raw_os_error()
             .unwrap_or(libc::ENOENT);
         match errno {

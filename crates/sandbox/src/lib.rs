@@ -12,6 +12,7 @@
 mod caps;
 pub mod cgroup;
 pub mod error;
+pub mod fdpass;
 mod idmap;
 mod init;
 pub mod landlock;
@@ -20,12 +21,15 @@ pub mod probe;
 mod protocol;
 mod rootfs;
 pub mod seccomp;
+pub mod signals;
 mod spawn;
+pub mod spawner;
 mod spec;
 #[allow(unsafe_code)]
 mod sys;
 pub mod terminal;
 pub mod trace;
+mod zygote;
 
 pub use error::{SandboxError, SetupError};
 pub use spawn::{Killer, LimitHit, Outcome, Sandbox, Stopper, namespace_hint, spawn, spawn_in};

@@ -33,6 +33,7 @@ pub(crate) struct Prepared {
     pub watch_full: Vec<CString>,
     pub tty: bool,
     pub network: SandboxNetwork,
+    pub persistent: bool,
     /// With an image in a run started as root: the image as an idmapped mount.
     pub image_lower: Option<OwnedFd>,
     /// The child's end of the socket that carries the seccomp listener.
@@ -61,7 +62,7 @@ impl Prepared {
             .iter()
             .map(|a| cstring(a, "an argument"))
             .collect::<Result<Vec<_>, _>>()?;
-        if argv.is_empty() {
+        if argv.is_empty() && !spec.persistent {
             return Err(SandboxError::Usage("no command to run".into()));
         }
         let envp = spec
@@ -97,8 +98,9 @@ impl Prepared {
             stdio,
             trace_exec: spec.trace_exec,
             rlimit_nproc: spec.rlimit_nproc,
-            tty: spec.tty,
+            tty: spec.tty && !spec.persistent,
             network: spec.network,
+            persistent: spec.persistent,
             watch_full: spec
                 .watch_full
                 .iter()

@@ -119,7 +119,11 @@ pub fn spawn_in(
 ) -> Result<Sandbox, SandboxError> {
     let mut prepared = Prepared::new(spec, stdio)?;
     let mut notify_parent = None;
-    if spec.trace_exec || spec.tty || matches!(spec.network, SandboxNetwork::Tun(_)) {
+    if spec.trace_exec
+        || spec.tty
+        || spec.persistent
+        || matches!(spec.network, SandboxNetwork::Tun(_))
+    {
         let (parent, child) = sys::seqpacket_pair().map_err(SetupError::Fork)?;
         prepared.notify_sock = Some(child);
         notify_parent = Some(parent);
@@ -260,6 +264,14 @@ impl Sandbox {
     /// [`Self::exec_listener`] when both are used: init sends them in that order).
     pub fn tty_master(&mut self) -> Option<std::os::fd::OwnedFd> {
         self.next_fd_from_init()
+    }
+
+    /// For a persistent sandbox, what starts its commands, once init has sent every
+    /// descriptor it sends at setup (after [`Self::tun`], [`Self::exec_listener`]).
+    /// Takes the socket: later calls get `None`.
+    pub fn spawner(&mut self) -> Option<std::io::Result<crate::spawner::Spawner>> {
+        let sock = self.notify.take()?;
+        Some(crate::spawner::Spawner::new(sock))
     }
 
     /// The next descriptor init sends over the socket; `None` once init is gone.
@@ -441,7 +453,7 @@ impl Sandbox {
     }
 }
 
-fn decode_status(status: i32) -> Termination {
+pub(crate) fn decode_status(status: i32) -> Termination {
     if libc::WIFSIGNALED(status) {
         Termination::Signalled(libc::WTERMSIG(status))
     } else {

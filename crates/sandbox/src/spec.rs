@@ -56,6 +56,9 @@ pub struct SandboxSpec {
     /// master from [`Sandbox::tty_master`].
     pub tty: bool,
     pub network: SandboxNetwork,
+    /// No command of its own (`argv` is not used): init starts each command sent
+    /// through [`crate::Sandbox::spawner`] until the sandbox is stopped.
+    pub persistent: bool,
 }
 
 /// The sandbox's network.

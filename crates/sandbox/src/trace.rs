@@ -19,9 +19,11 @@ use std::path::PathBuf;
 
 use crate::sys;
 
+mod file;
 mod resolve;
 mod verify;
 
+pub use file::{ExecFile, FileIdentity, SandboxRoot, Script};
 use resolve::{Base, FileId, Presence};
 pub use verify::Expected;
 
@@ -46,6 +48,13 @@ pub enum TraceEvent {
         argv: Vec<Vec<u8>>,
         /// argv was cut at one of the bounds above.
         truncated: bool,
+        /// The file that runs, held open while the event is decided; only when the
+        /// tracer was asked to inspect execs (see [`serve`]).
+        file: Option<ExecFile>,
+        /// When that file is a `#!` script: what the kernel will really start.
+        script: Option<Script>,
+        /// The sandbox's root directory (with `file`), to look other files up inside.
+        root: Option<SandboxRoot>,
     },
     Exit {
         pid: i32,
@@ -84,10 +93,8 @@ pub enum Verdict {
 /// A verdict still to be reached; see [`Verdict::Defer`].
 pub struct Deferred {
     decide: Box<dyn FnOnce() -> Verdict + Send>,
-    verify: Option<(Expected, Mismatch)>,
+    verify: Option<(Expected, verify::OnMismatch)>,
 }
-
-type Mismatch = Box<dyn FnOnce(String) + Send>;
 
 impl Deferred {
     pub fn new(decide: impl FnOnce() -> Verdict + Send + 'static) -> Self {
@@ -130,15 +137,21 @@ impl PartialEq for Verdict {
 /// Serves notifications until every sandboxed process is gone.
 ///
 /// `Exit` events are reported only for processes whose `Exec` was reported: a
-/// forked subshell that never executes a program is not a command.
-pub fn serve(listener: OwnedFd, mut on_event: impl FnMut(TraceEvent) -> Verdict) {
+/// forked subshell that never executes a program is not a command. With `inspect`,
+/// each `Exec` also carries its file and, for a `#!` script, its interpreter chain
+/// (an approval gate rates and checks them; plain recording does not need them).
+pub fn serve(listener: OwnedFd, inspect: bool, mut on_event: impl FnMut(TraceEvent) -> Verdict) {
     // Shared with the threads that answer deferred verdicts; a reply after every
     // sandboxed process is gone fails harmlessly (ENOENT).
     let listener = std::sync::Arc::new(listener);
+    let watchers = verify::Watchers::default();
     let fd = listener.as_fd();
     // Best effort: without it (before Linux 6.6) tracing is only slower.
     let _ = sys::notif_sync_wakeup(fd);
-    let mut tracked = Tracked::default();
+    let mut tracked = Tracked {
+        inspect,
+        ..Tracked::default()
+    };
     loop {
         match sys::poll_hup(fd) {
             Ok(false) => {}
@@ -173,11 +186,7 @@ pub fn serve(listener: OwnedFd, mut on_event: impl FnMut(TraceEvent) -> Verdict)
             Some(event @ TraceEvent::Exec { .. }) if sys::notif_id_valid(fd, notif.id) => {
                 match on_event(event) {
                     Verdict::Defer(deferred) => {
-                        let host_pid = libc::pid_t::try_from(notif.pid).unwrap_or(0);
-                        let root = tracked
-                            .root(host_pid)
-                            .and_then(|r| r.try_clone_to_owned().ok());
-                        answer_later(&listener, notif.id, notif.pid, root, deferred);
+                        answer_later(&listener, &watchers, notif.id, notif.pid, deferred);
                     }
                     verdict => answer(fd, notif.id, verdict),
                 }
@@ -211,47 +220,47 @@ fn answer(fd: std::os::fd::BorrowedFd<'_>, id: u64, verdict: Verdict) {
 /// still waiting (it may have been killed meanwhile: the id is then invalid).
 fn answer_later(
     listener: &std::sync::Arc<OwnedFd>,
+    watchers: &verify::Watchers,
     id: u64,
     host_pid: u32,
-    root: Option<OwnedFd>,
     deferred: Deferred,
 ) {
     let held = std::sync::Arc::clone(listener);
+    let watchers = watchers.clone();
     let spawned = std::thread::Builder::new()
         .name("vg-held-exec".into())
         .stack_size(128 * 1024)
         .spawn(move || {
             let Deferred { decide, verify } = deferred;
-            // The file approved is the one there when the question is asked.
-            let check = verify.map(|(expected, mismatch)| {
-                let approved = verify::approved(root.as_ref().map(AsFd::as_fd), expected);
-                (approved, mismatch)
-            });
             let verdict = decide();
             let fd = held.as_fd();
             if !sys::notif_id_valid(fd, id) {
                 return;
             }
-            let (Verdict::Continue, Some((approved, mismatch))) = (&verdict, check) else {
+            let (Verdict::Continue, Some((expected, on_mismatch))) = (&verdict, verify) else {
                 answer(fd, id, verdict);
                 return;
             };
+            // A task still watched for an exec that failed: its watcher checks this one.
+            let (expected, on_mismatch) =
+                match verify::hand_over(&watchers, host_pid, expected, on_mismatch) {
+                    Ok(()) => return answer(fd, id, Verdict::Continue),
+                    Err(back) => back,
+                };
             // Traced from before the exec is let go, so that it stops at the exec;
-            // an approved exec that cannot be watched does not run (fail closed).
-            let watch = match verify::watch(host_pid) {
+            // an exec that cannot be watched does not run (fail closed).
+            let watch = match verify::watch(host_pid, &watchers) {
                 Ok(watch) => watch,
                 Err(e) => {
                     answer(fd, id, Verdict::Deny(libc::EPERM));
-                    mismatch(format!(
-                        "the process could not be traced to check the approved exec ({e}), so it was refused"
+                    on_mismatch(format!(
+                        "the process could not be traced to check the exec ({e}), so it was refused"
                     ));
                     return;
                 }
             };
             answer(fd, id, Verdict::Continue);
-            if let Some(why) = verify::confirm(&watch, &approved) {
-                mismatch(why);
-            }
+            verify::confirm(watch, expected, on_mismatch);
         });
     if spawned.is_err() {
         // Fail closed: an exec that cannot be held is not run.
@@ -280,6 +289,10 @@ struct Tracked {
     /// Our own `/proc/self/fdinfo`, opened once: reading a pidfd's entry from it is
     /// how a process's pid inside the sandbox is found.
     fdinfo: Option<OwnedFd>,
+    /// Whether `Exec` events carry their file and script (see [`serve`]).
+    inspect: bool,
+    /// `root`, shared with the events that carry it.
+    shared_root: Option<SandboxRoot>,
 }
 
 /// A traced process: its pid inside, a pidfd, the file its last exec named, and the
@@ -529,6 +542,23 @@ fn describe_exec(
     // The kernel names the directory from the sandbox's own root (the supervisor's
     // root is not above it), so this is the path as seen inside.
     let cwd = resolve::read_link(&format!("/proc/{host_pid}/cwd")).unwrap_or_default();
+    let (file, script, root) = if tracked.inspect {
+        let file = looked_up.opened.and_then(ExecFile::from_fd);
+        // The kernel names the script to its interpreter by the path as passed.
+        let script = match (&file, tracked.root(host_pid)) {
+            (Some(file), Some(root)) => file::script_of(root, &cwd, &path, &argv, file),
+            _ => None,
+        };
+        if tracked.shared_root.is_none() {
+            tracked.shared_root = tracked
+                .root(host_pid)
+                .and_then(|r| r.try_clone_to_owned().ok())
+                .map(|fd| SandboxRoot(std::sync::Arc::new(fd)));
+        }
+        (file, script, tracked.shared_root.clone())
+    } else {
+        (None, None, None)
+    };
     if let Some(pidfd) = who.pidfd {
         let hash = if argv.is_empty() {
             argv_hash([looked_up.exe.as_slice()])
@@ -544,6 +574,9 @@ fn describe_exec(
         path: looked_up.exe,
         argv,
         truncated,
+        file,
+        script,
+        root,
     }))
 }
 

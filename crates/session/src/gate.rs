@@ -21,6 +21,8 @@ use vg_records::event::kind::APPROVAL;
 use vg_records::{Event, SessionWriter};
 use vg_sandbox::trace::TraceEvent;
 
+use crate::tools::Tools;
+
 /// How many ancestors a request shows.
 const MAX_PARENTS: usize = 8;
 /// Processes remembered for parent chains; the oldest are dropped past it (a process
@@ -65,6 +67,9 @@ pub struct Gate {
     /// pid → who denied its last exec, kept past its exit (bounded), so that the
     /// end of the session can say why the command itself never ran.
     who_denied: Mutex<HashMap<i32, String>>,
+    /// The sandbox's tools by file identity, found at the first exec (by then the
+    /// sandbox's root is in place), from the root the tracer reached it by.
+    tools: std::sync::OnceLock<Tools>,
 }
 
 #[derive(Default)]
@@ -131,7 +136,20 @@ impl Gate {
             processes: Mutex::new(Processes::default()),
             denied: Mutex::new(HashMap::new()),
             who_denied: Mutex::new(HashMap::new()),
+            tools: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The tools, found the first time an exec comes with the sandbox's root.
+    fn tools(&self, root: Option<&vg_sandbox::trace::SandboxRoot>) -> Option<&Tools> {
+        if let Some(tools) = self.tools.get() {
+            return Some(tools);
+        }
+        let root = root?.open().ok()?;
+        Some(
+            self.tools
+                .get_or_init(|| Tools::find(&self.plan.classifier, root)),
+        )
     }
 
     /// The session is ending: deny what is held, and whatever is asked from now on.
@@ -181,15 +199,18 @@ impl Gate {
     /// Rates an exec and holds it if its level is at or above the threshold. Other
     /// events pass (an exit also forgets its process).
     pub fn screen(&self, event: TraceEvent) -> Screened {
-        let (pid, ppid, cwd, path, argv) = match &event {
+        let (pid, ppid, cwd, raw_path, raw_argv, unread, file, script, root) = match &event {
             TraceEvent::Exec {
                 pid,
                 ppid,
                 cwd,
                 path,
                 argv,
-                ..
-            } => (*pid, *ppid, cwd, path, argv),
+                truncated,
+                file,
+                script,
+                root,
+            } => (*pid, *ppid, cwd, path, argv, *truncated, file, script, root),
             TraceEvent::Exit { pid, .. } => {
                 self.processes().forget(*pid);
                 self.denials().remove(pid);
@@ -199,8 +220,8 @@ impl Gate {
                 return Screened::Pass(event);
             }
         };
-        let argv: Vec<String> = argv.iter().map(|a| lossy(a)).collect();
-        let path = lossy(path);
+        let argv: Vec<String> = raw_argv.iter().map(|a| lossy(a)).collect();
+        let path = lossy(raw_path);
         {
             let mut denials = self.denials();
             if denials.get(&pid).is_some_and(|(denied, _)| *denied == argv) {
@@ -218,8 +239,9 @@ impl Gate {
             argv: argv.clone(),
             cwd: Some(cwd.clone()),
             parents: parents.iter().map(|(_, argv)| argv.clone()).collect(),
+            program: self.program(file.as_ref(), root.as_ref()),
         };
-        let assessment = self.plan.classifier.classify_exec(&facts);
+        let assessment = self.rate(facts, script.as_ref(), root.as_ref(), unread, argv.len());
         self.processes().insert(pid, ppid, argv.clone());
         if assessment.level < self.plan.ask {
             return Screened::Pass(event);
@@ -230,13 +252,6 @@ impl Gate {
                 format!("{MAX_HELD} requests are held already; denied without asking"),
             );
         }
-        let unread = matches!(
-            event,
-            TraceEvent::Exec {
-                truncated: true,
-                ..
-            }
-        );
         // A relative path names another program in another directory: the request
         // (and what a session-scope decision is remembered by) names it absolutely.
         let path = if path.starts_with('/') {
@@ -244,9 +259,70 @@ impl Gate {
         } else {
             cwd.join(&path).to_string_lossy().into_owned()
         };
-        let request = exec_request(unread, pid, path, argv, cwd, &parents, assessment);
+        // Names that are not UTF-8 are shown with replacement characters; two such
+        // commands must still never share a remembered decision.
+        let inexact = (std::str::from_utf8(raw_path).is_err()
+            || raw_argv.iter().any(|a| std::str::from_utf8(a).is_err())
+            || cwd.to_str().is_none())
+        .then(|| raw_digest(raw_path, raw_argv, cwd));
+        let shown = Shown { unread, inexact };
+        let request = exec_request(shown, pid, path, argv, cwd, &parents, assessment);
         let ticket = self.broker.submit(request);
         Screened::Held(Held { event, ticket })
+    }
+
+    /// Rates an exec: by its argv and the tool its file is; for a `#!` script also by
+    /// what its interpreter line makes the kernel run (`#!/bin/rm -rf` is an `rm`),
+    /// the higher of the two. An argv the tracer could not read whole is asked about
+    /// whatever it rates: what was not read was not rated.
+    fn rate(
+        &self,
+        facts: ExecFacts,
+        script: Option<&vg_sandbox::trace::Script>,
+        root: Option<&vg_sandbox::trace::SandboxRoot>,
+        unread: bool,
+        read: usize,
+    ) -> Assessment {
+        let mut assessment = self.plan.classifier.classify_exec(&facts);
+        if let Some(script) = script {
+            let argv: Vec<String> = script.argv.iter().map(|a| lossy(a)).collect();
+            let runs = ExecFacts {
+                path: argv.first().cloned().unwrap_or_default(),
+                program: self.program(script.file.as_ref(), root),
+                argv,
+                ..facts
+            };
+            let inner = self.plan.classifier.classify_exec(&runs);
+            if inner.level > assessment.level {
+                assessment = Assessment {
+                    reason: format!(
+                        "{} (its #! line runs: {})",
+                        inner.reason,
+                        vg_records::quote_argv(script.argv.iter().map(Vec::as_slice))
+                    ),
+                    ..inner
+                };
+            }
+        }
+        if unread && assessment.level < self.plan.ask {
+            assessment = Assessment {
+                level: self.plan.ask,
+                rule: "argv-unread".to_owned(),
+                reason: format!(
+                    "its argv is longer than the tracer reads ({read} arguments read): the rest was not rated"
+                ),
+            };
+        }
+        assessment
+    }
+
+    /// The tool `file` is, if any.
+    fn program(
+        &self,
+        file: Option<&vg_sandbox::trace::ExecFile>,
+        root: Option<&vg_sandbox::trace::SandboxRoot>,
+    ) -> Option<String> {
+        self.tools(root)?.name_of(file?)
     }
 
     /// Decides request `id` for a control-channel client.
@@ -302,7 +378,7 @@ impl Processes {
 }
 
 fn exec_request(
-    unread: bool,
+    shown_as: Shown,
     pid: i32,
     path: String,
     argv: Vec<String>,
@@ -314,7 +390,7 @@ fn exec_request(
         subject: Subject::Exec {
             pid: u32::try_from(pid).unwrap_or(0),
             path,
-            argv: shown(argv, unread),
+            argv: shown(argv, shown_as),
             cwd: cwd.to_string_lossy().into_owned(),
             parents: parents
                 .iter()
@@ -330,6 +406,28 @@ fn exec_request(
     }
 }
 
+/// What [`shown`] must add to an argv.
+#[derive(Debug, Clone, Copy, Default)]
+struct Shown {
+    /// The tracer could not read the whole argv.
+    unread: bool,
+    /// A digest of the exact bytes of path, argv and cwd, when some are not UTF-8.
+    inexact: Option<[u8; 32]>,
+}
+
+/// A digest of an exec's exact bytes, each piece preceded by its length.
+fn raw_digest(path: &[u8], argv: &[Vec<u8>], cwd: &std::path::Path) -> [u8; 32] {
+    let mut all = Vec::new();
+    for piece in std::iter::once(path)
+        .chain(std::iter::once(cwd.as_os_str().as_bytes()))
+        .chain(argv.iter().map(Vec::as_slice))
+    {
+        all.extend_from_slice(&(piece.len() as u64).to_le_bytes());
+        all.extend_from_slice(piece);
+    }
+    vg_records::chain::digest(&all)
+}
+
 /// An argv as a request shows and records it: the bounds of `commands.log` (4 KiB an
 /// argument, 16 KiB in all), with a last word saying what was cut. The rating saw all
 /// of it; this only keeps a hostile argv from flooding the person's screen, the
@@ -339,15 +437,25 @@ fn exec_request(
 /// also carries a digest of the whole argv: two argvs cut to the same display stay
 /// apart. An argv the tracer itself could not read in full (`unread`, past its bounds)
 /// gets a word no other request has, so no remembered decision ever covers it.
-fn shown(argv: Vec<String>, unread: bool) -> Vec<String> {
+fn shown(argv: Vec<String>, how: Shown) -> Vec<String> {
     const ARG: usize = vg_records::writer::MAX_RECORDED_ARG_BYTES;
     const ALL: usize = vg_records::writer::MAX_RECORDED_ARGV_BYTES;
     static UNREAD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let total: usize = argv.iter().map(String::len).sum();
-    if !unread && total <= ALL && argv.iter().all(|a| a.len() <= ARG) {
+    if !how.unread && total <= ALL && argv.iter().all(|a| a.len() <= ARG) {
+        let Some(exact) = how.inexact else {
+            return argv;
+        };
+        let mut argv = argv;
+        argv.push(format!(
+            "[vectraguard: not UTF-8, shown with replacement characters; digest {}]",
+            vg_records::layout::hex_encode(&exact[..8])
+        ));
         return argv;
     }
-    let digest = vg_records::chain::digest(argv.join("\0").as_bytes());
+    let digest = how
+        .inexact
+        .unwrap_or_else(|| vg_records::chain::digest(argv.join("\0").as_bytes()));
     let count = argv.len();
     let mut kept = Vec::new();
     let mut used = 0;
@@ -366,7 +474,7 @@ fn shown(argv: Vec<String>, unread: bool) -> Vec<String> {
         used += arg.len();
         kept.push(arg);
     }
-    if unread {
+    if how.unread {
         let n = UNREAD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         kept.push(format!(
             "[vectraguard: argv longer than the tracer reads; never remembered (#{n})]"
@@ -559,11 +667,16 @@ mod tests {
     #[test]
     fn a_huge_argv_is_cut_for_display_and_says_so() {
         let small = vec!["rm".to_owned(), "-rf".to_owned(), "/tmp/x".to_owned()];
-        assert_eq!(shown(small.clone(), false), small);
+        let plain = Shown::default();
+        let unread = Shown {
+            unread: true,
+            inexact: None,
+        };
+        assert_eq!(shown(small.clone(), plain), small);
         let huge: Vec<String> = std::iter::once("echo".to_owned())
             .chain((0..1000).map(|_| "é".repeat(3000)))
             .collect();
-        let cut = shown(huge.clone(), false);
+        let cut = shown(huge.clone(), plain);
         let total: usize = cut.iter().map(String::len).sum();
         assert!(total < 17 * 1024, "{total}");
         assert!(cut.iter().all(|a| a.len() <= 4096));
@@ -575,9 +688,29 @@ mod tests {
         // Another argv with the same beginning is another request.
         let mut other = huge;
         other[999] = "x".into();
-        assert_ne!(shown(other, false), cut);
+        assert_ne!(shown(other, plain), cut);
         // One the tracer could not read in full is never the same request twice.
         let small = vec!["rm".to_owned()];
-        assert_ne!(shown(small.clone(), true), shown(small, true));
+        assert_ne!(shown(small.clone(), unread), shown(small, unread));
+    }
+
+    #[test]
+    fn argvs_that_differ_only_in_bytes_that_are_not_utf8_are_shown_apart() {
+        let cwd = std::path::Path::new("/w");
+        let a = [b"rm".to_vec(), b"\xff".to_vec()];
+        let b = [b"rm".to_vec(), b"\xfe".to_vec()];
+        let show = |raw: &[Vec<u8>]| {
+            let argv = raw.iter().map(|a| lossy(a)).collect();
+            let inexact = Some(raw_digest(b"/bin/rm", raw, cwd));
+            shown(
+                argv,
+                Shown {
+                    unread: false,
+                    inexact,
+                },
+            )
+        };
+        assert_ne!(show(&a), show(&b));
+        assert_eq!(show(&a), show(&a));
     }
 }

@@ -41,6 +41,7 @@ pub mod limits;
 pub mod mounts;
 pub mod network;
 pub mod notes;
+pub mod persistent;
 pub mod plan;
 pub mod prompt;
 pub mod record;
@@ -49,6 +50,7 @@ pub mod running;
 pub mod settings;
 pub mod socket_owner;
 pub mod start;
+pub mod tools;
 
 pub use exit::{Error, Outcome};
 pub use plan::Plan;

@@ -60,7 +60,12 @@ impl Plan {
             .map(|m| m.host.clone())
             .unwrap_or_else(|| cwd.clone());
         let identity = host::resolve_identity(settings.user.as_deref(), &primary)?;
-        let argv = argv::argv(request, image.as_ref(), &mounts)?;
+        // A persistent sandbox starts its commands later (`persistent.rs`).
+        let argv = if request.persistent {
+            Vec::new()
+        } else {
+            argv::argv(request, image.as_ref(), &mounts)?
+        };
         let workdir = settings
             .workdir
             .clone()
@@ -124,6 +129,12 @@ impl Plan {
             )
             .into());
         }
+        if request.persistent && (!recording || request.tty) {
+            return Err(anyhow::anyhow!(
+                "a persistent sandbox records every command started in it, each with its own terminal when asked for: remove --no-record and -t from `sandbox create`"
+            )
+            .into());
+        }
         if request.tty && !recording {
             return Err(anyhow::anyhow!(
                 "a terminal (sandbox shell, run -t) is relayed and recorded by the session; remove --no-record"
@@ -143,6 +154,7 @@ impl Plan {
             tty: request.tty,
             network: network.sandbox_network(),
             inside: image.as_ref().map(|img| img.inside),
+            persistent: request.persistent,
         };
         Ok(Self {
             spec,

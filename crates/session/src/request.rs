@@ -34,6 +34,9 @@ pub struct Request {
     /// The command is an interactive shell: with an image, it replaces the image's
     /// entrypoint and command.
     pub shell: bool,
+    /// A persistent sandbox (`sandbox create`): no command of its own; commands are
+    /// started in it later, each recorded in its session ([`crate::persistent`]).
+    pub persistent: bool,
     /// Keep a session record (the default) or not (`--no-record`).
     pub record: Recording,
     /// Show a note on stderr the first time each destination is refused.

@@ -106,6 +106,29 @@ impl Running {
         self.sandbox.killer().signal(signal)
     }
 
+    /// For a persistent sandbox: what starts its commands (once; later calls get
+    /// `None`, as does a sandbox that is not persistent).
+    pub fn spawner(&mut self) -> Option<std::io::Result<vg_sandbox::spawner::Spawner>> {
+        if !self.plan.spec.persistent {
+            return None;
+        }
+        self.sandbox.spawner()
+    }
+
+    /// A handle to write into the record while the session runs (recorded only).
+    pub fn recorder(&self) -> Option<crate::record::Recorder> {
+        match &self.mode {
+            Mode::Recorded { session, .. } => session.recorder(self.plan.limits.max_output),
+            Mode::Unrecorded { .. } => None,
+        }
+    }
+
+    /// Ends the session from any thread as `vectraguard stop` does (SIGTERM to every
+    /// process, SIGKILL after the grace, or at once).
+    pub fn stopper(&self) -> vg_sandbox::Stopper {
+        self.sandbox.stopper()
+    }
+
     /// What can be read of the session while it runs.
     pub fn state(&self) -> State {
         let (started, record_failure) = match &self.mode {
@@ -131,8 +154,10 @@ impl Running {
             plan,
         } = self;
         let limits = &plan.limits;
+        // A persistent sandbox's time-out applies to each of its commands.
         let deadline = limits
             .timeout
+            .filter(|_| !plan.spec.persistent)
             .map(|t| (Instant::now() + t, limits.kill_grace));
         let hits = || {
             enforced

@@ -3,6 +3,7 @@
 pub mod harness;
 
 mod approval;
+mod approval_attacks;
 mod attacks_files;
 mod attacks_network;
 mod attacks_processes;
@@ -22,6 +23,7 @@ mod mediated_network;
 mod mounts;
 mod network_denials;
 mod options;
+mod persistent;
 mod posture;
 mod records;
 mod replay;

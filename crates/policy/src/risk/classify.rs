@@ -1,15 +1,20 @@
 //! Rating one exec or one destination with a list of rules.
 //!
-//! The exec itself and, for `sh -c SCRIPT`, every pipeline of the script (nested `-c`
-//! scripts and substitutions included) are the candidates; every rule is tried on every
-//! candidate. The highest level wins, ties go to the earlier rule, and nothing matched
-//! is LOW.
+//! The exec itself (by the name it was run under and as the file it is) and, for
+//! `sh -c SCRIPT`, every pipeline of the script (nested `-c` scripts and substitutions
+//! included), with the commands `find -exec` runs, are the candidates; every rule is
+//! tried on every candidate. The highest level wins, ties go to the earlier rule, and
+//! nothing matched is LOW.
 
 use std::path::{Component, Path, PathBuf};
 
 use super::level::Level;
 use super::rule::{ExecMatcher, Matcher, Rule};
-use super::script::{self, basename, command_line, shell_script, strip_wrappers};
+use super::script::{self, command_line};
+use super::wrappers::{
+    command_name, find_commands, inline_script, is_multi_call, split_string, strip_wrappers,
+    wrapped,
+};
 
 /// What is known of an exec when it is decided.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -21,6 +26,9 @@ pub struct ExecFacts {
     pub cwd: Option<PathBuf>,
     /// The argv of the parent, grandparent … when known, nearest first.
     pub parents: Vec<Vec<String>>,
+    /// The tool the executable file is, known by its identity rather than by the name
+    /// it was run under: a symlink to, or a copy of, `/usr/bin/rm` is `rm`.
+    pub program: Option<String>,
 }
 
 /// What is known of a new network destination when it is decided.
@@ -114,7 +122,7 @@ const INTERPRETERS: &[&str] = &[
 pub fn runs_code(argv: &[String]) -> bool {
     let words = strip_wrappers(argv);
     words.first().is_some_and(|program| {
-        let name = basename(program);
+        let name = command_name(program);
         let stem = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
         INTERPRETERS.contains(&name) || INTERPRETERS.contains(&stem)
     })
@@ -124,8 +132,9 @@ pub fn runs_code(argv: &[String]) -> bool {
 struct Command {
     /// The program and its arguments, wrappers such as `sudo` removed.
     words: Vec<String>,
-    /// The resolved executable, for the exec itself when no wrapper was removed.
-    path: Option<String>,
+    /// What the program is known as: its word, and for the exec itself, when these are
+    /// its file's words, the resolved path and the tool the file is.
+    identities: Vec<String>,
     line: String,
     /// Absolute, lexically normalised paths this command writes.
     writes: Vec<String>,
@@ -146,20 +155,12 @@ struct Candidates<'a> {
 impl<'a> Candidates<'a> {
     fn of(facts: &'a ExecFacts) -> Self {
         let cwd = facts.cwd.as_deref();
-        let words = strip_wrappers(&facts.argv);
-        let path =
-            (words.len() == facts.argv.len() && !facts.path.is_empty()).then(|| facts.path.clone());
         let mut candidates = Candidates {
-            groups: vec![Group {
-                commands: vec![Command::new(words.to_vec(), path, &[], cwd)],
-                script_text: None,
-            }],
+            groups: Vec::new(),
             parents: facts.parents.iter().map(|p| command_line(p)).collect(),
             cwd,
         };
-        if let Some(script) = shell_script(words) {
-            candidates.add_script(script, 1);
-        }
+        candidates.add_group(exec_commands(facts, cwd), None, 0);
         candidates
     }
 
@@ -171,26 +172,35 @@ impl<'a> Candidates<'a> {
                 .commands
                 .into_iter()
                 .map(|c| {
-                    Command::new(
-                        strip_wrappers(&c.words).to_vec(),
-                        None,
-                        &c.redirects,
-                        self.cwd,
-                    )
+                    let words = strip_wrappers(&c.words).to_vec();
+                    Command::new(words, Vec::new(), &c.redirects, self.cwd)
                 })
                 .collect();
-            let inner: Vec<String> = commands
-                .iter()
-                .filter_map(|c| shell_script(&c.words).map(str::to_owned))
-                .collect();
-            self.groups.push(Group {
-                commands,
-                script_text,
-            });
-            if depth < MAX_SHELL_DEPTH {
-                for script in inner {
-                    self.add_script(&script, depth + 1);
-                }
+            self.add_group(commands, script_text, depth);
+        }
+    }
+
+    /// Adds one group, with the commands its `find -exec`s run, then the scripts they
+    /// all run, nested up to `MAX_SHELL_DEPTH`.
+    fn add_group(&mut self, mut commands: Vec<Command>, script_text: Option<String>, depth: usize) {
+        let found: Vec<Command> = commands
+            .iter()
+            .flat_map(|c| c.found_commands(self.cwd))
+            .collect();
+        commands.extend(found);
+        let mut scripts: Vec<String> = Vec::new();
+        for script in commands.iter().flat_map(Command::scripts) {
+            if !scripts.contains(&script) {
+                scripts.push(script);
+            }
+        }
+        self.groups.push(Group {
+            commands,
+            script_text,
+        });
+        if depth < MAX_SHELL_DEPTH {
+            for script in scripts {
+                self.add_script(&script, depth + 1);
             }
         }
     }
@@ -218,56 +228,160 @@ impl<'a> Candidates<'a> {
     }
 }
 
+/// The exec itself as commands to try.
+///
+/// It is read by the name it was run under, wrappers removed, and also as the file it
+/// is, when that is known by its resolved path or its identity (`ExecFacts::program`):
+/// whatever it was called, a wrapper's file runs what follows (`x rm -rf /` with `x` a
+/// copy of `env`), and any other file is the command with all of argv (`x -rf /` with
+/// `x` a copy of `rm`). A file's identity is never given to the command a wrapper
+/// runs. A multi-call binary (`busybox`) picks its tool by the name it was run under,
+/// which the reading by name follows already.
+fn exec_commands(facts: &ExecFacts, cwd: Option<&Path>) -> Vec<Command> {
+    let argv = facts.argv.as_slice();
+    let args = argv.get(1..).unwrap_or_default();
+    let by_name = strip_wrappers(argv);
+    let unwrapped = by_name.len() == argv.len();
+    let identities = [
+        Some(facts.path.as_str()).filter(|p| !p.is_empty()),
+        facts.program.as_deref(),
+    ];
+    // The file's identities, when it is the command itself; what it runs, when a wrapper.
+    let mut file_is: Vec<String> = Vec::new();
+    let mut runs: Vec<&[String]> = Vec::new();
+    for identity in identities.into_iter().flatten() {
+        let name = command_name(identity);
+        if is_multi_call(name) {
+            if unwrapped {
+                file_is.push(identity.to_owned());
+            }
+            continue;
+        }
+        match wrapped(name, args) {
+            Some(command) => runs.push(strip_wrappers(command)),
+            None => file_is.push(identity.to_owned()),
+        }
+    }
+    let mut commands = Vec::new();
+    if unwrapped {
+        commands.push(Command::new(argv.to_vec(), file_is, &[], cwd));
+    } else {
+        commands.push(Command::new(by_name.to_vec(), Vec::new(), &[], cwd));
+        if !file_is.is_empty() {
+            commands.push(Command::new(argv.to_vec(), file_is, &[], cwd));
+        }
+    }
+    for words in runs {
+        if !commands.iter().any(|c| c.words == words) {
+            commands.push(Command::new(words.to_vec(), Vec::new(), &[], cwd));
+        }
+    }
+    commands
+}
+
 impl Command {
+    /// `known_as`: other identities of the program than its word (a path, a tool name).
     fn new(
         words: Vec<String>,
-        path: Option<String>,
+        known_as: Vec<String>,
         redirects: &[String],
         cwd: Option<&Path>,
     ) -> Self {
+        let mut identities: Vec<String> = Vec::with_capacity(known_as.len() + 1);
+        for identity in words.first().into_iter().cloned().chain(known_as) {
+            // `-bash` (a login shell) is also `bash`, for globs on a whole path too.
+            let login = identity
+                .strip_prefix('-')
+                .filter(|name| !name.is_empty())
+                .map(str::to_owned);
+            for identity in [Some(identity), login].into_iter().flatten() {
+                if !identities.contains(&identity) {
+                    identities.push(identity);
+                }
+            }
+        }
+        let args = words.get(1..).unwrap_or_default();
         let writes = redirects
             .iter()
             .map(String::as_str)
-            .chain(write_targets(&words))
+            .chain(
+                names(&identities)
+                    .into_iter()
+                    .flat_map(|n| write_targets(n, args)),
+            )
             .map(|target| absolute(target, cwd))
             .collect();
         Command {
             line: command_line(&words),
             words,
-            path,
+            identities,
             writes,
         }
     }
 
+    fn args(&self) -> &[String] {
+        self.words.get(1..).unwrap_or_default()
+    }
+
+    /// The scripts this command runs: a shell's `-c SCRIPT`, `env -S STRING`.
+    fn scripts(&self) -> Vec<String> {
+        names(&self.identities)
+            .into_iter()
+            .filter_map(|name| {
+                inline_script(name, self.args())
+                    .map(str::to_owned)
+                    .or_else(|| split_string(name, self.args()))
+            })
+            .collect()
+    }
+
+    /// The commands it runs on what it finds: `find … -exec rm {} +`.
+    fn found_commands(&self, cwd: Option<&Path>) -> Vec<Command> {
+        names(&self.identities)
+            .into_iter()
+            .flat_map(|name| find_commands(name, self.args()))
+            .map(|words| Command::new(words.to_vec(), Vec::new(), &[], cwd))
+            .collect()
+    }
+
     fn matches(&self, m: &ExecMatcher, cwd: Option<&Path>) -> bool {
-        let Some(program) = self.words.first() else {
+        if self.words.is_empty() {
             return false;
-        };
+        }
+        let args = self.args();
         let executable = m.executable.is_empty()
             || m.executable
                 .iter()
-                .any(|g| g.matches(program) || self.path.as_deref().is_some_and(|p| g.matches(p)));
+                .any(|g| self.identities.iter().any(|id| g.matches(id)));
         executable
             && m.argv.iter().all(|r| r.is_match(&self.line))
             && m.arg
                 .as_ref()
-                .is_none_or(|r| self.words[1..].iter().any(|a| r.is_match(a)))
+                .is_none_or(|r| args.iter().any(|a| r.is_match(a)))
             && (m.writes.is_empty()
                 || self
                     .writes
                     .iter()
                     .any(|w| m.writes.iter().any(|g| g.matches(w))))
-            && (!m.outside_cwd || self.words[1..].iter().any(|a| outside(a, cwd)))
+            && (!m.outside_cwd || args.iter().any(|a| outside(a, cwd)))
     }
+}
+
+/// The names of the program, once each, for telling what it does: `rm` for `/bin/rm`.
+fn names(identities: &[String]) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::with_capacity(identities.len());
+    for name in identities.iter().map(|id| command_name(id)) {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
 }
 
 /// The paths a writing program writes: the destination of `cp`/`mv`/`install`/`ln`,
 /// every file of `tee`, `dd of=`, `curl -o`, `wget -O`, and the files `chmod` makes
 /// executable.
-fn write_targets(words: &[String]) -> Vec<&str> {
-    let Some((program, args)) = words.split_first() else {
-        return Vec::new();
-    };
+fn write_targets<'a>(program: &str, args: &'a [String]) -> Vec<&'a str> {
     let operands = || {
         args.iter()
             .filter(|a| !a.starts_with('-'))
@@ -279,7 +393,7 @@ fn write_targets(words: &[String]) -> Vec<&str> {
             .map(|w| w[1].as_str())
             .collect::<Vec<_>>()
     };
-    match basename(program) {
+    match program {
         "cp" | "mv" | "install" | "ln" | "rsync" | "scp" => {
             let mut targets = after(&["-t", "--target-directory"]);
             targets.extend(

@@ -10,6 +10,20 @@ use super::rule::{Rule, RuleError, RuleSpec};
 /// Shells that run what they read, as they appear after `|`.
 const SHELL_RE: &str = r"(?:\S*/)?(?:ba|da|z|k|a)?sh";
 
+/// A word of a command line as `command_line` quotes it: `a`, `'a b'`, `'it'\''s'`.
+const WORD_RE: &str = r"(?:'[^']*'(?:\\''[^']*')*|[^\s']\S*)";
+
+/// An option word, other than `-C` and `-c` alone (whose value follows).
+const FLAG_RE: &str = r"(?:-[^\sCc]\S*|-[Cc]\S+|'-[^']*'(?:\\''[^']*')*)";
+
+/// `git`, its global options (`-C DIR`, `-c NAME=VALUE`, `--git-dir DIR`, `--no-pager`),
+/// then `subcommand`: `git -C dir clean` is a clean, `git commit -m clean -f` is not.
+fn git(subcommand: &str) -> String {
+    format!(
+        r"^{WORD_RE}(?:\s+(?:-[Cc]|--(?:git-dir|work-tree|namespace|exec-path|config-env))\s+{WORD_RE}|\s+{FLAG_RE})*\s+{subcommand}(?:\s|$)"
+    )
+}
+
 /// The built-in rules, in order (on equal levels the earlier one is reported).
 pub fn rules() -> Result<Vec<Rule>, RuleError> {
     specs().iter().map(RuleSpec::compile).collect()
@@ -72,15 +86,61 @@ pub fn specs() -> Vec<RuleSpec> {
         .executable(&["rm"])
         .argv(&rf)
         .outside_cwd(),
+        // find deletes everything it matches, however many files that is (the commands
+        // `-exec` runs are also rated on their own). Before rm-rf, which `-exec rm -rf`
+        // also matches, so that the reason names find.
+        RuleSpec::new("find-delete", High, "find deletes the files it finds")
+            .executable(&["find"])
+            .argv(&[r"\s(?:-delete|-(?:exec|execdir|ok|okdir)\s+(?:(?:\S*/)?(?:sudo|doas|busybox|toybox)\s+)*(?:\S*/)?(?:rm|unlink))(?:\s|$)"]),
         // rm -rf inside the workspace is common (`rm -rf build`) but still irreversible.
         RuleSpec::new("rm-rf", High, "recursive forced delete").executable(&["rm"]).argv(&rf),
         // Formatting or overwriting a block device destroys a disk.
         RuleSpec::new("disk-write", Critical, "formats or overwrites a disk")
-            .executable(&["mkfs", "mkfs.*", "wipefs", "shred"])
+            .executable(&["mkfs", "mkfs.*", "mke2fs", "wipefs", "blkdiscard", "shred"])
             .outside_cwd(),
         RuleSpec::new("dd-device", Critical, "formats or overwrites a disk")
             .executable(&["dd"])
-            .arg(r"^of=/dev/"),
+            // Disks only: `of=/dev/null` is how output is thrown away.
+            .arg(r"^of=/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|md|dm-|loop|mapper/|disk/)"),
+        // The same by any other writer: `cat img > /dev/sda`, `cp img /dev/nvme0n1`.
+        RuleSpec::new("device-write", Critical, "overwrites a disk device").writes(&[
+            "/dev/sd*",
+            "/dev/hd*",
+            "/dev/vd*",
+            "/dev/xvd*",
+            "/dev/nvme*",
+            "/dev/mmcblk*",
+            "/dev/md*",
+            "/dev/dm-*",
+            "/dev/loop*",
+            "/dev/mapper/**",
+            "/dev/disk/**",
+        ]),
+        // Files destroyed beyond recovery, or emptied, wherever they are.
+        RuleSpec::new("shred", High, "overwrites files so that they cannot be recovered")
+            .executable(&["shred"]),
+        RuleSpec::new("truncate", High, "discards file contents").executable(&["truncate"]),
+        // rsync --delete removes from the destination whatever the source lacks.
+        RuleSpec::new("rsync-delete", High, "deletes destination files missing from the source")
+            .executable(&["rsync"])
+            .argv(&[r"\s--del(?:ete(?:-[a-z]+)?)?(?:[\s=]|$)"]),
+        // Work that was never committed is in no commit to go back to. `git clean` only
+        // deletes with -f (or clean.requireForce off); `-n` alone is a dry run.
+        RuleSpec::new("git-clean", High, "git clean deletes untracked files, which no commit holds")
+            .executable(&["git"])
+            .argv(&[
+                &git("clean"),
+                r"\s(?:-[a-zA-Z]*f[a-zA-Z]*|--force)(?:\s|$)|(?i:clean\.requireForce)=(?:false|no|off|0)(?:\s|$)",
+            ]),
+        RuleSpec::new("git-reset-hard", High, "git reset --hard discards uncommitted work")
+            .executable(&["git"])
+            .argv(&[&git("reset"), r"\s--hard(?:\s|$)"]),
+        RuleSpec::new("git-discard", High, "a forced checkout discards uncommitted changes")
+            .executable(&["git"])
+            .argv(&[
+                &git("(?:checkout|switch)"),
+                r"\s(?:-[a-zA-Z]*f[a-zA-Z]*|--force|--discard-changes)(?:\s|$)",
+            ]),
         // Git runs hooks, and programs named in .git/config, on the host, outside any
         // sandbox, the next time a person uses the repository.
         RuleSpec::new(

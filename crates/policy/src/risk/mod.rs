@@ -3,6 +3,7 @@
 //! make while a session runs (`--ask LEVEL`).
 //!
 //! `level` (levels and their time-outs), `script` (the shell script inside `sh -c`),
+//! `wrappers` (programs that run other programs: `sudo`, `chroot DIR`, `busybox`),
 //! `rule` (a rule as data), `classify` (rating facts with rules), `defaults` (the
 //! built-in rules), `config` (`[[risk.rules]]` in configuration files).
 
@@ -13,6 +14,7 @@ pub mod defaults;
 pub mod level;
 pub mod rule;
 pub mod script;
+pub mod wrappers;
 
 pub use ask::{Approval, Ask, AskError};
 pub use classify::{Assessment, Classifier, DestFacts, ExecFacts};

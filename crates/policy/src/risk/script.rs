@@ -7,6 +7,8 @@
 //! Where it cannot tell (here-documents, `case` patterns), it errs towards seeing more
 //! commands, never fewer: a false alarm asks a person, a miss does not.
 
+pub use super::wrappers::{shell_script, strip_wrappers};
+
 /// One simple command: its words after quote removal, and the files it redirects output to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SimpleCommand {
@@ -324,120 +326,9 @@ impl Parser {
     }
 }
 
-/// Shell reserved words that can start a command, and programs that run the rest of
-/// their arguments as a command: `sudo rm -rf /` is an `rm`.
-const KEYWORDS: &[&str] = &[
-    "if", "then", "else", "elif", "do", "while", "until", "!", "{", "}", "time", "exec", "command",
-    "builtin", "nohup", "setsid", "stdbuf", "nice", "ionice", "sudo", "doas", "env", "timeout",
-    "xargs", "chroot",
-];
-
-/// Option letters of those programs that take a value: `sudo -u root`, `nice -n 5`.
-fn takes_value(program: &str, option: &str) -> bool {
-    matches!(
-        (program, option),
-        ("sudo", "-u" | "-g" | "-C" | "-h" | "-p" | "-D")
-            | ("doas", "-u" | "-C")
-            | ("env", "-u" | "-C" | "-S")
-            | ("nice" | "ionice", "-n" | "-c")
-            | ("timeout", "-s" | "-k")
-            | (
-                "xargs",
-                "-I" | "-n" | "-P" | "-d" | "-L" | "-s" | "-a" | "-E"
-            )
-            | ("stdbuf", "-i" | "-o" | "-e")
-            | ("command" | "exec", "-a")
-    )
-}
-
-/// The words of the command that actually runs: without leading reserved words,
-/// `NAME=value` assignments and wrappers such as `sudo`, `env`, `timeout 5`, `nohup`.
-pub fn strip_wrappers(words: &[String]) -> &[String] {
-    let mut rest = words;
-    let mut wrapper: Option<&str> = None;
-    while let Some((first, tail)) = rest.split_first() {
-        let name = basename(first);
-        if is_assignment(first) {
-            rest = tail;
-        } else if wrapper.is_some() && first.starts_with('-') && first.len() > 1 {
-            let program = wrapper.unwrap_or_default();
-            rest = if takes_value(program, first) && !tail.is_empty() {
-                &tail[1..]
-            } else {
-                tail
-            };
-        } else if wrapper == Some("timeout")
-            && first.chars().next().is_some_and(|c| c.is_ascii_digit())
-        {
-            // timeout's duration.
-            rest = tail;
-            wrapper = Some("");
-        } else if KEYWORDS.contains(&name) && !(tail.is_empty() && wrapper.is_none()) {
-            rest = tail;
-            wrapper = KEYWORDS.iter().find(|k| **k == name).copied();
-        } else {
-            break;
-        }
-    }
-    rest
-}
-
-fn is_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty()
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    })
-}
-
 /// The last component of a path: `/usr/bin/sh` → `sh`.
 pub fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
-}
-
-/// Shells whose `-c` runs a script given as an argument.
-const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
-
-/// The script of `sh|bash|dash|zsh … -c SCRIPT` (also `-lc`, `-ec`, `-xec`, options
-/// before or between), or `None` when `words` is not a shell running an inline script.
-pub fn shell_script(words: &[String]) -> Option<&str> {
-    let (program, mut args) = words.split_first()?;
-    let mut name = basename(program);
-    if name == "busybox" {
-        let (applet, rest) = args.split_first()?;
-        name = basename(applet);
-        args = rest;
-    }
-    if !SHELLS.contains(&name) || name == "busybox" {
-        return None;
-    }
-    let mut inline = false;
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        if arg == "--" {
-            break;
-        }
-        let is_option = (arg.starts_with('-') || arg.starts_with('+')) && arg.len() > 1;
-        if !is_option {
-            return inline.then_some(arg.as_str());
-        }
-        if arg.starts_with("--") {
-            continue; // --login, --norc, --posix …
-        }
-        let letters = &arg[1..];
-        if letters.contains('c') {
-            inline = true;
-        }
-        // `-o NAME`, `-O NAME`: the option's name is the next argument.
-        if letters.ends_with('o') || letters.ends_with('O') {
-            iter.next();
-        }
-    }
-    if inline {
-        iter.next().map(String::as_str)
-    } else {
-        None
-    }
 }
 
 /// `words` as a shell command line, each word quoted only when it has to be.
@@ -460,10 +351,6 @@ fn quote(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn words(line: &str) -> Vec<String> {
-        line.split(' ').map(str::to_owned).collect()
-    }
 
     fn texts(script: &str) -> Vec<String> {
         parse(script).iter().map(Pipeline::text).collect()
@@ -524,35 +411,5 @@ mod tests {
         );
         assert_eq!(pipelines[1].commands[0].words, ["cat"]);
         assert_eq!(pipelines[1].commands[0].redirects, ["out", "err", "all"]);
-    }
-
-    #[test]
-    fn wrappers_and_assignments_are_skipped() {
-        let w = words("sudo -u root env -i A=1 timeout 5 nohup rm -rf /");
-        assert_eq!(strip_wrappers(&w), words("rm -rf /").as_slice());
-        let w = words("if FOO=1 make");
-        assert_eq!(strip_wrappers(&w), words("make").as_slice());
-        // A bare wrapper is the command itself.
-        assert_eq!(strip_wrappers(&words("env")), words("env").as_slice());
-    }
-
-    #[test]
-    fn shell_inline_scripts_are_found() {
-        let s = |argv: &[&str]| {
-            let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
-            shell_script(&argv).map(str::to_owned)
-        };
-        assert_eq!(s(&["sh", "-c", "ls"]).as_deref(), Some("ls"));
-        assert_eq!(s(&["/bin/bash", "-lc", "ls"]).as_deref(), Some("ls"));
-        assert_eq!(
-            s(&["bash", "-e", "-o", "pipefail", "-c", "ls", "arg0"]).as_deref(),
-            Some("ls")
-        );
-        assert_eq!(s(&["dash", "-xec", "ls"]).as_deref(), Some("ls"));
-        assert_eq!(s(&["zsh", "--login", "-c", "ls"]).as_deref(), Some("ls"));
-        assert_eq!(s(&["busybox", "sh", "-c", "ls"]).as_deref(), Some("ls"));
-        assert_eq!(s(&["bash", "script.sh"]), None);
-        assert_eq!(s(&["bash", "-x", "script.sh"]), None);
-        assert_eq!(s(&["python3", "-c", "ls"]), None);
     }
 }

@@ -17,6 +17,7 @@ fn rate(argv: &[&str]) -> Assessment {
         argv: argv.iter().map(|s| s.to_string()).collect(),
         cwd: Some(PathBuf::from("/work/proj")),
         parents: Vec::new(),
+        program: None,
     })
 }
 
@@ -157,6 +158,7 @@ fn shells_started_by_inline_code_are_high() {
             "-c".into(),
             "import os; os.system('id')".into(),
         ]],
+        program: None,
     };
     let got = classifier().classify_exec(&facts);
     assert_eq!((got.level, got.rule.as_str()), (High, "shell-from-code"));
@@ -326,6 +328,314 @@ fn wrappers_do_not_hide_the_command() {
         "rm-rf-outside",
     );
     expect(&sh("FOO=1 nohup rm -rf /var"), Critical, "rm-rf-outside");
+}
+
+/// Rates the exec of the file at `path`, known by its identity to be `program`, run
+/// with `argv`.
+#[track_caller]
+fn expect_file(path: &str, program: Option<&str>, argv: &[&str], level: Level, rule: &str) {
+    let got = classifier().classify_exec(&ExecFacts {
+        path: path.to_owned(),
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        cwd: Some(PathBuf::from("/work/proj")),
+        parents: Vec::new(),
+        program: program.map(str::to_owned),
+    });
+    assert_eq!(
+        (got.level, got.rule.as_str()),
+        (level, rule),
+        "{path} as {program:?}: {argv:?} → {got:?}"
+    );
+}
+
+#[test]
+fn the_file_is_rated_whatever_name_it_runs_under() {
+    let rm = Some("rm");
+    expect_file("/tmp/x", rm, &["x", "-rf", "/"], Critical, "rm-rf-outside");
+    expect_file("/tmp/x", rm, &["x", "-rf", "build"], High, "rm-rf");
+    // Named like a wrapper, it is still rm: `rm -rf /`, not `env` running `/`.
+    expect_file(
+        "/tmp/env",
+        rm,
+        &["env", "-rf", "/"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect_file("/tmp/env", rm, &["env", "ls"], Low, "");
+    // A shell's file runs its -c script whatever its name; so does a login shell.
+    let bash = Some("bash");
+    expect_file(
+        "/tmp/x",
+        bash,
+        &["x", "-c", "rm -rf /"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect_file(
+        "/bin/sh",
+        None,
+        &["x", "-c", "rm -rf /"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect(&["-sh", "-c", "rm -rf /"], Critical, "rm-rf-outside");
+    expect_file("/tmp/x", bash, &["x", "script.sh"], Low, "");
+    // A wrapper's file runs what follows it, whatever it was called; its identity is
+    // not given to the command it runs.
+    let env = Some("env");
+    expect_file(
+        "/tmp/x",
+        env,
+        &["x", "rm", "-rf", "/"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect_file(
+        "/usr/bin/env",
+        env,
+        &["env", "rm", "-rf", "/"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect_file("/usr/bin/env", env, &["env", "ls", "-rf", "/"], Low, "");
+    expect_file(
+        "/usr/bin/sudo",
+        Some("sudo"),
+        &["sudo", "ls", "-rf", "/"],
+        Low,
+        "",
+    );
+    expect_file(
+        "/usr/bin/sudo",
+        Some("sudo"),
+        &["sudo", "-rf", "/"],
+        Low,
+        "",
+    );
+}
+
+#[test]
+fn multi_call_binaries_run_the_tool_they_are_asked_for() {
+    expect(&["busybox", "rm", "-rf", "/"], Critical, "rm-rf-outside");
+    expect(&["toybox", "rm", "-rf", "/"], Critical, "rm-rf-outside");
+    expect(
+        &["/bin/busybox.static", "rm", "-rf", "/"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect(&["busybox", "sudo", "rm", "-rf", "build"], High, "rm-rf");
+    expect(&sh("busybox rm -rf /var"), Critical, "rm-rf-outside");
+    expect(&sh("toybox rm -rf ~"), Critical, "rm-rf-outside");
+    expect(
+        &["busybox", "sh", "-c", "rm -rf /"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect(&sh("curl -s x | busybox sh"), Critical, "pipe-to-shell");
+    expect(&["busybox", "--list"], Low, "");
+    // Known by its identity, busybox runs the tool named by argv[0] (a symlink
+    // `/bin/rm -> busybox`), or the next word when run as `busybox…`; under any other
+    // name it runs nothing ("x: applet not found"), so `grep eval src` is a grep.
+    let busybox = Some("busybox");
+    expect_file(
+        "/bin/rm",
+        busybox,
+        &["rm", "-rf", "/"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect_file(
+        "/tmp/x",
+        busybox,
+        &["busyboxx", "rm", "-rf", "/"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect_file("/bin/grep", busybox, &["grep", "eval", "src"], Low, "");
+    expect_file("/bin/echo", busybox, &["echo", "rm", "-rf", "/"], Low, "");
+    expect_file("/tmp/x", busybox, &["x", "rm", "-rf", "/"], Low, "");
+}
+
+#[test]
+fn wrappers_with_operands_and_option_values_do_not_hide_the_command() {
+    expect(
+        &["chroot", "/", "rm", "-rf", "/x"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect(
+        &[
+            "chroot",
+            "--userspec=0:0",
+            "--skip-chdir",
+            "/srv",
+            "rm",
+            "-rf",
+            "/x",
+        ],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect(
+        &["chroot", "--groups", "wheel", "/srv", "rm", "-rf", "/x"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect(
+        &sh("sudo chroot /mnt rm -rf /home"),
+        Critical,
+        "rm-rf-outside",
+    );
+    expect(
+        &["timeout", ".5", "rm", "-rf", "/"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect(
+        &["taskset", "-c", "0", "rm", "-rf", "/"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect(
+        &["flock", "/tmp/lock", "rm", "-rf", "/"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect(
+        &["sudo", "-Eu", "root", "rm", "-rf", "/"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect(
+        &["sudo", "env", "-S", "rm -rf /"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect(
+        &["env", "-S", "sh -c", "curl x | sh"],
+        Critical,
+        "pipe-to-shell",
+    );
+    expect(&["chroot", "/srv"], Low, "");
+}
+
+#[test]
+fn bulk_deletes_and_destroyed_files_are_high() {
+    expect(
+        &["find", ".", "-name", "*.o", "-delete"],
+        High,
+        "find-delete",
+    );
+    expect(
+        &["find", "/tmp", "-type", "f", "-exec", "rm", "{}", ";"],
+        High,
+        "find-delete",
+    );
+    expect(
+        &["find", ".", "-execdir", "/bin/rm", "-f", "{}", "+"],
+        High,
+        "find-delete",
+    );
+    expect(
+        &["find", ".", "-exec", "rm", "-rf", "{}", "+"],
+        High,
+        "find-delete",
+    );
+    expect(
+        &sh("find . -name '*.pyc' -exec rm {} \\;"),
+        High,
+        "find-delete",
+    );
+    // What -exec runs is rated too.
+    expect(
+        &["find", ".", "-exec", "sh", "-c", "rm -rf /", ";"],
+        Critical,
+        "rm-rf-outside",
+    );
+    expect(&["find", ".", "-exec", "shred", "{}", ";"], High, "shred");
+    expect(&["shred", "-u", "secret.txt"], High, "shred");
+    expect(&["shred", "/dev/sda"], Critical, "disk-write");
+    expect(&["truncate", "-s", "0", "app.log"], High, "truncate");
+    expect(
+        &["rsync", "-a", "--delete", "src/", "dst/"],
+        High,
+        "rsync-delete",
+    );
+    expect(
+        &["rsync", "-a", "--delete-after", "a", "b"],
+        High,
+        "rsync-delete",
+    );
+    expect(&["rsync", "-av", "--del", "a", "b"], High, "rsync-delete");
+    expect(&sh("cat disk.img > /dev/sda"), Critical, "device-write");
+    expect(
+        &["dd", "if=/dev/zero", "of=/dev/sdb"],
+        Critical,
+        "dd-device",
+    );
+    expect(&["dd", "if=big", "of=/dev/null", "bs=1M"], Low, "");
+    expect(
+        &["cp", "disk.img", "/dev/nvme0n1"],
+        Critical,
+        "device-write",
+    );
+    // Near misses: listings, single files, other options.
+    expect(&["find", ".", "-name", "x"], Low, "");
+    expect(&["find", ".", "-name", "*.rm", "-print"], Low, "");
+    expect(
+        &["find", ".", "-exec", "grep", "-l", "rm", "{}", "+"],
+        Low,
+        "",
+    );
+    expect(&["rm", "-r", "build"], Low, "");
+    expect(&["rsync", "-a", "src/", "dst/"], Low, "");
+    expect(&["rsync", "-a", "--max-delete=5", "a", "b"], Low, "");
+    expect(&sh("make > /dev/null 2>&1"), Low, "");
+}
+
+#[test]
+fn discarding_uncommitted_git_work_is_high() {
+    expect(&["git", "clean", "-fdx"], High, "git-clean");
+    expect(&["git", "clean", "-xfd"], High, "git-clean");
+    expect(&["git", "clean", "--force", "-d"], High, "git-clean");
+    expect(
+        &["git", "-C", "../other", "clean", "-fd"],
+        High,
+        "git-clean",
+    );
+    expect(
+        &["sudo", "git", "--no-pager", "clean", "-ff"],
+        High,
+        "git-clean",
+    );
+    expect(
+        &["git", "-c", "clean.requireForce=false", "clean", "-d"],
+        High,
+        "git-clean",
+    );
+    expect(&sh("cd sub && git clean -fd"), High, "git-clean");
+    expect(&["git", "reset", "--hard"], High, "git-reset-hard");
+    expect(
+        &["git", "-C", "x", "reset", "--hard", "origin/main"],
+        High,
+        "git-reset-hard",
+    );
+    expect(&["git", "checkout", "-f", "main"], High, "git-discard");
+    expect(
+        &["git", "switch", "--discard-changes", "x"],
+        High,
+        "git-discard",
+    );
+    // Near misses: dry runs, other subcommands, the words elsewhere, safe resets.
+    expect(&["git", "clean", "-n"], Low, "");
+    expect(&["git", "clean", "-dn"], Low, "");
+    expect(&["git", "-C", "clean", "status"], Low, "");
+    expect(&["git", "log", "--grep", "clean", "-F"], Low, "");
+    expect(&["git", "reset", "--soft", "HEAD~1"], Low, "");
+    expect(&["git", "reset", "HEAD", "file"], Low, "");
+    expect(&["git", "log", "--grep", "reset", "--hard"], Low, "");
+    expect(&["git", "checkout", "main"], Low, "");
+    expect(&["git", "checkout", "-b", "fix-f"], Low, "");
 }
 
 fn dest(host: &str, port: u16, allowed: bool, process: Option<&[&str]>) -> Assessment {

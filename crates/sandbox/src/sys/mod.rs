@@ -12,6 +12,7 @@ mod fd;
 mod fs;
 mod landlock;
 mod mount;
+mod msg;
 mod net;
 mod pidfd;
 mod process;
@@ -37,6 +38,7 @@ pub use mount::{
     OPEN_TREE_CLONE, fsconfig_create, fsconfig_set, fsmount, fsopen, mount, mount_setattr,
     mount_setattr_idmap, move_mount, open_tree, pivot_root, umount2,
 };
+pub use msg::{poll_read, recv_msg, send_msg, signalfd, signalfd_read};
 pub use net::{iface_configure, loopback_up, tun_create};
 pub use pidfd::{pidfd_exited, pidfd_open, pidfd_parent, pidfd_send_signal};
 pub use process::{

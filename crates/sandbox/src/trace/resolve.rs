@@ -10,7 +10,7 @@
 //! root), and that name is used only once it is checked to be the same directory.
 
 use std::ffi::CString;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 
@@ -39,6 +39,8 @@ pub(super) struct Lookup {
     /// The file found, when it was looked up from the sandbox's root: what should be
     /// running once the exec succeeded (see `trace.rs`).
     pub file: Option<FileId>,
+    /// The file itself (`O_PATH`), for an approval gate to look at.
+    pub opened: Option<OwnedFd>,
 }
 
 /// A file by device and inode, with the path inside the sandbox it was found at.
@@ -78,6 +80,7 @@ pub(super) fn lookup(
         presence: Presence::Present,
         exe,
         file: None,
+        opened: None,
     };
     if path.is_empty() {
         if !empty_path_ok {
@@ -85,12 +88,17 @@ pub(super) fn lookup(
                 presence: Presence::Missing,
                 exe: Vec::new(),
                 file: None,
+                opened: None,
             };
         }
         // The descriptor itself runs: name the file it is open on (a memfd shows as
         // `/memfd:NAME (deleted)`), never what argv[0] claims.
-        let exe = read_link(&base.proc_link(host_pid)).unwrap_or_default();
-        return present(exe);
+        let link = base.proc_link(host_pid);
+        let exe = read_link(&link).unwrap_or_default();
+        return Lookup {
+            opened: open_link(&link),
+            ..present(exe)
+        };
     }
     let Some(root) = root else {
         // Without the sandbox's root nothing can be looked up inside: leave it to the
@@ -101,11 +109,12 @@ pub(super) fn lookup(
         if let Some(found) = descriptor_link(host_pid, path) {
             return found;
         }
-        let (presence, file) = presence_in(root, path);
+        let (presence, file, opened) = presence_in(root, path);
         return Lookup {
             presence,
             exe: path.to_vec(),
             file,
+            opened,
         };
     }
     let Some(dir) = inside_dir(host_pid, root, base) else {
@@ -119,7 +128,7 @@ pub(super) fn lookup(
     if let Some(found) = descriptor_link(host_pid, &joined) {
         return found;
     }
-    let (presence, file) = presence_in(root, &joined);
+    let (presence, file, opened) = presence_in(root, &joined);
     let exe = match base {
         // The cwd is recorded next to it.
         Base::Cwd => path.to_vec(),
@@ -130,7 +139,20 @@ pub(super) fn lookup(
         presence,
         exe,
         file,
+        opened,
     }
+}
+
+/// The file a `/proc` magic link names, opened through it (`O_PATH`: a link to a
+/// FIFO or a device must not block or act).
+fn open_link(link: &str) -> Option<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(link)
+        .ok()
+        .map(OwnedFd::from)
 }
 
 /// The path, inside the sandbox, of the directory `base` of `host_pid`: the kernel's
@@ -207,29 +229,31 @@ fn descriptor_link(host_pid: libc::pid_t, path: &[u8]) -> Option<Lookup> {
             presence: Presence::Present,
             exe,
             file: None,
+            opened: open_link(&link),
         },
         // No such descriptor or process: the kernel fails the exec the same way.
         None => Lookup {
             presence: Presence::Missing,
             exe: path.to_vec(),
             file: None,
+            opened: None,
         },
     })
 }
 
-fn presence_in(root: BorrowedFd<'_>, path: &[u8]) -> (Presence, Option<FileId>) {
+fn presence_in(root: BorrowedFd<'_>, path: &[u8]) -> (Presence, Option<FileId>, Option<OwnedFd>) {
     let Ok(c_path) = CString::new(path) else {
-        return (Presence::Present, None);
+        return (Presence::Present, None, None);
     };
     match sys::openat2(root, &c_path, libc::O_PATH, sys::RESOLVE_IN_ROOT) {
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
-            (Presence::Missing, None)
+            (Presence::Missing, None, None)
         }
         // A scoped lookup meeting a magic link (`/proc/PID/cwd/…`) fails with EXDEV.
-        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => (Presence::ThroughProcLink, None),
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => (Presence::ThroughProcLink, None, None),
         // Any other error (permissions, loops) is for the kernel to decide on the
         // real exec.
-        Err(_) => (Presence::Present, None),
+        Err(_) => (Presence::Present, None, None),
         Ok(fd) => {
             let file = sys::fstat(std::os::fd::AsFd::as_fd(&fd))
                 .ok()
@@ -238,7 +262,7 @@ fn presence_in(root: BorrowedFd<'_>, path: &[u8]) -> (Presence, Option<FileId>) 
                     ino: st.st_ino,
                     path: path.to_vec(),
                 });
-            (Presence::Present, file)
+            (Presence::Present, file, Some(fd))
         }
     }
 }

@@ -119,6 +119,7 @@ impl CommandsLog {
             path,
             argv,
             truncated,
+            ..
         } = event
         else {
             return;

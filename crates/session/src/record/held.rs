@@ -12,22 +12,57 @@ use super::commands::CommandsLog;
 use super::{Shared, lock};
 use crate::gate::{Gate, Screened};
 
-/// What an approval of `event` lets run.
+/// What deciding `event` lets run: its file with its argv, or for a `#!` script the
+/// interpreter chain read when it was rated.
 fn expected(event: &TraceEvent) -> Option<Expected> {
-    match event {
-        TraceEvent::Exec {
-            cwd,
-            path,
-            argv,
-            truncated,
-            ..
-        } => Some(Expected {
-            path: path.clone(),
-            cwd: cwd.as_os_str().as_encoded_bytes().to_vec(),
-            argv: argv.clone(),
+    let TraceEvent::Exec {
+        argv,
+        truncated,
+        file,
+        script,
+        ..
+    } = event
+    else {
+        return None;
+    };
+    Some(match script {
+        Some(script) => Expected {
+            argv: script.argv.clone(),
             truncated: *truncated,
-        }),
-        _ => None,
+            file: script.file.as_ref().map(|f| f.identity),
+        },
+        None => Expected {
+            // An empty argv: the kernel gives the program an empty argv[0].
+            argv: if argv.is_empty() {
+                vec![Vec::new()]
+            } else {
+                argv.clone()
+            },
+            truncated: *truncated,
+            file: file.as_ref().map(|f| f.identity),
+        },
+    })
+}
+
+/// What to do when the program that started is not what was decided: record it
+/// (it has been killed already).
+fn on_mismatch(shared: &Arc<Shared>, request: Option<u64>) -> impl FnOnce(String) + Send + 'static {
+    let shared = Arc::clone(shared);
+    move |why: String| {
+        let what = match request {
+            Some(id) => format!("killed an approved exec (request {id}): {why}"),
+            None => format!("killed an exec that changed after it was rated: {why}"),
+        };
+        crate::diag::warning(format_args!("{what}"));
+        if let Err(e) = shared.writer.event(
+            Event::new(APPROVAL)
+                .with("event", "mismatch")
+                .with("request", request)
+                .with("reason", why)
+                .with("action", "killed"),
+        ) {
+            shared.fail("events.jsonl", e);
+        }
     }
 }
 
@@ -39,7 +74,19 @@ pub(super) fn screen(
     event: TraceEvent,
 ) -> Verdict {
     match gate.screen(event) {
-        Screened::Pass(event) => lock(log).record(shared, event),
+        Screened::Pass(event) => {
+            // Rated below the threshold, it runs at once; but what runs must be what
+            // was rated (another thread could swap the path or argv in between).
+            let expected = expected(&event);
+            let verdict = lock(log).record(shared, event);
+            match (verdict, expected) {
+                (Verdict::Continue, Some(expected)) => Verdict::Defer(
+                    Deferred::new(|| Verdict::Continue)
+                        .verified(expected, on_mismatch(shared, None)),
+                ),
+                (verdict, _) => verdict,
+            }
+        }
         Screened::Refused(event, reason) => {
             if let Err(e) = shared.writer.event(
                 Event::new(APPROVAL)
@@ -53,26 +100,10 @@ pub(super) fn screen(
         }
         Screened::Held(held) => {
             let log = Arc::clone(log);
+            let expected = expected(&held.event);
+            let report = on_mismatch(shared, held.id());
             let shared = Arc::clone(shared);
             let gate = Arc::clone(gate);
-            let expected = expected(&held.event);
-            let request = held.id();
-            let reporter = Arc::clone(&shared);
-            let report = move |why: String| {
-                crate::diag::warning(format_args!(
-                    "killed an approved exec (request {}): {why}",
-                    request.unwrap_or(0)
-                ));
-                if let Err(e) = reporter.writer.event(
-                    Event::new(APPROVAL)
-                        .with("event", "mismatch")
-                        .with("request", request)
-                        .with("reason", why)
-                        .with("action", "killed"),
-                ) {
-                    reporter.fail("events.jsonl", e);
-                }
-            };
             let deferred = Deferred::new(move || {
                 let (event, decision) = held.wait();
                 if decision.approved() {

@@ -30,11 +30,116 @@ mod relay;
 
 use commands::CommandsLog;
 
+/// Writes into a running session's record from any thread: what a persistent
+/// sandbox's commands print, and its events. A failure to write stops the sandbox,
+/// as for every other part of the record. It holds the record weakly: once the
+/// session ends, nothing more is written (and the end is not kept waiting).
+#[derive(Clone)]
+pub struct Recorder {
+    shared: std::sync::Weak<Shared>,
+    max_output: Option<u64>,
+    dir: std::path::PathBuf,
+}
+
+impl Recorder {
+    /// Relays a command's stdout and stderr into the record (each up to the output
+    /// cap) and on to `show` (the client's stdout and stderr). The relays end when the
+    /// command's last writer closes its end — which a process it left running may
+    /// hold long after it ended: [`Relays::finish`] lets the client go then.
+    pub fn relay_output(
+        &self,
+        stdout: PipeReader,
+        stderr: PipeReader,
+        show: [std::os::fd::OwnedFd; 2],
+    ) -> Relays {
+        let mut relays = Relays::default();
+        let Some(shared) = self.shared.upgrade() else {
+            return relays;
+        };
+        let [out, err] = show;
+        for (pipe, stream, to) in [(stdout, Stream::Stdout, out), (stderr, Stream::Stderr, err)] {
+            let client: relay::ClientOutput = Arc::new(Mutex::new(Some(File::from(to))));
+            relays.clients.push(Arc::clone(&client));
+            let shared = Arc::clone(&shared);
+            let cap = self.max_output;
+            relays.threads.push(std::thread::spawn(move || {
+                relay(pipe, stream, &shared, cap, false, ShowTo::Client(client))
+            }));
+        }
+        relays
+    }
+
+    /// Relays a command's terminal (its master side) into `stdout.log` and on to
+    /// `show`, until the terminal's last user closes it.
+    pub fn relay_terminal(
+        &self,
+        master: std::os::fd::OwnedFd,
+        show: std::os::fd::OwnedFd,
+    ) -> Relays {
+        let mut relays = Relays::default();
+        let Some(shared) = self.shared.upgrade() else {
+            return relays;
+        };
+        let cap = self.max_output;
+        let client: relay::ClientOutput = Arc::new(Mutex::new(Some(File::from(show))));
+        relays.clients.push(Arc::clone(&client));
+        relays.threads.push(std::thread::spawn(move || {
+            relay(
+                File::from(master),
+                Stream::Stdout,
+                &shared,
+                cap,
+                false,
+                ShowTo::Client(client),
+            )
+        }));
+        relays
+    }
+
+    /// Appends `event` to `events.jsonl` (and the hash chain).
+    pub fn event(&self, event: Event) {
+        if let Some(shared) = self.shared.upgrade()
+            && let Err(e) = shared.writer.event(event)
+        {
+            shared.fail("events.jsonl", e);
+        }
+    }
+
+    /// The session's folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// The relays of one command of a persistent sandbox.
+#[derive(Default)]
+pub struct Relays {
+    threads: Vec<JoinHandle<()>>,
+    clients: Vec<relay::ClientOutput>,
+}
+
+impl Relays {
+    /// Once the command ended: waits up to `grace` for what it wrote to be relayed,
+    /// then lets the client's descriptors go. Relays still held open by processes it
+    /// left behind go on recording, unseen.
+    pub fn finish(self, grace: std::time::Duration) {
+        let end = std::time::Instant::now() + grace;
+        while self.threads.iter().any(|t| !t.is_finished()) && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        for client in &self.clients {
+            *client
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        }
+    }
+}
+
 /// Network events written per session; the rest are counted in one last event.
 const MAX_NETWORK_EVENTS: u64 = 100_000;
 
 pub use relay::relay_terminal_input;
-use relay::{Stream, relay, relay_input};
+use relay::{ShowTo, Stream, relay, relay_input};
 
 /// How the sandbox's output reaches us.
 pub enum Output {
@@ -164,6 +269,17 @@ impl Session {
         self.shared.as_ref().and_then(|s| s.broken.get().cloned())
     }
 
+    /// A persistent sandbox's way into this record (once attached): each command's
+    /// output and events. `max_output` caps each command's output.
+    pub fn recorder(&self, max_output: Option<u64>) -> Option<Recorder> {
+        let shared = self.shared.as_ref()?;
+        Some(Recorder {
+            shared: Arc::downgrade(shared),
+            max_output,
+            dir: shared.writer.dir().to_owned(),
+        })
+    }
+
     /// Starts recording a running sandbox: the output relays (and, with a terminal,
     /// the input relay), the layers it reports, and (when `trace` is set) every
     /// program it executes. With a terminal, returns its master side, for resizing.
@@ -229,7 +345,7 @@ impl Session {
             let gate = self.gate.clone();
             self.tracer = Some(std::thread::spawn(move || {
                 let log = Arc::new(Mutex::new(CommandsLog::new(max_output)));
-                trace::serve(listener, |event| match &gate {
+                trace::serve(listener, gate.is_some(), |event| match &gate {
                     Some(gate) => held::screen(gate, &log, &shared, event),
                     None => lock(&log).record(&shared, event),
                 });
@@ -242,7 +358,7 @@ impl Session {
                 for (pipe, stream) in [(stdout, Stream::Stdout), (stderr, Stream::Stderr)] {
                     let shared = Arc::clone(&shared);
                     self.relays.push(std::thread::spawn(move || {
-                        relay(pipe, stream, &shared, max_output, false)
+                        relay(pipe, stream, &shared, max_output, false, ShowTo::Ours)
                     }));
                 }
             }
@@ -330,7 +446,14 @@ impl Session {
         *resize = Some(resizer);
         let out_shared = Arc::clone(shared);
         self.relays.push(std::thread::spawn(move || {
-            relay(master, Stream::Stdout, &out_shared, max_output, true)
+            relay(
+                master,
+                Stream::Stdout,
+                &out_shared,
+                max_output,
+                true,
+                ShowTo::Ours,
+            )
         }));
         // Not joined: it sits in read(2) on our stdin until we exit.
         let in_shared = Arc::downgrade(shared);

@@ -107,13 +107,26 @@ pub fn relay_terminal_input(
 /// a chunk and appends it to the log, the other (started at the first chunk) hashes
 /// it into the record's chain and then shows it. Whatever the user sees is already
 /// in the log file.
+/// Where a relay shows what it records: our own stdout or stderr, or a descriptor a
+/// client handed over (a persistent sandbox's command), which the client's side can
+/// take away (`None`) while the relay goes on recording.
+pub(super) enum ShowTo {
+    Ours,
+    Client(ClientOutput),
+}
+
+/// A client's stdout or stderr, shared with whoever may detach it.
+pub type ClientOutput = Arc<std::sync::Mutex<Option<File>>>;
+
 pub(super) fn relay(
     mut from: impl Read,
     stream: Stream,
     shared: &Arc<Shared>,
     max_output: Option<u64>,
     cast: bool,
+    show: ShowTo,
 ) {
+    let mut show = Some(show);
     let file = match stream {
         Stream::Stdout => RecordFile::Stdout,
         Stream::Stderr => RecordFile::Stderr,
@@ -174,10 +187,11 @@ pub(super) fn relay(
             let shared = Arc::clone(shared);
             let spare = spare_tx.clone();
             let closed = Arc::clone(&host_closed);
+            let show = show.take().unwrap_or(ShowTo::Ours);
             (
                 tx,
                 std::thread::spawn(move || {
-                    chain_and_show(&rx, &spare, stream, &shared, &closed, cast)
+                    chain_and_show(&rx, &spare, stream, &shared, &closed, cast, show)
                 }),
             )
         });
@@ -258,10 +272,16 @@ fn chain_and_show(
     shared: &Shared,
     host_closed: &AtomicBool,
     cast: bool,
+    show: ShowTo,
 ) {
-    let host = match stream {
-        Stream::Stdout => std::io::stdout().as_fd().try_clone_to_owned(),
-        Stream::Stderr => std::io::stderr().as_fd().try_clone_to_owned(),
+    let host = match (&show, stream) {
+        (ShowTo::Client(_), _) => Err(std::io::ErrorKind::Unsupported.into()),
+        (ShowTo::Ours, Stream::Stdout) => std::io::stdout().as_fd().try_clone_to_owned(),
+        (ShowTo::Ours, Stream::Stderr) => std::io::stderr().as_fd().try_clone_to_owned(),
+    };
+    let client = match show {
+        ShowTo::Client(client) => Some(client),
+        ShowTo::Ours => None,
     };
     // A closed terminal or pipe on our side must not stop the recording.
     let mut host: Option<File> = host.ok().map(File::from);
@@ -286,6 +306,15 @@ fn chain_and_show(
         {
             host = None;
             host_closed.store(true, Ordering::Relaxed);
+        }
+        // A client gone (or detached) only stops being shown the output.
+        if let Some(client) = &client {
+            let mut out = client
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if out.as_mut().is_some_and(|f| f.write_all(chunk).is_err()) {
+                *out = None;
+            }
         }
         let _ = spare.send(buf);
     }

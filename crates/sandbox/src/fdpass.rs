@@ -1,0 +1,50 @@
+//! Descriptors passed over unix sockets (SCM_RIGHTS), for front ends that hand a
+//! command's stdio to the supervisor of a persistent sandbox.
+
+use std::os::fd::{BorrowedFd, OwnedFd};
+
+use crate::sys;
+
+/// The most descriptors one message carries.
+pub const MAX_FDS: usize = 4;
+
+/// Sends `data` with `fds` (at most [`MAX_FDS`]) in one message; returns how much of
+/// `data` went (on a stream socket the rest is for the caller to write).
+pub fn send(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> std::io::Result<usize> {
+    sys::send_msg(sock, data, fds)
+}
+
+/// Receives one message (on a stream socket: what is there, up to `buf`'s size) with
+/// the descriptors that came with it. `Ok((0, []))` when the peer closed.
+pub fn recv(sock: BorrowedFd<'_>, buf: &mut [u8]) -> std::io::Result<(usize, Vec<OwnedFd>)> {
+    sys::recv_msg(sock, buf)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+
+    use super::*;
+
+    #[test]
+    fn descriptors_travel_with_their_message() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (r, mut w) = std::io::pipe().unwrap();
+        send(a.as_fd(), b"hello", &[r.as_fd(), w.as_fd()]).unwrap();
+        drop(r);
+        let mut buf = [0u8; 16];
+        let (n, fds) = recv(b.as_fd(), &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"hello");
+        assert_eq!(fds.len(), 2);
+        w.write_all(b"x").unwrap();
+        let mut got = [0u8; 1];
+        std::fs::File::from(fds.into_iter().next().unwrap())
+            .read_exact(&mut got)
+            .unwrap();
+        assert_eq!(&got, b"x");
+        drop(a);
+        assert_eq!(recv(b.as_fd(), &mut buf).unwrap().0, 0);
+    }
+}

@@ -1,0 +1,272 @@
+//! The file an exec runs, as an approval gate needs to know it: by identity (device,
+//! inode, and change time, so that a file rewritten in place is another file), and
+//! for a `#!` script, the interpreter the kernel will really start.
+//!
+//! Files are looked up from the sandbox's root (`openat2(RESOLVE_IN_ROOT)`), opened
+//! with `O_PATH` (opening a FIFO or a device for reading could block or act), and
+//! read only when they are regular files, through a fresh read-only descriptor.
+
+use std::ffi::CString;
+use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::Arc;
+
+use crate::sys;
+
+/// The kernel reads this much of a file to find its `#!` line (`BINPRM_BUF_SIZE`).
+const SHEBANG_BYTES: usize = 256;
+/// How many interpreters deep the kernel follows `#!` (the fifth level fails).
+const MAX_INTERPRETERS: usize = 4;
+
+/// A file by what it is, not by name: a file rewritten in place, or replaced by
+/// another at the same path, has another identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileIdentity {
+    pub dev: u64,
+    pub ino: u64,
+    /// Change time (seconds, nanoseconds): any write, chmod or link changes it.
+    pub ctime: (i64, i64),
+}
+
+impl FileIdentity {
+    fn of(st: &libc::stat) -> Self {
+        FileIdentity {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            ctime: (st.st_ctime, st.st_ctime_nsec),
+        }
+    }
+
+    /// The identity of the program a process runs now (`/proc/PID/exe`).
+    pub fn running(host_pid: libc::pid_t) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(format!("/proc/{host_pid}/exe")).ok()?;
+        Some(FileIdentity {
+            dev: m.dev(),
+            ino: m.ino(),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+}
+
+/// The sandbox's root directory, as the tracer reached it (through an exec'ing
+/// process: the supervisor may not look into init, which is not dumpable).
+#[derive(Debug, Clone)]
+pub struct SandboxRoot(pub(super) Arc<OwnedFd>);
+
+impl PartialEq for SandboxRoot {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SandboxRoot {}
+
+impl SandboxRoot {
+    /// A descriptor of its own on the root.
+    pub fn open(&self) -> std::io::Result<std::fs::File> {
+        self.0.try_clone().map(std::fs::File::from)
+    }
+}
+
+/// A regular file an exec names, held open (`O_PATH`) while it is decided.
+#[derive(Debug, Clone)]
+pub struct ExecFile {
+    pub identity: FileIdentity,
+    pub size: u64,
+    fd: Arc<OwnedFd>,
+}
+
+impl PartialEq for ExecFile {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity == other.identity
+    }
+}
+
+impl Eq for ExecFile {}
+
+impl ExecFile {
+    /// `fd` (any kind of descriptor) if it is a regular file.
+    pub(super) fn from_fd(fd: OwnedFd) -> Option<Self> {
+        let st = sys::fstat(fd.as_fd()).ok()?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return None;
+        }
+        Some(ExecFile {
+            identity: FileIdentity::of(&st),
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            fd: Arc::new(fd),
+        })
+    }
+
+    /// Looks `path` up inside the sandbox, from its `root` (a relative path from
+    /// `cwd`, the working directory as seen inside).
+    pub fn open_in(root: BorrowedFd<'_>, cwd: &[u8], path: &[u8]) -> Option<Self> {
+        let mut full = Vec::new();
+        if !path.starts_with(b"/") {
+            full.extend_from_slice(cwd);
+            if !full.ends_with(b"/") {
+                full.push(b'/');
+            }
+        }
+        full.extend_from_slice(path);
+        let c_path = CString::new(full).ok()?;
+        let fd = sys::openat2(root, &c_path, libc::O_PATH, sys::RESOLVE_IN_ROOT).ok()?;
+        Self::from_fd(fd)
+    }
+
+    /// The names in the directory `path` inside the sandbox (looked up from `root`).
+    pub fn list_dir_in(root: BorrowedFd<'_>, path: &[u8]) -> std::io::Result<Vec<Vec<u8>>> {
+        use std::os::unix::ffi::OsStrExt;
+        let c_path = CString::new(path).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+        let dir = sys::openat2(
+            root,
+            &c_path,
+            libc::O_PATH | libc::O_DIRECTORY,
+            sys::RESOLVE_IN_ROOT,
+        )?;
+        std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))?
+            .map(|entry| entry.map(|e| e.file_name().as_bytes().to_vec()))
+            .collect()
+    }
+
+    /// A descriptor to read the file's contents (never blocking, never a terminal).
+    pub fn reader(&self) -> std::io::Result<std::fs::File> {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+    }
+
+    /// The first bytes of the file, as the kernel reads them to decide how to run it.
+    fn head(&self) -> Option<Vec<u8>> {
+        let mut buf = Vec::with_capacity(SHEBANG_BYTES);
+        self.reader()
+            .ok()?
+            .take(SHEBANG_BYTES as u64)
+            .read_to_end(&mut buf)
+            .ok()?;
+        Some(buf)
+    }
+}
+
+/// What a `#!` script really runs: the command the kernel starts, and the program
+/// file that finally runs (the last interpreter of the chain).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Script {
+    /// `INTERPRETER [ARG] PATH ARGV[1..]`, nested interpreters first.
+    pub argv: Vec<Vec<u8>>,
+    /// The program that runs, when it could be found; `None` makes the kernel fail
+    /// the exec, or run something nobody could check (so a gate refuses it).
+    pub file: Option<ExecFile>,
+}
+
+/// The interpreter chain of `file`, run as `path` with `argv`, when it is a script.
+pub(super) fn script_of(
+    root: BorrowedFd<'_>,
+    cwd: &[u8],
+    path: &[u8],
+    argv: &[Vec<u8>],
+    file: &ExecFile,
+) -> Option<Script> {
+    let mut current = file.clone();
+    let mut current_path = path.to_vec();
+    let mut current_argv = argv.to_vec();
+    let mut script = None;
+    for _ in 0..MAX_INTERPRETERS {
+        let Some((interpreter, arg)) = current.head().as_deref().and_then(shebang) else {
+            break;
+        };
+        let mut next = vec![interpreter.clone()];
+        next.extend(arg);
+        next.push(current_path);
+        next.extend(current_argv.into_iter().skip(1));
+        let found = ExecFile::open_in(root, cwd, &interpreter);
+        script = Some(Script {
+            argv: next.clone(),
+            file: found.clone(),
+        });
+        let Some(found) = found else {
+            break;
+        };
+        current = found;
+        current_path = interpreter;
+        current_argv = next;
+    }
+    script
+}
+
+/// The interpreter and its one optional argument from a `#!` line, as Linux splits
+/// it (everything after the interpreter's name is a single argument).
+fn shebang(head: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    let line = head.strip_prefix(b"#!")?;
+    let line = match line.iter().position(|b| *b == b'\n') {
+        Some(end) => &line[..end],
+        None => line,
+    };
+    let blank = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = line.iter().position(|b| !blank(b))?;
+    let line = &line[start..];
+    let end = line.iter().position(blank).unwrap_or(line.len());
+    let interpreter = line[..end].to_vec();
+    let rest = &line[end..];
+    let arg = rest
+        .iter()
+        .position(|b| !blank(b))
+        .map(|s| {
+            let rest = &rest[s..];
+            let e = rest.iter().rposition(|b| !blank(b)).map_or(0, |e| e + 1);
+            rest[..e].to_vec()
+        })
+        .filter(|a| !a.is_empty());
+    (!interpreter.is_empty()).then_some((interpreter, arg))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shebang_line_is_an_interpreter_and_one_argument() {
+        assert_eq!(
+            shebang(b"#!/bin/sh\necho"),
+            Some((b"/bin/sh".to_vec(), None))
+        );
+        assert_eq!(
+            shebang(b"#! /bin/rm -rf /\n"),
+            Some((b"/bin/rm".to_vec(), Some(b"-rf /".to_vec())))
+        );
+        assert_eq!(
+            shebang(b"#!/usr/bin/env  python3  \t\nx"),
+            Some((b"/usr/bin/env".to_vec(), Some(b"python3".to_vec())))
+        );
+        assert_eq!(shebang(b"#!\n"), None);
+        assert_eq!(shebang(b"\x7fELF"), None);
+    }
+
+    #[test]
+    fn a_script_chain_is_followed_to_the_program_that_runs() {
+        let dir = std::env::temp_dir().join(format!("vg-script-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("inner"), "#!/bin/sh -e\n").unwrap();
+        std::fs::write(dir.join("outer"), "#!inner -x\necho hi\n").unwrap();
+        let root = std::fs::File::open("/").unwrap();
+        let cwd = dir.as_os_str().as_encoded_bytes();
+        let file = ExecFile::open_in(root.as_fd(), cwd, b"outer").unwrap();
+        let argv = vec![b"outer".to_vec(), b"a".to_vec()];
+        let script = script_of(root.as_fd(), cwd, b"./outer", &argv, &file).unwrap();
+        let words: Vec<&[u8]> = script.argv.iter().map(Vec::as_slice).collect();
+        assert_eq!(
+            words,
+            [&b"/bin/sh"[..], b"-e", b"inner", b"-x", b"./outer", b"a"]
+        );
+        let sh = ExecFile::open_in(root.as_fd(), b"/", b"/bin/sh").unwrap();
+        assert_eq!(script.file.unwrap().identity, sh.identity);
+        // Not a script.
+        assert_eq!(script_of(root.as_fd(), b"/", b"/bin/sh", &argv, &sh), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
