@@ -36,6 +36,9 @@ pub enum Command {
     /// Explain how risky a command or a network destination is rated, and by which rule
     #[command(subcommand)]
     Risk(crate::risk::RiskCommand),
+    /// Serve code-execution tools to AI agents over MCP (stdio, or --http)
+    #[command(subcommand)]
+    Mcp(McpCommand),
     /// List the running sessions
     Ps(crate::live::PsArgs),
     /// Stop a running session: SIGTERM, then SIGKILL after the kill-grace (or --kill)
@@ -102,6 +105,48 @@ pub enum SandboxCommand {
     Stop(SandboxStopArgs),
     /// Forget the persistent sandbox NAME (stopping it first with -f); its record stays
     Rm(SandboxRmArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Serve the tools code_execute, code_install_package, code_write_file,
+    /// code_read_file, code_list_files and code_destroy_sandbox
+    #[command(
+        after_help = "Each client connection gets a persistent sandbox of its own (made on first use, removed when a stdio client hangs up), with /workspace, the code-exec limits (512 MiB, 0.5 CPU, 1 GiB disk, 30 s per command, 1 MiB output), no network but what a call allows, and every exec rated and held at --ask. Options after -- go to `sandbox create`.\n\nExamples:\n  vectraguard mcp serve\n  vectraguard mcp serve --http 127.0.0.1:8765\n  vectraguard mcp serve --ask critical -- --image python:3.12 --best-effort-limits"
+    )]
+    Serve(McpServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct McpServeArgs {
+    /// Serve streamable HTTP on this loopback address (a bearer token is printed)
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+
+    /// Hold every command a tool starts rated at or above LEVEL until approved
+    /// (`vectraguard approvals`): low, medium, high (default), critical, never
+    #[arg(long, value_name = "LEVEL", default_value = "high")]
+    pub ask: String,
+
+    /// The Python package index code_install_package installs from
+    #[arg(long, value_name = "URL", default_value = "https://pypi.org/simple")]
+    pub pypi_index: String,
+
+    /// The npm registry code_install_package installs from
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "https://registry.npmjs.org/"
+    )]
+    pub npm_registry: String,
+
+    /// Options for each sandbox, as `sandbox create` takes them (after --)
+    #[arg(
+        value_name = "SANDBOX OPTIONS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub sandbox_options: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@ mod doctor;
 mod image;
 mod live;
 mod logs;
+mod mcp;
 mod persistent;
 mod report;
 mod request;
@@ -45,6 +46,7 @@ fn main() {
         Command::Sandbox(SandboxCommand::Ls(args)) => persistent::ls(&args),
         Command::Sandbox(SandboxCommand::Stop(args)) => persistent::stop(&args),
         Command::Sandbox(SandboxCommand::Rm(args)) => persistent::rm(&args),
+        Command::Mcp(cli::McpCommand::Serve(args)) => mcp::serve(args),
         Command::Logs(cmd) => logs::run(cmd),
         Command::Image(cmd) => image::run(cmd),
         Command::Doctor(args) => doctor::doctor(args.json),

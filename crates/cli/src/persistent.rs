@@ -217,6 +217,7 @@ pub fn exec(args: ExecArgs) -> i32 {
                 env,
                 cwd: args.workdir.clone(),
                 tty: args.tty,
+                timeout: None,
             },
         )
     })();

@@ -164,6 +164,11 @@ pub fn resolve_identity(user: Option<&str>, workspace: &Path) -> Result<Identity
     Ok(id)
 }
 
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    current_uid() == 0
+}
+
 fn current_uid() -> u32 {
     std::fs::metadata("/proc/self")
         .map(|m| m.uid())

@@ -19,6 +19,7 @@ mod lifecycle;
 mod limits;
 mod live;
 mod logs;
+mod mcp;
 mod mediated_network;
 mod mounts;
 mod network_denials;

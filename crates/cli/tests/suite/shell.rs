@@ -275,6 +275,10 @@ fn a_full_screen_program_draws_and_exits() {
             s.contains("line one of the notes") && s.matches("\n~").count() >= 10
         });
         t.keys(&[":q!", "Enter"]);
+        // Typed before vi has gone, the next line would be read (and lost) by vi.
+        t.wait("the shell's prompt after vi", |s| {
+            s.matches(PROMPT).count() >= 2
+        });
         t.line("echo back-at-the-prompt");
         t.wait_for("back-at-the-prompt\n");
         t.keys(&["C-d"]);

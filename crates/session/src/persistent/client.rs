@@ -18,6 +18,8 @@ pub struct ExecOptions {
     pub cwd: Option<String>,
     /// Give it a terminal (our stdin must be one).
     pub tty: bool,
+    /// A time limit for this command (the sandbox's `--timeout` applies if shorter).
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// How a command run by [`exec`] ended.
@@ -33,17 +35,103 @@ pub enum Ended {
 /// make them go through the terminal itself).
 const FORWARDED: &[libc::c_int] = &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
-/// Runs `options` in the sandbox recorded in `session_dir`. Call it before starting
-/// other threads: it blocks the signals it forwards.
-pub fn exec(session_dir: &Path, options: ExecOptions) -> Result<Ended> {
+fn connect(session_dir: &Path) -> Result<UnixStream> {
     let socket = session_dir.join(EXEC_SOCKET);
-    let stream = vg_control::short_path::with_socket_path(&socket, |p| UnixStream::connect(p))
-        .with_context(|| {
+    vg_control::short_path::with_socket_path(&socket, |p| UnixStream::connect(p)).with_context(
+        || {
             format!(
                 "cannot reach the sandbox's exec channel {} (is it still running? `vectraguard sandbox ls`)",
                 socket.display()
             )
-        })?;
+        },
+    )
+}
+
+/// Sends the request line with the command's stdin, stdout and stderr.
+fn send_request(stream: &UnixStream, request: &ExecRequest, fds: [&OwnedFd; 3]) -> Result<()> {
+    let mut line = serde_json::to_vec(request)?;
+    line.push(b'\n');
+    let sent = vg_sandbox::fdpass::send(stream.as_fd(), &line, &fds.map(AsFd::as_fd))
+        .context("cannot send the request to the sandbox")?;
+    (&*stream)
+        .write_all(&line[sent..])
+        .context("cannot send the request to the sandbox")
+}
+
+/// What [`exec_captured`] collected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Captured {
+    pub ended: Ended,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Output past `max_output` was dropped (per stream).
+    pub truncated: bool,
+}
+
+/// Runs `argv` in the sandbox with `input` on its stdin and its output collected (up
+/// to `max_output` bytes per stream; the rest is drained and dropped), for front
+/// ends that are not a terminal (the MCP server).
+pub fn exec_captured(
+    session_dir: &Path,
+    options: ExecOptions,
+    input: Vec<u8>,
+    max_output: usize,
+) -> Result<Captured> {
+    let stream = connect(session_dir)?;
+    let (stdin_r, mut stdin_w) = std::io::pipe().context("cannot create a pipe")?;
+    let (out_r, out_w) = std::io::pipe().context("cannot create a pipe")?;
+    let (err_r, err_w) = std::io::pipe().context("cannot create a pipe")?;
+    let request = ExecRequest {
+        v: VERSION,
+        argv: options.argv,
+        env: options.env,
+        cwd: options.cwd,
+        tty: None,
+        timeout_ms: options.timeout.map(millis),
+    };
+    let (stdin_r, out_w, err_w): (OwnedFd, OwnedFd, OwnedFd) =
+        (stdin_r.into(), out_w.into(), err_w.into());
+    send_request(&stream, &request, [&stdin_r, &out_w, &err_w])?;
+    drop((stdin_r, out_w, err_w));
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin_w.write_all(&input);
+    });
+    let collect = |mut from: std::io::PipeReader| {
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut kept = Vec::new();
+            let mut cut = false;
+            let mut buf = [0u8; 16 * 1024];
+            loop {
+                match from.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let room = max_output.saturating_sub(kept.len());
+                        kept.extend_from_slice(&buf[..n.min(room)]);
+                        cut |= n > room;
+                    }
+                }
+            }
+            (kept, cut)
+        })
+    };
+    let (out, err) = (collect(out_r), collect(err_r));
+    let ended = wait(&stream)?;
+    let _ = feeder.join();
+    let (stdout, cut_out) = out.join().unwrap_or_default();
+    let (stderr, cut_err) = err.join().unwrap_or_default();
+    Ok(Captured {
+        ended,
+        stdout,
+        stderr,
+        truncated: cut_out || cut_err,
+    })
+}
+
+/// Runs `options` in the sandbox recorded in `session_dir`. Call it before starting
+/// other threads: it blocks the signals it forwards.
+pub fn exec(session_dir: &Path, options: ExecOptions) -> Result<Ended> {
+    let stream = connect(session_dir)?;
     let stdin_is_terminal = vg_sandbox::terminal::is_terminal(std::io::stdin());
     if options.tty && !stdin_is_terminal {
         bail!("-t needs a terminal on stdin; run without -t to pass stdin as it is");
@@ -76,18 +164,9 @@ pub fn exec(session_dir: &Path, options: ExecOptions) -> Result<Ended> {
         env: options.env,
         cwd: options.cwd,
         tty,
+        timeout_ms: options.timeout.map(millis),
     };
-    let mut line = serde_json::to_vec(&request)?;
-    line.push(b'\n');
-    let sent = vg_sandbox::fdpass::send(
-        stream.as_fd(),
-        &line,
-        &[stdin.as_fd(), stdout.as_fd(), stderr.as_fd()],
-    )
-    .context("cannot send the request to the sandbox")?;
-    (&stream)
-        .write_all(&line[sent..])
-        .context("cannot send the request to the sandbox")?;
+    send_request(&stream, &request, [&stdin, &stdout, &stderr])?;
     drop((stdin, stdout, stderr));
 
     // Signals (or, with a terminal, window sizes) as lines to the host.
@@ -128,6 +207,10 @@ pub fn exec(session_dir: &Path, options: ExecOptions) -> Result<Ended> {
     let ended = wait(&stream);
     drop(raw);
     ended
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn wait(stream: &UnixStream) -> Result<Ended> {

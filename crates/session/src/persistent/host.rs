@@ -104,6 +104,14 @@ pub fn create(plan: Plan, idle_timeout: Option<Duration>) -> Result<Host, Error>
     let (timeout, kill_grace) = (plan.limits.timeout, plan.limits.kill_grace);
     let mut running = crate::start::start(plan)?;
     let id = running.id().unwrap_or_default().to_owned();
+    // Every layer must be in place before anyone is told the sandbox is ready: a
+    // layer that failed ends the session, and its error is the answer.
+    if running.state().started != Some(true) {
+        return Err(match running.wait() {
+            Err(e) => e,
+            Ok(_) => Error::from(anyhow!("the sandbox ended before it was ready")).in_session(&id),
+        });
+    }
     let in_session = |e: anyhow::Error| Error::from(e).in_session(&id);
     let stop_now = |running: &Running| {
         let _ = running.stopper().stop(true);
@@ -428,7 +436,12 @@ fn serve_client(stream: UnixStream, context: &Shared) {
     }
     let timed_out = Arc::new(AtomicBool::new(false));
     let finished = Arc::new(AtomicBool::new(false));
-    if let Some(limit) = base.timeout {
+    let asked = request.timeout_ms.map(Duration::from_millis);
+    let limit = match (asked, base.timeout) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    if let Some(limit) = limit {
         let (timed_out, finished) = (Arc::clone(&timed_out), Arc::clone(&finished));
         let grace = base.kill_grace;
         let signaller = signaller.clone();

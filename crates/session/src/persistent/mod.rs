@@ -13,5 +13,5 @@ pub mod host;
 pub mod protocol;
 pub mod registry;
 
-pub use client::{Ended, ExecOptions, exec};
+pub use client::{Captured, Ended, ExecOptions, exec, exec_captured};
 pub use host::{Host, create};

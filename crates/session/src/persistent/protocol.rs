@@ -30,6 +30,10 @@ pub struct ExecRequest {
     /// the client's stdin then arrives through the first descriptor as a pipe.
     #[serde(default)]
     pub tty: Option<(u16, u16)>,
+    /// A time limit for this command, in milliseconds (the sandbox's `--timeout`
+    /// still applies when it is shorter).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
 }
 
 /// What a client sends after its request.
@@ -72,6 +76,7 @@ mod tests {
             env: vec![("A".into(), "b".into())],
             cwd: Some("/work".into()),
             tty: Some((24, 80)),
+            timeout_ms: Some(1500),
         };
         let text = serde_json::to_string(&request).unwrap();
         assert_eq!(serde_json::from_str::<ExecRequest>(&text).unwrap(), request);

@@ -1,0 +1,115 @@
+//! `vectraguard mcp serve`: the MCP server (`vg_mcp`) with its sandboxes' options.
+
+use anyhow::{Context, Result, bail};
+
+use crate::cli::McpServeArgs;
+use crate::live::exit_code;
+
+/// What every MCP sandbox gets unless the options after `--` say otherwise: seed
+/// 002's limits, a mediated network that allows nothing until a call asks, the
+/// approval gate, and an idle time-out.
+fn default_options(ask: &str, given: &[String]) -> Vec<String> {
+    let has = |flag: &str| {
+        given
+            .iter()
+            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    };
+    let mut options = Vec::new();
+    for (flag, value) in [
+        ("--profile", "code-exec"),
+        ("--network", "allow"),
+        ("--ask", ask),
+        ("--idle-timeout", "30m"),
+    ] {
+        if !has(flag) {
+            options.push(flag.to_owned());
+            options.push(value.to_owned());
+        }
+    }
+    options.push("--no-network-notes".to_owned());
+    options.extend(given.iter().cloned());
+    options
+}
+
+fn host_of(url: &str) -> Result<String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .with_context(|| format!("{url}: use an http:// or https:// URL"))?;
+    let host = rest.split(['/', '?']).next().unwrap_or_default();
+    if host.is_empty() {
+        bail!("{url}: no host in it");
+    }
+    Ok(host.to_owned())
+}
+
+pub fn serve(args: McpServeArgs) -> i32 {
+    exit_code(|| {
+        args.ask
+            .parse::<vg_policy::risk::Ask>()
+            .map_err(|e| anyhow::anyhow!("--ask {}: {e}", args.ask))?;
+        let mut pypi_hosts = vec![host_of(&args.pypi_index)?];
+        if args.pypi_index.starts_with("https://pypi.org") {
+            pypi_hosts.push("files.pythonhosted.org".into());
+        }
+        let settings = vg_mcp::Settings {
+            exe: std::env::current_exe().context("cannot find this program")?,
+            create_options: default_options(&args.ask, &args.sandbox_options),
+            max_output: 1024 * 1024,
+            pypi_hosts,
+            npm_hosts: vec![host_of(&args.npm_registry)?],
+            pypi_index: args.pypi_index.clone(),
+            npm_registry: args.npm_registry.clone(),
+        };
+        match &args.http {
+            None => vg_mcp::serve_stdio(settings),
+            Some(addr) => {
+                let addr: std::net::SocketAddr = addr
+                    .parse()
+                    .with_context(|| format!("--http {addr}: use IP:PORT, e.g. 127.0.0.1:8765"))?;
+                let token = match std::env::var("VECTRAGUARD_MCP_TOKEN") {
+                    Ok(t) if !t.is_empty() => t,
+                    _ => random_token()?,
+                };
+                let shown = token.clone();
+                vg_mcp::serve_http(settings, addr, token, move |bound| {
+                    eprintln!(
+                        "vectraguard: MCP server on http://{bound}/mcp\nvectraguard: bearer token: {shown}"
+                    );
+                })
+            }
+        }
+    })
+}
+
+fn random_token() -> Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 24];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("cannot read /dev/urandom for the token")?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_options_win_over_the_defaults() {
+        let given = vec!["--network".to_owned(), "none".to_owned()];
+        let options = default_options("high", &given);
+        assert_eq!(options.iter().filter(|o| *o == "--network").count(), 1);
+        assert!(options.windows(2).any(|w| w == ["--ask", "high"]));
+        assert!(options.windows(2).any(|w| w == ["--network", "none"]));
+        assert_eq!(
+            host_of("https://pypi.org/simple").ok().as_deref(),
+            Some("pypi.org")
+        );
+        assert_eq!(
+            host_of("http://127.0.0.1:8080/simple/").ok().as_deref(),
+            Some("127.0.0.1:8080")
+        );
+        assert!(host_of("pypi.org").is_err());
+    }
+}

@@ -1,0 +1,60 @@
+"""An MCP client built on the official Python SDK (`mcp` from PyPI), driving
+`vectraguard mcp serve` for the end-to-end tests.
+
+    client.py stdio VECTRAGUARD [SERVE ARGS...]   the server as a child, on stdio
+    client.py http URL TOKEN                      streamable HTTP with a bearer token
+
+Reads a JSON list of calls on stdin, [{"tool": NAME, "args": {...}}, ...], makes
+them in order on one connection and prints one JSON object per call:
+{"tool", "is_error", "text", "structured"} or {"tool", "error"} for a protocol
+error; the first line is {"tools": [names...]} from tools/list.
+"""
+import asyncio
+import json
+import os
+import sys
+
+import httpx2
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+
+async def drive(session, calls):
+    await session.initialize()
+    listed = await session.list_tools()
+    print(json.dumps({"tools": sorted(t.name for t in listed.tools),
+                      "schemas": {t.name: t.input_schema for t in listed.tools}}), flush=True)
+    for call in calls:
+        try:
+            result = await session.call_tool(call["tool"], call.get("args", {}),
+                                             read_timeout_seconds=120)
+            text = "".join(getattr(c, "text", "") for c in result.content)
+            print(json.dumps({"tool": call["tool"], "is_error": bool(result.is_error),
+                              "text": text, "structured": result.structured_content}), flush=True)
+        except Exception as e:  # a protocol error: the server refused the call
+            print(json.dumps({"tool": call["tool"], "error": str(e)}), flush=True)
+
+
+async def main():
+    calls = json.load(sys.stdin)
+    mode = sys.argv[1]
+    if mode == "stdio":
+        # The SDK gives the server a minimal environment; the records folder is kept.
+        env = {k: v for k, v in os.environ.items() if k.startswith("VECTRAGUARD_")}
+        params = StdioServerParameters(command=sys.argv[2], args=sys.argv[3:], env=env)
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await drive(session, calls)
+    else:
+        url, token = sys.argv[2], sys.argv[3]
+        client = httpx2.AsyncClient(headers={"Authorization": "Bearer " + token},
+                                    timeout=httpx2.Timeout(120))
+        async with client:
+            async with streamable_http_client(url, http_client=client) as streams:
+                read, write = streams[0], streams[1]
+                async with ClientSession(read, write) as session:
+                    await drive(session, calls)
+
+
+asyncio.run(main())

@@ -1,0 +1,319 @@
+//! `vectraguard mcp serve`, driven by a client built on the official MCP Python SDK
+//! (`tests/mcp/client.py`, the SDK installed by `scripts/test`), over stdio and
+//! streamable HTTP.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::harness::{RecordsHome, Runner, Vg, Workspace, each_identity, wait_until};
+use super::live::vg;
+
+fn python() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-tools/mcp/bin/python")
+}
+
+fn client_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py")
+}
+
+fn sdk_installed() -> bool {
+    assert!(
+        python().exists(),
+        "the MCP Python SDK is missing: scripts/test installs it in target/test-tools/mcp"
+    );
+    true
+}
+
+/// Options that let the sandboxes start for an unprivileged user too (no cgroup
+/// delegation on the test machines).
+const SANDBOX_OPTIONS: &[&str] = &["--", "--best-effort-limits"];
+
+/// Makes `calls` on one stdio connection; returns tools/list's line and one line per call.
+fn stdio_session(
+    runner: Runner,
+    ws: &Workspace,
+    home: &RecordsHome,
+    serve: &[&str],
+    calls: &Value,
+) -> (Value, Vec<Value>) {
+    let mut cmd = Vg::new(runner, ws.path());
+    cmd.records_home(home)
+        .args(["mcp", "serve"])
+        .args(serve)
+        .args(SANDBOX_OPTIONS)
+        .stdin(calls.to_string())
+        .through_shell(&format!(
+            "exec {} {} stdio \"$@\"",
+            python().display(),
+            client_script().display()
+        ));
+    let out = cmd.run();
+    out.assert_success();
+    let mut lines = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap());
+    let listed = lines
+        .next()
+        .unwrap_or_else(|| panic!("no tools/list: {out}"));
+    (listed, lines.collect())
+}
+
+fn body(result: &Value) -> &Value {
+    &result["structured"]
+}
+
+#[test]
+fn the_tools_work_over_stdio_and_bad_input_gets_clear_errors() {
+    if !sdk_installed() {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let big = "x".repeat(1024 * 1024 + 1);
+        let calls = json!([
+            {"tool": "code_execute", "args": {"language": "python", "code": "print(6*7)"}},
+            {"tool": "code_write_file", "args": {"path": "src/data.txt", "content": "kept\n"}},
+            {"tool": "code_execute", "args": {"language": "python",
+                "code": "print(open('/workspace/src/data.txt').read().strip())"}},
+            {"tool": "code_read_file", "args": {"path": "/workspace/src/data.txt"}},
+            {"tool": "code_list_files", "args": {}},
+            {"tool": "code_execute", "args": {"language": "javascript", "code": "console.log(2+3)"}},
+            {"tool": "code_execute", "args": {"language": "shell", "code": "echo err >&2; exit 4"}},
+            {"tool": "code_execute", "args": {"language": "shell", "code": "sleep 20", "timeout": 1}},
+            // Bad input: each a clear error, and the server keeps serving.
+            {"tool": "code_read_file", "args": {"path": "../../etc/passwd"}},
+            {"tool": "code_write_file", "args": {"path": "/etc/x", "content": "no"}},
+            {"tool": "code_execute", "args": {"language": "shell",
+                "code": "ln -s /etc /workspace/out; ln -s /tmp /workspace/tmp"}},
+            {"tool": "code_read_file", "args": {"path": "out/hostname"}},
+            {"tool": "code_write_file", "args": {"path": "tmp/escaped", "content": "no"}},
+            {"tool": "code_execute", "args": {"language": "cobol", "code": "x"}},
+            {"tool": "code_execute", "args": {"language": "python"}},
+            {"tool": "code_execute", "args": {"language": "python", "code": big}},
+            {"tool": "code_install_package", "args": {"package": "--index-url=http://evil/"}},
+            {"tool": "code_execute", "args": {"language": "python", "code": "print('still serving')"}},
+            {"tool": "code_destroy_sandbox", "args": {}},
+        ]);
+        let (listed, results) = stdio_session(runner, &ws, &home, &["--ask", "never"], &calls);
+        assert_eq!(
+            listed["tools"],
+            json!([
+                "code_destroy_sandbox",
+                "code_execute",
+                "code_install_package",
+                "code_list_files",
+                "code_read_file",
+                "code_write_file"
+            ])
+        );
+        let schema = &listed["schemas"]["code_execute"];
+        assert_eq!(schema["required"], json!(["language", "code"]), "{schema}");
+        assert_eq!(
+            schema["properties"]["language"]["enum"],
+            json!(["python", "javascript", "shell"]),
+            "{schema}"
+        );
+        let r = &results;
+        assert_eq!(body(&r[0])["stdout"], "42\n", "{}", r[0]);
+        assert_eq!(body(&r[0])["exit_code"], 0);
+        let sandbox = body(&r[0])["sandbox_id"].as_str().unwrap().to_owned();
+        let session = body(&r[0])["session"].as_str().unwrap().to_owned();
+        assert_eq!(body(&r[2])["stdout"], "kept\n", "{}", r[2]);
+        assert_eq!(
+            body(&r[2])["sandbox_id"],
+            sandbox.as_str(),
+            "one sandbox per connection"
+        );
+        assert_eq!(body(&r[3])["stdout"], "kept\n");
+        assert_eq!(body(&r[4])["stdout"], "d 4096 src\n", "{}", r[4]);
+        assert_eq!(body(&r[5])["stdout"], "5\n", "{}", r[5]);
+        assert_eq!(
+            (r[6]["is_error"].as_bool(), &body(&r[6])["exit_code"]),
+            (Some(true), &json!(4))
+        );
+        assert_eq!(body(&r[6])["stderr"], "err\n");
+        assert_eq!(body(&r[7])["timed_out"], true, "{}", r[7]);
+        assert_eq!(body(&r[7])["exit_code"], 124);
+        for (i, needle) in [
+            (8, "only reach the workspace"),
+            (9, "only reach the workspace"),
+            (13, "unknown variant `cobol`"),
+            (14, "missing field `code`"),
+            (15, "code is over"),
+            (16, "is not a package name"),
+        ] {
+            let error = r[i]["error"]
+                .as_str()
+                .or_else(|| r[i]["text"].as_str())
+                .unwrap_or_default();
+            assert!(error.contains(needle), "call {i}: {}", r[i]);
+        }
+        // Symlinks out of the workspace are refused inside the sandbox.
+        for i in [11, 12] {
+            assert_eq!(body(&r[i])["exit_code"], 3, "{}", r[i]);
+            assert!(
+                body(&r[i])["stderr"]
+                    .as_str()
+                    .unwrap()
+                    .contains("leads outside /workspace")
+            );
+        }
+        assert_eq!(body(&r[17])["stdout"], "still serving\n");
+        assert_eq!(r[18]["is_error"], false, "{}", r[18]);
+        // Removed, and recorded: every command of the tools is in the session.
+        let ls = vg(runner, &ws, &home, &["sandbox", "ls", "--json"]);
+        assert!(!ls.stdout.contains(&sandbox), "{ls}");
+        let log = std::fs::read_to_string(home.logs().join(&session).join("commands.log")).unwrap();
+        assert!(log.contains("python3 -c 'print(6*7)'"), "{log}");
+    });
+}
+
+#[test]
+fn a_risky_call_waits_for_a_decision_through_the_approval_channel() {
+    if !sdk_installed() {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let calls = json!([
+            {"tool": "code_execute", "args": {"language": "python", "code": "print('approved')"}},
+            {"tool": "code_execute", "args": {"language": "python", "code": "print('denied')"}},
+            {"tool": "code_destroy_sandbox", "args": {}},
+        ]);
+        // The decider: approves the first request, denies the second, from outside.
+        let home_arg = home.logs();
+        let decider = {
+            let ws_path = ws.path().to_path_buf();
+            let home_root = home_arg.parent().unwrap().to_path_buf();
+            std::thread::spawn(move || {
+                for verdict in ["approve", "deny"] {
+                    let mut decided = false;
+                    let found = wait_until(Duration::from_secs(60), || {
+                        let mut list = Vg::new(runner, &ws_path);
+                        list.env("VECTRAGUARD_HOME", &home_root.display().to_string())
+                            .args(["approvals", "--json"]);
+                        let pending: Vec<Value> =
+                            serde_json::from_str(&list.run().stdout).unwrap_or_default();
+                        let Some(first) = pending.first() else {
+                            return false;
+                        };
+                        let mut decide = Vg::new(runner, &ws_path);
+                        decide
+                            .env("VECTRAGUARD_HOME", &home_root.display().to_string())
+                            .args([
+                                verdict,
+                                first["session"].as_str().unwrap(),
+                                &first["id"].to_string(),
+                            ]);
+                        decided = decide.run().code() == Some(0);
+                        decided
+                    });
+                    assert!(found && decided, "nothing to {verdict}");
+                }
+            })
+        };
+        let (_, r) = stdio_session(runner, &ws, &home, &["--ask", "high"], &calls);
+        decider.join().unwrap();
+        assert_eq!(body(&r[0])["stdout"], "approved\n", "{}", r[0]);
+        assert_eq!(r[1]["is_error"], true, "{}", r[1]);
+        assert_eq!(body(&r[1])["exit_code"], 126, "{}", r[1]);
+        assert!(
+            body(&r[1])["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("not permitted"),
+            "{}",
+            r[1]
+        );
+    });
+}
+
+#[test]
+fn streamable_http_needs_the_bearer_token() {
+    if !sdk_installed() {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut serve = Vg::new(runner, ws.path());
+        serve
+            .records_home(&home)
+            .env("VECTRAGUARD_MCP_TOKEN", "test-token-1234")
+            .args(["mcp", "serve", "--http", addr.as_str(), "--ask", "never"])
+            .args(SANDBOX_OPTIONS);
+        let server = serve.spawn();
+        assert!(
+            wait_until(Duration::from_secs(20), || std::net::TcpStream::connect(
+                &addr
+            )
+            .is_ok()),
+            "the server never listened on {addr}"
+        );
+        let url = format!("http://{addr}/mcp");
+        let call = |token: &str| {
+            let mut client = Vg::new(runner, ws.path());
+            client
+                .args([url.as_str(), token])
+                .stdin(
+                    json!([
+                        {"tool": "code_execute", "args": {"language": "shell", "code": "echo over-http"}},
+                        {"tool": "code_destroy_sandbox", "args": {}},
+                    ])
+                    .to_string(),
+                )
+                .through_shell(&format!(
+                    "exec {} {} http \"$2\" \"$3\"",
+                    python().display(),
+                    client_script().display()
+                ));
+            client.run()
+        };
+        let refused = call("wrong-token");
+        assert_ne!(refused.code(), Some(0), "{refused}");
+        // The status itself, without a token and with a wrong one.
+        for header in ["X-None: 1", "Authorization: Bearer wrong-token"] {
+            let status = std::process::Command::new("curl")
+                .args([
+                    "-s",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "-X",
+                    "POST",
+                    "-H",
+                    header,
+                ])
+                .arg(&url)
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&status.stdout), "401", "{header}");
+        }
+        let out = call("test-token-1234");
+        out.assert_success();
+        assert!(out.stdout.contains("over-http"), "{out}");
+        server.signal("TERM");
+        server.finish(Duration::from_secs(20));
+        // Not on another address than loopback.
+        vg(
+            runner,
+            &ws,
+            &home,
+            &["mcp", "serve", "--http", "0.0.0.0:8765"],
+        )
+        .assert_code(125)
+        .assert_stderr_contains("loopback only");
+    });
+}

@@ -1,0 +1,160 @@
+//! The sandboxes behind the tools: persistent sandboxes made and removed with the
+//! same `vectraguard sandbox create|rm` a person uses (this program, run as a child),
+//! commands run through their exec channel (`vg_session::persistent`), network rules
+//! added through their control channel. Blocking: callers run it off the async
+//! runtime's threads.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use std::os::unix::fs::DirBuilderExt;
+
+use anyhow::{Context, Result, anyhow, bail};
+use vg_session::persistent::registry::{self, State};
+use vg_session::persistent::{Captured, ExecOptions};
+
+/// How the server makes its sandboxes.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The `vectraguard` program.
+    pub exe: PathBuf,
+    /// Options given to every `sandbox create` (limits, `--ask`, `--image`…).
+    pub create_options: Vec<String>,
+    /// The most output kept of each stream of a command.
+    pub max_output: usize,
+    /// Registry hosts each package manager may reach (`code_install_package`).
+    pub pypi_hosts: Vec<String>,
+    pub npm_hosts: Vec<String>,
+    /// The index `pip` installs from, and npm's registry.
+    pub pypi_index: String,
+    pub npm_registry: String,
+}
+
+/// One sandbox the tools use.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    pub name: String,
+    pub session: String,
+    pub session_dir: PathBuf,
+}
+
+/// Where a sandbox's `/workspace` lives on the host: in the temporary folder, where
+/// the sandbox's user can reach it (as root that user is `nobody`, who cannot pass
+/// through root's home).
+fn workspace_of(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("vectraguard-{name}"))
+}
+
+/// A new sandbox with a fresh, empty `/workspace`.
+pub fn create(settings: &Settings) -> Result<Sandbox> {
+    let name = format!("mcp-{}", random_hex());
+    let workspace = workspace_of(&name);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&workspace)
+        .with_context(|| format!("cannot create {}", workspace.display()))?;
+    // As root, the sandbox runs as the workspace's owner, who must not be root.
+    if vg_session::host::is_root() {
+        std::os::unix::fs::chown(&workspace, Some(65534), Some(65534))
+            .with_context(|| format!("cannot hand {} to nobody", workspace.display()))?;
+    }
+    let mount = format!("{}:{}", workspace.display(), crate::paths::WORKSPACE);
+    let out = std::process::Command::new(&settings.exe)
+        .args(["sandbox", "create", &name, "--quiet"])
+        .args(["--mount", &mount, "--workdir", crate::paths::WORKSPACE])
+        .args(&settings.create_options)
+        .current_dir(&workspace)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("cannot run `vectraguard sandbox create`")?;
+    if !out.status.success() {
+        let _ = std::fs::remove_dir_all(&workspace);
+        bail!(
+            "cannot create a sandbox: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    find(&name)
+}
+
+/// The running sandbox `name` (one of ours, or one the user made).
+pub fn find(name: &str) -> Result<Sandbox> {
+    registry::check_name(name)?;
+    let entry = registry::read(&registry::root()?, name)?;
+    if entry.state() != State::Running {
+        bail!(
+            "the sandbox {name:?} is {}; omit sandbox_id to get a new one",
+            entry.state().as_str()
+        );
+    }
+    Ok(Sandbox {
+        name: name.to_owned(),
+        session: entry.session.unwrap_or_default(),
+        session_dir: entry
+            .session_dir
+            .ok_or_else(|| anyhow!("the sandbox {name:?} has no session"))?,
+    })
+}
+
+/// Runs `argv` in `sandbox` with `input` on stdin.
+pub fn exec(
+    settings: &Settings,
+    sandbox: &Sandbox,
+    argv: Vec<String>,
+    input: Vec<u8>,
+    timeout: Option<Duration>,
+) -> Result<Captured> {
+    vg_session::persistent::exec_captured(
+        &sandbox.session_dir,
+        ExecOptions {
+            argv,
+            env: Vec::new(),
+            cwd: None,
+            tty: false,
+            timeout,
+        },
+        input,
+        settings.max_output,
+    )
+}
+
+/// Lets `sandbox` reach `hosts` from now on (live `allow` rules, recorded).
+pub fn allow(sandbox: &Sandbox, hosts: &[String]) -> Result<()> {
+    if hosts.is_empty() {
+        return Ok(());
+    }
+    let mut client =
+        vg_control::ControlClient::connect(&vg_control::socket_path(&sandbox.session_dir))?;
+    for host in hosts {
+        client
+            .net_add(vg_control::protocol::RuleAction::Allow, host)
+            .with_context(|| format!("cannot allow {host}"))?;
+    }
+    Ok(())
+}
+
+/// Stops and forgets `name`, and removes its workspace when it is one of ours.
+pub fn destroy(settings: &Settings, name: &str) -> Result<()> {
+    registry::check_name(name)?;
+    let out = std::process::Command::new(&settings.exe)
+        .args(["sandbox", "rm", "-f", name])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("cannot run `vectraguard sandbox rm`")?;
+    if !out.status.success() {
+        bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    if name.starts_with("mcp-") {
+        let _ = std::fs::remove_dir_all(workspace_of(name));
+    }
+    Ok(())
+}
+
+fn random_hex() -> String {
+    let mut bytes = [0u8; 6];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut bytes);
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,484 @@
+//! The MCP tools of seed 002: `code_execute`, `code_install_package`,
+//! `code_write_file`, `code_read_file`, `code_list_files`, `code_destroy_sandbox`.
+//!
+//! One [`CodeTools`] serves one client connection. Without `sandbox_id`, its calls
+//! share one persistent sandbox, made on first use; with it, they run in that named
+//! sandbox. Every command the tools start runs through the sandbox's exec channel, so
+//! it is confined, rated by the approval gate (`--ask`, held until someone decides with
+//! `vectraguard approve`), and recorded like any other.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerInfo};
+use rmcp::{ErrorData as McpError, ServerHandler, schemars, tool, tool_handler, tool_router};
+use serde::Deserialize;
+use tokio::sync::Mutex;
+use vg_session::persistent::{Captured, Ended};
+
+use crate::paths::{self, GUARD};
+use crate::sandboxes::{self, Sandbox, Settings};
+
+/// The longest code, and file, a call may carry.
+pub const MAX_INPUT: usize = 1024 * 1024;
+/// `timeout` when a call gives none, and the most it may ask for.
+const DEFAULT_TIMEOUT: u64 = 30;
+const MAX_TIMEOUT: u64 = 600;
+
+/// Inline in the schema, as seed 002 shows it (an `enum` on the property itself).
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline)]
+pub enum Language {
+    Python,
+    Javascript,
+    Shell,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ExecuteRequest {
+    /// Programming language
+    pub language: Language,
+    /// Code to execute
+    pub code: String,
+    /// Execution timeout in seconds (default 30)
+    pub timeout: Option<u64>,
+    /// Enable network access (requires approval); with `allowed_domains`
+    #[serde(default)]
+    pub network_enabled: bool,
+    /// Allowlisted domains (when network enabled)
+    pub allowed_domains: Option<Vec<String>>,
+    /// A persistent sandbox to run in (`vectraguard sandbox ls`); default: this
+    /// connection's own
+    pub sandbox_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline)]
+pub enum Registry {
+    Pypi,
+    Npm,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct InstallRequest {
+    /// The package, optionally with a version (`requests`, `requests==2.32.3`, `left-pad@1.3.0`)
+    pub package: String,
+    /// Where it comes from: pypi (default) or npm
+    pub registry: Option<Registry>,
+    pub sandbox_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct WriteRequest {
+    /// A path inside /workspace (relative to it, or absolute)
+    pub path: String,
+    /// The file's new contents (UTF-8 text)
+    pub content: String,
+    pub sandbox_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ReadRequest {
+    /// A path inside /workspace (relative to it, or absolute)
+    pub path: String,
+    pub sandbox_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ListRequest {
+    /// A folder inside /workspace (default: /workspace)
+    pub path: Option<String>,
+    pub sandbox_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct DestroyRequest {
+    /// The sandbox to remove; default: this connection's own
+    pub sandbox_id: Option<String>,
+}
+
+/// The tools of one client connection.
+#[derive(Clone)]
+pub struct CodeTools {
+    settings: Arc<Settings>,
+    /// This connection's own sandbox, once made.
+    own: Arc<Mutex<Option<Sandbox>>>,
+    /// Built once per connection, not per call.
+    tool_router: ToolRouter<CodeTools>,
+}
+
+fn invalid(message: impl Into<String>) -> McpError {
+    McpError::invalid_params(message.into(), None)
+}
+
+fn internal(error: &anyhow::Error) -> McpError {
+    McpError::internal_error(format!("{error:#}"), None)
+}
+
+/// Runs blocking work off the runtime's threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> Result<T, McpError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(internal(&e)),
+        Err(e) => Err(McpError::internal_error(e.to_string(), None)),
+    }
+}
+
+fn timeout_of(seconds: Option<u64>) -> Result<Duration, McpError> {
+    match seconds.unwrap_or(DEFAULT_TIMEOUT) {
+        0 => Err(invalid("timeout must be at least 1 second")),
+        s if s > MAX_TIMEOUT => Err(invalid(format!("timeout is at most {MAX_TIMEOUT} seconds"))),
+        s => Ok(Duration::from_secs(s)),
+    }
+}
+
+fn host_name_ok(host: &str) -> bool {
+    !host.is_empty()
+        && host.len() <= 253
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'*'))
+}
+
+/// A package spec that cannot be taken for an option, a path or a URL.
+fn package_ok(spec: &str) -> bool {
+    let first_ok = spec
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '@');
+    first_ok
+        && spec.len() <= 200
+        && !spec.contains("://")
+        && spec.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(
+                    c,
+                    '.' | '_'
+                        | '-'
+                        | '='
+                        | '<'
+                        | '>'
+                        | '!'
+                        | '~'
+                        | '@'
+                        | '/'
+                        | '['
+                        | ']'
+                        | ','
+                        | '^'
+                        | '*'
+                )
+        })
+        && !spec.contains("..")
+}
+
+/// The result every command-running tool returns: what it printed, how it ended,
+/// and where it is recorded.
+fn outcome(sandbox: &Sandbox, captured: Captured) -> CallToolResult {
+    let (exit_code, timed_out, error) = match &captured.ended {
+        Ended::Exited { code, timed_out } => (*code, *timed_out, None),
+        Ended::Refused { message, code } => (*code, false, Some(message.clone())),
+    };
+    let body = serde_json::json!({
+        "stdout": String::from_utf8_lossy(&captured.stdout),
+        "stderr": String::from_utf8_lossy(&captured.stderr),
+        "exit_code": exit_code,
+        "timed_out": timed_out,
+        "output_truncated": captured.truncated,
+        "error": error,
+        "sandbox_id": sandbox.name,
+        "session": sandbox.session,
+    });
+    let text = serde_json::to_string_pretty(&body).unwrap_or_default();
+    let mut result = if exit_code == 0 {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    };
+    result.structured_content = Some(body);
+    result
+}
+
+#[tool_router]
+impl CodeTools {
+    pub fn new(settings: Arc<Settings>) -> Self {
+        Self {
+            settings,
+            own: Arc::new(Mutex::new(None)),
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// The sandbox a call names, or this connection's own (made now if need be).
+    async fn sandbox(&self, id: Option<&str>) -> Result<Sandbox, McpError> {
+        if let Some(id) = id {
+            let id = id.to_owned();
+            return match tokio::task::spawn_blocking(move || sandboxes::find(&id)).await {
+                Ok(Ok(found)) => Ok(found),
+                Ok(Err(e)) => Err(invalid(format!("{e:#}"))),
+                Err(e) => Err(McpError::internal_error(e.to_string(), None)),
+            };
+        }
+        let mut own = self.own.lock().await;
+        if let Some(sandbox) = own.as_ref() {
+            return Ok(sandbox.clone());
+        }
+        let settings = Arc::clone(&self.settings);
+        let made = blocking(move || sandboxes::create(&settings)).await?;
+        *own = Some(made.clone());
+        Ok(made)
+    }
+
+    async fn run(
+        &self,
+        sandbox: &Sandbox,
+        argv: Vec<String>,
+        input: Vec<u8>,
+        timeout: Option<Duration>,
+    ) -> Result<Captured, McpError> {
+        let settings = Arc::clone(&self.settings);
+        let sandbox = sandbox.clone();
+        blocking(move || sandboxes::exec(&settings, &sandbox, argv, input, timeout)).await
+    }
+
+    #[tool(
+        description = "Execute code in an isolated, recorded sandbox. The sandbox persists across calls (same files, same /workspace); network is off unless network_enabled with allowed_domains."
+    )]
+    async fn code_execute(
+        &self,
+        Parameters(request): Parameters<ExecuteRequest>,
+    ) -> Result<CallToolResult, McpError> {
+        if request.code.len() > MAX_INPUT {
+            return Err(invalid(format!("code is over {MAX_INPUT} bytes")));
+        }
+        let timeout = timeout_of(request.timeout)?;
+        let domains = request.allowed_domains.unwrap_or_default();
+        if let Some(bad) = domains.iter().find(|d| !host_name_ok(d)) {
+            return Err(invalid(format!(
+                "allowed_domains: {bad:?} is not a host name"
+            )));
+        }
+        if !request.network_enabled && !domains.is_empty() {
+            return Err(invalid("allowed_domains needs network_enabled: true"));
+        }
+        let sandbox = self.sandbox(request.sandbox_id.as_deref()).await?;
+        if request.network_enabled {
+            let (sb, hosts) = (sandbox.clone(), domains.clone());
+            blocking(move || sandboxes::allow(&sb, &hosts)).await?;
+        }
+        // The code is an argument, where the approval gate's rules see it.
+        let argv = match request.language {
+            Language::Python => vec!["python3".into(), "-c".into(), request.code],
+            Language::Javascript => vec!["node".into(), "-e".into(), request.code],
+            Language::Shell => vec!["sh".into(), "-c".into(), request.code],
+        };
+        let captured = self.run(&sandbox, argv, Vec::new(), Some(timeout)).await?;
+        Ok(outcome(&sandbox, captured))
+    }
+
+    #[tool(
+        description = "Install a package into the sandbox from PyPI (pip install --user) or npm (into /workspace), reaching only the registry's hosts."
+    )]
+    async fn code_install_package(
+        &self,
+        Parameters(request): Parameters<InstallRequest>,
+    ) -> Result<CallToolResult, McpError> {
+        if !package_ok(&request.package) {
+            return Err(invalid(format!(
+                "{:?} is not a package name (letters, digits, . _ - and a version)",
+                request.package
+            )));
+        }
+        let sandbox = self.sandbox(request.sandbox_id.as_deref()).await?;
+        let s = &self.settings;
+        let (hosts, argv) = match request.registry.unwrap_or(Registry::Pypi) {
+            Registry::Pypi => (
+                s.pypi_hosts.clone(),
+                vec![
+                    "python3".into(),
+                    "-m".into(),
+                    "pip".into(),
+                    "install".into(),
+                    "--user".into(),
+                    "--disable-pip-version-check".into(),
+                    "--no-input".into(),
+                    "--index-url".into(),
+                    s.pypi_index.clone(),
+                    request.package,
+                ],
+            ),
+            Registry::Npm => (
+                s.npm_hosts.clone(),
+                vec![
+                    "npm".into(),
+                    "install".into(),
+                    "--no-audit".into(),
+                    "--no-fund".into(),
+                    "--registry".into(),
+                    s.npm_registry.clone(),
+                    request.package,
+                ],
+            ),
+        };
+        let sb = sandbox.clone();
+        blocking(move || sandboxes::allow(&sb, &hosts)).await?;
+        let captured = self
+            .run(
+                &sandbox,
+                argv,
+                Vec::new(),
+                Some(Duration::from_secs(MAX_TIMEOUT)),
+            )
+            .await?;
+        Ok(outcome(&sandbox, captured))
+    }
+
+    #[tool(description = "Write a text file inside /workspace (folders are made as needed).")]
+    async fn code_write_file(
+        &self,
+        Parameters(request): Parameters<WriteRequest>,
+    ) -> Result<CallToolResult, McpError> {
+        let path = paths::resolve(&request.path).map_err(invalid)?;
+        if request.content.len() > MAX_INPUT {
+            return Err(invalid(format!("content is over {MAX_INPUT} bytes")));
+        }
+        let sandbox = self.sandbox(request.sandbox_id.as_deref()).await?;
+        let script = format!("{GUARD}mkdir -p -- \"$(dirname -- \"$p\")\" && cat > \"$p\"");
+        let argv = vec!["sh".into(), "-c".into(), script, "sh".into(), path];
+        let captured = self
+            .run(&sandbox, argv, request.content.into_bytes(), None)
+            .await?;
+        Ok(outcome(&sandbox, captured))
+    }
+
+    #[tool(description = "Read a text file inside /workspace.")]
+    async fn code_read_file(
+        &self,
+        Parameters(request): Parameters<ReadRequest>,
+    ) -> Result<CallToolResult, McpError> {
+        let path = paths::resolve(&request.path).map_err(invalid)?;
+        let sandbox = self.sandbox(request.sandbox_id.as_deref()).await?;
+        let script = format!("{GUARD}cat -- \"$p\"");
+        let argv = vec!["sh".into(), "-c".into(), script, "sh".into(), path];
+        let captured = self.run(&sandbox, argv, Vec::new(), None).await?;
+        Ok(outcome(&sandbox, captured))
+    }
+
+    #[tool(
+        description = "List a folder inside /workspace: one line per entry, type (f file, d folder, l link), size, name."
+    )]
+    async fn code_list_files(
+        &self,
+        Parameters(request): Parameters<ListRequest>,
+    ) -> Result<CallToolResult, McpError> {
+        let path = paths::resolve(request.path.as_deref().unwrap_or("")).map_err(invalid)?;
+        let sandbox = self.sandbox(request.sandbox_id.as_deref()).await?;
+        let script =
+            format!("{GUARD}find \"$p\" -mindepth 1 -maxdepth 1 -printf '%y %s %P\\n' | sort -k3");
+        let argv = vec!["sh".into(), "-c".into(), script, "sh".into(), path];
+        let captured = self.run(&sandbox, argv, Vec::new(), None).await?;
+        Ok(outcome(&sandbox, captured))
+    }
+
+    #[tool(
+        description = "Stop and remove a sandbox (default: this connection's own); its record stays."
+    )]
+    async fn code_destroy_sandbox(
+        &self,
+        Parameters(request): Parameters<DestroyRequest>,
+    ) -> Result<CallToolResult, McpError> {
+        let name = match request.sandbox_id {
+            Some(id) => id,
+            None => match self.own.lock().await.take() {
+                Some(own) => own.name,
+                None => {
+                    return Ok(CallToolResult::success(vec![ContentBlock::text(
+                        "this connection has no sandbox yet",
+                    )]));
+                }
+            },
+        };
+        {
+            let mut own = self.own.lock().await;
+            if own.as_ref().is_some_and(|o| o.name == name) {
+                *own = None;
+            }
+        }
+        let settings = Arc::clone(&self.settings);
+        let removed = name.clone();
+        match tokio::task::spawn_blocking(move || sandboxes::destroy(&settings, &removed)).await {
+            Ok(Ok(())) => Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+                "removed {name}"
+            ))])),
+            Ok(Err(e)) => Err(invalid(format!("{e:#}"))),
+            Err(e) => Err(McpError::internal_error(e.to_string(), None)),
+        }
+    }
+}
+
+impl CodeTools {
+    /// Removes this connection's own sandbox (the client is gone).
+    pub async fn cleanup(&self) {
+        if let Some(own) = self.own.lock().await.take() {
+            let settings = Arc::clone(&self.settings);
+            let _ =
+                tokio::task::spawn_blocking(move || sandboxes::destroy(&settings, &own.name)).await;
+        }
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for CodeTools {
+    fn get_info(&self) -> ServerInfo {
+        ServerInfo::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("vectraguard", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Runs code in Vectra Guard sandboxes: isolated, default-deny, every command recorded. Calls of one connection share a sandbox whose /workspace persists.",
+            )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_names_cannot_be_options_paths_or_urls() {
+        for ok in [
+            "requests",
+            "requests==2.32.3",
+            "left-pad@1.3.0",
+            "@scope/pkg",
+            "a[extra]>=1,<2",
+        ] {
+            assert!(package_ok(ok), "{ok}");
+        }
+        for bad in [
+            "-e .",
+            "--index-url=x",
+            "../x",
+            "/tmp/x",
+            "https://x/y.whl",
+            "git+https://x",
+            "a b",
+            "",
+        ] {
+            assert!(!package_ok(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn timeouts_and_hosts_are_checked() {
+        assert!(timeout_of(None).is_ok());
+        assert!(timeout_of(Some(0)).is_err());
+        assert!(timeout_of(Some(MAX_TIMEOUT + 1)).is_err());
+        assert!(host_name_ok("pypi.org") && host_name_ok("*.example.com"));
+        assert!(!host_name_ok("a b") && !host_name_ok("") && !host_name_ok("x:1/y"));
+    }
+}
