@@ -100,6 +100,7 @@ pub fn describe(session: &str, p: &PendingView) -> String {
             argv,
             cwd,
             parents,
+            ..
         } => {
             out.push_str(&format!(
                 "  exec     {}\n  program  {}\n  cwd      {}   pid {pid}\n",

@@ -32,14 +32,9 @@ pub fn create(args: CreateArgs) -> i32 {
         registry::check_name(&args.name)?;
         idle_timeout(&args.idle_timeout)?;
         let root = registry::root()?;
-        std::fs::create_dir_all(&root)
-            .with_context(|| format!("cannot create {}", root.display()))?;
+        registry::ensure_private(&root)?;
         // Appended to: a refused name must not lose another sandbox's log.
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(registry::log_path(&root, &args.name))
-            .context("cannot open the sandbox's log")?;
+        let log = registry::open_log(&root, &args.name)?;
         let exe = std::env::current_exe().context("cannot find this program")?;
         let mut child = std::process::Command::new(exe)
             .args(std::env::args_os().skip(1))

@@ -77,6 +77,7 @@ fn explain(args: &ExplainArgs) -> Result<()> {
                 cwd: Some(cwd),
                 parents: Vec::new(),
                 program: None,
+                workspaces: Vec::new(),
             };
             ("exec", classifier.classify_exec(&facts))
         }

@@ -85,6 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 argv: vec!["true".into(), n.to_string()],
                 cwd: "/".into(),
                 parents: Vec::new(),
+                exact: String::new(),
             },
             level: Level::High,
             reason: "benchmark".into(),

@@ -113,6 +113,12 @@ pub enum Subject {
         argv: Vec<String>,
         cwd: String,
         parents: Vec<Ancestor>,
+        /// A digest of the exact bytes of path, argv and working directory: what a
+        /// session-scope decision is remembered by, with the text above (which may
+        /// show replacement characters or be cut for display, and which the program
+        /// could imitate).
+        #[serde(default)]
+        exact: String,
     },
     Destination {
         name: String,
@@ -129,8 +135,12 @@ impl Subject {
             // The working directory too: `rm -rf build` approved in one folder is
             // another command in another.
             Self::Exec {
-                path, argv, cwd, ..
-            } => Key::Exec(path.clone(), argv.clone(), cwd.clone()),
+                path,
+                argv,
+                cwd,
+                exact,
+                ..
+            } => Key::Exec(path.clone(), argv.clone(), cwd.clone(), exact.clone()),
             Self::Destination { name, port, .. } => {
                 Key::Destination(name.to_ascii_lowercase(), *port)
             }
@@ -140,8 +150,8 @@ impl Subject {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
-    /// Path, argv and working directory.
-    Exec(String, Vec<String>, String),
+    /// Path, argv, working directory and the digest of their exact bytes.
+    Exec(String, Vec<String>, String, String),
     Destination(String, u16),
 }
 
@@ -584,6 +594,7 @@ mod tests {
                     pid: 1,
                     command: "sh -c x".into(),
                 }],
+                exact: String::new(),
             },
             level: Level::High,
             reason: "deletes files".into(),
@@ -720,6 +731,30 @@ mod tests {
                 Err(ControlError::UnknownRequest { id })
             );
         }
+    }
+
+    #[test]
+    fn a_session_scope_exec_decision_covers_only_the_exact_bytes() {
+        let (broker, _) = broker(LONG);
+        let with_exact = |exact: &str| {
+            let mut request = exec(&["rm", "-rf", "/tmp/ok\u{fffd}"]);
+            if let Subject::Exec { exact: key, .. } = &mut request.subject {
+                *key = exact.into();
+            }
+            request
+        };
+        let _ = broker.submit(with_exact("digest-of-ff"));
+        broker
+            .decide(1, Verdict::Approve, Scope::Session, Decider::Tty)
+            .unwrap();
+        assert!(broker.submit(with_exact("digest-of-ff")).poll().is_some());
+        // The same text, other bytes (a program typing what the display showed).
+        assert!(
+            broker
+                .submit(with_exact("digest-of-ef-bf-bd"))
+                .poll()
+                .is_none()
+        );
     }
 
     #[test]

@@ -151,6 +151,7 @@ fn exec_request(argv: &[&str]) -> Request {
             argv: argv.iter().map(|arg| (*arg).to_string()).collect(),
             cwd: "/work".into(),
             parents: Vec::new(),
+            exact: String::new(),
         },
         level: Level::High,
         reason: "test".into(),

@@ -96,11 +96,12 @@ pub fn find(name: &str) -> Result<Sandbox> {
     })
 }
 
-/// Runs `argv` in `sandbox` with `input` on stdin.
+/// Runs `argv` in `sandbox` with `env` added and `input` on stdin.
 pub fn exec(
     settings: &Settings,
     sandbox: &Sandbox,
     argv: Vec<String>,
+    env: Vec<(String, String)>,
     input: Vec<u8>,
     timeout: Option<Duration>,
 ) -> Result<Captured> {
@@ -108,7 +109,7 @@ pub fn exec(
         &sandbox.session_dir,
         ExecOptions {
             argv,
-            env: Vec::new(),
+            env,
             cwd: None,
             tty: false,
             timeout,

@@ -242,9 +242,21 @@ impl CodeTools {
         input: Vec<u8>,
         timeout: Option<Duration>,
     ) -> Result<Captured, McpError> {
+        self.run_with(sandbox, argv, Vec::new(), input, timeout)
+            .await
+    }
+
+    async fn run_with(
+        &self,
+        sandbox: &Sandbox,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        input: Vec<u8>,
+        timeout: Option<Duration>,
+    ) -> Result<Captured, McpError> {
         let settings = Arc::clone(&self.settings);
         let sandbox = sandbox.clone();
-        blocking(move || sandboxes::exec(&settings, &sandbox, argv, input, timeout)).await
+        blocking(move || sandboxes::exec(&settings, &sandbox, argv, env, input, timeout)).await
     }
 
     #[tool(
@@ -298,21 +310,30 @@ impl CodeTools {
         let sandbox = self.sandbox(request.sandbox_id.as_deref()).await?;
         let s = &self.settings;
         let (hosts, argv) = match request.registry.unwrap_or(Registry::Pypi) {
-            Registry::Pypi => (
-                s.pypi_hosts.clone(),
-                vec![
-                    "python3".into(),
-                    "-m".into(),
-                    "pip".into(),
-                    "install".into(),
-                    "--user".into(),
-                    "--disable-pip-version-check".into(),
-                    "--no-input".into(),
-                    "--index-url".into(),
-                    s.pypi_index.clone(),
-                    request.package,
-                ],
-            ),
+            Registry::Pypi => {
+                let mut argv: Vec<String> = [
+                    "python3",
+                    "-m",
+                    "pip",
+                    "install",
+                    "--user",
+                    "--disable-pip-version-check",
+                    "--no-input",
+                    "--index-url",
+                ]
+                .map(String::from)
+                .to_vec();
+                argv.push(s.pypi_index.clone());
+                // pip refuses a plain-HTTP index it is not told to trust (a local one).
+                if s.pypi_index.starts_with("http://") {
+                    for host in &s.pypi_hosts {
+                        argv.push("--trusted-host".into());
+                        argv.push(host.clone());
+                    }
+                }
+                argv.push(request.package);
+                (s.pypi_hosts.clone(), argv)
+            }
             Registry::Npm => (
                 s.npm_hosts.clone(),
                 vec![
@@ -328,10 +349,14 @@ impl CodeTools {
         };
         let sb = sandbox.clone();
         blocking(move || sandboxes::allow(&sb, &hosts)).await?;
+        // A distribution's Python refuses `pip install --user` (PEP 668); in the
+        // sandbox it goes to the sandbox's own home, where nothing of the host's is.
+        let env = vec![("PIP_BREAK_SYSTEM_PACKAGES".to_owned(), "1".to_owned())];
         let captured = self
-            .run(
+            .run_with(
                 &sandbox,
                 argv,
+                env,
                 Vec::new(),
                 Some(Duration::from_secs(MAX_TIMEOUT)),
             )

@@ -57,6 +57,7 @@ fn main() {
             cwd: Some(PathBuf::from("/work/project")),
             parents: vec![vec!["bash".into()]],
             program: None,
+            workspaces: Vec::new(),
         })
         .collect();
     let mut samples = Vec::with_capacity(n);

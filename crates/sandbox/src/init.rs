@@ -333,7 +333,12 @@ pub(crate) fn exec_command(
     }
     for (target, &source) in stdio.iter().enumerate() {
         let target = i32::try_from(target).unwrap_or(0);
-        if source != target {
+        if source == target {
+            // Already in place, but maybe close-on-exec (received with it).
+            if let Err(e) = sys::keep_on_exec(target) {
+                fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EBADF));
+            }
+        } else {
             // SAFETY: no object in this process owns 0-2 (see `run_init`), and it
             // execs or exits right after (`exec_command` never returns).
             #[allow(unsafe_code)]

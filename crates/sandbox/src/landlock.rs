@@ -9,6 +9,27 @@ use vg_policy::landlock::{Access as Class, LandlockRules};
 use crate::error::SetupError;
 use crate::sys;
 
+/// Puts the calling process in a Landlock domain of its own, nested in the sandbox's
+/// and no narrower in practice (its one rule forbids making block devices, which the
+/// sandbox cannot do anyway). Landlock lets a process inspect another (`ptrace`,
+/// `/proc/PID/mem`, `environ`, `fd/`) only when that one's domain is its own or nested
+/// in it: a persistent sandbox's commands, each in a domain of its own, cannot reach
+/// each other, nor a command init is still starting.
+pub fn nest() -> Result<(), SetupError> {
+    let fail = |e: &dyn std::fmt::Display| SetupError::Landlock {
+        reason: format!("cannot give the command a domain of its own: {e}"),
+    };
+    Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::MakeBlock)
+        .map_err(|e| fail(&e))?
+        .create()
+        .map_err(|e| fail(&e))?
+        .restrict_self()
+        .map_err(|e| fail(&e))
+        .map(drop)
+}
+
 /// What Landlock actually enforces in this session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LandlockReport {

@@ -27,14 +27,20 @@ pub use file::{ExecFile, FileIdentity, SandboxRoot, Script};
 use resolve::{Base, FileId, Presence};
 pub use verify::Expected;
 
-/// Upper bounds that keep a hostile argv from costing unbounded time or memory.
-const MAX_ARGS: usize = 4096;
+/// Upper bounds that keep a hostile argv from costing unbounded time or memory, set
+/// at the kernel's own: one argument is at most 128 KiB (`MAX_ARG_STRLEN`), and argv
+/// with the environment at most a quarter of the stack limit, never over 6 MiB — so
+/// an exec the kernel would run is always read whole (what is rated is all of it).
+const MAX_ARGS: usize = 1 << 20;
 const MAX_ARG_BYTES: usize = 128 * 1024;
-const MAX_TOTAL_BYTES: usize = 1024 * 1024;
+const MAX_TOTAL_BYTES: usize = 8 * 1024 * 1024;
 /// The kernel refuses an exec path this long or longer (`ENAMETOOLONG`).
 const PATH_MAX: usize = 4096;
 
 /// One traced event. Pids are as seen inside the sandbox.
+// Most events are execs, each moved a few times: boxing the large variant would
+// only add an allocation to each.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TraceEvent {
     Exec {
@@ -55,6 +61,9 @@ pub enum TraceEvent {
         script: Option<Script>,
         /// The sandbox's root directory (with `file`), to look other files up inside.
         root: Option<SandboxRoot>,
+        /// The working directory by device and inode (with `file`): what was decided
+        /// runs there, or not at all.
+        cwd_id: Option<(u64, u64)>,
     },
     Exit {
         pid: i32,
@@ -453,6 +462,7 @@ impl Tracked {
 }
 
 /// What a notification turned out to be.
+#[allow(clippy::large_enum_variant)]
 enum Described {
     Event(TraceEvent),
     /// An exec the kernel would fail with this errno without running anything: a
@@ -544,9 +554,19 @@ fn describe_exec(
     let cwd = resolve::read_link(&format!("/proc/{host_pid}/cwd")).unwrap_or_default();
     let (file, script, root) = if tracked.inspect {
         let file = looked_up.opened.and_then(ExecFile::from_fd);
-        // The kernel names the script to its interpreter by the path as passed.
+        // The kernel names the script to its interpreter as it names the exec: the
+        // path as passed, or through its directory descriptor (`/dev/fd/N[/PATH]`).
+        let kernel_name = match base {
+            Base::Fd(fd) if path.is_empty() => format!("/dev/fd/{fd}").into_bytes(),
+            Base::Fd(fd) if !path.starts_with(b"/") => {
+                let mut name = format!("/dev/fd/{fd}/").into_bytes();
+                name.extend_from_slice(&path);
+                name
+            }
+            _ => path.clone(),
+        };
         let script = match (&file, tracked.root(host_pid)) {
-            (Some(file), Some(root)) => file::script_of(root, &cwd, &path, &argv, file),
+            (Some(file), Some(root)) => file::script_of(root, &cwd, &kernel_name, &argv, file),
             _ => None,
         };
         if tracked.shared_root.is_none() {
@@ -558,6 +578,14 @@ fn describe_exec(
         (file, script, tracked.shared_root.clone())
     } else {
         (None, None, None)
+    };
+    let cwd_id = if tracked.inspect {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(format!("/proc/{host_pid}/cwd"))
+            .ok()
+            .map(|m| (m.dev(), m.ino()))
+    } else {
+        None
     };
     if let Some(pidfd) = who.pidfd {
         let hash = if argv.is_empty() {
@@ -577,6 +605,7 @@ fn describe_exec(
         file,
         script,
         root,
+        cwd_id,
     }))
 }
 

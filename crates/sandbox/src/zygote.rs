@@ -171,6 +171,8 @@ fn start(
         .filter_map(|d| CString::new(d).ok())
         .collect();
     let (errors, err_w) = std::io::pipe().map_err(errno)?;
+    // Read when the child has ended: never wait on it.
+    sys::set_nonblocking(errors.as_fd()).map_err(errno)?;
     // SAFETY: init has one thread (it starts none).
     #[allow(unsafe_code)]
     let forked = unsafe { sys::fork() };
@@ -181,8 +183,26 @@ fn start(
             Ok((pid, master))
         }
         Ok(None) => {
-            drop(errors);
-            drop(master);
+            // Before the command can be looked at (it becomes dumpable for the exec
+            // tracer): nothing of init's but its stdio and error pipe stays open, and it
+            // leaves init's Landlock domain for one of its own, out of reach of the
+            // commands already running (init's memory holds what the host had).
+            let mut keep = raw.to_vec();
+            keep.push(err_w.as_raw_fd());
+            // SAFETY: this child execs or exits right after and uses no object owning
+            // a closed descriptor: `stdio`, `errors`, `master` and init's socket,
+            // signalfd and other children's pipes are never used or dropped again here.
+            #[allow(unsafe_code)]
+            unsafe {
+                sys::close_all_except(&keep);
+            }
+            std::mem::forget((errors, master, stdio));
+            let mut err_w = err_w;
+            if crate::landlock::nest().is_err() {
+                use std::io::Write;
+                let _ = err_w.write_all(&libc::EPERM.to_le_bytes());
+                sys::exit_now(crate::spec::EXIT_CANNOT_EXECUTE);
+            }
             let exec = Exec {
                 argv,
                 envp: env,

@@ -38,6 +38,8 @@ pub struct Plan {
     pub ask: Level,
     pub timeouts: Timeouts,
     pub classifier: Classifier,
+    /// The workspace folders inside the sandbox, for rules about paths outside them.
+    pub workspaces: Vec<std::path::PathBuf>,
 }
 
 impl Plan {
@@ -49,6 +51,7 @@ impl Plan {
                 ask: level,
                 timeouts: Timeouts::with_override(timeout),
                 classifier,
+                workspaces: Vec::new(),
             }),
         }
     }
@@ -210,6 +213,7 @@ impl Gate {
                 file,
                 script,
                 root,
+                ..
             } => (*pid, *ppid, cwd, path, argv, *truncated, file, script, root),
             TraceEvent::Exit { pid, .. } => {
                 self.processes().forget(*pid);
@@ -240,6 +244,7 @@ impl Gate {
             cwd: Some(cwd.clone()),
             parents: parents.iter().map(|(_, argv)| argv.clone()).collect(),
             program: self.program(file.as_ref(), root.as_ref()),
+            workspaces: self.plan.workspaces.clone(),
         };
         let assessment = self.rate(facts, script.as_ref(), root.as_ref(), unread, argv.len());
         self.processes().insert(pid, ppid, argv.clone());
@@ -266,7 +271,11 @@ impl Gate {
             || cwd.to_str().is_none())
         .then(|| raw_digest(raw_path, raw_argv, cwd));
         let shown = Shown { unread, inexact };
-        let request = exec_request(shown, pid, path, argv, cwd, &parents, assessment);
+        let exact = vg_records::layout::hex_encode(&raw_digest(raw_path, raw_argv, cwd));
+        let mut request = exec_request(shown, pid, path, argv, cwd, &parents, assessment);
+        if let Subject::Exec { exact: key, .. } = &mut request.subject {
+            *key = exact;
+        }
         let ticket = self.broker.submit(request);
         Screened::Held(Held { event, ticket })
     }
@@ -399,6 +408,7 @@ fn exec_request(
                     command: vg_records::quote_argv(argv.iter().map(|a| a.as_bytes())),
                 })
                 .collect(),
+            exact: String::new(),
         },
         level: to_broker_level(assessment.level),
         reason: assessment.reason,

@@ -120,7 +120,16 @@ impl Plan {
                     ask,
                     approval.timeout,
                     vg_policy::risk::config::classifier(&refs).map_err(anyhow::Error::from)?,
-                ),
+                )
+                .map(|gate| crate::gate::Plan {
+                    // The rules' "outside the workspace": every writable mount.
+                    workspaces: mounts
+                        .iter()
+                        .filter(|m| !m.read_only)
+                        .map(|m| m.container.clone())
+                        .collect(),
+                    ..gate
+                }),
             }
         };
         if gate.is_some() && !recording {

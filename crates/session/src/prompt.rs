@@ -342,6 +342,7 @@ mod tests {
                         pid: 2,
                         command: "sh ./run.sh".into(),
                     }],
+                    exact: String::new(),
                 },
                 level: vg_control::Level::Critical,
                 reason: "recursive forced delete".into(),

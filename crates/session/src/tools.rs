@@ -5,8 +5,9 @@
 //! The tools are the programs the risk rules name (`rm`, `dd`, `curl`, `python*` …),
 //! as found in the sandbox's own system folders (the host's read-only, or the image's).
 //! A file is known by device and inode; a file that is not one of them but has the
-//! size of one is compared by content (a copy). A file known under two different names
-//! (a multi-call binary such as busybox) names no tool: its argv[0] decides.
+//! size of one is compared by content (a copy). A file known under a few names
+//! (`python3` and `python3.11`, `sh` and `dash`) is the first of them; one known
+//! under many (a multi-call binary such as busybox) names no tool: its argv[0] decides.
 
 use std::collections::HashMap;
 use std::os::fd::AsFd;
@@ -24,14 +25,16 @@ const FOLDERS: &[&str] = &[
     "/sbin",
     "/bin",
 ];
+/// More names than this for one file: a multi-call binary.
+const MAX_NAMES: usize = 4;
 /// A copy is compared by content only up to this size (the biggest tools, such as
 /// interpreters, are a few MiB).
 const MAX_COMPARED: u64 = 64 * 1024 * 1024;
 
 /// The sandbox's tools by identity.
 pub struct Tools {
-    /// (device, inode) → the tool's name; `None` when known under several names.
-    by_file: HashMap<(u64, u64), Option<String>>,
+    /// (device, inode) → the names the tool is found under.
+    by_file: HashMap<(u64, u64), Vec<String>>,
     /// size → (path inside, name) of every tool of that size, for copies.
     by_size: HashMap<u64, Vec<(Vec<u8>, String)>>,
     /// Content digests already computed, by identity.
@@ -80,27 +83,33 @@ impl Tools {
     fn add(&mut self, file: &ExecFile, path: Vec<u8>, name: String) {
         let key = (file.identity.dev, file.identity.ino);
         match self.by_file.get_mut(&key) {
-            // Seen under this folder's and another folder's name: the same tool.
-            Some(Some(known)) if *known == name => return,
-            Some(known) => {
-                *known = None;
-                return;
+            Some(names) => {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
             }
             None => {
-                self.by_file.insert(key, Some(name.clone()));
+                self.by_file.insert(key, vec![name.clone()]);
+                self.by_size
+                    .entry(file.size)
+                    .or_default()
+                    .push((path, name));
             }
         }
-        self.by_size
-            .entry(file.size)
-            .or_default()
-            .push((path, name));
+    }
+
+    /// The name a file known under `names` is rated by.
+    fn pick(names: &[String]) -> Option<String> {
+        (names.len() <= MAX_NAMES)
+            .then(|| names.iter().min().cloned())
+            .flatten()
     }
 
     /// The tool `file` is, if any.
     pub fn name_of(&self, file: &ExecFile) -> Option<String> {
         let key = (file.identity.dev, file.identity.ino);
-        if let Some(known) = self.by_file.get(&key) {
-            return known.clone();
+        if let Some(names) = self.by_file.get(&key) {
+            return Self::pick(names);
         }
         let candidates = self.by_size.get(&file.size)?;
         if file.size > MAX_COMPARED {
@@ -108,11 +117,12 @@ impl Tools {
         }
         let digest = self.digest(file)?;
         let root = self.root.as_ref()?;
-        candidates.iter().find_map(|(path, name)| {
+        candidates.iter().find_map(|(path, _)| {
             let tool = ExecFile::open_in(root.as_fd(), b"/", path)?;
-            let multi_call = self.by_file.get(&(tool.identity.dev, tool.identity.ino));
-            (matches!(multi_call, Some(Some(_))) && self.digest(&tool)? == digest)
-                .then(|| name.clone())
+            let names = self.by_file.get(&(tool.identity.dev, tool.identity.ino))?;
+            (self.digest(&tool)? == digest)
+                .then(|| Self::pick(names))
+                .flatten()
         })
     }
 
@@ -198,6 +208,13 @@ mod tests {
         assert_eq!(tools.name_of(&open(&link)).as_deref(), Some("rm"));
         assert_eq!(tools.name_of(&open(&copy)).as_deref(), Some("rm"));
         assert_eq!(tools.name_of(&open(&other)), None);
+        // Known under two names (python3 and python3.x here): still that tool.
+        let py = ExecFile::open_in(root.as_fd(), b"/", b"/usr/bin/python3").unwrap();
+        assert!(
+            tools.name_of(&py).is_some_and(|n| n.starts_with("python3")),
+            "{:?}",
+            tools.name_of(&py)
+        );
         // A program no rule names is no tool.
         let ls = ExecFile::open_in(root.as_fd(), b"/", b"/usr/bin/ls").unwrap();
         assert_eq!(tools.name_of(&ls), None);

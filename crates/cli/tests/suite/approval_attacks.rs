@@ -139,10 +139,10 @@ fn a_low_rated_exec_swapped_as_it_runs_is_killed() {
     });
 }
 
-/// ATTACK: an argv longer than the tracer reads hides its risky part past the end of
-/// what is read; it is asked about whatever the part read rates.
+/// ATTACK: an argv of thousands of arguments hides its risky part at the end, past
+/// what the tracer once read: it is read whole, rated and held.
 #[test]
-fn an_argv_longer_than_the_tracer_reads_is_asked_about() {
+fn a_risky_argument_after_thousands_of_others_is_rated() {
     each_identity(|runner| {
         let ws = Workspace::new();
         ws.write(
@@ -165,7 +165,7 @@ fn an_argv_longer_than_the_tracer_reads_is_asked_about() {
         assert_eq!(ws.read("result").as_deref(), Some("refused 1\n"));
         let decided = approval_events(&home.only_session(), "decided");
         assert_eq!(decided.len(), 1, "{decided:?}");
-        assert_eq!(decided[0]["rule"], "argv-unread", "{decided:?}");
+        assert_eq!(decided[0]["rule"], "rm-rf-outside", "{decided:?}");
     });
 }
 
@@ -214,5 +214,107 @@ fn a_scripts_interpreter_changed_after_it_was_asked_about_never_runs() {
         assert_eq!(ws.read("status").as_deref(), Some("job=137\n"));
         let killed = approval_events(socket.parent().unwrap(), "mismatch");
         assert_eq!(killed.len(), 1, "{killed:?}");
+    });
+}
+
+/// ATTACK (red team): the working directory changes, from another thread, while an
+/// exec of `rm -rf victim` waits for approval: approved for the workspace, it would
+/// run in /tmp. It is killed at its exec instead.
+const CWD_SWAP: &str = r#"
+import ctypes, os, threading, time
+os.makedirs("/tmp/victim", exist_ok=True)
+os.makedirs("victim", exist_ok=True)
+pid = os.fork()
+if pid == 0:
+    def move():
+        time.sleep(1.0)
+        os.chdir("/tmp")
+    threading.Thread(target=move, daemon=True).start()
+    # Through ctypes, which lets the other thread run while execve waits.
+    libc = ctypes.CDLL(None)
+    argv = (ctypes.c_char_p * 4)(b"rm", b"-rf", b"victim", None)
+    libc.execv(b"/usr/bin/rm", argv)
+    os._exit(99)
+_, status = os.waitpid(pid, 0)
+open("result", "w").write("tmp=%s ws=%s signal=%d\n" % (
+    os.path.isdir("/tmp/victim"), os.path.isdir("victim"), os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0))
+"#;
+
+#[test]
+fn an_approved_exec_whose_working_directory_changed_never_runs() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write("swap.py", CWD_SWAP);
+        let home = RecordsHome::new(runner);
+        let name = format!("cwd-swap-{}", unique());
+        let (running, socket) = start_live(
+            runner,
+            &ws,
+            &home,
+            &name,
+            &["--ask", "high"],
+            &["python3", "./swap.py"],
+        );
+        let mut pending = Value::Null;
+        assert!(wait_until(Duration::from_secs(20), || {
+            let out = vg(runner, &ws, &home, &["approvals", &name, "--json"]);
+            let list: Vec<Value> = serde_json::from_str(&out.stdout).unwrap_or_default();
+            list.into_iter().next().is_some_and(|p| {
+                pending = p;
+                true
+            })
+        }));
+        // After the other thread moved.
+        std::thread::sleep(Duration::from_millis(1500));
+        vg(
+            runner,
+            &ws,
+            &home,
+            &["approve", &name, &pending["id"].to_string()],
+        )
+        .assert_success();
+        running.finish(Duration::from_secs(20)).assert_success();
+        assert_eq!(
+            ws.read("result").as_deref(),
+            Some("tmp=True ws=True signal=9\n")
+        );
+        let killed = approval_events(socket.parent().unwrap(), "mismatch");
+        assert!(
+            killed.iter().any(|e| e["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("working directory")),
+            "{killed:?}"
+        );
+    });
+}
+
+/// Workloads the gate must not break (red team): more arguments than the tracer used
+/// to read, and a `#!` script run through a descriptor.
+#[test]
+fn long_argvs_and_scripts_run_by_descriptor_run_under_the_gate() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write_mode("hello.sh", "#!/bin/sh\necho hello-from-fd\n", 0o755);
+        ws.write(
+            "fexec.py",
+            // Inheritable: the kernel hands the interpreter /dev/fd/N.
+            "import os\nfd = os.open('hello.sh', os.O_RDONLY)\nos.set_inheritable(fd, True)\nos.execve(fd, ['hello.sh'], {})\n",
+        );
+        let home = RecordsHome::new(runner);
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &["--ask", "critical", "--approval-timeout", "1s"],
+            &[
+                "sh",
+                "-c",
+                "seq 1 6000 | xargs /bin/true && echo xargs-ok; python3 ./fexec.py",
+            ],
+        )
+        .records_home(&home)
+        .run();
+        out.assert_success();
+        assert_eq!(out.stdout, "xargs-ok\nhello-from-fd\n", "{out}");
     });
 }

@@ -317,3 +317,87 @@ fn streamable_http_needs_the_bearer_token() {
         .assert_stderr_contains("loopback only");
     });
 }
+
+/// `code_install_package` from a real package index on loopback (`tests/mcp/index.py`),
+/// reached under a pinned name: the sandbox may reach that index and nothing else.
+#[test]
+fn a_package_installs_from_the_index_and_only_the_index_is_reachable() {
+    if !sdk_installed() {
+        return;
+    }
+    let dir = tempfile_dir();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut index = std::process::Command::new("python3")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/index.py"))
+        .arg(&dir)
+        .arg(port.to_string())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        }),
+        "the index never listened"
+    );
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let calls = json!([
+            {"tool": "code_install_package", "args": {"package": "vgdemo==1.0"}},
+            {"tool": "code_execute", "args": {"language": "python",
+                "code": "import vgdemo; print(vgdemo.VALUE)"}},
+            // The index's host is allowed; other hosts are not.
+            {"tool": "code_execute", "args": {"language": "shell",
+                "code": format!("curl -s -o /dev/null -w '%{{http_code}}' http://pypi.test:{port}/simple/vgdemo/; echo; curl -s -m 5 http://other.test:{port}/ || echo refused")}},
+            {"tool": "code_destroy_sandbox", "args": {}},
+        ]);
+        let index_url = format!("http://pypi.test:{port}/simple");
+        let serve = [
+            "--ask",
+            "never",
+            "--pypi-index",
+            index_url.as_str(),
+            "--",
+            "--add-host",
+            "pypi.test:127.0.0.1",
+            "--add-host",
+            "other.test:127.0.0.1",
+        ];
+        let mut cmd = Vg::new(runner, ws.path());
+        cmd.records_home(&home)
+            .args(["mcp", "serve"])
+            .args(serve)
+            .arg("--best-effort-limits")
+            .stdin(calls.to_string())
+            .through_shell(&format!(
+                "exec {} {} stdio \"$@\"",
+                python().display(),
+                client_script().display()
+            ));
+        let out = cmd.run();
+        out.assert_success();
+        let r: Vec<Value> = out
+            .stdout
+            .lines()
+            .skip(1)
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(body(&r[0])["exit_code"], 0, "{}", r[0]);
+        assert_eq!(body(&r[1])["stdout"], "42\n", "{}", r[1]);
+        assert_eq!(body(&r[2])["stdout"], "200\nrefused\n", "{}", r[2]);
+    });
+    let _ = index.kill();
+    let _ = index.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempfile_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vg-index-{}", super::harness::unique()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

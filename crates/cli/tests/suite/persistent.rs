@@ -298,17 +298,84 @@ fn a_command_gets_a_terminal_of_its_own_with_t() {
                 "--",
                 "sh",
                 "-c",
-                "tty; echo in-tty",
+                "tty; echo to-stderr >&2; echo rc=$?; echo in-tty",
             ])
             .through_shell("exec script -qec \"$(printf '%q ' \"$@\")\" /dev/null");
         let out = run.run();
         out.assert_success();
         assert!(out.stdout.contains("/dev/pts/"), "{out}");
         assert!(out.stdout.contains("in-tty"), "{out}");
+        // Its stderr is the terminal too (it was once closed at exec: red team).
+        assert!(
+            out.stdout.contains("to-stderr") && out.stdout.contains("rc=0"),
+            "{out}"
+        );
         // Without a terminal on stdin, -t is refused.
         sandbox
             .vg(&["sandbox", "exec", "-t", &sandbox.name, "--", "true"])
             .assert_code(125)
             .assert_stderr_contains("-t needs a terminal");
+    });
+}
+
+/// Looks through /proc for the host's secret while commands start, and tries to
+/// reach other processes' descriptors and memory (red team: a command being started
+/// was a readable copy of init, which holds the host's environment and socket).
+const SPY: &str = r#"
+import glob, os, sys, time
+found = set()
+end = time.time() + float(sys.argv[1])
+me = str(os.getpid())
+while time.time() < end:
+    for d in glob.glob("/proc/[0-9]*"):
+        pid = d.rsplit("/", 1)[1]
+        if pid == me:
+            continue
+        try:
+            if b"VG_HOST_SECRET" in open(d + "/environ", "rb").read():
+                found.add("environ")
+        except OSError:
+            pass
+        try:
+            os.listdir(d + "/fd")
+            if os.stat(d).st_uid == os.getuid() and pid != "1":
+                for fd in os.listdir(d + "/fd"):
+                    if os.readlink(d + "/fd/" + fd).startswith("socket:"):
+                        found.add("socket " + pid)
+        except OSError:
+            pass
+with open("/tmp/spy.log", "w") as f:
+    f.write(" ".join(sorted(found)))
+"#;
+
+#[test]
+fn commands_cannot_read_the_host_or_each_other_through_proc() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write("spy.py", SPY);
+        let home = RecordsHome::new(runner);
+        let name = format!("p{}", unique());
+        Vg::new(runner, ws.path())
+            .records_home(&home)
+            .env("VG_HOST_SECRET", "hunter2")
+            .args(["sandbox", "create", &name])
+            .run()
+            .assert_success();
+        let sandbox = Sandbox {
+            runner,
+            ws: &ws,
+            home: &home,
+            name,
+        };
+        sandbox
+            .exec(&["sh", "-c", "python3 ./spy.py 4 >/dev/null 2>&1 &"])
+            .assert_success();
+        for _ in 0..15 {
+            sandbox.exec(&["true"]).assert_success();
+        }
+        std::thread::sleep(Duration::from_secs(4));
+        let out = sandbox.exec(&["cat", "/tmp/spy.log"]);
+        out.assert_success();
+        assert_eq!(out.stdout, "", "{out}");
     });
 }

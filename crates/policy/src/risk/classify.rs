@@ -29,6 +29,9 @@ pub struct ExecFacts {
     /// The tool the executable file is, known by its identity rather than by the name
     /// it was run under: a symlink to, or a copy of, `/usr/bin/rm` is `rm`.
     pub program: Option<String>,
+    /// The workspace folders (the sandbox's writable mounts): a path in none of them
+    /// is "outside the workspace". Empty: the working directory is taken as it.
+    pub workspaces: Vec<PathBuf>,
 }
 
 /// What is known of a new network destination when it is decided.
@@ -150,6 +153,7 @@ struct Candidates<'a> {
     groups: Vec<Group>,
     parents: Vec<String>,
     cwd: Option<&'a Path>,
+    workspaces: &'a [PathBuf],
 }
 
 impl<'a> Candidates<'a> {
@@ -159,6 +163,7 @@ impl<'a> Candidates<'a> {
             groups: Vec::new(),
             parents: facts.parents.iter().map(|p| command_line(p)).collect(),
             cwd,
+            workspaces: &facts.workspaces,
         };
         candidates.add_group(exec_commands(facts, cwd), None, 0);
         candidates
@@ -223,7 +228,11 @@ impl<'a> Candidates<'a> {
                     _ => return false,
                 }
             }
-            !per_command || group.commands.iter().any(|c| c.matches(m, self.cwd))
+            !per_command
+                || group
+                    .commands
+                    .iter()
+                    .any(|c| c.matches(m, self.cwd, self.workspaces))
         })
     }
 }
@@ -344,7 +353,7 @@ impl Command {
             .collect()
     }
 
-    fn matches(&self, m: &ExecMatcher, cwd: Option<&Path>) -> bool {
+    fn matches(&self, m: &ExecMatcher, cwd: Option<&Path>, workspaces: &[PathBuf]) -> bool {
         if self.words.is_empty() {
             return false;
         }
@@ -363,7 +372,7 @@ impl Command {
                     .writes
                     .iter()
                     .any(|w| m.writes.iter().any(|g| g.matches(w))))
-            && (!m.outside_cwd || args.iter().any(|a| outside(a, cwd)))
+            && (!m.outside_cwd || args.iter().any(|a| outside(a, cwd, workspaces)))
     }
 }
 
@@ -472,12 +481,22 @@ fn normalize(path: &Path) -> PathBuf {
 /// An argument that names a path outside the working directory: absolute or `..` paths
 /// that leave it, the home folder, a variable. With no working directory, or `/` as
 /// one, every path is outside.
-fn outside(arg: &str, cwd: Option<&Path>) -> bool {
+fn outside(arg: &str, cwd: Option<&Path>, workspaces: &[PathBuf]) -> bool {
     if arg.starts_with('-') && arg.len() > 1 {
         return false;
     }
     if arg.starts_with('~') || arg.starts_with('$') {
         return true;
+    }
+    if !workspaces.is_empty() {
+        // Judged against the workspace, not where the process happens to be:
+        // `cd /tmp && rm -rf victim` is outside it.
+        let path = match cwd {
+            Some(cwd) => normalize(&cwd.join(arg)),
+            None if arg.starts_with('/') => normalize(Path::new(arg)),
+            None => return true,
+        };
+        return !workspaces.iter().any(|w| path.starts_with(w) && path != *w);
     }
     let Some(cwd) = cwd.filter(|c| c.parent().is_some()) else {
         return true;

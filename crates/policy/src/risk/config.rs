@@ -167,10 +167,10 @@ mod tests {
 name = "x"
 
 [[risk.rules]]
-id = "curl-to-python"
+id = "curl-to-jq"
 level = "critical"
-reason = "downloaded code piped into python"
-script = '\bcurl\b.*\|\s*python'
+reason = "downloaded data piped into jq"
+script = '\bcurl\b.*\|\s*jq'
 
 [[risk.rules]]
 id = "terraform"
@@ -188,8 +188,8 @@ argv = ['\s(apply|destroy)\b']
         assert_eq!(user.risk_rules[1].rule.level, Level::High);
         let c = classifier(&[&user]).unwrap();
         assert_eq!(
-            rate(&c, &["sh", "-c", "curl x | python3"]),
-            (Level::Critical, "curl-to-python".to_owned())
+            rate(&c, &["sh", "-c", "curl x | jq ."]),
+            (Level::Critical, "curl-to-jq".to_owned())
         );
         assert_eq!(
             rate(&c, &["terraform", "apply"]),
@@ -241,9 +241,7 @@ argv = ['\s(apply|destroy)\b']
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(
-            m.contains(
-                "risk rule 'curl-to-python': a project file cannot replace an existing rule"
-            ),
+            m.contains("risk rule 'curl-to-jq': a project file cannot replace an existing rule"),
             "{m}"
         );
     }

@@ -10,6 +10,15 @@ use super::rule::{Rule, RuleError, RuleSpec};
 /// Shells that run what they read, as they appear after `|`.
 const SHELL_RE: &str = r"(?:\S*/)?(?:ba|da|z|k|a)?sh";
 
+/// What runs text it reads as code, after `|`: a shell (also `$SHELL`, `(sh)`) or an
+/// interpreter, with any arguments (`sh -s -- --yes`, `sh /dev/stdin`), to the
+/// pipeline's end.
+fn runs_piped_code() -> String {
+    format!(
+        r"\|\s*\(?\s*(?:sudo\s+)?(?:{SHELL_RE}|'?\$\{{?SHELL\}}?'?|(?:\S*/)?(?:python[0-9.]*|perl|ruby|node|php[0-9.]*))(?:\s[^|]*)?\)?\s*$"
+    )
+}
+
 /// A word of a command line as `command_line` quotes it: `a`, `'a b'`, `'it'\''s'`.
 const WORD_RE: &str = r"(?:'[^']*'(?:\\''[^']*')*|[^\s']\S*)";
 
@@ -24,6 +33,13 @@ fn git(subcommand: &str) -> String {
     )
 }
 
+/// A regex matching ` --NAME` and every beginning of it at least `shortest` letters
+/// long, as a whole word (GNU getopt accepts unambiguous abbreviations).
+fn long_option(name: &str, shortest: usize) -> String {
+    let prefixes: Vec<&str> = (shortest..=name.len()).rev().map(|n| &name[..n]).collect();
+    format!(r" --(?:{})(?:\s|=|$)", prefixes.join("|"))
+}
+
 /// The built-in rules, in order (on equal levels the earlier one is reported).
 pub fn rules() -> Result<Vec<Rule>, RuleError> {
     specs().iter().map(RuleSpec::compile).collect()
@@ -31,10 +47,10 @@ pub fn rules() -> Result<Vec<Rule>, RuleError> {
 
 /// The built-in rules as written, for `risk explain` and the documentation.
 pub fn specs() -> Vec<RuleSpec> {
-    let rf = [
-        r" -[a-zA-Z]*[rR]| --recursive\b",
-        r" -[a-zA-Z]*f| --force\b",
-    ];
+    // GNU getopt takes any unambiguous beginning of a long option: `--rec`, `--f`.
+    let recursive = format!(r" -[a-zA-Z]*[rR]|{}", long_option("recursive", 1));
+    let force = format!(r" -[a-zA-Z]*f|{}", long_option("force", 1));
+    let rf = [recursive.as_str(), force.as_str()];
     let mut dest_raw_ip = RuleSpec::new(
         "raw-ip",
         High,
@@ -64,7 +80,7 @@ pub fn specs() -> Vec<RuleSpec> {
         // Seed 002 lists `curl | sh` as CRITICAL: code fetched at run time, unseen by
         // anyone, runs with everything the sandbox allows.
         RuleSpec::new("pipe-to-shell", Critical, "downloaded code piped into a shell").script(
-            &format!(r"\b(?:curl|wget|fetch|aria2c|http|nc|ncat)\b[^|]*(?:\|[^|]*)*\|\s*(?:sudo\s+)?{SHELL_RE}(?:\s+-[a-z]*s?)*(?:\s+--.*)?\s*$"),
+            &format!(r"\b(?:curl|wget|fetch|aria2c|http|nc|ncat)\b[^|]*(?:\|[^|]*)*{}", runs_piped_code()),
         ),
         // The same, without a pipe: `bash <(curl …)`, `sh -c "$(curl …)"`.
         RuleSpec::new("download-to-shell", Critical, "downloaded code run by a shell").script(
@@ -75,16 +91,17 @@ pub fn specs() -> Vec<RuleSpec> {
             .executable(&["eval"]),
         // Anything else piped into a shell (`base64 -d | sh`) hides what runs.
         RuleSpec::new("pipe-into-shell", High, "text piped into a shell runs as code").script(
-            &format!(r"\|\s*(?:sudo\s+)?{SHELL_RE}(?:\s+-[a-z]*s?)*(?:\s+--.*)?\s*$"),
+            &runs_piped_code(),
         ),
         // rm -rf reaching beyond the workspace: `/`, `~`, `..`, absolute paths.
+        // Forced or not: without a terminal on stdin rm asks nothing.
         RuleSpec::new(
             "rm-rf-outside",
             Critical,
-            "recursive forced delete of a path outside the workspace",
+            "recursive delete of a path outside the workspace",
         )
         .executable(&["rm"])
-        .argv(&rf)
+        .argv(&rf[..1])
         .outside_cwd(),
         // find deletes everything it matches, however many files that is (the commands
         // `-exec` runs are also rated on their own). Before rm-rf, which `-exec rm -rf`

@@ -103,6 +103,10 @@ impl Parser {
             self.pos += 1;
             match c {
                 ' ' | '\t' | '\r' => self.end_word(),
+                // `a | (b)`: the subshell still reads the pipe; it is the pipeline's.
+                '(' if self.word.is_none()
+                    && self.command.words.is_empty()
+                    && !self.pipeline.commands.is_empty() => {}
                 '\n' | ';' | '(' | ')' => self.end_pipeline(),
                 '&' if self.peek(0) == Some('>') => {
                     self.pos += 1;

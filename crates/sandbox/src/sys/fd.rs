@@ -194,3 +194,18 @@ pub fn set_pipe_size(fd: BorrowedFd<'_>, bytes: c_int) -> io::Result<()> {
     // SAFETY: fcntl on a live descriptor with an integer argument.
     check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, bytes) }).map(drop)
 }
+
+/// Keeps `fd` open across `execve` (clears close-on-exec).
+pub fn keep_on_exec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor number with an integer argument; a closed one
+    // fails with EBADF.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, 0) }).map(drop)
+}
+
+/// Makes reads of `fd` return at once (EAGAIN) when nothing is there.
+pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: fcntl on a live descriptor with integer arguments.
+    let flags = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: as above.
+    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(drop)
+}

@@ -32,6 +32,9 @@ pub struct Expected {
     /// The program file that must run (for a script, its last interpreter). `None`
     /// when it could not be found: then nothing may run.
     pub file: Option<FileIdentity>,
+    /// The working directory it must run in (device, inode), when known: another
+    /// thread sharing it could change it while the exec is held.
+    pub cwd: Option<(u64, u64)>,
 }
 
 /// Told why a program was killed at its exec.
@@ -96,6 +99,7 @@ pub(super) fn hand_over(
                 argv: Vec::new(),
                 truncated: false,
                 file: None,
+                cwd: None,
             },
             Box::new(|_| {}),
         )),
@@ -192,7 +196,17 @@ pub(super) fn confirm(watch: Watch, mut expected: Expected, mut on_mismatch: OnM
 /// At the exec stop: compare, then let go or kill.
 fn check_new_program(pid: libc::pid_t, expected: &Expected) -> Option<String> {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    match mismatch(expected, &cmdline, FileIdentity::running(pid)) {
+    let cwd = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(format!("/proc/{pid}/cwd"))
+            .ok()
+            .map(|m| (m.dev(), m.ino()))
+    };
+    let why = mismatch(expected, &cmdline, FileIdentity::running(pid)).or_else(|| {
+        (expected.cwd.is_some() && cwd != expected.cwd)
+            .then(|| "the working directory changed after it was decided".to_owned())
+    });
+    match why {
         None => {
             let _ = sys::ptrace_detach(pid, 0);
             None
@@ -259,6 +273,7 @@ mod tests {
             argv: argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
             truncated: false,
             file,
+            cwd: None,
         }
     }
 

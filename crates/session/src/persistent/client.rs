@@ -37,14 +37,29 @@ const FORWARDED: &[libc::c_int] = &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, l
 
 fn connect(session_dir: &Path) -> Result<UnixStream> {
     let socket = session_dir.join(EXEC_SOCKET);
-    vg_control::short_path::with_socket_path(&socket, |p| UnixStream::connect(p)).with_context(
-        || {
+    let stream = vg_control::short_path::with_socket_path(&socket, |p| UnixStream::connect(p))
+        .with_context(|| {
             format!(
                 "cannot reach the sandbox's exec channel {} (is it still running? `vectraguard sandbox ls`)",
                 socket.display()
             )
-        },
-    )
+        })?;
+    // Our descriptors go to whoever listens: only to a host of ours (or root's).
+    let own = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self")
+            .map(|m| m.uid())
+            .unwrap_or(u32::MAX)
+    };
+    let peer = vg_control::peer::peer_of(&stream).context("cannot check who serves the sandbox")?;
+    if peer.uid != own && peer.uid != 0 {
+        bail!(
+            "{} is served by another user (uid {}): refusing to hand it this terminal",
+            socket.display(),
+            peer.uid
+        );
+    }
+    Ok(stream)
 }
 
 /// Sends the request line with the command's stdin, stdout and stderr.

@@ -64,6 +64,57 @@ pub fn root() -> Result<PathBuf> {
     Ok(crate::home::vectraguard_home("persistent sandboxes", "sandboxes/")?.join("sandboxes"))
 }
 
+fn own_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX)
+}
+
+/// Makes the registry folder (0700) if need be, and refuses one that another user
+/// could change: its entries say where commands are sent.
+pub fn ensure_private(root: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)
+        .with_context(|| format!("cannot create {}", root.display()))?;
+    let meta = std::fs::symlink_metadata(root)
+        .with_context(|| format!("cannot inspect {}", root.display()))?;
+    if !meta.is_dir() || meta.uid() != own_uid() || meta.mode() & 0o022 != 0 {
+        bail!(
+            "{} must be a folder of yours that no one else can write (it is mode {:o}, owner uid {}): fix or remove it",
+            root.display(),
+            meta.mode() & 0o7777,
+            meta.uid()
+        );
+    }
+    Ok(())
+}
+
+/// Opens a registry file for writing: new, 0600, never through a symlink.
+fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Opens the host's log for appending (0600, never through a symlink).
+pub fn open_log(root: &Path, name: &str) -> Result<std::fs::File> {
+    let path = log_path(root, name);
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))
+}
+
 /// A name is a hostname label: it becomes the sandbox's hostname and session name.
 pub fn check_name(name: &str) -> Result<()> {
     crate::plan::checked_hostname(name)
@@ -119,17 +170,9 @@ impl Entry {
 /// Claims `name` for a new sandbox (failing if one by that name exists, running or
 /// not: remove it first) and writes its first entry.
 pub fn claim(root: &Path, entry: &Entry) -> Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(root)
-        .with_context(|| format!("cannot create {}", root.display()))?;
+    ensure_private(root)?;
     let path = file(root, &entry.name);
-    let created = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path);
+    let created = create_private(&path);
     let mut out = match created {
         Ok(out) => out,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -155,16 +198,35 @@ pub fn claim(root: &Path, entry: &Entry) -> Result<()> {
 pub fn update(root: &Path, entry: &Entry) -> Result<()> {
     let path = file(root, &entry.name);
     let tmp = root.join(format!(".{}.json.tmp", entry.name));
-    std::fs::write(&tmp, serde_json::to_vec_pretty(entry)?)
+    // A leftover (or planted) file there is removed, never written through.
+    let _ = std::fs::remove_file(&tmp);
+    create_private(&tmp)
+        .and_then(|mut f| f.write_all(&serde_json::to_vec_pretty(entry)?))
         .with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The entry of `name`.
 pub fn read(root: &Path, name: &str) -> Result<Entry> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
     let path = file(root, name);
-    let text = match std::fs::read(&path) {
-        Ok(text) => text,
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .and_then(|mut f| {
+            let owner = f.metadata()?.uid();
+            let mut text = Vec::new();
+            f.read_to_end(&mut text)?;
+            Ok((owner, text))
+        });
+    let text = match opened {
+        Ok((owner, _)) if owner != own_uid() => bail!(
+            "{} belongs to another user (uid {owner}): not trusted",
+            path.display()
+        ),
+        Ok((_, text)) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
             "no sandbox named {name:?}: `vectraguard sandbox ls` lists them, `vectraguard sandbox create {name}` makes one"
         ),
@@ -224,6 +286,33 @@ mod tests {
             workspace: None,
             ended: None,
         }
+    }
+
+    #[test]
+    fn a_registry_others_can_write_is_refused_and_symlinks_are_never_followed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("sandboxes");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = claim(&root, &entry("x")).unwrap_err().to_string();
+        assert!(err.contains("no one else can write"), "{err}");
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // A planted link where the update's temporary file goes, and as the log.
+        let target = dir.path().join("victim");
+        std::fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, root.join(".x.json.tmp")).unwrap();
+        std::os::unix::fs::symlink(&target, log_path(&root, "x")).unwrap();
+        let x = entry("x");
+        claim(&root, &x).unwrap();
+        update(&root, &x).unwrap();
+        assert!(open_log(&root, "x").is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        let mode = std::fs::metadata(root.join("x.json"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]

@@ -20,6 +20,7 @@ fn expected(event: &TraceEvent) -> Option<Expected> {
         truncated,
         file,
         script,
+        cwd_id,
         ..
     } = event
     else {
@@ -30,6 +31,7 @@ fn expected(event: &TraceEvent) -> Option<Expected> {
             argv: script.argv.clone(),
             truncated: *truncated,
             file: script.file.as_ref().map(|f| f.identity),
+            cwd: *cwd_id,
         },
         None => Expected {
             // An empty argv: the kernel gives the program an empty argv[0].
@@ -40,6 +42,7 @@ fn expected(event: &TraceEvent) -> Option<Expected> {
             },
             truncated: *truncated,
             file: file.as_ref().map(|f| f.identity),
+            cwd: *cwd_id,
         },
     })
 }
