@@ -30,7 +30,12 @@ fn workspace() -> Workspace {
 }
 
 /// Waits until `session` holds a request; returns the first one.
-fn first_pending(runner: Runner, ws: &Workspace, home: &RecordsHome, session: &str) -> Value {
+pub(super) fn first_pending(
+    runner: Runner,
+    ws: &Workspace,
+    home: &RecordsHome,
+    session: &str,
+) -> Value {
     let mut found = Value::Null;
     let held = wait_until(Duration::from_secs(20), || {
         let out = vg(runner, ws, home, &["approvals", session, "--json"]);

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::harness::{RecordsHome, Vg, Workspace, each_identity, unique, wait_until};
+use super::approval::first_pending;
+use super::harness::{RecordsHome, Vg, Workspace, each_identity, unique};
 use super::live::{events, start_live, vg};
 
 fn approval_events(dir: &std::path::Path, event: &str) -> Vec<Value> {
@@ -192,18 +193,7 @@ fn a_scripts_interpreter_changed_after_it_was_asked_about_never_runs() {
                  [ -d /tmp/victim ] && echo survived > result",
             ],
         );
-        let mut pending = Value::Null;
-        assert!(
-            wait_until(Duration::from_secs(20), || {
-                let out = vg(runner, &ws, &home, &["approvals", &name, "--json"]);
-                let list: Vec<Value> = serde_json::from_str(&out.stdout).unwrap_or_default();
-                list.into_iter().next().is_some_and(|p| {
-                    pending = p;
-                    true
-                })
-            }),
-            "nothing was held"
-        );
+        let pending = first_pending(runner, &ws, &home, &name);
         assert_eq!(pending["rule"], "make-executable", "{pending}");
         // The attacker's move, made while the request waits: same file, new first line.
         std::fs::write(ws.join("job"), "#!/bin/rm -rf\n").unwrap();
@@ -255,15 +245,7 @@ fn an_approved_exec_whose_working_directory_changed_never_runs() {
             &["--ask", "high"],
             &["python3", "./swap.py"],
         );
-        let mut pending = Value::Null;
-        assert!(wait_until(Duration::from_secs(20), || {
-            let out = vg(runner, &ws, &home, &["approvals", &name, "--json"]);
-            let list: Vec<Value> = serde_json::from_str(&out.stdout).unwrap_or_default();
-            list.into_iter().next().is_some_and(|p| {
-                pending = p;
-                true
-            })
-        }));
+        let pending = first_pending(runner, &ws, &home, &name);
         // After the other thread moved.
         std::thread::sleep(Duration::from_millis(1500));
         vg(

@@ -38,11 +38,24 @@ fn stdio_session(
     serve: &[&str],
     calls: &Value,
 ) -> (Value, Vec<Value>) {
+    stdio_session_with(runner, ws, home, serve, &[], calls)
+}
+
+/// [`stdio_session`] with more options for the sandboxes (after `--`).
+fn stdio_session_with(
+    runner: Runner,
+    ws: &Workspace,
+    home: &RecordsHome,
+    serve: &[&str],
+    sandbox_options: &[&str],
+    calls: &Value,
+) -> (Value, Vec<Value>) {
     let mut cmd = Vg::new(runner, ws.path());
     cmd.records_home(home)
         .args(["mcp", "serve"])
         .args(serve)
         .args(SANDBOX_OPTIONS)
+        .args(sandbox_options)
         .stdin(calls.to_string())
         .through_shell(&format!(
             "exec {} {} stdio \"$@\"",
@@ -357,36 +370,19 @@ fn a_package_installs_from_the_index_and_only_the_index_is_reachable() {
             {"tool": "code_destroy_sandbox", "args": {}},
         ]);
         let index_url = format!("http://pypi.test:{port}/simple");
-        let serve = [
-            "--ask",
-            "never",
-            "--pypi-index",
-            index_url.as_str(),
-            "--",
-            "--add-host",
-            "pypi.test:127.0.0.1",
-            "--add-host",
-            "other.test:127.0.0.1",
-        ];
-        let mut cmd = Vg::new(runner, ws.path());
-        cmd.records_home(&home)
-            .args(["mcp", "serve"])
-            .args(serve)
-            .arg("--best-effort-limits")
-            .stdin(calls.to_string())
-            .through_shell(&format!(
-                "exec {} {} stdio \"$@\"",
-                python().display(),
-                client_script().display()
-            ));
-        let out = cmd.run();
-        out.assert_success();
-        let r: Vec<Value> = out
-            .stdout
-            .lines()
-            .skip(1)
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let (_, r) = stdio_session_with(
+            runner,
+            &ws,
+            &home,
+            &["--ask", "never", "--pypi-index", index_url.as_str()],
+            &[
+                "--add-host",
+                "pypi.test:127.0.0.1",
+                "--add-host",
+                "other.test:127.0.0.1",
+            ],
+            &calls,
+        );
         assert_eq!(body(&r[0])["exit_code"], 0, "{}", r[0]);
         assert_eq!(body(&r[1])["stdout"], "42\n", "{}", r[1]);
         assert_eq!(body(&r[2])["stdout"], "200\nrefused\n", "{}", r[2]);

@@ -2,7 +2,7 @@
 the official MCP Python SDK: the first call of a connection (cold: it makes the
 sandbox) and the calls after it (warm), client to result.
 
-    bench/mcp.py VECTRAGUARD [RUNS]     (run with target/test-tools/mcp/bin/python)
+    bench/mcp_roundtrip.py VECTRAGUARD [RUNS]     (run with target/test-tools/mcp/bin/python)
 """
 import asyncio
 import os
