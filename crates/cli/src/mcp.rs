@@ -17,6 +17,9 @@ fn default_options(ask: &str, given: &[String]) -> Vec<String> {
     let mut options = Vec::new();
     for (flag, value) in [
         ("--profile", "code-exec"),
+        // Each call has a time-out of its own (`timeout`, at most 600 s); the
+        // sandbox's must not cut it shorter.
+        ("--timeout", "600s"),
         ("--network", "allow"),
         ("--ask", ask),
         ("--idle-timeout", "30m"),
@@ -60,6 +63,8 @@ pub fn serve(args: McpServeArgs) -> i32 {
             npm_hosts: vec![host_of(&args.npm_registry)?],
             pypi_index: args.pypi_index.clone(),
             npm_registry: args.npm_registry.clone(),
+            approval: args.ask != "never",
+            made: std::sync::Arc::default(),
         };
         match &args.http {
             None => vg_mcp::serve_stdio(settings),

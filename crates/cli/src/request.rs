@@ -34,6 +34,8 @@ pub fn request(args: &RunArgs) -> Result<Request> {
         tty: args.tty,
         shell: args.shell,
         persistent: false,
+        agent_preset: None,
+        prompt: None,
         record: if o.no_record {
             Recording::Off
         } else {

@@ -20,6 +20,7 @@ pub use tools::CodeTools;
 
 /// Serves one client on stdin and stdout until it hangs up; its sandbox is removed then.
 pub fn serve_stdio(settings: Settings) -> Result<()> {
+    sandboxes::sweep(&settings);
     let runtime = runtime()?;
     runtime.block_on(async move {
         let tools = CodeTools::new(Arc::new(settings));
@@ -51,6 +52,7 @@ pub fn serve_http(
             "--http {addr}: the MCP server listens on loopback only (127.0.0.1 or [::1]); put a proxy in front to reach it from elsewhere"
         );
     }
+    sandboxes::sweep(&settings);
     let runtime = runtime()?;
     runtime.block_on(async move {
         let settings = Arc::new(settings);

@@ -4,7 +4,9 @@
 //! added through their control channel. Blocking: callers run it off the async
 //! runtime's threads.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use std::os::unix::fs::DirBuilderExt;
@@ -28,6 +30,19 @@ pub struct Settings {
     /// The index `pip` installs from, and npm's registry.
     pub pypi_index: String,
     pub npm_registry: String,
+    /// Whether commands and new destinations are held for approval (`--ask` other
+    /// than `never`): then a call's `allowed_domains` are not allowed outright but
+    /// asked about, name by name, when the code first looks them up.
+    pub approval: bool,
+    /// The sandboxes this server made: the only ones a call's `sandbox_id` may name
+    /// (others may have another `--ask`, or belong to the person, not the agent).
+    pub made: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Settings {
+    fn made(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.made.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// One sandbox the tools use.
@@ -64,6 +79,8 @@ pub fn create(settings: &Settings) -> Result<Sandbox> {
         .args(["--mount", &mount, "--workdir", crate::paths::WORKSPACE])
         .args(&settings.create_options)
         .current_dir(&workspace)
+        // The sandbox's host needs none of the server's secrets.
+        .env_remove("VECTRAGUARD_MCP_TOKEN")
         .stdin(std::process::Stdio::null())
         .output()
         .context("cannot run `vectraguard sandbox create`")?;
@@ -74,12 +91,25 @@ pub fn create(settings: &Settings) -> Result<Sandbox> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    find(&name)
+    settings.made().insert(name.clone());
+    find(settings, &name)
 }
 
-/// The running sandbox `name` (one of ours, or one the user made).
-pub fn find(name: &str) -> Result<Sandbox> {
+/// Whether the sandbox `name` runs.
+pub fn running(name: &str) -> bool {
+    registry::root()
+        .and_then(|root| registry::read(&root, name))
+        .is_ok_and(|e| e.state() == State::Running)
+}
+
+/// The running sandbox `name`, one this server made.
+pub fn find(settings: &Settings, name: &str) -> Result<Sandbox> {
     registry::check_name(name)?;
+    if !settings.made().contains(name) {
+        bail!(
+            "{name:?} is not a sandbox of this server's: sandbox_id names only sandboxes this server made (omit it to use this connection's own)"
+        );
+    }
     let entry = registry::read(&registry::root()?, name)?;
     if entry.state() != State::Running {
         bail!(
@@ -137,6 +167,9 @@ pub fn allow(sandbox: &Sandbox, hosts: &[String]) -> Result<()> {
 /// Stops and forgets `name`, and removes its workspace when it is one of ours.
 pub fn destroy(settings: &Settings, name: &str) -> Result<()> {
     registry::check_name(name)?;
+    if !settings.made().contains(name) {
+        bail!("{name:?} is not a sandbox of this server's: it is not removed");
+    }
     let out = std::process::Command::new(&settings.exe)
         .args(["sandbox", "rm", "-f", name])
         .stdin(std::process::Stdio::null())
@@ -145,10 +178,44 @@ pub fn destroy(settings: &Settings, name: &str) -> Result<()> {
     if !out.status.success() {
         bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
     }
-    if name.starts_with("mcp-") {
-        let _ = std::fs::remove_dir_all(workspace_of(name));
-    }
+    let _ = std::fs::remove_dir_all(workspace_of(name));
+    settings.made().remove(name);
     Ok(())
+}
+
+/// Removes what servers that were killed left behind: the workspaces of sandboxes
+/// that no longer run (their records stay).
+pub fn sweep(settings: &Settings) {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(name) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix("vectraguard-"))
+        else {
+            continue;
+        };
+        if !name.starts_with("mcp-") || registry::check_name(name).is_err() || running(name) {
+            continue;
+        }
+        // Ours to remove only if it is ours at all (the registry is per user).
+        if registry::root()
+            .and_then(|root| registry::read(&root, name))
+            .is_ok()
+        {
+            // `rm` refuses one still starting (another server making it now).
+            let removed = std::process::Command::new(&settings.exe)
+                .args(["sandbox", "rm", "-f", name])
+                .stdin(std::process::Stdio::null())
+                .output()
+                .is_ok_and(|out| out.status.success());
+            if removed {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
 }
 
 fn random_hex() -> String {

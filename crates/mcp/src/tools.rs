@@ -26,6 +26,8 @@ pub const MAX_INPUT: usize = 1024 * 1024;
 /// `timeout` when a call gives none, and the most it may ask for.
 const DEFAULT_TIMEOUT: u64 = 30;
 const MAX_TIMEOUT: u64 = 600;
+/// How long a file tool may take (a FIFO in the workspace never ends a read).
+const FILE_TIMEOUT: Duration = Duration::from_secs(DEFAULT_TIMEOUT);
 
 /// Inline in the schema, as seed 002 shows it (an `enum` on the property itself).
 #[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
@@ -138,12 +140,20 @@ fn timeout_of(seconds: Option<u64>) -> Result<Duration, McpError> {
     }
 }
 
+/// A plain host name: no pattern (`*`), no address (a rule naming an address would
+/// open it even where the private-address guard otherwise refuses it), no port.
 fn host_name_ok(host: &str) -> bool {
     !host.is_empty()
         && host.len() <= 253
+        && host.contains('.')
+        && host.bytes().any(|b| b.is_ascii_alphabetic())
+        && host.parse::<std::net::IpAddr>().is_err()
+        && host
+            .split('.')
+            .all(|label| !label.is_empty() && !label.starts_with('-'))
         && host
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'*'))
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'))
 }
 
 /// A package spec that cannot be taken for an option, a path or a URL.
@@ -219,7 +229,9 @@ impl CodeTools {
     async fn sandbox(&self, id: Option<&str>) -> Result<Sandbox, McpError> {
         if let Some(id) = id {
             let id = id.to_owned();
-            return match tokio::task::spawn_blocking(move || sandboxes::find(&id)).await {
+            let settings = Arc::clone(&self.settings);
+            return match tokio::task::spawn_blocking(move || sandboxes::find(&settings, &id)).await
+            {
                 Ok(Ok(found)) => Ok(found),
                 Ok(Err(e)) => Err(invalid(format!("{e:#}"))),
                 Err(e) => Err(McpError::internal_error(e.to_string(), None)),
@@ -227,7 +239,14 @@ impl CodeTools {
         }
         let mut own = self.own.lock().await;
         if let Some(sandbox) = own.as_ref() {
-            return Ok(sandbox.clone());
+            let name = sandbox.name.clone();
+            // Stopped meanwhile (its idle time-out): a new one takes its place.
+            if tokio::task::spawn_blocking(move || sandboxes::running(&name))
+                .await
+                .unwrap_or(false)
+            {
+                return Ok(sandbox.clone());
+            }
         }
         let settings = Arc::clone(&self.settings);
         let made = blocking(move || sandboxes::create(&settings)).await?;
@@ -280,7 +299,10 @@ impl CodeTools {
             return Err(invalid("allowed_domains needs network_enabled: true"));
         }
         let sandbox = self.sandbox(request.sandbox_id.as_deref()).await?;
-        if request.network_enabled {
+        // With approval on, the names are asked about (the sandbox's gate holds each
+        // when the code first looks it up); without it, the operator chose to let
+        // calls open the network themselves.
+        if request.network_enabled && !self.settings.approval {
             let (sb, hosts) = (sandbox.clone(), domains.clone());
             blocking(move || sandboxes::allow(&sb, &hosts)).await?;
         }
@@ -377,7 +399,12 @@ impl CodeTools {
         let script = format!("{GUARD}mkdir -p -- \"$(dirname -- \"$p\")\" && cat > \"$p\"");
         let argv = vec!["sh".into(), "-c".into(), script, "sh".into(), path];
         let captured = self
-            .run(&sandbox, argv, request.content.into_bytes(), None)
+            .run(
+                &sandbox,
+                argv,
+                request.content.into_bytes(),
+                Some(FILE_TIMEOUT),
+            )
             .await?;
         Ok(outcome(&sandbox, captured))
     }
@@ -391,7 +418,9 @@ impl CodeTools {
         let sandbox = self.sandbox(request.sandbox_id.as_deref()).await?;
         let script = format!("{GUARD}cat -- \"$p\"");
         let argv = vec!["sh".into(), "-c".into(), script, "sh".into(), path];
-        let captured = self.run(&sandbox, argv, Vec::new(), None).await?;
+        let captured = self
+            .run(&sandbox, argv, Vec::new(), Some(FILE_TIMEOUT))
+            .await?;
         Ok(outcome(&sandbox, captured))
     }
 
@@ -407,7 +436,9 @@ impl CodeTools {
         let script =
             format!("{GUARD}find \"$p\" -mindepth 1 -maxdepth 1 -printf '%y %s %P\\n' | sort -k3");
         let argv = vec!["sh".into(), "-c".into(), script, "sh".into(), path];
-        let captured = self.run(&sandbox, argv, Vec::new(), None).await?;
+        let captured = self
+            .run(&sandbox, argv, Vec::new(), Some(FILE_TIMEOUT))
+            .await?;
         Ok(outcome(&sandbox, captured))
     }
 
@@ -503,7 +534,20 @@ mod tests {
         assert!(timeout_of(None).is_ok());
         assert!(timeout_of(Some(0)).is_err());
         assert!(timeout_of(Some(MAX_TIMEOUT + 1)).is_err());
-        assert!(host_name_ok("pypi.org") && host_name_ok("*.example.com"));
-        assert!(!host_name_ok("a b") && !host_name_ok("") && !host_name_ok("x:1/y"));
+        assert!(host_name_ok("pypi.org") && host_name_ok("files.pythonhosted.org"));
+        // No patterns, addresses, ports or single labels (red team: `*`, the host's IP).
+        for bad in [
+            "*",
+            "*.example.com",
+            "192.0.2.2",
+            "::1",
+            "localhost",
+            "a b",
+            "",
+            "x:1",
+            "-a.b",
+        ] {
+            assert!(!host_name_ok(bad), "{bad}");
+        }
     }
 }

@@ -5,6 +5,7 @@
 //! unit-tested as a value, and only then handed to `vg-sandbox`, which installs it.
 #![forbid(unsafe_code)]
 
+pub mod agents;
 pub mod config;
 pub mod env;
 pub mod identity;

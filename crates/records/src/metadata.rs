@@ -196,6 +196,12 @@ pub struct Metadata {
     pub name: Option<String>,
     pub agent: Option<String>,
     pub origin: Origin,
+    /// The agent preset `agent start` ran (`claude`, `codex`…), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_preset: Option<String>,
+    /// The prompt an agent was started with, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
     /// Path of the script run, when the session ran a script.
     pub script: Option<String>,
     /// The command and its arguments, when the session ran a command.
@@ -245,6 +251,8 @@ impl Default for Metadata {
             name: None,
             agent: None,
             origin: Origin::Cli,
+            agent_preset: None,
+            prompt: None,
             script: None,
             command: Vec::new(),
             description: None,

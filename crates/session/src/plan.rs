@@ -43,6 +43,9 @@ pub struct Plan {
     pub network_notes: bool,
     /// The approval gate, when `--ask` holds anything.
     pub gate: Option<crate::gate::Plan>,
+    /// `agent start`'s preset and prompt, for the record.
+    pub agent_preset: Option<String>,
+    pub prompt: Option<String>,
 }
 
 impl Plan {
@@ -180,6 +183,8 @@ impl Plan {
             record: request.record.clone(),
             network_notes: request.network_notes,
             gate,
+            agent_preset: request.agent_preset.clone(),
+            prompt: request.prompt.clone(),
         })
     }
 }

@@ -37,6 +37,9 @@ pub struct Request {
     /// A persistent sandbox (`sandbox create`): no command of its own; commands are
     /// started in it later, each recorded in its session ([`crate::persistent`]).
     pub persistent: bool,
+    /// `agent start`: the preset and the prompt, for the record.
+    pub agent_preset: Option<String>,
+    pub prompt: Option<String>,
     /// Keep a session record (the default) or not (`--no-record`).
     pub record: Recording,
     /// Show a note on stderr the first time each destination is refused.

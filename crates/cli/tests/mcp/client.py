@@ -4,8 +4,8 @@
     client.py stdio VECTRAGUARD [SERVE ARGS...]   the server as a child, on stdio
     client.py http URL TOKEN                      streamable HTTP with a bearer token
 
-Reads a JSON list of calls on stdin, [{"tool": NAME, "args": {...}}, ...], makes
-them in order on one connection and prints one JSON object per call:
+Reads a JSON list of calls on stdin, [{"tool": NAME, "args": {...}}, ...] (or
+{"pause": SECONDS}), makes them in order on one connection and prints one JSON object per call:
 {"tool", "is_error", "text", "structured"} or {"tool", "error"} for a protocol
 error; the first line is {"tools": [names...]} from tools/list.
 """
@@ -26,6 +26,9 @@ async def drive(session, calls):
     print(json.dumps({"tools": sorted(t.name for t in listed.tools),
                       "schemas": {t.name: t.input_schema for t in listed.tools}}), flush=True)
     for call in calls:
+        if "pause" in call:  # {"pause": SECONDS}: nothing sent meanwhile
+            await asyncio.sleep(call["pause"])
+            continue
         try:
             result = await session.call_tool(call["tool"], call.get("args", {}),
                                              read_timeout_seconds=120)

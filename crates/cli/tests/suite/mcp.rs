@@ -397,3 +397,65 @@ fn tempfile_dir() -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Red team: a call's `sandbox_id` reached (and removed) the person's own sandboxes,
+/// where another `--ask` applied; `allowed_domains` took `*` and addresses; a
+/// connection's sandbox stopped at its idle time-out was never replaced.
+#[test]
+fn calls_reach_only_this_servers_sandboxes_and_grant_no_patterns_or_addresses() {
+    if !sdk_installed() {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let mine = format!("mine{}", super::harness::unique());
+        vg(
+            runner,
+            &ws,
+            &home,
+            &["sandbox", "create", &mine, "--best-effort-limits"],
+        )
+        .assert_success();
+        let calls = json!([
+            {"tool": "code_execute", "args": {"language": "shell", "code": "echo first"}},
+            {"tool": "code_execute", "args": {"language": "shell", "code": "echo x", "sandbox_id": mine}},
+            {"tool": "code_destroy_sandbox", "args": {"sandbox_id": mine}},
+            {"tool": "code_execute", "args": {"language": "shell", "code": "true",
+                "network_enabled": true, "allowed_domains": ["*"]}},
+            {"tool": "code_execute", "args": {"language": "shell", "code": "true",
+                "network_enabled": true, "allowed_domains": ["192.0.2.2"]}},
+            {"pause": 3},
+            {"tool": "code_execute", "args": {"language": "shell", "code": "echo after-idle"}},
+            {"tool": "code_destroy_sandbox", "args": {}},
+        ]);
+        let (_, r) = stdio_session_with(
+            runner,
+            &ws,
+            &home,
+            &["--ask", "never"],
+            &["--idle-timeout", "1s"],
+            &calls,
+        );
+        let first = body(&r[0])["sandbox_id"].as_str().unwrap().to_owned();
+        for (i, needle) in [
+            (1, "not a sandbox of this server's"),
+            (2, "not a sandbox of this server's"),
+            (3, "not a host name"),
+            (4, "not a host name"),
+        ] {
+            let text = r[i]["error"]
+                .as_str()
+                .or_else(|| r[i]["text"].as_str())
+                .unwrap_or_default();
+            assert!(text.contains(needle), "call {i}: {}", r[i]);
+        }
+        // The person's sandbox is untouched.
+        let listed = vg(runner, &ws, &home, &["sandbox", "ls", "--json"]);
+        assert!(listed.stdout.contains(&mine), "{listed}");
+        // After an idle stop (the pause ran past it), a new sandbox serves the calls.
+        assert_eq!(body(&r[5])["stdout"], "after-idle\n", "{}", r[5]);
+        assert_ne!(body(&r[5])["sandbox_id"], first.as_str());
+        vg(runner, &ws, &home, &["sandbox", "rm", "-f", &mine]).assert_success();
+    });
+}

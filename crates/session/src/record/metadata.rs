@@ -23,6 +23,8 @@ pub fn initial(plan: &Plan, enforced: &Enforced) -> Metadata {
     });
     meta.name = settings.name.clone();
     meta.agent = settings.agent.clone();
+    meta.agent_preset = plan.agent_preset.clone();
+    meta.prompt = plan.prompt.clone();
     meta.description = settings.description.clone();
     meta.script = plan.script.clone();
     meta.command = spec.argv.clone();
