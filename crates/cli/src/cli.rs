@@ -36,6 +36,9 @@ pub enum Command {
     /// Explain how risky a command or a network destination is rated, and by which rule
     #[command(subcommand)]
     Risk(crate::risk::RiskCommand),
+    /// Run an AI agent CLI in a sandbox, recorded under the agent's name
+    #[command(subcommand)]
+    Agent(AgentCommand),
     /// Serve code-execution tools to AI agents over MCP (stdio, or --http)
     #[command(subcommand)]
     Mcp(McpCommand),
@@ -105,6 +108,39 @@ pub enum SandboxCommand {
     Stop(SandboxStopArgs),
     /// Forget the persistent sandbox NAME (stopping it first with -f); its record stays
     Rm(SandboxRmArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Start an agent: a preset (claude, codex, gemini, aider, opencode) or `-- CMD`;
+    /// headless with --prompt, interactive on this terminal without it
+    #[command(
+        after_help = "A preset mounts the agent's own folders (its login and history), allows its API hosts (--network allow), passes its API key variables when set, and turns its own sandbox off where it would nest inside this one. A custom command gets the prompt in VECTRAGUARD_PROMPT. Without --preset or a command, the first preset whose program is installed is used.\n\nExamples:\n  vectraguard agent start --name dev-assistant --prompt \"Refactor the code for performance\" --mount \"$PWD\":/workspace\n  vectraguard agent start --name reviewer --preset claude\n  vectraguard agent start --name bot --prompt \"triage\" -- ./my-agent.py"
+    )]
+    Start(Box<AgentStartArgs>),
+}
+
+#[derive(Debug, Args)]
+pub struct AgentStartArgs {
+    #[command(flatten)]
+    pub options: SandboxOptions,
+
+    /// The task: the agent runs headless with it (and a custom command gets it in
+    /// VECTRAGUARD_PROMPT); without it, interactive on this terminal
+    #[arg(long, value_name = "TEXT")]
+    pub prompt: Option<String>,
+
+    /// The agent CLI: claude, codex, gemini, aider or opencode
+    #[arg(long, value_name = "P")]
+    pub preset: Option<String>,
+
+    /// Accepted for the seed's command line: an agent always runs in a sandbox
+    #[arg(long)]
+    pub sandbox: bool,
+
+    /// -- CMD [ARGS...]: a custom agent command (instead of, or with, a preset)
+    #[arg(value_name = "CMD", trailing_var_arg = true)]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

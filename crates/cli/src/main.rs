@@ -1,5 +1,6 @@
 //! `vectraguard`: a thin binary over the library crates.
 
+mod agent;
 mod approvals;
 mod cli;
 mod doctor;
@@ -47,6 +48,10 @@ fn main() {
         Command::Sandbox(SandboxCommand::Stop(args)) => persistent::stop(&args),
         Command::Sandbox(SandboxCommand::Rm(args)) => persistent::rm(&args),
         Command::Mcp(cli::McpCommand::Serve(args)) => mcp::serve(args),
+        Command::Agent(cli::AgentCommand::Start(mut args)) => {
+            args.options.rules_in_order = rules_in_order(&matches);
+            agent::start(*args)
+        }
         Command::Logs(cmd) => logs::run(cmd),
         Command::Image(cmd) => image::run(cmd),
         Command::Doctor(args) => doctor::doctor(args.json),

@@ -46,10 +46,17 @@ pub fn shell(args: ShellArgs) -> i32 {
 /// Plans, starts and waits for the session; prints why it ended when a limit ended
 /// it, then the line naming its record; returns the exit status.
 fn run_inner(args: &RunArgs) -> i32 {
+    run_with(args, |_| {})
+}
+
+/// [`run_inner`], with the request adjusted by `adjust` before it is planned (what
+/// `agent start` adds: its preset and prompt).
+pub fn run_with(args: &RunArgs, adjust: impl FnOnce(&mut vg_session::Request)) -> i32 {
     let quiet = quiet(args.options.quiet);
     let result = crate::request::request(args)
         .map_err(vg_session::Error::from)
-        .and_then(|request| {
+        .and_then(|mut request| {
+            adjust(&mut request);
             let mut pull = crate::image::pull_for_run;
             Plan::new(&request, &mut vg_session::image::from_store(&mut pull))
         })

@@ -2,6 +2,7 @@
 
 pub mod harness;
 
+mod agent;
 mod approval;
 mod approval_attacks;
 mod attacks_files;

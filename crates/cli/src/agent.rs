@@ -1,0 +1,133 @@
+//! `vectraguard agent start`: an AI agent CLI run as a recorded sandbox session under
+//! the agent's name. A preset (`vg_policy::agents`) says how to run the agent; the
+//! run itself is `sandbox run`'s (the same request, plan and session).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow, bail};
+use vg_policy::agents::{self, Preset};
+
+use crate::EXIT_FAILURE;
+use crate::cli::{AgentStartArgs, RunArgs};
+
+pub fn start(args: AgentStartArgs) -> i32 {
+    match prepare(args) {
+        Ok((run, preset, prompt)) => crate::run::run_with(&run, |request| {
+            request.agent_preset = preset;
+            request.prompt = prompt;
+        }),
+        Err(e) => {
+            crate::report::error(format_args!("{e:#}"));
+            EXIT_FAILURE
+        }
+    }
+}
+
+/// The first preset whose program is on the caller's PATH.
+fn detect() -> Option<&'static Preset> {
+    let path = std::env::var_os("PATH")?;
+    agents::PRESETS
+        .iter()
+        .find(|p| std::env::split_paths(&path).any(|dir| dir.join(p.program).is_file()))
+}
+
+/// `~/x` under `home`.
+fn expand(path: &str, home: &Path) -> PathBuf {
+    path.strip_prefix("~/")
+        .map_or_else(|| PathBuf::from(path), |rest| home.join(rest))
+}
+
+/// The run `sandbox run` would make of it, with the preset's name and the prompt.
+fn prepare(args: AgentStartArgs) -> Result<(RunArgs, Option<String>, Option<String>)> {
+    let AgentStartArgs {
+        mut options,
+        prompt,
+        preset,
+        sandbox: _,
+        command,
+    } = args;
+    let name = options
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| anyhow!("agent start needs --name NAME: the agent's name in the record"))?;
+    let preset = match (&preset, command.is_empty()) {
+        (Some(p), _) => Some(agents::preset(p).map_err(|e| anyhow!("--preset {p}: {e}"))?),
+        (None, false) => None,
+        (None, true) => Some(detect().ok_or_else(|| {
+            anyhow!(
+                "no agent CLI found on PATH: install one of {} and give --preset, or run another agent with `-- COMMAND`",
+                agents::names()
+            )
+        })?),
+    };
+    if prompt.as_deref().is_some_and(str::is_empty) {
+        bail!("--prompt is empty: give the task, or leave --prompt out for an interactive agent");
+    }
+    options.agent.get_or_insert_with(|| name.clone());
+    let argv = if command.is_empty() {
+        preset
+            .map(|p| p.command(prompt.as_deref()))
+            .unwrap_or_default()
+    } else {
+        command
+    };
+    if let Some(prompt) = &prompt {
+        options.env.push(format!("VECTRAGUARD_PROMPT={prompt}"));
+    }
+    if let Some(preset) = preset {
+        for (key, value) in preset.env {
+            options.env.push(format!("{key}={value}"));
+        }
+        // Its API keys, when the caller has them (the agent holds them: until
+        // `--secret` lands, there is no other way for it to authenticate).
+        for key in preset.keys {
+            if std::env::var_os(key).is_some() {
+                options.env.push((*key).to_owned());
+            }
+        }
+        // Its own folders, so it keeps its login and history; mounted beside the
+        // workspace, which without a --mount of the caller's is this directory.
+        if options.mounts.is_empty() {
+            let cwd = std::env::current_dir().context("cannot read the current directory")?;
+            options
+                .mounts
+                .push(format!("{}:{}", cwd.display(), cwd.display()));
+        }
+        let home = vg_session::host::invoker_home()
+            .ok_or_else(|| anyhow!("cannot find your home folder for the agent's own folders"))?;
+        for state in preset.state {
+            let path = expand(state, &home);
+            let is_file = Path::new(state).extension().is_some();
+            if !path.exists() {
+                if is_file {
+                    continue;
+                }
+                std::fs::create_dir_all(&path)
+                    .with_context(|| format!("cannot create {}", path.display()))?;
+            }
+            options
+                .mounts
+                .push(format!("{}:{}", path.display(), path.display()));
+        }
+        // Its API hosts, unless the network was chosen explicitly.
+        if options.network.is_none() && !options.no_network {
+            options.network = Some("allow".into());
+            for host in preset.hosts {
+                options
+                    .rules_in_order
+                    .push((vg_policy::network::Action::Allow, format!("{host}:443")));
+            }
+        }
+    }
+    // Without a prompt it is a conversation: on this terminal when there is one.
+    let tty = prompt.is_none() && vg_sandbox::terminal::is_terminal(std::io::stdin());
+    let run = RunArgs {
+        options,
+        args: argv,
+        tty,
+        after_dash_dash: true,
+        shell: false,
+    };
+    Ok((run, preset.map(|p| p.name.to_owned()), prompt))
+}
