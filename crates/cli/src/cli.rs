@@ -164,6 +164,10 @@ pub struct McpServeArgs {
     #[arg(long, value_name = "LEVEL", default_value = "high")]
     pub ask: String,
 
+    /// Keep N sandboxes ready, so that a connection's first call does not wait for one
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub pool: usize,
+
     /// The Python package index code_install_package installs from
     #[arg(long, value_name = "URL", default_value = "https://pypi.org/simple")]
     pub pypi_index: String,

@@ -65,6 +65,7 @@ pub fn serve(args: McpServeArgs) -> i32 {
             npm_registry: args.npm_registry.clone(),
             approval: args.ask != "never",
             made: std::sync::Arc::default(),
+            pool: std::sync::Arc::new(vg_mcp::sandboxes::Pool::new(args.pool)),
         };
         match &args.http {
             None => vg_mcp::serve_stdio(settings),

@@ -21,9 +21,11 @@ pub use tools::CodeTools;
 /// Serves one client on stdin and stdout until it hangs up; its sandbox is removed then.
 pub fn serve_stdio(settings: Settings) -> Result<()> {
     sandboxes::sweep(&settings);
+    let settings = Arc::new(settings);
+    sandboxes::Pool::fill(&settings);
     let runtime = runtime()?;
-    runtime.block_on(async move {
-        let tools = CodeTools::new(Arc::new(settings));
+    let served = runtime.block_on(async {
+        let tools = CodeTools::new(Arc::clone(&settings));
         let service = tools
             .clone()
             .serve(rmcp::transport::stdio())
@@ -32,7 +34,9 @@ pub fn serve_stdio(settings: Settings) -> Result<()> {
         let _ = service.waiting().await;
         tools.cleanup().await;
         Ok(())
-    })
+    });
+    sandboxes::Pool::drain(&settings);
+    served
 }
 
 /// Serves streamable HTTP on `addr` (a loopback address), each request carrying
@@ -53,9 +57,11 @@ pub fn serve_http(
         );
     }
     sandboxes::sweep(&settings);
+    let settings = Arc::new(settings);
+    sandboxes::Pool::fill(&settings);
     let runtime = runtime()?;
-    runtime.block_on(async move {
-        let settings = Arc::new(settings);
+    let pool_owner = Arc::clone(&settings);
+    let served = runtime.block_on(async move {
         let made = Arc::clone(&settings);
         let service = StreamableHttpService::new(
             move || Ok(CodeTools::new(Arc::clone(&made))),
@@ -90,11 +96,24 @@ pub fn serve_http(
         ready(listener.local_addr()?);
         axum::serve(listener, router)
             .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
+                // Ctrl-C or SIGTERM: the pool's sandboxes are removed on the way out.
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(mut term) => {
+                        tokio::select! {
+                            _ = tokio::signal::ctrl_c() => {}
+                            _ = term.recv() => {}
+                        }
+                    }
+                    Err(_) => {
+                        let _ = tokio::signal::ctrl_c().await;
+                    }
+                }
             })
             .await
             .context("the HTTP server failed")
-    })
+    });
+    sandboxes::Pool::drain(&pool_owner);
+    served
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

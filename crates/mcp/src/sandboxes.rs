@@ -37,6 +37,87 @@ pub struct Settings {
     /// The sandboxes this server made: the only ones a call's `sandbox_id` may name
     /// (others may have another `--ask`, or belong to the person, not the agent).
     pub made: Arc<Mutex<HashSet<String>>>,
+    /// Sandboxes made ahead of need (`--pool N`), so that a connection's first call
+    /// does not wait for one.
+    pub pool: Arc<Pool>,
+}
+
+/// Ready sandboxes, kept at `size` by a thread of their own.
+#[derive(Debug, Default)]
+pub struct Pool {
+    size: usize,
+    ready: Mutex<std::collections::VecDeque<Sandbox>>,
+    /// Wakes the filler when one was taken.
+    taken: std::sync::Condvar,
+}
+
+impl Pool {
+    pub fn new(size: usize) -> Self {
+        Pool {
+            size,
+            ..Pool::default()
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Sandbox>> {
+        self.ready.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A ready sandbox that still runs, if the pool has one.
+    pub fn take(&self) -> Option<Sandbox> {
+        let taken = loop {
+            let next = self.lock().pop_front()?;
+            if running(&next.name) {
+                break next;
+            }
+        };
+        self.taken.notify_one();
+        Some(taken)
+    }
+
+    /// How many are ready.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keeps the pool full, on a thread of its own, until the process ends.
+    pub fn fill(settings: &Arc<Settings>) {
+        if settings.pool.size == 0 {
+            return;
+        }
+        let settings = Arc::clone(settings);
+        let _ = std::thread::Builder::new()
+            .name("vg-mcp-pool".into())
+            .spawn(move || {
+                loop {
+                    let missing = settings.pool.size.saturating_sub(settings.pool.len());
+                    for _ in 0..missing {
+                        match create(&settings) {
+                            Ok(made) => settings.pool.lock().push_back(made),
+                            // Not now (limits, disk): try again later, never spin.
+                            Err(_) => std::thread::sleep(Duration::from_secs(5)),
+                        }
+                    }
+                    let ready = settings.pool.lock();
+                    let _ = settings
+                        .pool
+                        .taken
+                        .wait_timeout(ready, Duration::from_secs(30));
+                }
+            });
+    }
+
+    /// Removes the ready sandboxes (the server is ending).
+    pub fn drain(settings: &Settings) {
+        let ready: Vec<Sandbox> = settings.pool.lock().drain(..).collect();
+        for sandbox in ready {
+            let _ = destroy(settings, &sandbox.name);
+        }
+    }
 }
 
 impl Settings {

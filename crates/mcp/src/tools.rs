@@ -249,7 +249,11 @@ impl CodeTools {
             }
         }
         let settings = Arc::clone(&self.settings);
-        let made = blocking(move || sandboxes::create(&settings)).await?;
+        let made = blocking(move || match settings.pool.take() {
+            Some(ready) => Ok(ready),
+            None => sandboxes::create(&settings),
+        })
+        .await?;
         *own = Some(made.clone());
         Ok(made)
     }

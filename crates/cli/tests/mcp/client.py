@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 
 import httpx2
 from mcp import ClientSession
@@ -29,12 +30,14 @@ async def drive(session, calls):
         if "pause" in call:  # {"pause": SECONDS}: nothing sent meanwhile
             await asyncio.sleep(call["pause"])
             continue
+        started = time.time()
         try:
             result = await session.call_tool(call["tool"], call.get("args", {}),
                                              read_timeout_seconds=120)
             text = "".join(getattr(c, "text", "") for c in result.content)
             print(json.dumps({"tool": call["tool"], "is_error": bool(result.is_error),
-                              "text": text, "structured": result.structured_content}), flush=True)
+                              "text": text, "structured": result.structured_content,
+                              "at": started}), flush=True)
         except Exception as e:  # a protocol error: the server refused the call
             print(json.dumps({"tool": call["tool"], "error": str(e)}), flush=True)
 

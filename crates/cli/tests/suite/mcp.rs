@@ -459,3 +459,52 @@ fn calls_reach_only_this_servers_sandboxes_and_grant_no_patterns_or_addresses() 
         vg(runner, &ws, &home, &["sandbox", "rm", "-f", &mine]).assert_success();
     });
 }
+
+/// `--pool 1`: a sandbox is made ahead; the first call uses it, and nothing is left
+/// behind when the client goes.
+#[test]
+fn a_pool_keeps_a_sandbox_ready_and_leaves_nothing_behind() {
+    if !sdk_installed() {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let calls = json!([
+            {"pause": 2},
+            {"tool": "code_execute", "args": {"language": "shell", "code": "echo pooled"}},
+        ]);
+        let (_, r) = stdio_session(
+            runner,
+            &ws,
+            &home,
+            &["--ask", "never", "--pool", "1"],
+            &calls,
+        );
+        assert_eq!(body(&r[0])["stdout"], "pooled\n", "{}", r[0]);
+        // Made ahead: its session started well before the call did.
+        let session = body(&r[0])["session"].as_str().unwrap().to_owned();
+        let meta = super::harness::session_metadata(&home.logs().join(&session));
+        let started = vg_records::time::parse_rfc3339(meta["start_time"].as_str().unwrap())
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let called = r[0]["at"].as_f64().unwrap();
+        assert!(
+            started < called - 1.0,
+            "made at {started}, called at {called}"
+        );
+        // The client is gone: its sandbox and the one refilled behind it are removed.
+        assert!(
+            wait_until(Duration::from_secs(20), || {
+                vg(runner, &ws, &home, &["sandbox", "ls", "--json"])
+                    .stdout
+                    .trim()
+                    == "[]"
+            }),
+            "sandboxes left: {}",
+            vg(runner, &ws, &home, &["sandbox", "ls", "--json"]).stdout
+        );
+    });
+}
