@@ -5,6 +5,7 @@
 //! `vg_control`).
 #![deny(unsafe_code)]
 
+pub mod elicit;
 pub mod paths;
 pub mod sandboxes;
 pub mod tools;

@@ -13,6 +13,7 @@ use std::time::Duration;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerInfo};
+use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, schemars, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use tokio::sync::Mutex;
@@ -282,11 +283,31 @@ impl CodeTools {
         blocking(move || sandboxes::exec(&settings, &sandbox, argv, env, input, timeout)).await
     }
 
+    /// [`Self::run_with`], with what the sandbox holds meanwhile also put to the
+    /// client's user (MCP elicitation), when approval is on and the client can ask.
+    async fn run_asking(
+        &self,
+        peer: Peer<RoleServer>,
+        sandbox: &Sandbox,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        timeout: Option<Duration>,
+    ) -> Result<Captured, McpError> {
+        let asking = (self.settings.approval && crate::elicit::supported(&peer))
+            .then(|| tokio::spawn(crate::elicit::ask(peer, sandbox.session_dir.clone())));
+        let ran = self.run_with(sandbox, argv, env, Vec::new(), timeout).await;
+        if let Some(asking) = asking {
+            asking.abort();
+        }
+        ran
+    }
+
     #[tool(
         description = "Execute code in an isolated, recorded sandbox. The sandbox persists across calls (same files, same /workspace); network is off unless network_enabled with allowed_domains."
     )]
     async fn code_execute(
         &self,
+        context: RequestContext<RoleServer>,
         Parameters(request): Parameters<ExecuteRequest>,
     ) -> Result<CallToolResult, McpError> {
         if request.code.len() > MAX_INPUT {
@@ -316,7 +337,9 @@ impl CodeTools {
             Language::Javascript => vec!["node".into(), "-e".into(), request.code],
             Language::Shell => vec!["sh".into(), "-c".into(), request.code],
         };
-        let captured = self.run(&sandbox, argv, Vec::new(), Some(timeout)).await?;
+        let captured = self
+            .run_asking(context.peer, &sandbox, argv, Vec::new(), Some(timeout))
+            .await?;
         Ok(outcome(&sandbox, captured))
     }
 
@@ -325,6 +348,7 @@ impl CodeTools {
     )]
     async fn code_install_package(
         &self,
+        context: RequestContext<RoleServer>,
         Parameters(request): Parameters<InstallRequest>,
     ) -> Result<CallToolResult, McpError> {
         if !package_ok(&request.package) {
@@ -379,11 +403,11 @@ impl CodeTools {
         // sandbox it goes to the sandbox's own home, where nothing of the host's is.
         let env = vec![("PIP_BREAK_SYSTEM_PACKAGES".to_owned(), "1".to_owned())];
         let captured = self
-            .run_with(
+            .run_asking(
+                context.peer,
                 &sandbox,
                 argv,
                 env,
-                Vec::new(),
                 Some(Duration::from_secs(MAX_TIMEOUT)),
             )
             .await?;

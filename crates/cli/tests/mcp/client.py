@@ -5,7 +5,10 @@
     client.py http URL TOKEN                      streamable HTTP with a bearer token
 
 Reads a JSON list of calls on stdin, [{"tool": NAME, "args": {...}}, ...] (or
-{"pause": SECONDS}), makes them in order on one connection and prints one JSON object per call:
+{"pause": SECONDS}), or {"elicit": ANSWERS, "calls": [...]} to answer the server's
+elicitations with each of ANSWERS in turn ("approve", "deny" or "decline"; the
+questions are printed last as {"elicited": [...]}), makes them in order on one
+connection and prints one JSON object per call:
 {"tool", "is_error", "text", "structured"} or {"tool", "error"} for a protocol
 error; the first line is {"tools": [names...]} from tools/list.
 """
@@ -16,7 +19,7 @@ import sys
 import time
 
 import httpx2
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -42,15 +45,32 @@ async def drive(session, calls):
             print(json.dumps({"tool": call["tool"], "error": str(e)}), flush=True)
 
 
+ELICITED = []
+
+
+def elicitation(answers):
+    async def answer(context, params):
+        ELICITED.append(params.message)
+        choice = answers.pop(0) if answers else "decline"
+        if choice == "decline":
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={"approve": choice == "approve"})
+    return answer
+
+
 async def main():
     calls = json.load(sys.stdin)
+    callback = None
+    if isinstance(calls, dict):
+        callback = elicitation(list(calls.get("elicit", [])))
+        calls = calls["calls"]
     mode = sys.argv[1]
     if mode == "stdio":
         # The SDK gives the server a minimal environment; the records folder is kept.
         env = {k: v for k, v in os.environ.items() if k.startswith("VECTRAGUARD_")}
         params = StdioServerParameters(command=sys.argv[2], args=sys.argv[3:], env=env)
         async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, elicitation_callback=callback) as session:
                 await drive(session, calls)
     else:
         url, token = sys.argv[2], sys.argv[3]
@@ -59,8 +79,10 @@ async def main():
         async with client:
             async with streamable_http_client(url, http_client=client) as streams:
                 read, write = streams[0], streams[1]
-                async with ClientSession(read, write) as session:
+                async with ClientSession(read, write, elicitation_callback=callback) as session:
                     await drive(session, calls)
 
 
 asyncio.run(main())
+if ELICITED:
+    print(json.dumps({"elicited": ELICITED}), flush=True)

@@ -508,3 +508,65 @@ fn a_pool_keeps_a_sandbox_ready_and_leaves_nothing_behind() {
         );
     });
 }
+
+/// A client that supports elicitation is asked about what its calls' commands wait
+/// for, and its user's answer decides (recorded as any client's decision).
+#[test]
+fn the_clients_user_decides_held_commands_through_elicitation() {
+    if !sdk_installed() {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let script = json!({
+            "elicit": ["approve", "deny"],
+            "calls": [
+                {"tool": "code_execute", "args": {"language": "python", "code": "print('asked and approved')"}},
+                {"tool": "code_execute", "args": {"language": "python", "code": "print('asked and denied')"}},
+                {"tool": "code_destroy_sandbox", "args": {}},
+            ],
+        });
+        let mut cmd = Vg::new(runner, ws.path());
+        cmd.records_home(&home)
+            .args(["mcp", "serve", "--ask", "high"])
+            .args(SANDBOX_OPTIONS)
+            .stdin(script.to_string())
+            .through_shell(&format!(
+                "exec {} {} stdio \"$@\"",
+                python().display(),
+                client_script().display()
+            ));
+        let out = cmd.run();
+        out.assert_success();
+        let lines: Vec<Value> = out
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(body(&lines[1])["stdout"], "asked and approved\n", "{out}");
+        assert_eq!(body(&lines[2])["exit_code"], 126, "{out}");
+        let asked = lines.last().unwrap()["elicited"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(asked.len(), 2, "{out}");
+        assert!(
+            asked[0]
+                .as_str()
+                .unwrap()
+                .contains("python3 -c print('asked and approved')")
+                && asked[0].as_str().unwrap().contains("HIGH"),
+            "{asked:?}"
+        );
+        // Decided by a client of the control channel, in the record.
+        let session = body(&lines[1])["session"].as_str().unwrap().to_owned();
+        let events = super::live::events(&home.logs().join(session));
+        let who: Vec<&str> = events
+            .iter()
+            .filter(|e| e["type"] == "approval" && e["event"] == "decided")
+            .filter_map(|e| e["who"]["by"].as_str())
+            .collect();
+        assert_eq!(who, ["client", "client"], "{events:?}");
+    });
+}
