@@ -299,7 +299,7 @@ pub fn sweep(settings: &Settings) {
     }
 }
 
-fn random_hex() -> String {
+pub fn random_hex() -> String {
     let mut bytes = [0u8; 6];
     if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
         use std::io::Read;

@@ -7,6 +7,7 @@
 //! it is confined, rated by the approval gate (`--ask`, held until someone decides with
 //! `vectraguard approve`), and recorded like any other.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,6 +57,18 @@ pub struct ExecuteRequest {
     /// A persistent sandbox to run in (`vectraguard sandbox ls`); default: this
     /// connection's own
     pub sandbox_id: Option<String>,
+    /// Seconds to wait for the result (default 50, under the 60 s most clients
+    /// wait): past it the call returns a `handle` that `code_result` polls, while the
+    /// code runs on (or waits for approval)
+    pub wait: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ResultRequest {
+    /// The `handle` a `code_execute` returned
+    pub handle: String,
+    /// Seconds to wait for it to end (default 50)
+    pub wait: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
@@ -110,8 +123,31 @@ pub struct CodeTools {
     settings: Arc<Settings>,
     /// This connection's own sandbox, once made.
     own: Arc<Mutex<Option<Sandbox>>>,
+    /// Calls that outlasted their `wait`, by handle.
+    running: Arc<Mutex<HashMap<String, Running>>>,
     /// Built once per connection, not per call.
     tool_router: ToolRouter<CodeTools>,
+}
+
+type Running = tokio::task::JoinHandle<Result<CallToolResult, McpError>>;
+
+/// Unfinished calls one connection may leave to poll.
+const MAX_RUNNING: usize = 64;
+/// `wait` when a call gives none.
+const DEFAULT_WAIT: u64 = 50;
+
+/// The answer of a call still running: its handle.
+fn still_running(handle: &str) -> CallToolResult {
+    let body = serde_json::json!({
+        "running": true,
+        "handle": handle,
+        "hint": "call code_result with this handle to wait for the result",
+    });
+    let mut result = CallToolResult::success(vec![ContentBlock::text(
+        serde_json::to_string_pretty(&body).unwrap_or_default(),
+    )]);
+    result.structured_content = Some(body);
+    result
 }
 
 fn invalid(message: impl Into<String>) -> McpError {
@@ -222,6 +258,7 @@ impl CodeTools {
         Self {
             settings,
             own: Arc::new(Mutex::new(None)),
+            running: Arc::new(Mutex::new(HashMap::new())),
             tool_router: Self::tool_router(),
         }
     }
@@ -337,10 +374,55 @@ impl CodeTools {
             Language::Javascript => vec!["node".into(), "-e".into(), request.code],
             Language::Shell => vec!["sh".into(), "-c".into(), request.code],
         };
-        let captured = self
-            .run_asking(context.peer, &sandbox, argv, Vec::new(), Some(timeout))
-            .await?;
-        Ok(outcome(&sandbox, captured))
+        let wait = Duration::from_secs(request.wait.unwrap_or(DEFAULT_WAIT));
+        let tools = self.clone();
+        let mut task = tokio::spawn(async move {
+            let captured = tools
+                .run_asking(context.peer, &sandbox, argv, Vec::new(), Some(timeout))
+                .await?;
+            Ok(outcome(&sandbox, captured))
+        });
+        match tokio::time::timeout(wait, &mut task).await {
+            Ok(joined) => joined.map_err(|e| McpError::internal_error(e.to_string(), None))?,
+            Err(_) => {
+                let mut running = self.running.lock().await;
+                if running.len() >= MAX_RUNNING {
+                    task.abort();
+                    return Err(invalid(format!(
+                        "{MAX_RUNNING} calls are still running on this connection: poll them with code_result first"
+                    )));
+                }
+                let handle = format!("run-{}", sandboxes::random_hex());
+                running.insert(handle.clone(), task);
+                Ok(still_running(&handle))
+            }
+        }
+    }
+
+    #[tool(
+        description = "The result of a code_execute that returned a handle (it ran longer than its wait): waits up to `wait` seconds, then returns the result, or the handle again."
+    )]
+    async fn code_result(
+        &self,
+        Parameters(request): Parameters<ResultRequest>,
+    ) -> Result<CallToolResult, McpError> {
+        let Some(mut task) = self.running.lock().await.remove(&request.handle) else {
+            return Err(invalid(format!(
+                "no running call {:?} on this connection (a handle is answered once)",
+                request.handle
+            )));
+        };
+        let wait = Duration::from_secs(request.wait.unwrap_or(DEFAULT_WAIT).min(MAX_TIMEOUT));
+        match tokio::time::timeout(wait, &mut task).await {
+            Ok(joined) => joined.map_err(|e| McpError::internal_error(e.to_string(), None))?,
+            Err(_) => {
+                self.running
+                    .lock()
+                    .await
+                    .insert(request.handle.clone(), task);
+                Ok(still_running(&request.handle))
+            }
+        }
     }
 
     #[tool(

@@ -5,7 +5,7 @@
     client.py http URL TOKEN                      streamable HTTP with a bearer token
 
 Reads a JSON list of calls on stdin, [{"tool": NAME, "args": {...}}, ...] (or
-{"pause": SECONDS}), or {"elicit": ANSWERS, "calls": [...]} to answer the server's
+{"pause": SECONDS}; a "handle" of "$last" is the one the previous call returned), or {"elicit": ANSWERS, "calls": [...]} to answer the server's
 elicitations with each of ANSWERS in turn ("approve", "deny" or "decline"; the
 questions are printed last as {"elicited": [...]}), makes them in order on one
 connection and prints one JSON object per call:
@@ -29,14 +29,19 @@ async def drive(session, calls):
     listed = await session.list_tools()
     print(json.dumps({"tools": sorted(t.name for t in listed.tools),
                       "schemas": {t.name: t.input_schema for t in listed.tools}}), flush=True)
+    last_handle = None
     for call in calls:
         if "pause" in call:  # {"pause": SECONDS}: nothing sent meanwhile
             await asyncio.sleep(call["pause"])
             continue
         started = time.time()
+        args = dict(call.get("args", {}))
+        if args.get("handle") == "$last":  # the handle the previous call returned
+            args["handle"] = last_handle
         try:
-            result = await session.call_tool(call["tool"], call.get("args", {}),
+            result = await session.call_tool(call["tool"], args,
                                              read_timeout_seconds=120)
+            last_handle = (result.structured_content or {}).get("handle")
             text = "".join(getattr(c, "text", "") for c in result.content)
             print(json.dumps({"tool": call["tool"], "is_error": bool(result.is_error),
                               "text": text, "structured": result.structured_content,

@@ -120,6 +120,7 @@ fn the_tools_work_over_stdio_and_bad_input_gets_clear_errors() {
                 "code_install_package",
                 "code_list_files",
                 "code_read_file",
+                "code_result",
                 "code_write_file"
             ])
         );
@@ -568,5 +569,33 @@ fn the_clients_user_decides_held_commands_through_elicitation() {
             .filter_map(|e| e["who"]["by"].as_str())
             .collect();
         assert_eq!(who, ["client", "client"], "{events:?}");
+    });
+}
+
+/// A call that runs past its `wait` returns a handle; `code_result` gets its result
+/// (clients give up on calls after about a minute).
+#[test]
+fn a_long_call_returns_a_handle_that_code_result_polls() {
+    if !sdk_installed() {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let calls = json!([
+            {"tool": "code_execute", "args": {"language": "shell", "code": "sleep 3; echo late", "wait": 1}},
+            {"tool": "code_result", "args": {"handle": "$last", "wait": 30}},
+            {"tool": "code_result", "args": {"handle": "run-unknown"}},
+            {"tool": "code_destroy_sandbox", "args": {}},
+        ]);
+        let (_, r) = stdio_session(runner, &ws, &home, &["--ask", "never"], &calls);
+        assert_eq!(body(&r[0])["running"], true, "{}", r[0]);
+        assert!(body(&r[0])["handle"].as_str().unwrap().starts_with("run-"));
+        assert_eq!(body(&r[1])["stdout"], "late\n", "{}", r[1]);
+        let unknown = r[2]["error"]
+            .as_str()
+            .or_else(|| r[2]["text"].as_str())
+            .unwrap_or_default();
+        assert!(unknown.contains("no running call"), "{}", r[2]);
     });
 }
