@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use std::os::unix::fs::DirBuilderExt;
+
 use anyhow::{Context, Result, anyhow, bail};
 use vg_policy::agents::{self, Preset};
 
@@ -94,17 +96,30 @@ fn prepare(args: AgentStartArgs) -> Result<(RunArgs, Option<String>, Option<Stri
                 .mounts
                 .push(format!("{}:{}", cwd.display(), cwd.display()));
         }
-        let home = vg_session::host::invoker_home()
-            .ok_or_else(|| anyhow!("cannot find your home folder for the agent's own folders"))?;
+        // Whose folders: the user the sandbox runs as (as root, the workspace's
+        // owner or --user), whose home the sandbox gets.
+        let primary = options
+            .mounts
+            .first()
+            .and_then(|m| m.split(':').next())
+            .map(PathBuf::from)
+            .context("no workspace")?;
+        let identity = vg_session::host::resolve_identity(options.user.as_deref(), &primary)?;
         for state in preset.state {
-            let path = expand(state, &home);
+            let path = expand(state, &identity.home);
             let is_file = Path::new(state).extension().is_some();
             if !path.exists() {
                 if is_file {
                     continue;
                 }
-                std::fs::create_dir_all(&path)
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&path)
                     .with_context(|| format!("cannot create {}", path.display()))?;
+                // Made by root for another user: theirs.
+                std::os::unix::fs::chown(&path, Some(identity.uid), Some(identity.gid))
+                    .with_context(|| format!("cannot give {} to its user", path.display()))?;
             }
             options
                 .mounts

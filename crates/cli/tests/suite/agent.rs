@@ -84,3 +84,104 @@ fn agent_start_refuses_what_it_cannot_run_with_a_clear_error() {
         assert!(home.sessions().is_empty(), "nothing ran");
     });
 }
+
+/// A real agent CLI from npm (`@openai/codex`, pinned; `scripts/test` installs it) run
+/// by `agent start --preset codex` against a scripted model on loopback: the command
+/// the model asks for runs inside the sandbox and is recorded under the agent's name.
+#[test]
+fn a_real_agent_cli_runs_its_tool_calls_inside_the_sandbox() {
+    let root =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-tools/codex");
+    let root = root.canonicalize().unwrap_or(root);
+    assert!(
+        root.join("node_modules/.bin/codex").exists(),
+        "codex is missing: scripts/test installs it in target/test-tools/codex"
+    );
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let log =
+            std::env::temp_dir().join(format!("vg-fake-model-{}.log", super::harness::unique()));
+        let mut model = std::process::Command::new("python3")
+            .arg(
+                std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/agent/fake_model.py"),
+            )
+            .arg(port.to_string())
+            .arg(&log)
+            .spawn()
+            .unwrap();
+        assert!(super::harness::wait_until(
+            std::time::Duration::from_secs(20),
+            || { std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() }
+        ));
+        let codex_home = ws.path().join(".codex-home");
+        ws.write(
+            ".codex-home/config.toml",
+            format!(
+                "model = \"test-model\"\nmodel_provider = \"local\"\n\n[model_providers.local]\nname = \"local\"\nbase_url = \"http://model.test:{port}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\n"
+            ),
+        );
+        let path = format!(
+            "PATH={}/node_modules/.bin:/usr/local/bin:/usr/bin:/bin",
+            root.display()
+        );
+        let out = vg(
+            runner,
+            &ws,
+            &home,
+            &[
+                "agent",
+                "start",
+                "--name",
+                "codex-bot",
+                "--preset",
+                "codex",
+                "--prompt",
+                "make the proof",
+                "--read-only",
+                &root.display().to_string(),
+                "--add-host",
+                "model.test:127.0.0.1",
+                "--allow",
+                &format!("model.test:{port}"),
+                "--env",
+                "OPENAI_API_KEY=sk-test",
+                "--env",
+                &format!("CODEX_HOME={}", codex_home.display()),
+                "--env",
+                &path,
+            ],
+        );
+        let _ = model.kill();
+        let _ = model.wait();
+        let requests = std::fs::read_to_string(&log).unwrap_or_default();
+        let _ = std::fs::remove_file(&log);
+        out.assert_success();
+        assert_eq!(
+            ws.read("proof.txt").as_deref(),
+            Some("made-by-the-agent\n"),
+            "{out}\n{requests}"
+        );
+        assert_eq!(requests.lines().count(), 2, "{requests}");
+        let dir = home.only_session();
+        let meta = session_metadata(&dir);
+        assert_eq!(meta["agent"], "codex-bot", "{meta}");
+        assert_eq!(meta["agent_preset"], "codex", "{meta}");
+        assert_eq!(meta["prompt"], "make the proof", "{meta}");
+        let commands = std::fs::read_to_string(dir.join("commands.log")).unwrap();
+        assert!(
+            commands.contains("echo made-by-the-agent > proof.txt"),
+            "{commands}"
+        );
+        assert!(
+            commands.contains("exec --skip-git-repo-check --sandbox danger-full-access"),
+            "{commands}"
+        );
+    });
+}
