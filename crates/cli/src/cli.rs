@@ -299,6 +299,11 @@ pub struct SandboxOptions {
     #[arg(long = "read-only", value_name = "PATH")]
     pub read_only: Vec<String>,
 
+    /// A private, empty folder in memory at PATH inside the sandbox, of the --disk
+    /// size, gone with the sandbox (repeatable)
+    #[arg(long = "tmpfs", value_name = "PATH")]
+    pub tmpfs: Vec<PathBuf>,
+
     /// Set an environment variable: KEY=VALUE, or KEY to copy the host's value (repeatable)
     #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
     pub env: Vec<String>,

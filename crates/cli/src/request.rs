@@ -34,6 +34,7 @@ pub fn request(args: &RunArgs) -> Result<Request> {
         tty: args.tty,
         shell: args.shell,
         persistent: false,
+        tmpfs: o.tmpfs.clone(),
         agent_preset: None,
         prompt: None,
         record: if o.no_record {

@@ -157,7 +157,10 @@ pub fn create(settings: &Settings) -> Result<Sandbox> {
     let mount = format!("{}:{}", workspace.display(), crate::paths::WORKSPACE);
     let out = std::process::Command::new(&settings.exe)
         .args(["sandbox", "create", &name, "--quiet"])
+        // The host folder only keeps the server's working directory out of the
+        // sandbox; /workspace itself is a private tmpfs of the --disk size.
         .args(["--mount", &mount, "--workdir", crate::paths::WORKSPACE])
+        .args(["--tmpfs", crate::paths::WORKSPACE])
         .args(&settings.create_options)
         .current_dir(&workspace)
         // The sandbox's host needs none of the server's secrets.

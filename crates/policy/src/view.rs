@@ -98,6 +98,19 @@ pub struct ViewOptions {
     pub home_size: u64,
     /// Pseudo-terminals the sandbox's devpts hands out at once.
     pub ptys: u64,
+    /// Private tmpfs folders (`--tmpfs PATH`), each of `tmp_size` bytes, owned by the
+    /// sandbox's user, mounted last (over a mount at the same place).
+    pub tmpfs: Vec<PathBuf>,
+}
+
+/// Private tmpfs folders of `opts`, after the user's mounts.
+fn tmpfs_ops(opts: &ViewOptions) -> impl Iterator<Item = MountOp> + '_ {
+    opts.tmpfs.iter().map(|dst| MountOp::Tmpfs {
+        dst: dst.clone(),
+        size: opts.tmp_size,
+        mode: 0o700,
+        owner: Some((opts.uid, opts.gid)),
+    })
 }
 
 /// One step of building the sandbox's root filesystem. Paths in `dst` are inside the
@@ -211,6 +224,7 @@ impl FsView {
         }
 
         ops.extend(user_mounts(&opts.mounts));
+        ops.extend(tmpfs_ops(opts));
 
         for (path, kind) in &host.secrets {
             ops.push(MountOp::Mask {
@@ -234,6 +248,7 @@ impl FsView {
         ops.extend(dev_ops(opts.ptys));
         ops.push(tmp_op(opts.tmp_size));
         ops.extend(user_mounts(&opts.mounts));
+        ops.extend(tmpfs_ops(opts));
         Self { ops }
     }
 
@@ -412,6 +427,7 @@ mod tests {
             tmp_size: 1 << 30,
             home_size: 1 << 29,
             ptys: 7,
+            tmpfs: Vec::new(),
         }
     }
 

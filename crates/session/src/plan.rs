@@ -6,7 +6,7 @@
 //! (`environment.rs`), the limits plan (`limits.rs`), the filesystem view, and the
 //! `/etc` files to generate (`etc.rs`). [`crate::start`] carries it out.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 use vg_policy::FsView;
@@ -96,6 +96,7 @@ impl Plan {
             tmp_size: limits.disk,
             home_size: limits.disk,
             ptys: limits.ptys,
+            tmpfs: checked_tmpfs(&request.tmpfs)?,
         };
         let view = match &image {
             Some(img) => FsView::image_view(&img.image.rootfs, &options),
@@ -189,6 +190,32 @@ impl Plan {
     }
 }
 
+/// `--tmpfs` folders: absolute, and never where the sandbox's own mounts live.
+fn checked_tmpfs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    paths
+        .iter()
+        .map(|p| {
+            let normal = vg_policy::paths::normalize_absolute(p).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--tmpfs {}: use an absolute path inside the sandbox",
+                    p.display()
+                )
+            })?;
+            let reserved = [Path::new("/"), Path::new("/proc"), Path::new("/dev")];
+            if reserved
+                .iter()
+                .any(|r| normal == *r || (*r != Path::new("/") && normal.starts_with(r)))
+            {
+                bail!(
+                    "--tmpfs {}: not over /, /proc or /dev, which the sandbox sets up itself",
+                    p.display()
+                );
+            }
+            Ok(normal)
+        })
+        .collect()
+}
+
 /// A session name must be a valid hostname label sequence: it becomes the hostname.
 pub fn checked_hostname(name: &str) -> Result<String> {
     let ok = !name.is_empty()
@@ -209,6 +236,15 @@ pub fn checked_hostname(name: &str) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tmpfs_folders_are_absolute_and_stay_off_what_the_sandbox_sets_up() {
+        let ok = checked_tmpfs(&[PathBuf::from("/scratch/./x/")]).unwrap_or_default();
+        assert_eq!(ok, [PathBuf::from("/scratch/x")]);
+        for bad in ["relative", "/", "/proc", "/proc/x", "/dev/shm"] {
+            assert!(checked_tmpfs(&[PathBuf::from(bad)]).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn hostnames_are_checked() {

@@ -37,6 +37,8 @@ pub struct Request {
     /// A persistent sandbox (`sandbox create`): no command of its own; commands are
     /// started in it later, each recorded in its session ([`crate::persistent`]).
     pub persistent: bool,
+    /// Private tmpfs folders inside the sandbox (`--tmpfs PATH`), each `--disk` big.
+    pub tmpfs: Vec<PathBuf>,
     /// `agent start`: the preset and the prompt, for the record.
     pub agent_preset: Option<String>,
     pub prompt: Option<String>,

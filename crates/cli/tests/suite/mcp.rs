@@ -143,7 +143,12 @@ fn the_tools_work_over_stdio_and_bad_input_gets_clear_errors() {
             "one sandbox per connection"
         );
         assert_eq!(body(&r[3])["stdout"], "kept\n");
-        assert_eq!(body(&r[4])["stdout"], "d 4096 src\n", "{}", r[4]);
+        let listed = body(&r[4])["stdout"].as_str().unwrap_or_default();
+        assert!(
+            listed.starts_with("d ") && listed.ends_with(" src\n"),
+            "{}",
+            r[4]
+        );
         assert_eq!(body(&r[5])["stdout"], "5\n", "{}", r[5]);
         assert_eq!(
             (r[6]["is_error"].as_bool(), &body(&r[6])["exit_code"]),
@@ -283,6 +288,9 @@ fn streamable_http_needs_the_bearer_token() {
                 .stdin(
                     json!([
                         {"tool": "code_execute", "args": {"language": "shell", "code": "echo over-http"}},
+                        {"tool": "code_write_file", "args": {"path": "h.txt", "content": "via-http"}},
+                        {"tool": "code_read_file", "args": {"path": "h.txt"}},
+                        {"tool": "code_list_files", "args": {}},
                         {"tool": "code_destroy_sandbox", "args": {}},
                     ])
                     .to_string(),
@@ -317,7 +325,22 @@ fn streamable_http_needs_the_bearer_token() {
         }
         let out = call("test-token-1234");
         out.assert_success();
-        assert!(out.stdout.contains("over-http"), "{out}");
+        let r: Vec<Value> = out
+            .stdout
+            .lines()
+            .skip(1)
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(body(&r[0])["stdout"], "over-http\n", "{out}");
+        assert_eq!(body(&r[2])["stdout"], "via-http", "{out}");
+        assert!(
+            body(&r[3])["stdout"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("h.txt"),
+            "{out}"
+        );
+        assert_eq!(r[4]["is_error"], false, "{out}");
         server.signal("TERM");
         server.finish(Duration::from_secs(20));
         // Not on another address than loopback.
@@ -473,7 +496,8 @@ fn a_pool_keeps_a_sandbox_ready_and_leaves_nothing_behind() {
         let home = RecordsHome::new(runner);
         let calls = json!([
             {"pause": 2},
-            {"tool": "code_execute", "args": {"language": "shell", "code": "echo pooled"}},
+            {"tool": "code_execute", "args": {"language": "shell",
+                "code": "echo pooled; stat -f -c %T /workspace"}},
         ]);
         let (_, r) = stdio_session(
             runner,
@@ -482,7 +506,8 @@ fn a_pool_keeps_a_sandbox_ready_and_leaves_nothing_behind() {
             &["--ask", "never", "--pool", "1"],
             &calls,
         );
-        assert_eq!(body(&r[0])["stdout"], "pooled\n", "{}", r[0]);
+        // /workspace is the sandbox's own tmpfs, of the --disk size (fresh, bounded).
+        assert_eq!(body(&r[0])["stdout"], "pooled\ntmpfs\n", "{}", r[0]);
         // Made ahead: its session started well before the call did.
         let session = body(&r[0])["session"].as_str().unwrap().to_owned();
         let meta = super::harness::session_metadata(&home.logs().join(&session));
@@ -597,5 +622,38 @@ fn a_long_call_returns_a_handle_that_code_result_polls() {
             .or_else(|| r[2]["text"].as_str())
             .unwrap_or_default();
         assert!(unknown.contains("no running call"), "{}", r[2]);
+    });
+}
+
+/// With nobody to answer, a held call is denied when its time-out passes, and says so.
+#[test]
+fn an_unanswered_call_is_denied_at_its_time_out() {
+    if !sdk_installed() {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let calls = json!([
+            {"tool": "code_execute", "args": {"language": "python", "code": "print('never')"}},
+        ]);
+        let (_, r) = stdio_session_with(
+            runner,
+            &ws,
+            &home,
+            &["--ask", "high"],
+            &["--approval-timeout", "1s"],
+            &calls,
+        );
+        assert_eq!(body(&r[0])["exit_code"], 126, "{}", r[0]);
+        assert_eq!(body(&r[0])["stdout"], "", "{}", r[0]);
+        let session = body(&r[0])["session"].as_str().unwrap().to_owned();
+        let events = super::live::events(&home.logs().join(session));
+        assert!(
+            events
+                .iter()
+                .any(|e| e["event"] == "decided" && e["who"]["by"] == "timeout"),
+            "{events:?}"
+        );
     });
 }
