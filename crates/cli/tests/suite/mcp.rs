@@ -553,25 +553,11 @@ fn the_clients_user_decides_held_commands_through_elicitation() {
                 {"tool": "code_destroy_sandbox", "args": {}},
             ],
         });
-        let mut cmd = Vg::new(runner, ws.path());
-        cmd.records_home(&home)
-            .args(["mcp", "serve", "--ask", "high"])
-            .args(SANDBOX_OPTIONS)
-            .stdin(script.to_string())
-            .through_shell(&format!(
-                "exec {} {} stdio \"$@\"",
-                python().display(),
-                client_script().display()
-            ));
-        let out = cmd.run();
-        out.assert_success();
-        let lines: Vec<Value> = out
-            .stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        assert_eq!(body(&lines[1])["stdout"], "asked and approved\n", "{out}");
-        assert_eq!(body(&lines[2])["exit_code"], 126, "{out}");
+        // The calls' results, then what the client was asked.
+        let (_, lines) = stdio_session(runner, &ws, &home, &["--ask", "high"], &script);
+        let out = format!("{lines:?}");
+        assert_eq!(body(&lines[0])["stdout"], "asked and approved\n", "{out}");
+        assert_eq!(body(&lines[1])["exit_code"], 126, "{out}");
         let asked = lines.last().unwrap()["elicited"]
             .as_array()
             .unwrap()
@@ -586,7 +572,7 @@ fn the_clients_user_decides_held_commands_through_elicitation() {
             "{asked:?}"
         );
         // Decided by a client of the control channel, in the record.
-        let session = body(&lines[1])["session"].as_str().unwrap().to_owned();
+        let session = body(&lines[0])["session"].as_str().unwrap().to_owned();
         let events = super::live::events(&home.logs().join(session));
         let who: Vec<&str> = events
             .iter()
