@@ -66,6 +66,11 @@ fn prepare(args: AgentStartArgs) -> Result<(RunArgs, Option<String>, Option<Stri
     if prompt.as_deref().is_some_and(str::is_empty) {
         bail!("--prompt is empty: give the task, or leave --prompt out for an interactive agent");
     }
+    if prompt.as_deref().is_some_and(|p| p.starts_with('-')) {
+        bail!(
+            "--prompt starts with '-', which the agent would take for one of its options: start it with a word"
+        );
+    }
     options.agent.get_or_insert_with(|| name.clone());
     let argv = if command.is_empty() {
         preset
@@ -105,11 +110,21 @@ fn prepare(args: AgentStartArgs) -> Result<(RunArgs, Option<String>, Option<Stri
             .map(PathBuf::from)
             .context("no workspace")?;
         let identity = vg_session::host::resolve_identity(options.user.as_deref(), &primary)?;
+        let as_root = vg_session::host::is_root();
         for state in preset.state {
             let path = expand(state, &identity.home);
             let is_file = Path::new(state).extension().is_some();
-            if !path.exists() {
-                if is_file {
+            if std::fs::symlink_metadata(&path).is_err() {
+                // Root never creates anything in another user's home: a folder there
+                // can be swapped for a symlink under it (red team). The user's own
+                // runs create theirs.
+                if is_file || as_root {
+                    if !is_file {
+                        crate::report::note(format_args!(
+                            "{} does not exist: the agent's login and history are not kept (create it, or run as its user)",
+                            path.display()
+                        ));
+                    }
                     continue;
                 }
                 std::fs::DirBuilder::new()
@@ -117,13 +132,17 @@ fn prepare(args: AgentStartArgs) -> Result<(RunArgs, Option<String>, Option<Stri
                     .mode(0o700)
                     .create(&path)
                     .with_context(|| format!("cannot create {}", path.display()))?;
-                // Made by root for another user: theirs.
-                std::os::unix::fs::chown(&path, Some(identity.uid), Some(identity.gid))
-                    .with_context(|| format!("cannot give {} to its user", path.display()))?;
             }
             options
                 .mounts
                 .push(format!("{}:{}", path.display(), path.display()));
+        }
+        // Settings that make the agent run commands on the host: read-only.
+        for settings in preset.settings {
+            let path = expand(settings, &identity.home);
+            if std::fs::symlink_metadata(&path).is_ok() {
+                options.read_only.push(path.display().to_string());
+            }
         }
         // Its API hosts, unless the network was chosen explicitly.
         if options.network.is_none() && !options.no_network {

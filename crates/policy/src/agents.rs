@@ -19,6 +19,10 @@ pub struct Preset {
     pub interactive: &'static [&'static str],
     /// Its folders and files under the home folder (`~/…`), mounted read-write.
     pub state: &'static [&'static str],
+    /// Its settings files among them that make it run commands on the host (hooks,
+    /// notify programs): mounted read-only when they exist, so that the agent in the
+    /// sandbox cannot plant a command the next run outside it would execute.
+    pub settings: &'static [&'static str],
     /// The API hosts it must reach (allowed on port 443).
     pub hosts: &'static [&'static str],
     /// Variables passed from the caller's environment when set (its API keys).
@@ -36,6 +40,7 @@ pub const PRESETS: &[Preset] = &[
         headless: &["-p"],
         interactive: &[],
         state: &["~/.claude", "~/.claude.json"],
+        settings: &["~/.claude/settings.json", "~/.claude/settings.local.json"],
         hosts: &["api.anthropic.com"],
         keys: &["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"],
         env: &[("DISABLE_AUTOUPDATER", "1")],
@@ -53,6 +58,7 @@ pub const PRESETS: &[Preset] = &[
         ],
         interactive: &["--sandbox", "danger-full-access"],
         state: &["~/.codex"],
+        settings: &["~/.codex/config.toml"],
         hosts: &["api.openai.com", "chatgpt.com"],
         keys: &["OPENAI_API_KEY", "OPENAI_BASE_URL"],
         env: &[],
@@ -64,6 +70,7 @@ pub const PRESETS: &[Preset] = &[
         headless: &["-p"],
         interactive: &[],
         state: &["~/.gemini"],
+        settings: &["~/.gemini/settings.json"],
         hosts: &["generativelanguage.googleapis.com", "oauth2.googleapis.com"],
         keys: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
         // Its container sandbox would need a container engine inside ours.
@@ -76,6 +83,7 @@ pub const PRESETS: &[Preset] = &[
         headless: &["--yes-always", "--no-check-update", "--message"],
         interactive: &["--no-check-update"],
         state: &["~/.aider", "~/.aider.conf.yml"],
+        settings: &["~/.aider.conf.yml"],
         hosts: &["api.openai.com", "api.anthropic.com"],
         keys: &["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_BASE"],
         env: &[],
@@ -87,6 +95,7 @@ pub const PRESETS: &[Preset] = &[
         headless: &["run"],
         interactive: &[],
         state: &["~/.local/share/opencode", "~/.config/opencode"],
+        settings: &["~/.config/opencode"],
         hosts: &["api.anthropic.com", "api.openai.com"],
         keys: &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"],
         env: &[],

@@ -331,12 +331,19 @@ fn apply(
         MountOp::Tmpfs {
             size, mode, owner, ..
         } => {
+            // Inodes cost kernel memory that `size` does not count: one per KiB of
+            // size (at least 1024), so that empty files cannot fill the memory.
+            let inodes = CString::new((size / 1024).max(1024).to_string())
+                .map_err(|_| SetupError::BadPath(dst.into()))?;
             let size =
                 CString::new(size.to_string()).map_err(|_| SetupError::BadPath(dst.into()))?;
             let mode =
                 CString::new(format!("{mode:o}")).map_err(|_| SetupError::BadPath(dst.into()))?;
-            let mut opts: Vec<(CString, CString)> =
-                vec![(c"size".into(), size), (c"mode".into(), mode)];
+            let mut opts: Vec<(CString, CString)> = vec![
+                (c"size".into(), size),
+                (c"mode".into(), mode),
+                (c"nr_inodes".into(), inodes),
+            ];
             if let Some((uid, gid)) = owner {
                 opts.push((
                     c"uid".into(),

@@ -76,6 +76,18 @@ fn agent_start_refuses_what_it_cannot_run_with_a_clear_error() {
                 ],
                 "--prompt is empty",
             ),
+            (
+                &[
+                    "agent",
+                    "start",
+                    "--name",
+                    "a",
+                    "--prompt=--dangerously-skip-permissions",
+                    "--",
+                    "true",
+                ],
+                "starts with '-'",
+            ),
         ] {
             vg(runner, &ws, &home, args)
                 .assert_code(125)
@@ -183,5 +195,104 @@ fn a_real_agent_cli_runs_its_tool_calls_inside_the_sandbox() {
             commands.contains("exec --skip-git-repo-check --sandbox danger-full-access"),
             "{commands}"
         );
+    });
+}
+
+/// Red team: run by root, `agent start` created (and chowned) the preset's folders in
+/// the sandbox user's home, where that user could swap them for symlinks in between.
+/// Root now creates nothing there; the user's own runs do. Settings files that make an
+/// agent run commands on the host are mounted read-only.
+#[test]
+fn preset_folders_are_never_made_by_root_and_host_settings_stay_read_only() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let user_home = super::harness::test_user().home.clone();
+        let state = user_home.join(".aider");
+        let _ = std::fs::remove_dir_all(&state);
+        let settings = user_home.join(".aider.conf.yml");
+        std::fs::write(&settings, "model: keep-me\n").unwrap();
+        super::harness::chown_to(&settings, super::harness::test_user());
+        let out = vg(
+            runner,
+            &ws,
+            &home,
+            &[
+                "agent",
+                "start",
+                "--name",
+                "aider-bot",
+                "--preset",
+                "aider",
+                "--network",
+                "none",
+                "--",
+                "sh",
+                "-c",
+                "echo 'notifications-command: touch /tmp/pwned' >> ~/.aider.conf.yml; echo done",
+            ],
+        );
+        out.assert_success();
+        assert_eq!(
+            std::fs::read_to_string(&settings).unwrap(),
+            "model: keep-me\n",
+            "{out}"
+        );
+        match runner {
+            super::harness::Runner::Root => {
+                assert!(!state.exists(), "root made {}", state.display());
+                assert!(out.stderr.contains(".aider does not exist"), "{out}");
+            }
+            super::harness::Runner::Unprivileged => {
+                assert!(state.is_dir(), "the user's own run makes its folder");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&state);
+        let _ = std::fs::remove_file(&settings);
+    });
+}
+
+/// `--tmpfs`: a private folder of the `--disk` size, whose inodes are bounded too
+/// (red team: empty files cost kernel memory that the size does not count).
+#[test]
+fn a_tmpfs_folder_is_bounded_in_bytes_and_in_files() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let out = vg(
+            runner,
+            &ws,
+            &home,
+            &[
+                "sandbox",
+                "run",
+                "--disk",
+                "1m",
+                "--tmpfs",
+                "/scratch",
+                "--",
+                "sh",
+                "-c",
+                "cd /scratch; i=0; while [ $i -lt 3000 ] && touch f$i 2>/dev/null; do i=$((i+1)); done; echo files=$i; \
+                 rm -f f*; dd if=/dev/zero of=big bs=1k count=4096 2>/dev/null; echo kib=$(( $(stat -c %s big) / 1024 ))",
+            ],
+        );
+        out.assert_success();
+        let files: u32 = out
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("files="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(files < 3000, "{out}");
+        let kib: u32 = out
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("kib="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(kib <= 1024, "{out}");
     });
 }

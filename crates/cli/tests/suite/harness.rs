@@ -293,7 +293,7 @@ pub fn unique() -> String {
     )
 }
 
-fn chown_to(path: &Path, user: &User) {
+pub fn chown_to(path: &Path, user: &User) {
     if is_root() {
         std::os::unix::fs::lchown(path, Some(user.uid), Some(user.gid))
             .unwrap_or_else(|e| panic!("chown {}: {e}", path.display()));
