@@ -339,6 +339,27 @@ impl CodeTools {
         ran
     }
 
+    /// A file tool's command: `script` run by `sh` with `$p` the real path of `path`
+    /// (checked inside the sandbox to be in the workspace, `GUARD`), `input` on stdin.
+    async fn on_file(
+        &self,
+        sandbox_id: Option<&str>,
+        path: String,
+        script: &str,
+        input: Vec<u8>,
+    ) -> Result<CallToolResult, McpError> {
+        let sandbox = self.sandbox(sandbox_id).await?;
+        let argv = vec![
+            "sh".into(),
+            "-c".into(),
+            format!("{GUARD}{script}"),
+            "sh".into(),
+            path,
+        ];
+        let captured = self.run(&sandbox, argv, input, Some(FILE_TIMEOUT)).await?;
+        Ok(outcome(&sandbox, captured))
+    }
+
     #[tool(
         description = "Execute code in an isolated, recorded sandbox. The sandbox persists across calls (same files, same /workspace); network is off unless network_enabled with allowed_domains."
     )]
@@ -505,18 +526,14 @@ impl CodeTools {
         if request.content.len() > MAX_INPUT {
             return Err(invalid(format!("content is over {MAX_INPUT} bytes")));
         }
-        let sandbox = self.sandbox(request.sandbox_id.as_deref()).await?;
-        let script = format!("{GUARD}mkdir -p -- \"$(dirname -- \"$p\")\" && cat > \"$p\"");
-        let argv = vec!["sh".into(), "-c".into(), script, "sh".into(), path];
-        let captured = self
-            .run(
-                &sandbox,
-                argv,
-                request.content.into_bytes(),
-                Some(FILE_TIMEOUT),
-            )
-            .await?;
-        Ok(outcome(&sandbox, captured))
+        let script = "mkdir -p -- \"$(dirname -- \"$p\")\" && cat > \"$p\"";
+        self.on_file(
+            request.sandbox_id.as_deref(),
+            path,
+            script,
+            request.content.into_bytes(),
+        )
+        .await
     }
 
     #[tool(description = "Read a text file inside /workspace.")]
@@ -525,13 +542,13 @@ impl CodeTools {
         Parameters(request): Parameters<ReadRequest>,
     ) -> Result<CallToolResult, McpError> {
         let path = paths::resolve(&request.path).map_err(invalid)?;
-        let sandbox = self.sandbox(request.sandbox_id.as_deref()).await?;
-        let script = format!("{GUARD}cat -- \"$p\"");
-        let argv = vec!["sh".into(), "-c".into(), script, "sh".into(), path];
-        let captured = self
-            .run(&sandbox, argv, Vec::new(), Some(FILE_TIMEOUT))
-            .await?;
-        Ok(outcome(&sandbox, captured))
+        self.on_file(
+            request.sandbox_id.as_deref(),
+            path,
+            "cat -- \"$p\"",
+            Vec::new(),
+        )
+        .await
     }
 
     #[tool(
@@ -542,14 +559,9 @@ impl CodeTools {
         Parameters(request): Parameters<ListRequest>,
     ) -> Result<CallToolResult, McpError> {
         let path = paths::resolve(request.path.as_deref().unwrap_or("")).map_err(invalid)?;
-        let sandbox = self.sandbox(request.sandbox_id.as_deref()).await?;
-        let script =
-            format!("{GUARD}find \"$p\" -mindepth 1 -maxdepth 1 -printf '%y %s %P\\n' | sort -k3");
-        let argv = vec!["sh".into(), "-c".into(), script, "sh".into(), path];
-        let captured = self
-            .run(&sandbox, argv, Vec::new(), Some(FILE_TIMEOUT))
-            .await?;
-        Ok(outcome(&sandbox, captured))
+        let script = "find \"$p\" -mindepth 1 -maxdepth 1 -printf '%y %s %P\\n' | sort -k3";
+        self.on_file(request.sandbox_id.as_deref(), path, script, Vec::new())
+            .await
     }
 
     #[tool(

@@ -327,10 +327,7 @@ fn argv_hash<'a>(argv: impl IntoIterator<Item = &'a [u8]>) -> u64 {
 
 /// Device and inode of the program `host_pid` runs.
 fn running(host_pid: u32) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(format!("/proc/{host_pid}/exe"))
-        .ok()
-        .map(|m| (m.dev(), m.ino()))
+    file::linked_id(host_pid, "exe")
 }
 
 impl Tracked {
@@ -579,14 +576,10 @@ fn describe_exec(
     } else {
         (None, None, None)
     };
-    let cwd_id = if tracked.inspect {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(format!("/proc/{host_pid}/cwd"))
-            .ok()
-            .map(|m| (m.dev(), m.ino()))
-    } else {
-        None
-    };
+    let cwd_id = tracked
+        .inspect
+        .then(|| file::linked_id(host_pid, "cwd"))
+        .flatten();
     if let Some(pidfd) = who.pidfd {
         let hash = if argv.is_empty() {
             argv_hash([looked_up.exe.as_slice()])

@@ -112,11 +112,7 @@ fn a_real_agent_cli_runs_its_tool_calls_inside_the_sandbox() {
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = super::harness::free_port();
         let log =
             std::env::temp_dir().join(format!("vg-fake-model-{}.log", super::harness::unique()));
         let mut model = std::process::Command::new("python3")

@@ -278,6 +278,15 @@ pub fn each_identity(f: impl Fn(Runner)) {
 // ---------------------------------------------------------------------------------------
 // Temporary directories and files.
 
+/// A loopback port free right now: bound, read and released, for a server the test
+/// starts next (or, left unbound, for a connection that must be refused).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a loopback port")
+        .port()
+}
+
 /// A number unique among all tests running on this machine right now.
 pub fn unique() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

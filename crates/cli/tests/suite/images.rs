@@ -5,7 +5,7 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -92,12 +92,8 @@ impl Registry {
 
     fn launch(credentials: Option<(String, String)>) -> Self {
         let dir = TempDir::new("registry");
-        // A free port: bind, read it, release (the registry binds it right after).
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // The registry binds it right after.
+        let port = super::harness::free_port();
         let mut config = format!(
             "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
             dir.join("storage").display()
@@ -834,11 +830,7 @@ fn bad_names_and_missing_files_say_what_to_do() {
             out.assert_code(125).assert_stderr_contains(expect);
         }
         // A registry that is not there: a closed loopback port.
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = super::harness::free_port();
         let out = image(runner, &home, &["pull", &format!("127.0.0.1:{port}/x/y:1")]);
         out.assert_code(125).assert_stderr_contains("cannot reach");
         // VECTRAGUARD_HOME must be absolute.

@@ -78,6 +78,14 @@ fn body(result: &Value) -> &Value {
     &result["structured"]
 }
 
+/// A refused call's message: a protocol error's, or a failed tool result's text.
+fn error_text(result: &Value) -> &str {
+    result["error"]
+        .as_str()
+        .or_else(|| result["text"].as_str())
+        .unwrap_or_default()
+}
+
 #[test]
 fn the_tools_work_over_stdio_and_bad_input_gets_clear_errors() {
     if !sdk_installed() {
@@ -165,11 +173,7 @@ fn the_tools_work_over_stdio_and_bad_input_gets_clear_errors() {
             (15, "code is over"),
             (16, "is not a package name"),
         ] {
-            let error = r[i]["error"]
-                .as_str()
-                .or_else(|| r[i]["text"].as_str())
-                .unwrap_or_default();
-            assert!(error.contains(needle), "call {i}: {}", r[i]);
+            assert!(error_text(&r[i]).contains(needle), "call {i}: {}", r[i]);
         }
         // Symlinks out of the workspace are refused inside the sandbox.
         for i in [11, 12] {
@@ -260,11 +264,7 @@ fn streamable_http_needs_the_bearer_token() {
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = super::harness::free_port();
         let addr = format!("127.0.0.1:{port}");
         let mut serve = Vg::new(runner, ws.path());
         serve
@@ -363,11 +363,7 @@ fn a_package_installs_from_the_index_and_only_the_index_is_reachable() {
         return;
     }
     let dir = tempfile_dir();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = super::harness::free_port();
     let mut index = std::process::Command::new("python3")
         .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/index.py"))
         .arg(&dir)
@@ -468,11 +464,7 @@ fn calls_reach_only_this_servers_sandboxes_and_grant_no_patterns_or_addresses() 
             (3, "not a host name"),
             (4, "not a host name"),
         ] {
-            let text = r[i]["error"]
-                .as_str()
-                .or_else(|| r[i]["text"].as_str())
-                .unwrap_or_default();
-            assert!(text.contains(needle), "call {i}: {}", r[i]);
+            assert!(error_text(&r[i]).contains(needle), "call {i}: {}", r[i]);
         }
         // The person's sandbox is untouched.
         let listed = vg(runner, &ws, &home, &["sandbox", "ls", "--json"]);
@@ -603,11 +595,7 @@ fn a_long_call_returns_a_handle_that_code_result_polls() {
         assert_eq!(body(&r[0])["running"], true, "{}", r[0]);
         assert!(body(&r[0])["handle"].as_str().unwrap().starts_with("run-"));
         assert_eq!(body(&r[1])["stdout"], "late\n", "{}", r[1]);
-        let unknown = r[2]["error"]
-            .as_str()
-            .or_else(|| r[2]["text"].as_str())
-            .unwrap_or_default();
-        assert!(unknown.contains("no running call"), "{}", r[2]);
+        assert!(error_text(&r[2]).contains("no running call"), "{}", r[2]);
     });
 }
 

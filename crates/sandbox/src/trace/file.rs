@@ -70,6 +70,13 @@ impl SandboxRoot {
     }
 }
 
+/// Device and inode of what `/proc/PID/WHAT` links to (`exe`, `cwd`).
+pub(super) fn linked_id(host_pid: impl std::fmt::Display, what: &str) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(format!("/proc/{host_pid}/{what}")).ok()?;
+    Some((m.dev(), m.ino()))
+}
+
 /// A regular file an exec names, held open (`O_PATH`) while it is decided.
 #[derive(Debug, Clone)]
 pub struct ExecFile {

@@ -196,12 +196,7 @@ pub(super) fn confirm(watch: Watch, mut expected: Expected, mut on_mismatch: OnM
 /// At the exec stop: compare, then let go or kill.
 fn check_new_program(pid: libc::pid_t, expected: &Expected) -> Option<String> {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let cwd = {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(format!("/proc/{pid}/cwd"))
-            .ok()
-            .map(|m| (m.dev(), m.ino()))
-    };
+    let cwd = super::file::linked_id(pid, "cwd");
     let why = mismatch(expected, &cmdline, FileIdentity::running(pid)).or_else(|| {
         (expected.cwd.is_some() && cwd != expected.cwd)
             .then(|| "the working directory changed after it was decided".to_owned())
