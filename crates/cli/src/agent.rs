@@ -39,6 +39,45 @@ fn expand(path: &str, home: &Path) -> PathBuf {
         .map_or_else(|| PathBuf::from(path), |rest| home.join(rest))
 }
 
+/// A credential as a `--secret` (from the caller's variable of the same name) and the
+/// method and path rules that make its hosts inspected: the preset's hosts, and the
+/// host of its base URL variable when the caller set one.
+fn credential_secret(credential: &agents::Credential) -> Result<(String, Vec<String>)> {
+    let mut hosts: Vec<String> = credential.hosts.iter().map(|h| (*h).to_owned()).collect();
+    let mut rules: Vec<String> = credential
+        .hosts
+        .iter()
+        .map(|h| format!("* https://{h}/**"))
+        .collect();
+    if let Some(var) = credential.base_url
+        && let Some(url) = std::env::var_os(var)
+    {
+        let url = url.to_string_lossy().into_owned();
+        let (scheme, rest) = url.split_once("://").with_context(|| {
+            format!("{var}={url}: not a URL; give http(s)://HOST[:PORT]/…, or use --pass-keys")
+        })?;
+        let authority = rest.split('/').next().unwrap_or_default();
+        let host = authority
+            .rsplit_once(':')
+            .map_or(authority, |(host, _)| host)
+            .to_owned();
+        if host.is_empty() || !matches!(scheme, "http" | "https") {
+            bail!("{var}={url}: not an http(s) URL with a host; fix it, or use --pass-keys");
+        }
+        rules.push(format!("* {scheme}://{authority}/**"));
+        hosts.push(host);
+    }
+    Ok((
+        format!(
+            "{}=env:{}@{}",
+            credential.var,
+            credential.var,
+            hosts.join(",")
+        ),
+        rules,
+    ))
+}
+
 /// The run `sandbox run` would make of it, with the preset's name and the prompt.
 fn prepare(args: AgentStartArgs) -> Result<(RunArgs, Option<String>, Option<String>)> {
     let AgentStartArgs {
@@ -46,6 +85,7 @@ fn prepare(args: AgentStartArgs) -> Result<(RunArgs, Option<String>, Option<Stri
         prompt,
         preset,
         sandbox: _,
+        pass_keys,
         command,
     } = args;
     let name = options
@@ -86,11 +126,36 @@ fn prepare(args: AgentStartArgs) -> Result<(RunArgs, Option<String>, Option<Stri
         for (key, value) in preset.env {
             options.env.push(format!("{key}={value}"));
         }
-        // Its API keys, when the caller has them (the agent holds them: until
-        // `--secret` lands, there is no other way for it to authenticate).
+        // Its API keys, when the caller has them and the run does not set them: as
+        // secrets, so that the agent holds a placeholder and the mediator sends the
+        // key to the key's hosts alone (HTTPS inspection), or with --pass-keys, or
+        // without a mediated network, the keys themselves.
+        let mediated = !options.no_network
+            && options
+                .network
+                .as_deref()
+                .is_none_or(|mode| mode == "allow");
+        let set_by_run = |key: &str| options.env.iter().any(|e| e.split('=').next() == Some(key));
+        let mut secrets = Vec::new();
+        let mut passed = Vec::new();
         for key in preset.keys {
-            if std::env::var_os(key).is_some() {
-                options.env.push((*key).to_owned());
+            if std::env::var_os(key).is_none() || set_by_run(key) {
+                continue;
+            }
+            match preset.credentials.iter().find(|c| c.var == *key) {
+                Some(credential) if mediated && !pass_keys => {
+                    secrets.push(credential_secret(credential)?);
+                }
+                _ => passed.push((*key).to_owned()),
+            }
+        }
+        options.env.extend(passed);
+        for (spec, rules) in secrets {
+            options.secret.push(spec);
+            for rule in rules {
+                options
+                    .rules_in_order
+                    .push((vg_policy::network::Action::Allow, rule));
             }
         }
         // Its own folders, so it keeps its login and history; mounted beside the

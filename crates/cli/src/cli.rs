@@ -138,6 +138,12 @@ pub struct AgentStartArgs {
     #[arg(long)]
     pub sandbox: bool,
 
+    /// Give the agent its API keys themselves, as before HTTPS inspection, for an
+    /// agent that does not trust the session CA. By default a preset's key is a
+    /// --secret: the agent holds a placeholder, the mediator sends the key
+    #[arg(long)]
+    pub pass_keys: bool,
+
     /// -- CMD [ARGS...]: a custom agent command (instead of, or with, a preset)
     #[arg(value_name = "CMD", trailing_var_arg = true)]
     pub command: Vec<String>,
@@ -387,20 +393,55 @@ pub struct SandboxOptions {
 
     /// Allow connections to DOMAIN, *.DOMAIN, *, an IP or a CIDR, on every port or
     /// on PORT or LOW-HIGH (repeatable; implies --network allow). Rules are checked
-    /// in the order given, --allow and --deny mixed, first match wins, then deny
+    /// in the order given, --allow and --deny mixed, first match wins, then deny.
+    /// Or allow requests: 'METHODS https://HOST[:PORT]/PATH-GLOB' (also http://;
+    /// METHODS as GET,HEAD or *; * within a path segment, ** across): the host's
+    /// HTTPS is then inspected, and its requests no such rule allows get 403
     #[arg(
         long,
         value_name = "TARGET[:PORT]",
-        help_heading = "Network (--network allow)"
+        help_heading = "Network (--network allow)",
+        allow_hyphen_values = true
     )]
     pub allow: Vec<String>,
-    /// Deny connections to TARGET[:PORT], same forms as --allow (repeatable)
+    /// Deny connections to TARGET[:PORT], or requests 'METHODS https://HOST/PATH',
+    /// same forms as --allow (repeatable)
     #[arg(
         long,
         value_name = "TARGET[:PORT]",
-        help_heading = "Network (--network allow)"
+        help_heading = "Network (--network allow)",
+        allow_hyphen_values = true
     )]
     pub deny: Vec<String>,
+    /// Give the sandbox a credential it never holds: NAME is set inside to a random
+    /// placeholder of the same length, which the mediator replaces with the value in
+    /// request headers (also HTTP basic auth) to HOSTS only, after the rules allowed
+    /// the request; sent anywhere else it is blocked. SOURCE is env:VAR, file:PATH or
+    /// cmd:COMMAND (run on this machine, e.g. cmd:'pass show gh'). Repeatable
+    #[arg(
+        long,
+        value_name = "NAME=SOURCE@HOST[,HOST…]",
+        help_heading = "Network (--network allow)",
+        allow_hyphen_values = true
+    )]
+    pub secret: Vec<String>,
+    /// Trust this PEM CA file too when verifying inspected hosts' servers (a private
+    /// server's CA; the host's trust store is always used). Repeatable
+    #[arg(
+        long = "upstream-ca",
+        value_name = "FILE",
+        help_heading = "Network (--network allow)"
+    )]
+    pub upstream_ca: Vec<PathBuf>,
+    /// Never inspect HOST's TLS (clients that pin their server's certificate): its
+    /// connections pass through untouched and method and path rules do not apply.
+    /// Repeatable
+    #[arg(
+        long = "tls-passthrough",
+        value_name = "HOST",
+        help_heading = "Network (--network allow)"
+    )]
+    pub tls_passthrough: Vec<String>,
     /// Answer NAME with IP (like Docker's --add-host): IP may be private or the
     /// host's loopback, which rules alone never reach (repeatable)
     #[arg(

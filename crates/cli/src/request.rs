@@ -88,8 +88,33 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
         .iter()
         .map(|h| vg_policy::network::AddHost::parse(h).with_context(|| format!("--add-host {h}")))
         .collect::<Result<Vec<_>>>()?;
-    vg_session::network::check_flags(network, network_rules.len(), add_hosts.len())?;
-    if network.is_none() && !(network_rules.is_empty() && add_hosts.is_empty()) {
+    let secrets = o
+        .secret
+        .iter()
+        .map(|s| {
+            vg_policy::secrets::SecretSpec::parse(s)
+                .with_context(|| format!("--secret {}", secret_shown(s)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let tls_passthrough = o
+        .tls_passthrough
+        .iter()
+        .map(|h| {
+            vg_policy::secrets::host_target(h).with_context(|| format!("--tls-passthrough {h}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let upstream_ca = o
+        .upstream_ca
+        .iter()
+        .map(|p| std::path::absolute(p).with_context(|| format!("--upstream-ca {}", p.display())))
+        .collect::<Result<Vec<_>>>()?;
+    let mediated = network_rules.len()
+        + add_hosts.len()
+        + secrets.len()
+        + tls_passthrough.len()
+        + upstream_ca.len();
+    vg_session::network::check_flags(network, mediated, 0)?;
+    if network.is_none() && mediated > 0 {
         network = Some(NetworkMode::Allow);
     }
     let workdir = match &o.workdir {
@@ -132,8 +157,20 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
         approval: approval_from_flags(o)?,
         network_rules,
         add_hosts,
+        secrets,
+        tls_passthrough,
+        upstream_ca,
         project_access: vg_policy::config::ProjectAccess::default(),
     })
+}
+
+/// A `--secret` value as an error may quote it: up to the source's kind, since a
+/// `cmd:` source may carry a token inline.
+fn secret_shown(value: &str) -> String {
+    match value.split_once('=') {
+        Some((name, rest)) if rest.starts_with("cmd:") => format!("{name}=cmd:…"),
+        _ => value.to_owned(),
+    }
 }
 
 /// `--ask` and `--approval-timeout`, parsed.

@@ -236,6 +236,7 @@ mod tests {
                 Rule::parse(Action::Allow, "pinned.test").unwrap(),
             ],
             hosts: vec![AddHost::parse("pinned.test:127.0.0.1").unwrap()],
+            passthrough: Vec::new(),
         }
     }
 

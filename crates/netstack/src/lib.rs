@@ -9,6 +9,9 @@
 //! - A TCP connection is held at its SYN until the policy allows it and the real
 //!   destination accepted our own connection from the host; then the two are relayed
 //!   byte for byte. A denial is a TCP reset.
+//! - A connection to a host that a method and path rule names is handed to the HTTP
+//!   inspector ([`intercept`]); a passed-through TLS connection must name, in its
+//!   ClientHello, the host it was allowed for (`sni.rs`).
 //! - Other UDP, ICMP, IPv6 and other protocols do not leave; each is recorded once.
 //!
 //! The policy lives here, outside the sandbox, behind a [`PolicyHandle`] that can be
@@ -25,7 +28,9 @@ mod error;
 mod event;
 pub mod gate;
 mod host;
+pub mod intercept;
 mod resolve;
+mod sni;
 mod stack;
 
 use std::sync::{Arc, RwLock};

@@ -25,11 +25,38 @@ pub struct Preset {
     pub settings: &'static [&'static str],
     /// The API hosts it must reach (allowed on port 443).
     pub hosts: &'static [&'static str],
-    /// Variables passed from the caller's environment when set (its API keys).
+    /// Variables passed from the caller's environment when set (its API keys and
+    /// endpoints).
     pub keys: &'static [&'static str],
+    /// Those of `keys` that are credentials: given to the agent as secrets (a
+    /// placeholder inside, the key swapped in by the mediator on requests to the
+    /// credential's hosts), never as the key itself.
+    pub credentials: &'static [Credential],
     /// Variables set for it (its own sandbox off: ours is around it).
     pub env: &'static [(&'static str, &'static str)],
 }
+
+/// An API key variable and where it may be sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    pub var: &'static str,
+    /// The hosts that take it (HTTPS on 443).
+    pub hosts: &'static [&'static str],
+    /// The variable that moves the agent's endpoint elsewhere (a proxy, a local
+    /// model server): the key is bound to that URL's host too when it is set.
+    pub base_url: Option<&'static str>,
+}
+
+const ANTHROPIC: Credential = Credential {
+    var: "ANTHROPIC_API_KEY",
+    hosts: &["api.anthropic.com"],
+    base_url: Some("ANTHROPIC_BASE_URL"),
+};
+const OPENAI: Credential = Credential {
+    var: "OPENAI_API_KEY",
+    hosts: &["api.openai.com"],
+    base_url: Some("OPENAI_BASE_URL"),
+};
 
 /// The presets, by name.
 pub const PRESETS: &[Preset] = &[
@@ -43,6 +70,7 @@ pub const PRESETS: &[Preset] = &[
         settings: &["~/.claude/settings.json", "~/.claude/settings.local.json"],
         hosts: &["api.anthropic.com"],
         keys: &["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"],
+        credentials: &[ANTHROPIC],
         env: &[("DISABLE_AUTOUPDATER", "1")],
     },
     Preset {
@@ -61,6 +89,7 @@ pub const PRESETS: &[Preset] = &[
         settings: &["~/.codex/config.toml"],
         hosts: &["api.openai.com", "chatgpt.com"],
         keys: &["OPENAI_API_KEY", "OPENAI_BASE_URL"],
+        credentials: &[OPENAI],
         env: &[],
     },
     Preset {
@@ -73,6 +102,18 @@ pub const PRESETS: &[Preset] = &[
         settings: &["~/.gemini/settings.json"],
         hosts: &["generativelanguage.googleapis.com", "oauth2.googleapis.com"],
         keys: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+        credentials: &[
+            Credential {
+                var: "GEMINI_API_KEY",
+                hosts: &["generativelanguage.googleapis.com"],
+                base_url: None,
+            },
+            Credential {
+                var: "GOOGLE_API_KEY",
+                hosts: &["generativelanguage.googleapis.com"],
+                base_url: None,
+            },
+        ],
         // Its container sandbox would need a container engine inside ours.
         env: &[("GEMINI_SANDBOX", "false")],
     },
@@ -86,6 +127,16 @@ pub const PRESETS: &[Preset] = &[
         settings: &["~/.aider.conf.yml"],
         hosts: &["api.openai.com", "api.anthropic.com"],
         keys: &["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_BASE"],
+        credentials: &[
+            Credential {
+                base_url: Some("OPENAI_API_BASE"),
+                ..OPENAI
+            },
+            Credential {
+                base_url: None,
+                ..ANTHROPIC
+            },
+        ],
         env: &[],
     },
     Preset {
@@ -98,6 +149,16 @@ pub const PRESETS: &[Preset] = &[
         settings: &["~/.config/opencode"],
         hosts: &["api.anthropic.com", "api.openai.com"],
         keys: &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"],
+        credentials: &[
+            Credential {
+                base_url: None,
+                ..ANTHROPIC
+            },
+            Credential {
+                base_url: None,
+                ..OPENAI
+            },
+        ],
         env: &[],
     },
 ];
@@ -149,6 +210,13 @@ mod tests {
                 "{p:?}"
             );
             assert!(p.state.iter().all(|s| s.starts_with("~/")), "{p:?}");
+            // Every credential is one of its keys, sent only to hosts it reaches.
+            for c in p.credentials {
+                assert!(p.keys.contains(&c.var), "{p:?}");
+                assert!(c.hosts.iter().all(|h| p.hosts.contains(h)), "{p:?}");
+                assert!(c.base_url.is_none_or(|b| p.keys.contains(&b)), "{p:?}");
+            }
+            assert!(!p.credentials.is_empty(), "{p:?}");
             assert_eq!(PRESETS.iter().filter(|q| q.name == p.name).count(), 1);
         }
         for name in ["claude", "codex", "gemini", "aider", "opencode"] {

@@ -53,7 +53,7 @@ impl EnvAssignment {
     }
 }
 
-fn valid_name(key: &str) -> bool {
+pub(crate) fn valid_name(key: &str) -> bool {
     let mut chars = key.chars();
     matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())

@@ -15,6 +15,7 @@ pub mod mount;
 pub mod network;
 pub mod paths;
 pub mod risk;
+pub mod secrets;
 pub mod view;
 
 pub use env::Environment;
@@ -26,4 +27,5 @@ pub use network::{
     Action, AddHost, Cidr, Decision, Destination, HostName, NetworkMode, NetworkPolicy, PortRange,
     Reason, Rule, RuleMatch, Target,
 };
+pub use secrets::{SecretSource, SecretSpec};
 pub use view::{FsView, HostLayout, MountOp, ViewOptions};

@@ -17,11 +17,13 @@
 use std::fmt;
 
 mod addr;
+mod http;
 mod name;
 mod policy;
 mod rule;
 
 pub use addr::{Cidr, canonical, is_special};
+pub use http::{HttpRequest, HttpScope, Methods, PathGlob, Scheme, path_problem};
 pub use name::HostName;
 pub use policy::{Decision, Destination, NetworkPolicy, OwnAddresses, Reason, RuleMatch};
 pub use rule::{Action, AddHost, PortRange, Rule, Target};

@@ -27,14 +27,18 @@ pub struct LiveNetwork {
     base: NetworkPolicy,
     /// Rules added while the session runs, newest first.
     live: Mutex<Vec<Rule>>,
+    /// Whether the session has an HTTP inspector: without one, a method and path rule
+    /// could not be enforced and is refused.
+    inspects: bool,
 }
 
 impl LiveNetwork {
-    pub fn new(handle: PolicyHandle, base: NetworkPolicy) -> Arc<Self> {
+    pub fn new(handle: PolicyHandle, base: NetworkPolicy, inspects: bool) -> Arc<Self> {
         Arc::new(Self {
             handle,
             base,
             live: Mutex::new(Vec::new()),
+            inspects,
         })
     }
 
@@ -52,6 +56,14 @@ impl LiveNetwork {
         rule: Rule,
         who: &[(&str, serde_json::Value)],
     ) -> Result<(), ControlError> {
+        if rule.http.is_some() && !self.inspects {
+            return Err(ControlError::BadRule {
+                message: format!(
+                    "'{}' is a method and path rule, and this session was started without HTTPS inspection (no such rule or --secret at its start), so it could not be enforced; start the session with one",
+                    rule.text
+                ),
+            });
+        }
         let mut live = self.live();
         let mut event = Event::new(NETWORK)
             .with("event", "rule-added")

@@ -1,8 +1,9 @@
-//! Files generated for the sandbox's `/etc` (`resolv.conf`, and with an image `hosts`
-//! and `hostname`), written to a private host folder and bound read-only over the
-//! sandbox's copies. The folder goes away when the session ends.
+//! Files generated for the sandbox (`/etc/resolv.conf`, with an image `/etc/hosts` and
+//! `/etc/hostname`, with HTTPS inspection the trust bundles with the session CA),
+//! written to a private host folder and bound read-only over the sandbox's copies. The
+//! folder goes away when the session ends.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use vg_policy::MountOp;
@@ -10,12 +11,14 @@ use vg_policy::view::NodeKind;
 
 pub struct Generated {
     dir: PathBuf,
-    files: Vec<String>,
+    /// The file's name in `dir`, and where it is bound in the sandbox.
+    files: Vec<(String, PathBuf)>,
 }
 
 impl Generated {
-    /// Writes `files` (name in `/etc`, contents); `None` when there are none.
-    pub fn write(files: &[(&str, String)]) -> Result<Option<Self>> {
+    /// Writes `files` (absolute path in the sandbox, contents); `None` when there are
+    /// none. Each target must exist in the sandbox's view: a bind covers a file.
+    pub fn write(files: &[(PathBuf, String)]) -> Result<Option<Self>> {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
         if files.is_empty() {
             return Ok(None);
@@ -36,9 +39,10 @@ impl Generated {
             dir,
             files: Vec::new(),
         };
-        for (name, contents) in files {
-            let path = generated.dir.join(name);
-            generated.files.push((*name).to_owned());
+        for (i, (target, contents)) in files.iter().enumerate() {
+            let name = format!("{i}-{}", file_name(target));
+            let path = generated.dir.join(&name);
+            generated.files.push((name, target.clone()));
             std::fs::write(&path, contents)
                 .and_then(|()| {
                     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
@@ -48,13 +52,13 @@ impl Generated {
         Ok(Some(generated))
     }
 
-    /// Read-only binds of each file over `/etc/NAME`.
+    /// Read-only binds of each file over its target.
     pub fn mounts(&self) -> Vec<MountOp> {
         self.files
             .iter()
-            .map(|name| MountOp::Bind {
+            .map(|(name, target)| MountOp::Bind {
                 src: self.dir.join(name),
-                dst: PathBuf::from("/etc").join(name),
+                dst: target.clone(),
                 read_only: true,
                 kind: NodeKind::File,
                 dev: false,
@@ -65,11 +69,16 @@ impl Generated {
 
 impl Drop for Generated {
     fn drop(&mut self) {
-        for name in &self.files {
+        for (name, _) in &self.files {
             let _ = std::fs::remove_file(self.dir.join(name));
         }
         let _ = std::fs::remove_dir(&self.dir);
     }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map_or_else(|| "file".to_owned(), |n| n.to_string_lossy().into_owned())
 }
 
 /// `/etc/hosts` for a sandbox named `hostname`.

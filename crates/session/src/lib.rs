@@ -37,6 +37,7 @@ pub mod gate;
 pub mod home;
 pub mod host;
 pub mod image;
+pub mod inspection;
 pub mod limits;
 pub mod mounts;
 pub mod network;

@@ -34,6 +34,7 @@ impl Plan {
             NetworkMode::Allow => Some(NetworkPolicy {
                 rules: settings.network_rules.clone(),
                 hosts: settings.add_hosts.clone(),
+                passthrough: settings.tls_passthrough.clone(),
             }),
             NetworkMode::None | NetworkMode::Host => None,
         };
@@ -98,6 +99,16 @@ impl Plan {
             meta.network
                 .extra
                 .insert("default".into(), Value::from("deny"));
+            if !policy.passthrough.is_empty() {
+                meta.network.extra.insert(
+                    "tls_passthrough".into(),
+                    policy
+                        .passthrough
+                        .iter()
+                        .map(|t| Value::from(t.to_string()))
+                        .collect(),
+                );
+            }
         }
         if self.mode == NetworkMode::Host {
             meta.network.extra.insert(
@@ -112,7 +123,7 @@ impl Plan {
 pub fn check_flags(mode: Option<NetworkMode>, rules: usize, hosts: usize) -> Result<()> {
     match mode {
         Some(m @ (NetworkMode::None | NetworkMode::Host)) if rules + hosts > 0 => bail!(
-            "--allow, --deny and --add-host mediate the network, which --network {m} does not: drop --network {m} (the rules imply --network allow)"
+            "--allow, --deny, --add-host, --secret, --upstream-ca and --tls-passthrough mediate the network, which --network {m} does not: drop --network {m} (they imply --network allow)"
         ),
         _ => Ok(()),
     }

@@ -43,6 +43,8 @@ pub struct Plan {
     pub network_notes: bool,
     /// The approval gate, when `--ask` holds anything.
     pub gate: Option<crate::gate::Plan>,
+    /// HTTPS inspection and secrets, when a method and path rule or a secret asks.
+    pub inspection: Option<crate::inspection::Plan>,
     /// `agent start`'s preset and prompt, for the record.
     pub agent_preset: Option<String>,
     pub prompt: Option<String>,
@@ -54,6 +56,12 @@ impl Plan {
         let cwd = request.cwd.clone();
         let settings = settings::merge(request)?;
         let network = network::Plan::new(&settings)?;
+        let inspection = crate::inspection::Plan::new(
+            network.policy.as_ref(),
+            &settings.secrets,
+            &settings.upstream_ca,
+            request,
+        )?;
         let image = request.image.as_ref().map(&mut *images).transpose()?;
 
         let mounts = mounts::resolve_mounts(&settings, &cwd)?;
@@ -184,6 +192,7 @@ impl Plan {
             record: request.record.clone(),
             network_notes: request.network_notes,
             gate,
+            inspection,
             agent_preset: request.agent_preset.clone(),
             prompt: request.prompt.clone(),
         })

@@ -28,14 +28,54 @@ use crate::running::{Mode, Running};
 pub fn start(mut plan: Plan) -> Result<Running, Error> {
     let enforced = plan.limits.enforce()?;
     plan.spec.rlimit_nproc = enforced.rlimit_nproc;
-    // Generated /etc files, kept until the session ends.
-    let generated = Generated::write(&plan.etc)?;
+    // One policy handle for the mediator, the inspector and the control channel.
+    let policy = plan.network.handle();
+    // The inspector and its CA, the secrets read from their sources.
+    let inspection = match (&plan.inspection, &policy) {
+        (Some(inspection), Some(handle)) => Some(crate::inspection::prepare(
+            inspection,
+            handle.clone(),
+            plan.image.as_ref().map(|i| i.image.rootfs.as_path()),
+        )?),
+        _ => None,
+    };
+    let mut files: Vec<(PathBuf, String)> = plan
+        .etc
+        .iter()
+        .map(|(name, contents)| (PathBuf::from("/etc").join(name), contents.clone()))
+        .collect();
+    if let Some(inspection) = &inspection {
+        files.extend(inspection.files.iter().cloned());
+        // The placeholders and the CA variables outrank what the caller set.
+        plan.spec
+            .env
+            .retain(|(k, _)| !inspection.env.iter().any(|(name, _)| name == k));
+        plan.spec.env.extend(inspection.env.iter().cloned());
+    }
+    // Generated files, kept until the session ends.
+    let generated = Generated::write(&files)?;
     if let Some(g) = &generated {
         plan.spec.view.ops.extend(g.mounts());
     }
+    let network = Network { policy, inspection };
     match plan.record.clone() {
-        Recording::Off => start_unrecorded(plan, enforced, generated),
-        Recording::On { root } => start_recorded(plan, enforced, generated, root),
+        Recording::Off => start_unrecorded(plan, enforced, generated, network),
+        Recording::On { root } => start_recorded(plan, enforced, generated, root, network),
+    }
+}
+
+/// The session's network side, made once in [`start`].
+struct Network {
+    policy: Option<vg_netstack::PolicyHandle>,
+    inspection: Option<crate::inspection::Prepared>,
+}
+
+impl Network {
+    fn interceptor(&self) -> Option<std::sync::Arc<dyn vg_netstack::intercept::Interceptor>> {
+        self.inspection.as_ref().map(|i| {
+            std::sync::Arc::clone(&i.inspector)
+                as std::sync::Arc<dyn vg_netstack::intercept::Interceptor>
+        })
     }
 }
 
@@ -46,13 +86,17 @@ fn start_recorded(
     enforced: Enforced,
     generated: Option<Generated>,
     root: Option<PathBuf>,
+    network: Network,
 ) -> Result<Running, Error> {
     let root = match root {
         Some(root) => root,
         None => crate::home::records_root()?,
     };
     crate::mounts::check_hidden("the session records folder", &root, &plan.mounts)?;
-    let meta = crate::record::metadata::initial(&plan, &enforced);
+    let mut meta = crate::record::metadata::initial(&plan, &enforced);
+    if let Some(inspection) = &network.inspection {
+        inspection.record(&mut meta);
+    }
     let mut session = Session::create(&root, meta)?;
     let id = session.id().to_owned();
     let in_session = |e: anyhow::Error| Error::from(e).in_session(&id);
@@ -120,11 +164,11 @@ fn start_recorded(
     let notes = plan
         .network_notes
         .then(|| Notes::new(spec.tty && stdin_is_terminal));
-    let policy = plan.network.handle();
-    let live_network = match (&policy, &plan.network.policy) {
+    let live_network = match (&network.policy, &plan.network.policy) {
         (Some(handle), Some(base)) => Some(crate::control::LiveNetwork::new(
             handle.clone(),
             base.clone(),
+            network.inspection.is_some(),
         )),
         _ => None,
     };
@@ -133,7 +177,9 @@ fn start_recorded(
         output,
         spec.trace_exec,
         plan.limits.max_output,
-        policy.map(|policy| (policy, notes)),
+        network
+            .policy
+            .map(|policy| (policy, notes, network.inspection.as_ref())),
         live_network.clone(),
     );
     session.serve_control(sandbox.stopper(), live_network);
@@ -205,6 +251,7 @@ fn start_unrecorded(
     plan: Plan,
     enforced: Enforced,
     generated: Option<Generated>,
+    network: Network,
 ) -> Result<Running, Error> {
     // The command gets our own fds: whatever it does to a terminal among them (its
     // modes; seccomp refuses line disciplines and input injection) is undone after it,
@@ -215,9 +262,10 @@ fn start_unrecorded(
         .map_err(anyhow::Error::from)?;
     // Mediated as always; only the records of it are not kept.
     let mut notes = plan.network_notes.then(|| Notes::new(false));
-    let mediator = match (plan.network.handle(), sandbox.tun()) {
+    let interceptor = network.interceptor();
+    let mediator = match (network.policy, sandbox.tun()) {
         (Some(policy), Some(tun)) => Some(
-            vg_netstack::Mediator::start(
+            vg_netstack::Mediator::start_with_gate(
                 tun,
                 policy,
                 Box::new(move |event| {
@@ -225,6 +273,8 @@ fn start_unrecorded(
                         notes.show(&event);
                     }
                 }),
+                None,
+                interceptor,
             )
             .map_err(|e| anyhow::anyhow!("cannot start the network mediator: {e}"))?,
         ),

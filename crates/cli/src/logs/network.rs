@@ -1,6 +1,7 @@
 //! `logs show SESSION --network`: the session's DNS questions and connections as one
 //! table. A connection's attempt and its end are two events (the end carries the
 //! byte counts and duration); they are joined here into one row by connection id.
+//! Inspected requests (and refused TLS handshakes) follow in a second table.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -106,15 +107,120 @@ pub fn write_table(out: &mut dyn Write, lines: &[Vec<u8>]) -> Result<()> {
         ]);
         rows += 1;
     }
-    if rows == 0 {
+    let requests = requests_table(&events);
+    if rows == 0 && requests.is_none() {
         writeln!(
             out,
             "No network activity recorded (the session's network mode is in `logs show SESSION`)."
         )?;
         return Ok(());
     }
-    table.write(out, "")?;
+    if rows > 0 {
+        table.write(out, "")?;
+    }
+    if let Some(requests) = requests {
+        if rows > 0 {
+            writeln!(out)?;
+        }
+        writeln!(out, "Inspected requests:")?;
+        requests.write(out, "")?;
+    }
     Ok(())
+}
+
+/// The `http` and `tls` events, one row each; `None` when there are none.
+fn requests_table(events: &[Map<String, Value>]) -> Option<Table> {
+    let mut table = Table::new(vec![
+        "TIME",
+        "CONN",
+        "REQUEST",
+        "STATUS",
+        "DECISION",
+        "SENT",
+        "RECEIVED",
+        "MS",
+        "RULE / REASON",
+    ]);
+    let mut rows = 0;
+    for e in events {
+        let time = e
+            .get("time")
+            .and_then(Value::as_str)
+            .and_then(|t| parse_rfc3339(t).ok())
+            .map(format::utc_millis)
+            .unwrap_or_default();
+        let conn = number(e, "connection").to_string();
+        let row = match text(e, "event").as_str() {
+            "http" => {
+                let scheme = text(e, "scheme");
+                let port = number(e, "port");
+                let default_port = if scheme == "http" { 80 } else { 443 };
+                let port = if port == default_port {
+                    String::new()
+                } else {
+                    format!(":{port}")
+                };
+                let mut detail = rule_or_reason(e);
+                let secrets: Vec<&str> = e
+                    .get("secrets")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                if !secrets.is_empty() {
+                    detail.push_str(&format!("; secrets injected: {}", secrets.join(",")));
+                }
+                if let Some(name) = e.get("exfiltration").and_then(Value::as_str) {
+                    detail.push_str(&format!("; POSSIBLE EXFILTRATION of {name}'s placeholder"));
+                }
+                if let Some(error) = e.get("error").and_then(Value::as_str) {
+                    detail.push_str(&format!("; {error}"));
+                }
+                vec![
+                    time,
+                    conn,
+                    format!(
+                        "{} {scheme}://{}{port}{} {}",
+                        text(e, "method"),
+                        text(e, "host"),
+                        text(e, "path"),
+                        text(e, "protocol")
+                    ),
+                    e.get("status")
+                        .and_then(Value::as_u64)
+                        .map_or_else(|| "-".to_owned(), |c| c.to_string()),
+                    text(e, "decision"),
+                    number(e, "bytes_out").to_string(),
+                    number(e, "bytes_in").to_string(),
+                    number(e, "duration_ms").to_string(),
+                    detail,
+                ]
+            }
+            "tls" => vec![
+                time,
+                conn,
+                format!(
+                    "TLS {}:{} (server name {})",
+                    text(e, "host"),
+                    number(e, "port"),
+                    or_dash(text(e, "sni"))
+                ),
+                "-".into(),
+                text(e, "decision"),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                text(e, "error"),
+            ],
+            _ => continue,
+        };
+        table.push(
+            row.into_iter()
+                .map(|cell| format::safe(&cell).into_owned())
+                .collect(),
+        );
+        rows += 1;
+    }
+    (rows > 0).then_some(table)
 }
 
 fn has_connect(events: &[Map<String, Value>], close: &Map<String, Value>) -> bool {

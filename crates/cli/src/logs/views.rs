@@ -182,6 +182,11 @@ fn event_text(line: &[u8], event: Option<&Map<String, Value>>) -> String {
         text.push_str(&line);
         return format::safe(&text).into_owned();
     }
+    if str_field("type") == "network" && str_field("event") == "http" {
+        text.push(' ');
+        text.push_str(&http_text(e));
+        return format::safe(&text).into_owned();
+    }
     for (k, v) in e.iter().filter(|(k, _)| *k != "time" && *k != "type") {
         text.push(' ');
         text.push_str(k);
@@ -189,6 +194,60 @@ fn event_text(line: &[u8], event: Option<&Map<String, Value>>) -> String {
         text.push_str(&field_text(v));
     }
     format::safe(text.trim_end()).into_owned()
+}
+
+/// An inspected request in words: `http GET https://api.test/x → 200 allow (rule
+/// …) 12 B out, 3401 B in, 41 ms, secrets GH_TOKEN`.
+fn http_text(e: &Map<String, Value>) -> String {
+    let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let n = |k: &str| e.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let port = n("port");
+    let default_port = if s("scheme") == "http" { 80 } else { 443 };
+    let port = if port == default_port || port == 0 {
+        String::new()
+    } else {
+        format!(":{port}")
+    };
+    let status = e
+        .get("status")
+        .and_then(Value::as_u64)
+        .map_or_else(|| "-".to_owned(), |c| c.to_string());
+    let mut text = format!(
+        "http {} {}://{}{port}{} → {status} {} {}",
+        s("method"),
+        s("scheme"),
+        s("host"),
+        s("path"),
+        s("decision"),
+        s("protocol"),
+    );
+    match e.get("rule").and_then(Value::as_str) {
+        Some(rule) => text.push_str(&format!(" by '{rule}'")),
+        None => text.push_str(&format!(" ({})", s("reason"))),
+    }
+    text.push_str(&format!(
+        ", {} B out, {} B in, {} ms",
+        n("bytes_out"),
+        n("bytes_in"),
+        n("duration_ms")
+    ));
+    let secrets: Vec<&str> = e
+        .get("secrets")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !secrets.is_empty() {
+        text.push_str(&format!(", secrets injected: {}", secrets.join(",")));
+    }
+    if let Some(name) = e.get("exfiltration").and_then(Value::as_str) {
+        text.push_str(&format!(
+            ", POSSIBLE EXFILTRATION of the placeholder of {name}"
+        ));
+    }
+    if let Some(error) = e.get("error").and_then(Value::as_str) {
+        text.push_str(&format!(", error: {error}"));
+    }
+    text
 }
 
 /// An `approval` event in words: `asked #3 CRITICAL exec rm -rf /tmp/x (rule …:
@@ -326,6 +385,12 @@ mod tests {
 
     #[test]
     fn events_are_readable_and_filtered() {
+        let http = br#"{"time":"2025-12-19T10:10:53.123Z","type":"network","event":"http","protocol":"HTTP/2","method":"POST","scheme":"https","host":"api.test","port":8443,"path":"/x?q=REDACTED","status":403,"bytes_out":0,"bytes_in":40,"duration_ms":2,"decision":"deny","rule":null,"reason":"no method and path rule","secrets":[],"exfiltration":"GH","error":null}"#;
+        let e = parse_event(http);
+        assert_eq!(
+            event_text(http, e.as_ref()),
+            "2025-12-19 10:10:53.123  network       http POST https://api.test:8443/x?q=REDACTED → 403 deny HTTP/2 (no method and path rule), 0 B out, 40 B in, 2 ms, POSSIBLE EXFILTRATION of the placeholder of GH"
+        );
         let net = br#"{"time":"2025-12-19T10:10:53.123Z","type":"network","host":"example.com","port":443,"note":"a b"}"#;
         let start = br#"{"time":"2025-12-19T10:10:53.000Z","type":"session-start","origin":"cli"}"#;
         let view = LineView::Events(EventFilter::All);

@@ -27,6 +27,7 @@ class H(http.server.BaseHTTPRequestHandler):
         STATE["n"] += 1
         with open(LOG, "a") as f:
             f.write(json.dumps({"n": STATE["n"], "path": self.path,
+                                "authorization": self.headers.get("authorization"),
                                 "tools": [t.get("name") or t.get("type") for t in body.get("tools", [])],
                                 "input_types": [i.get("type") for i in body.get("input", [])]}) + "\n")
         rid = "resp_%d" % STATE["n"]

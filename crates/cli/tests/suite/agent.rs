@@ -1,6 +1,6 @@
 //! `vectraguard agent start`: an agent command run and recorded under its name.
 
-use super::harness::{RecordsHome, Workspace, each_identity, session_metadata};
+use super::harness::{RecordsHome, Vg, Workspace, each_identity, session_metadata};
 use super::live::vg;
 
 #[test]
@@ -139,11 +139,15 @@ fn a_real_agent_cli_runs_its_tool_calls_inside_the_sandbox() {
             "PATH={}/node_modules/.bin:/usr/local/bin:/usr/bin:/bin",
             root.display()
         );
-        let out = vg(
-            runner,
-            &ws,
-            &home,
-            &[
+        // The caller's key, which the agent never holds: it gets a placeholder, and
+        // the mediator swaps the key in on requests to the key's endpoint (the
+        // caller's OPENAI_BASE_URL, inspected as plain HTTP here).
+        let key = format!("sk-real-{}", super::harness::unique());
+        let out = Vg::new(runner, ws.path())
+            .records_home(&home)
+            .env("OPENAI_API_KEY", &key)
+            .env("OPENAI_BASE_URL", &format!("http://model.test:{port}/v1"))
+            .args([
                 "agent",
                 "start",
                 "--name",
@@ -156,16 +160,12 @@ fn a_real_agent_cli_runs_its_tool_calls_inside_the_sandbox() {
                 &root.display().to_string(),
                 "--add-host",
                 "model.test:127.0.0.1",
-                "--allow",
-                &format!("model.test:{port}"),
-                "--env",
-                "OPENAI_API_KEY=sk-test",
                 "--env",
                 &format!("CODEX_HOME={}", codex_home.display()),
                 "--env",
                 &path,
-            ],
-        );
+            ])
+            .run();
         let _ = model.kill();
         let _ = model.wait();
         let requests = std::fs::read_to_string(&log).unwrap_or_default();
@@ -177,7 +177,26 @@ fn a_real_agent_cli_runs_its_tool_calls_inside_the_sandbox() {
             "{out}\n{requests}"
         );
         assert_eq!(requests.lines().count(), 2, "{requests}");
+        for line in requests.lines() {
+            let logged: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(
+                logged["authorization"],
+                format!("Bearer {key}"),
+                "the model got the key: {requests}"
+            );
+        }
+        super::https_inspection::assert_nowhere(&key, &out, &home);
         let dir = home.only_session();
+        let meta = session_metadata(&dir);
+        assert_eq!(
+            meta["network"]["inspection"]["secrets"]["OPENAI_API_KEY"][1], "model.test",
+            "{meta}"
+        );
+        let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+        assert!(
+            events.contains(r#""secrets":["OPENAI_API_KEY"]"#),
+            "{events}"
+        );
         let meta = session_metadata(&dir);
         assert_eq!(meta["agent"], "codex-bot", "{meta}");
         assert_eq!(meta["agent_preset"], "codex", "{meta}");

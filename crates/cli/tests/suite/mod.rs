@@ -14,6 +14,8 @@ mod config;
 mod exec_records;
 mod filesystem;
 mod first_hour;
+mod https_inspection;
+mod https_servers;
 mod image_runs;
 mod images;
 mod lifecycle;

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use mio::Interest;
 use mio::net::TcpStream;
-use vg_policy::network::{Destination, NetworkPolicy};
+use vg_policy::network::{Destination, HostName, NetworkPolicy};
 
-use super::flow::{Flow, FlowKey, FlowState, describe};
+use super::flow::{Flow, FlowKey, FlowState, SniCheck, Upstream, describe};
 use super::{CONNECT_TIMEOUT, MAX_FLOWS, Stack, token};
 use crate::addr;
 use crate::budget;
@@ -22,7 +22,7 @@ impl Stack {
         &self,
         policy: &NetworkPolicy,
         dst: SocketAddrV4,
-    ) -> (Option<String>, IpAddr, Verdict) {
+    ) -> (Option<HostName>, IpAddr, Verdict) {
         let (ip, port) = (*dst.ip(), dst.port());
         if addr::is_link(ip) {
             return (
@@ -46,7 +46,7 @@ impl Stack {
                 Verdict::deny("address not handed out by our DNS"),
             );
         };
-        let name = Some(entry.name.to_string());
+        let name = Some(entry.name.clone());
         let mut first_denial = None;
         for &real in &entry.addrs {
             let dest = Destination {
@@ -80,7 +80,8 @@ impl Stack {
     /// allows is held for the approval gate first.
     pub(super) fn new_connection(&mut self, key: FlowKey, syn: Packet, ask: bool) {
         let policy = self.policy.current();
-        let (name, real, mut verdict) = self.decide(&policy, key.dst);
+        let (host, real, mut verdict) = self.decide(&policy, key.dst);
+        let name = host.as_ref().map(ToString::to_string);
         let syn = if ask && !verdict.allowed && name.is_none() {
             match self.hold_syn(&policy, key, real, syn) {
                 Some(syn) => syn,
@@ -89,6 +90,12 @@ impl Stack {
         } else {
             syn
         };
+        let dest = policy.destination(host.clone(), real);
+        let scheme = policy.inspection(&dest, key.dst.port());
+        if verdict.allowed && scheme.is_some() && self.interceptor.is_none() {
+            // A method and path rule this session cannot enforce: never pass it through.
+            verdict = Verdict::deny("inspection unavailable in this session");
+        }
         if verdict.allowed && self.flows.len() >= MAX_FLOWS {
             verdict = Verdict::deny(format!("more than {MAX_FLOWS} connections open"));
         }
@@ -119,7 +126,31 @@ impl Stack {
             return self.device.enqueue(syn);
         }
         let remote = SocketAddr::new(real, port);
-        let mut stream = match TcpStream::connect(remote) {
+        let inspect = self.interceptor.as_ref().zip(scheme);
+        let (stream, sni) = match inspect {
+            Some((interceptor, scheme)) => {
+                let conn = crate::intercept::Intercepted {
+                    connection: id,
+                    name: host,
+                    addr: real,
+                    port,
+                    scheme,
+                };
+                (
+                    inspector_pair(interceptor.as_ref(), conn).map(Upstream::Inspector),
+                    None,
+                )
+            }
+            // Passed through: a ClientHello must name the host it was allowed for.
+            None => (
+                TcpStream::connect(remote).map(Upstream::Tcp),
+                host.map(|expect| SniCheck {
+                    expect,
+                    held: Vec::new(),
+                }),
+            ),
+        };
+        let mut stream = match stream {
             Ok(s) => s,
             Err(e) => {
                 self.budget.release(buffers);
@@ -127,7 +158,7 @@ impl Stack {
             }
         };
         if let Err(e) = self.poll.registry().register(
-            &mut stream,
+            stream.source(),
             token(id),
             Interest::READABLE | Interest::WRITABLE,
         ) {
@@ -143,6 +174,8 @@ impl Stack {
                 name,
                 remote,
                 stream,
+                sni,
+                unsent: Vec::new(),
                 // A full-size read buffer per waiting SYN would be 64 KiB each.
                 state: FlowState::Connecting {
                     syn: Some(syn.compact()),
@@ -271,4 +304,15 @@ impl Stack {
             }
         }
     }
+}
+
+/// A socket pair whose far end goes to the inspector: the flow relays to our end.
+fn inspector_pair(
+    interceptor: &dyn crate::intercept::Interceptor,
+    conn: crate::intercept::Intercepted,
+) -> io::Result<mio::net::UnixStream> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    ours.set_nonblocking(true)?;
+    interceptor.intercept(conn, theirs);
+    Ok(mio::net::UnixStream::from_std(ours))
 }

@@ -5,7 +5,7 @@ use std::io;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant, SystemTime};
 
-use mio::net::TcpStream;
+use mio::net::{TcpStream, UnixStream};
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
 
@@ -28,12 +28,96 @@ pub(super) enum FlowState {
     Open { socket: SocketHandle },
 }
 
+/// Where a flow's bytes go: the destination itself, or the HTTP inspector's end of a
+/// socket pair (see [`crate::intercept`]).
+pub(super) enum Upstream {
+    Tcp(TcpStream),
+    Inspector(UnixStream),
+}
+
+impl Upstream {
+    pub(super) fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            Self::Tcp(s) => s,
+            Self::Inspector(s) => s,
+        }
+    }
+
+    pub(super) fn take_error(&self) -> io::Result<Option<io::Error>> {
+        match self {
+            Self::Tcp(s) => s.take_error(),
+            Self::Inspector(s) => s.take_error(),
+        }
+    }
+
+    /// `Ok` once connected (`NotConnected` while a TCP connect is under way).
+    pub(super) fn connected(&self) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.peer_addr().map(drop),
+            Self::Inspector(_) => Ok(()),
+        }
+    }
+
+    pub(super) fn set_nodelay(&self) {
+        if let Self::Tcp(s) = self {
+            let _ = s.set_nodelay(true);
+        }
+    }
+
+    pub(super) fn shutdown_write(&self) {
+        let _ = match self {
+            Self::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+            Self::Inspector(s) => s.shutdown(std::net::Shutdown::Write),
+        };
+    }
+
+    /// An abortive close: the far end sees a reset (TCP) rather than an orderly end.
+    pub(super) fn reset_on_close(&self) {
+        if let Self::Tcp(s) = self {
+            let _ = socket2::SockRef::from(s).set_linger(Some(Duration::ZERO));
+        }
+    }
+}
+
+impl io::Read for &Upstream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Upstream::Tcp(s) => (&*s).read(buf),
+            Upstream::Inspector(s) => (&*s).read(buf),
+        }
+    }
+}
+
+impl io::Write for &Upstream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Upstream::Tcp(s) => (&*s).write(buf),
+            Upstream::Inspector(s) => (&*s).write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A passed-through connection's first bytes, held until its ClientHello's server name
+/// is known to be the name the connection was allowed for (see [`crate::sni`]).
+pub(super) struct SniCheck {
+    pub(super) expect: vg_policy::network::HostName,
+    pub(super) held: Vec<u8>,
+}
+
 pub(super) struct Flow {
     pub(super) id: u64,
     pub(super) key: FlowKey,
     pub(super) name: Option<String>,
     pub(super) remote: SocketAddr,
-    pub(super) stream: TcpStream,
+    pub(super) stream: Upstream,
+    /// Set until the ClientHello was checked.
+    pub(super) sni: Option<SniCheck>,
+    /// Bytes from the sandbox taken off its socket but not yet written on.
+    pub(super) unsent: Vec<u8>,
     pub(super) state: FlowState,
     /// The stack socket's buffer size each way, granted by [`Stack::budget`].
     pub(super) buffers: usize,
@@ -52,7 +136,7 @@ impl Stack {
     /// Records the end of `flow` and lets go of its resources.
     pub(super) fn end_flow(&mut self, mut flow: Flow) {
         self.by_key.remove(&flow.key);
-        let _ = self.poll.registry().deregister(&mut flow.stream);
+        let _ = self.poll.registry().deregister(flow.stream.source());
         match std::mem::replace(&mut flow.state, FlowState::Connecting { syn: None }) {
             FlowState::Connecting { syn: Some(syn) } => {
                 // Never connected: refuse the waiting SYN with a reset.
@@ -75,7 +159,7 @@ impl Stack {
                 // A reset from the sandbox reaches the destination as a reset, not as
                 // an orderly close that would make a cut upload look complete.
                 if flow.error.is_some() && !flow.sandbox_fin_passed {
-                    let _ = socket2::SockRef::from(&flow.stream).set_linger(Some(Duration::ZERO));
+                    flow.stream.reset_on_close();
                 }
             }
         }

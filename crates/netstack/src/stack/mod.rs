@@ -71,22 +71,25 @@ impl Mediator {
         policy: PolicyHandle,
         events: Box<dyn FnMut(NetEvent) + Send>,
     ) -> Result<Self, Error> {
-        Self::start_with_gate(tun, policy, events, None)
+        Self::start_with_gate(tun, policy, events, None, None)
     }
 
     /// [`Mediator::start`], holding the DNS questions for names no rule allows for
-    /// `gate` to decide (the approval gate, `--ask`).
+    /// `gate` to decide (the approval gate, `--ask`), and handing connections to hosts
+    /// a method and path rule names to `interceptor` (HTTP inspection).
     pub fn start_with_gate(
         tun: OwnedFd,
         policy: PolicyHandle,
         events: Box<dyn FnMut(NetEvent) + Send>,
         gate: Option<Box<dyn crate::gate::DestinationGate>>,
+        interceptor: Option<Arc<dyn crate::intercept::Interceptor>>,
     ) -> Result<Self, Error> {
         let poll = Poll::new().map_err(Error::Poller)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(Error::Waker)?);
         let stop = Arc::new(AtomicBool::new(false));
         let mut stack = Stack::new(poll, File::from(tun), policy, events, Arc::clone(&waker))?;
         stack.gate = gate;
+        stack.interceptor = interceptor;
         let flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("vg-network".into())
@@ -147,6 +150,8 @@ struct Stack {
     tun_readable: bool,
     /// The approval gate for names no rule allows, with `--ask`.
     gate: Option<Box<dyn crate::gate::DestinationGate>>,
+    /// The HTTP inspector, for hosts a method and path rule names.
+    interceptor: Option<std::sync::Arc<dyn crate::intercept::Interceptor>>,
     /// Questions held for it, by name.
     held_names: HashMap<String, HeldName>,
     /// SYNs to addresses held for it, by connection.
@@ -232,6 +237,7 @@ impl Stack {
             host_addrs: crate::host::addresses(),
             tun_readable: true,
             gate: None,
+            interceptor: None,
             held_names: HashMap::new(),
             held_syns: HashMap::new(),
             waker,

@@ -2,7 +2,6 @@
 //! the stack's socket and the host's, passing on each side's close.
 
 use std::io::{self, Read, Write};
-use std::net::Shutdown;
 
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
@@ -46,8 +45,8 @@ impl Stack {
             }
             Ok(None) => {}
         }
-        match flow.stream.peer_addr() {
-            Ok(_) => {}
+        match flow.stream.connected() {
+            Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotConnected => {
                 flow.writable = false;
                 return (true, false);
@@ -57,7 +56,7 @@ impl Stack {
                 return (false, true);
             }
         }
-        let _ = flow.stream.set_nodelay(true);
+        flow.stream.set_nodelay();
         let mut socket = tcp::Socket::new(
             tcp::SocketBuffer::new(vec![0; flow.buffers]),
             tcp::SocketBuffer::new(vec![0; flow.buffers]),
@@ -104,8 +103,34 @@ impl Stack {
         if socket.state() == tcp::State::Established {
             flow.established = true;
         }
-        // Sandbox → destination.
-        while flow.writable && socket.can_recv() {
+        // Sandbox → destination: first what was held for the server name check.
+        if flow.sni.is_some() {
+            match check_sni(flow, socket) {
+                Ok(moved) => progressed |= moved,
+                Err(problem) => {
+                    flow.error = Some(problem);
+                    socket.abort();
+                    return (false, true);
+                }
+            }
+        }
+        if flow.sni.is_none() && !flow.unsent.is_empty() && flow.writable {
+            match (&flow.stream).write(&flow.unsent) {
+                Ok(n) => {
+                    flow.bytes_out += n as u64;
+                    flow.unsent.drain(..n);
+                    progressed |= n > 0;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => flow.writable = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    flow.error = Some(describe(&e));
+                    socket.abort();
+                    return (false, true);
+                }
+            }
+        }
+        while flow.sni.is_none() && flow.unsent.is_empty() && flow.writable && socket.can_recv() {
             let stream = &flow.stream;
             match transfer(socket.recv(|buf| counted((&*stream).write(buf)))) {
                 Transfer::Moved(n) => {
@@ -130,8 +155,14 @@ impl Stack {
                 | tcp::State::Closing
                 | tcp::State::TimeWait
         );
-        if flow.established && sandbox_done && !socket.can_recv() && !flow.sandbox_fin_passed {
-            let _ = flow.stream.shutdown(Shutdown::Write);
+        if flow.established
+            && sandbox_done
+            && !socket.can_recv()
+            && flow.unsent.is_empty()
+            && !flow.sandbox_fin_passed
+        {
+            flow.sni = None;
+            flow.stream.shutdown_write();
             flow.sandbox_fin_passed = true;
         }
         // Destination → sandbox.
@@ -175,6 +206,55 @@ impl Stack {
             _ => (true, progressed),
         }
     }
+}
+
+/// Takes the sandbox's first bytes off its socket until its ClientHello (if it sends
+/// one) can be read, then releases them to `flow.unsent`, or names why the connection
+/// must be cut. Returns whether bytes moved.
+fn check_sni(flow: &mut Flow, socket: &mut tcp::Socket<'_>) -> Result<bool, String> {
+    let Some(check) = flow.sni.as_mut() else {
+        return Ok(false);
+    };
+    let mut moved = false;
+    while socket.can_recv() && check.held.len() < crate::sni::MAX_HELLO {
+        let room = crate::sni::MAX_HELLO - check.held.len();
+        let held = &mut check.held;
+        let n = socket
+            .recv(|buf| {
+                let n = buf.len().min(room);
+                held.extend_from_slice(&buf[..n]);
+                (n, n)
+            })
+            .unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        moved = true;
+    }
+    let verdict = match crate::sni::client_hello(&check.held) {
+        crate::sni::FirstBytes::Incomplete => return Ok(moved),
+        crate::sni::FirstBytes::NotTls | crate::sni::FirstBytes::ClientHello(None) => Ok(()),
+        crate::sni::FirstBytes::ClientHello(Some(sni)) => {
+            let same = vg_policy::network::HostName::parse(sni.trim_end_matches('.'))
+                .is_ok_and(|n| n == check.expect);
+            if same {
+                Ok(())
+            } else {
+                Err(format!(
+                    "TLS server name '{}' is not '{}', the name this connection was allowed for (domain fronting?); cut",
+                    sni.escape_debug(),
+                    check.expect
+                ))
+            }
+        }
+        crate::sni::FirstBytes::Malformed(problem) => {
+            Err(format!("unreadable TLS ClientHello ({problem}); cut"))
+        }
+    };
+    verdict?;
+    flow.unsent = std::mem::take(&mut check.held);
+    flow.sni = None;
+    Ok(true)
 }
 
 /// What one move of bytes between a stack socket and a host socket did.

@@ -80,7 +80,16 @@ pub(super) fn key_hint(key: &str) -> &'static str {
         "user" => "user is a user name or \"uid[:gid]\", e.g. user = \"1000:1000\"",
         "network" => "network is one of \"none\", \"allow\", \"host\"",
         "network_rules" => {
-            "network_rules is an array of \"allow TARGET[:PORTS]\" or \"deny TARGET[:PORTS]\" strings, tried in order, e.g. network_rules = [\"allow github.com:443\", \"deny *.evil.com\"]"
+            "network_rules is an array of \"allow TARGET[:PORTS]\" or \"deny TARGET[:PORTS]\" strings, or \"allow METHODS URL-GLOB\" for method and path rules, tried in order, e.g. network_rules = [\"allow github.com:443\", \"allow GET,HEAD https://api.github.com/repos/acme/**\", \"deny *.evil.com\"]"
+        }
+        "tls_passthrough" => {
+            "tls_passthrough is an array of hosts whose HTTPS is not inspected (clients that pin certificates), each a host name, *.DOMAIN or IP address without a port, e.g. tls_passthrough = [\"pinned.example.com\", \"*.corp.example\"]"
+        }
+        "upstream_ca" => {
+            "upstream_ca is an array of paths to PEM CA certificates trusted for upstream servers besides the system's (relative paths are taken from this file's directory), e.g. upstream_ca = [\"/etc/ssl/private-ca.pem\"]"
+        }
+        "secrets" => {
+            "each secret is a [secrets.NAME] table at the top level, NAME the variable the sandbox sees, with source = \"env:VAR\", \"file:PATH\" or \"cmd:COMMAND\" and hosts = [\"HOST\", …] (host names, *.DOMAIN or IP addresses), e.g. [secrets.GITHUB_TOKEN] source = \"env:GH_TOKEN\" hosts = [\"api.github.com\"]"
         }
         "add_hosts" => {
             "add_hosts is an array of \"NAME:IP\" strings, e.g. add_hosts = [\"db.internal:10.0.0.5\"]"
@@ -163,5 +172,33 @@ mod tests {
         let (line, msg) = invalid(user_file("name = \"a\"\nagent = \n"));
         assert_eq!(line, 2, "{msg}");
         assert!(msg.contains("invalid TOML"), "{msg}");
+    }
+
+    #[test]
+    fn hints_cover_the_inspection_keys_and_method_path_rules() {
+        let (_, msg) = invalid(user_file("network_rules = \"allow x.com\"\n"));
+        assert!(
+            msg.contains("\"allow GET,HEAD https://api.github.com/repos/acme/**\""),
+            "{msg}"
+        );
+        for (text, expected) in [
+            (
+                "tls_passthrough = 1\n",
+                "tls_passthrough is an array of hosts",
+            ),
+            ("upstream_ca = 1\n", "upstream_ca is an array of paths"),
+            ("secrets = 1\n", "each secret is a [secrets.NAME] table"),
+            (
+                "[secrets.T]\nhosts = \"a.test\"\n",
+                "each secret is a [secrets.NAME] table",
+            ),
+            (
+                "[profiles.p]\nupstream_ca = 1\n",
+                "upstream_ca is an array of paths",
+            ),
+        ] {
+            let (_, msg) = invalid(user_file(text));
+            assert!(msg.contains(expected), "{text}: {msg}");
+        }
     }
 }

@@ -68,8 +68,9 @@ pub fn parse(text: &str, path: &Path, source: ConfigSource) -> Result<ConfigFile
     let mut raw: RawFile = toml::from_str(text).map_err(|e| toml_error(e, text, path))?;
     let document = Document::new(text, path, source)?;
     let risk_rules = risk::config::rules(raw.risk.take(), text, path, source)?;
-    let (top, profile, raw_profiles) = raw.split();
-    let settings = document.settings(top)?;
+    let (top, secrets, profile, raw_profiles) = raw.split();
+    let mut settings = document.settings(top)?;
+    settings.secrets = document.secrets(secrets)?;
     let mut profiles = BTreeMap::new();
     for (name, raw_profile) in raw_profiles {
         profiles.insert(name, document.settings(raw_profile)?);
@@ -127,6 +128,9 @@ env = ["CI=1"]
             network: None,
             network_rules: Vec::new(),
             add_hosts: Vec::new(),
+            tls_passthrough: Vec::new(),
+            upstream_ca: Vec::new(),
+            secrets: Vec::new(),
             mounts: vec![mount("/p/src:/workspace"), mount("/data:/data:ro")],
             read_only: vec!["/etc".into()],
             env: vec![env("NODE_ENV=production")],

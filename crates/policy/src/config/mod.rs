@@ -12,7 +12,9 @@
 //! from the most trusted (`--config`, then the user's file) to the project file, each
 //! file's selected profile before its top level; then a built-in profile's rules.
 //! `add_hosts` pins are appended in the opposite order, and the last pin of a name wins,
-//! so that flags again outrank files.
+//! so that flags again outrank files. `tls_passthrough` and `upstream_ca` are appended;
+//! `[secrets.NAME]` tables (top level only, not in profiles) replace a lower layer's
+//! secret of the same name.
 //!
 //! A project file is untrusted input: it lives in a repository that sandboxed code can
 //! write. It may therefore only reach inside its own directory (see
@@ -59,7 +61,9 @@ pub enum ConfigSource {
     /// project directory, it may not set `user`, and it may not copy host variables
     /// (`env = ["KEY"]`), which is how secrets such as tokens would leak in. On the
     /// network it may only narrow: no `network = "host"`, no allow rules, and no
-    /// `add_hosts` (a pin lets a name reach private addresses). It may not state who
+    /// `add_hosts` (a pin lets a name reach private addresses); nor may it weaken HTTPS
+    /// inspection or handle credentials (`tls_passthrough`, `upstream_ca`,
+    /// `[secrets.NAME]`). It may not state who
     /// runs the session (`agent`, `description`), which the record shows as fact. Its
     /// limits only cap what applies without it ([`Limits::tightened_by`]), and all its
     /// settings rank below the user's files, profiles included.

@@ -478,4 +478,61 @@ mod tests {
         assert_eq!(rule_texts(&s)[0], "deny user-top.com");
         assert_eq!(rule_texts(&s)[1..], expected);
     }
+
+    #[test]
+    fn passthrough_cas_and_secrets_layer_across_files_profiles_and_flags() {
+        let user = parse(
+            "tls_passthrough = [\"user-top.test\"]\nupstream_ca = [\"user.pem\"]\n[secrets.GH]\nsource = \"env:USER_GH\"\nhosts = [\"api.github.com\"]\n[secrets.NPM]\nsource = \"env:NPM\"\nhosts = [\"registry.npmjs.org\"]\n[profiles.p]\ntls_passthrough = [\"user-profile.test\"]\nupstream_ca = [\"/etc/profile.pem\"]\n",
+            Path::new("/home/u/.config/vectraguard/config.toml"),
+            ConfigSource::User,
+        )
+        .unwrap();
+        let explicit = parse(
+            "upstream_ca = [\"explicit.pem\"]\n[secrets.GH]\nsource = \"cmd:gh auth token\"\nhosts = [\"api.github.com\"]\n",
+            Path::new("/etc/vg/vg.toml"),
+            ConfigSource::Explicit,
+        )
+        .unwrap();
+        // A project file with none of them is layered as before.
+        let project = project_file("network_rules = [\"deny evil.test\"]\n").unwrap();
+        let mut s = resolve_profile(&[&project, &user, &explicit], Some("p")).unwrap();
+        let passthrough: Vec<String> = s.tls_passthrough.iter().map(|t| t.to_string()).collect();
+        assert_eq!(passthrough, ["user-top.test", "user-profile.test"]);
+        assert_eq!(
+            s.upstream_ca,
+            [
+                PathBuf::from("/home/u/.config/vectraguard/user.pem"),
+                PathBuf::from("/etc/vg/explicit.pem"),
+                PathBuf::from("/etc/profile.pem"),
+            ]
+        );
+        let secrets =
+            |s: &Settings| -> Vec<String> { s.secrets.iter().map(|x| x.to_string()).collect() };
+        // The --config file's GH replaces the user's; NPM stays.
+        assert_eq!(
+            secrets(&s),
+            [
+                "NPM=env:NPM@registry.npmjs.org",
+                "GH=cmd:gh auth token@api.github.com",
+            ]
+        );
+        // Without the profile, the profile's additions are absent.
+        let top = resolve_profile(&[&user], None).unwrap();
+        assert_eq!(top.tls_passthrough.len(), 1);
+        assert_eq!(top.upstream_ca.len(), 1);
+        // Flags are the highest layer.
+        s.overlay(Settings {
+            secrets: vec![
+                crate::secrets::SecretSpec::parse("NPM=file:/run/npm@registry.npmjs.org").unwrap(),
+            ],
+            ..Settings::default()
+        });
+        assert_eq!(
+            secrets(&s),
+            [
+                "GH=cmd:gh auth token@api.github.com",
+                "NPM=file:/run/npm@registry.npmjs.org",
+            ]
+        );
+    }
 }

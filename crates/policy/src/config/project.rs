@@ -1,8 +1,8 @@
 //! What a project file may not do beyond single values: reach outside its own directory
 //! (as written or through symlinks), or make claims about who runs the session. The
 //! checks on single values (`user`, `network = "host"`, allow rules, pins, copied host
-//! variables, `best_effort_limits`) are made by each value's parser in
-//! `validate.rs`; the tests of everything a project file may not set are here.
+//! variables, `best_effort_limits`, `tls_passthrough`, `upstream_ca`, `secrets`) are
+//! made by each value's parser in `validate.rs`; the tests of everything a project file may not set are here.
 
 use std::ffi::OsStr;
 use std::fs;
@@ -275,5 +275,73 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn a_project_file_cannot_weaken_inspection_or_define_secrets() {
+        let secret =
+            "[secrets.GITHUB_TOKEN]\nsource = \"env:GH_TOKEN\"\nhosts = [\"api.github.com\"]\n";
+        for (text, line, key, flag) in [
+            (
+                "name = \"n\"\ntls_passthrough = [\"pinned.example.com\"]\n".to_owned(),
+                2,
+                "tls_passthrough",
+                "--tls-passthrough",
+            ),
+            // Even empty: the key itself is refused.
+            ("tls_passthrough = []\n".to_owned(), 1, "tls_passthrough", "--tls-passthrough"),
+            (
+                "name = \"n\"\n[profiles.p]\ntls_passthrough = [\"*.corp.example\"]\n".to_owned(),
+                3,
+                "tls_passthrough",
+                "--tls-passthrough",
+            ),
+            (
+                "name = \"n\"\nupstream_ca = [\"ca.pem\"]\n".to_owned(),
+                2,
+                "upstream_ca",
+                "--upstream-ca",
+            ),
+            (
+                "[profiles.p]\nupstream_ca = [\"/etc/ca.pem\"]\n".to_owned(),
+                2,
+                "upstream_ca",
+                "--upstream-ca",
+            ),
+            (format!("name = \"n\"\n\n{secret}"), 3, "secrets", "--secret"),
+            ("name = \"n\"\n[secrets]\n".to_owned(), 2, "secrets", "--secret"),
+            (
+                "secrets = { T = { source = \"env:V\", hosts = [\"a.test\"] } }\n".to_owned(),
+                1,
+                "secrets",
+                "--secret",
+            ),
+            // In a profile too (where a user file is refused for another reason).
+            (
+                "name = \"n\"\n[profiles.p]\nsecrets.T.source = \"env:V\"\nsecrets.T.hosts = [\"a\"]\n".to_owned(),
+                3,
+                "secrets",
+                "--secret",
+            ),
+        ] {
+            let (got, msg) = invalid(project_file(&text));
+            assert_eq!(got, line, "{text}\n{msg}");
+            assert!(
+                msg.contains(&format!("'{key}' cannot be set in a project file")),
+                "{msg}"
+            );
+            assert!(
+                msg.contains(&format!("move it to {USER_FILE_HINT} or pass {flag}")),
+                "{msg}"
+            );
+        }
+        // The user's own file may set all three.
+        let user = user_file(&format!(
+            "tls_passthrough = [\"pinned.example.com\"]\nupstream_ca = [\"ca.pem\"]\n{secret}"
+        ))
+        .unwrap();
+        assert_eq!(user.settings.tls_passthrough.len(), 1);
+        assert_eq!(user.settings.upstream_ca.len(), 1);
+        assert_eq!(user.settings.secrets.len(), 1);
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use toml::Spanned;
 
 pub(super) type Text = Option<Spanned<String>>;
@@ -30,6 +30,22 @@ impl RawScalar {
     }
 }
 pub(super) type TextList = Vec<Spanned<String>>;
+/// A list whose presence matters, not only its items (a project file may not set it).
+pub(super) type SpannedList = Option<Spanned<TextList>>;
+/// The top level's `[secrets.NAME]` tables.
+pub(super) type RawSecrets = Option<Spanned<BTreeMap<Spanned<String>, RawSecret>>>;
+
+/// One `[secrets.NAME]` table. Both keys are required; their absence is reported by
+/// the validation, with the line of the name.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table with source = \"env:VAR\", \"file:PATH\" or \"cmd:COMMAND\" and hosts = [\"HOST\", …]"
+)]
+pub(super) struct RawSecret {
+    pub(super) source: Text,
+    pub(super) hosts: SpannedList,
+}
 
 /// The keys of a `[profiles.NAME]` table.
 #[derive(Deserialize)]
@@ -45,6 +61,11 @@ pub(super) struct RawSettings {
     pub(super) network_rules: TextList,
     #[serde(default)]
     pub(super) add_hosts: TextList,
+    pub(super) tls_passthrough: SpannedList,
+    pub(super) upstream_ca: SpannedList,
+    /// Only to refuse it with a clear message: secrets are defined at the top level.
+    /// Always `None` for the top level, whose secrets are [`RawFile`]'s.
+    pub(super) secrets: Option<Spanned<IgnoredAny>>,
     #[serde(default)]
     pub(super) mounts: TextList,
     #[serde(default)]
@@ -80,6 +101,9 @@ pub(super) struct RawFile {
     network_rules: TextList,
     #[serde(default)]
     add_hosts: TextList,
+    tls_passthrough: SpannedList,
+    upstream_ca: SpannedList,
+    secrets: RawSecrets,
     #[serde(default)]
     mounts: TextList,
     #[serde(default)]
@@ -105,7 +129,8 @@ pub(super) struct RawFile {
 }
 
 impl RawFile {
-    pub(super) fn split(self) -> (RawSettings, Text, BTreeMap<String, RawSettings>) {
+    /// The top level's settings, its secrets, the `profile` key and the profiles.
+    pub(super) fn split(self) -> (RawSettings, RawSecrets, Text, BTreeMap<String, RawSettings>) {
         let RawFile {
             name,
             agent,
@@ -115,6 +140,9 @@ impl RawFile {
             network,
             network_rules,
             add_hosts,
+            tls_passthrough,
+            upstream_ca,
+            secrets,
             mounts,
             read_only,
             env,
@@ -143,6 +171,9 @@ impl RawFile {
             network,
             network_rules,
             add_hosts,
+            tls_passthrough,
+            upstream_ca,
+            secrets: None,
             mounts,
             read_only,
             env,
@@ -159,7 +190,7 @@ impl RawFile {
             ask,
             approval_timeout,
         };
-        (settings, profile, profiles)
+        (settings, secrets, profile, profiles)
     }
 }
 

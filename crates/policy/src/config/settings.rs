@@ -7,8 +7,9 @@ use super::project_access::{Exposed, ProjectAccess};
 use crate::env::EnvAssignment;
 use crate::limits::Limits;
 use crate::mount::MountSpec;
-use crate::network::{AddHost, NetworkMode, Rule};
+use crate::network::{AddHost, NetworkMode, Rule, Target};
 use crate::risk::Approval;
+use crate::secrets::SecretSpec;
 
 /// Everything a configuration layer can set, already validated and typed. Flags are
 /// turned into a `Settings` too, so that all layers merge the same way.
@@ -26,6 +27,16 @@ pub struct Settings {
     pub network_rules: Vec<Rule>,
     /// `--add-host` pins, in order; for the same name the last one wins.
     pub add_hosts: Vec<AddHost>,
+    /// `--tls-passthrough`: hosts whose TLS is never inspected (clients that pin their
+    /// server's certificate). Names, `*.` wildcards or addresses; appended across layers.
+    pub tls_passthrough: Vec<Target>,
+    /// `--upstream-ca`: CA certificates (PEM files) trusted for upstream connections
+    /// besides the host's store. Absolute when they come from a file (resolved against
+    /// its directory); not checked for existence here. Appended across layers.
+    pub upstream_ca: Vec<PathBuf>,
+    /// `--secret` and `[secrets.NAME]`: at most one per name from a file; a higher
+    /// layer's secret replaces a lower one's of the same name.
+    pub secrets: Vec<SecretSpec>,
     pub mounts: Vec<MountSpec>,
     /// Absolute, normalised paths mounted read-only in place.
     pub read_only: Vec<PathBuf>,
@@ -44,7 +55,8 @@ impl Settings {
     /// Merges a higher-precedence layer into this one: a scalar set in `higher` replaces
     /// ours, lists are appended (ours first), so later `env` entries override earlier
     /// ones when applied in order. Network rules are the exception: `higher`'s go first,
-    /// because the first matching rule decides.
+    /// because the first matching rule decides. A secret of `higher` replaces ours of the
+    /// same name.
     pub fn overlay(&mut self, higher: Settings) {
         // Destructured so that a new field cannot be forgotten here.
         let Settings {
@@ -56,6 +68,9 @@ impl Settings {
             network,
             network_rules,
             add_hosts,
+            tls_passthrough,
+            upstream_ca,
+            secrets,
             mounts,
             read_only,
             env,
@@ -74,6 +89,11 @@ impl Settings {
         // the last one of a name wins, so theirs go after ours.
         self.network_rules.splice(0..0, network_rules);
         self.add_hosts.extend(add_hosts);
+        self.tls_passthrough.extend(tls_passthrough);
+        self.upstream_ca.extend(upstream_ca);
+        self.secrets
+            .retain(|ours| !secrets.iter().any(|theirs| theirs.name == ours.name));
+        self.secrets.extend(secrets);
         self.mounts.extend(mounts);
         self.read_only.extend(read_only);
         self.env.extend(env);
@@ -161,5 +181,55 @@ mod tests {
         );
         let addrs: Vec<String> = low.add_hosts.iter().map(|h| h.addr.to_string()).collect();
         assert_eq!(addrs, ["10.0.0.1", "10.0.0.2"]);
+    }
+
+    fn secret(value: &str) -> SecretSpec {
+        SecretSpec::parse(value).unwrap()
+    }
+
+    #[test]
+    fn overlay_appends_passthrough_and_cas_and_replaces_secrets_by_name() {
+        let host = |h: &str| crate::secrets::host_target(h).unwrap();
+        let mut low = Settings {
+            tls_passthrough: vec![host("pinned.test")],
+            upstream_ca: vec![PathBuf::from("/etc/low.pem")],
+            secrets: vec![
+                secret("GH=env:LOW_GH@api.github.com"),
+                secret("NPM=file:/run/npm@registry.npmjs.org"),
+            ],
+            ..Settings::default()
+        };
+        low.overlay(Settings {
+            tls_passthrough: vec![host("*.corp.test")],
+            upstream_ca: vec![PathBuf::from("/etc/high.pem")],
+            secrets: vec![
+                secret("GH=cmd:gh auth token@api.github.com,uploads.github.com"),
+                secret("PYPI=env:PYPI@upload.pypi.org"),
+            ],
+            ..Settings::default()
+        });
+        assert_eq!(
+            low.tls_passthrough,
+            vec![host("pinned.test"), host("*.corp.test")]
+        );
+        assert_eq!(
+            low.upstream_ca,
+            vec![
+                PathBuf::from("/etc/low.pem"),
+                PathBuf::from("/etc/high.pem")
+            ]
+        );
+        let secrets: Vec<String> = low.secrets.iter().map(|s| s.to_string()).collect();
+        assert_eq!(
+            secrets,
+            [
+                "NPM=file:/run/npm@registry.npmjs.org",
+                "GH=cmd:gh auth token@api.github.com,uploads.github.com",
+                "PYPI=env:PYPI@upload.pypi.org",
+            ]
+        );
+        // A layer without secrets keeps ours.
+        low.overlay(Settings::default());
+        assert_eq!(low.secrets.len(), 3);
     }
 }

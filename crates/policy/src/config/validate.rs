@@ -1,8 +1,8 @@
 //! Validation of values, with the file's context: each raw value is checked with the
 //! same parser as its flag and turned into its typed form, or into an error that names
 //! the file and line. The checks of a project file that concern one value (`user`,
-//! `network = "host"`, allow rules, pins, copied host variables, `best_effort_limits`)
-//! sit with that value's parser here; confinement and claims are in `project.rs`.
+//! `network = "host"`, allow rules, pins, copied host variables, `best_effort_limits`,
+//! `tls_passthrough`, `upstream_ca`, `secrets`) sit with that value's parser here; confinement and claims are in `project.rs`.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -11,13 +11,14 @@ use toml::Spanned;
 
 use super::diagnostics::{key_hint, line_of};
 use super::project::{ProjectDir, resolve_symlinks};
-use super::raw::{RawEnv, RawSettings, Scalar, Text};
+use super::raw::{RawEnv, RawSecrets, RawSettings, Scalar, SpannedList, Text};
 use super::{ConfigError, ConfigSource, Settings, USER_FILE_HINT};
 use crate::env::EnvAssignment;
 use crate::limits::{self, LimitError, Limits};
 use crate::mount::{MountSpec, MountSpecError};
-use crate::network::{Action, AddHost, NetworkMode, Rule};
+use crate::network::{Action, AddHost, NetworkMode, Rule, Target};
 use crate::paths::normalize_absolute;
+use crate::secrets::{self, SecretError, SecretSource, SecretSpec, shown};
 
 /// The file being converted: its text (for lines), path, directory and trust.
 pub(super) struct Document<'a> {
@@ -84,6 +85,9 @@ impl<'a> Document<'a> {
             network,
             network_rules,
             add_hosts,
+            tls_passthrough,
+            upstream_ca,
+            secrets,
             mounts,
             read_only,
             env,
@@ -100,6 +104,14 @@ impl<'a> Document<'a> {
             ask,
             approval_timeout,
         } = raw;
+        if let Some(secrets) = secrets {
+            self.refuse_in_project(secrets.span(), "secrets", SECRETS_REFUSED, "--secret")?;
+            return Err(self.error(
+                secrets.span(),
+                "'secrets' cannot be set inside a profile: secrets are defined at the top level of a file and apply to every profile".to_owned(),
+                "move the table to the top level as [secrets.NAME], outside [profiles.…]",
+            ));
+        }
         let approval = crate::risk::Approval {
             ask: ask
                 .map(|a| {
@@ -157,6 +169,10 @@ impl<'a> Document<'a> {
                 .into_iter()
                 .map(|h| self.add_host(h))
                 .collect::<Result<_, _>>()?,
+            tls_passthrough: self.tls_passthrough(tls_passthrough)?,
+            upstream_ca: self.upstream_ca(upstream_ca)?,
+            // The top level's are set by `secrets`; a profile has none.
+            secrets: Vec::new(),
             mounts: mounts
                 .into_iter()
                 .map(|m| self.mount(m))
@@ -295,6 +311,135 @@ impl<'a> Document<'a> {
             .map_err(|e| self.error(value.span(), e.to_string(), key_hint("add_hosts")))
     }
 
+    /// For project files: `key` may not be set at all (`why` says what it would do).
+    fn refuse_in_project(
+        &self,
+        span: Range<usize>,
+        key: &str,
+        why: &str,
+        flag: &str,
+    ) -> Result<(), ConfigError> {
+        if self.project.is_none() {
+            return Ok(());
+        }
+        Err(self.error(
+            span,
+            format!("'{key}' cannot be set in a project file: {why}, and the sandbox can write that file"),
+            format!("move it to {USER_FILE_HINT} or pass {flag} on the command line"),
+        ))
+    }
+
+    fn tls_passthrough(&self, value: SpannedList) -> Result<Vec<Target>, ConfigError> {
+        let Some(list) = value else {
+            return Ok(Vec::new());
+        };
+        self.refuse_in_project(
+            list.span(),
+            "tls_passthrough",
+            "it turns off HTTPS inspection, and the method and path rules with it, for the hosts it names",
+            "--tls-passthrough",
+        )?;
+        list.into_inner()
+            .into_iter()
+            .map(|host| {
+                secrets::host_target(host.get_ref()).map_err(|e| {
+                    self.error(
+                        host.span(),
+                        format!("invalid tls_passthrough host '{}': {}", e.input, e.problem),
+                        key_hint("tls_passthrough"),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    fn upstream_ca(&self, value: SpannedList) -> Result<Vec<PathBuf>, ConfigError> {
+        let Some(list) = value else {
+            return Ok(Vec::new());
+        };
+        self.refuse_in_project(
+            list.span(),
+            "upstream_ca",
+            "a CA it names is trusted to vouch for every upstream server, so whoever holds that CA's key could read the sandbox's traffic",
+            "--upstream-ca",
+        )?;
+        list.into_inner()
+            .into_iter()
+            .map(|path| self.host_path(path.span(), path.get_ref(), "upstream_ca file"))
+            .collect()
+    }
+
+    /// The top level's `[secrets.NAME]` tables, in name order.
+    pub(super) fn secrets(&self, raw: RawSecrets) -> Result<Vec<SecretSpec>, ConfigError> {
+        let Some(table) = raw else {
+            return Ok(Vec::new());
+        };
+        // The line of the first name, rather than of the table that holds them all.
+        let span = table
+            .get_ref()
+            .keys()
+            .next()
+            .map_or_else(|| table.span(), Spanned::span);
+        self.refuse_in_project(span, "secrets", SECRETS_REFUSED, "--secret")?;
+        table
+            .into_inner()
+            .into_iter()
+            .map(|(name, secret)| self.secret(name, secret))
+            .collect()
+    }
+
+    fn secret(
+        &self,
+        name: Spanned<String>,
+        raw: super::raw::RawSecret,
+    ) -> Result<SecretSpec, ConfigError> {
+        let missing = |key: &str, example: &str| {
+            self.error(
+                name.span(),
+                format!("secret '{}' has no {key}", shown(name.get_ref())),
+                format!(
+                    "add {key} = {example} to [secrets.{}]",
+                    shown(name.get_ref())
+                ),
+            )
+        };
+        let Some(source) = raw.source else {
+            return Err(missing(
+                "source",
+                "\"env:VAR\", \"file:PATH\" or \"cmd:COMMAND\"",
+            ));
+        };
+        let Some(hosts) = raw.hosts else {
+            return Err(missing("hosts", "[\"api.example.com\"]"));
+        };
+        let texts: Vec<String> = hosts
+            .get_ref()
+            .iter()
+            .map(|h| h.get_ref().clone())
+            .collect();
+        let mut spec =
+            SecretSpec::from_parts(name.get_ref(), source.get_ref(), &texts).map_err(|e| {
+                let span = match &e {
+                    SecretError::Form { .. }
+                    | SecretError::Name { .. }
+                    | SecretError::Reserved { .. } => name.span(),
+                    SecretError::Source { .. } => source.span(),
+                    SecretError::NoHosts { .. } => hosts.span(),
+                    SecretError::Host { position, .. } => hosts
+                        .get_ref()
+                        .get(*position)
+                        .map_or_else(|| hosts.span(), Spanned::span),
+                };
+                self.error(span, e.to_string(), key_hint("secrets"))
+            })?;
+        // Like env_files: a relative path is taken from this file's directory.
+        if let SecretSource::File(path) = &spec.source {
+            let path = self.host_path(source.span(), &path.to_string_lossy(), "secret file")?;
+            spec.source = SecretSource::File(path);
+        }
+        Ok(spec)
+    }
+
     fn mount(&self, value: Spanned<String>) -> Result<MountSpec, ConfigError> {
         let raw = value.get_ref();
         let mount_error = |e: MountSpecError| {
@@ -421,6 +566,9 @@ impl<'a> Document<'a> {
     }
 }
 
+/// Why a project file may not define secrets.
+const SECRETS_REFUSED: &str = "it hands one of your credentials to the hosts it names";
+
 /// `uid`, `uid:gid` or a conventional user name.
 fn valid_user(user: &str) -> bool {
     fn id(s: &str) -> bool {
@@ -445,6 +593,7 @@ mod tests {
     use super::*;
     use crate::config::test_support::*;
     use crate::config::{ConfigSource, parse};
+    use crate::secrets::SecretSource;
 
     #[test]
     fn limits_take_strings_and_numbers_with_line_numbered_errors() {
@@ -602,5 +751,240 @@ mod tests {
         assert!(msg.contains("did you mean 'network_rules'?"), "{msg}");
         let (_, msg) = invalid(user_file("add-host = []\n"));
         assert!(msg.contains("did you mean 'add_hosts'?"), "{msg}");
+    }
+
+    #[test]
+    fn tls_passthrough_and_upstream_ca_parse_in_files_and_profiles() {
+        let file = user_file(
+            "tls_passthrough = [\"Pinned.Example.com\", \"*.corp.example\", \"10.0.0.5\"]\nupstream_ca = [\"certs/ca.pem\", \"/etc/ssl/private-ca.pem\"]\n[profiles.p]\ntls_passthrough = [\"x.test\"]\nupstream_ca = [\"./p.pem\"]\n",
+        )
+        .unwrap();
+        let host = |h: &str| secrets::host_target(h).unwrap();
+        assert_eq!(
+            file.settings.tls_passthrough,
+            vec![
+                host("pinned.example.com"),
+                host("*.corp.example"),
+                host("10.0.0.5")
+            ]
+        );
+        assert_eq!(
+            file.settings.upstream_ca,
+            vec![
+                PathBuf::from("/p/certs/ca.pem"),
+                PathBuf::from("/etc/ssl/private-ca.pem")
+            ]
+        );
+        assert_eq!(file.profiles["p"].tls_passthrough, vec![host("x.test")]);
+        assert_eq!(
+            file.profiles["p"].upstream_ca,
+            vec![PathBuf::from("/p/p.pem")]
+        );
+        // Unset: empty.
+        let none = user_file("name = \"a\"\n").unwrap();
+        assert!(none.settings.tls_passthrough.is_empty() && none.settings.upstream_ca.is_empty());
+    }
+
+    #[test]
+    fn bad_passthrough_hosts_and_ca_paths_name_the_line_and_value() {
+        for (host, expected) in [
+            ("a.test:443", "it has a port"),
+            ("*", "'*' is every host"),
+            ("10.0.0.0/8", "it is a network"),
+            ("https://a.test", "it is a URL"),
+            ("a..test", "empty label"),
+            ("", "the host is empty"),
+        ] {
+            let (line, msg) = invalid(user_file(&format!(
+                "tls_passthrough = [\n  \"ok.test\",\n  \"{host}\",\n]\n"
+            )));
+            assert_eq!(line, 3, "{msg}");
+            assert!(
+                msg.contains(&format!("invalid tls_passthrough host '{host}': ")),
+                "{msg}"
+            );
+            assert!(msg.contains(expected), "{msg}");
+            assert!(msg.contains("(hint: tls_passthrough is an array"), "{msg}");
+        }
+        // Control characters are escaped in the message.
+        let (_, msg) = invalid(user_file("tls_passthrough = [\"a\\u001b.test\"]\n"));
+        assert!(msg.contains("'a\\u{1b}.test'"), "{msg}");
+        let (line, msg) = invalid(user_file("name = \"a\"\nupstream_ca = [\"../ca.pem\"]\n"));
+        assert_eq!(line, 2, "{msg}");
+        assert!(
+            msg.contains("invalid upstream_ca file '../ca.pem'"),
+            "{msg}"
+        );
+        let (_, msg) = invalid(user_file("upstream_ca = [\"~/ca.pem\"]\n"));
+        assert!(msg.contains("'~'"), "{msg}");
+        let (line, msg) = invalid(user_file("name = \"a\"\nupstream_ca = \"ca.pem\"\n"));
+        assert_eq!(line, 2, "{msg}");
+        assert!(msg.contains("invalid value for 'upstream_ca'"), "{msg}");
+        assert!(msg.contains("PEM CA certificates"), "{msg}");
+        let (_, msg) = invalid(user_file("tls_passthrough = \"a.test\"\n"));
+        assert!(msg.contains("pinned.example.com"), "{msg}");
+        let (_, msg) = invalid(user_file("tls-passthrough = []\n"));
+        assert!(msg.contains("did you mean 'tls_passthrough'?"), "{msg}");
+    }
+
+    #[test]
+    fn secrets_tables_parse_in_name_order() {
+        let file = user_file(
+            "name = \"a\"\n\n[secrets.NPM_TOKEN]\nsource = \"cmd:pass show npm@work\"\nhosts = [\"registry.npmjs.org\"]\n\n[secrets.GITHUB_TOKEN]\nsource = \"env:GH_TOKEN\"\nhosts = [\"api.github.com\", \"*.githubusercontent.com\"]\n\n[secrets.KEY]\nsource = \"file:keys/k\"\nhosts = [\"10.0.0.5\"]\n",
+        )
+        .unwrap();
+        let texts: Vec<String> = file
+            .settings
+            .secrets
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "GITHUB_TOKEN=env:GH_TOKEN@api.github.com,*.githubusercontent.com",
+                "KEY=file:/p/keys/k@10.0.0.5",
+                "NPM_TOKEN=cmd:pass show npm@work@registry.npmjs.org",
+            ]
+        );
+        // A relative file is taken from the file's directory, like env_files.
+        assert_eq!(
+            file.settings.secrets[1].source,
+            SecretSource::File(PathBuf::from("/p/keys/k"))
+        );
+        // Dotted keys and inline tables are the same tables.
+        let dotted =
+            user_file("secrets.T.source = \"env:V\"\nsecrets.T.hosts = [\"a.test\"]\n").unwrap();
+        let inline =
+            user_file("secrets = { T = { source = \"env:V\", hosts = [\"a.test\"] } }\n").unwrap();
+        assert_eq!(dotted.settings.secrets, inline.settings.secrets);
+        assert_eq!(dotted.settings.secrets.len(), 1);
+        assert!(
+            user_file("[secrets]\n")
+                .unwrap()
+                .settings
+                .secrets
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn bad_secrets_name_the_line_of_the_mistake() {
+        let table = |name: &str, source: &str, hosts: &str| {
+            format!(
+                "name = \"a\"\n\n[secrets.{name}]\nsource = \"{source}\"\nhosts = [\n  \"ok.test\",\n  {hosts}\n]\n"
+            )
+        };
+        for (text, line, expected) in [
+            (
+                table("PATH", "env:V", "\"a.test\""),
+                3,
+                "the secret name 'PATH' cannot be used",
+            ),
+            (
+                table("LD_PRELOAD", "env:V", "\"a.test\""),
+                3,
+                "LD_ variables",
+            ),
+            (
+                table("\"MY-TOKEN\"", "env:V", "\"a.test\""),
+                3,
+                "invalid secret name 'MY-TOKEN'",
+            ),
+            (
+                table("T", "vault:x", "\"a.test\""),
+                4,
+                "invalid secret source 'vault:x'",
+            ),
+            (
+                table("T", "env:", "\"a.test\""),
+                4,
+                "'env:' needs the name of a variable",
+            ),
+            (
+                table("T", "file:~/t", "\"a.test\""),
+                4,
+                "'~' is not expanded",
+            ),
+            (table("T", "env:V", "\"*\""), 7, "invalid secret host '*'"),
+            (table("T", "env:V", "\"a.test:443\""), 7, "it has a port"),
+            (table("T", "env:V", "\"10.0.0.0/8\""), 7, "it is a network"),
+            (
+                table("T", "env:V", "\"a.test,b.test\""),
+                7,
+                "invalid secret host 'a.test,b.test'",
+            ),
+            (
+                "[secrets.T]\nsource = \"env:V\"\nhosts = []\n".to_owned(),
+                3,
+                "secret 'T' names no host",
+            ),
+            (
+                "name = \"a\"\n[secrets.T]\nhosts = [\"a.test\"]\n".to_owned(),
+                2,
+                "secret 'T' has no source",
+            ),
+            (
+                "name = \"a\"\n[secrets.T]\nsource = \"env:V\"\n".to_owned(),
+                2,
+                "secret 'T' has no hosts",
+            ),
+            (
+                "[secrets.T]\nsource = \"env:V\"\nhosts = [\"a.test\"]\nhost = \"b.test\"\n"
+                    .to_owned(),
+                4,
+                "unknown key 'host' in [secrets.T]",
+            ),
+            (
+                "name = \"a\"\n[secrets]\nT = \"env:V@a.test\"\n".to_owned(),
+                3,
+                "invalid value for 'secrets.T'",
+            ),
+            (
+                "name = \"a\"\nsecrets = [\"T=env:V@a.test\"]\n".to_owned(),
+                2,
+                "invalid value for 'secrets'",
+            ),
+            (
+                "[secrets.T]\nsource = 1\nhosts = [\"a.test\"]\n".to_owned(),
+                2,
+                "invalid value for 'secrets.T.source'",
+            ),
+        ] {
+            let (got, msg) = invalid(user_file(&text));
+            assert_eq!(got, line, "{text}\n{msg}");
+            assert!(msg.contains(expected), "{text}\n{msg}");
+            assert!(msg.contains("[secrets."), "a hint shows the form: {msg}");
+        }
+        let (_, msg) = invalid(user_file(
+            "name = \"a\"\n[secrets.T]\nhosts = [\"a.test\"]\n",
+        ));
+        assert!(
+            msg.contains(
+                "add source = \"env:VAR\", \"file:PATH\" or \"cmd:COMMAND\" to [secrets.T]"
+            ),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn secrets_are_defined_at_the_top_level_only() {
+        for text in [
+            "name = \"a\"\n[profiles.p]\n[profiles.p.secrets.T]\nsource = \"env:V\"\nhosts = [\"a.test\"]\n",
+            "[profiles.p]\nname = \"a\"\nsecrets = { T = { source = \"env:V\", hosts = [\"a.test\"] } }\n",
+            // Even malformed, the place is what is reported.
+            "[profiles.p]\nname = \"a\"\nsecrets = 3\n",
+        ] {
+            let (line, msg) = invalid(user_file(text));
+            assert_eq!(line, 3, "{text}\n{msg}");
+            assert!(
+                msg.contains("'secrets' cannot be set inside a profile"),
+                "{msg}"
+            );
+            assert!(
+                msg.contains("move the table to the top level as [secrets.NAME]"),
+                "{msg}"
+            );
+        }
     }
 }

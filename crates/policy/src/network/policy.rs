@@ -16,7 +16,10 @@ use std::collections::HashSet;
 use std::fmt;
 use std::net::IpAddr;
 
-use super::{Action, AddHost, HostName, Rule, Target, canonical, is_special};
+use super::{
+    Action, AddHost, HostName, HttpRequest, Rule, Scheme, Target, canonical, is_special,
+    path_problem,
+};
 
 /// The rules and pinned names of `--network allow`. Plain data: cheap to share behind
 /// an `Arc` and to replace as a whole when the policy changes at run time.
@@ -26,6 +29,9 @@ pub struct NetworkPolicy {
     pub rules: Vec<Rule>,
     /// In the order given; for the same name a later pin wins (flags come last).
     pub hosts: Vec<AddHost>,
+    /// Hosts whose TLS is never inspected (`--tls-passthrough`), for clients that pin
+    /// their server's certificate: method and path rules naming them do not apply.
+    pub passthrough: Vec<Target>,
 }
 
 /// Where a connection goes.
@@ -60,6 +66,10 @@ pub enum Reason {
     DnsRebinding,
     /// An allow rule matched one of this machine's own addresses without naming it.
     OwnAddress,
+    /// An inspected host's request that no method and path rule covers.
+    NoHttpRule,
+    /// A request path that servers may read differently from the rules (`..`, `%2e`).
+    AmbiguousPath,
 }
 
 impl Reason {
@@ -71,6 +81,8 @@ impl Reason {
             Self::PrivateAddress => "private address",
             Self::DnsRebinding => "dns rebinding",
             Self::OwnAddress => "own address",
+            Self::NoHttpRule => "no method and path rule",
+            Self::AmbiguousPath => "ambiguous path",
         }
     }
 }
@@ -116,6 +128,14 @@ impl fmt::Display for Decision {
         let verdict = if self.allowed { "allowed" } else { "denied" };
         match (&self.rule, self.reason) {
             (Some(rule), Reason::Rule) => write!(f, "{verdict} by '{}'", rule.text),
+            (_, Reason::NoHttpRule) => write!(
+                f,
+                "{verdict}: no method and path rule for this host matched the request"
+            ),
+            (_, Reason::AmbiguousPath) => write!(
+                f,
+                "{verdict}: the path has a '.' or '..' segment, a backslash or a control character (encoded or not), which servers may read differently"
+            ),
             (_, Reason::DefaultDeny) | (None, _) => write!(f, "{verdict}: no rule matched"),
             (Some(rule), Reason::PrivateAddress) => write!(
                 f,
@@ -138,7 +158,11 @@ impl fmt::Display for Decision {
 
 impl NetworkPolicy {
     pub fn new(rules: Vec<Rule>, hosts: Vec<AddHost>) -> Self {
-        Self { rules, hosts }
+        Self {
+            rules,
+            hosts,
+            passthrough: Vec::new(),
+        }
     }
 
     /// Whether our resolver may answer for `name`: whether some port exists on which a
@@ -151,10 +175,11 @@ impl NetworkPolicy {
             if !rule.target.matches_name(name) {
                 continue;
             }
-            match (rule.action, rule.ports) {
-                (Action::Allow, _) => return Decision::by_rule(true, index, rule),
-                (Action::Deny, None) => return Decision::by_rule(false, index, rule),
-                (Action::Deny, Some(_)) => {}
+            match (rule.action, rule.ports, &rule.http) {
+                (Action::Allow, _, _) => return Decision::by_rule(true, index, rule),
+                (Action::Deny, None, None) => return Decision::by_rule(false, index, rule),
+                // A method and path deny refuses some requests, never the name.
+                (Action::Deny, _, _) => {}
             }
         }
         Decision::default_deny()
@@ -168,8 +193,10 @@ impl NetworkPolicy {
     /// returned `dest.addr`, or a name rule would vouch for an address it never saw.
     pub fn decide_connect(&self, dest: &Destination, port: u16) -> Decision {
         let addr = canonical(dest.addr);
+        // A method and path deny refuses requests, not the connection.
         let matches = |rule: &Rule| {
-            rule.covers_port(port)
+            !(rule.http.is_some() && rule.action == Action::Deny)
+                && rule.covers_port(port)
                 && (rule.target.matches_addr(addr)
                     || dest
                         .name
@@ -223,6 +250,60 @@ impl NetworkPolicy {
         }
     }
 
+    /// Whether connections to `dest` on `port` are inspected, and as what: the first
+    /// method and path rule naming the destination on that port says. Hosts under
+    /// `--tls-passthrough` never are.
+    pub fn inspection(&self, dest: &Destination, port: u16) -> Option<Scheme> {
+        if let Some(name) = &dest.name
+            && self.passthrough.iter().any(|t| t.matches_name(name))
+        {
+            return None;
+        }
+        if self.passthrough.iter().any(|t| t.matches_addr(dest.addr)) {
+            return None;
+        }
+        self.rules
+            .iter()
+            .filter(|rule| rule.covers_port(port) && targets(rule, dest))
+            .find_map(|rule| rule.http.as_ref().map(|scope| scope.scheme))
+    }
+
+    /// Whether a request on an inspected connection to `dest` on `port` may be sent:
+    /// the first method and path rule naming the destination, port, scheme, method and
+    /// path decides; none means refused ([`Reason::NoHttpRule`]). A path servers may
+    /// read differently from the matcher is refused first ([`Reason::AmbiguousPath`]).
+    pub fn decide_request(&self, dest: &Destination, port: u16, req: &HttpRequest<'_>) -> Decision {
+        if path_problem(req.path).is_some() {
+            return Decision {
+                allowed: false,
+                rule: None,
+                reason: Reason::AmbiguousPath,
+            };
+        }
+        let found = self.rules.iter().enumerate().find(|(_, rule)| {
+            rule.covers_port(port)
+                && rule.http.as_ref().is_some_and(|scope| scope.matches(req))
+                && targets(rule, dest)
+        });
+        match found {
+            Some((index, rule)) => Decision::by_rule(rule.action == Action::Allow, index, rule),
+            None => Decision {
+                allowed: false,
+                rule: None,
+                reason: Reason::NoHttpRule,
+            },
+        }
+    }
+
+    /// The method and path rules that name `dest` on `port`, for a refusal's message.
+    pub fn request_rules(&self, dest: &Destination, port: u16) -> Vec<&str> {
+        self.rules
+            .iter()
+            .filter(|rule| rule.http.is_some() && rule.covers_port(port) && targets(rule, dest))
+            .map(|rule| rule.text.as_str())
+            .collect()
+    }
+
     /// The addresses `--add-host` pinned `name` to, the winning (latest) pin first.
     pub fn pins<'a>(&'a self, name: &'a HostName) -> impl Iterator<Item = IpAddr> + 'a {
         self.hosts
@@ -247,6 +328,15 @@ impl NetworkPolicy {
             .is_some_and(|n| self.pins(n).any(|pin| canonical(pin) == canonical(addr)));
         Destination { name, addr, pinned }
     }
+}
+
+/// Whether `rule`'s target names `dest`, by its name or its address.
+fn targets(rule: &Rule, dest: &Destination) -> bool {
+    rule.target.matches_addr(dest.addr)
+        || dest
+            .name
+            .as_ref()
+            .is_some_and(|n| rule.target.matches_name(n))
 }
 
 /// This machine's own addresses, kept and looked up in [`canonical`] form.
@@ -783,5 +873,98 @@ mod tests {
             rebinding.contains("DNS rebinding") && rebinding.contains("allow github.com:443"),
             "{rebinding}"
         );
+    }
+
+    fn request<'a>(method: &'a str, path: &'a str) -> HttpRequest<'a> {
+        HttpRequest {
+            scheme: Scheme::Https,
+            method,
+            path,
+        }
+    }
+
+    #[test]
+    fn method_and_path_rules_decide_requests_first_match_wins() {
+        let p = policy(
+            &[
+                "deny DELETE https://api.test/**",
+                "allow GET,HEAD https://api.test/repos/acme/**",
+                "allow POST https://api.test/repos/acme/*/issues",
+                "allow other.test:443",
+            ],
+            &[],
+        );
+        let api = Destination {
+            name: Some(name("api.test")),
+            addr: ip("93.184.216.34"),
+            pinned: false,
+        };
+        let decide = |m, path| p.decide_request(&api, 443, &request(m, path));
+        let d = decide("GET", "/repos/acme/x");
+        assert!(d.allowed);
+        assert_eq!(
+            d.rule.unwrap().text,
+            "allow GET,HEAD https://api.test/repos/acme/**"
+        );
+        assert!(decide("HEAD", "/repos/acme").allowed);
+        assert!(decide("POST", "/repos/acme/x/issues").allowed);
+        let d = decide("DELETE", "/repos/acme/x");
+        assert!(!d.allowed && d.reason == Reason::Rule);
+        let d = decide("POST", "/repos/acme/x/y/issues");
+        assert_eq!((d.allowed, d.reason), (false, Reason::NoHttpRule));
+        let d = decide("GET", "/repos/other/x");
+        assert_eq!((d.allowed, d.reason), (false, Reason::NoHttpRule));
+        let d = decide("GET", "/repos/acme/%2e%2e/other/x");
+        assert_eq!((d.allowed, d.reason), (false, Reason::AmbiguousPath));
+        assert!(d.to_string().contains("'..'"), "{d}");
+        // Another port, or plain http on the same port, is not covered.
+        assert!(
+            !p.decide_request(&api, 8443, &request("GET", "/repos/acme/x"))
+                .allowed
+        );
+        let plain = HttpRequest {
+            scheme: Scheme::Http,
+            method: "GET",
+            path: "/repos/acme/x",
+        };
+        assert!(!p.decide_request(&api, 443, &plain).allowed);
+        assert_eq!(p.request_rules(&api, 443).len(), 3);
+    }
+
+    #[test]
+    fn a_method_and_path_rule_opens_its_host_and_marks_it_inspected() {
+        let mut p = policy(
+            &[
+                "deny POST https://blocked.test/**",
+                "allow GET https://api.test:8443/**",
+                "allow plain.test:443",
+            ],
+            &[],
+        );
+        let at = |n: &str| Destination {
+            name: Some(name(n)),
+            addr: ip("93.184.216.34"),
+            pinned: false,
+        };
+        assert!(p.decide_name(&name("api.test")).allowed);
+        assert!(p.decide_connect(&at("api.test"), 8443).allowed);
+        assert!(
+            !p.decide_connect(&at("api.test"), 443).allowed,
+            "its port only"
+        );
+        assert_eq!(p.inspection(&at("api.test"), 8443), Some(Scheme::Https));
+        assert_eq!(p.inspection(&at("api.test"), 443), None);
+        assert_eq!(
+            p.inspection(&at("plain.test"), 443),
+            None,
+            "plain rules pass TLS through"
+        );
+        // A method and path deny refuses requests, never the name or the connection.
+        let d = p.decide_name(&name("blocked.test"));
+        assert_eq!((d.allowed, d.reason), (false, Reason::DefaultDeny));
+        assert_eq!(p.inspection(&at("blocked.test"), 443), Some(Scheme::Https));
+        p.passthrough.push(Target::Name(name("api.test")));
+        assert_eq!(p.inspection(&at("api.test"), 8443), None);
+        assert!(p.decide_connect(&at("api.test"), 8443).allowed);
     }
 }

@@ -4,10 +4,11 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
 
+use super::http::{HttpScope, Methods, PathGlob, Scheme};
 use super::{Cidr, HostName, NetworkError, canonical, shown};
 
 /// Appended to rule errors: every form a rule target can take.
-const RULE_FORMS: &str = "a rule is DOMAIN, *.DOMAIN, *, an IP address or a CIDR network, optionally followed by :PORT or :LOW-HIGH, e.g. github.com:443, *.example.com, 10.0.0.0/8, [2001:db8::1]:443";
+const RULE_FORMS: &str = "a rule is DOMAIN, *.DOMAIN, *, an IP address or a CIDR network, optionally followed by :PORT or :LOW-HIGH, e.g. github.com:443, *.example.com, 10.0.0.0/8, [2001:db8::1]:443; or [METHODS] http(s)://HOST[:PORT][/PATH-GLOB], e.g. 'GET,HEAD https://api.github.com/repos/acme/**'";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
@@ -184,6 +185,10 @@ pub struct Rule {
     pub target: Target,
     /// `None`: every port. A range covering every port is stored as `None` too.
     pub ports: Option<PortRange>,
+    /// Set for a method and path rule (`allow GET https://host/path/**`): the host is
+    /// inspected, and the rule decides requests, not connections (see
+    /// [`super::NetworkPolicy::decide_request`]). Its `ports` is its one port.
+    pub http: Option<HttpScope>,
     pub text: String,
 }
 
@@ -199,6 +204,34 @@ impl Rule {
             action,
             target,
             ports,
+            http: None,
+            text,
+        }
+    }
+
+    /// A method and path rule: `target` on `port`, for the requests `scope` covers.
+    pub fn http(action: Action, target: Target, port: u16, scope: HttpScope) -> Self {
+        let host = if target.is_ipv6() {
+            format!("[{target}]")
+        } else {
+            target.to_string()
+        };
+        let port_text = if port == scope.scheme.default_port() {
+            String::new()
+        } else {
+            format!(":{port}")
+        };
+        let text = format!(
+            "{action} {} {}://{host}{port_text}{}",
+            scope.methods,
+            scope.scheme,
+            scope.path.as_str()
+        );
+        Self {
+            action,
+            target,
+            ports: PortRange::single(port),
+            http: Some(scope),
             text,
         }
     }
@@ -207,6 +240,14 @@ impl Rule {
     /// `[IPV6]`, `IPV6`, `IPV6/PREFIX` or `[IPV6/PREFIX]`, then optionally `:PORT` or
     /// `:LOW-HIGH` (after the brackets for IPv6; a bare IPv6 address takes no port).
     pub fn parse(action: Action, spec: &str) -> Result<Self, NetworkError> {
+        if spec.contains("://") {
+            return parse_http(spec)
+                .map(|(target, port, scope)| Self::http(action, target, port, scope))
+                .map_err(|problem| NetworkError::Rule {
+                    input: shown(&format!("{action} {spec}")),
+                    problem: format!("{problem} ({HTTP_FORMS})"),
+                });
+        }
         let (target, ports) = parse_spec(spec).map_err(|problem| NetworkError::Rule {
             input: shown(&format!("{action} {spec}")),
             problem: format!("{problem} ({RULE_FORMS})"),
@@ -221,6 +262,10 @@ impl Rule {
             [action, spec] => {
                 Self::parse(Action::parse(action).map_err(|_| line_error(line))?, spec)
             }
+            [action, methods, url] if url.contains("://") => Self::parse(
+                Action::parse(action).map_err(|_| line_error(line))?,
+                &format!("{methods} {url}"),
+            ),
             _ => Err(line_error(line)),
         }
     }
@@ -237,6 +282,70 @@ impl fmt::Display for Rule {
     }
 }
 
+/// Appended to method and path rule errors.
+const HTTP_FORMS: &str = "a method and path rule is [METHODS] http(s)://HOST[:PORT][/PATH-GLOB], METHODS as GET,HEAD or *, e.g. 'GET,HEAD https://api.github.com/repos/acme/**'";
+
+/// `[METHODS] SCHEME://HOST[:PORT][/PATH-GLOB]`: the host, its port and the scope.
+fn parse_http(spec: &str) -> Result<(Target, u16, HttpScope), String> {
+    let words: Vec<&str> = spec.split_ascii_whitespace().collect();
+    let (methods, url) = match words.as_slice() {
+        [url] => (Methods::Any, *url),
+        [methods, url] => (Methods::parse(methods)?, *url),
+        _ => return Err("write the methods, one space, then the URL".to_owned()),
+    };
+    let (scheme_text, rest) = url.split_once("://").ok_or("the URL has no scheme")?;
+    let scheme = Scheme::parse(scheme_text)
+        .ok_or_else(|| format!("the scheme '{}' is not http or https", shown(scheme_text)))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, "/**"),
+    };
+    if authority.is_empty() {
+        return Err("the URL has no host".to_owned());
+    }
+    if authority.contains('@') {
+        return Err("the URL has a user name; rules name only the host".to_owned());
+    }
+    if authority.contains(['?', '#']) || rest.starts_with(['?', '#']) {
+        return Err("rules match the path only, not a query or fragment".to_owned());
+    }
+    let (host, port) = if let Some(inside) = authority.strip_prefix('[') {
+        let (addr, after) = inside.split_once(']').ok_or("'[' has no closing ']'")?;
+        let port = match after {
+            "" => None,
+            _ => Some(
+                after
+                    .strip_prefix(':')
+                    .ok_or_else(|| format!("'{}' after ']' is not :PORT", shown(after)))?,
+            ),
+        };
+        (parse_ipv6_target(addr)?, port)
+    } else {
+        let (host, port) = match authority.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        };
+        (parse_host_target(host)?, port)
+    };
+    if matches!(host, Target::Cidr(_)) {
+        return Err("a method and path rule names one host, not a network".to_owned());
+    }
+    let port = match port {
+        None => scheme.default_port(),
+        Some(text) => parse_port(text)?,
+    };
+    let path = PathGlob::parse(path)?;
+    Ok((
+        host,
+        port,
+        HttpScope {
+            scheme,
+            methods,
+            path,
+        },
+    ))
+}
+
 fn line_error(line: &str) -> NetworkError {
     NetworkError::Rule {
         input: shown(line),
@@ -250,9 +359,6 @@ fn line_error(line: &str) -> NetworkError {
 fn parse_spec(spec: &str) -> Result<(Target, Option<PortRange>), String> {
     if spec.is_empty() {
         return Err("the rule is empty".to_owned());
-    }
-    if spec.contains("://") {
-        return Err("this is a URL; write only the host, e.g. github.com:443".to_owned());
     }
     if let Some(rest) = spec.strip_prefix('[') {
         let (inside, after) = rest.split_once(']').ok_or("'[' has no closing ']'")?;
@@ -591,7 +697,14 @@ mod tests {
             ("allowed.com\0.evil.com", "NUL"),
             ("user@host", "user@host"),
             ("@evil.com", "'@'"),
-            ("https://github.com", "this is a URL"),
+            ("ftp://github.com", "'ftp' is not http or https"),
+            ("https://", "no host"),
+            ("https://u@github.com/", "user name"),
+            ("https://github.com?x=1", "not a query"),
+            ("get https://github.com/", "upper case: GET"),
+            ("GET https://github.com/a/../b", "'..' segment"),
+            ("GET https://github.com:0/", "from 1 to 65535"),
+            ("GET  x https://github.com/", "one space"),
             ("github.com/x", "not a URL or a path"),
             ("10.0.0/8", "'10.0.0' is not an IP address"),
             ("010.0.0.0/8", "'010.0.0.0' is not an IP address"),
@@ -733,5 +846,43 @@ mod tests {
             assert!(msg.contains(expected), "{value}: {msg}");
             assert!(msg.contains("write NAME:IP"), "{msg}");
         }
+    }
+
+    #[test]
+    fn method_and_path_rules_parse_with_their_defaults() {
+        let r = Rule::parse(
+            Action::Allow,
+            "GET,HEAD https://API.GitHub.com/repos/acme/**",
+        )
+        .unwrap();
+        assert_eq!(
+            r.text,
+            "allow GET,HEAD https://api.github.com/repos/acme/**"
+        );
+        assert_eq!(r.ports, PortRange::single(443));
+        let scope = r.http.as_ref().unwrap();
+        assert_eq!(scope.scheme, Scheme::Https);
+        assert!(scope.methods.contains("HEAD") && !scope.methods.contains("POST"));
+        let r = Rule::parse(Action::Deny, "http://10.0.0.5:8080").unwrap();
+        assert_eq!(r.text, "deny * http://10.0.0.5:8080/**");
+        assert_eq!(r.ports, PortRange::single(8080));
+        assert_eq!(r.target, Target::Ip(ip("10.0.0.5")));
+        let r = Rule::parse(Action::Allow, "* https://[2001:db8::1]:8443/x").unwrap();
+        assert_eq!(r.text, "allow * https://[2001:db8::1]:8443/x");
+        let r = Rule::parse(Action::Allow, "POST https://*.example.com/v1/*").unwrap();
+        assert_eq!(r.target, Target::Wildcard(name("example.com")));
+        // The canonical text parses back to the same rule, as a config line too.
+        for text in [
+            "allow GET,HEAD https://api.github.com/repos/acme/**",
+            "deny * http://10.0.0.5:8080/**",
+            "allow POST https://*.example.com/v1/*",
+        ] {
+            let again = Rule::parse_line(text).unwrap();
+            assert_eq!(again.text, text);
+        }
+        assert_eq!(
+            Rule::parse_line("allow https://a.test/x").unwrap().text,
+            "allow * https://a.test/x"
+        );
     }
 }

@@ -289,7 +289,11 @@ impl Session {
         output: Output,
         trace: bool,
         max_output: Option<u64>,
-        network: Option<(vg_netstack::PolicyHandle, Option<crate::notes::Notes>)>,
+        network: Option<(
+            vg_netstack::PolicyHandle,
+            Option<crate::notes::Notes>,
+            Option<&crate::inspection::Prepared>,
+        )>,
         live: Option<std::sync::Arc<crate::control::LiveNetwork>>,
     ) -> Option<File> {
         let shared = Arc::new(Shared {
@@ -300,9 +304,26 @@ impl Session {
         });
         // Init sends the TUN interface, the exec listener, then the terminal, then
         // says it is ready.
-        if let Some((policy, mut notes)) = network
+        if let Some((policy, mut notes, inspection)) = network
             && let Some(tun) = sandbox.tun()
         {
+            // The inspector's requests, under their own cap.
+            let interceptor = inspection.map(|inspection| {
+                let events = Arc::clone(&shared);
+                let dropped = Arc::clone(&self.network_events_dropped);
+                let mut written: u64 = 0;
+                inspection.record_to(Box::new(move |event| {
+                    if written >= MAX_NETWORK_EVENTS {
+                        dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        return;
+                    }
+                    written += 1;
+                    if let Err(e) = events.writer.event(crate::inspection::to_record(event)) {
+                        events.fail("events.jsonl", e);
+                    }
+                }));
+                Arc::clone(&inspection.inspector) as Arc<dyn vg_netstack::intercept::Interceptor>
+            });
             let events = Arc::clone(&shared);
             let dropped = Arc::clone(&self.network_events_dropped);
             let mut written: u64 = 0;
@@ -333,7 +354,7 @@ impl Session {
                     as Box<dyn vg_netstack::gate::DestinationGate>),
                 _ => None,
             };
-            match vg_netstack::Mediator::start_with_gate(tun, policy, record, names) {
+            match vg_netstack::Mediator::start_with_gate(tun, policy, record, names, interceptor) {
                 Ok(mediator) => self.mediator = Some(mediator),
                 // Without the mediator nothing gets out; the session must not go on
                 // as if the network worked.
