@@ -51,6 +51,7 @@ ca="$ws/w/upstream-ca.pem"
 server=$!
 for _ in $(seq 100); do [ -s "$ws/port" ] && break; sleep 0.05; done
 port=$(head -n 1 "$ws/port")
+if [ -z "$port" ]; then echo "https.sh: bench_upstream did not start" >&2; exit 1; fi
 chmod 644 "$ca"
 cd "$ws/w"
 base="https://api.test:$port"

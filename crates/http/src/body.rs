@@ -19,13 +19,13 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::Sleep;
 
-use crate::event::{Exchange, HttpEvent};
-use crate::scan::{Detector, RELEASABLE, Replacer};
+use crate::event::{EventSink, Exchange, HttpEvent};
+use crate::scan::{Detector, Replacer};
 use crate::secret::{ConnSecrets, mask_values};
 use crate::upstream::{H1Sender, Upstream};
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
-pub(crate) type Events = Arc<dyn Fn(HttpEvent) + Send + Sync>;
+pub(crate) type Events = Arc<EventSink>;
 
 /// How long a response may pause before a short held-back tail is released.
 pub(crate) const PAUSE: Duration = Duration::from_millis(20);
@@ -76,7 +76,7 @@ impl Drop for Record {
         exchange.bytes_out = *self.bytes_out.get_mut();
         exchange.bytes_in = *self.bytes_in.get_mut();
         exchange.duration = self.started.elapsed();
-        (self.events)(HttpEvent::Exchange(exchange));
+        self.events.emit(HttpEvent::Exchange(exchange));
     }
 }
 
@@ -242,7 +242,7 @@ impl Body for ResponseBody {
             }
             let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
                 Poll::Pending => {
-                    if this.replacer.held() == 0 || this.replacer.held() > RELEASABLE {
+                    if !this.replacer.releasable() {
                         return Poll::Pending;
                     }
                     let pause = this

@@ -5,9 +5,42 @@
 //! replaced by `REDACTED`, and error texts come from connection and TLS failures, which
 //! never quote request headers.
 
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
 use vg_policy::network::Scheme;
+
+/// Where the inspector's tasks send their events: the session's callback until
+/// [`EventSink::close`], nothing after. Every task holds this sink, never the callback
+/// itself, so closing it lets go of the callback however many tasks are still alive.
+pub(crate) struct EventSink(RwLock<Option<Callback>>);
+
+type Callback = Arc<dyn Fn(HttpEvent) + Send + Sync>;
+
+impl EventSink {
+    pub(crate) fn new(callback: Callback) -> Self {
+        Self(RwLock::new(Some(callback)))
+    }
+
+    /// Calls the callback, unless the sink was closed.
+    pub(crate) fn emit(&self, event: HttpEvent) {
+        let callback = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        if let Some(callback) = &*callback {
+            callback(event);
+        }
+    }
+
+    /// Drops the callback, once the events being emitted were: none is emitted after
+    /// this returns.
+    pub(crate) fn close(&self) {
+        let callback = self
+            .0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(callback);
+    }
+}
 
 /// Sent to [`crate::Options::events`], from the inspector's threads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,13 +79,18 @@ pub struct Exchange {
     /// The rule that decided, in its canonical text.
     pub rule: Option<String>,
     /// Why: the policy's reason (`"rule"`, `"no method and path rule"`…), or
-    /// `"host mismatch"`, `"secret placeholder to an unbound host"`, `"connect not supported"`.
+    /// `"host mismatch"`, `"secret placeholder to an unbound host"`, `"connect not supported"`,
+    /// `"upgrade not allowed"`, `"override not understood"`. A request refused for a
+    /// method or path override header has the reason (and rule) of the decision on the
+    /// overriding method and path, and `error` names them.
     pub reason: String,
     /// The secrets whose values were put into the request's headers, by name.
     pub secrets: Vec<String>,
     /// The secret whose placeholder the request carried to a host it is not bound to.
     pub exfiltration: Option<String>,
-    /// What went wrong, for a 502 or a refusal that needs explaining.
+    /// What went wrong, for a 502 (a compressed response to a request that carried a
+    /// secret is one), a 503 (no upstream connection free) or a refusal that needs
+    /// explaining.
     pub error: Option<String>,
 }
 

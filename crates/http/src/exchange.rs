@@ -1,8 +1,14 @@
-//! One request from the sandbox, in order: its host must be the connection's; the
-//! rules must allow its method and path; it must carry no other host's placeholder;
-//! then the bound secrets go into its headers and it goes upstream, and the response
-//! comes back with secret values turned into placeholders. A refused request is never
-//! forwarded, and nothing is connected for it.
+//! One request from the sandbox, in order: its host must be the connection's; it may
+//! not ask for a tunnel (CONNECT, an upgrade other than WebSocket); the rules must allow
+//! its method and path, and those it names in method or path override headers; it must
+//! carry no other host's placeholder; then the bound secrets go into its headers and it
+//! goes upstream, and the response comes back with secret values turned into
+//! placeholders — refused if it is compressed and the request carried a secret. A
+//! refused request is never forwarded, and nothing is connected for it.
+//!
+//! What goes back to the sandbox is rebuilt from the upstream's status, headers and
+//! body only: nothing else hyper attaches to a response (the upstream's HTTP/1 reason
+//! phrase, which could quote a secret) is passed on.
 
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -23,15 +29,28 @@ use vg_policy::network::{HostName, HttpRequest, Reason, Scheme, canonical};
 
 use crate::body::{BoxError, Record, RequestBody, ResponseBody};
 use crate::event::{Exchange, redact_query};
-use crate::scan::{Patterns, RELEASABLE, Replacer};
+use crate::scan::{Patterns, Replacer};
 use crate::secret::mask_values;
 use crate::server::Conn;
-use crate::upstream::Sender;
+use crate::upstream::{Sender, Slot, Unavailable};
 
 pub(crate) type Response = http::Response<BoxBody<Bytes, BoxError>>;
 
 /// The `reason` of a request refused for carrying another host's placeholder.
 pub(crate) const EXFILTRATION: &str = "secret placeholder to an unbound host";
+/// The `reason` of an upgrade request other than a WebSocket handshake.
+pub(crate) const UPGRADE_REFUSED: &str = "upgrade not allowed";
+/// The `reason` of a request whose method or path override header cannot be read.
+pub(crate) const OVERRIDE_REFUSED: &str = "override not understood";
+
+/// Headers that make many frameworks run another method than the request's.
+const METHOD_OVERRIDES: [&str; 3] = [
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+/// Headers that make some frameworks and servers route another path than the request's.
+const PATH_OVERRIDES: [&str; 2] = ["x-original-url", "x-rewrite-url"];
 
 /// Serves one request; every outcome is a response (and, once it ends, a record).
 pub(crate) async fn handle(
@@ -99,6 +118,19 @@ impl Refusal {
         }
     }
 
+    /// No upstream connection: a 503 if all that may be open are busy, else a 502.
+    fn unavailable(what: String, e: Unavailable) -> Self {
+        match e {
+            Unavailable::Busy(error) => Self {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                text: format!("vectraguard: {what}: {error}"),
+                reason: None,
+                error: Some(error),
+            },
+            Unavailable::Failed(error) => Self::bad_gateway(what, error),
+        }
+    }
+
     fn respond(self, record: &Record) -> Response {
         record.update(|ex| {
             ex.status = Some(self.status.as_u16());
@@ -139,7 +171,10 @@ async fn forward(
     let method = req.method().clone();
     let url = conn.url(req.uri().path());
     let cannot = |e: String| Refusal::bad_gateway(format!("could not forward {method} {url}"), e);
+    let unavailable =
+        |e: Unavailable| Refusal::unavailable(format!("could not forward {method} {url}"), e);
 
+    // `admit` refused every upgrade but a WebSocket handshake.
     let upgrade = req.version() == Version::HTTP_11 && is_upgrade(req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (mut parts, body) = req.into_parts();
@@ -157,9 +192,14 @@ async fn forward(
             .map(|i| conn.shared.secrets.name(*i).to_owned())
             .collect();
         record.update(|ex| ex.secrets = names);
+        // A compressed response would hide an echoed value from the scan.
+        parts.headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
     }
 
-    let sender = conn.upstream.sender().await.map_err(&cannot)?;
+    let sender = conn.upstream.sender().await.map_err(&unavailable)?;
     let body = RequestBody::new(body, Arc::clone(&conn.secrets), Arc::clone(record));
     let shape = Shape {
         scheme: conn.info.scheme,
@@ -175,7 +215,9 @@ async fn forward(
     if let Err(e) = &mut sent
         && let Some(unsent) = e.take_message()
     {
-        let sender = conn.upstream.fresh().await.map_err(&cannot)?;
+        // The dead connection lets go of its slot first.
+        drop(reuse.take());
+        let sender = conn.upstream.fresh().await.map_err(&unavailable)?;
         let again = shape.apply(unsent, &sender).map_err(&cannot)?;
         (sent, reuse) = send(sender, again).await;
     }
@@ -198,36 +240,108 @@ async fn forward(
 
     let status = response.status();
     record.update(|ex| ex.status = Some(status.as_u16()));
-    let values = Arc::clone(conn.shared.secrets.values());
-    if status == StatusCode::SWITCHING_PROTOCOLS
-        && let Some(client_upgrade) = client_upgrade
-    {
+    let upstream_failed = || format!("upstream failed for {method} {url}");
+    let patterns = Arc::clone(conn.secrets.responses());
+    if status == StatusCode::SWITCHING_PROTOCOLS {
+        let Some(client_upgrade) = client_upgrade else {
+            return Err(Refusal::bad_gateway(
+                upstream_failed(),
+                "it switched protocols, which was not asked for".to_owned(),
+            ));
+        };
+        if !upgrade_tokens(response.headers()).eq_ignore_ascii_case("websocket") {
+            return Err(Refusal::bad_gateway(
+                upstream_failed(),
+                "it switched to another protocol than WebSocket".to_owned(),
+            ));
+        }
         let server_upgrade = hyper::upgrade::on(&mut response);
-        let (mut parts, _) = response.into_parts();
-        strip_hop_by_hop(&mut parts.headers, true);
-        mask_values(&values, &mut parts.headers);
+        // The upstream connection, now the tunnel's, holds its slot until it ends.
+        let slot = reuse.map(|h1| h1.slot);
+        let (parts, _) = response.into_parts();
+        let mut headers = parts.headers;
+        strip_hop_by_hop(&mut headers, true);
+        mask_values(&patterns, &mut headers);
         tokio::spawn(tunnel(
             client_upgrade,
             server_upgrade,
             Arc::clone(record),
-            values,
+            patterns,
+            slot,
         ));
-        return Ok(Response::from_parts(
-            parts,
+        return Ok(rebuilt(
+            status,
+            Version::HTTP_11,
+            headers,
             Empty::new().map_err(|never| match never {}).boxed(),
         ));
     }
-    let (mut parts, body) = response.into_parts();
-    strip_hop_by_hop(&mut parts.headers, false);
-    mask_values(&values, &mut parts.headers);
-    parts.version = if conn.sandbox_h2 {
+    if !injected.is_empty()
+        && let Some(coding) = unscannable_coding(&method, status, response.headers())
+    {
+        return Err(Refusal::bad_gateway(
+            format!("refused the response to {method} {url}"),
+            format!(
+                "it is encoded ({coding}) although the request, which carried a secret, asked for identity: a secret value in it could not be masked"
+            ),
+        ));
+    }
+    let (parts, body) = response.into_parts();
+    let mut headers = parts.headers;
+    strip_hop_by_hop(&mut headers, false);
+    mask_values(&patterns, &mut headers);
+    let version = if conn.sandbox_h2 {
         Version::HTTP_2
     } else {
         Version::HTTP_11
     };
     let reuse = reuse.map(|h1| (Arc::clone(&conn.upstream), h1));
-    let body = ResponseBody::new(body, Replacer::new(values), Arc::clone(record), reuse);
-    Ok(Response::from_parts(parts, body.boxed()))
+    let body = ResponseBody::new(body, Replacer::new(patterns), Arc::clone(record), reuse);
+    Ok(rebuilt(status, version, headers, body.boxed()))
+}
+
+/// A response for the sandbox from the upstream's status and (masked) headers, with
+/// fresh parts: none of the upstream response's extensions, such as hyper's
+/// `ReasonPhrase` (which the sandbox's side would write in the status line), go back.
+fn rebuilt(
+    status: StatusCode,
+    version: Version,
+    headers: HeaderMap,
+    body: BoxBody<Bytes, BoxError>,
+) -> Response {
+    let mut response = http::Response::new(body);
+    *response.status_mut() = status;
+    *response.version_mut() = version;
+    *response.headers_mut() = headers;
+    response
+}
+
+/// The coding of a response body that the scan could not read, if it has one: a
+/// `Content-Encoding` other than identity, or a transfer coding other than chunked.
+/// None for a response without a body.
+fn unscannable_coding(method: &Method, status: StatusCode, headers: &HeaderMap) -> Option<String> {
+    if method == Method::HEAD
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return None;
+    }
+    for (name, title, plain) in [
+        (header::CONTENT_ENCODING, "Content-Encoding", "identity"),
+        (header::TRANSFER_ENCODING, "Transfer-Encoding", "chunked"),
+    ] {
+        for value in headers.get_all(name) {
+            let text = String::from_utf8_lossy(value.as_bytes());
+            if text
+                .split(',')
+                .map(str::trim)
+                .any(|t| !t.is_empty() && !t.eq_ignore_ascii_case(plain))
+            {
+                return Some(format!("{title}: {}", text.escape_debug()));
+            }
+        }
+    }
+    None
 }
 
 /// Whether the request may go upstream: its host is the connection's, the rules allow
@@ -251,39 +365,90 @@ fn admit(
             "connect not supported",
         ));
     }
+    if let Some(problem) = upgrade_problem(req) {
+        return Err(Refusal {
+            error: Some(problem.clone()),
+            ..Refusal::forbidden(
+                format!("vectraguard: refused {method} {url}: {problem}"),
+                UPGRADE_REFUSED,
+            )
+        });
+    }
 
     let policy = conn.shared.policy.current();
     let dest = policy.destination(conn.info.name.clone(), conn.info.addr);
-    let decision = policy.decide_request(
-        &dest,
-        conn.info.port,
-        &HttpRequest {
-            scheme: conn.info.scheme,
-            method: method.as_str(),
-            path: req.uri().path(),
-        },
-    );
-    record.update(|ex| {
-        ex.decision = if decision.allowed { "allow" } else { "deny" };
-        ex.rule = decision.rule.as_ref().map(|r| r.text.clone());
-        ex.reason = decision.reason.as_str().to_owned();
-    });
+    let decide = |method: &str, path: &str| {
+        policy.decide_request(
+            &dest,
+            conn.info.port,
+            &HttpRequest {
+                scheme: conn.info.scheme,
+                method,
+                path,
+            },
+        )
+    };
+    let why = |decision: &vg_policy::network::Decision| match (&decision.rule, decision.reason) {
+        (Some(rule), Reason::Rule) => format!("denied by '{}'", rule.text),
+        (_, Reason::AmbiguousPath) => decision.to_string(),
+        _ => {
+            let rules = policy.request_rules(&dest, conn.info.port);
+            let rules = if rules.is_empty() {
+                "none".to_owned()
+            } else {
+                rules.join("; ")
+            };
+            format!("no rule allows it (rules for this host: {rules})")
+        }
+    };
+    let record_decision = |decision: &vg_policy::network::Decision| {
+        record.update(|ex| {
+            ex.decision = if decision.allowed { "allow" } else { "deny" };
+            ex.rule = decision.rule.as_ref().map(|r| r.text.clone());
+            ex.reason = decision.reason.as_str().to_owned();
+        });
+    };
+    // Methods are case-sensitive, but servers may not treat them so.
+    let upper = method.as_str().to_ascii_uppercase();
+    let path = req.uri().path();
+    let decision = decide(&upper, path);
+    record_decision(&decision);
     if !decision.allowed {
-        let why = match (&decision.rule, decision.reason) {
-            (Some(rule), Reason::Rule) => format!("denied by '{}'", rule.text),
-            (_, Reason::AmbiguousPath) => decision.to_string(),
-            _ => {
-                let rules = policy.request_rules(&dest, conn.info.port);
-                let rules = if rules.is_empty() {
-                    "none".to_owned()
-                } else {
-                    rules.join("; ")
-                };
-                format!("no rule allows it (rules for this host: {rules})")
-            }
-        };
         return Err(Refusal::forbidden(
-            format!("vectraguard: refused {method} {url}: {why}"),
+            format!("vectraguard: refused {method} {url}: {}", why(&decision)),
+            decision.reason.as_str(),
+        ));
+    }
+
+    // The method and path the upstream may run instead must be allowed too.
+    let overrides = overrides(req.headers()).map_err(|problem| {
+        record.update(|ex| {
+            ex.decision = "deny";
+            ex.rule = None;
+            ex.reason = OVERRIDE_REFUSED.to_owned();
+            ex.error = Some(problem.clone());
+        });
+        Refusal::forbidden(
+            format!("vectraguard: refused {method} {url}: {problem}"),
+            OVERRIDE_REFUSED,
+        )
+    })?;
+    for (other_method, other_path, names) in overrides.alternatives(&upper, path) {
+        let decision = decide(&other_method, &other_path);
+        if decision.allowed {
+            continue;
+        }
+        let asks = format!(
+            "with {names} it asks for {other_method} {}",
+            conn.url(&other_path)
+        );
+        record_decision(&decision);
+        record.update(|ex| ex.error = Some(asks.clone()));
+        return Err(Refusal::forbidden(
+            format!(
+                "vectraguard: refused {method} {url}: {asks}, and {}",
+                why(&decision)
+            ),
             decision.reason.as_str(),
         ));
     }
@@ -349,7 +514,7 @@ async fn send(
 ) -> (Sent, Option<crate::upstream::H1Sender>) {
     match sender {
         Sender::H1(mut h1) => {
-            let sent = h1.try_send_request(req).await;
+            let sent = h1.send.try_send_request(req).await;
             (sent, Some(h1))
         }
         Sender::H2(mut h2) => (h2.try_send_request(req).await, None),
@@ -389,6 +554,127 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
             .get_all(header::CONNECTION)
             .iter()
             .any(|v| tokens(v).any(|t| t.eq_ignore_ascii_case("upgrade")))
+}
+
+/// The protocols an `Upgrade` header asks for (or agrees to), lower-cased, as one text.
+fn upgrade_tokens(headers: &HeaderMap) -> String {
+    headers
+        .get_all(header::UPGRADE)
+        .iter()
+        .flat_map(|v| {
+            String::from_utf8_lossy(v.as_bytes())
+                .split(',')
+                .map(|t| t.trim().to_ascii_lowercase())
+                .filter(|t| !t.is_empty())
+                .collect::<Vec<_>>()
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why an upgrade request may not go on, if it is one that may not: only a WebSocket
+/// handshake (HTTP/1.1, GET, `Upgrade: websocket`, `Sec-WebSocket-Key`) may, since
+/// what follows any other (`h2c`, `TLS/1.2`) could not be inspected. An `Upgrade`
+/// header without `Connection: upgrade` asks for nothing; it is not forwarded.
+fn upgrade_problem<B>(req: &Request<B>) -> Option<String> {
+    let headers = req.headers();
+    if !is_upgrade(headers) {
+        return None;
+    }
+    let protocols = upgrade_tokens(headers);
+    if protocols != "websocket" {
+        return Some(format!(
+            "it asks to switch to '{}', and only WebSocket upgrades are allowed",
+            protocols.escape_debug()
+        ));
+    }
+    if req.version() != Version::HTTP_11 {
+        return Some("a WebSocket handshake must be HTTP/1.1".to_owned());
+    }
+    if req.method() != Method::GET {
+        return Some("a WebSocket handshake must be a GET".to_owned());
+    }
+    if !headers.contains_key(header::SEC_WEBSOCKET_KEY) {
+        return Some("a WebSocket handshake needs a Sec-WebSocket-Key header".to_owned());
+    }
+    None
+}
+
+/// The methods and paths a request names in override headers, with the headers that
+/// name them.
+#[derive(Default)]
+struct Overrides {
+    methods: Vec<(String, &'static str)>,
+    paths: Vec<(String, &'static str)>,
+}
+
+impl Overrides {
+    /// Every (method, path, header names) the upstream might run besides `method` and
+    /// `path`: each overriding method with each path, the request's or an overriding one.
+    fn alternatives(&self, method: &str, path: &str) -> Vec<(String, String, String)> {
+        let methods = std::iter::once((method.to_owned(), None))
+            .chain(self.methods.iter().map(|(m, n)| (m.clone(), Some(*n))));
+        let mut out = Vec::new();
+        for (m, method_header) in methods {
+            let paths = std::iter::once((path.to_owned(), None))
+                .chain(self.paths.iter().map(|(p, n)| (p.clone(), Some(*n))));
+            for (p, path_header) in paths {
+                if m == method && p == path {
+                    continue;
+                }
+                let names: Vec<&str> = [method_header, path_header].into_iter().flatten().collect();
+                out.push((m.clone(), p, names.join(" and ")));
+            }
+        }
+        out
+    }
+}
+
+/// The overrides a request carries; an error says which header cannot be read.
+fn overrides(headers: &HeaderMap) -> Result<Overrides, String> {
+    let mut found = Overrides::default();
+    let text = |name: &'static str, value: &HeaderValue| {
+        value
+            .to_str()
+            .map(|t| t.trim().to_owned())
+            .map_err(|_| format!("its {name} header is not plain text"))
+    };
+    for name in METHOD_OVERRIDES {
+        for value in headers.get_all(name) {
+            let method = text(name, value)?;
+            if !method.is_empty() {
+                found.methods.push((method.to_ascii_uppercase(), name));
+            }
+        }
+    }
+    for name in PATH_OVERRIDES {
+        for value in headers.get_all(name) {
+            let target = text(name, value)?;
+            if target.is_empty() {
+                continue;
+            }
+            let path = override_path(&target).ok_or_else(|| {
+                format!(
+                    "its {name} header '{}' is neither a path nor an absolute URL",
+                    target.escape_debug()
+                )
+            })?;
+            found.paths.push((path, name));
+        }
+    }
+    Ok(found)
+}
+
+/// The path of an `X-Original-URL` or `X-Rewrite-URL` value: a path (with a query,
+/// cut) or an absolute URL.
+fn override_path(target: &str) -> Option<String> {
+    if target.starts_with('/') {
+        let end = target.find(['?', '#']).unwrap_or(target.len());
+        return target.get(..end).map(str::to_owned);
+    }
+    let uri: Uri = target.parse().ok()?;
+    uri.scheme()?;
+    Some(uri.path().to_owned())
 }
 
 fn tokens(value: &HeaderValue) -> impl Iterator<Item = &str> {
@@ -444,7 +730,15 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
 
 /// Relays an upgraded connection (a WebSocket): the client's bytes as they are, the
 /// server's with secret values turned into placeholders.
-async fn tunnel(client: OnUpgrade, server: OnUpgrade, record: Arc<Record>, values: Arc<Patterns>) {
+async fn tunnel(
+    client: OnUpgrade,
+    server: OnUpgrade,
+    record: Arc<Record>,
+    values: Arc<Patterns>,
+    slot: Option<Arc<Slot>>,
+) {
+    // The upstream connection stays counted until the tunnel ends.
+    let _slot = slot;
     let (client, server) = tokio::join!(client, server);
     let (client, server) = match (client, server) {
         (Ok(client), Ok(server)) => (TokioIo::new(client), TokioIo::new(server)),
@@ -492,8 +786,7 @@ where
     let mut buf = bytes::BytesMut::with_capacity(64 * 1024);
     loop {
         buf.reserve(64 * 1024);
-        let held = replacer.held();
-        let read = if held > 0 && held <= RELEASABLE {
+        let read = if replacer.releasable() {
             tokio::select! {
                 read = from.read_buf(&mut buf) => read,
                 () = tokio::time::sleep(crate::body::PAUSE) => {

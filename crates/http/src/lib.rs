@@ -22,9 +22,26 @@
 //!
 //! What it does not see: a placeholder inside a masked WebSocket frame from the client,
 //! or encoded other than percent-encoding (URL, header values) or Basic credentials
-//! (e.g. base64 inside a JSON body); a secret value the upstream sends compressed
-//! (`Content-Encoding`) or split by encoding. WebSocket compression is refused when
-//! secrets are configured, so that frames from the server stay scannable.
+//! (e.g. base64 inside a JSON body). Coming back, a value is recognised as it is and in
+//! base64 (standard or URL-safe, any alignment: the `Basic user:value` echo), from the
+//! hosts it is bound to; not in any other form — upper or lower case, hex, reversed,
+//! split by escapes (`\/` in JSON), wrapped base64 lines, inside an archive or
+//! encrypted. A request that carried a secret asks for `Accept-Encoding: identity`, and
+//! a compressed answer to it is refused (502) rather than passed unscanned; a value
+//! stored by one request and fetched compressed by another that carried no secret is
+//! not caught. WebSocket compression is refused when secrets are configured, so that
+//! frames from the server stay scannable.
+//!
+//! Upgrades other than WebSocket (`h2c`, `TLS/1.x`) are refused: what follows them
+//! could not be inspected. Requests naming another method or path in
+//! `X-HTTP-Method-Override`, `X-HTTP-Method`, `X-Method-Override`, `X-Original-URL` or
+//! `X-Rewrite-URL` must be allowed under those too.
+//!
+//! Resources are bounded: [`MAX_CONNECTIONS`] sandbox connections,
+//! [`MAX_UPSTREAM_CONNECTIONS`] upstream connections for the session (at most
+//! [`MAX_UPSTREAM_PER_CONNECTION`] per sandbox connection; a request that finds none
+//! free within a time-out gets a 503), HTTP/2 streams and flow-control windows of
+//! fixed, small sizes, and HTTP/1.1 buffers.
 
 #![forbid(unsafe_code)]
 
@@ -46,7 +63,7 @@ mod tests;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
@@ -62,12 +79,20 @@ pub use secret::{Secret, placeholder_for};
 
 use body::Events;
 use ca::SessionCa;
+use event::EventSink;
 use leaf::{LeafCache, Resolver};
 use secret::SecretSet;
 use trust::Trust;
 
 /// Inspected connections open at once; more are refused (closed) until some end.
 pub const MAX_CONNECTIONS: usize = 256;
+/// Connections to upstreams open at once, for the whole session: an HTTP/2 sandbox
+/// connection may have many requests open, each needing its own HTTP/1.1 upstream.
+pub const MAX_UPSTREAM_CONNECTIONS: usize = 256;
+/// Connections to upstreams open at once for one sandbox connection.
+pub const MAX_UPSTREAM_PER_CONNECTION: usize = 8;
+/// How long [`Inspector::shutdown`] waits for the inspector's tasks to end.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 /// Worker threads of the inspector's runtime.
 const WORKERS: usize = 2;
 
@@ -79,7 +104,9 @@ pub struct Options {
     /// host's trust store.
     pub extra_upstream_roots: Vec<CertificateDer<'static>>,
     pub secrets: Vec<Secret>,
-    /// Receives every [`HttpEvent`], on the inspector's threads.
+    /// Receives every [`HttpEvent`], on the inspector's threads (or, for a refused
+    /// connection, the caller of `intercept`). Dropped by [`Inspector::shutdown`]; it
+    /// must not wait for the thread that calls `shutdown`.
     pub events: Arc<dyn Fn(HttpEvent) + Send + Sync>,
 }
 
@@ -107,6 +134,8 @@ pub(crate) struct Shared {
     pub(crate) events: Events,
     pub(crate) secrets: Arc<SecretSet>,
     pub(crate) trust: Arc<Trust>,
+    /// One permit per upstream connection open ([`MAX_UPSTREAM_CONNECTIONS`]).
+    pub(crate) upstream_permits: Arc<Semaphore>,
     ca: Arc<SessionCa>,
     leaves: Arc<LeafCache>,
     provider: Arc<CryptoProvider>,
@@ -167,9 +196,10 @@ impl Inspector {
         ));
         let shared = Arc::new(Shared {
             policy: options.policy,
-            events: options.events,
+            events: Arc::new(EventSink::new(options.events)),
             secrets,
             trust,
+            upstream_permits: Arc::new(Semaphore::new(MAX_UPSTREAM_CONNECTIONS)),
             ca,
             leaves,
             provider,
@@ -198,13 +228,18 @@ impl Inspector {
         self.0.shared.leaves.get(name)
     }
 
-    /// Stops the runtime: open connections are cut, later ones refused. Idempotent.
+    /// Ends inspection, for the end of the session: later connections are refused,
+    /// open ones cut, and the inspector's tasks are waited for (at most 2 s) and
+    /// dropped. Requests cut are reported before this returns; once it returned, no
+    /// event is ever emitted and the `events` callback has been dropped, so whatever it
+    /// holds (the session's record) is free. Idempotent; blocks the calling thread,
+    /// which may be a thread of another tokio runtime.
     pub fn shutdown(&self) {
         self.0.shutdown();
     }
 
     fn tls_failure(&self, conn: &Intercepted, error: String) {
-        (self.0.shared.events)(HttpEvent::Tls(TlsFailure {
+        self.0.shared.events.emit(HttpEvent::Tls(TlsFailure {
             connection: conn.connection,
             time: SystemTime::now(),
             host: server::host_text(conn),
@@ -242,8 +277,33 @@ impl Handle {
             Runtime::Stopped,
         );
         if let Runtime::Running(rt) = previous {
-            rt.shutdown_background();
+            stop(rt);
         }
+        // Tasks that outlived the wait (a callback that blocks) emit nothing more.
+        self.shared.events.close();
+    }
+}
+
+/// Drops every task of `rt` (their connections with them), waiting at most
+/// [`SHUTDOWN_WAIT`] for its threads. On a thread of its own: tokio refuses to wait for
+/// a runtime from a thread that runs another one.
+fn stop(rt: tokio::runtime::Runtime) {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<tokio::runtime::Runtime>(1);
+    let stopper = std::thread::Builder::new()
+        .name("vg-http-stop".to_owned())
+        .spawn(move || {
+            if let Ok(rt) = rx.recv() {
+                rt.shutdown_timeout(SHUTDOWN_WAIT);
+            }
+        });
+    match stopper {
+        Ok(stopper) => {
+            if let Err(std::sync::mpsc::SendError(rt)) = tx.send(rt) {
+                rt.shutdown_background();
+            }
+            let _ = stopper.join();
+        }
+        Err(_) => rt.shutdown_background(),
     }
 }
 

@@ -9,13 +9,19 @@
 //!   length, so framing stays valid). Since no part of a value may reach the sandbox, a
 //!   frame's tail that could be the start of a value is held back until the next frame
 //!   shows whether it is; other bytes flow at once, so a server-sent event is not delayed.
+//!   A held tail of at most [`RELEASABLE`] bytes goes after a pause; the replacer
+//!   remembers it, so that bytes completing the value still become the rest of the
+//!   placeholder: a server dripping a value byte by byte gets at most its first
+//!   [`RELEASABLE`] bytes through.
 
 use bytes::{Bytes, BytesMut};
 use memchr::memmem::Finder;
 
 /// Held-back bytes at most this long may be released after a pause (see
 /// [`Replacer::release_after_pause`]): revealing two characters of a value of at least
-/// eight is harmless, while holding them could stall a streaming protocol forever.
+/// eight is harmless, while holding them could stall a streaming protocol forever. The
+/// limit is on the possible start of a value as a whole, released bytes included: once
+/// two were released, the next that continue the value are held.
 pub(crate) const RELEASABLE: usize = 2;
 
 /// Byte strings to look for, each with what it is replaced by (same length) and the
@@ -185,8 +191,13 @@ impl Detector {
 }
 
 /// Replaces needles in a stream of frames; see the module documentation.
+///
+/// Invariant: `released` then `held` is the longest suffix of the input so far that is
+/// a proper prefix of a needle (after the last match); `released` went on unchanged
+/// after a pause, `held` has not gone yet.
 pub(crate) struct Replacer {
     patterns: std::sync::Arc<Patterns>,
+    released: Vec<u8>,
     held: Vec<u8>,
 }
 
@@ -194,6 +205,7 @@ impl Replacer {
     pub(crate) fn new(patterns: std::sync::Arc<Patterns>) -> Self {
         Self {
             patterns,
+            released: Vec::new(),
             held: Vec::new(),
         }
     }
@@ -207,12 +219,17 @@ impl Replacer {
         self.held.len()
     }
 
+    /// Whether the held bytes may go after a pause ([`Replacer::release_after_pause`]).
+    pub(crate) fn releasable(&self) -> bool {
+        !self.held.is_empty() && self.released.len() + self.held.len() <= RELEASABLE
+    }
+
     /// The bytes of this frame that may go now (possibly empty), after replacement.
     pub(crate) fn feed(&mut self, data: Bytes) -> Bytes {
         if self.patterns.is_empty() {
             return data;
         }
-        if self.held.is_empty() && !self.patterns.matches(&data) {
+        if self.held.is_empty() && self.released.is_empty() && !self.patterns.matches(&data) {
             // The common case: no copy unless the tail may start a needle.
             let hold = self.patterns.pending_prefix(&data);
             if hold == 0 {
@@ -223,27 +240,50 @@ impl Replacer {
                 .extend_from_slice(data.get(cut..).unwrap_or_default());
             return data.slice(..cut);
         }
-        let mut buf = BytesMut::with_capacity(self.held.len() + data.len());
+        // The released bytes are scanned again, as the start of a match, but not sent
+        // again: a match they start sends the rest of its replacement.
+        let sent = self.released.len();
+        let mut buf = BytesMut::with_capacity(sent + self.held.len() + data.len());
+        buf.extend_from_slice(&self.released);
         buf.extend_from_slice(&self.held);
         buf.extend_from_slice(&data);
+        self.released.clear();
         self.held.clear();
         let end = self.patterns.replace_in_place(&mut buf, |_| {});
         let hold = self
             .patterns
             .pending_prefix(buf.get(end..).unwrap_or_default());
-        let held = buf.split_off(buf.len() - hold);
+        let tail = buf.len() - hold;
+        if tail < sent {
+            // No match (a match is longer than what was released), and the possible
+            // start of a needle still begins in what was released: nothing new goes.
+            self.released
+                .extend_from_slice(buf.get(tail..sent).unwrap_or_default());
+            self.held
+                .extend_from_slice(buf.get(sent..).unwrap_or_default());
+            return Bytes::new();
+        }
+        let held = buf.split_off(tail);
         self.held.extend_from_slice(&held);
+        let _ = buf.split_to(sent);
         buf.freeze()
     }
 
     /// At the end of the stream: what was held back (a part of a needle at most).
     pub(crate) fn finish(&mut self) -> Bytes {
+        self.released.clear();
         Bytes::from(std::mem::take(&mut self.held))
     }
 
-    /// After a pause in the stream: the held bytes if there are at most [`RELEASABLE`].
+    /// After a pause in the stream: the held bytes if they, with those released before
+    /// that they continue, are at most [`RELEASABLE`]. They stay known as released.
     pub(crate) fn release_after_pause(&mut self) -> Option<Bytes> {
-        (!self.held.is_empty() && self.held.len() <= RELEASABLE).then(|| self.finish())
+        if !self.releasable() {
+            return None;
+        }
+        let out = Bytes::copy_from_slice(&self.held);
+        self.released.append(&mut self.held);
+        Some(out)
     }
 }
 
@@ -310,9 +350,46 @@ mod tests {
         assert_eq!(r.feed(Bytes::from_static(b"RETvalue1!")), "PLACEHOLDER1!");
         assert_eq!(r.feed(Bytes::from_static(b"xS")), "x");
         assert_eq!(r.release_after_pause().unwrap(), "S");
-        assert_eq!(r.feed(Bytes::from_static(b"ECRE")), "ECRE");
-        assert_eq!(r.feed(Bytes::from_static(b"SECRE")), "");
+        // "S" went, but "ECRE" continues the value: it is held, and not releasable.
+        assert_eq!(r.feed(Bytes::from_static(b"ECRE")), "");
+        assert!(!r.releasable());
+        assert_eq!(r.release_after_pause(), None);
+        assert_eq!(r.feed(Bytes::from_static(b"SECRE")), "ECRE");
         assert_eq!(r.finish(), "SECRE", "at the end, the held part goes");
+    }
+
+    #[test]
+    fn a_value_dripped_after_pauses_is_still_replaced() {
+        let p = patterns(&[("SECRETvalue1", "PLACEHOLDER1")]);
+        // One byte per frame, a pause after each: at most two bytes of the value go.
+        let mut r = Replacer::new(Arc::clone(&p));
+        let mut out = Vec::new();
+        for b in b"x SECRETvalue1 y" {
+            out.extend_from_slice(&r.feed(Bytes::copy_from_slice(&[*b])));
+            if let Some(rest) = r.release_after_pause() {
+                out.extend_from_slice(&rest);
+            }
+        }
+        out.extend_from_slice(&r.finish());
+        assert_eq!(out, b"x SEACEHOLDER1 y");
+        // Released bytes that turn out not to start the value change nothing.
+        let mut r = Replacer::new(Arc::clone(&p));
+        assert_eq!(r.feed(Bytes::from_static(b"SE")), "");
+        assert_eq!(r.release_after_pause().unwrap(), "SE");
+        assert_eq!(r.feed(Bytes::from_static(b"X SECRET")), "X ");
+        assert_eq!(r.feed(Bytes::from_static(b"value1")), "PLACEHOLDER1");
+        // A value that restarts within what was released.
+        let p = patterns(&[("aab-secret", "xyz-PLACEH")]);
+        let mut r = Replacer::new(Arc::clone(&p));
+        let mut out = Vec::new();
+        for b in b"aaab-secret!" {
+            out.extend_from_slice(&r.feed(Bytes::copy_from_slice(&[*b])));
+            if let Some(rest) = r.release_after_pause() {
+                out.extend_from_slice(&rest);
+            }
+        }
+        out.extend_from_slice(&r.finish());
+        assert_eq!(out, b"aaaz-PLACEH!");
     }
 
     #[test]

@@ -2,13 +2,16 @@
 //! inspector swaps for the real value in the headers of requests to the hosts the secret
 //! is bound to, after the rules allowed them. The same placeholder going anywhere else —
 //! in a header, Basic credentials, the URL or the body — is an exfiltration attempt and
-//! is refused; a value coming back in a response is turned back into its placeholder.
+//! is refused; a value coming back in a response is turned back into its placeholder,
+//! and so is its base64 encoding, from the hosts it is bound to (see
+//! [`SecretSet::for_connection`]).
 
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use vg_policy::network::{HostName, Target};
@@ -108,11 +111,9 @@ fn pick(pool: &mut impl Iterator<Item = u8>, base: u8, n: u8) -> Option<char> {
         .map(|b| char::from(base + b % n))
 }
 
-/// The secrets of a session, checked, with what every connection needs prepared.
+/// The secrets of a session, checked.
 pub(crate) struct SecretSet {
     entries: Vec<Entry>,
-    /// Every value → its placeholder, for responses.
-    values: Arc<Patterns>,
 }
 
 struct Entry {
@@ -138,6 +139,9 @@ pub(crate) struct ConnSecrets {
     inject: Patterns,
     /// Placeholders of every other secret: never to be sent here.
     foreign: Arc<Patterns>,
+    /// For responses: every value → its placeholder, and the base64 forms of the bound
+    /// secrets' values → the same forms of their placeholders.
+    responses: Arc<Patterns>,
 }
 
 impl SecretSet {
@@ -196,13 +200,7 @@ impl SecretSet {
                 name: secret.name,
             });
         }
-        let values = Arc::new(Patterns::new(
-            entries
-                .iter()
-                .enumerate()
-                .map(|(i, e)| (e.value.as_slice(), e.placeholder.as_slice(), i)),
-        ));
-        Ok(Self { entries, values })
+        Ok(Self { entries })
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -230,12 +228,10 @@ impl SecretSet {
             .map_or("?", |e| e.hosts_text.as_str())
     }
 
-    /// Every value → its placeholder, for responses.
-    pub(crate) fn values(&self) -> &Arc<Patterns> {
-        &self.values
-    }
-
-    /// Which secrets go to a connection to `name` (or `addr` when it has no name).
+    /// Which secrets go to a connection to `name` (or `addr` when it has no name), and
+    /// what its responses are scanned for: every secret's value, and the base64
+    /// encodings of the values of the secrets bound to it (which it may echo back as
+    /// `Basic` credentials it received).
     pub(crate) fn for_connection(
         self: &Arc<Self>,
         name: Option<&HostName>,
@@ -261,12 +257,68 @@ impl SecretSet {
                 .filter(|(_, e)| !bound(e))
                 .map(|(i, e)| (e.placeholder.as_slice(), &[][..], i)),
         ));
+        let encoded: Vec<(usize, Zeroizing<Vec<u8>>, Vec<u8>)> = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| bound(e))
+            .flat_map(|(i, e)| {
+                base64_forms(&e.value, &e.placeholder)
+                    .into_iter()
+                    .map(move |(needle, replacement)| (i, needle, replacement))
+            })
+            .collect();
+        let responses = Arc::new(Patterns::new(
+            self.entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e.value.as_slice(), e.placeholder.as_slice(), i))
+                .chain(
+                    encoded
+                        .iter()
+                        .map(|(i, n, r)| (n.as_slice(), r.as_slice(), *i)),
+                ),
+        ));
         ConnSecrets {
             set: Arc::clone(self),
             inject,
             foreign,
+            responses,
         }
     }
+}
+
+/// The base64 forms of `value` → the same forms of `placeholder` (same length).
+///
+/// Wherever `value` falls in a base64-encoded stream, it starts at one of three
+/// offsets within a 3-byte group: 0, 1 or 2 of its bytes share a group with what comes
+/// before. For each, the run of whole groups made of the value's bytes only encodes to
+/// text that depends on the value alone; it is replaced by the same groups of the
+/// placeholder, encoded the same way. The characters at either end, which mix in
+/// neighbouring bytes, encode at most two bytes of the value each and are left as they
+/// are. Standard and URL-safe alphabets; padding never falls inside whole groups.
+fn base64_forms(value: &[u8], placeholder: &[u8]) -> Vec<(Zeroizing<Vec<u8>>, Vec<u8>)> {
+    let mut forms: Vec<(Zeroizing<Vec<u8>>, Vec<u8>)> = Vec::new();
+    for skip in 0..3 {
+        let whole = value.len().saturating_sub(skip) / 3 * 3;
+        let (Some(value), Some(placeholder)) = (
+            value.get(skip..skip + whole),
+            placeholder.get(skip..skip + whole),
+        ) else {
+            continue;
+        };
+        if value.is_empty() {
+            continue;
+        }
+        for engine in [STANDARD_NO_PAD, URL_SAFE_NO_PAD] {
+            let needle = Zeroizing::new(engine.encode(value).into_bytes());
+            if forms.iter().any(|(n, _)| **n == *needle) {
+                continue;
+            }
+            forms.push((needle, engine.encode(placeholder).into_bytes()));
+        }
+    }
+    forms
 }
 
 impl ConnSecrets {
@@ -277,6 +329,11 @@ impl ConnSecrets {
     /// Placeholders that must not be sent on this connection.
     pub(crate) fn foreign(&self) -> &Arc<Patterns> {
         &self.foreign
+    }
+
+    /// What responses on this connection are scanned for, and replaced by.
+    pub(crate) fn responses(&self) -> &Arc<Patterns> {
+        &self.responses
     }
 
     /// The secret whose foreign placeholder a header value (or Basic credentials in
@@ -584,12 +641,54 @@ mod tests {
 
     #[test]
     fn values_in_response_headers_become_placeholders() {
-        let set = SecretSet::new(vec![secret("API_KEY", VALUE, &["api.example.com"])]).unwrap();
+        let set =
+            Arc::new(SecretSet::new(vec![secret("API_KEY", VALUE, &["api.example.com"])]).unwrap());
         let placeholder = String::from_utf8(set.entries[0].placeholder.clone()).unwrap();
+        let conn = set.for_connection(
+            Some(&HostName::parse("api.example.com").unwrap()),
+            [1, 2, 3, 4].into(),
+        );
         let mut h = headers(&[("x-echo", &format!("got {VALUE}!")), ("x-n", "1")]);
-        mask_values(set.values(), &mut h);
+        mask_values(conn.responses(), &mut h);
         assert_eq!(h["x-echo"], format!("got {placeholder}!").as_str());
         assert_eq!(h["x-n"], "1");
+    }
+
+    #[test]
+    fn base64_forms_cover_every_alignment() {
+        let placeholder = placeholder_for(VALUE).unwrap();
+        let forms = base64_forms(VALUE.as_bytes(), placeholder.as_bytes());
+        let patterns = Patterns::new(forms.iter().map(|(n, r)| (n.as_slice(), r.as_slice(), 0)));
+        for engine in [STANDARD, base64::engine::general_purpose::URL_SAFE] {
+            for prefix in ["", "u", "us", "use", "user:"] {
+                for suffix in ["", "x", "xy", "xyz"] {
+                    let plain = format!("{prefix}{VALUE}{suffix}");
+                    let mut encoded = engine.encode(&plain).into_bytes();
+                    patterns.replace_in_place(&mut encoded, |_| {});
+                    assert_eq!(encoded.len(), engine.encode(&plain).len());
+                    let decoded = engine.decode(&encoded).unwrap();
+                    // The value became the placeholder, but for at most two bytes at
+                    // each end.
+                    let n = VALUE.len();
+                    let ok = (0..=2).any(|k1| {
+                        (0..=2).any(|k2| {
+                            let want = format!(
+                                "{prefix}{}{}{}{suffix}",
+                                &VALUE[..k1],
+                                &placeholder[k1..n - k2],
+                                &VALUE[n - k2..]
+                            );
+                            decoded == want.as_bytes()
+                        })
+                    });
+                    assert!(
+                        ok,
+                        "{prefix:?} {suffix:?}: {}",
+                        String::from_utf8_lossy(&decoded)
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -17,12 +17,12 @@ use crate::Shared;
 use crate::event::{HttpEvent, TlsFailure};
 use crate::exchange;
 use crate::secret::ConnSecrets;
-use crate::upstream::{Target, Upstream};
+use crate::upstream::{CONNECTION_WINDOW, H1_BUFFER, SEND_BUFFER, STREAM_WINDOW, Target, Upstream};
 
 /// For the client's ClientHello, then for the rest of the handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Concurrent requests on one HTTP/2 connection.
-const MAX_STREAMS: u32 = 100;
+pub(crate) const MAX_STREAMS: u32 = 32;
 
 /// One inspected connection, shared by its requests.
 pub(crate) struct Conn {
@@ -47,6 +47,7 @@ impl Conn {
                 offer_h2: sandbox_h2,
             },
             Arc::clone(&shared.trust),
+            Arc::clone(&shared.upstream_permits),
         ));
         Self {
             host: host_text(&info),
@@ -89,7 +90,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, info: Intercepted, stream: tokio:
         return;
     }
     let failed = |sni: Option<String>, error: String| {
-        (shared.events)(HttpEvent::Tls(TlsFailure {
+        shared.events.emit(HttpEvent::Tls(TlsFailure {
             connection: info.connection,
             time: SystemTime::now(),
             host: host_text(&info),
@@ -191,6 +192,7 @@ where
     let service = service_fn(move |req| exchange::handle(Arc::clone(&conn), req));
     let _ = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)
+        .max_buf_size(H1_BUFFER)
         .serve_connection(io, service)
         .with_upgrades()
         .await;
@@ -204,8 +206,10 @@ where
     let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
         .max_concurrent_streams(MAX_STREAMS)
-        .adaptive_window(true)
-        .max_frame_size(1 << 20)
+        .adaptive_window(false)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_send_buf_size(SEND_BUFFER)
         .serve_connection(io, service)
         .await;
 }

@@ -34,6 +34,15 @@ pub(crate) fn client_hello(bytes: &[u8]) -> FirstBytes {
     let Some(&first) = bytes.first() else {
         return FirstBytes::Incomplete;
     };
+    // An SSLv2-format hello (length with the high bit set, then type 1) still opens
+    // TLS on some servers, and carries no server name to check.
+    if first & 0x80 != 0 {
+        return match bytes.get(2) {
+            None => FirstBytes::Incomplete,
+            Some(1) => FirstBytes::Malformed("an SSLv2-format ClientHello"),
+            Some(_) => FirstBytes::NotTls,
+        };
+    }
     if first != HANDSHAKE {
         return FirstBytes::NotTls;
     }
@@ -238,6 +247,12 @@ mod tests {
     fn other_protocols_pass_and_broken_hellos_are_named() {
         assert_eq!(client_hello(b"GET / HTTP/1.1\r\n"), FirstBytes::NotTls);
         assert_eq!(client_hello(b"SSH-2.0-x"), FirstBytes::NotTls);
+        // SSLv2-compatible hello: the length's high bit, then CLIENT-HELLO (1).
+        assert!(matches!(
+            client_hello(&[0x80, 0x2e, 0x01, 0x03, 0x01]),
+            FirstBytes::Malformed(_)
+        ));
+        assert_eq!(client_hello(&[0x80]), FirstBytes::Incomplete);
         assert_eq!(client_hello(b""), FirstBytes::Incomplete);
         let hello = rustls_hello("a.test");
         let mut wrong_type = hello.clone();

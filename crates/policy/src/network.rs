@@ -23,7 +23,7 @@ mod policy;
 mod rule;
 
 pub use addr::{Cidr, canonical, is_special};
-pub use http::{HttpRequest, HttpScope, Methods, PathGlob, Scheme, path_problem};
+pub use http::{HttpRequest, HttpScope, Methods, PathGlob, Scheme, canonical_path, path_problem};
 pub use name::HostName;
 pub use policy::{Decision, Destination, NetworkPolicy, OwnAddresses, Reason, RuleMatch};
 pub use rule::{Action, AddHost, PortRange, Rule, Target};

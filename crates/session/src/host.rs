@@ -169,16 +169,14 @@ pub fn is_root() -> bool {
     current_uid() == 0
 }
 
+/// The real uid, from the kernel: reading `/proc/self`'s owner could fail (no `/proc`
+/// mounted) and a fallback would have to guess, and guessing root is unsafe.
 fn current_uid() -> u32 {
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(0)
+    vg_sandbox::real_ids().0
 }
 
 fn current_gid() -> u32 {
-    std::fs::metadata("/proc/self")
-        .map(|m| m.gid())
-        .unwrap_or(0)
+    vg_sandbox::real_ids().1
 }
 
 /// The invoking user's home directory (for config lookup and workspace checks).
@@ -193,4 +191,19 @@ pub fn invoker_home() -> Option<PathBuf> {
 pub fn invoker_name() -> Option<String> {
     let uid = current_uid();
     passwd().into_iter().find(|e| e.uid == uid).map(|e| e.name)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The real ids come from the kernel, and agree with what `/proc` says of us.
+    #[test]
+    fn the_real_ids_are_the_kernels_and_never_a_guess() {
+        let proc_self = std::fs::metadata("/proc/self").unwrap();
+        assert_eq!(current_uid(), proc_self.uid());
+        assert_eq!(current_gid(), proc_self.gid());
+        assert_eq!(is_root(), proc_self.uid() == 0);
+    }
 }

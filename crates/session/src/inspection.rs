@@ -31,6 +31,37 @@ const BUNDLES: &[&str] = &[
 
 use vg_policy::secrets::CA_VARIABLES;
 
+/// The largest `file:` secret source and `--upstream-ca` file read.
+const MAX_SECRET_FILE: u64 = 64 * 1024;
+const MAX_CA_FILE: u64 = 16 << 20;
+
+/// A regular file's bytes, refused past `max` (a device like `/dev/zero` or a FIFO
+/// would make the run hang or the supervisor grow).
+fn read_small(path: &Path, max: u64) -> Result<Zeroizing<Vec<u8>>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking, so that opening a FIFO does not wait for a writer.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
+    let mut bytes = Zeroizing::new(Vec::new());
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if bytes.len() as u64 > max {
+        bail!("{} is larger than {} KiB", path.display(), max >> 10);
+    }
+    Ok(bytes)
+}
+
 /// How long a `cmd:` secret source may take.
 const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -277,10 +308,9 @@ fn read_source(spec: &SecretSpec, plan: &Plan) -> Result<Zeroizing<String>> {
             } else {
                 plan.cwd.join(path)
             };
-            Zeroizing::new(
-                std::fs::read_to_string(&path)
-                    .with_context(|| format!("--secret {name}: cannot read {}", path.display()))?,
-            )
+            read_small(&path, MAX_SECRET_FILE)
+                .map(|bytes| Zeroizing::new(String::from_utf8_lossy(&bytes).into_owned()))
+                .map_err(|e| anyhow::anyhow!("--secret {name}: {e}"))?
         }
         SecretSource::Command(command) => run_source(name, command)?,
     };
@@ -346,8 +376,8 @@ fn run_source(name: &str, command: &str) -> Result<Zeroizing<String>> {
 /// Certificates from a PEM file given with `--upstream-ca`.
 fn read_certificates(path: &Path) -> Result<Vec<rustls_pki_types::CertificateDer<'static>>> {
     use rustls_pki_types::pem::PemObject;
-    let certs: Vec<_> = rustls_pki_types::CertificateDer::pem_file_iter(path)
-        .with_context(|| format!("--upstream-ca {}: cannot read it", path.display()))?
+    let text = read_small(path, MAX_CA_FILE).map_err(|e| anyhow::anyhow!("--upstream-ca: {e}"))?;
+    let certs: Vec<_> = rustls_pki_types::CertificateDer::pem_slice_iter(&text)
         .collect::<Result<_, _>>()
         .map_err(|e| {
             anyhow::anyhow!(
@@ -487,6 +517,19 @@ pub fn to_record(event: HttpEvent) -> Event {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sources_that_are_not_small_regular_files_are_refused() {
+        let err = read_small(Path::new("/dev/zero"), MAX_SECRET_FILE).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        let big = std::env::temp_dir().join(format!("vg-big-{}", std::process::id()));
+        std::fs::write(&big, vec![b'a'; 70 * 1024]).unwrap();
+        let err = read_small(&big, MAX_SECRET_FILE).unwrap_err();
+        assert!(err.to_string().contains("larger than 64 KiB"), "{err}");
+        std::fs::write(&big, b"token\n").unwrap();
+        assert_eq!(&read_small(&big, MAX_SECRET_FILE).unwrap()[..], b"token\n");
+        std::fs::remove_file(&big).unwrap();
+    }
 
     #[test]
     fn bundles_are_found_through_symlinks_inside_the_root() {

@@ -1687,3 +1687,61 @@ at_once("lower", req("post", "/echo/lower", "Content-Length: 0\r\n"))
         assert!(api.seen_under("/download").is_empty());
     });
 }
+
+/// Red team: a deny rule for a path was passed by spellings servers route alike
+/// (`%61dmin`, `//admin`, `admin;x`, `admin%2f`), and one for a method by its lower
+/// case; the matcher now sees the path and method as servers do.
+#[test]
+fn spellings_servers_route_alike_meet_the_same_deny_rules() {
+    if !require_tools(&[CURL]) {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let ca = TestCa::new("spell");
+        let web = ca.serve(&["api.test"]);
+        let mut options = pinned(&ca, &["api.test"]);
+        for rule in [
+            format!("GET https://api.test:{}/echo/admin/**", web.port),
+            format!("DELETE https://api.test:{}/**", web.port),
+        ] {
+            options.push("--deny".to_owned());
+            options.push(rule);
+        }
+        allowing(
+            &mut options,
+            &[format!("* https://api.test:{}/echo/**", web.port)],
+        );
+        let code = |method: &str, path: &str| {
+            format!(
+                "echo \"{method} {path} $(curl -sS --path-as-is -o /dev/null -w '%{{http_code}}' -X {method} '{}')\"\n",
+                web.url("api.test", path)
+            )
+        };
+        let script = [
+            code("GET", "/echo/ok"),
+            code("GET", "/echo/admin/x"),
+            code("GET", "/echo/%61dmin/x"),
+            code("GET", "/echo//admin/x"),
+            code("GET", "/echo/admin;x/y"),
+            code("GET", "/echo/admin%2fx"),
+            code("delete", "/echo/ok"),
+        ]
+        .concat();
+        let out = bash(runner, &ws, &home, &options, &script).run();
+        out.assert_success();
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines[0], "GET /echo/ok 200", "{out}");
+        for line in &lines[1..] {
+            assert!(line.ends_with(" 403"), "{line} got through\n{out}");
+        }
+        assert_eq!(lines.len(), 7, "{out}");
+        assert_eq!(
+            web.seen().len(),
+            1,
+            "only the allowed request: {:#?}",
+            web.seen()
+        );
+    });
+}

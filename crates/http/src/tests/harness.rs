@@ -35,6 +35,8 @@ use crate::{HttpEvent, Inspector, Options, Secret};
 pub(crate) type TestBody = BoxBody<Bytes, BoxError>;
 
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
+/// Between the bytes of `/drip` and `/ws?drip=`: longer than the inspector's pause.
+pub(crate) const DRIP: Duration = Duration::from_millis(50);
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -100,16 +102,32 @@ pub(crate) struct Seen {
 
 /// A test upstream on 127.0.0.1. Paths:
 /// - `/echo`: the request's `authorization` back, in a header and the body;
+/// - `/reason`: the request's `authorization` back as the HTTP/1 reason phrase;
+/// - `/gzip`: a body with `content-encoding: gzip`, whatever was asked for;
+/// - `/drip?v=V`: V one byte per frame, 50 ms apart;
+/// - `/slow`: `ok` after 300 ms;
 /// - `/sse`: one event (or `data: T` for `?tail=T`), then another once
 ///   [`Upstream::sse_gate`] is notified;
 /// - `/download/N`: N bytes;
-/// - `/ws`: a 101 upgrade, then an echo with a prefix (and `/ws?secret=V` sends V first);
+/// - `/ws`: a 101 upgrade, then an echo with a prefix (and `/ws?secret=V` sends V first,
+///   `/ws?drip=V` one byte at a time, 50 ms apart);
 /// - anything else: `ok METHOD PATH` after reading the whole body.
 pub(crate) struct Upstream {
     pub(crate) addr: SocketAddr,
     seen: tokio::sync::Mutex<mpsc::UnboundedReceiver<Seen>>,
     pub(crate) sse_gate: Arc<Notify>,
     pub(crate) accepted: Arc<AtomicUsize>,
+    /// The most connections that were open at once.
+    pub(crate) max_open: Arc<AtomicUsize>,
+}
+
+/// Counts a connection open while it lives.
+struct OpenGuard(Arc<AtomicUsize>);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Upstream {
@@ -120,15 +138,25 @@ impl Upstream {
         let (tx, rx) = mpsc::unbounded_channel();
         let sse_gate = Arc::new(Notify::new());
         let accepted = Arc::new(AtomicUsize::new(0));
-        let (gate, count) = (Arc::clone(&sse_gate), Arc::clone(&accepted));
+        let max_open = Arc::new(AtomicUsize::new(0));
+        let open = Arc::new(AtomicUsize::new(0));
+        let (gate, count, max) = (
+            Arc::clone(&sse_gate),
+            Arc::clone(&accepted),
+            Arc::clone(&max_open),
+        );
         tokio::spawn(async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {
                     return;
                 };
                 count.fetch_add(1, Ordering::SeqCst);
+                let now = open.fetch_add(1, Ordering::SeqCst) + 1;
+                max.fetch_max(now, Ordering::SeqCst);
+                let guard = OpenGuard(Arc::clone(&open));
                 let (tx, gate, config) = (tx.clone(), Arc::clone(&gate), config.clone());
                 tokio::spawn(async move {
+                    let _guard = guard;
                     let service = service_fn(move |req| serve(req, tx.clone(), Arc::clone(&gate)));
                     let Some(config) = config else {
                         let _ = hyper::server::conn::http1::Builder::new()
@@ -158,6 +186,7 @@ impl Upstream {
             seen: tokio::sync::Mutex::new(rx),
             sse_gate,
             accepted,
+            max_open,
         }
     }
 
@@ -206,6 +235,13 @@ async fn serve(
             let mut io = TokioIo::new(upgraded);
             if let Some(secret) = query.strip_prefix("secret=") {
                 let _ = io.write_all(secret.as_bytes()).await;
+            }
+            if let Some(value) = query.strip_prefix("drip=") {
+                for b in value.bytes() {
+                    let _ = io.write_all(&[b]).await;
+                    let _ = io.flush().await;
+                    tokio::time::sleep(DRIP).await;
+                }
             }
             let mut buf = [0u8; 1024];
             while let Ok(n) = io.read(&mut buf).await {
@@ -263,6 +299,37 @@ async fn serve(
             let mut response = Response::new(full(text));
             response.headers_mut().insert("x-echo", authorization);
             response
+        }
+        "/reason" => {
+            let mut response = Response::new(full("reason"));
+            response
+                .extensions_mut()
+                .insert(hyper::ext::ReasonPhrase::try_from(authorization.as_bytes()).unwrap());
+            response
+        }
+        "/gzip" => {
+            let mut response = Response::new(full(&b"\x1f\x8b\x08\x00compressed"[..]));
+            response
+                .headers_mut()
+                .insert("content-encoding", "gzip".parse().unwrap());
+            response
+        }
+        "/drip" => {
+            let value = query.strip_prefix("v=").unwrap_or_default().to_owned();
+            let (frames, rx) = mpsc::channel(1);
+            tokio::spawn(async move {
+                for b in value.into_bytes() {
+                    if frames.send(Bytes::from(vec![b])).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(DRIP).await;
+                }
+            });
+            Response::new(ChannelBody(rx).boxed())
+        }
+        "/slow" => {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Response::new(full("ok"))
         }
         "/sse" => {
             let (frames, rx) = mpsc::channel(4);
@@ -447,6 +514,19 @@ impl Setup {
         match self.event().await {
             HttpEvent::Tls(e) => e,
             other => panic!("expected a TLS failure, got {other:?}"),
+        }
+    }
+
+    /// The events already emitted, and whether the callback was dropped (no sender of
+    /// the channel is left).
+    pub(crate) fn events_so_far(&mut self) -> (Vec<HttpEvent>, bool) {
+        let mut events = Vec::new();
+        loop {
+            match self.events.try_recv() {
+                Ok(event) => events.push(event),
+                Err(mpsc::error::TryRecvError::Empty) => return (events, false),
+                Err(mpsc::error::TryRecvError::Disconnected) => return (events, true),
+            }
         }
     }
 

@@ -315,3 +315,137 @@ async fn plain_http_is_inspected_too() {
     assert_eq!(upstream.seen().await.uri, "/ok/1");
     assert!(upstream.nothing_seen());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn method_and_path_overrides_must_be_allowed_too() {
+    let (mut s, upstream, authority) =
+        setup(&["deny DELETE https://api.test:PORT/repos/locked/**"]).await;
+    let port = upstream.addr.port();
+    let tls = s
+        .tls(Some("api.test"), port, "api.test", &[b"http/1.1"])
+        .await
+        .unwrap();
+    let mut client = Client::new(tls, false).await;
+    let refused = [
+        // (path, header, value, in the body, reason)
+        (
+            "/repos/a",
+            "x-http-method-override",
+            "delete",
+            format!(
+                "with x-http-method-override it asks for DELETE https://api.test:{port}/repos/a, and no rule allows it"
+            ),
+            "no method and path rule",
+        ),
+        (
+            "/repos/locked/x",
+            "x-http-method",
+            "DELETE",
+            format!("denied by 'deny DELETE https://api.test:{port}/repos/locked/**'"),
+            "rule",
+        ),
+        (
+            "/repos/a",
+            "x-method-override",
+            "PUT",
+            "asks for PUT".to_owned(),
+            "no method and path rule",
+        ),
+        (
+            "/repos/a",
+            "x-original-url",
+            "/admin/keys?x=1",
+            format!("with x-original-url it asks for GET https://api.test:{port}/admin/keys,"),
+            "no method and path rule",
+        ),
+        (
+            "/repos/a",
+            "x-rewrite-url",
+            "https://api.test/repos/../admin",
+            "asks for GET".to_owned(),
+            "ambiguous path",
+        ),
+        (
+            "/repos/a",
+            "x-original-url",
+            "admin",
+            "neither a path nor an absolute URL".to_owned(),
+            "override not understood",
+        ),
+    ];
+    for (path, name, value, text, reason) in refused {
+        let req = request("GET", &authority, path, false)
+            .header(name, value)
+            .body(empty())
+            .unwrap();
+        let (status, _, body) = read_text(client.send(req).await.unwrap()).await;
+        assert_eq!(status.as_u16(), 403, "{name}: {value}: {body}");
+        assert!(body.contains(&text), "{body}");
+        let ex = s.exchange().await;
+        assert_eq!(
+            (ex.decision, ex.reason.as_str()),
+            ("deny", reason),
+            "{name}"
+        );
+        if reason == "rule" {
+            assert!(ex.rule.unwrap().starts_with("deny DELETE"));
+        }
+    }
+    // A method and a path override together: the method on that path.
+    let req = request("GET", &authority, "/repos/a", false)
+        .header("x-http-method-override", "HEAD")
+        .header("x-original-url", "/repos/locked/x")
+        .body(empty())
+        .unwrap();
+    assert_eq!(
+        read_text(client.send(req).await.unwrap()).await.0.as_u16(),
+        200
+    );
+    s.exchange().await;
+    upstream.seen().await;
+    let req = request("GET", &authority, "/repos/a", false)
+        .header("x-http-method-override", "DELETE")
+        .header("x-original-url", "/repos/locked/x")
+        .body(empty())
+        .unwrap();
+    let (status, _, body) = read_text(client.send(req).await.unwrap()).await;
+    assert_eq!(status.as_u16(), 403);
+    assert!(
+        body.contains("with x-http-method-override it asks for DELETE"),
+        "{body}"
+    );
+    assert_eq!(s.exchange().await.decision, "deny");
+    assert!(upstream.nothing_seen());
+
+    // Overrides that the rules allow pass, untouched.
+    let req = request("GET", &authority, "/repos/a", false)
+        .header("x-method-override", "head")
+        .header("x-rewrite-url", "https://api.test/repos/b?page=2")
+        .body(empty())
+        .unwrap();
+    let (status, _, body) = read_text(client.send(req).await.unwrap()).await;
+    assert_eq!((status.as_u16(), body.as_str()), (200, "ok GET /repos/a"));
+    assert_eq!(upstream.seen().await.headers["x-method-override"], "head");
+    assert_eq!(s.exchange().await.decision, "allow");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn methods_are_decided_upper_cased() {
+    let (mut s, upstream, authority) =
+        setup(&["deny GET https://api.test:PORT/repos/locked/**"]).await;
+    let port = upstream.addr.port();
+    let tls = s
+        .tls(Some("api.test"), port, "api.test", &[b"http/1.1"])
+        .await
+        .unwrap();
+    let mut client = Client::new(tls, false).await;
+    let req = request("get", &authority, "/repos/locked/x", false)
+        .body(empty())
+        .unwrap();
+    let (status, _, body) = read_text(client.send(req).await.unwrap()).await;
+    assert_eq!(status.as_u16(), 403, "{body}");
+    assert!(body.contains("denied by 'deny GET"), "{body}");
+    let ex = s.exchange().await;
+    assert_eq!((ex.method.as_str(), ex.reason.as_str()), ("get", "rule"));
+    assert!(upstream.nothing_seen());
+}

@@ -98,9 +98,150 @@ async fn basic_credentials_carry_the_secret() {
         .decode(sent.strip_prefix("Basic ").unwrap())
         .unwrap();
     assert_eq!(decoded, format!("me:{PASSWORD}").as_bytes());
-    // The echo is of the encoded form, which is not the value: it comes back as sent.
-    assert_eq!(body, format!("{sent}\n"));
+    // The echo is of the encoded form: with "me:" before it, the value's groups are
+    // whole, and all come back as the placeholder's.
+    assert_eq!(
+        body,
+        format!("Basic {}\n", STANDARD.encode(format!("me:{pass}")))
+    );
     assert_eq!(s.exchange().await.secrets, ["PASSWORD"]);
+}
+
+/// `decoded` is `prefix` and the placeholder in place of the value, but for at most
+/// two bytes of the value at each end (those sharing a base64 group with other bytes).
+fn masked_but_for_the_ends(decoded: &[u8], prefix: &str, value: &str, placeholder: &str) -> bool {
+    let n = value.len();
+    (0..=2).any(|k1| {
+        (0..=2).any(|k2| {
+            let want = format!(
+                "{prefix}{}{}{}",
+                &value[..k1],
+                &placeholder[k1..n - k2],
+                &value[n - k2..]
+            );
+            decoded == want.as_bytes()
+        })
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn base64_echoes_of_basic_credentials_are_masked_at_any_alignment() {
+    let (mut s, upstream, key, _) = setup().await;
+    let port = upstream.addr.port();
+    let tls = s
+        .tls(Some("api.test"), port, "api.test", &[b"http/1.1"])
+        .await
+        .unwrap();
+    let mut client = Client::new(tls, false).await;
+    // The sandbox chooses the user, hence where the value falls in base64 groups.
+    for user in ["", "u", "us", "use", "user"] {
+        let req = request("GET", &format!("api.test:{port}"), "/echo", false)
+            .header(
+                "authorization",
+                format!("Basic {}", STANDARD.encode(format!("{user}:{key}"))),
+            )
+            .body(empty())
+            .unwrap();
+        let (status, headers, body) = read_text(client.send(req).await.unwrap()).await;
+        assert_eq!(status.as_u16(), 200);
+        let seen = upstream.seen().await;
+        let sent = seen.headers["authorization"].to_str().unwrap().to_owned();
+        assert_eq!(
+            STANDARD
+                .decode(sent.strip_prefix("Basic ").unwrap())
+                .unwrap(),
+            format!("{user}:{VALUE}").as_bytes()
+        );
+        let prefix = format!("{user}:");
+        for echoed in [headers["x-echo"].to_str().unwrap(), body.trim_end()] {
+            let encoded = echoed.strip_prefix("Basic ").unwrap();
+            assert_ne!(
+                encoded,
+                sent.strip_prefix("Basic ").unwrap(),
+                "user {user:?}"
+            );
+            let decoded = STANDARD.decode(encoded).unwrap();
+            assert!(
+                masked_but_for_the_ends(&decoded, &prefix, VALUE, &key),
+                "user {user:?}: {}",
+                String::from_utf8_lossy(&decoded)
+            );
+        }
+        assert_eq!(s.exchange().await.secrets, ["API_KEY"]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_echoed_value_never_reaches_the_status_line() {
+    let (mut s, upstream, key, _) = setup().await;
+    let port = upstream.addr.port();
+    let tls = s
+        .tls(Some("api.test"), port, "api.test", &[b"http/1.1"])
+        .await
+        .unwrap();
+    let mut client = Client::new(tls, false).await;
+    // The upstream puts the Authorization it got in its reason phrase.
+    let req = request("GET", &format!("api.test:{port}"), "/reason", false)
+        .header("authorization", format!("Bearer {key}"))
+        .body(empty())
+        .unwrap();
+    let response = client.send(req).await.unwrap();
+    let reason = response
+        .extensions()
+        .get::<hyper::ext::ReasonPhrase>()
+        .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned());
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(
+        !reason.as_deref().unwrap_or_default().contains(VALUE),
+        "the value leaked in the status line"
+    );
+    assert_eq!(reason, None, "the canonical reason phrase is sent");
+    let (_, _, body) = read_text(response).await;
+    assert_eq!(body, "reason");
+    assert_eq!(
+        upstream.seen().await.headers["authorization"],
+        format!("Bearer {VALUE}").as_str()
+    );
+    s.exchange().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compressed_response_to_a_request_with_a_secret_is_refused() {
+    let (mut s, upstream, key, _) = setup().await;
+    let port = upstream.addr.port();
+    let authority = format!("api.test:{port}");
+    let tls = s
+        .tls(Some("api.test"), port, "api.test", &[b"http/1.1"])
+        .await
+        .unwrap();
+    let mut client = Client::new(tls, false).await;
+    let req = request("GET", &authority, "/gzip", false)
+        .header("authorization", format!("Bearer {key}"))
+        .header("accept-encoding", "gzip, br")
+        .body(empty())
+        .unwrap();
+    let (status, headers, body) = read_text(client.send(req).await.unwrap()).await;
+    assert_eq!(status.as_u16(), 502, "{body}");
+    assert!(headers.get("content-encoding").is_none());
+    assert!(body.contains("Content-Encoding: gzip"), "{body}");
+    assert!(body.contains("identity"), "{body}");
+    let seen = upstream.seen().await;
+    assert_eq!(seen.headers["accept-encoding"], "identity");
+    let ex = s.exchange().await;
+    assert_eq!((ex.status, ex.decision), (Some(502), "allow"));
+    assert_eq!(ex.secrets, ["API_KEY"]);
+    assert!(ex.error.unwrap().contains("Content-Encoding: gzip"));
+
+    // Without a secret, compression is the client's and the server's business.
+    let req = request("GET", &authority, "/gzip", false)
+        .header("accept-encoding", "gzip")
+        .body(empty())
+        .unwrap();
+    let (status, headers, _) = read_text(client.send(req).await.unwrap()).await;
+    assert_eq!(status.as_u16(), 200);
+    assert_eq!(headers["content-encoding"], "gzip");
+    assert_eq!(upstream.seen().await.headers["accept-encoding"], "gzip");
+    assert!(s.exchange().await.secrets.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -260,3 +260,49 @@ async fn throughput_through_inspection() {
         results[1] / direct * 100.0
     );
 }
+
+/// `got` is the value with at most its first two bytes let through and the rest turned
+/// into the placeholder's.
+pub(super) fn at_most_two_bytes_through(got: &[u8], value: &str, placeholder: &str) -> bool {
+    (0..=2).any(|k| got == format!("{}{}", &value[..k], &placeholder[k..]).as_bytes())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_dripped_byte_by_byte_is_still_masked() {
+    const VALUE: &str = "abcdefghSECRET42";
+    let placeholder = crate::placeholder_for(VALUE).unwrap();
+    let pki = Pki::new("Test Root");
+    let upstream = Upstream::start(Some(pki.server_config(&[b"h2", b"http/1.1"]))).await;
+    let port = upstream.addr.port();
+    let mut s = Setup::new(
+        &[format!("allow GET https://api.test:{port}/**")],
+        vec![crate::Secret {
+            placeholder: placeholder.clone(),
+            ..secret()
+        }],
+        vec![pki.ca.clone()],
+    );
+    let authority = format!("api.test:{port}");
+    for h2 in [false, true] {
+        let alpn: &[&[u8]] = if h2 { &[b"h2"] } else { &[b"http/1.1"] };
+        let tls = s
+            .tls(Some("api.test"), port, "api.test", alpn)
+            .await
+            .unwrap();
+        let mut client = Client::new(tls, h2).await;
+        // One byte every 50 ms: each pause is longer than the inspector waits before it
+        // releases a short held tail.
+        let req = request("GET", &authority, &format!("/drip?v={VALUE}"), h2)
+            .body(empty())
+            .unwrap();
+        let (status, _, body) = read_text(client.send(req).await.unwrap()).await;
+        assert_eq!(status.as_u16(), 200);
+        assert!(!body.contains(VALUE), "the whole value came through");
+        assert!(
+            at_most_two_bytes_through(body.as_bytes(), VALUE, &placeholder),
+            "{body:?} (placeholder {placeholder})"
+        );
+        upstream.seen().await;
+        assert_eq!(s.exchange().await.bytes_in, VALUE.len() as u64);
+    }
+}

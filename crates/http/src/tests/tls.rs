@@ -117,3 +117,60 @@ async fn shutdown_cuts_and_refuses_connections() {
         .unwrap();
     assert!(matches!(read, Ok(0) | Err(_)), "cut");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_waits_for_every_task_and_lets_go_of_the_events_callback() {
+    use http_body_util::BodyExt;
+    let pki = Pki::new("Test Root");
+    let upstream = Upstream::start(Some(pki.server_config(&[b"h2", b"http/1.1"]))).await;
+    let port = upstream.addr.port();
+    let mut s = Setup::new(
+        &[format!("allow GET https://api.test:{port}/**")],
+        Vec::new(),
+        vec![pki.ca.clone()],
+    );
+    // A response still streaming (the upstream holds its second event), on each of
+    // HTTP/1.1 and HTTP/2.
+    let mut bodies = Vec::new();
+    for h2 in [false, true] {
+        let alpn: &[&[u8]] = if h2 { &[b"h2"] } else { &[b"http/1.1"] };
+        let tls = s
+            .tls(Some("api.test"), port, "api.test", alpn)
+            .await
+            .unwrap();
+        let mut client = Client::new(tls, h2).await;
+        let req = request("GET", &format!("api.test:{port}"), "/sse", h2)
+            .body(empty())
+            .unwrap();
+        let mut body = client.send(req).await.unwrap().into_body();
+        let first = tokio::time::timeout(WAIT, body.frame()).await.unwrap();
+        assert_eq!(
+            first.unwrap().unwrap().into_data().unwrap(),
+            "data: one\n\n"
+        );
+        bodies.push((client, body));
+        upstream.seen().await;
+    }
+    let (events, closed) = s.events_so_far();
+    assert!(events.is_empty() && !closed);
+
+    let started = std::time::Instant::now();
+    s.inspector.shutdown();
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    // Both cut requests were reported before it returned, and the callback is gone.
+    let (events, closed) = s.events_so_far();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(
+        events
+            .iter()
+            .all(|e| matches!(e, crate::HttpEvent::Exchange(ex) if ex.path == "/sse"))
+    );
+    assert!(closed, "a task still holds the events callback");
+    for (_client, body) in bodies {
+        let rest = tokio::time::timeout(WAIT, body.collect()).await.unwrap();
+        assert!(rest.is_err(), "the response was cut");
+    }
+    // Later connections are refused without an event.
+    drop(s.connect(Some("api.test"), port, Scheme::Https));
+    assert!(s.events_so_far().0.is_empty());
+}

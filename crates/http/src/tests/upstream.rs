@@ -136,3 +136,58 @@ async fn a_kept_alive_connection_the_server_closed_is_replaced() {
     }
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_http2_streams_share_a_bounded_number_of_upstream_connections() {
+    // An HTTP/1.1-only upstream: each request open at once needs a connection.
+    let pki = Pki::new("Test Root");
+    let upstream = Upstream::start(Some(pki.server_config(&[b"http/1.1"]))).await;
+    let port = upstream.addr.port();
+    let authority = format!("api.test:{port}");
+    let mut s = Setup::new(
+        &[format!("allow GET https://api.test:{port}/**")],
+        Vec::new(),
+        vec![pki.ca.clone()],
+    );
+    let tls = s
+        .tls(Some("api.test"), port, "api.test", &[b"h2"])
+        .await
+        .unwrap();
+    let client = Client::new(tls, true).await;
+    // A first request, by which the client has the server's SETTINGS (its limit of
+    // streams, 32: more at once before then would be refused).
+    let mut first = client.fork();
+    let req = request("GET", &authority, "/x", true)
+        .body(empty())
+        .unwrap();
+    assert_eq!(
+        read_text(first.send(req).await.unwrap()).await.0.as_u16(),
+        200
+    );
+    s.exchange().await;
+    upstream.seen().await;
+    // 48 requests at once, each held 300 ms by the upstream.
+    let mut requests = tokio::task::JoinSet::new();
+    for _ in 0..48 {
+        let mut client = client.fork();
+        let authority = authority.clone();
+        requests.spawn(async move {
+            let req = request("GET", &authority, "/slow", true)
+                .body(empty())
+                .unwrap();
+            read_text(client.send(req).await.unwrap()).await
+        });
+    }
+    while let Some(done) = requests.join_next().await {
+        let (status, _, body) = done.unwrap();
+        assert_eq!((status.as_u16(), body.as_str()), (200, "ok"));
+    }
+    for _ in 0..48 {
+        assert_eq!(s.exchange().await.status, Some(200));
+    }
+    let max = upstream.max_open.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        (2..=crate::MAX_UPSTREAM_PER_CONNECTION).contains(&max),
+        "{max} upstream connections were open at once"
+    );
+}

@@ -3,10 +3,13 @@
 //! rule is inspected: the mediator terminates the sandbox's TLS with the session's CA
 //! and decides each request with [`super::NetworkPolicy::decide_request`].
 //!
-//! Paths are matched as sent on the wire (no query), after refusing the paths that
-//! servers read differently from a matcher: a `.` or `..` segment once percent-decoded
-//! (`%2e%2e`, `..;x` for servers that drop path parameters, `%2f..%2f`), a backslash,
-//! a NUL or another control character. A glob's `*` is any run of bytes without `/`,
+//! Paths (without the query) are refused first when servers would read them
+//! differently from any matcher: a `.` or `..` segment once percent-decoded (`%2e%2e`,
+//! `..;x` for servers that drop path parameters, `%2f..%2f`), a backslash, a NUL or
+//! another control character. The rest are matched in the form servers route on
+//! ([`canonical_path`]): unreserved characters and `/` percent-decoded, `;` parameters
+//! dropped, runs of `/` merged, so that `/ok/%61dmin`, `/ok//admin`, `/ok/admin;x` and
+//! `/ok%2fadmin` meet the rules for `/ok/admin`. A glob's `*` is any run of bytes without `/`,
 //! `**` any run at all; a trailing `/**` also matches the folder itself
 //! (`/repos/acme/**` matches `/repos/acme`).
 
@@ -81,6 +84,12 @@ impl Methods {
                     "'{}' is not an HTTP method{hint} (write METHODS as GET,HEAD or * for any)",
                     super::shown(word)
                 ));
+            }
+            if word == "CONNECT" {
+                return Err(
+                    "CONNECT opens a tunnel no rule could inspect, and is always refused; leave it out"
+                        .to_owned(),
+                );
             }
             if !methods.iter().any(|m| m == word) {
                 methods.push(word.to_owned());
@@ -303,11 +312,54 @@ pub struct HttpScope {
 }
 
 impl HttpScope {
+    /// Whether the scope covers `req`; its path must be in [`canonical_path`] form and
+    /// its method upper-cased (see [`super::NetworkPolicy::decide_request`]).
     pub fn matches(&self, req: &HttpRequest<'_>) -> bool {
         self.scheme == req.scheme
             && self.methods.contains(req.method)
             && self.path.matches(req.path)
     }
+}
+
+/// `path` as servers route on it: percent-escapes of unreserved characters and of `/`
+/// decoded (other escapes kept, in upper case), each segment's `;` parameters
+/// dropped, and runs of `/` merged. A double escape (`%252e`) is decoded once only,
+/// as servers do.
+pub fn canonical_path(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut decoded = String::with_capacity(path.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let (Some(h), Some(l)) = (
+                bytes.get(i + 1).and_then(|&b| hex(b)),
+                bytes.get(i + 2).and_then(|&b| hex(b)),
+            )
+        {
+            let c = char::from(u8::try_from(h * 16 + l).unwrap_or(b'%'));
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~' | '/') {
+                decoded.push(c);
+            } else {
+                decoded.push('%');
+                decoded.push_str(&path[i + 1..i + 3].to_ascii_uppercase());
+            }
+            i += 3;
+        } else {
+            let len = path[i..].chars().next().map_or(1, char::len_utf8);
+            decoded.push_str(&path[i..i + len]);
+            i += len;
+        }
+    }
+    let mut out = String::with_capacity(decoded.len());
+    for segment in decoded.split('/') {
+        let segment = segment.split(';').next().unwrap_or(segment);
+        if !out.ends_with('/') {
+            out.push('/');
+        }
+        out.push_str(segment);
+    }
+    out
 }
 
 /// One request on an inspected connection, as the rules see it.
@@ -346,6 +398,26 @@ mod tests {
         let g = glob("/files/*.tar.gz");
         assert!(g.matches("/files/x.tar.gz") && !g.matches("/files/x.zip"));
         assert!(PathGlob::any().matches("/") && PathGlob::any().matches("/a/b"));
+    }
+
+    #[test]
+    fn paths_are_matched_in_the_form_servers_route_on() {
+        for (raw, canonical) in [
+            ("/ok/admin/x", "/ok/admin/x"),
+            ("/ok/%61dmin/x", "/ok/admin/x"),
+            ("/ok//admin///x", "/ok/admin/x"),
+            ("/ok/admin;jsessionid=1/x", "/ok/admin/x"),
+            ("/ok/admin%2fx", "/ok/admin/x"),
+            ("/ok/a%3ab", "/ok/a%3Ab"),
+            ("/ok/%252e", "/ok/%252e"),
+            ("/", "/"),
+            ("//", "/"),
+            ("/a/", "/a/"),
+            ("/é/x", "/é/x"),
+        ] {
+            assert_eq!(canonical_path(raw), canonical, "{raw}");
+        }
+        assert!(glob("/ok/admin/**").matches(&canonical_path("/ok//%61dmin;x/y")));
     }
 
     #[test]
@@ -410,6 +482,11 @@ mod tests {
         );
         assert!(Methods::parse("GET,").unwrap_err().contains("empty entry"));
         assert!(Methods::parse("GE T").is_err());
+        assert!(
+            Methods::parse("GET,CONNECT")
+                .unwrap_err()
+                .contains("tunnel")
+        );
         assert!(Methods::parse("GET").unwrap().contains("GET"));
         assert!(!Methods::parse("GET").unwrap().contains("get"));
     }

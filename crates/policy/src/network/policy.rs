@@ -280,9 +280,17 @@ impl NetworkPolicy {
                 reason: Reason::AmbiguousPath,
             };
         }
+        // Matched as servers route: the canonical path, the method in upper case.
+        let path = super::canonical_path(req.path);
+        let method = req.method.to_ascii_uppercase();
+        let req = HttpRequest {
+            scheme: req.scheme,
+            method: &method,
+            path: &path,
+        };
         let found = self.rules.iter().enumerate().find(|(_, rule)| {
             rule.covers_port(port)
-                && rule.http.as_ref().is_some_and(|scope| scope.matches(req))
+                && rule.http.as_ref().is_some_and(|scope| scope.matches(&req))
                 && targets(rule, dest)
         });
         match found {
@@ -914,6 +922,16 @@ mod tests {
         assert_eq!((d.allowed, d.reason), (false, Reason::NoHttpRule));
         let d = decide("GET", "/repos/other/x");
         assert_eq!((d.allowed, d.reason), (false, Reason::NoHttpRule));
+        // Spellings servers route alike meet the same rules.
+        for (method, path) in [
+            ("delete", "/repos/acme/x"),
+            ("DELETE", "/repos//acme/x"),
+            ("DELETE", "/repos/%61cme;p=1/x"),
+        ] {
+            let d = decide(method, path);
+            assert!(!d.allowed && d.reason == Reason::Rule, "{method} {path}");
+        }
+        assert!(decide("get", "/repos/acme%2Fx").allowed);
         let d = decide("GET", "/repos/acme/%2e%2e/other/x");
         assert_eq!((d.allowed, d.reason), (false, Reason::AmbiguousPath));
         assert!(d.to_string().contains("'..'"), "{d}");

@@ -186,6 +186,9 @@ pub struct Session {
     tracer: Option<JoinHandle<Arc<Mutex<CommandsLog>>>>,
     /// Relays and records the sandbox's network in `--network allow` mode.
     mediator: Option<vg_netstack::Mediator>,
+    /// The HTTPS inspector the mediator hands connections to, shut down (its last
+    /// requests recorded) before the record is finished.
+    inspector: Option<Arc<vg_http::Inspector>>,
     /// Network events past [`MAX_NETWORK_EVENTS`], not written.
     network_events_dropped: Arc<std::sync::atomic::AtomicU64>,
     /// Every layer was in place and the command was started.
@@ -219,6 +222,7 @@ impl Session {
             relays: Vec::new(),
             tracer: None,
             mediator: None,
+            inspector: None,
             network_events_dropped: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             started: false,
             control: None,
@@ -322,6 +326,7 @@ impl Session {
                         events.fail("events.jsonl", e);
                     }
                 }));
+                self.inspector = Some(Arc::clone(&inspection.inspector));
                 Arc::clone(&inspection.inspector) as Arc<dyn vg_netstack::intercept::Interceptor>
             });
             let events = Arc::clone(&shared);
@@ -496,6 +501,10 @@ impl Session {
             && let Some(shared) = &self.shared
         {
             shared.fail("network mediator", e);
+        }
+        // Its requests still open are cut and recorded; nothing of it writes after.
+        if let Some(inspector) = self.inspector.take() {
+            inspector.shutdown();
         }
         let dropped = self
             .network_events_dropped
