@@ -489,3 +489,91 @@ fn network_modes_mounts_and_limits_apply_inside_an_image() {
         assert!(out.stdout.contains("unreachable"), "{out}");
     });
 }
+
+/// HTTPS inspection in an image: the image's own trust bundle (here Alpine's
+/// `/etc/ssl/cert.pem`, reached through a symlink as there) is shown with the session
+/// CA appended and named by the CA variables; an image with no bundle at all is
+/// refused before it runs, naming the fix. Plain HTTP rules are decided inside it too.
+#[test]
+fn an_images_own_trust_bundle_carries_the_session_ca() {
+    require_tools!();
+    let work = TempDir::new("ca-image");
+    let web = super::mediated_network::HttpServer::start(b"inspected-in-image".to_vec());
+    let port = web.port;
+    // busybox plus etc/ssl/certs/ca-certificates.crt and the cert.pem link to it.
+    let mut layer = tar::Builder::new(Vec::new());
+    let base = super::images::busybox_layer("ca");
+    for entry in tar::Archive::new(&base[..]).entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let header = entry.header().clone();
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut data).unwrap();
+        layer.append(&header, &data[..]).unwrap();
+    }
+    for d in ["etc/ssl", "etc/ssl/certs"] {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_path(d).unwrap();
+        h.set_mode(0o755);
+        h.set_size(0);
+        h.set_cksum();
+        layer.append(&h, &b""[..]).unwrap();
+    }
+    let roots = b"# IMAGE-ROOTS\n";
+    let mut h = tar::Header::new_gnu();
+    h.set_path("etc/ssl/certs/ca-certificates.crt").unwrap();
+    h.set_mode(0o644);
+    h.set_size(roots.len() as u64);
+    h.set_cksum();
+    layer.append(&h, &roots[..]).unwrap();
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Symlink);
+    h.set_path("etc/ssl/cert.pem").unwrap();
+    h.set_link_name("/etc/ssl/certs/ca-certificates.crt")
+        .unwrap();
+    h.set_mode(0o777);
+    h.set_size(0);
+    h.set_cksum();
+    layer.append(&h, &b""[..]).unwrap();
+    let tar = work.write("ca.tar", layer.into_inner().unwrap());
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        image(
+            runner,
+            &home,
+            &["import", &tar.display().to_string(), "--tag", "local/ca"],
+        )
+        .assert_success();
+        let rules = [
+            "--add-host",
+            "web.test:127.0.0.1",
+            "--allow",
+            &format!("GET http://web.test:{port}/ok/**"),
+        ];
+        let script = format!(
+            "echo bundle=$SSL_CERT_FILE; busybox head -1 /etc/ssl/cert.pem; busybox grep -c 'BEGIN CERTIFICATE' /etc/ssl/cert.pem; echo got=$(busybox wget -q -O- http://web.test:{port}/ok/x); busybox wget -q -O- http://web.test:{port}/other || echo refused"
+        );
+        let mut options = vec!["--image", "local/ca"];
+        options.extend(rules);
+        let out = run_image(runner, &ws, &home, &options, &["sh", "-c", &script]);
+        out.assert_success();
+        assert_eq!(
+            out.field("bundle"),
+            "/etc/ssl/certs/ca-certificates.crt",
+            "{out}"
+        );
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines[1], "# IMAGE-ROOTS", "{out}");
+        assert_eq!(lines[2], "1", "the session CA appended: {out}");
+        assert_eq!(out.field("got"), "inspected-in-image", "{out}");
+        assert!(out.stdout.contains("refused"), "{out}");
+        // An image without any bundle: refused before it runs.
+        import_busybox(runner, &home, &work, "local/nobundle", "nb");
+        let mut options = vec!["--image", "local/nobundle"];
+        options.extend(rules);
+        run_image(runner, &ws, &home, &options, &["true"])
+            .assert_code(125)
+            .assert_stderr_contains("install the ca-certificates package");
+    });
+}

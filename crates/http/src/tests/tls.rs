@@ -174,3 +174,19 @@ async fn shutdown_waits_for_every_task_and_lets_go_of_the_events_callback() {
     drop(s.connect(Some("api.test"), port, Scheme::Https));
     assert!(s.events_so_far().0.is_empty());
 }
+
+/// Every byte is encrypted twice: the cheaper AES-128-GCM comes first, and our side
+/// chooses by its own order whatever the client prefers.
+#[test]
+fn aes_128_gcm_is_preferred_on_both_sides() {
+    let provider = crate::crypto_provider();
+    assert_eq!(
+        provider.cipher_suites[0].suite(),
+        rustls::CipherSuite::TLS13_AES_128_GCM_SHA256
+    );
+    assert_eq!(
+        provider.cipher_suites.len(),
+        rustls::crypto::ring::default_provider().cipher_suites.len(),
+        "reordered, none dropped"
+    );
+}
