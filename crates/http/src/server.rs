@@ -23,6 +23,14 @@ use crate::upstream::{CONNECTION_WINDOW, H1_BUFFER, SEND_BUFFER, STREAM_WINDOW, 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Concurrent requests on one HTTP/2 connection.
 pub(crate) const MAX_STREAMS: u32 = 32;
+/// How long an HTTP/1 request's head may take to arrive (and an idle kept-alive
+/// connection may wait for the next): a connection trickling its headers must not hold
+/// one of the session's connections for ever (red team, second pass).
+pub(crate) const HEADER_TIMEOUT: Duration = if cfg!(test) {
+    Duration::from_secs(1)
+} else {
+    Duration::from_secs(30)
+};
 
 /// One inspected connection, shared by its requests.
 pub(crate) struct Conn {
@@ -191,6 +199,8 @@ where
 {
     let service = service_fn(move |req| exchange::handle(Arc::clone(&conn), req));
     let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
         .keep_alive(true)
         .max_buf_size(H1_BUFFER)
         .serve_connection(io, service)

@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use vg_http::{HttpEvent, Inspector, Secret};
 use vg_policy::network::NetworkPolicy;
-use vg_policy::secrets::{SecretSource, SecretSpec};
+use vg_policy::secrets::{CA_VARIABLES, SecretSource, SecretSpec};
 use vg_records::event::kind::NETWORK;
 use vg_records::{Event, Metadata};
 use zeroize::Zeroizing;
@@ -28,8 +28,6 @@ const BUNDLES: &[&str] = &[
     "/etc/pki/tls/cacert.pem",
     "/etc/ssl/cert.pem",
 ];
-
-use vg_policy::secrets::CA_VARIABLES;
 
 /// The largest `file:` secret source and `--upstream-ca` file read.
 const MAX_SECRET_FILE: u64 = 64 * 1024;
@@ -238,7 +236,7 @@ pub fn prepare(
     })
     .context("cannot start HTTPS inspection")?;
     let ca = inspector.ca_pem().to_owned();
-    let files = bundles(root, &ca)?;
+    let files = bundles(root, &ca);
     let Some((bundle, _)) = files.first() else {
         bail!(
             "HTTPS inspection needs a CA bundle in the sandbox to add its CA to, and none of {} exists; install the ca-certificates package (in the image, with --image)",
@@ -396,7 +394,7 @@ fn read_certificates(path: &Path) -> Result<Vec<rustls_pki_types::CertificateDer
 
 /// The trust bundles present in the sandbox's view, each with `ca` appended: one file
 /// per real path (a bundle's other names are symlinks to it).
-fn bundles(root: Option<&Path>, ca: &str) -> Result<Vec<(PathBuf, String)>> {
+fn bundles(root: Option<&Path>, ca: &str) -> Vec<(PathBuf, String)> {
     let mut out: Vec<(PathBuf, String)> = Vec::new();
     for name in BUNDLES {
         let Some(real) = resolve_in(root, Path::new(name)) else {
@@ -419,7 +417,7 @@ fn bundles(root: Option<&Path>, ca: &str) -> Result<Vec<(PathBuf, String)>> {
         text.push_str(ca);
         out.push((real, text));
     }
-    Ok(out)
+    out
 }
 
 /// `path` with its symlinks followed inside `root` (absolute links stay inside it), if
@@ -543,7 +541,7 @@ mod tests {
             dir.join("etc/ssl/cert.pem"),
         )
         .unwrap();
-        let files = bundles(Some(&dir), "CA\n").unwrap();
+        let files = bundles(Some(&dir), "CA\n");
         assert_eq!(files.len(), 1, "{files:?}");
         assert_eq!(
             files[0].0,
@@ -557,7 +555,7 @@ mod tests {
             dir.join("etc/ssl/certs/ca-certificates.crt"),
         )
         .unwrap();
-        assert!(bundles(Some(&dir), "CA\n").unwrap().is_empty());
+        assert!(bundles(Some(&dir), "CA\n").is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

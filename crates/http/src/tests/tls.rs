@@ -190,3 +190,31 @@ fn aes_128_gcm_is_preferred_on_both_sides() {
         "reordered, none dropped"
     );
 }
+
+/// Red team (second pass): a request whose head trickles in never completing held one
+/// of the session's 256 connections for ever. Its head now has `HEADER_TIMEOUT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_head_that_never_completes_is_cut() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = Setup::new(
+        &["allow GET https://api.test/**".to_owned()],
+        Vec::new(),
+        Vec::new(),
+    );
+    let mut tls = s
+        .tls(Some("api.test"), 443, "api.test", &[b"http/1.1"])
+        .await
+        .unwrap();
+    tls.write_all(b"GET /x HTTP/1.1\r\nHost: api.test\r\n")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(
+        crate::server::HEADER_TIMEOUT * 5,
+        tls.read_to_end(&mut rest),
+    )
+    .await;
+    assert!(read.is_ok(), "still open after {:?}", started.elapsed());
+    assert!(started.elapsed() >= crate::server::HEADER_TIMEOUT / 2);
+}
