@@ -137,7 +137,8 @@ impl Stack {
                     scheme,
                 };
                 (
-                    inspector_pair(interceptor.as_ref(), conn).map(Upstream::Inspector),
+                    inspector_pair(interceptor.as_ref(), conn, 2 * buffers)
+                        .map(Upstream::Inspector),
                     None,
                 )
             }
@@ -306,21 +307,21 @@ impl Stack {
     }
 }
 
-/// Each socket buffer of the pair to the inspector.
-const PAIR_BUFFER: usize = 1 << 20;
-
 /// A socket pair whose far end goes to the inspector: the flow relays to our end.
 fn inspector_pair(
     interceptor: &dyn crate::intercept::Interceptor,
     conn: crate::intercept::Intercepted,
+    size: usize,
 ) -> io::Result<mio::net::UnixStream> {
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-    // Larger socket buffers than the default: fewer wake-ups of both threads per
-    // megabyte on a bulk download (best effort; the kernel caps them).
+    // Socket buffers of twice the flow's stack buffers (1 MiB for the first
+    // connections, 64 KiB once the session's budget is tight): fewer wake-ups of both
+    // threads per megabyte on a bulk download, and bounded kernel memory however many
+    // connections the sandbox opens (best effort; the kernel caps them).
     for end in [&ours, &theirs] {
         let sock = socket2::SockRef::from(end);
-        let _ = sock.set_send_buffer_size(PAIR_BUFFER);
-        let _ = sock.set_recv_buffer_size(PAIR_BUFFER);
+        let _ = sock.set_send_buffer_size(size);
+        let _ = sock.set_recv_buffer_size(size);
     }
     ours.set_nonblocking(true)?;
     interceptor.intercept(conn, theirs);
