@@ -152,20 +152,8 @@ fn requests_table(events: &[Map<String, Value>]) -> Option<Table> {
         let conn = number(e, "connection").to_string();
         let row = match text(e, "event").as_str() {
             "http" => {
-                let scheme = text(e, "scheme");
-                let port = number(e, "port");
-                let default_port = if scheme == "http" { 80 } else { 443 };
-                let port = if port == default_port {
-                    String::new()
-                } else {
-                    format!(":{port}")
-                };
                 let mut detail = rule_or_reason(e);
-                let secrets: Vec<&str> = e
-                    .get("secrets")
-                    .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
+                let secrets = injected(e);
                 if !secrets.is_empty() {
                     detail.push_str(&format!("; secrets injected: {}", secrets.join(",")));
                 }
@@ -179,10 +167,9 @@ fn requests_table(events: &[Map<String, Value>]) -> Option<Table> {
                     time,
                     conn,
                     format!(
-                        "{} {scheme}://{}{port}{} {}",
+                        "{} {} {}",
                         text(e, "method"),
-                        text(e, "host"),
-                        text(e, "path"),
+                        request_url(e),
                         text(e, "protocol")
                     ),
                     e.get("status")
@@ -221,6 +208,27 @@ fn requests_table(events: &[Map<String, Value>]) -> Option<Table> {
         rows += 1;
     }
     (rows > 0).then_some(table)
+}
+
+/// An `http` event's URL: `scheme://host[:port]path`, the port left out when it is
+/// the scheme's own.
+pub(super) fn request_url(e: &Map<String, Value>) -> String {
+    let scheme = text(e, "scheme");
+    let default_port = if scheme == "http" { 80 } else { 443 };
+    let port = match number(e, "port") {
+        0 => String::new(),
+        p if p == default_port => String::new(),
+        p => format!(":{p}"),
+    };
+    format!("{scheme}://{}{port}{}", text(e, "host"), text(e, "path"))
+}
+
+/// The names of the secrets an `http` event says were injected.
+pub(super) fn injected(e: &Map<String, Value>) -> Vec<&str> {
+    e.get("secrets")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
 }
 
 fn has_connect(events: &[Map<String, Value>], close: &Map<String, Value>) -> bool {

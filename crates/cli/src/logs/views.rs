@@ -201,23 +201,14 @@ fn event_text(line: &[u8], event: Option<&Map<String, Value>>) -> String {
 fn http_text(e: &Map<String, Value>) -> String {
     let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
     let n = |k: &str| e.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let port = n("port");
-    let default_port = if s("scheme") == "http" { 80 } else { 443 };
-    let port = if port == default_port || port == 0 {
-        String::new()
-    } else {
-        format!(":{port}")
-    };
     let status = e
         .get("status")
         .and_then(Value::as_u64)
         .map_or_else(|| "-".to_owned(), |c| c.to_string());
     let mut text = format!(
-        "http {} {}://{}{port}{} → {status} {} {}",
+        "http {} {} → {status} {} {}",
         s("method"),
-        s("scheme"),
-        s("host"),
-        s("path"),
+        super::network::request_url(e),
         s("decision"),
         s("protocol"),
     );
@@ -231,11 +222,7 @@ fn http_text(e: &Map<String, Value>) -> String {
         n("bytes_in"),
         n("duration_ms")
     ));
-    let secrets: Vec<&str> = e
-        .get("secrets")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let secrets = super::network::injected(e);
     if !secrets.is_empty() {
         text.push_str(&format!(", secrets injected: {}", secrets.join(",")));
     }

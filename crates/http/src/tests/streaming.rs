@@ -1,6 +1,5 @@
 //! Bodies stream frame by frame, both ways.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::BodyExt;
@@ -188,77 +187,6 @@ async fn a_download_streams_with_its_length() {
     assert_eq!(received, TOTAL);
     assert!(frames > 1, "frame by frame");
     assert_eq!(s.exchange().await.bytes_in, TOTAL);
-}
-
-/// Reads `path` from `client` to the end; returns the bytes and the time taken.
-async fn download(client: &mut Client, authority: &str, path: &str, h2: bool) -> (u64, Duration) {
-    let started = std::time::Instant::now();
-    let req = request("GET", authority, path, h2).body(empty()).unwrap();
-    let mut body = client.send(req).await.unwrap().into_body();
-    let mut received = 0u64;
-    while let Some(frame) = body.frame().await {
-        received += frame.unwrap().into_data().unwrap().len() as u64;
-    }
-    (received, started.elapsed())
-}
-
-/// 1 GiB straight from the upstream, then through the inspector. Run in release:
-/// `cargo test --release -p vg-http -- --ignored throughput --nocapture`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement: run in release"]
-async fn throughput_through_inspection() {
-    const TOTAL: u64 = 1 << 30;
-    let pki = Pki::new("Test Root");
-    let upstream = Upstream::start(Some(pki.server_config(&[b"h2", b"http/1.1"]))).await;
-    let port = upstream.addr.port();
-    let authority = format!("api.test:{port}");
-    let path = format!("/download/{TOTAL}");
-    let rate = |(bytes, time): (u64, Duration)| {
-        assert_eq!(bytes, TOTAL);
-        bytes as f64 / time.as_secs_f64() / f64::from(1 << 20)
-    };
-
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(pki.ca.clone()).unwrap();
-    let tcp = tokio::net::TcpStream::connect(upstream.addr).await.unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let name = rustls_pki_types::ServerName::try_from("api.test").unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .unwrap();
-    let mut client = Client::new(tls, false).await;
-    let direct = rate(download(&mut client, &authority, &path, false).await);
-
-    let mut s = Setup::new(
-        &[format!("allow GET https://api.test:{port}/**")],
-        vec![secret()],
-        vec![pki.ca.clone()],
-    );
-    let mut results = Vec::new();
-    for h2 in [false, true] {
-        let alpn: &[&[u8]] = if h2 { &[b"h2"] } else { &[b"http/1.1"] };
-        let tls = s
-            .tls(Some("api.test"), port, "api.test", alpn)
-            .await
-            .unwrap();
-        let mut client = Client::new(tls, h2).await;
-        results.push(rate(download(&mut client, &authority, &path, h2).await));
-        s.exchange().await;
-    }
-    println!(
-        "direct {direct:.0} MiB/s; inspected HTTP/1.1 {:.0} MiB/s ({:.0} %), HTTP/2 {:.0} MiB/s ({:.0} %)",
-        results[0],
-        results[0] / direct * 100.0,
-        results[1],
-        results[1] / direct * 100.0
-    );
 }
 
 /// `got` is the value with at most its first two bytes let through and the rest turned
