@@ -81,4 +81,29 @@ pub enum RecordsError {
 
     #[error("the terminal recording of session {id} was not started; call start_cast first")]
     CastNotStarted { id: String },
+
+    #[error(
+        "cannot open the session ledger {path}: {source}; make it a regular file you can \
+         read and write (chmod u+rw), or move it aside and a new ledger is started"
+    )]
+    LedgerOpen { path: PathBuf, source: io::Error },
+
+    #[error(
+        "cannot append to the session ledger {path}: {source}; check free space and \
+         permissions (the session records themselves are unaffected)"
+    )]
+    LedgerWrite { path: PathBuf, source: io::Error },
+
+    #[error(
+        "the session ledger {path} stayed locked by another process for 10 s; \
+         find it with `fuser {path}` (a stopped vectraguard?) and let it finish"
+    )]
+    LedgerLocked { path: PathBuf },
+
+    #[error(
+        "the session ledger {path} is damaged: {reason}; `vectraguard logs verify --all` \
+         shows what is wrong; move it aside to start a new ledger (which adopts the \
+         sessions there as they are now)"
+    )]
+    LedgerDamaged { path: PathBuf, reason: String },
 }

@@ -11,6 +11,7 @@
 //!   tty.cast        the terminal stream, asciicast v2, only for sessions run
 //!                   with a terminal (see `cast`)
 //!   integrity.log   hash chain over every record of the files above (see `chain`)
+//! ledger.log        chains each session's start, final head and removal (see `ledger`)
 //! ```
 //!
 //! Writing ([`SessionWriter`]) is append-only, unbuffered and survives the
@@ -28,6 +29,7 @@ pub mod event;
 pub mod follow;
 pub mod invisible;
 pub mod layout;
+pub mod ledger;
 pub mod metadata;
 pub mod quote;
 pub mod store;
@@ -44,6 +46,7 @@ pub use error::RecordsError;
 pub use event::{ChannelSink, Event, EventSink};
 pub use follow::{Follower, LineBuffer, Poll, Tail};
 pub use layout::{ProcessIdentity, RecordFile};
+pub use ledger::{Audit, Finding, Ledger, SessionCheck};
 pub use metadata::{
     IntegrityHead, Layers, Limits, Metadata, NetworkRecord, Origin, Status, Summary, UserInfo,
 };

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::error::RecordsError;
 use crate::event::EventSink;
 use crate::layout::{self, SESSION_PREFIX};
+use crate::ledger::{Kind as LedgerKind, Ledger};
 use crate::metadata::{Metadata, Status, Summary, SummaryFields};
 use crate::verify::{self, VerifyReport};
 use crate::writer::SessionWriter;
@@ -229,10 +230,34 @@ impl SessionStore {
                 Err(source) => return Err(RecordsError::CreateSession { path: dir, source }),
             }
         };
-        SessionWriter::start(dir.clone(), meta, sinks).inspect_err(|_| {
-            // Leave no half-made folder behind to be listed as damaged.
-            let _ = fs::remove_dir_all(&dir);
-        })
+        let ledger = Ledger::at(&self.root);
+        let id = meta.session_id.clone();
+        if let Err(e) = ledger.started(&id) {
+            // Fail closed: a session the ledger cannot vouch for is not started.
+            let _ = fs::remove_dir(&dir);
+            return Err(e);
+        }
+        match SessionWriter::start(dir.clone(), meta, sinks) {
+            Ok(mut writer) => {
+                writer.ledger = Some(ledger);
+                Ok(writer)
+            }
+            Err(e) => {
+                // Leave no half-made folder behind to be listed as damaged, and
+                // say in the ledger why it is gone.
+                let _ = fs::remove_dir_all(&dir);
+                let _ = ledger.removing(LedgerKind::Discard, &[&id]);
+                Err(e)
+            }
+        }
+    }
+
+    /// The session folders under the root, `(name, path)` by name.
+    pub(crate) fn session_dirs(&self) -> Result<Vec<(String, PathBuf)>, RecordsError> {
+        let mut found: Vec<(String, PathBuf)> =
+            self.scan()?.into_iter().map(|f| (f.name, f.dir)).collect();
+        found.sort_unstable();
+        Ok(found)
     }
 
     /// Session folders (by name), unsorted. A missing root has none.
@@ -418,6 +443,20 @@ impl SessionStore {
     /// wrong path can never remove something else.
     pub fn remove_dir(&self, dir: &Path, force: bool) -> Result<(), RecordsError> {
         let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        self.check_removable(dir, force)?;
+        // Ledgered (and fsynced) first: a removal cut short then reads as
+        // "removed, folder still there", never as a deletion behind our back.
+        Ledger::at(&self.root).removing(LedgerKind::Rm, &[name])?;
+        fs::remove_dir_all(dir).map_err(|source| RecordsError::Remove {
+            path: dir.to_owned(),
+            source,
+        })
+    }
+
+    /// Refuses a folder that is not a session folder directly under the root,
+    /// and unless `force`, one whose supervisor is alive.
+    fn check_removable(&self, dir: &Path, force: bool) -> Result<(), RecordsError> {
+        let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if dir.parent() != Some(self.root.as_path()) || layout::parse_session_name(name).is_none() {
             return Err(RecordsError::UnknownSession {
                 query: dir.display().to_string(),
@@ -433,10 +472,31 @@ impl SessionStore {
                 pid: m.supervisor.map_or(0, |s| s.pid),
             });
         }
-        fs::remove_dir_all(dir).map_err(|source| RecordsError::Remove {
-            path: dir.to_owned(),
-            source,
-        })
+        Ok(())
+    }
+
+    /// Removes the sessions of a [`SessionStore::prune_plan`]: every one is
+    /// checked (none may have started running since), then all are ledgered as
+    /// `prune` in one fsynced write, then removed in order. Returns the folders
+    /// removed.
+    pub fn prune_dirs(&self, plan: &[Prunable]) -> Result<Vec<PathBuf>, RecordsError> {
+        for p in plan {
+            self.check_removable(&p.dir, false)?;
+        }
+        if plan.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<&str> = plan.iter().map(|p| p.session_id.as_str()).collect();
+        Ledger::at(&self.root).removing(LedgerKind::Prune, &ids)?;
+        let mut removed = Vec::new();
+        for p in plan {
+            fs::remove_dir_all(&p.dir).map_err(|source| RecordsError::Remove {
+                path: p.dir.clone(),
+                source,
+            })?;
+            removed.push(p.dir.clone());
+        }
+        Ok(removed)
     }
 
     /// Deletes sessions that ended (or, for crashed and damaged ones,
@@ -452,15 +512,7 @@ impl SessionStore {
 
     /// Like [`SessionStore::prune`] with an explicit cut-off instant.
     pub fn prune_before(&self, cutoff: SystemTime) -> Result<Vec<PathBuf>, RecordsError> {
-        let mut removed = Vec::new();
-        for p in self.prune_plan(cutoff)? {
-            fs::remove_dir_all(&p.dir).map_err(|source| RecordsError::Remove {
-                path: p.dir.clone(),
-                source,
-            })?;
-            removed.push(p.dir);
-        }
-        Ok(removed)
+        self.prune_dirs(&self.prune_plan(cutoff)?)
     }
 
     /// What [`SessionStore::prune_before`] would remove, oldest first,

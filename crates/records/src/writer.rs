@@ -408,6 +408,14 @@ impl State {
         Ok(())
     }
 
+    /// The chain's head, as the ledger records it.
+    fn head(&self) -> crate::ledger::Head {
+        crate::ledger::Head {
+            records: self.chain.records(),
+            hash: self.chain.head(),
+        }
+    }
+
     /// Replaces `metadata.json` atomically and chains its new content; the
     /// final write (once finished) is also made durable.
     fn write_metadata(&mut self, dir: &Path) -> Result<(), RecordsError> {
@@ -439,6 +447,8 @@ pub struct SessionWriter {
     id: String,
     state: Mutex<State>,
     sinks: RwLock<Vec<Arc<dyn EventSink>>>,
+    /// Where the session's end goes (set by `SessionStore::create`).
+    pub(crate) ledger: Option<crate::ledger::Ledger>,
 }
 
 impl fmt::Debug for SessionWriter {
@@ -493,6 +503,7 @@ impl SessionWriter {
             id,
             state: Mutex::new(state),
             sinks: RwLock::new(sinks),
+            ledger: None,
         };
         writer.event(start)?;
         Ok(writer)
@@ -760,7 +771,13 @@ impl SessionWriter {
         st.metadata.error = end.error;
         st.finished = true;
         st.write_metadata(&self.dir)?;
-        Ok(st.metadata.clone())
+        let head = st.head();
+        let metadata = st.metadata.clone();
+        drop(st);
+        if let Some(ledger) = &self.ledger {
+            ledger.ended(&self.id, head)?;
+        }
+        Ok(metadata)
     }
 }
 
@@ -781,5 +798,8 @@ impl Drop for SessionWriter {
                 Some("the supervisor stopped recording without finishing the session".into());
         }
         let _ = st.write_metadata(&dir);
+        if let Some(ledger) = &self.ledger {
+            let _ = ledger.ended(&self.id, st.head());
+        }
     }
 }
