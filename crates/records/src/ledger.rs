@@ -20,11 +20,16 @@
 //! - `adopt`: a session found when the ledger was created (recorded before the
 //!   ledger existed), with its head then, or without one if it was running or
 //!   had no readable chain. The ledger vouches for it from that line on only.
-//! - `start`: a session folder was created. Not fsynced: it sits on the
-//!   start-up path, and the session's `end` line, which is, makes it durable
-//!   too (one file). A power cut before then can lose it.
+//! - `start`: a session folder was created.
 //! - `end`: the session finished (or its writer was dropped unfinished), with
 //!   the number of lines of its `integrity.log` and the last link.
+//!
+//!   Neither is fsynced: both sit on every run's path (an fsync costs about
+//!   as much as the rest of the ledger's work together), and a killed or
+//!   crashed process loses nothing written (the page cache is the kernel's).
+//!   Only a power cut or kernel crash can lose them, and then `verify --all`
+//!   shows the session as unended (a note) or, without its start, as not in
+//!   the ledger (a problem to look at after such a crash).
 //! - `rm`, `prune`: removed by `logs rm` / `logs prune`, written (and fsynced)
 //!   before the folder is removed, so a removal cut short is "removed, but the
 //!   folder is still there", never "deleted outside Vectra Guard".
@@ -257,6 +262,13 @@ fn last_line<T>(
     }
 }
 
+/// Whether the first `len` bytes of `file` hold a newline.
+fn has_newline(file: &File, len: u64) -> io::Result<bool> {
+    let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+    file.read_exact_at(&mut buf, 0)?;
+    Ok(buf.contains(&b'\n'))
+}
+
 /// One line to append.
 struct Item<'a> {
     kind: Kind,
@@ -294,7 +306,7 @@ impl Ledger {
         )
     }
 
-    /// A session finished with `head`; fsynced.
+    /// A session finished with `head`. Not fsynced (see the module's notes).
     pub fn ended(&self, session: &str, head: Head) -> Result<(), RecordsError> {
         self.append(
             &[Item {
@@ -302,7 +314,7 @@ impl Ledger {
                 session,
                 head: Some(head),
             }],
-            true,
+            false,
         )
     }
 
@@ -383,17 +395,19 @@ impl Ledger {
         self.lock(&file)?;
         let len = file.metadata().map_err(write_err)?.len();
         let mut text = String::new();
-        let (mut seq, mut prev) = if len == 0 {
-            (0, genesis())
+        let last = if len == 0 {
+            None
         } else {
-            let mut last = [0u8; 1];
-            file.read_exact_at(&mut last, len - 1).map_err(write_err)?;
-            if last[0] != b'\n' {
+            let mut byte = [0u8; 1];
+            file.read_exact_at(&mut byte, len - 1).map_err(write_err)?;
+            if byte[0] != b'\n' {
                 // A torn or unterminated last line: ours start on a new one.
                 text.push('\n');
             }
             match last_line(&file, len, true, Entry::parse).map_err(write_err)? {
-                Some(e) => (e.seq.saturating_add(1), e.hash),
+                Some(e) => Some(e),
+                // The very first append cut short: a fragment, no newline.
+                None if byte[0] != b'\n' && !has_newline(&file, len).map_err(write_err)? => None,
                 None => {
                     return Err(RecordsError::LedgerDamaged {
                         path,
@@ -402,6 +416,8 @@ impl Ledger {
                 }
             }
         };
+        let created = last.is_none();
+        let (mut seq, mut prev) = last.map_or((0, genesis()), |e| (e.seq.saturating_add(1), e.hash));
         let now = crate::time::format_rfc3339(SystemTime::now());
         let mut push = |kind: Kind, session: &str, head: Option<&Head>| {
             let p = Entry::prefix(seq, &now, kind, session, head);
@@ -413,7 +429,6 @@ impl Ledger {
             prev = hash;
             seq += 1;
         };
-        let created = len == 0;
         if created {
             // Sessions recorded before the ledger existed are adopted as they are now.
             let ours: Vec<&str> = items.iter().map(|i| i.session).collect();
@@ -522,6 +537,8 @@ pub struct Chain {
     pub problems: Vec<ChainProblem>,
     /// Lines left by an append cut short: explained, not a problem.
     pub torn: Vec<u64>,
+    /// How many entries come before the first problem (all, without one).
+    pub intact_entries: usize,
 }
 
 impl Chain {
@@ -530,9 +547,12 @@ impl Chain {
         self.entries.last().map(|e| (e.seq, e.hash))
     }
 
-    /// Whether some line carries the link `hash` (an anchor saved earlier).
+    /// Whether an entry carries the link `hash` (an anchor saved earlier) with
+    /// the chain intact up to it.
     pub fn contains(&self, hash: &Hash) -> bool {
-        self.entries.iter().any(|e| &e.hash == hash)
+        self.entries[..self.intact_entries]
+            .iter()
+            .any(|e| &e.hash == hash)
     }
 
     /// What the ledger last says of each session.
@@ -618,6 +638,9 @@ fn check_chain(bytes: &[u8]) -> Chain {
         } else {
             chain.problems.push(ChainProblem::LineChanged { line: n });
         }
+        if chain.problems.is_empty() {
+            chain.intact_entries += 1;
+        }
         prev = e.hash;
         next_seq = e.seq.saturating_add(1);
         chain.entries.push(e);
@@ -661,6 +684,9 @@ pub enum Finding {
     },
     /// The folder is not in the ledger.
     NotInLedger,
+    /// There is no ledger yet: the folder was recorded before it existed (the
+    /// next session adopts it).
+    NoLedgerYet,
 }
 
 impl Finding {
@@ -718,6 +744,11 @@ impl fmt::Display for Finding {
                 }
                 Ok(())
             }
+            Finding::NoLedgerYet => write!(
+                f,
+                "recorded before the ledger existed (there is none yet; the next session \
+                 adopts it), so nothing anchors it"
+            ),
             Finding::NotInLedger => write!(
                 f,
                 "not in the ledger: created or copied in outside Vectra Guard \
@@ -804,6 +835,7 @@ pub fn audit(root: &Path, anchor: Option<&Hash>) -> Result<Audit, RecordsError> 
         let finding = match (states.get(id), dir) {
             (None, None) => continue,
             (Some(State::Removed { .. }), None) => continue,
+            (None, Some(_)) if chain.entries.is_empty() => Finding::NoLedgerYet,
             (None, Some(_)) => Finding::NotInLedger,
             (Some(State::Open { time, adopted }), None) => Finding::Deleted {
                 last: format!(
@@ -971,10 +1003,12 @@ mod tests {
         let mut edited: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
         edited[1] = edited[1].replacen(A, B, 1);
         write(&edited);
-        assert_eq!(
-            l.read().unwrap().problems,
-            vec![ChainProblem::LineChanged { line: 2 }]
-        );
+        let chain = l.read().unwrap();
+        assert_eq!(chain.problems, vec![ChainProblem::LineChanged { line: 2 }]);
+        // An anchor at or after the edit no longer holds; one before it does.
+        assert!(chain.contains(&chain.entries[0].hash));
+        assert!(!chain.contains(&chain.entries[1].hash));
+        assert!(!chain.contains(&chain.entries[3].hash));
         let mut removed: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
         removed.remove(1);
         write(&removed);
@@ -1023,6 +1057,16 @@ mod tests {
         assert_eq!(chain.problems, vec![]);
         assert!(chain.torn.is_empty());
         assert_eq!(chain.entries.iter().map(|e| e.seq).collect::<Vec<_>>(), [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_first_append_cut_short_does_not_block_the_next() {
+        let (_tmp, l) = ledger("torn-first");
+        fs::write(l.path(), "0 2026-11-25T13:00:00.000Z sta").unwrap();
+        l.started(A).unwrap();
+        let chain = l.read().unwrap();
+        assert_eq!((chain.problems.clone(), chain.torn.clone()), (vec![], vec![1]));
+        assert_eq!(chain.entries.len(), 1);
     }
 
     #[test]

@@ -6,8 +6,8 @@ use std::time::SystemTime;
 
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
-use vg_records::layout;
-use vg_records::{SessionStore, Status, VerifyReport, read_metadata};
+use vg_records::{Audit, Finding, SessionStore, Status, VerifyReport, read_metadata};
+use vg_records::{layout, ledger};
 
 use crate::report::{self, State};
 
@@ -21,32 +21,204 @@ fn id_of(dir: &Path) -> String {
 }
 
 pub fn verify(store: &SessionStore, args: &VerifyArgs, out: &mut dyn Write) -> Result<i32> {
-    let dir = store.resolve(&args.session).map_err(explain)?;
+    let Some(session) = args.session.as_deref().filter(|_| !args.all) else {
+        return verify_all(store, args, out);
+    };
+    let dir = store.resolve(session).map_err(explain)?;
     let report = vg_records::verify(&dir).map_err(explain)?;
+    // The ledger's word on it: a head other than the one ledgered at its end.
+    let ledger = ledger::check_one(store.root(), &dir).map_err(explain)?;
     let id = id_of(&dir);
     if args.json {
-        serde_json::to_writer_pretty(&mut *out, &verify_json(&id, &dir, &report))?;
+        let mut v = verify_json(&id, &dir, &report);
+        if let Some(f) = &ledger {
+            v["result"] = "tampered".into();
+            v["ledger"] = finding_json(f);
+        }
+        serde_json::to_writer_pretty(&mut *out, &v)?;
         writeln!(out)?;
     } else {
         match &report {
-            VerifyReport::Intact { records } => writeln!(
+            VerifyReport::Intact { records } if ledger.is_none() => writeln!(
                 out,
                 "{id}: {} ({records} records)",
                 report::status("intact", State::Good)
             )?,
-            VerifyReport::Tampered { problems, .. } => {
+            _ => {
                 writeln!(
                     out,
                     "{id}: {}: the records no longer match what was recorded:",
                     report::status("TAMPERED", State::Bad)
                 )?;
-                for p in problems {
+                for p in report.problems() {
                     writeln!(out, "  {p}")?;
+                }
+                if let Some(f) = &ledger {
+                    writeln!(out, "  ledger: {f}")?;
                 }
             }
         }
     }
-    Ok(if report.is_intact() { 0 } else { EXIT_TAMPERED })
+    Ok(if report.is_intact() && ledger.is_none() {
+        0
+    } else {
+        EXIT_TAMPERED
+    })
+}
+
+fn finding_json(f: &Finding) -> Value {
+    let mut v = serde_json::to_value(f).unwrap_or_else(|_| json!({}));
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("message".into(), f.to_string().into());
+    }
+    v
+}
+
+/// `logs verify --all`: the ledger, every session, and the two against each other.
+fn verify_all(store: &SessionStore, args: &VerifyArgs, out: &mut dyn Write) -> Result<i32> {
+    let audit = ledger::audit(store.root(), args.anchor.as_ref()).map_err(explain)?;
+    let problems = audit.problems();
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &audit_json(&audit))?;
+        writeln!(out)?;
+        return Ok(if problems == 0 { 0 } else { EXIT_TAMPERED });
+    }
+    let chain = &audit.chain;
+    let path = audit.ledger.display();
+    match chain.head() {
+        None if chain.problems.is_empty() => writeln!(
+            out,
+            "ledger {path}: {} (no session has been recorded or removed since the ledger \
+             was introduced; if there was one, it was deleted)",
+            report::status("none yet", State::Warn)
+        )?,
+        head => {
+            let state = if chain.problems.is_empty() {
+                report::status("intact", State::Good)
+            } else {
+                report::status("TAMPERED", State::Bad)
+            };
+            writeln!(out, "ledger {path}: {state} ({} entries)", chain.entries.len())?;
+            for p in &chain.problems {
+                writeln!(out, "  {p}")?;
+            }
+            for line in &chain.torn {
+                writeln!(
+                    out,
+                    "  line {line} is an append cut short by a crash; the next entry goes past it"
+                )?;
+            }
+            if let Some((seq, hash)) = head {
+                writeln!(
+                    out,
+                    "ledger head: {seq} {} (keep it elsewhere; check later with --anchor)",
+                    layout::hex_encode(&hash)
+                )?;
+            }
+        }
+    }
+    if let Some(anchor) = &audit.anchor_missing {
+        writeln!(
+            out,
+            "{}: no ledger line carries the anchor {anchor}: the ledger was rewritten or replaced since",
+            report::status("ANCHOR MISSING", State::Bad)
+        )?;
+    } else if args.anchor.is_some() {
+        writeln!(out, "anchor: found in the ledger")?;
+    }
+    let (mut intact, mut notes) = (0usize, 0usize);
+    for s in &audit.sessions {
+        let tampered = s.records.as_ref().filter(|r| !r.is_intact());
+        let word = if s.finding.is_problem() || tampered.is_some() {
+            report::status("PROBLEM", State::Bad)
+        } else if matches!(s.finding, Finding::Intact { .. }) {
+            intact += 1;
+            report::status("ok", State::Good)
+        } else {
+            notes += 1;
+            report::status("note", State::Warn)
+        };
+        writeln!(out, "{}: {word}: {}", s.session_id, s.finding)?;
+        if let Some(r) = tampered {
+            writeln!(out, "  its records no longer match what was recorded:")?;
+            for p in r.problems() {
+                writeln!(out, "    {p}")?;
+            }
+        }
+    }
+    let n = audit.sessions.len();
+    writeln!(
+        out,
+        "{n} {}: {intact} intact, {notes} with a note, {} with a problem",
+        if n == 1 { "session" } else { "sessions" },
+        audit.sessions.iter().filter(|s| s.is_problem()).count()
+    )?;
+    if problems == 0 {
+        writeln!(out, "{}", report::status("all records intact", State::Good))?;
+        Ok(0)
+    } else {
+        writeln!(
+            out,
+            "{}",
+            report::status(
+                &format!(
+                    "{problems} integrity {} found",
+                    if problems == 1 { "problem" } else { "problems" }
+                ),
+                State::Bad
+            )
+        )?;
+        Ok(EXIT_TAMPERED)
+    }
+}
+
+/// `{"result": "intact"|"tampered", "problems": N, "ledger": {"path", "entries",
+/// "head": {"seq", "hash"}|null, "problems": [...], "torn_lines": [...]},
+/// "anchor": {"hash", "found"}|null, "sessions": [{"session_id", "state", ...,
+/// "message", "records": <logs verify's object>|absent}]}`.
+fn audit_json(audit: &Audit) -> Value {
+    let chain = &audit.chain;
+    let sessions: Vec<Value> = audit
+        .sessions
+        .iter()
+        .map(|s| {
+            let mut v = finding_json(&s.finding);
+            v["session_id"] = s.session_id.clone().into();
+            v["problem"] = s.is_problem().into();
+            if let Some(r) = &s.records {
+                let dir = audit
+                    .ledger
+                    .parent()
+                    .map(|root| root.join(&s.session_id))
+                    .unwrap_or_default();
+                v["records"] = verify_json(&s.session_id, &dir, r);
+            }
+            v
+        })
+        .collect();
+    let chain_problems: Vec<Value> = chain
+        .problems
+        .iter()
+        .map(|p| {
+            let mut v = serde_json::to_value(p).unwrap_or_else(|_| json!({}));
+            v["message"] = p.to_string().into();
+            v
+        })
+        .collect();
+    let problems = audit.problems();
+    json!({
+        "result": if problems == 0 { "intact" } else { "tampered" },
+        "problems": problems,
+        "ledger": {
+            "path": audit.ledger.display().to_string(),
+            "entries": chain.entries.len(),
+            "head": chain.head().map(|(seq, hash)| json!({"seq": seq, "hash": layout::hex_encode(&hash)})),
+            "problems": chain_problems,
+            "torn_lines": chain.torn,
+        },
+        "anchor": audit.anchor_missing.as_ref().map(|a| json!({"hash": a, "found": false})),
+        "sessions": sessions,
+    })
 }
 
 /// `{"session_id", "dir", "result": "intact"|"tampered", "records",
@@ -137,10 +309,11 @@ pub fn prune(store: &SessionStore, args: &PruneArgs, out: &mut dyn Write) -> Res
     } else {
         "removed"
     };
+    if !args.dry_run {
+        // All are checked and ledgered as pruned first, then removed.
+        store.prune_dirs(&plan).map_err(explain)?;
+    }
     for p in &plan {
-        if !args.dry_run {
-            store.remove_dir(&p.dir, false).map_err(explain)?;
-        }
         writeln!(
             out,
             "{verb} {} (last active {} ago)",

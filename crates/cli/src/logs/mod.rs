@@ -46,9 +46,9 @@ pub enum LogsCommand {
         after_help = "Writes what the terminal showed to stdout, with the recorded pauses; keystrokes\nare not replayed. tty.cast is asciicast v2, so `asciinema play` and other\nasciicast players can play it too.\n\nExamples:\n  vectraguard logs replay 20251219T1010\n  vectraguard logs replay 20251219T1010 --speed 2 --idle-limit 1\n  vectraguard logs replay 20251219T1010 --speed 1000 > screen.txt"
     )]
     Replay(ReplayArgs),
-    /// Check that a session's records are exactly as recorded
+    /// Check that a session's records are exactly as recorded (--all: every session, against the ledger)
     #[command(
-        after_help = "Exit status: 0 when the records are intact, 1 when a file was changed, cut\nshort or removed (each problem is named with its file and line or byte), 125\nwhen the session cannot be found or read."
+        after_help = "With --all, also checks the ledger (ledger.log in the records folder), which\nchains every session's start, final head and removal, and names each session\nfolder deleted, replaced or rewritten outside Vectra Guard, and each folder not\nin the ledger. It prints the ledger's head: keep it elsewhere and give it back\nwith --anchor to catch the ledger itself being rewritten.\n\nExit status: 0 when the records are intact, 1 when a file was changed, cut\nshort or removed (each problem is named with its file and line or byte), 125\nwhen the session cannot be found or read.\n\nExamples:\n  vectraguard logs verify last\n  vectraguard logs verify --all\n  vectraguard logs verify --all --anchor 3f9a…c2"
     )]
     Verify(VerifyArgs),
     /// Remove the records of one or more sessions
@@ -177,7 +177,17 @@ pub struct ReplayArgs {
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     /// The session: last, its id, its name, or a unique prefix or suffix of the id
-    pub session: String,
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub session: Option<String>,
+
+    /// Every session, and the ledger that chains them
+    #[arg(long)]
+    pub all: bool,
+
+    /// A ledger head printed by an earlier `--all` (64 hex digits), which the
+    /// ledger must still hold
+    #[arg(long, value_name = "HEAD", requires = "all", value_parser = parse_anchor)]
+    pub anchor: Option<[u8; 32]>,
 
     /// Print the result as JSON
     #[arg(long)]
@@ -204,6 +214,11 @@ pub struct PruneArgs {
     /// Only print what would be removed
     #[arg(long)]
     pub dry_run: bool,
+}
+
+fn parse_anchor(input: &str) -> Result<[u8; 32], String> {
+    vg_records::layout::hex_decode_32(input.trim())
+        .ok_or_else(|| "expected the 64 lowercase hex digits of a ledger head".to_owned())
 }
 
 fn parse_since(input: &str) -> Result<SystemTime, String> {

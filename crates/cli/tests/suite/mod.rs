@@ -18,6 +18,7 @@ mod https_inspection;
 mod https_servers;
 mod image_runs;
 mod images;
+mod ledger;
 mod lifecycle;
 mod limits;
 mod live;

@@ -154,7 +154,8 @@ fn sessions_from_before_the_ledger_are_adopted_once() {
     fs::remove_file(Ledger::at(store.root()).path()).unwrap();
     let a = audit(store.root());
     assert!(a.chain.entries.is_empty());
-    assert!(a.sessions.iter().all(|s| s.finding == Finding::NotInLedger));
+    assert!(a.sessions.iter().all(|s| s.finding == Finding::NoLedgerYet));
+    assert_eq!(a.problems(), 0);
     let new = session(&store, b"new");
     let a = audit(store.root());
     assert_eq!(a.problems(), 0, "{a:#?}");
