@@ -139,7 +139,12 @@ pub struct Head {
 
 impl fmt::Display for Head {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} records, head {}", self.records, hex_encode(&self.hash))
+        write!(
+            f,
+            "{} records, head {}",
+            self.records,
+            hex_encode(&self.hash)
+        )
     }
 }
 
@@ -417,7 +422,8 @@ impl Ledger {
             }
         };
         let created = last.is_none();
-        let (mut seq, mut prev) = last.map_or((0, genesis()), |e| (e.seq.saturating_add(1), e.hash));
+        let (mut seq, mut prev) =
+            last.map_or((0, genesis()), |e| (e.seq.saturating_add(1), e.hash));
         let now = crate::time::format_rfc3339(SystemTime::now());
         let mut push = |kind: Kind, session: &str, head: Option<&Head>| {
             let p = Entry::prefix(seq, &now, kind, session, head);
@@ -520,10 +526,17 @@ impl fmt::Display for ChainProblem {
             ChainProblem::LinesRemoved { line, count } => write!(
                 f,
                 "{count} ledger {} removed before line {line}",
-                if *count == 1 { "entry was" } else { "entries were" }
+                if *count == 1 {
+                    "entry was"
+                } else {
+                    "entries were"
+                }
             ),
             ChainProblem::NotAnEntry { line } => {
-                write!(f, "ledger line {line} is not a ledger entry (changed or damaged)")
+                write!(
+                    f,
+                    "ledger line {line} is not a ledger entry (changed or damaged)"
+                )
             }
         }
     }
@@ -591,8 +604,14 @@ impl Chain {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
     /// Started (or adopted while running) and not ended.
-    Open { adopted: bool, time: String },
-    Ended { head: Head, adopted: bool },
+    Open {
+        adopted: bool,
+        time: String,
+    },
+    Ended {
+        head: Head,
+        adopted: bool,
+    },
     /// Removed by Vectra Guard; `head` is the last one ledgered before.
     Removed {
         kind: Kind,
@@ -653,9 +672,11 @@ fn check_chain(bytes: &[u8]) -> Chain {
         garbage.pop();
         chain.torn.push(last);
     }
-    chain
-        .problems
-        .extend(garbage.into_iter().map(|line| ChainProblem::NotAnEntry { line }));
+    chain.problems.extend(
+        garbage
+            .into_iter()
+            .map(|line| ChainProblem::NotAnEntry { line }),
+    );
     chain
 }
 
@@ -733,7 +754,10 @@ impl fmt::Display for Finding {
                 found,
                 copy_of,
             } => {
-                write!(f, "rewritten or replaced outside Vectra Guard: it ended with ")?;
+                write!(
+                    f,
+                    "rewritten or replaced outside Vectra Guard: it ended with "
+                )?;
                 write!(f, "{expected}, the folder now has ")?;
                 match found {
                     Some(h) => write!(f, "{h}")?,
@@ -828,9 +852,8 @@ pub fn audit(root: &Path, anchor: Option<&Hash>) -> Result<Audit, RecordsError> 
     let mut sessions = Vec::new();
     for id in ids {
         let dir = folders.get(id);
-        let status = dir.map(|d| {
-            crate::store::read_metadata(d).map(|m| m.effective_status(boot.as_deref()))
-        });
+        let status = dir
+            .map(|d| crate::store::read_metadata(d).map(|m| m.effective_status(boot.as_deref())));
         let running = matches!(status, Some(Ok(Status::Running)));
         let finding = match (states.get(id), dir) {
             (None, None) => continue,
@@ -886,9 +909,7 @@ pub fn audit(root: &Path, anchor: Option<&Hash>) -> Result<Audit, RecordsError> 
             records,
         });
     }
-    let anchor_missing = anchor
-        .filter(|a| !chain.contains(a))
-        .map(|a| hex_encode(a));
+    let anchor_missing = anchor.filter(|a| !chain.contains(a)).map(|a| hex_encode(a));
     Ok(Audit {
         ledger: ledger.path(),
         chain,
@@ -904,10 +925,7 @@ pub fn check_one(root: &Path, dir: &Path) -> Result<Option<Finding>, RecordsErro
     if chain.entries.is_empty() {
         return Ok(None);
     }
-    let id = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
+    let id = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     Ok(match chain.states().get(id) {
         None => Some(Finding::NotInLedger),
         Some(State::Ended { head, .. }) => {
@@ -921,7 +939,6 @@ pub fn check_one(root: &Path, dir: &Path) -> Result<Option<Finding>, RecordsErro
         Some(_) => None,
     })
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -970,7 +987,10 @@ mod tests {
         assert_eq!(chain.head().map(|h| h.0), Some(4));
         let last = chain.entries[4].hash;
         assert!(chain.contains(&last) && !chain.contains(&[0; 32]));
-        assert_eq!(fs::metadata(l.path()).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(l.path()).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 
     #[test]
@@ -980,7 +1000,10 @@ mod tests {
         let t = text(&l);
         let line = t.trim_end();
         let e = Entry::parse(line).unwrap();
-        assert_eq!((e.kind, e.session.as_str(), e.head), (Kind::End, A, Some(head(3))));
+        assert_eq!(
+            (e.kind, e.session.as_str(), e.head),
+            (Kind::End, A, Some(head(3)))
+        );
         assert_eq!(e.expected_hash(&genesis()), e.hash);
         for cut in 1..line.len() {
             assert!(Entry::parse(&line[..cut]).is_none(), "{}", &line[..cut]);
@@ -1044,10 +1067,16 @@ mod tests {
         let torn = &whole[..whole.len() - last.len() / 2];
         fs::write(l.path(), torn).unwrap();
         let chain = l.read().unwrap();
-        assert_eq!((chain.problems.clone(), chain.torn.clone()), (vec![], vec![2]));
+        assert_eq!(
+            (chain.problems.clone(), chain.torn.clone()),
+            (vec![], vec![2])
+        );
         l.started(B).unwrap();
         let chain = l.read().unwrap();
-        assert_eq!((chain.problems.clone(), chain.torn.clone()), (vec![], vec![2]));
+        assert_eq!(
+            (chain.problems.clone(), chain.torn.clone()),
+            (vec![], vec![2])
+        );
         let e = chain.entries.last().unwrap();
         assert_eq!((e.seq, e.session.as_str()), (1, B));
         // The whole line without its newline is an entry: the next append ends it.
@@ -1056,7 +1085,10 @@ mod tests {
         let chain = l.read().unwrap();
         assert_eq!(chain.problems, vec![]);
         assert!(chain.torn.is_empty());
-        assert_eq!(chain.entries.iter().map(|e| e.seq).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(
+            chain.entries.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
     }
 
     #[test]
@@ -1065,7 +1097,10 @@ mod tests {
         fs::write(l.path(), "0 2026-11-25T13:00:00.000Z sta").unwrap();
         l.started(A).unwrap();
         let chain = l.read().unwrap();
-        assert_eq!((chain.problems.clone(), chain.torn.clone()), (vec![], vec![1]));
+        assert_eq!(
+            (chain.problems.clone(), chain.torn.clone()),
+            (vec![], vec![1])
+        );
         assert_eq!(chain.entries.len(), 1);
     }
 
@@ -1090,7 +1125,10 @@ mod tests {
         fs::remove_dir(l.path()).unwrap();
         let target = l.root.join("elsewhere");
         std::os::unix::fs::symlink(&target, l.path()).unwrap();
-        assert!(matches!(l.started(A).unwrap_err(), RecordsError::LedgerOpen { .. }));
+        assert!(matches!(
+            l.started(A).unwrap_err(),
+            RecordsError::LedgerOpen { .. }
+        ));
         assert!(!target.exists(), "the symlink was followed");
     }
 

@@ -98,7 +98,11 @@ fn verify_all(store: &SessionStore, args: &VerifyArgs, out: &mut dyn Write) -> R
             } else {
                 report::status("TAMPERED", State::Bad)
             };
-            writeln!(out, "ledger {path}: {state} ({} entries)", chain.entries.len())?;
+            writeln!(
+                out,
+                "ledger {path}: {state} ({} entries)",
+                chain.entries.len()
+            )?;
             for p in &chain.problems {
                 writeln!(out, "  {p}")?;
             }

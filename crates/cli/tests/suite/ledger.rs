@@ -109,9 +109,14 @@ fn verify_all_passes_after_runs_rm_and_prune_and_names_what_was_done_behind_its_
             .and_then(|l| l.split(' ').nth(1))
             .unwrap()
             .to_owned();
-        vg(runner, &ws, &home, &["logs", "verify", "--all", "--anchor", &head])
-            .assert_success()
-            .assert_stdout_contains("anchor: found in the ledger");
+        vg(
+            runner,
+            &ws,
+            &home,
+            &["logs", "verify", "--all", "--anchor", &head],
+        )
+        .assert_success()
+        .assert_stdout_contains("anchor: found in the ledger");
 
         let dir = |id: &str| home.logs().join(id);
         // Deleted with rm -rf.
@@ -174,9 +179,14 @@ fn verify_all_passes_after_runs_rm_and_prune_and_names_what_was_done_behind_its_
             .assert_code(1)
             .assert_stdout_contains(&format!("ledger line {} was changed", n + 1));
         // ... and the anchor taken before is no longer in it.
-        vg(runner, &ws, &home, &["logs", "verify", "--all", "--anchor", &head])
-            .assert_code(1)
-            .assert_stdout_contains("ANCHOR MISSING");
+        vg(
+            runner,
+            &ws,
+            &home,
+            &["logs", "verify", "--all", "--anchor", &head],
+        )
+        .assert_code(1)
+        .assert_stdout_contains("ANCHOR MISSING");
     });
 }
 
@@ -260,15 +270,47 @@ fn the_sandbox_cannot_see_the_ledger() {
         session(runner, &ws, &home, "one");
         let ledger = home.logs().join("ledger.log");
         assert!(ledger.exists());
-        let out = Vg::sandbox(
-            runner,
-            &ws,
-            &[],
-            &["/bin/cat", ledger.to_str().unwrap()],
-        )
-        .records_home(&home)
-        .run();
+        let out = Vg::sandbox(runner, &ws, &[], &["/bin/cat", ledger.to_str().unwrap()])
+            .records_home(&home)
+            .run();
         assert_ne!(out.code(), Some(0), "the sandbox read the ledger\n{out}");
         assert!(!out.stdout.contains(" start session-"), "{out}");
     });
+}
+
+#[test]
+fn a_persistent_sandbox_is_ledgered_from_create_to_stop() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let name = format!("l{}", super::harness::unique());
+        vg(runner, &ws, &home, &["sandbox", "create", &name]).assert_success();
+        let stop = || {
+            let _ = vg(runner, &ws, &home, &["sandbox", "rm", "-f", &name]);
+        };
+        vg(
+            runner,
+            &ws,
+            &home,
+            &["sandbox", "exec", &name, "--", "true"],
+        )
+        .assert_success();
+        let id = name_of_only(&home);
+        let out = verify_all(runner, &ws, &home);
+        if !out.stdout.contains(&format!("{id}: note: running")) {
+            stop();
+            panic!("the running sandbox is not reported as running\n{out}");
+        }
+        out.assert_success();
+        vg(runner, &ws, &home, &["sandbox", "stop", &name]).assert_success();
+        stop();
+        assert!(has_entry(&home, "start", &id) && has_entry(&home, "end", &id));
+        verify_all(runner, &ws, &home)
+            .assert_success()
+            .assert_stdout_contains(&format!("{id}: ok: intact"));
+    });
+}
+
+fn name_of_only(home: &RecordsHome) -> String {
+    name(&home.only_session())
 }

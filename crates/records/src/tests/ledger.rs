@@ -60,7 +60,9 @@ fn audit(root: &Path) -> ledger::Audit {
 #[test]
 fn sessions_rm_and_prune_leave_an_intact_audit() {
     let (_tmp, store) = store("ledger-ok");
-    let ids: Vec<String> = (0..4).map(|i| session(&store, format!("{i}\n").as_bytes())).collect();
+    let ids: Vec<String> = (0..4)
+        .map(|i| session(&store, format!("{i}\n").as_bytes()))
+        .collect();
     store.remove(&ids[0]).unwrap();
     // Everything ended before now + 1 s.
     let plan = store
@@ -74,17 +76,25 @@ fn sessions_rm_and_prune_leave_an_intact_audit() {
     assert_eq!(a.problems(), 0, "{a:#?}");
     assert_eq!(a.sessions.len(), 2, "{a:#?}");
     for id in &ids[2..] {
-        assert!(matches!(finding(&a, id), Finding::Intact { adopted: false, .. }));
+        assert!(matches!(
+            finding(&a, id),
+            Finding::Intact { adopted: false, .. }
+        ));
     }
     let kinds: Vec<Kind> = a.chain.entries.iter().map(|e| e.kind).collect();
     use Kind::*;
-    assert_eq!(kinds, [Start, End, Start, End, Start, End, Start, End, Rm, Prune]);
+    assert_eq!(
+        kinds,
+        [Start, End, Start, End, Start, End, Start, End, Rm, Prune]
+    );
 }
 
 #[test]
 fn a_deleted_a_replaced_a_rewritten_and_a_planted_folder_are_named() {
     let (_tmp, store) = store("ledger-tamper");
-    let ids: Vec<String> = (0..4).map(|i| session(&store, format!("{i}\n").as_bytes())).collect();
+    let ids: Vec<String> = (0..4)
+        .map(|i| session(&store, format!("{i}\n").as_bytes()))
+        .collect();
     let dir = |id: &str| store.root().join(id);
     fs::remove_dir_all(dir(&ids[0])).unwrap();
     // ids[1]'s folder replaced by ids[2]'s, renamed.
@@ -108,14 +118,20 @@ fn a_deleted_a_replaced_a_rewritten_and_a_planted_folder_are_named() {
         finding(&a, &ids[1])
     );
     assert!(matches!(finding(&a, &ids[2]), Finding::Deleted { .. }));
-    assert!(matches!(finding(&a, &ids[3]), Finding::Rewritten { copy_of: None, .. }));
+    assert!(matches!(
+        finding(&a, &ids[3]),
+        Finding::Rewritten { copy_of: None, .. }
+    ));
     assert!(matches!(finding(&a, planted), Finding::NotInLedger));
     assert_eq!(a.chain.problems, vec![]);
     assert_eq!(a.problems(), 5, "{a:#?}");
     // `logs verify SESSION` hears of it too.
     let one = ledger::check_one(store.root(), &dir(&ids[3])).unwrap();
     assert!(matches!(one, Some(Finding::Rewritten { .. })), "{one:?}");
-    assert_eq!(ledger::check_one(store.root(), &dir(planted)).unwrap(), Some(Finding::NotInLedger));
+    assert_eq!(
+        ledger::check_one(store.root(), &dir(planted)).unwrap(),
+        Some(Finding::NotInLedger)
+    );
 }
 
 #[test]
@@ -139,12 +155,20 @@ fn an_unended_session_is_explained_and_a_removal_cut_short_is_not_a_deletion() {
     v["supervisor"] = serde_json::to_value(&meta.supervisor).unwrap();
     fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
     let a = ledger::audit(store.root(), None).unwrap();
-    assert!(matches!(finding(&a, &running), Finding::Unended { .. }), "{a:#?}");
+    assert!(
+        matches!(finding(&a, &running), Finding::Unended { .. }),
+        "{a:#?}"
+    );
     // An rm ledgered whose folder removal never happened.
     let ended = session(&store, b"x");
-    Ledger::at(store.root()).removing(Kind::Rm, &[&ended]).unwrap();
+    Ledger::at(store.root())
+        .removing(Kind::Rm, &[&ended])
+        .unwrap();
     let a = audit(store.root());
-    assert!(matches!(finding(&a, &ended), Finding::RemovedButPresent { kind: Kind::Rm, .. }));
+    assert!(matches!(
+        finding(&a, &ended),
+        Finding::RemovedButPresent { kind: Kind::Rm, .. }
+    ));
 }
 
 #[test]
@@ -160,18 +184,45 @@ fn sessions_from_before_the_ledger_are_adopted_once() {
     let a = audit(store.root());
     assert_eq!(a.problems(), 0, "{a:#?}");
     for id in &old {
-        assert!(matches!(finding(&a, id), Finding::Intact { adopted: true, records } if *records > 0));
+        assert!(
+            matches!(finding(&a, id), Finding::Intact { adopted: true, records } if *records > 0)
+        );
     }
-    assert!(matches!(finding(&a, &new), Finding::Intact { adopted: false, .. }));
-    let adopts = a.chain.entries.iter().filter(|e| e.kind == Kind::Adopt).count();
+    assert!(matches!(
+        finding(&a, &new),
+        Finding::Intact { adopted: false, .. }
+    ));
+    let adopts = a
+        .chain
+        .entries
+        .iter()
+        .filter(|e| e.kind == Kind::Adopt)
+        .count();
     assert_eq!(adopts, 3);
     session(&store, b"again");
     let a = audit(store.root());
-    assert_eq!(a.chain.entries.iter().filter(|e| e.kind == Kind::Adopt).count(), 3);
+    assert_eq!(
+        a.chain
+            .entries
+            .iter()
+            .filter(|e| e.kind == Kind::Adopt)
+            .count(),
+        3
+    );
     // An anchor taken now must stay in the ledger.
     let (_, head) = a.chain.head().unwrap();
-    assert!(ledger::audit(store.root(), Some(&head)).unwrap().anchor_missing.is_none());
-    assert!(ledger::audit(store.root(), Some(&[1; 32])).unwrap().anchor_missing.is_some());
+    assert!(
+        ledger::audit(store.root(), Some(&head))
+            .unwrap()
+            .anchor_missing
+            .is_none()
+    );
+    assert!(
+        ledger::audit(store.root(), Some(&[1; 32]))
+            .unwrap()
+            .anchor_missing
+            .is_some()
+    );
 }
 
 #[test]
@@ -191,7 +242,11 @@ fn a_session_is_not_started_when_the_ledger_cannot_be_written() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert_eq!(names.len(), 2, "{names:?}");
-    assert!(crate::verify(&store.root().join(&existing)).unwrap().is_intact());
+    assert!(
+        crate::verify(&store.root().join(&existing))
+            .unwrap()
+            .is_intact()
+    );
     fs::remove_dir(&ledger).unwrap();
     fs::write(&ledger, before).unwrap();
     assert_eq!(audit(store.root()).problems(), 0);
