@@ -228,7 +228,7 @@ impl Entry {
 pub fn session_head(dir: &Path) -> io::Result<Option<Head>> {
     let file = File::open(dir.join(layout::INTEGRITY))?;
     let len = file.metadata()?.len();
-    let last = last_line(&file, len, false, |l| IntegrityLine::parse(l))?;
+    let last = last_line(&file, len, false, IntegrityLine::parse)?;
     Ok(last.map(|l| Head {
         records: l.seq.saturating_add(1),
         hash: l.hash,
@@ -730,10 +730,17 @@ impl fmt::Display for Finding {
                 write!(f, ")")
             }
             Finding::Running => write!(f, "running; checked once it ends"),
+            Finding::Unended { status } if status == "interrupted" || status == "running" => {
+                write!(
+                    f,
+                    "{status}: it never ended in the ledger (its supervisor was killed or \
+                     crashed), so its final head is not anchored"
+                )
+            }
             Finding::Unended { status } => write!(
                 f,
-                "{status}: it never ended in the ledger (its supervisor was killed or crashed), \
-                 so its final head is not anchored"
+                "{status}: its end never reached the ledger (the ledger could not be written \
+                 then, or a power cut lost the line), so its final head is not anchored"
             ),
             Finding::RemovedButPresent { kind, time } => write!(
                 f,

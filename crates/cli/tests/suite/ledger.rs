@@ -275,6 +275,20 @@ fn the_sandbox_cannot_see_the_ledger() {
             .run();
         assert_ne!(out.code(), Some(0), "the sandbox read the ledger\n{out}");
         assert!(!out.stdout.contains(" start session-"), "{out}");
+        // Nor through a mount of the folder that holds it: the run is refused.
+        let before = ledger_lines(&home);
+        let mount = format!("{}:/mnt/records", home.logs().display());
+        Vg::sandbox(
+            runner,
+            &ws,
+            &["--mount", &mount],
+            &["/bin/cat", "/mnt/records/ledger.log"],
+        )
+        .records_home(&home)
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("would be visible inside the sandbox");
+        assert_eq!(ledger_lines(&home), before);
     });
 }
 
