@@ -186,7 +186,7 @@ pub struct VerifyArgs {
 
     /// A ledger head printed by an earlier `--all` (64 hex digits), which the
     /// ledger must still hold
-    #[arg(long, value_name = "HEAD", requires = "all", value_parser = parse_anchor)]
+    #[arg(long, value_name = "HEAD", conflicts_with = "session", value_parser = parse_anchor)]
     pub anchor: Option<[u8; 32]>,
 
     /// Print the result as JSON
@@ -353,6 +353,16 @@ mod tests {
         assert!(parse(&["logs", "show", "x", "--stdout", "--stderr"]).is_err());
         assert!(parse(&["logs", "show", "x", "--events", "--network"]).is_err());
         assert!(parse(&["logs", "show", "x", "--stderr", "--follow"]).is_ok());
+        assert!(parse(&["logs", "verify"]).is_err());
+        assert!(parse(&["logs", "verify", "x", "--all"]).is_err());
+        assert!(parse(&["logs", "verify", "x", "--anchor", &"0".repeat(64)]).is_err());
+        assert!(parse(&["logs", "verify", "--all", "--anchor", "abc"]).is_err());
+        let Ok(LogsCommand::Verify(v)) =
+            parse(&["logs", "verify", "--all", "--anchor", &"0a".repeat(32)])
+        else {
+            panic!("verify --all did not parse");
+        };
+        assert_eq!((v.all, v.anchor), (true, Some([0x0a; 32])));
         assert!(parse(&["logs", "rm"]).is_err());
         assert!(parse(&["logs", "prune"]).is_err());
         let Ok(LogsCommand::Prune(p)) = parse(&["logs", "prune", "--older-than", "1h30m"]) else {
