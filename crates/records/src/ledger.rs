@@ -72,7 +72,7 @@ const GENESIS_LABEL: &[u8] = b"vectraguard-ledger-v1";
 
 /// How much of the ledger's (or an `integrity.log`'s) end is read to find its
 /// last entry; lines are about 200 bytes.
-const TAIL_BYTES: u64 = 16 * 1024;
+const TAIL_BYTES: u64 = 4096;
 
 /// How long an append waits for another process's append to finish. An
 /// append holds the lock for microseconds (an fsync at most); this only ends
