@@ -350,3 +350,35 @@ fn bad_default_cap_values_are_refused_with_the_flag_or_key_named() {
         assert!(!ws.exists("ran"));
     });
 }
+
+#[test]
+fn a_persistent_sandbox_is_held_to_its_memory_cap() {
+    let _lock = one_hog_at_a_time();
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let name = format!("hog{}", super::harness::unique());
+        let mut create = vec!["sandbox", "create", name.as_str(), "--memory", "256m"];
+        if !cgroups_for(runner) {
+            create.push("--best-effort-limits");
+        }
+        let vg = |args: &[&str]| super::live::vg(runner, &ws, &home, args);
+        vg(&create).assert_success();
+        let ceiling = (1u64 << 30).to_string();
+        let out = vg(&[
+            "sandbox", "exec", &name, "--", PYTHON, "-c", HOG, &ceiling,
+        ]);
+        let _ = vg(&["sandbox", "rm", "-f", &name]);
+        assert!(!out.stdout.contains("ceiling-reached"), "{out}");
+        assert_ne!(out.code(), Some(0), "{out}");
+        let dir = home.only_session();
+        let hits = limit_hits(&dir, "memory");
+        assert_eq!(hits.len(), 1, "{:?}", events(&dir));
+        let expected = if cgroups_for(runner) {
+            memory_mechanism(runner)
+        } else {
+            "watchdog"
+        };
+        assert_eq!(hits[0]["enforced_by"], expected, "{:?}", hits[0]);
+    });
+}
