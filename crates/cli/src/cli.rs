@@ -460,7 +460,8 @@ pub struct SandboxOptions {
 
     // The limits take values that may start with '-' (`--disk -1g`), so that their
     // own parser refuses them naming the flag, instead of clap calling them options.
-    /// Memory limit of the whole sandbox, e.g. 512m, 2g (cgroups)
+    /// Memory limit of the whole sandbox, e.g. 512m, 2g, or unlimited (default: half
+    /// of physical memory; cgroups, else the supervisor's watchdog for the default)
     #[arg(
         long,
         value_name = "SIZE",
@@ -510,6 +511,15 @@ pub struct SandboxOptions {
         allow_hyphen_values = true
     )]
     pub max_output: Option<String>,
+    /// Bytes of stdout and of stderr (and of tty.cast) kept in the record, e.g. 100m
+    /// (default 1g); past it the output still reaches you, the record keeps a marker
+    #[arg(
+        long = "max-record",
+        value_name = "SIZE",
+        help_heading = "Resource limits",
+        allow_hyphen_values = true
+    )]
+    pub max_record: Option<String>,
     /// Size of each private writable area (/tmp, $HOME), e.g. 1g (default 1g)
     #[arg(
         long,

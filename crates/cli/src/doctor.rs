@@ -22,7 +22,12 @@ const OPTIONAL: &[&str] = &[
 /// Exit status 0 when every required layer is there, 1 when one is missing (with
 /// `--json` too, so scripts can use either).
 pub fn doctor(json: bool) -> i32 {
-    let checks = probe::all();
+    let mut checks = probe::all();
+    let at = checks
+        .iter()
+        .position(|c| c.layer.starts_with("limits: memory"))
+        .map_or(checks.len(), |i| i + 1);
+    checks.insert(at, default_memory(&checks));
     let missing = checks.iter().filter(|c| !c.ok && required(c)).count();
     if json {
         print_json(&checks, missing);
@@ -31,6 +36,43 @@ pub fn doctor(json: bool) -> i32 {
     }
     i32::from(missing > 0)
 }
+
+/// The memory cap every session gets unless told otherwise, and what holds it
+/// here: the cgroup the limits probe could create, or the supervisor's watchdog.
+fn default_memory(checks: &[probe::Check]) -> probe::Check {
+    use vg_policy::limits::human_size;
+    let cgroup = checks
+        .iter()
+        .find(|c| c.layer == "limits: memory, cpus, pids" && c.ok)
+        .and_then(|c| c.detail.strip_prefix("enforced with "));
+    match vg_session::limits::default_memory() {
+        None => probe::Check {
+            layer: DEFAULT_MEMORY.into(),
+            ok: false,
+            detail: "cannot read MemTotal from /proc/meminfo".into(),
+            fix: Some("mount /proc, or give every run --memory SIZE".into()),
+        },
+        Some(cap) => probe::Check {
+            layer: DEFAULT_MEMORY.into(),
+            ok: true,
+            detail: match cgroup {
+                Some(version) => format!(
+                    "{} (half of physical memory), held by {}",
+                    human_size(cap),
+                    version.replace('-', " ")
+                ),
+                None => format!(
+                    "{} (half of physical memory), held by the supervisor's watchdog (resident memory of the sandbox's processes, polled every {} ms)",
+                    human_size(cap),
+                    vg_session::watchdog::INTERVAL.as_millis()
+                ),
+            },
+            fix: None,
+        },
+    }
+}
+
+const DEFAULT_MEMORY: &str = "limits: default memory cap";
 
 fn required(c: &probe::Check) -> bool {
     !OPTIONAL.contains(&c.layer.as_str())

@@ -195,7 +195,7 @@ fn limits_from_flags(o: &SandboxOptions) -> Result<vg_policy::limits::Limits> {
         memory: o
             .memory
             .as_deref()
-            .map(|v| vg_policy::limits::parse_size("--memory", v))
+            .map(|v| vg_policy::limits::parse_memory("--memory", v))
             .transpose()?,
         cpus: o
             .cpus
@@ -216,6 +216,11 @@ fn limits_from_flags(o: &SandboxOptions) -> Result<vg_policy::limits::Limits> {
             .max_output
             .as_deref()
             .map(|v| vg_policy::limits::parse_size("--max-output", v))
+            .transpose()?,
+        max_record: o
+            .max_record
+            .as_deref()
+            .map(|v| vg_policy::limits::parse_size("--max-record", v))
             .transpose()?,
         disk: o
             .disk

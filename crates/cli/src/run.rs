@@ -110,6 +110,15 @@ fn report_outcome(outcome: &Outcome) {
             hits.oom_kills
         );
     }
+    if let Some(hit) = &outcome.memory_watchdog {
+        use vg_policy::limits::human_size;
+        eprintln!(
+            "vectraguard: the memory limit of {} was reached: the supervisor's watchdog measured {} in {} process(es) and killed the sandbox (raise it with --memory SIZE, or --memory unlimited)",
+            human_size(hit.limit),
+            human_size(hit.measured),
+            hit.processes
+        );
+    }
     if hits.pids_max > 0 {
         eprintln!(
             "vectraguard: the process limit was reached {} time(s) (fork failed)",

@@ -20,6 +20,9 @@ pub struct Limits {
     pub timeout: Option<Duration>,
     /// Bytes recorded and shown per output stream.
     pub max_output: Option<u64>,
+    /// Bytes recorded per output stream (`stdout.log`, `stderr.log`, `tty.cast`);
+    /// past it the user still sees the output, the record keeps a marker.
+    pub max_record: Option<u64>,
     /// Size of each private writable area (`/tmp`, `$HOME`).
     pub disk: Option<u64>,
     /// Time between SIGTERM and SIGKILL when the session is stopped.
@@ -39,6 +42,7 @@ impl Limits {
             pids,
             timeout,
             max_output,
+            max_record,
             disk,
             kill_grace,
             ptys,
@@ -49,6 +53,7 @@ impl Limits {
         set(&mut self.pids, pids);
         set(&mut self.timeout, timeout);
         set(&mut self.max_output, max_output);
+        set(&mut self.max_record, max_record);
         set(&mut self.disk, disk);
         set(&mut self.kill_grace, kill_grace);
         set(&mut self.ptys, ptys);
@@ -57,10 +62,19 @@ impl Limits {
 
     /// These limits with `ceiling` (a project file's) applied on top, which may only
     /// tighten: each limit becomes the smaller of ours and the ceiling's, where ours
-    /// unset means the default that would apply (pids, disk, kill grace, ptys) or no
-    /// limit at all (memory, cpus, timeout, max-output). `best_effort` is never taken
-    /// from the ceiling: it weakens.
+    /// unset means the default that would apply (pids, disk, kill grace, ptys,
+    /// max-record) or no limit at all (cpus, timeout, max-output). Memory's default
+    /// depends on the host ([`default_memory`]); without it here, a memory ceiling
+    /// applies as given (`tightened_over` takes it into account). `best_effort` is
+    /// never taken from the ceiling: it weakens.
     pub fn tightened_by(self, ceiling: &Limits) -> Limits {
+        self.tightened_over(ceiling, None)
+    }
+
+    /// [`Limits::tightened_by`], knowing the host's default memory cap: a memory
+    /// ceiling at or above it leaves memory unset (the default, however it is
+    /// enforced), so that a project file can never raise it.
+    pub fn tightened_over(self, ceiling: &Limits, default_memory: Option<u64>) -> Limits {
         fn min<T: PartialOrd + Copy>(
             ours: Option<T>,
             default: Option<T>,
@@ -72,12 +86,17 @@ impl Limits {
                 (_, None) => ours,
             }
         }
+        let memory = match (self.memory, default_memory, ceiling.memory) {
+            (None, Some(default), Some(cap)) if cap >= default => None,
+            (ours, _, cap) => min(ours, None, cap),
+        };
         Limits {
-            memory: min(self.memory, None, ceiling.memory),
+            memory,
             cpus: min(self.cpus, None, ceiling.cpus),
             pids: min(self.pids, Some(DEFAULT_PIDS), ceiling.pids),
             timeout: min(self.timeout, None, ceiling.timeout),
             max_output: min(self.max_output, None, ceiling.max_output),
+            max_record: min(self.max_record, Some(DEFAULT_MAX_RECORD), ceiling.max_record),
             disk: min(self.disk, Some(DEFAULT_DISK), ceiling.disk),
             kill_grace: min(
                 self.kill_grace,
@@ -98,6 +117,7 @@ impl Limits {
             pids: Some(256),
             timeout: Some(Duration::from_secs(30)),
             max_output: Some(MIB),
+            max_record: None,
             disk: Some(GIB),
             kill_grace: None,
             ptys: None,
@@ -124,6 +144,43 @@ pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
 /// Pseudo-terminals per sandbox: plenty for shells, tmux and test suites, and far from
 /// the host's pool (`/proc/sys/kernel/pty/max`), which every user's terminals share.
 pub const DEFAULT_PTYS: u64 = 64;
+/// Bytes recorded per output stream when nothing says otherwise: a runaway printer
+/// cannot fill the disk with its record, while the user still sees everything.
+pub const DEFAULT_MAX_RECORD: u64 = GIB;
+
+/// `--memory unlimited`: no memory cap at all, not even the default.
+pub const UNLIMITED_MEMORY: u64 = u64::MAX;
+
+/// The memory cap of a sandbox when nothing says otherwise: half of the host's
+/// physical memory (`MemTotal`), so that a runaway program is stopped while the
+/// host keeps room for everything else.
+pub fn default_memory(mem_total: u64) -> u64 {
+    mem_total / 2
+}
+
+/// `MemTotal` of `/proc/meminfo`'s text, in bytes.
+pub fn parse_mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let mut words = line["MemTotal:".len()..].split_whitespace();
+    let value: u64 = words.next()?.parse().ok()?;
+    match words.next() {
+        Some("kB") => value.checked_mul(KIB),
+        None => Some(value),
+        Some(_) => None,
+    }
+}
+
+/// A memory limit: a size as [`parse_size`] reads it, or `unlimited` (no cap at
+/// all, [`UNLIMITED_MEMORY`]).
+pub fn parse_memory(what: &'static str, input: &str) -> Result<u64, LimitError> {
+    if input.trim().eq_ignore_ascii_case("unlimited") {
+        return Ok(UNLIMITED_MEMORY);
+    }
+    parse_size(what, input).map_err(|e| LimitError {
+        hint: "use a size such as 512m, 1g or 65536 (suffixes b, k, m, g, t; binary units), or unlimited",
+        ..e
+    })
+}
 
 /// A value that could not be parsed, with the fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -264,6 +321,21 @@ pub fn parse_ptys(input: &str) -> Result<u64, LimitError> {
     }
 }
 
+/// A byte count for people: `11.7 GiB`, `512 MiB`, `64 KiB`, `100 bytes`.
+pub fn human_size(bytes: u64) -> String {
+    for (unit, size) in [("TiB", GIB << 10), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)] {
+        if bytes >= size {
+            let value = bytes as f64 / size as f64;
+            return if bytes.is_multiple_of(size) {
+                format!("{} {unit}", bytes / size)
+            } else {
+                format!("{value:.1} {unit}")
+            };
+        }
+    }
+    format!("{bytes} bytes")
+}
+
 /// Renders a byte count the way `parse_size` reads it back.
 pub fn format_size(bytes: u64) -> String {
     for (unit, size) in [("g", GIB), ("m", MIB), ("k", KIB)] {
@@ -335,6 +407,7 @@ mod tests {
             pids: Some(1_000_000),
             timeout: Some(Duration::from_secs(100 * 86400)),
             max_output: Some(100 * GIB),
+            max_record: Some(100 * GIB),
             disk: Some(100 * GIB),
             kill_grace: Some(Duration::from_secs(3650 * 86400)),
             ptys: Some(4096),
@@ -349,6 +422,7 @@ mod tests {
                 pids: Some(256),
                 kill_grace: Some(DEFAULT_KILL_GRACE),
                 ptys: Some(DEFAULT_PTYS),
+                max_record: Some(DEFAULT_MAX_RECORD),
                 ..Limits::code_exec()
             }
         );
@@ -361,6 +435,7 @@ mod tests {
         assert_eq!(t.disk, Some(DEFAULT_DISK));
         assert_eq!(t.kill_grace, Some(DEFAULT_KILL_GRACE));
         assert_eq!(t.ptys, Some(DEFAULT_PTYS));
+        assert_eq!(t.max_record, Some(DEFAULT_MAX_RECORD));
         assert_eq!(t.best_effort, None);
         // Smaller values win, one limit at a time; no ceiling leaves ours as it was.
         let small = Limits {
@@ -369,6 +444,7 @@ mod tests {
             pids: Some(10),
             timeout: Some(Duration::from_secs(1)),
             max_output: Some(KIB),
+            max_record: Some(KIB),
             disk: Some(MIB),
             kill_grace: Some(Duration::from_millis(100)),
             ptys: Some(2),
@@ -379,6 +455,66 @@ mod tests {
             Limits::code_exec().tightened_by(&Limits::default()),
             Limits::code_exec()
         );
+    }
+
+    #[test]
+    fn the_default_memory_cap_is_half_of_mem_total() {
+        let meminfo = "MemTotal:       24576000 kB\nMemFree:         1000 kB\n";
+        let total = parse_mem_total(meminfo).unwrap();
+        assert_eq!(total, 24_576_000 * KIB);
+        assert_eq!(default_memory(total), 12_288_000 * KIB);
+        assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
+        assert_eq!(parse_mem_total("MemTotal: lots kB\n"), None);
+        assert_eq!(parse_mem_total("MemTotal: 5 MB\n"), None);
+        assert_eq!(human_size(default_memory(24 * GIB)), "12 GiB");
+        assert_eq!(human_size(12_288_000 * KIB), "11.7 GiB");
+        assert_eq!(human_size(512 * MIB), "512 MiB");
+        assert_eq!(human_size(100), "100 bytes");
+    }
+
+    #[test]
+    fn memory_may_be_unlimited() {
+        assert_eq!(parse_memory("--memory", "unlimited"), Ok(UNLIMITED_MEMORY));
+        assert_eq!(parse_memory("--memory", " Unlimited "), Ok(UNLIMITED_MEMORY));
+        assert_eq!(parse_memory("--memory", "2g"), Ok(2 * GIB));
+        let e = parse_memory("--memory", "infinite").unwrap_err().to_string();
+        assert!(e.contains("--memory") && e.contains("unlimited"), "{e}");
+        assert!(parse_memory("--memory", "0").is_err());
+    }
+
+    #[test]
+    fn a_memory_ceiling_never_raises_the_default_cap() {
+        let default = Some(12 * GIB);
+        let ceiling = |memory| Limits {
+            memory: Some(memory),
+            ..Limits::default()
+        };
+        // Above the default (or unlimited): the default stays, however enforced.
+        let t = Limits::default().tightened_over(&ceiling(100 * GIB), default);
+        assert_eq!(t.memory, None);
+        let t = Limits::default().tightened_over(&ceiling(UNLIMITED_MEMORY), default);
+        assert_eq!(t.memory, None);
+        // Below it: the ceiling.
+        let t = Limits::default().tightened_over(&ceiling(GIB), default);
+        assert_eq!(t.memory, Some(GIB));
+        // Over an explicit value, the smaller one; an explicit unlimited is capped.
+        let mine = |memory| Limits {
+            memory: Some(memory),
+            ..Limits::default()
+        };
+        let t = mine(20 * GIB).tightened_over(&ceiling(16 * GIB), default);
+        assert_eq!(t.memory, Some(16 * GIB));
+        let t = mine(UNLIMITED_MEMORY).tightened_over(&ceiling(16 * GIB), default);
+        assert_eq!(t.memory, Some(16 * GIB));
+        // The record cap only tightens, from its default.
+        let t = Limits::default().tightened_over(
+            &Limits {
+                max_record: Some(100 * GIB),
+                ..Limits::default()
+            },
+            default,
+        );
+        assert_eq!(t.max_record, Some(DEFAULT_MAX_RECORD));
     }
 
     #[test]

@@ -198,7 +198,7 @@ pub fn limits() -> Vec<Check> {
             layer: "limits: memory, cpus".into(),
             ok: false,
             detail: format!("cannot be enforced: {why}"),
-            fix: Some("run as root on a cgroup v1 host, or start vectraguard in a delegated cgroup v2 subtree (`systemd-run --user --scope -p Delegate=yes vectraguard ...`); --best-effort-limits runs without them".into()),
+            fix: Some("run as root on a cgroup v1 host, or start vectraguard in a delegated cgroup v2 subtree (`systemd-run --user --scope -p Delegate=yes vectraguard ...`); --best-effort-limits runs without them (memory then held only by the supervisor's polling watchdog)".into()),
         },
     };
     let mut out = vec![cgroup];
@@ -215,7 +215,7 @@ pub fn limits() -> Vec<Check> {
         )
     });
     out.push(Check::ok(
-        "limits: disk, timeout, max-output",
+        "limits: disk, timeout, max-output, max-record",
         "tmpfs sizes and the supervisor (always available)",
     ));
     out

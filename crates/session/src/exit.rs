@@ -62,6 +62,8 @@ pub struct Outcome {
     pub cgroup_hits: vg_sandbox::cgroup::Hits,
     /// Limits init saw reached (a full `/tmp` or `$HOME`).
     pub limit_hits: Vec<vg_sandbox::LimitHit>,
+    /// The supervisor's memory watchdog killed the sandbox over its cap.
+    pub memory_watchdog: Option<crate::watchdog::Hit>,
     /// The approval gate denied the command itself: by whom, in words.
     pub denied: Option<String>,
 }

@@ -52,6 +52,7 @@ pub mod settings;
 pub mod socket_owner;
 pub mod start;
 pub mod tools;
+pub mod watchdog;
 
 pub use exit::{Error, Outcome};
 pub use plan::Plan;

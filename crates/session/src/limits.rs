@@ -4,20 +4,55 @@
 //!
 //! | limit        | mechanism                                                   |
 //! |--------------|-------------------------------------------------------------|
-//! | memory, cpus | cgroup v2 (delegated) or v1; nothing else is equivalent     |
+//! | memory       | cgroup v2 (delegated) or v1; the default cap (half of RAM)  |
+//! |              | falls back to the supervisor's watchdog (`watchdog.rs`)     |
+//! | cpus         | cgroup v2 (delegated) or v1; nothing else is equivalent     |
 //! | pids         | cgroup pids controller, else `RLIMIT_NPROC` in the sandbox's |
 //! |              | own user namespace (counted per namespace since Linux 5.14)  |
 //! | disk         | the size of the private tmpfs mounts (`/tmp`, `$HOME`)      |
 //! | timeout      | the supervisor's timer: SIGTERM to all, SIGKILL after grace |
 //! | max-output   | the supervisor's output relays                              |
+//! | max-record   | the supervisor's output relays (default 1 GiB per stream)   |
 //! | ptys         | the `max=` of the sandbox's own devpts instance             |
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use vg_policy::limits::{DEFAULT_DISK, DEFAULT_KILL_GRACE, DEFAULT_PIDS, DEFAULT_PTYS, Limits};
+use vg_policy::limits::{
+    DEFAULT_DISK, DEFAULT_KILL_GRACE, DEFAULT_MAX_RECORD, DEFAULT_PIDS, DEFAULT_PTYS, Limits,
+    UNLIMITED_MEMORY,
+};
 use vg_sandbox::cgroup::{Cgroup, CgroupLimits};
+
+/// The default memory cap on this host: half of `MemTotal` (read once).
+pub fn default_memory() -> Option<u64> {
+    static DEFAULT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *DEFAULT.get_or_init(|| {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+        vg_policy::limits::parse_mem_total(&meminfo).map(vg_policy::limits::default_memory)
+    })
+}
+
+/// Where a session's memory cap comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemorySource {
+    /// `--memory`, a configuration file or a profile.
+    Asked,
+    /// Nothing set one: the host's default ([`default_memory`]).
+    Default,
+    /// `--memory unlimited`: no cap.
+    Unlimited,
+}
+
+/// What the output relays keep of each stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputCaps {
+    /// `--max-output`: bytes shown and recorded; the rest is dropped.
+    pub shown: Option<u64>,
+    /// `--max-record`: bytes recorded; the rest is still shown.
+    pub recorded: u64,
+}
 
 /// How the limits of one session are to be enforced, decided without touching the
 /// host: the cgroup, if one is wanted, is created when the session starts
@@ -35,6 +70,10 @@ pub struct Plan {
     pub timeout: Option<Duration>,
     pub kill_grace: Duration,
     pub max_output: Option<u64>,
+    /// Bytes recorded per output stream.
+    pub max_record: u64,
+    /// Where the memory cap comes from.
+    pub memory_source: MemorySource,
     /// Pseudo-terminals of the sandbox's devpts.
     pub ptys: u64,
     /// The effective limits, defaults included, for the record.
@@ -57,6 +96,8 @@ pub struct CgroupPlan {
 pub struct Enforced {
     pub cgroup: Option<Cgroup>,
     pub rlimit_nproc: Option<u64>,
+    /// The memory cap the supervisor's watchdog enforces, when no cgroup does.
+    pub watchdog: Option<u64>,
     pub enforced_by: BTreeMap<&'static str, String>,
 }
 
@@ -65,8 +106,25 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
     let best_effort = requested.best_effort.unwrap_or(false);
     let mut enforced_by = BTreeMap::new();
     let mut limits = *requested;
+    let memory_source = match requested.memory {
+        Some(UNLIMITED_MEMORY) => {
+            limits.memory = None;
+            enforced_by.insert("memory", "none (--memory unlimited)".to_owned());
+            MemorySource::Unlimited
+        }
+        Some(_) => MemorySource::Asked,
+        None => {
+            let Some(default) = default_memory() else {
+                bail!(
+                    "cannot read MemTotal from /proc/meminfo to set the default memory cap (half of physical memory): pass --memory SIZE, or --memory unlimited"
+                );
+            };
+            limits.memory = Some(default);
+            MemorySource::Default
+        }
+    };
     let wanted = CgroupLimits {
-        memory: requested.memory,
+        memory: limits.memory,
         cpus: requested.cpus,
         pids: requested.pids,
     };
@@ -95,6 +153,10 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
         }
         enforced_by.insert("max_output", "supervisor".to_owned());
     }
+    let max_record = *limits.max_record.get_or_insert(DEFAULT_MAX_RECORD);
+    if recording {
+        enforced_by.insert("max_record", "supervisor".to_owned());
+    }
     let kill_grace = *limits.kill_grace.get_or_insert(DEFAULT_KILL_GRACE);
     let ptys = *limits.ptys.get_or_insert(DEFAULT_PTYS);
     enforced_by.insert("ptys", "devpts-max".to_owned());
@@ -106,6 +168,8 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
         timeout: limits.timeout,
         kill_grace,
         max_output: limits.max_output,
+        max_record,
+        memory_source,
         ptys,
         limits,
         enforced_by,
@@ -113,13 +177,24 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
 }
 
 impl Plan {
-    /// Creates the cgroup, or, when it cannot be, falls back (pids: `RLIMIT_NPROC`)
-    /// or refuses the run unless `--best-effort-limits`.
+    /// What the output relays keep of each stream.
+    pub fn output_caps(&self) -> OutputCaps {
+        OutputCaps {
+            shown: self.max_output,
+            recorded: self.max_record,
+        }
+    }
+
+    /// Creates the cgroup, or, when it cannot be, falls back (the default memory
+    /// cap: the supervisor's watchdog; pids: `RLIMIT_NPROC`) or refuses the run
+    /// unless `--best-effort-limits` (with which an asked-for memory cap is left to
+    /// the watchdog too).
     pub fn enforce(&self) -> Result<Enforced> {
         let best_effort = self.best_effort;
         let mut enforced_by = self.enforced_by.clone();
         let mut rlimit_nproc = self.rlimit_nproc;
         let mut cgroup = None;
+        let mut watchdog = None;
         if let Some(CgroupPlan {
             name,
             limits: wanted,
@@ -140,8 +215,14 @@ impl Plan {
                     cgroup = Some(cg);
                 }
                 Err(why) => {
+                    // The default cap is ours to enforce however we can.
+                    let default_memory = self.memory_source == MemorySource::Default;
+                    if default_memory {
+                        watchdog = wanted.memory;
+                        enforced_by.insert("memory", "watchdog".to_owned());
+                    }
                     let unenforceable: Vec<&str> = [
-                        ("--memory", wanted.memory.is_some()),
+                        ("--memory", wanted.memory.is_some() && !default_memory),
                         ("--cpus", wanted.cpus.is_some()),
                     ]
                     .into_iter()
@@ -150,23 +231,23 @@ impl Plan {
                     if !unenforceable.is_empty() {
                         if !best_effort {
                             bail!(
-                                "{} cannot be enforced on this host: {why}. Run as root on a cgroup v1 host, give vectraguard a delegated cgroup v2 subtree, or pass --best-effort-limits to run without {} (`vectraguard doctor` shows what is available)",
+                                "{} cannot be enforced on this host: {why}. Run as root on a cgroup v1 host, give vectraguard a delegated cgroup v2 subtree, or pass --best-effort-limits to run without cgroups (memory then held only by the supervisor's polling watchdog, cpus not at all; `vectraguard doctor` shows what is available)",
                                 unenforceable.join(" and "),
-                                if unenforceable.len() == 1 {
-                                    "it"
-                                } else {
-                                    "them"
-                                }
                             );
                         }
-                        crate::diag::warning(format_args!(
-                            "{} not enforced (--best-effort-limits): {why}",
-                            unenforceable.join(" and ")
-                        ));
-                        if wanted.memory.is_some() {
-                            enforced_by.insert("memory", format!("none (best effort: {why})"));
+                        let asked_memory = wanted.memory.is_some() && !default_memory;
+                        if asked_memory {
+                            crate::diag::warning(format_args!(
+                                "--memory is enforced only by the supervisor's watchdog (--best-effort-limits), which polls the sandbox's resident memory: {why}"
+                            ));
+                            watchdog = wanted.memory;
+                            enforced_by
+                                .insert("memory", format!("watchdog (best effort: {why})"));
                         }
                         if wanted.cpus.is_some() {
+                            crate::diag::warning(format_args!(
+                                "--cpus not enforced (--best-effort-limits): {why}"
+                            ));
                             enforced_by.insert("cpus", format!("none (best effort: {why})"));
                         }
                     }
@@ -191,6 +272,7 @@ impl Plan {
         Ok(Enforced {
             cgroup,
             rlimit_nproc,
+            watchdog,
             enforced_by,
         })
     }
@@ -207,6 +289,13 @@ impl Plan {
             .map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0));
         out.max_output_bytes = self.limits.max_output;
         out.disk_bytes = self.limits.disk;
+        out.extra
+            .insert("max_record_bytes".into(), serde_json::json!(self.max_record));
+        if self.memory_source == MemorySource::Default {
+            // The cap nobody asked for: half of this host's physical memory.
+            out.extra
+                .insert("memory_default".into(), serde_json::json!(true));
+        }
         out.extra.insert(
             "enforced_by".into(),
             serde_json::to_value(&enforced.enforced_by).unwrap_or_default(),

@@ -14,6 +14,7 @@ use crate::exit::{Error, Outcome, exit_code};
 use crate::limits::Enforced;
 use crate::plan::Plan;
 use crate::record::Session;
+use crate::watchdog::Watchdog;
 
 /// How the running session's stdio and record are kept.
 pub(crate) enum Mode {
@@ -54,6 +55,8 @@ pub struct Running {
     sandbox: Sandbox,
     mode: Mode,
     enforced: Enforced,
+    /// Holds the memory cap where no cgroup does.
+    watchdog: Option<Watchdog>,
     // Dropped last, after the sandbox is gone: the plan holds the image's lease.
     _generated: Option<Generated>,
     plan: Plan,
@@ -67,10 +70,25 @@ impl Running {
         generated: Option<Generated>,
         mode: Mode,
     ) -> Self {
+        // Started after the spawn, so that its thread inherits the blocked signals.
+        let watchdog = enforced.watchdog.and_then(|limit| {
+            match Watchdog::start(sandbox.pid(), limit, sandbox.stopper()) {
+                Ok(watchdog) => Some(watchdog),
+                Err(e) => {
+                    // Fail closed: a cap that nothing holds must not be recorded as held.
+                    crate::diag::error(format_args!(
+                        "cannot start the memory watchdog's thread ({e}); stopping the sandbox"
+                    ));
+                    let _ = sandbox.killer().kill();
+                    None
+                }
+            }
+        });
         Self {
             sandbox,
             mode,
             enforced,
+            watchdog,
             _generated: generated,
             plan,
         }
@@ -118,7 +136,7 @@ impl Running {
     /// A handle to write into the record while the session runs (recorded only).
     pub fn recorder(&self) -> Option<crate::record::Recorder> {
         match &self.mode {
-            Mode::Recorded { session, .. } => session.recorder(self.plan.limits.max_output),
+            Mode::Recorded { session, .. } => session.recorder(self.plan.limits.output_caps()),
             Mode::Unrecorded { .. } => None,
         }
     }
@@ -150,6 +168,7 @@ impl Running {
             sandbox,
             mode,
             enforced,
+            watchdog,
             _generated,
             plan,
         } = self;
@@ -166,6 +185,7 @@ impl Running {
                 .map(|cg| cg.hits())
                 .unwrap_or_default()
         };
+        let memory_hit;
         let (outcome, session, cgroup_hits, denied) = match mode {
             Mode::Recorded {
                 session,
@@ -174,9 +194,16 @@ impl Running {
                 stdin_is_terminal,
             } => {
                 let id = session.id().to_owned();
-                let result = sandbox.wait_with(deadline, limits.kill_grace, &mut |sig| {
+                let mut result = sandbox.wait_with(deadline, limits.kill_grace, &mut |sig| {
                     resize(&session, terminal.as_ref(), sig, stdin_is_terminal)
                 });
+                memory_hit = watchdog.and_then(Watchdog::finish);
+                if let Some(hit) = &memory_hit {
+                    killed_by_watchdog(&mut result);
+                    session
+                        .event(watchdog_event(hit))
+                        .map_err(|e| Error::from(e).in_session(&id))?;
+                }
                 let cgroup_hits = hits();
                 let denied = result
                     .as_ref()
@@ -193,7 +220,11 @@ impl Running {
                 (outcome, Some(id), cgroup_hits, denied)
             }
             Mode::Unrecorded { saved, mediator } => {
-                let outcome = sandbox.wait_until(deadline);
+                let mut outcome = sandbox.wait_until(deadline);
+                memory_hit = watchdog.and_then(Watchdog::finish);
+                if memory_hit.is_some() {
+                    killed_by_watchdog(&mut outcome);
+                }
                 if let Some(mediator) = mediator {
                     let _ = mediator.stop();
                 }
@@ -213,9 +244,31 @@ impl Running {
             program: plan.spec.argv.first().cloned().unwrap_or_default(),
             cgroup_hits,
             limit_hits: outcome.limit_hits,
+            memory_watchdog: memory_hit,
             denied,
         })
     }
+}
+
+/// The watchdog ended the sandbox through its `Stopper` (SIGKILL): that is a memory
+/// limit's kill, as the OOM killer's would be (status `signalled`, 137), not a stop.
+fn killed_by_watchdog(result: &mut Result<vg_sandbox::Outcome, vg_sandbox::SandboxError>) {
+    if let Ok(outcome) = result
+        && outcome.stopped == Some(true)
+    {
+        outcome.stopped = None;
+    }
+}
+
+/// The `limit-hit` event of a watchdog's kill.
+fn watchdog_event(hit: &crate::watchdog::Hit) -> vg_records::Event {
+    vg_records::Event::new(vg_records::event::kind::LIMIT_HIT)
+        .at(hit.at)
+        .with("limit", "memory")
+        .with("enforced_by", "watchdog")
+        .with("limit_bytes", hit.limit)
+        .with("measured_bytes", hit.measured)
+        .with("processes", hit.processes)
 }
 
 /// A resized window: resize the sandbox's terminal (the kernel tells its foreground

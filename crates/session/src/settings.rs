@@ -13,7 +13,11 @@ use crate::request::Request;
 /// request's settings; the agent falls back to the request's.
 pub fn merge(request: &Request) -> Result<Settings> {
     let refs: Vec<&ConfigFile> = request.config.iter().collect();
-    let mut settings = config::resolve_profile(&refs, request.profile.as_deref())?;
+    let mut settings = config::resolve_profile_over(
+        &refs,
+        request.profile.as_deref(),
+        crate::limits::default_memory(),
+    )?;
     settings.overlay(request.settings.clone());
     settings.admit_project_access(&exposed_without_project(&settings, &request.cwd))?;
     if settings.agent.is_none() {

@@ -176,7 +176,7 @@ fn start_recorded(
         &mut sandbox,
         output,
         spec.trace_exec,
-        plan.limits.max_output,
+        plan.limits.output_caps(),
         network
             .policy
             .map(|policy| (policy, notes, network.inspection.as_ref())),

@@ -129,7 +129,8 @@ fn a_memory_hog_is_oom_killed_or_the_limit_is_refused() {
             out.assert_stderr_contains("--memory");
             out.assert_stderr_contains("--best-effort-limits");
             assert!(home.sessions().is_empty(), "a refused run left a record");
-            // ...unless the user accepts running without it, which is recorded.
+            // ...unless the user accepts the supervisor's watchdog alone (best
+            // effort: it polls), which is recorded.
             let out = Vg::sandbox(
                 runner,
                 &ws,
@@ -138,10 +139,11 @@ fn a_memory_hog_is_oom_killed_or_the_limit_is_refused() {
             )
             .records_home(&home)
             .run();
-            out.assert_success().assert_stderr_contains("not enforced");
+            out.assert_success()
+                .assert_stderr_contains("enforced only by the supervisor's watchdog");
             let meta = metadata(&home.only_session());
             let by = meta["limits"]["enforced_by"]["memory"].as_str().unwrap();
-            assert!(by.starts_with("none (best effort"), "{by}");
+            assert!(by.starts_with("watchdog (best effort"), "{by}");
         }
     });
 }

@@ -5,6 +5,7 @@ pub mod harness;
 mod agent;
 mod approval;
 mod approval_attacks;
+mod bounded;
 mod attacks_files;
 mod attacks_network;
 mod attacks_processes;

@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 
 pub(crate) use diagnostics::line_of;
 pub use file::{ConfigFile, discover_project, load, parse, user_config_path};
-pub use profile::{BUILTIN_PROFILES, resolve_profile};
+pub use profile::{BUILTIN_PROFILES, resolve_profile, resolve_profile_over};
 pub use project_access::{Exposed, ProjectAccess};
 pub use settings::Settings;
 

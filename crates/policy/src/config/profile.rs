@@ -33,6 +33,17 @@ pub fn resolve_profile(
     files: &[&ConfigFile],
     requested: Option<&str>,
 ) -> Result<Settings, ConfigError> {
+    resolve_profile_over(files, requested, None)
+}
+
+/// [`resolve_profile`] on a host whose default memory cap is `default_memory`
+/// (`crate::limits::default_memory`), which a project file's `memory` may lower but
+/// never raise ([`Limits::tightened_over`]).
+pub fn resolve_profile_over(
+    files: &[&ConfigFile],
+    requested: Option<&str>,
+    default_memory: Option<u64>,
+) -> Result<Settings, ConfigError> {
     let (name, chosen_by) = match requested {
         Some(name) => (Some(name), None),
         None => match files
@@ -97,7 +108,7 @@ pub fn resolve_profile(
             layer.overlay(profile.limits);
         }
     }
-    settings.limits = limits.tightened_by(&ceiling);
+    settings.limits = limits.tightened_over(&ceiling, default_memory);
 
     // The approval gate likewise: a project file may only ask more, and sooner.
     let mut approval = builtin.as_ref().map(|b| b.approval).unwrap_or_default();
@@ -245,12 +256,14 @@ mod tests {
 
     #[test]
     fn a_project_file_limit_only_tightens_each_key() {
-        use crate::limits::{DEFAULT_DISK, DEFAULT_KILL_GRACE, DEFAULT_PIDS, DEFAULT_PTYS};
+        use crate::limits::{
+            DEFAULT_DISK, DEFAULT_KILL_GRACE, DEFAULT_MAX_RECORD, DEFAULT_PIDS, DEFAULT_PTYS,
+        };
         use std::time::Duration;
         let day = Duration::from_secs(86400);
         // Key, a loose value, a tight one, and the field it sets.
         type Field = fn(&Limits) -> Option<f64>;
-        let get: [(&str, &str, &str, Field); 8] = [
+        let get: [(&str, &str, &str, Field); 9] = [
             ("memory", "\"100g\"", "\"1m\"", |l| {
                 l.memory.map(|v| v as f64)
             }),
@@ -261,6 +274,9 @@ mod tests {
             }),
             ("max_output", "\"100g\"", "\"1k\"", |l| {
                 l.max_output.map(|v| v as f64)
+            }),
+            ("max_record", "\"100g\"", "\"1k\"", |l| {
+                l.max_record.map(|v| v as f64)
             }),
             ("disk", "\"100g\"", "\"1m\"", |l| l.disk.map(|v| v as f64)),
             ("kill_grace", "\"3650d\"", "\"100ms\"", |l| {
@@ -274,6 +290,7 @@ mod tests {
             disk: Some(DEFAULT_DISK),
             kill_grace: Some(DEFAULT_KILL_GRACE),
             ptys: Some(DEFAULT_PTYS),
+            max_record: Some(DEFAULT_MAX_RECORD),
             ..Limits::default()
         };
         for (key, loose, tight, field) in get {

@@ -97,6 +97,7 @@ impl<'a> Document<'a> {
             pids,
             timeout,
             max_output,
+            max_record,
             disk,
             kill_grace,
             ptys,
@@ -129,12 +130,15 @@ impl<'a> Document<'a> {
             })?,
         };
         let limits = Limits {
-            memory: self.limit(memory, "memory", |v| limits::parse_size("memory", v))?,
+            memory: self.limit(memory, "memory", |v| limits::parse_memory("memory", v))?,
             cpus: self.limit(cpus, "cpus", limits::parse_cpus)?,
             pids: self.limit(pids, "pids", limits::parse_pids)?,
             timeout: self.limit(timeout, "timeout", |v| limits::parse_duration("timeout", v))?,
             max_output: self.limit(max_output, "max_output", |v| {
                 limits::parse_size("max_output", v)
+            })?,
+            max_record: self.limit(max_record, "max_record", |v| {
+                limits::parse_size("max_record", v)
             })?,
             disk: self.limit(disk, "disk", |v| limits::parse_size("disk", v))?,
             kill_grace: self.limit(kill_grace, "kill_grace", |v| {

@@ -28,6 +28,7 @@ mod layers;
 pub mod metadata;
 mod relay;
 
+use crate::limits::OutputCaps;
 use commands::CommandsLog;
 
 /// Writes into a running session's record from any thread: what a persistent
@@ -37,7 +38,7 @@ use commands::CommandsLog;
 #[derive(Clone)]
 pub struct Recorder {
     shared: std::sync::Weak<Shared>,
-    max_output: Option<u64>,
+    caps: OutputCaps,
     dir: std::path::PathBuf,
 }
 
@@ -61,7 +62,7 @@ impl Recorder {
             let client: relay::ClientOutput = Arc::new(Mutex::new(Some(File::from(to))));
             relays.clients.push(Arc::clone(&client));
             let shared = Arc::clone(&shared);
-            let cap = self.max_output;
+            let cap = self.caps;
             relays.threads.push(std::thread::spawn(move || {
                 relay(pipe, stream, &shared, cap, false, ShowTo::Client(client))
             }));
@@ -80,7 +81,7 @@ impl Recorder {
         let Some(shared) = self.shared.upgrade() else {
             return relays;
         };
-        let cap = self.max_output;
+        let cap = self.caps;
         let client: relay::ClientOutput = Arc::new(Mutex::new(Some(File::from(show))));
         relays.clients.push(Arc::clone(&client));
         relays.threads.push(std::thread::spawn(move || {
@@ -274,12 +275,12 @@ impl Session {
     }
 
     /// A persistent sandbox's way into this record (once attached): each command's
-    /// output and events. `max_output` caps each command's output.
-    pub fn recorder(&self, max_output: Option<u64>) -> Option<Recorder> {
+    /// output and events. `caps` cap each command's output.
+    pub fn recorder(&self, caps: OutputCaps) -> Option<Recorder> {
         let shared = self.shared.as_ref()?;
         Some(Recorder {
             shared: Arc::downgrade(shared),
-            max_output,
+            caps,
             dir: shared.writer.dir().to_owned(),
         })
     }
@@ -292,7 +293,7 @@ impl Session {
         sandbox: &mut vg_sandbox::Sandbox,
         output: Output,
         trace: bool,
-        max_output: Option<u64>,
+        caps: OutputCaps,
         network: Option<(
             vg_netstack::PolicyHandle,
             Option<crate::notes::Notes>,
@@ -370,7 +371,7 @@ impl Session {
             let shared = Arc::clone(&shared);
             let gate = self.gate.clone();
             self.tracer = Some(std::thread::spawn(move || {
-                let log = Arc::new(Mutex::new(CommandsLog::new(max_output)));
+                let log = Arc::new(Mutex::new(CommandsLog::new(caps.shown)));
                 trace::serve(listener, gate.is_some(), |event| match &gate {
                     Some(gate) => held::screen(gate, &log, &shared, event),
                     None => lock(&log).record(&shared, event),
@@ -384,13 +385,13 @@ impl Session {
                 for (pipe, stream) in [(stdout, Stream::Stdout), (stderr, Stream::Stderr)] {
                     let shared = Arc::clone(&shared);
                     self.relays.push(std::thread::spawn(move || {
-                        relay(pipe, stream, &shared, max_output, false, ShowTo::Ours)
+                        relay(pipe, stream, &shared, caps, false, ShowTo::Ours)
                     }));
                 }
             }
             Output::Tty { size } => {
                 if let Some(master) = sandbox.tty_master().map(File::from) {
-                    self.start_terminal(&shared, master, size, max_output, &mut resize);
+                    self.start_terminal(&shared, master, size, caps, &mut resize);
                 }
             }
         }
@@ -446,7 +447,7 @@ impl Session {
         shared: &Arc<Shared>,
         master: File,
         size: Option<vg_sandbox::terminal::Size>,
-        max_output: Option<u64>,
+        caps: OutputCaps,
         resize: &mut Option<File>,
     ) {
         let size = size.unwrap_or(vg_sandbox::terminal::Size { rows: 24, cols: 80 });
@@ -476,14 +477,14 @@ impl Session {
                 master,
                 Stream::Stdout,
                 &out_shared,
-                max_output,
+                caps,
                 true,
                 ShowTo::Ours,
             )
         }));
         // Not joined: it sits in read(2) on our stdin until we exit.
         let in_shared = Arc::downgrade(shared);
-        std::thread::spawn(move || relay_input(input, &in_shared));
+        std::thread::spawn(move || relay_input(input, &in_shared, caps.recorded));
     }
 
     /// Waits for the relays and the tracer, then completes the record from how the
@@ -611,9 +612,19 @@ impl Session {
             }
         }
         if hits.oom_kills > 0 {
+            // Which cgroup, and the cap (the default one or an asked-for one).
+            let limits = self.writer.metadata().limits;
+            let by = limits
+                .extra
+                .get("enforced_by")
+                .and_then(|by| by.get("memory"))
+                .cloned()
+                .unwrap_or_default();
             events.push(
                 Event::new(LIMIT_HIT)
                     .with("limit", "memory")
+                    .with("enforced_by", by)
+                    .with("limit_bytes", limits.memory_bytes)
                     .with("oom_kills", hits.oom_kills),
             );
         }

@@ -1,6 +1,7 @@
 //! The relays between the sandbox and the user: output streams to the log files and
-//! our stdout/stderr (hashing on a second thread), `--max-output`, and the
-//! terminal's input.
+//! our stdout/stderr (hashing on a second thread), `--max-output` (what is shown and
+//! recorded), `--max-record` (what is recorded: past it the output is still shown),
+//! and the terminal's input.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -14,6 +15,7 @@ use vg_records::event::kind::LIMIT_HIT;
 use vg_records::{Event, RecordFile, StreamRecord};
 
 use super::Shared;
+use crate::limits::OutputCaps;
 
 /// Relay buffer: large reads keep per-chunk costs (hashing, two writes) small.
 const RELAY_BUFFER: usize = 1 << 20;
@@ -29,9 +31,12 @@ pub enum Stream {
 ///
 /// The thread is never joined (it waits in read(2) on our stdin), so it holds the
 /// record only weakly: once the session is finished, keystrokes go nowhere.
-pub(super) fn relay_input(mut to: File, shared: &std::sync::Weak<Shared>) {
+/// At most `max_record` bytes of keystrokes are recorded (a pipe on our stdin can
+/// be endless); past them, one `limit-hit` event, and the input still goes through.
+pub(super) fn relay_input(mut to: File, shared: &std::sync::Weak<Shared>, max_record: u64) {
     let mut stdin = std::io::stdin();
     let mut buf = vec![0u8; 4096];
+    let mut record_cap = OutputCap::new(Some(max_record));
     loop {
         let n = match stdin.read(&mut buf) {
             Ok(0) => {
@@ -55,7 +60,24 @@ pub(super) fn relay_input(mut to: File, shared: &std::sync::Weak<Shared>) {
         if keys.is_empty() {
             continue;
         }
-        if let Err(e) = shared.writer.cast_input(keys) {
+        let recorded = match record_cap.admit(keys.len()) {
+            Admit::All => keys,
+            Admit::Part(kept) => {
+                if let Err(e) = shared.writer.event(
+                    Event::new(LIMIT_HIT)
+                        .with("limit", "record")
+                        .with("stream", "input")
+                        .with("bytes", record_cap.limit),
+                ) {
+                    shared.fail("events.jsonl", e);
+                }
+                &keys[..kept]
+            }
+            Admit::Nothing => &[],
+        };
+        if !recorded.is_empty()
+            && let Err(e) = shared.writer.cast_input(recorded)
+        {
             shared.fail("tty.cast", e);
         }
         if to.write_all(keys).is_err() {
@@ -122,7 +144,7 @@ pub(super) fn relay(
     mut from: impl Read,
     stream: Stream,
     shared: &Arc<Shared>,
-    max_output: Option<u64>,
+    caps: OutputCaps,
     cast: bool,
     show: ShowTo,
 ) {
@@ -131,7 +153,8 @@ pub(super) fn relay(
         Stream::Stdout => RecordFile::Stdout,
         Stream::Stderr => RecordFile::Stderr,
     };
-    let mut cap = OutputCap::new(max_output);
+    let mut cap = OutputCap::new(caps.shown);
+    let mut record_cap = OutputCap::new(Some(caps.recorded));
     // Set when our own stdout/stderr is closed (`vectraguard ... | head`): then we stop
     // reading, so the writer in the sandbox gets SIGPIPE as it would outside.
     let host_closed = Arc::new(AtomicBool::new(false));
@@ -175,12 +198,37 @@ pub(super) fn relay(
                 continue;
             }
         };
-        let record = match shared.writer.write_stream(file, &buf[..n]) {
-            Ok(record) => Some(record),
-            Err(e) => {
-                shared.fail(file.name(), e);
-                None
+        // Over --max-record: shown still, recorded no more (a marker says where).
+        let (recorded, other) = match record_cap.admit(n) {
+            Admit::All => (true, None),
+            Admit::Part(kept) => {
+                let mut data = buf[..kept].to_vec();
+                data.extend_from_slice(record_cap.record_marker(file, cast).as_bytes());
+                if let Err(e) = shared.writer.event(
+                    Event::new(LIMIT_HIT)
+                        .with("limit", "record")
+                        .with("stream", stream_name(file))
+                        .with("bytes", record_cap.limit),
+                ) {
+                    shared.fail("events.jsonl", e);
+                }
+                (true, Some(data))
             }
+            Admit::Nothing => (false, None),
+        };
+        let record = if recorded {
+            match shared
+                .writer
+                .write_stream(file, other.as_deref().unwrap_or(&buf[..n]))
+            {
+                Ok(record) => Some(record),
+                Err(e) => {
+                    shared.fail(file.name(), e);
+                    None
+                }
+            }
+        } else {
+            None
         };
         let (tx, _) = to_show.get_or_insert_with(|| {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(2);
@@ -195,7 +243,7 @@ pub(super) fn relay(
                 }),
             )
         });
-        if tx.send((buf, n, record)).is_err() {
+        if tx.send((buf, n, record, other)).is_err() {
             break;
         }
     }
@@ -249,21 +297,42 @@ impl OutputCap {
     /// The notice that replaces the rest of the stream; with `crlf` for a terminal,
     /// whose output processing is off while ours is in raw mode.
     fn marker(&self, file: RecordFile, crlf: bool) -> String {
-        let text = format!(
-            "\n[vectraguard: {} truncated at {} bytes (--max-output); the command keeps running]\n",
-            stream_name(file),
-            self.limit
-        );
-        if crlf {
-            text.replace('\n', "\r\n")
-        } else {
-            text
-        }
+        crlf_if(
+            format!(
+                "\n[vectraguard: {} truncated at {} bytes (--max-output); the command keeps running]\n",
+                stream_name(file),
+                self.limit
+            ),
+            crlf,
+        )
+    }
+
+    /// The notice that ends the record of a stream at `--max-record`, in the record
+    /// only: the user goes on seeing the output.
+    fn record_marker(&self, file: RecordFile, crlf: bool) -> String {
+        crlf_if(
+            format!(
+                "\n[vectraguard: {} recording stopped at {} bytes (--max-record); the output went on to the terminal, unrecorded]\n",
+                stream_name(file),
+                self.limit
+            ),
+            crlf,
+        )
     }
 }
 
-/// A chunk of output: its buffer, how much of it is data, and its unchained record.
-type Chunk = (Vec<u8>, usize, Option<StreamRecord>);
+fn crlf_if(text: String, crlf: bool) -> String {
+    if crlf {
+        text.replace('\n', "\r\n")
+    } else {
+        text
+    }
+}
+
+/// A chunk of output: its buffer, how much of it is data, its unchained record
+/// (none once `--max-record` is reached), and what was recorded when that differs
+/// from the data (the last part before the record cap, with its marker).
+type Chunk = (Vec<u8>, usize, Option<StreamRecord>, Option<Vec<u8>>);
 
 fn chain_and_show(
     chunks: &std::sync::mpsc::Receiver<Chunk>,
@@ -285,17 +354,19 @@ fn chain_and_show(
     };
     // A closed terminal or pipe on our side must not stop the recording.
     let mut host: Option<File> = host.ok().map(File::from);
-    for (buf, n, record) in chunks {
+    for (buf, n, record, other) in chunks {
         let chunk = &buf[..n];
-        if let Some(record) = record
-            && let Err(e) = shared
+        if let Some(record) = record {
+            let recorded = other.as_deref().unwrap_or(chunk);
+            if let Err(e) = shared
                 .writer
-                .chain_stream(record, &vg_records::chain::digest(chunk))
-        {
-            shared.fail("integrity.log", e);
-        }
-        if cast && let Err(e) = shared.writer.cast_output(chunk) {
-            shared.fail("tty.cast", e);
+                .chain_stream(record, &vg_records::chain::digest(recorded))
+            {
+                shared.fail("integrity.log", e);
+            }
+            if cast && let Err(e) = shared.writer.cast_output(recorded) {
+                shared.fail("tty.cast", e);
+            }
         }
         // Not over the approval prompt: the kernel holds the sandbox's output meanwhile.
         if let Some(prompt) = &shared.prompt {

@@ -167,10 +167,32 @@ fn limits_get_their_defaults_and_a_cgroup_is_only_planned() {
     assert_eq!(limits.ptys, DEFAULT_PTYS);
     assert_eq!(limits.kill_grace, DEFAULT_KILL_GRACE);
     assert_eq!(limits.timeout, None);
-    assert!(limits.cgroup.is_none());
+    assert_eq!(limits.max_record, vg_policy::limits::DEFAULT_MAX_RECORD);
     assert_eq!(
         limits.enforced_by.get("disk").map(String::as_str),
         Some("tmpfs-size")
+    );
+    // Memory is capped by default: half of MemTotal, through a cgroup when one can
+    // be made (the watchdog otherwise, decided at start).
+    let half = crate::limits::default_memory().unwrap();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    assert_eq!(
+        Some(half),
+        vg_policy::limits::parse_mem_total(&meminfo).map(|t| t / 2)
+    );
+    assert_eq!(limits.memory_source, crate::limits::MemorySource::Default);
+    assert_eq!(limits.limits.memory, Some(half));
+    let cgroup = limits.cgroup.as_ref().unwrap();
+    assert_eq!(cgroup.limits.memory, Some(half));
+    assert_eq!((cgroup.limits.cpus, cgroup.limits.pids), (None, None));
+    // `--memory unlimited`: no cap, no cgroup, and said so.
+    request.settings.limits.memory = Some(vg_policy::limits::UNLIMITED_MEMORY);
+    let planned = plan(&request).unwrap();
+    assert!(planned.limits.cgroup.is_none());
+    assert_eq!(planned.limits.limits.memory, None);
+    assert_eq!(
+        planned.limits.enforced_by.get("memory").map(String::as_str),
+        Some("none (--memory unlimited)")
     );
 
     request.settings.limits = Limits {
