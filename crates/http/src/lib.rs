@@ -50,6 +50,9 @@ mod ca;
 mod error;
 mod event;
 mod exchange;
+/// Entry points for the fuzz targets in `fuzz/`; not part of the API.
+#[doc(hidden)]
+pub mod fuzzing;
 mod leaf;
 mod scan;
 mod secret;

@@ -26,6 +26,9 @@ mod device;
 mod dns;
 mod error;
 mod event;
+/// Entry points for the fuzz targets in `fuzz/`; not part of the API.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gate;
 mod host;
 pub mod intercept;

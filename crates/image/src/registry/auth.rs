@@ -59,7 +59,9 @@ pub fn docker_auth(config_file: &Path, registry: &str) -> Result<DockerAuth, Str
     })
 }
 
-fn parse_docker_config(text: &[u8], registry: &str) -> Result<DockerAuth, String> {
+/// [`docker_auth`] on the file's bytes (public for the fuzz targets in `fuzz/`).
+#[doc(hidden)]
+pub fn parse_docker_config(text: &[u8], registry: &str) -> Result<DockerAuth, String> {
     #[derive(serde::Deserialize, Default)]
     #[serde(rename_all = "camelCase")]
     struct Config {

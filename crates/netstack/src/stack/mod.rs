@@ -8,6 +8,7 @@
 mod connect;
 mod dns_socket;
 mod flow;
+pub(crate) mod fuzz;
 mod inspect;
 mod relay;
 
