@@ -125,7 +125,7 @@ impl fmt::Display for Problem {
                 if *unfinished {
                     write!(
                         f,
-                        "; the session did not finish, so a crash during its last write may explain this"
+                        "; the session did not finish, so a crash before its last records were chained may explain this"
                     )?;
                 }
                 Ok(())

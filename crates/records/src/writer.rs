@@ -416,6 +416,28 @@ impl State {
         }
     }
 
+    /// Chains several records with one write to `integrity.log`; the chain only
+    /// advances if that write succeeds.
+    fn chain_digests(
+        &mut self,
+        records: &[(StreamRecord, crate::chain::Hash)],
+    ) -> Result<(), RecordsError> {
+        let mut chain = self.chain.clone();
+        let mut lines = String::new();
+        for (record, digest) in records.iter().filter(|(r, _)| r.len > 0) {
+            let (line, hash) =
+                chain.line_for(record.file.name(), record.offset, record.len, digest);
+            lines.push_str(&line);
+            chain.commit(hash);
+        }
+        if lines.is_empty() {
+            return Ok(());
+        }
+        self.integrity.append(lines.as_bytes())?;
+        self.chain = chain;
+        Ok(())
+    }
+
     /// Replaces `metadata.json` atomically and chains its new content; the
     /// final write (once finished) is also made durable.
     fn write_metadata(&mut self, dir: &Path) -> Result<(), RecordsError> {
@@ -537,23 +559,28 @@ impl SessionWriter {
         self.lock().append(RecordFile::Stderr, data)
     }
 
-    /// The first half of a two-step append to `stdout.log` or `stderr.log`: writes
-    /// the bytes now and returns the record to pass to [`Self::chain_stream`]
-    /// once its digest is known. Lets a relay hash a chunk on another thread
-    /// while it reads the next one. The caller must chain the records of one
-    /// file in the order it wrote them; until it does, `verify` reports the
-    /// bytes as an unrecorded tail.
+    /// The first half of a two-step append to `stdout.log`, `stderr.log` or
+    /// `commands.log`: writes the bytes now and returns the record to pass to
+    /// [`Self::chain_stream`] (or [`Self::chain_streams`]) once its digest is
+    /// known. Lets a relay hash a chunk on another thread while it reads the next
+    /// one, and the exec tracer chain its lines after the exec they record was let
+    /// go. The caller must chain the records of one file in the order it wrote
+    /// them, before any one-step append to that file; until it does, `verify`
+    /// reports the bytes as an unrecorded tail.
     pub fn write_stream(
         &self,
         file: RecordFile,
         data: &[u8],
     ) -> Result<StreamRecord, RecordsError> {
-        if !matches!(file, RecordFile::Stdout | RecordFile::Stderr) {
+        if !matches!(
+            file,
+            RecordFile::Stdout | RecordFile::Stderr | RecordFile::Commands
+        ) {
             return Err(RecordsError::Write {
                 path: self.dir.join(file.name()),
                 source: std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
-                    "only stdout.log and stderr.log take two-step appends",
+                    "only stdout.log, stderr.log and commands.log take two-step appends",
                 ),
             });
         }
@@ -580,6 +607,15 @@ impl SessionWriter {
         }
         self.lock()
             .chain_digest(record.file, record.offset, record.len, digest)
+    }
+
+    /// Chains records written by [`Self::write_stream`], in order, with one write
+    /// to `integrity.log`: each with the [`crate::chain::digest`] of its bytes.
+    pub fn chain_streams(
+        &self,
+        records: &[(StreamRecord, crate::chain::Hash)],
+    ) -> Result<(), RecordsError> {
+        self.lock().chain_digests(records)
     }
 
     /// Appends an `exec` line to `commands.log`; returns its length in bytes.

@@ -210,6 +210,7 @@ pub fn serve(listener: OwnedFd, inspect: bool, mut on_event: impl FnMut(TraceEve
                 let _ = sys::notif_continue(fd, notif.id);
             }
         }
+        tracked.retired.clear();
         for found in std::mem::take(&mut tracked.found) {
             on_event(found);
         }
@@ -289,19 +290,37 @@ struct Tracked {
     by_host_pid: HashMap<u32, Entry>,
     /// Mismatches found, reported after the notification at hand.
     found: Vec<TraceEvent>,
+    /// Entries of processes that exited, dropped (their pidfds closed) once the
+    /// notification at hand is answered.
+    retired: Vec<Entry>,
     /// Size at which to drop entries of processes that died without calling exit
     /// (killed by a signal).
     sweep_at: usize,
     /// The sandbox's root directory, to check that an exec's path exists. Every
     /// sandboxed process has the same root: none can chroot or pivot_root.
     root: Option<OwnedFd>,
+    /// The sandbox's pid namespace (`ns/pid` of the first process seen: none can
+    /// make another, seccomp refuses `CLONE_NEWPID`), opened once: one ioctl on it
+    /// turns a host pid into the pid inside (Linux 6.8+).
+    pidns: PidNs,
     /// Our own `/proc/self/fdinfo`, opened once: reading a pidfd's entry from it is
-    /// how a process's pid inside the sandbox is found.
+    /// how a process's pid inside the sandbox is found where that ioctl is missing.
     fdinfo: Option<OwnedFd>,
     /// Whether `Exec` events carry their file and script (see [`serve`]).
     inspect: bool,
     /// `root`, shared with the events that carry it.
     shared_root: Option<SandboxRoot>,
+}
+
+/// The sandbox's pid namespace, as far as it has been looked for.
+#[derive(Default)]
+enum PidNs {
+    #[default]
+    Unknown,
+    Open(OwnedFd),
+    /// Not to be had (no `/proc` entry, or a kernel without the ioctl): the
+    /// process's fdinfo or `/proc` status is read instead.
+    Unavailable,
 }
 
 /// A traced process: its pid inside, a pidfd, the file its last exec named, and the
@@ -356,7 +375,9 @@ impl Tracked {
         let before = match self.by_host_pid.remove(&host_pid) {
             Some(old) => {
                 self.check(host_pid, &old);
-                old.file.as_ref().map(|f| (f.dev, f.ino))
+                let before = old.file.as_ref().map(|f| (f.dev, f.ino));
+                self.retired.push(old);
+                before
             }
             None => self
                 .by_host_pid
@@ -384,10 +405,12 @@ impl Tracked {
     /// Forgets an exiting process, returning its sandbox pid if it was tracked.
     fn remove(&mut self, host_pid: u32) -> Option<i32> {
         let ns = self.ns_pid(host_pid);
-        if let Some(entry) = self.by_host_pid.remove(&host_pid)
-            && ns.is_some()
-        {
-            self.check(host_pid, &entry);
+        if let Some(entry) = self.by_host_pid.remove(&host_pid) {
+            if ns.is_some() {
+                self.check(host_pid, &entry);
+            }
+            // Closing a pidfd costs a few microseconds: not while the exit waits.
+            self.retired.push(entry);
         }
         ns
     }
@@ -446,6 +469,45 @@ impl Tracked {
             return None;
         }
         self.remove(thread_group_of(host_task)?)
+    }
+
+    /// The pid inside the sandbox of the thread group `host_pid` belongs to, from
+    /// the sandbox's pid namespace; `None` when that way is not available (the
+    /// caller reads `/proc` instead) or the task is gone.
+    fn inside_pid(&mut self, host_pid: libc::pid_t) -> Option<i32> {
+        if let PidNs::Unknown = self.pidns {
+            self.pidns = std::fs::File::open(format!("/proc/{host_pid}/ns/pid"))
+                .map_or(PidNs::Unavailable, |f| PidNs::Open(OwnedFd::from(f)));
+        }
+        let PidNs::Open(ns) = &self.pidns else {
+            return None;
+        };
+        match sys::pidns_tgid(ns.as_fd(), host_pid) {
+            Ok(pid) => Some(pid),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTTY | libc::EINVAL)) => {
+                // Before Linux 6.8: never ask again.
+                self.pidns = PidNs::Unavailable;
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// The pid inside of an exec'ing process's parent that is not tracked: 0 when it
+    /// is not in the sandbox's pid namespace (the sandbox cannot name it either).
+    fn parent_inside(&mut self, host_parent: u32) -> Option<i32> {
+        let host = libc::pid_t::try_from(host_parent).ok()?;
+        if let PidNs::Open(ns) = &self.pidns {
+            return match sys::pidns_tgid(ns.as_fd(), host) {
+                Ok(pid) => Some(pid),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTTY | libc::EINVAL)) => {
+                    self.pidns = PidNs::Unavailable;
+                    ns_pid_of(host_parent)
+                }
+                Err(_) => None,
+            };
+        }
+        ns_pid_of(host_parent)
     }
 
     fn root(&mut self, host_pid: libc::pid_t) -> Option<std::os::fd::BorrowedFd<'_>> {
@@ -543,7 +605,7 @@ fn describe_exec(
     let (pid, parent) = (who.pid, who.parent);
     let ppid = tracked
         .ns_pid(parent)
-        .or_else(|| ns_pid_of(parent))
+        .or_else(|| tracked.parent_inside(parent))
         .unwrap_or(0);
     let (argv, truncated) = read_argv(host_pid, argv_ptr);
     // The kernel names the directory from the sandbox's own root (the supervisor's
@@ -621,7 +683,9 @@ fn identify(host_task: libc::pid_t, tracked: &mut Tracked) -> Option<Identity> {
     let host_tgid = u32::try_from(host_task).ok()?;
     if let Ok(pidfd) = sys::pidfd_open(host_task)
         && let Ok(parent) = sys::pidfd_parent(pidfd.as_fd())
-        && let Some(pid) = pidfd_info_text(&pidfd, tracked).and_then(|info| ns_pid(&info))
+        && let Some(pid) = tracked
+            .inside_pid(host_task)
+            .or_else(|| pidfd_info_text(&pidfd, tracked).and_then(|info| ns_pid(&info)))
     {
         return Some(Identity {
             pid,
@@ -778,6 +842,37 @@ mod tests {
         assert_eq!(ns_pid("Name:\tsh\nNSpid:\t4242\t7\n"), Some(7));
         assert_eq!(ns_pid("NSpid:\t99\n"), Some(99));
         assert_eq!(ns_pid("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn a_task_is_named_by_its_thread_group_in_a_pid_namespace() {
+        use std::os::fd::AsFd;
+        let ns = std::fs::File::open("/proc/self/ns/pid").unwrap();
+        let me = libc::pid_t::try_from(std::process::id()).unwrap();
+        assert_eq!(sys::pidns_tgid(ns.as_fd(), me).unwrap(), me);
+        // A thread other than the main one: its process's pid, which an exec from
+        // it takes.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            tx.send(our_tid()).unwrap();
+            done_rx.recv().unwrap();
+        });
+        let tid = rx.recv().unwrap();
+        assert_ne!(tid, me);
+        assert_eq!(sys::pidns_tgid(ns.as_fd(), tid).unwrap(), me);
+        done_tx.send(()).unwrap();
+        thread.join().unwrap();
+        // A pid nobody has.
+        let gone = sys::pidns_tgid(ns.as_fd(), libc::pid_t::MAX).unwrap_err();
+        assert_eq!(gone.raw_os_error(), Some(libc::ESRCH));
+    }
+
+    /// The calling thread's id, from `/proc/thread-self` (no unsafe code outside `sys`).
+    fn our_tid() -> libc::pid_t {
+        let link = std::fs::read_link("/proc/thread-self").unwrap();
+        let name = link.file_name().unwrap().to_str().unwrap();
+        name.parse().unwrap()
     }
 
     #[test]

@@ -516,3 +516,56 @@ fn failed_execs_and_scripts_are_not_taken_for_a_changed_path() {
         assert!(mismatches.is_empty(), "{mismatches:?}\n{}", commands(&dir));
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// What the tracer knows of each process without asking /proc: pid, parent and working
+// directory, right after a `cd`, from a parent that never executed anything (a
+// forked subshell), and one process after another.
+
+#[test]
+fn every_exec_names_the_pid_parent_and_cwd_its_process_sees() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let report = "echo \"$0 pid=$$ ppid=$PPID cwd=$(pwd)\"";
+        let script = format!(
+            "mkdir -p /tmp/a/b && cd /tmp/a/b && sh -c '{report}' first; \
+             ( cd /tmp/a && sh -c '{report}' second ); \
+             cd / && sh -c '{report}' third; \
+             i=0; while [ $i -lt 20 ]; do sh -c '{report}' again-$i; i=$((i+1)); done"
+        );
+        let out = run_recorded(runner, &ws, &home, &[], &["sh", "-c", &script]);
+        out.assert_success();
+        let log = commands(&home.only_session());
+        let printed: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(printed.len(), 23, "{out}");
+        for line in printed {
+            let (name, rest) = line.split_once(' ').unwrap();
+            let value = |key: &str| {
+                rest.split(' ')
+                    .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+                    .unwrap_or_else(|| panic!("no {key} in {line}"))
+            };
+            let execs: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains(" exec ") && l.ends_with(&format!(" {name}")))
+                .collect();
+            assert_eq!(execs.len(), 1, "{name}: {log}");
+            let exec = execs[0];
+            assert_eq!(field(exec, "pid"), value("pid"), "{exec}");
+            assert_eq!(field(exec, "ppid"), value("ppid"), "{exec}");
+            assert_eq!(field(exec, "cwd"), value("cwd"), "{exec}");
+            assert!(
+                log.lines()
+                    .any(|l| l.ends_with(&format!(" exit pid={} status=0", value("pid")))),
+                "{name}: {log}"
+            );
+        }
+        // The subshell forked for `( … )` never executed anything: its child's parent
+        // is still named, by its pid inside.
+        let second = log.lines().find(|l| l.ends_with(" second")).unwrap();
+        let first = log.lines().find(|l| l.ends_with(" first")).unwrap();
+        assert_ne!(field(second, "ppid"), field(first, "ppid"), "{log}");
+        assert_ne!(field(second, "ppid"), "0", "{log}");
+    });
+}

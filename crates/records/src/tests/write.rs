@@ -296,12 +296,78 @@ fn two_step_stream_appends_verify_once_chained() {
         .unwrap();
     w.chain_stream(second, &crate::chain::digest(b"\x00\xff two"))
         .unwrap();
-    assert!(w.write_stream(RecordFile::Commands, b"x").is_err());
+    assert!(w.write_stream(RecordFile::Events, b"x").is_err());
     w.finish(End::exited(0)).unwrap();
     assert!(verify(&dir).unwrap().is_intact());
     assert_eq!(
         fs::read(dir.join("stdout.log")).unwrap(),
         b"chunk one\n\x00\xff two"
+    );
+}
+
+#[test]
+fn command_lines_written_first_and_chained_in_one_batch_verify() {
+    let (_tmp, store) = store("batch");
+    let w = store.create(sample_meta()).unwrap();
+    let dir = w.dir().to_owned();
+    let lines = [
+        CommandRecord::new(2, 1, "/w", ["sh", "-c", "true"]).to_line(),
+        CommandRecord::new(3, 2, "/w", ["true"]).to_line(),
+    ];
+    let written: Vec<_> = lines
+        .iter()
+        .map(|l| w.write_stream(RecordFile::Commands, l.as_bytes()).unwrap())
+        .collect();
+    // Output chained meanwhile by another thread: only the order within a file counts.
+    w.append_stdout(b"out\n").unwrap();
+    let chained_before = w.metadata().integrity.unwrap().records;
+    let batch: Vec<_> = written
+        .into_iter()
+        .zip(&lines)
+        .map(|(r, l)| (r, crate::chain::digest(l.as_bytes())))
+        .collect();
+    w.chain_streams(&batch).unwrap();
+    w.chain_streams(&[]).unwrap();
+    w.record_exit(3, CommandExit::Code(0)).unwrap();
+    w.finish(End::exited(0)).unwrap();
+    let report = verify(&dir).unwrap();
+    assert!(report.is_intact(), "{:?}", report.problems());
+    let integrity = fs::read_to_string(dir.join("integrity.log")).unwrap();
+    assert_eq!(
+        integrity
+            .lines()
+            .filter(|l| l.contains(" commands.log "))
+            .count(),
+        3,
+        "{integrity}"
+    );
+    // metadata.json is chained at finish, so the batch is in the final count.
+    let end = crate::read_metadata(&dir)
+        .unwrap()
+        .integrity
+        .unwrap()
+        .records;
+    assert!(end >= chained_before + 3, "{end} {chained_before}");
+}
+
+#[test]
+fn command_lines_never_chained_are_an_unrecorded_tail_of_an_unfinished_session() {
+    let (_tmp, store) = store("unchained");
+    let w = store.create(sample_meta()).unwrap();
+    let dir = w.dir().to_owned();
+    let line = CommandRecord::new(2, 1, "/w", ["sleep", "9"]).to_line();
+    let _pending = w
+        .write_stream(RecordFile::Commands, line.as_bytes())
+        .unwrap();
+    // The supervisor is SIGKILLed here (no destructor runs): the line is in the
+    // file, not in the chain, and metadata.json still says `running`.
+    std::mem::forget(w);
+    let report = verify(&dir).unwrap();
+    let problems: Vec<String> = report.problems().iter().map(ToString::to_string).collect();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("commands.log") && problems[0].contains("the session did not finish"),
+        "{problems:?}"
     );
 }
 

@@ -85,3 +85,22 @@ pub fn pidfd_parent(pidfd: BorrowedFd<'_>) -> io::Result<u32> {
     })?;
     Ok(info.ppid)
 }
+
+/// `_IOR(0xb7, 0x9, int)`: `NS_GET_TGID_IN_PIDNS` (Linux 6.8+).
+const NS_GET_TGID_IN_PIDNS: c_ulong = 0x8004_B709;
+
+/// The thread group id, in the pid namespace `pidns` (an `ns/pid` descriptor), of
+/// the task that is `pid` in ours: one ioctl, where reading a pidfd's fdinfo or
+/// `/proc/PID/status` costs a procfs file (open, read, close). `ESRCH` when no such
+/// task is visible there; `ENOTTY`/`EINVAL` before Linux 6.8.
+pub fn pidns_tgid(pidns: BorrowedFd<'_>, pid: pid_t) -> io::Result<i32> {
+    let arg = c_ulong::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: this ioctl takes the pid as a plain integer argument and returns the
+    // translated one (or -1); it reads and writes no memory of ours.
+    let tgid = check(unsafe { libc::ioctl(pidns.as_raw_fd(), NS_GET_TGID_IN_PIDNS, arg) })?;
+    // The kernel reports "not in that namespace" as 0 on some versions.
+    if tgid == 0 {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    Ok(tgid)
+}

@@ -14,7 +14,7 @@ use std::os::unix::ffi::OsStringExt;
 use std::time::SystemTime;
 
 use vg_records::event::kind::LIMIT_HIT;
-use vg_records::{CommandExit, CommandRecord, Event};
+use vg_records::{CommandExit, CommandRecord, Event, RecordFile, StreamRecord};
 use vg_sandbox::trace::{TraceEvent, Verdict};
 
 use super::Shared;
@@ -33,7 +33,16 @@ pub struct CommandsLog {
     dropped_exits: u64,
     /// When the limit was reached.
     full_since: Option<SystemTime>,
+    /// `exec` lines written but not chained yet, with their bytes: an exec waits
+    /// while its line is written, and is chained once it was let go (see
+    /// [`Self::chain_pending`]).
+    pending: Vec<(StreamRecord, String)>,
 }
+
+/// Unchained `exec` lines past which the next exec chains them while it waits
+/// (one `integrity.log` write for them all): what a crash of `vectraguard` can
+/// leave unchained (see README, Crash safety).
+const MAX_PENDING: usize = 32;
 
 impl CommandsLog {
     pub fn new(max_output: Option<u64>) -> Self {
@@ -44,6 +53,25 @@ impl CommandsLog {
             dropped_execs: 0,
             dropped_exits: 0,
             full_since: None,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Chains the `exec` lines written since the last call, with one write to
+    /// `integrity.log`. Called before any other line of `commands.log` is
+    /// written (its records must be chained in file order), after each exit, and
+    /// when tracing ends.
+    pub fn chain_pending(&mut self, shared: &Shared) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let records: Vec<(StreamRecord, vg_records::chain::Hash)> = self
+            .pending
+            .drain(..)
+            .map(|(record, line)| (record, vg_records::chain::digest(line.as_bytes())))
+            .collect();
+        if let Err(e) = shared.writer.chain_streams(&records) {
+            shared.fail("integrity.log", e);
         }
     }
 
@@ -98,6 +126,9 @@ impl CommandsLog {
             TraceEvent::Exit { pid, status } => {
                 if self.live.remove(&pid) {
                     self.exit(shared, pid, CommandExit::Code(status));
+                } else {
+                    // The exit has been let go: a good moment to chain.
+                    self.chain_pending(shared);
                 }
             }
         }
@@ -108,6 +139,8 @@ impl CommandsLog {
     /// program never ran, so no `exit` line follows).
     pub fn denied(&mut self, shared: &Shared, event: TraceEvent) {
         self.exec(shared, event, Some(CommandExit::Denied(libc::EPERM)));
+        // Nothing waits on it, and a held exec may be denied as the session ends.
+        self.chain_pending(shared);
     }
 
     /// Writes one `exec` line; `denied` marks an exec the approval gate refused.
@@ -144,8 +177,21 @@ impl CommandsLog {
         )
         .with_exe(OsString::from_vec(path));
         record.exit = denied;
-        match shared.writer.record_command(&record) {
-            Ok(len) => self.written = self.written.saturating_add(len),
+        if self.pending.len() >= MAX_PENDING {
+            self.chain_pending(shared);
+        }
+        // Written now, before the exec is let go (a killed supervisor leaves it in
+        // the file); chained later, off the exec's path.
+        let line = record.to_line();
+        match shared
+            .writer
+            .write_stream(RecordFile::Commands, line.as_bytes())
+        {
+            Ok(written) => {
+                let len = u64::try_from(line.len()).unwrap_or(u64::MAX);
+                self.written = self.written.saturating_add(len);
+                self.pending.push((written, line));
+            }
             Err(e) => shared.fail("commands.log", e),
         }
         if truncated
@@ -163,6 +209,7 @@ impl CommandsLog {
     /// report, when it died of a signal).
     pub fn exit(&mut self, shared: &Shared, pid: i32, exit: CommandExit) {
         self.live.remove(&pid);
+        self.chain_pending(shared);
         if !self.room() {
             self.dropped_exits += 1;
             return;

@@ -376,6 +376,7 @@ impl Session {
                     Some(gate) => held::screen(gate, &log, &shared, event),
                     None => lock(&log).record(&shared, event),
                 });
+                lock(&log).chain_pending(&shared);
                 log
             }));
         }
@@ -535,6 +536,9 @@ impl Session {
             gate.close();
         }
         let mut commands = commands.as_ref().map(|log| lock(log));
+        if let (Some(log), Some(shared)) = (commands.as_deref_mut(), &self.shared) {
+            log.chain_pending(shared);
+        }
         let id = self.writer.id().to_owned();
         // The command's exit is seen by the tracer when it calls exit; a command
         // killed by a signal never does, so its status comes from init.
