@@ -4,10 +4,13 @@
 #   (a) download 1 GiB with curl from an HTTP server on the host's loopback;
 #   (b) 1,000 sequential TCP connections (connect, 1-byte echo, close) to a loopback
 #       echo server, timed inside the client so that sandbox start-up is excluded.
-# Prints medians, throughput ratio (target >= 50%) and time added per connection
+# Prints medians, throughput ratio (target >= 70%) and time added per connection
 # (target <= 1 ms).
 #
 # Usage: bench/network.sh [RUNS]      (needs curl, python3; as root or with TUN access)
+#
+# VG_BASELINE=/path/to/an/older/vectraguard measures that build too, interleaved with
+# this one and the direct runs, so a change is measured before and after in one sitting.
 set -euo pipefail
 runs=${1:-5}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,24 +48,36 @@ print(time.perf_counter() - t)
 PY
 )
 
-direct_dl=(); sandbox_dl=(); direct_c=(); sandbox_c=()
+direct_dl=(); sandbox_dl=(); direct_c=(); sandbox_c=(); base_dl=(); base_c=()
 for _ in $(seq "$runs"); do
   direct_dl+=("$(${download/HOST/127.0.0.1})")
   sandbox_dl+=("$("$vg" sandbox run "${net[@]}" -- ${download/HOST/bench.test})")
+  if [ -n "${VG_BASELINE:-}" ]; then
+    base_dl+=("$("$VG_BASELINE" sandbox run "${net[@]}" -- ${download/HOST/bench.test})")
+  fi
   direct_c+=("$(python3 -c "$conns" 127.0.0.1)")
   sandbox_c+=("$("$vg" sandbox run "${net[@]}" -- python3 -c "$conns" bench.test)")
+  if [ -n "${VG_BASELINE:-}" ]; then
+    base_c+=("$("$VG_BASELINE" sandbox run "${net[@]}" -- python3 -c "$conns" bench.test)")
+  fi
 done
 
-python3 - "$runs" "${direct_dl[*]}" "${sandbox_dl[*]}" "${direct_c[*]}" "${sandbox_c[*]}" <<'PY'
+python3 - "$runs" "${direct_dl[*]}" "${sandbox_dl[*]}" "${direct_c[*]}" "${sandbox_c[*]}" \
+  "${base_dl[*]:-}" "${base_c[*]:-}" <<'PY'
 import statistics, sys
 runs = sys.argv[1]
 dd, sd, dc, sc = (statistics.median(map(float, a.split())) for a in sys.argv[2:6])
+bd, bc = ((statistics.median(map(float, a.split())) if a else None) for a in sys.argv[6:8])
 gib = 1.0
 print(f"mediated network, median of {runs} runs each")
 print(f"  (a) 1 GiB download, direct on the host  : {dd:6.3f} s  {gib / dd:5.2f} GiB/s")
 print(f"      through --network allow             : {sd:6.3f} s  {gib / sd:5.2f} GiB/s")
-print(f"      ratio                               : {dd / sd * 100:5.1f}% of direct  (target >= 50%)")
+print(f"      ratio                               : {dd / sd * 100:5.1f}% of direct  (target >= 70%)")
+if bd is not None:
+    print(f"      baseline build                      : {bd:6.3f} s  {gib / bd:5.2f} GiB/s  ({dd / bd * 100:5.1f}% of direct)")
 print(f"  (b) 1,000 connections, direct           : {dc * 1e3:7.1f} ms  ({dc:.3f} ms each)")
 print(f"      through --network allow             : {sc * 1e3:7.1f} ms  ({sc:.3f} ms each)")
 print(f"      added per connection                : {(sc - dc):.3f} ms  (target <= 1 ms)")
+if bc is not None:
+    print(f"      baseline build                      : {bc * 1e3:7.1f} ms  (added {(bc - dc):.3f} ms each)")
 PY

@@ -1,6 +1,7 @@
 //! The TUN descriptor as a smoltcp device. Packets are read by the mediator's loop
 //! (which inspects each before the stack sees it) and queued here; packets the stack
-//! sends are written to the TUN descriptor at once.
+//! sends are written to the TUN descriptor, small ones at once and large ones by a
+//! writer thread of their own (see [`TunWriter`]).
 //!
 //! Each packet on the descriptor follows a 10-byte `virtio_net_hdr`. On the way in it
 //! is all zeros (no offloads are enabled, so the kernel hands over complete packets).
@@ -12,6 +13,10 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::thread::JoinHandle;
 
 use smoltcp::phy::{self, Checksum, DeviceCapabilities, Medium};
 use smoltcp::time::Instant;
@@ -21,6 +26,14 @@ const VNET_HDR_LEN: usize = 10;
 const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
 /// Offset of the checksum field in a TCP header.
 const TCP_CHECKSUM_OFFSET: usize = 16;
+/// Packets at least this long go to the writer thread (a bulk transfer's segments);
+/// shorter ones (handshakes, ACKs, small requests) are written at once when nothing
+/// is queued, so they gain no hand-over latency.
+const WRITER_MIN_LEN: usize = 16 * 1024;
+/// Packet buffers the writer thread may hold at once (queued or being written), each
+/// of MTU size: at most 1 MiB per session. When all are taken, the stack waits for
+/// the writer, which only ever waits for the kernel, so this is the back-pressure.
+const WRITER_BUFFERS: usize = 16;
 
 /// One packet read from the sandbox, still in its read buffer.
 pub(crate) struct Packet {
@@ -44,26 +57,27 @@ impl Packet {
 }
 
 pub(crate) struct TunDevice {
-    file: File,
+    file: Arc<File>,
     mtu: usize,
     rx: VecDeque<Packet>,
     /// Emptied buffers, reused so a bulk transfer does not allocate per packet.
     spare: Vec<Vec<u8>>,
     tx: Vec<u8>,
-    /// Packets the kernel would not take (the TUN queue was full); TCP resends them.
-    pub dropped_tx: u64,
+    writer: TunWriter,
 }
 
 impl TunDevice {
-    pub fn new(file: File, mtu: u16) -> Self {
-        Self {
+    /// The device, with its writer thread started.
+    pub fn new(file: File, mtu: u16) -> io::Result<Self> {
+        let file = Arc::new(file);
+        Ok(Self {
+            writer: TunWriter::start(Arc::clone(&file))?,
             file,
             mtu: usize::from(mtu),
             rx: VecDeque::new(),
             spare: Vec::new(),
             tx: Vec::new(),
-            dropped_tx: 0,
-        }
+        })
     }
 
     pub fn file(&self) -> &File {
@@ -74,7 +88,7 @@ impl TunDevice {
     pub fn read_packet(&mut self) -> io::Result<Option<Packet>> {
         let mut buf = self.spare.pop().unwrap_or_default();
         buf.resize(VNET_HDR_LEN + self.mtu, 0);
-        match (&self.file).read(&mut buf) {
+        match (&*self.file).read(&mut buf) {
             Ok(len) => Ok(Some(Packet { buf, len })),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 self.spare.push(buf);
@@ -111,7 +125,7 @@ impl phy::Device for TunDevice {
             file,
             spare,
             tx,
-            dropped_tx,
+            writer,
             ..
         } = self;
         Some((
@@ -119,7 +133,7 @@ impl phy::Device for TunDevice {
             TxToken {
                 file,
                 buf: tx,
-                dropped: dropped_tx,
+                writer,
             },
         ))
     }
@@ -128,7 +142,7 @@ impl phy::Device for TunDevice {
         Some(TxToken {
             file: &self.file,
             buf: &mut self.tx,
-            dropped: &mut self.dropped_tx,
+            writer: &mut self.writer,
         })
     }
 
@@ -167,7 +181,7 @@ impl phy::RxToken for RxToken<'_> {
 pub(crate) struct TxToken<'a> {
     file: &'a File,
     buf: &'a mut Vec<u8>,
-    dropped: &'a mut u64,
+    writer: &'a mut TunWriter,
 }
 
 impl phy::TxToken for TxToken<'_> {
@@ -175,16 +189,122 @@ impl phy::TxToken for TxToken<'_> {
     where
         F: FnOnce(&mut [u8]) -> R,
     {
+        let direct = len < WRITER_MIN_LEN && self.writer.idle();
+        let mut queued = None;
+        let buf = if direct {
+            &mut *self.buf
+        } else {
+            queued.insert(self.writer.buffer())
+        };
         // Only the header needs clearing: the stack writes every byte of the packet.
-        self.buf.resize(VNET_HDR_LEN + len, 0);
-        self.buf[..VNET_HDR_LEN].fill(0);
-        let result = f(&mut self.buf[VNET_HDR_LEN..]);
-        offload_tcp_checksum(self.buf);
-        let mut file = self.file;
-        if file.write(self.buf).is_err() {
-            *self.dropped += 1;
+        buf.resize(VNET_HDR_LEN + len, 0);
+        buf[..VNET_HDR_LEN].fill(0);
+        let result = f(&mut buf[VNET_HDR_LEN..]);
+        offload_tcp_checksum(buf);
+        match queued {
+            Some(buf) => self.writer.send(buf),
+            None => self.writer.write_now(self.file, self.buf),
         }
         result
+    }
+}
+
+/// Writes the stack's large packets to the TUN descriptor on a thread of its own.
+///
+/// Writing a packet to the TUN descriptor runs the sandbox kernel's receive path in
+/// the writer's time (the copy into a socket buffer, TCP, waking the reader): about
+/// half of what relaying a download costs the mediator. On its own thread that work
+/// overlaps with the stack's (reading the destination's socket, building segments),
+/// on another core. Packets keep their order: one goes straight to the descriptor
+/// only when nothing is queued or being written.
+struct TunWriter {
+    queue: Option<SyncSender<Vec<u8>>>,
+    /// Buffers the writer is done with.
+    returned: Receiver<Vec<u8>>,
+    /// Buffers in existence (queued, being written, returned or reused).
+    buffers: usize,
+    /// Packets queued or being written.
+    pending: Arc<AtomicUsize>,
+    /// Packets the kernel would not take; TCP resends them.
+    dropped: Arc<AtomicU64>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl TunWriter {
+    fn start(file: Arc<File>) -> io::Result<Self> {
+        let (queue, packets) = mpsc::sync_channel::<Vec<u8>>(WRITER_BUFFERS);
+        let (give_back, returned) = mpsc::sync_channel(WRITER_BUFFERS);
+        let pending = Arc::new(AtomicUsize::new(0));
+        let dropped = Arc::new(AtomicU64::new(0));
+        let (in_flight, lost) = (Arc::clone(&pending), Arc::clone(&dropped));
+        let thread = std::thread::Builder::new()
+            .name("vg-network-tx".into())
+            .spawn(move || {
+                for packet in packets {
+                    if (&*file).write(&packet).is_err() {
+                        lost.fetch_add(1, Ordering::Relaxed);
+                    }
+                    in_flight.fetch_sub(1, Ordering::Release);
+                    // Never blocks: there are never more buffers than its capacity.
+                    let _ = give_back.try_send(packet);
+                }
+            })?;
+        Ok(Self {
+            queue: Some(queue),
+            returned,
+            buffers: 0,
+            pending,
+            dropped,
+            thread: Some(thread),
+        })
+    }
+
+    /// Whether nothing is queued or being written, so a packet written now stays in
+    /// order.
+    fn idle(&self) -> bool {
+        self.pending.load(Ordering::Acquire) == 0
+    }
+
+    /// A buffer for a packet to queue: a returned one, a new one while fewer than
+    /// [`WRITER_BUFFERS`] exist, or else the next one the writer is done with.
+    fn buffer(&mut self) -> Vec<u8> {
+        if let Ok(buf) = self.returned.try_recv() {
+            return buf;
+        }
+        if self.buffers < WRITER_BUFFERS {
+            self.buffers += 1;
+            return Vec::new();
+        }
+        // All buffers are queued or being written: the writer returns each after one
+        // write (which does not block), so this wait is short.
+        self.returned.recv().unwrap_or_default()
+    }
+
+    fn send(&mut self, packet: Vec<u8>) {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        let sent = self.queue.as_ref().map(|q| q.send(packet));
+        if !matches!(sent, Some(Ok(()))) {
+            // The writer is gone (it cannot panic short of a bug): lost like a full
+            // queue's packet; TCP resends.
+            self.pending.fetch_sub(1, Ordering::AcqRel);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn write_now(&mut self, mut file: &File, packet: &[u8]) {
+        if file.write(packet).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for TunWriter {
+    fn drop(&mut self) {
+        // Closing the queue ends the thread once it has written what was queued.
+        self.queue = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -231,7 +351,57 @@ fn offload_tcp_checksum(frame: &mut [u8]) {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::net::UnixDatagram;
+
+    use smoltcp::phy::{Device, TxToken as _};
+
     use super::*;
+
+    /// Packets the stack sends, small and large mixed, reach the descriptor complete
+    /// and in order, whether written at once or by the writer thread, and the writer
+    /// never holds more than its buffers.
+    #[test]
+    fn packets_leave_whole_and_in_order_through_both_paths() {
+        let (ours, theirs) = UnixDatagram::pair().unwrap();
+        let file = File::from(std::os::fd::OwnedFd::from(ours));
+        let mut device = TunDevice::new(file, 65520).unwrap();
+        let sizes: Vec<usize> = (0..400)
+            .map(|i| match i % 5 {
+                0 | 3 => 60_000 + i,
+                1 => 40 + i,
+                2 => WRITER_MIN_LEN + i,
+                _ => WRITER_MIN_LEN - 1,
+            })
+            .collect();
+        let expect = sizes.clone();
+        let reader = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 70_000];
+            for (i, &len) in expect.iter().enumerate() {
+                let n = theirs.recv(&mut buf).unwrap();
+                assert_eq!(n, VNET_HDR_LEN + len, "packet {i}");
+                let body = &buf[VNET_HDR_LEN..n];
+                assert!(
+                    body[..4] == u32::try_from(i).unwrap().to_be_bytes(),
+                    "packet {i} out of order"
+                );
+                assert!(
+                    body[4..].iter().all(|&b| b == (i % 251) as u8),
+                    "packet {i} damaged"
+                );
+            }
+        });
+        for (i, &len) in sizes.iter().enumerate() {
+            let token = device.transmit(Instant::from_millis(0)).unwrap();
+            token.consume(len, |buf| {
+                buf[..4].copy_from_slice(&u32::try_from(i).unwrap().to_be_bytes());
+                buf[4..].fill((i % 251) as u8);
+            });
+            assert!(device.writer.buffers <= WRITER_BUFFERS);
+        }
+        reader.join().unwrap();
+        assert_eq!(device.writer.dropped.load(Ordering::Relaxed), 0);
+        drop(device);
+    }
 
     #[test]
     fn tcp_segments_get_the_pseudo_header_sum_and_the_offload_flag() {

@@ -630,3 +630,174 @@ report("echoed", ok)
         assert!(abandoned > 0, "no abandoned handshake recorded");
     });
 }
+
+/// A server on the host's loopback for bulk transfers: each connection names what it
+/// wants on its first line, `echo` (every byte sent back, both ways at once) or `cut`
+/// (a reset once 256 KiB arrived).
+struct BulkServer {
+    port: u16,
+    cut: Arc<AtomicUsize>,
+}
+
+impl BulkServer {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicUsize::new(0));
+        let c = Arc::clone(&cut);
+        thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let c = Arc::clone(&c);
+                thread::spawn(move || {
+                    let mut reader = BufReader::new(&conn);
+                    let mut mode = String::new();
+                    if reader.read_line(&mut mode).is_err() {
+                        return;
+                    }
+                    let mut buf = vec![0u8; 64 * 1024];
+                    let mut got = reader.buffer().len();
+                    let mut w = &conn;
+                    if mode == "echo\n" {
+                        let held = reader.buffer().to_vec();
+                        if w.write_all(&held).is_err() {
+                            return;
+                        }
+                        let mut r = &conn;
+                        while let Ok(n) = r.read(&mut buf) {
+                            if n == 0 || w.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = conn.shutdown(std::net::Shutdown::Write);
+                    } else {
+                        let mut r = &conn;
+                        while got < 256 * 1024 {
+                            match r.read(&mut buf) {
+                                Ok(n) if n > 0 => got += n,
+                                _ => return,
+                            }
+                        }
+                        c.fetch_add(1, Ordering::SeqCst);
+                        // A zero linger time: close sends a reset.
+                        let _ = socket2::SockRef::from(&conn)
+                            .set_linger(Some(std::time::Duration::ZERO));
+                    }
+                });
+            }
+        });
+        Self { port, cut }
+    }
+}
+
+#[test]
+fn bulk_transfers_over_many_connections_arrive_byte_for_byte() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let bulk = BulkServer::start();
+        let closed = super::harness::free_port();
+        let b = bulk.port;
+        // More connections at once than get the largest buffers (the rest get small
+        // ones), each sending 1.5 MiB of a pattern whose period (a prime) is no multiple
+        // of a segment, so a lost, repeated or misplaced segment shows, and reading it
+        // back while it sends. Meanwhile, one connection is reset by the destination
+        // mid-transfer and one is refused; neither disturbs the others.
+        let script = py(&format!(
+            r#"
+import threading
+def pattern(seed, n):
+    x, block = seed, bytearray(65521)
+    for i in range(len(block)):
+        x = (x * 1103515245 + 12345) & 0x7fffffff
+        block[i] = x >> 23
+    return (bytes(block) * (n // len(block) + 1))[:n]
+addr = (socket.gethostbyname("bulk.test"), {b})
+size = 1536 * 1024
+results = {{}}
+def echo(i):
+    data = pattern(i + 1, size)
+    s = socket.create_connection(addr, timeout=60)
+    def send():
+        s.sendall(b"echo\n" + data)
+        s.shutdown(socket.SHUT_WR)
+    t = threading.Thread(target=send)
+    t.start()
+    got = bytearray()
+    while True:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        got += chunk
+    t.join()
+    s.close()
+    results[i] = got == data
+def cut():
+    s = socket.create_connection(addr, timeout=60)
+    try:
+        s.sendall(b"cut\n" + bytes(4 << 20))
+        s.recv(1)
+        results["cut"] = "not cut"
+    except (ConnectionResetError, BrokenPipeError):
+        results["cut"] = "reset"
+def refused():
+    try:
+        socket.create_connection((addr[0], {closed}), timeout=10)
+        results["refused"] = "connected"
+    except ConnectionRefusedError:
+        results["refused"] = "refused"
+threads = [threading.Thread(target=echo, args=(i,)) for i in range(24)]
+threads += [threading.Thread(target=cut), threading.Thread(target=refused)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+report("intact", sum(1 for i in range(24) if results.get(i)))
+report("cut", results.get("cut"))
+report("refused", results.get("refused"))
+"#
+        ));
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &[
+                "--add-host",
+                "bulk.test:127.0.0.1",
+                "--allow",
+                &format!("bulk.test:{b}"),
+                "--allow",
+                &format!("bulk.test:{closed}"),
+            ],
+            &[super::harness::PYTHON, "-c", &script],
+        )
+        .records_home(&home)
+        .run();
+        out.assert_success();
+        assert_eq!(out.field("intact"), "24", "{out}");
+        assert_eq!(out.field("cut"), "reset", "{out}");
+        assert_eq!(out.field("refused"), "refused", "{out}");
+        assert_eq!(bulk.cut.load(Ordering::SeqCst), 1);
+
+        let events = network_events(&home);
+        let closes = events_where(&events, |e| e["event"] == "close" && e["port"] == b);
+        let whole: Vec<_> = closes
+            .iter()
+            .filter(|e| {
+                e["error"].is_null()
+                    && e["bytes_in"].as_u64() == Some(1536 * 1024)
+                    && e["bytes_out"].as_u64() == Some(1536 * 1024 + 5)
+            })
+            .collect();
+        assert_eq!(whole.len(), 24, "{closes:#?}");
+        let failed = closes.iter().filter(|e| !e["error"].is_null()).count();
+        assert_eq!(failed, 1, "only the cut connection failed: {closes:#?}");
+        let refused = events_where(&events, |e| e["event"] == "close" && e["port"] == closed);
+        assert!(
+            refused.iter().all(|e| e["error"] == "connection refused") && refused.len() == 1,
+            "{refused:#?}"
+        );
+        let denied = events_where(&events, |e| {
+            e["event"] == "connect" && e["decision"] == "deny"
+        });
+        assert!(denied.is_empty(), "{denied:#?}");
+    });
+}

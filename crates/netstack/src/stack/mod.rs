@@ -188,7 +188,7 @@ impl Stack {
         events: Box<dyn FnMut(NetEvent) + Send>,
         waker: Arc<Waker>,
     ) -> Result<Self, Error> {
-        let mut device = TunDevice::new(tun, addr::MTU);
+        let mut device = TunDevice::new(tun, addr::MTU).map_err(Error::Thread)?;
         poll.registry()
             .register(
                 &mut SourceFd(&device.file().as_raw_fd()),
