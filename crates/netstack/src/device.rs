@@ -357,6 +357,11 @@ mod tests {
 
     use super::*;
 
+    /// The byte packet `i` is filled with in the test below.
+    fn fill(i: usize) -> u8 {
+        u8::try_from(i % 251).unwrap_or_default()
+    }
+
     /// Packets the stack sends, small and large mixed, reach the descriptor complete
     /// and in order, whether written at once or by the writer thread, and the writer
     /// never holds more than its buffers.
@@ -385,7 +390,7 @@ mod tests {
                     "packet {i} out of order"
                 );
                 assert!(
-                    body[4..].iter().all(|&b| b == (i % 251) as u8),
+                    body[4..].iter().all(|&b| b == fill(i)),
                     "packet {i} damaged"
                 );
             }
@@ -394,7 +399,7 @@ mod tests {
             let token = device.transmit(Instant::from_millis(0)).unwrap();
             token.consume(len, |buf| {
                 buf[..4].copy_from_slice(&u32::try_from(i).unwrap().to_be_bytes());
-                buf[4..].fill((i % 251) as u8);
+                buf[4..].fill(fill(i));
             });
             assert!(device.writer.buffers <= WRITER_BUFFERS);
         }
