@@ -96,7 +96,11 @@ impl Limits {
             pids: min(self.pids, Some(DEFAULT_PIDS), ceiling.pids),
             timeout: min(self.timeout, None, ceiling.timeout),
             max_output: min(self.max_output, None, ceiling.max_output),
-            max_record: min(self.max_record, Some(DEFAULT_MAX_RECORD), ceiling.max_record),
+            max_record: min(
+                self.max_record,
+                Some(DEFAULT_MAX_RECORD),
+                ceiling.max_record,
+            ),
             disk: min(self.disk, Some(DEFAULT_DISK), ceiling.disk),
             kill_grace: min(
                 self.kill_grace,
@@ -475,9 +479,14 @@ mod tests {
     #[test]
     fn memory_may_be_unlimited() {
         assert_eq!(parse_memory("--memory", "unlimited"), Ok(UNLIMITED_MEMORY));
-        assert_eq!(parse_memory("--memory", " Unlimited "), Ok(UNLIMITED_MEMORY));
+        assert_eq!(
+            parse_memory("--memory", " Unlimited "),
+            Ok(UNLIMITED_MEMORY)
+        );
         assert_eq!(parse_memory("--memory", "2g"), Ok(2 * GIB));
-        let e = parse_memory("--memory", "infinite").unwrap_err().to_string();
+        let e = parse_memory("--memory", "infinite")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--memory") && e.contains("unlimited"), "{e}");
         assert!(parse_memory("--memory", "0").is_err());
     }

@@ -241,8 +241,7 @@ impl Plan {
                                 "--memory is enforced only by the supervisor's watchdog (--best-effort-limits), which polls the sandbox's resident memory: {why}"
                             ));
                             watchdog = wanted.memory;
-                            enforced_by
-                                .insert("memory", format!("watchdog (best effort: {why})"));
+                            enforced_by.insert("memory", format!("watchdog (best effort: {why})"));
                         }
                         if wanted.cpus.is_some() {
                             crate::diag::warning(format_args!(
@@ -289,8 +288,10 @@ impl Plan {
             .map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0));
         out.max_output_bytes = self.limits.max_output;
         out.disk_bytes = self.limits.disk;
-        out.extra
-            .insert("max_record_bytes".into(), serde_json::json!(self.max_record));
+        out.extra.insert(
+            "max_record_bytes".into(),
+            serde_json::json!(self.max_record),
+        );
         if self.memory_source == MemorySource::Default {
             // The cap nobody asked for: half of this host's physical memory.
             out.extra

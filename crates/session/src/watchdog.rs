@@ -114,7 +114,10 @@ impl Drop for Watchdog {
 /// One poll: the hit when the sandbox under `init` is over `limit`.
 fn check(proc: &Path, init: i32, limit: u64) -> Option<Hit> {
     let pids = sandbox_processes(proc, init);
-    let upper: u64 = pids.iter().map(|&pid| resident(proc, pid).unwrap_or(0)).sum();
+    let upper: u64 = pids
+        .iter()
+        .map(|&pid| resident(proc, pid).unwrap_or(0))
+        .sum();
     if upper <= limit {
         return None;
     }
@@ -122,7 +125,11 @@ fn check(proc: &Path, init: i32, limit: u64) -> Option<Hit> {
     // whose share cannot be read counts with its resident size.
     let measured: u64 = pids
         .iter()
-        .map(|&pid| proportional(proc, pid).or_else(|| resident(proc, pid)).unwrap_or(0))
+        .map(|&pid| {
+            proportional(proc, pid)
+                .or_else(|| resident(proc, pid))
+                .unwrap_or(0)
+        })
         .sum();
     (measured > limit).then(|| Hit {
         at: SystemTime::now(),
@@ -170,7 +177,10 @@ fn children(proc: &Path, pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     for task in tasks.flatten() {
         if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            out.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
         }
     }
     out
@@ -258,7 +268,10 @@ mod tests {
     fn proportional_share_prefers_the_split_fields() {
         let rollup = "Rss:  1000 kB\nPss:  500 kB\nPss_Anon:  300 kB\nPss_File:  150 kB\nPss_Shmem:  50 kB\n";
         assert_eq!(parse_proportional(rollup), Some(350 * 1024));
-        assert_eq!(parse_proportional("Rss: 10 kB\nPss: 7 kB\n"), Some(7 * 1024));
+        assert_eq!(
+            parse_proportional("Rss: 10 kB\nPss: 7 kB\n"),
+            Some(7 * 1024)
+        );
         assert_eq!(parse_proportional(""), None);
     }
 

@@ -86,14 +86,9 @@ fn a_memory_hog_without_flags_is_stopped_at_half_of_ram() {
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
-        let out = Vg::sandbox(
-            runner,
-            &ws,
-            &[],
-            &[PYTHON, "-c", HOG, &ceiling.to_string()],
-        )
-        .records_home(&home)
-        .run();
+        let out = Vg::sandbox(runner, &ws, &[], &[PYTHON, "-c", HOG, &ceiling.to_string()])
+            .records_home(&home)
+            .run();
         assert!(
             !out.stdout.contains("ceiling-reached"),
             "no memory cap applied: the hog reached {ceiling} bytes\n{out}"
@@ -176,10 +171,7 @@ fn memory_unlimited_lifts_the_default_cap_and_a_project_file_cannot() {
             .assert_success();
         let limits = metadata(&home.only_session())["limits"].clone();
         assert!(limits["memory_bytes"].is_null(), "{limits}");
-        assert_eq!(
-            limits["enforced_by"]["memory"],
-            "none (--memory unlimited)"
-        );
+        assert_eq!(limits["enforced_by"]["memory"], "none (--memory unlimited)");
         // A project file may lower the default caps, never raise them.
         let home = RecordsHome::new(runner);
         ws.write(
@@ -315,7 +307,11 @@ fn a_small_record_cap_keeps_the_output_flowing() {
         .records_home(&home)
         .run();
         out.assert_success();
-        assert_eq!(out.stdout.matches('z').count(), 500_000, "the user lost output");
+        assert_eq!(
+            out.stdout.matches('z').count(),
+            500_000,
+            "the user lost output"
+        );
         let dir = home.only_session();
         let log = std::fs::metadata(dir.join("stdout.log")).unwrap().len();
         assert!(log < (16 << 10) + 200, "stdout.log holds {log} bytes");
@@ -365,9 +361,7 @@ fn a_persistent_sandbox_is_held_to_its_memory_cap() {
         let vg = |args: &[&str]| super::live::vg(runner, &ws, &home, args);
         vg(&create).assert_success();
         let ceiling = (1u64 << 30).to_string();
-        let out = vg(&[
-            "sandbox", "exec", &name, "--", PYTHON, "-c", HOG, &ceiling,
-        ]);
+        let out = vg(&["sandbox", "exec", &name, "--", PYTHON, "-c", HOG, &ceiling]);
         let _ = vg(&["sandbox", "rm", "-f", &name]);
         assert!(!out.stdout.contains("ceiling-reached"), "{out}");
         assert_ne!(out.code(), Some(0), "{out}");

@@ -5,12 +5,12 @@ pub mod harness;
 mod agent;
 mod approval;
 mod approval_attacks;
-mod bounded;
 mod attacks_files;
 mod attacks_network;
 mod attacks_processes;
 #[cfg(target_arch = "x86_64")]
 mod attacks_syscalls;
+mod bounded;
 mod config;
 mod exec_records;
 mod filesystem;

@@ -409,6 +409,13 @@ mod tests {
             cap.marker(RecordFile::Stdout, false)
                 .contains("stdout truncated at 10 bytes")
         );
+        let record = OutputCap::new(Some(65536));
+        let marker = record.record_marker(RecordFile::Stderr, true);
+        assert!(
+            marker.contains("stderr recording stopped at 65536 bytes (--max-record)"),
+            "{marker}"
+        );
+        assert!(marker.starts_with("\r\n") && marker.ends_with("]\r\n"));
         let mut unlimited = OutputCap::new(None);
         assert_eq!(unlimited.admit(usize::MAX / 2), Admit::All);
     }
