@@ -149,7 +149,15 @@ impl PartialEq for Verdict {
 /// forked subshell that never executes a program is not a command. With `inspect`,
 /// each `Exec` also carries its file and, for a `#!` script, its interpreter chain
 /// (an approval gate rates and checks them; plain recording does not need them).
-pub fn serve(listener: OwnedFd, inspect: bool, mut on_event: impl FnMut(TraceEvent) -> Verdict) {
+///
+/// `answered` runs after each notification was answered (the process let go) and
+/// its events reported: work done there costs the traced process no time.
+pub fn serve(
+    listener: OwnedFd,
+    inspect: bool,
+    mut on_event: impl FnMut(TraceEvent) -> Verdict,
+    mut answered: impl FnMut(),
+) {
     // Shared with the threads that answer deferred verdicts; a reply after every
     // sandboxed process is gone fails harmlessly (ENOENT).
     let listener = std::sync::Arc::new(listener);
@@ -214,6 +222,7 @@ pub fn serve(listener: OwnedFd, inspect: bool, mut on_event: impl FnMut(TraceEve
         for found in std::mem::take(&mut tracked.found) {
             on_event(found);
         }
+        answered();
     }
 }
 

@@ -530,7 +530,7 @@ fn every_exec_names_the_pid_parent_and_cwd_its_process_sees() {
         let report = "echo \"$0 pid=$$ ppid=$PPID cwd=$(pwd)\"";
         let script = format!(
             "mkdir -p /tmp/a/b && cd /tmp/a/b && sh -c '{report}' first; \
-             ( cd /tmp/a && sh -c '{report}' second ); \
+             ( cd /tmp/a && sh -c '{report}' second; : ); \
              cd / && sh -c '{report}' third; \
              i=0; while [ $i -lt 20 ]; do sh -c '{report}' again-$i; i=$((i+1)); done"
         );
@@ -561,8 +561,9 @@ fn every_exec_names_the_pid_parent_and_cwd_its_process_sees() {
                 "{name}: {log}"
             );
         }
-        // The subshell forked for `( … )` never executed anything: its child's parent
-        // is still named, by its pid inside.
+        // The subshell forked for `( … ; : )` never executed anything (not the last
+        // command, `sh -c` is forked from it): its child's parent is still named, by
+        // its pid inside.
         let second = log.lines().find(|l| l.ends_with(" second")).unwrap();
         let first = log.lines().find(|l| l.ends_with(" first")).unwrap();
         assert_ne!(field(second, "ppid"), field(first, "ppid"), "{log}");

@@ -34,14 +34,16 @@ pub struct CommandsLog {
     /// When the limit was reached.
     full_since: Option<SystemTime>,
     /// `exec` lines written but not chained yet, with their bytes: an exec waits
-    /// while its line is written, and is chained once it was let go (see
-    /// [`Self::chain_pending`]).
+    /// while its line is written, which is chained once it was let go (see
+    /// [`Self::chain_pending`], which the tracer calls after each answer).
     pending: Vec<(StreamRecord, String)>,
+    /// Whether chaining waits (see [`Self::deferring_chain`]).
+    defer_chain: bool,
 }
 
-/// Unchained `exec` lines past which the next exec chains them while it waits
-/// (one `integrity.log` write for them all): what a crash of `vectraguard` can
-/// leave unchained (see README, Crash safety).
+/// Unchained `exec` lines past which the next exec chains them while it waits (one
+/// `integrity.log` write for them all). The tracer chains after every answer, so
+/// this only bounds a caller that does not.
 const MAX_PENDING: usize = 32;
 
 impl CommandsLog {
@@ -54,13 +56,23 @@ impl CommandsLog {
             dropped_exits: 0,
             full_since: None,
             pending: Vec::new(),
+            defer_chain: false,
         }
     }
 
+    /// Chains `exec` lines after their exec was let go, not before (plain recording,
+    /// where the tracer thread alone writes them). Without it, each line is chained
+    /// as it is written: with the approval gate, threads that hold execs write
+    /// lines too, possibly as the session ends.
+    pub fn deferring_chain(mut self) -> Self {
+        self.defer_chain = true;
+        self
+    }
+
     /// Chains the `exec` lines written since the last call, with one write to
-    /// `integrity.log`. Called before any other line of `commands.log` is
-    /// written (its records must be chained in file order), after each exit, and
-    /// when tracing ends.
+    /// `integrity.log`. Called by the tracer after each answer, before any other
+    /// line of `commands.log` is written (its records must be chained in file
+    /// order), and when tracing ends.
     pub fn chain_pending(&mut self, shared: &Shared) {
         if self.pending.is_empty() {
             return;
@@ -126,9 +138,6 @@ impl CommandsLog {
             TraceEvent::Exit { pid, status } => {
                 if self.live.remove(&pid) {
                     self.exit(shared, pid, CommandExit::Code(status));
-                } else {
-                    // The exit has been let go: a good moment to chain.
-                    self.chain_pending(shared);
                 }
             }
         }
@@ -191,6 +200,9 @@ impl CommandsLog {
                 let len = u64::try_from(line.len()).unwrap_or(u64::MAX);
                 self.written = self.written.saturating_add(len);
                 self.pending.push((written, line));
+                if !self.defer_chain {
+                    self.chain_pending(shared);
+                }
             }
             Err(e) => shared.fail("commands.log", e),
         }

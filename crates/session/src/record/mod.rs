@@ -371,11 +371,21 @@ impl Session {
             let shared = Arc::clone(&shared);
             let gate = self.gate.clone();
             self.tracer = Some(std::thread::spawn(move || {
-                let log = Arc::new(Mutex::new(CommandsLog::new(caps.shown)));
-                trace::serve(listener, gate.is_some(), |event| match &gate {
-                    Some(gate) => held::screen(gate, &log, &shared, event),
-                    None => lock(&log).record(&shared, event),
-                });
+                let log = CommandsLog::new(caps.shown);
+                let log = Arc::new(Mutex::new(match gate {
+                    Some(_) => log,
+                    None => log.deferring_chain(),
+                }));
+                trace::serve(
+                    listener,
+                    gate.is_some(),
+                    |event| match &gate {
+                        Some(gate) => held::screen(gate, &log, &shared, event),
+                        None => lock(&log).record(&shared, event),
+                    },
+                    // The exec just let go is chained while it runs.
+                    || lock(&log).chain_pending(&shared),
+                );
                 lock(&log).chain_pending(&shared);
                 log
             }));
