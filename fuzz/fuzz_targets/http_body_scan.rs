@@ -56,7 +56,12 @@ fuzz_target!(|data: &[u8]| {
     let pairs: Vec<(Vec<u8>, Vec<u8>)> = needles
         .iter()
         .enumerate()
-        .map(|(i, n)| (n.clone(), vec![b'A' + u8::try_from(i).unwrap_or(0); n.len()]))
+        .map(|(i, n)| {
+            (
+                n.clone(),
+                vec![b'A' + u8::try_from(i).unwrap_or(0); n.len()],
+            )
+        })
         .collect();
     if sel & 8 == 0 {
         let streamed = replace_in_frames(&pairs, &frames, &[]);
@@ -68,6 +73,10 @@ fuzz_target!(|data: &[u8]| {
             .map(|p| p.iter().map(|b| b & 1 == 1).collect())
             .unwrap_or_default();
         let streamed = replace_in_frames(&pairs, &frames, &pauses);
-        assert_eq!(streamed.len(), body.len(), "pairs {pairs:?}, frames {frames:?}");
+        assert_eq!(
+            streamed.len(),
+            body.len(),
+            "pairs {pairs:?}, frames {frames:?}"
+        );
     }
 });

@@ -14,7 +14,11 @@ fuzz_target!(|data: &[u8]| {
     let Ok(reference) = Reference::parse(text) else {
         return;
     };
-    let _ = (reference.name(), reference.manifest_ref(), reference.api_host());
+    let _ = (
+        reference.name(),
+        reference.manifest_ref(),
+        reference.api_host(),
+    );
     let _ = reference.is_loopback_registry();
     let canonical = reference.to_string();
     let again = Reference::parse(&canonical)

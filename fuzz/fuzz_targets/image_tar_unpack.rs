@@ -60,11 +60,26 @@ fuzz_target!(|data: &[u8]| {
         let _ = unpacker.finish();
     }
 
-    assert_eq!(names(base.path()), ["outside", "root"], "the root's parent changed");
-    assert_eq!(names(&outside), ["canary"], "a folder outside the root changed");
+    assert_eq!(
+        names(base.path()),
+        ["outside", "root"],
+        "the root's parent changed"
+    );
+    assert_eq!(
+        names(&outside),
+        ["canary"],
+        "a folder outside the root changed"
+    );
     let canary = fs::symlink_metadata(outside.join("canary")).expect("canary");
     assert!(canary.is_file(), "the canary was replaced");
-    assert_eq!(canary.nlink(), 1, "the canary was hard-linked from the root");
+    assert_eq!(
+        canary.nlink(),
+        1,
+        "the canary was hard-linked from the root"
+    );
     assert_eq!(fs::read(outside.join("canary")).expect("canary"), CANARY);
-    assert!(fs::symlink_metadata(&root).expect("root").is_dir(), "the root was replaced");
+    assert!(
+        fs::symlink_metadata(&root).expect("root").is_dir(),
+        "the root was replaced"
+    );
 });

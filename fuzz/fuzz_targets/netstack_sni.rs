@@ -13,7 +13,10 @@ fuzz_target!(|data: &[u8]| {
     if let FirstBytes::ClientHello(_) = &full {
         // A few cut points spread over the input, plus every record boundary region.
         let step = (data.len() / 16).max(1);
-        for cut in (0..data.len()).step_by(step).chain(data.len().saturating_sub(8)..data.len()) {
+        for cut in (0..data.len())
+            .step_by(step)
+            .chain(data.len().saturating_sub(8)..data.len())
+        {
             let prefix = client_hello(&data[..cut]);
             assert!(
                 prefix == FirstBytes::Incomplete || prefix == full,

@@ -43,17 +43,32 @@ fuzz_target!(|data: &[u8]| {
             let elapsed = Duration::from_micros(micros);
             let line = event_line(elapsed, &code, &payload).expect("an event line");
             let line = std::str::from_utf8(&line).expect("UTF-8");
-            assert!(line.ends_with('\n') && line.matches('\n').count() == 1, "{line:?}");
+            assert!(
+                line.ends_with('\n') && line.matches('\n').count() == 1,
+                "{line:?}"
+            );
             let event = CastEvent::parse(line.trim_end_matches('\n')).expect("parses back");
-            assert_eq!((event.code.as_str(), event.data.as_str()), (code.as_str(), payload.as_str()));
-            assert!((event.time - elapsed.as_secs_f64()).abs() < 1e-5, "{line:?}");
+            assert_eq!(
+                (event.code.as_str(), event.data.as_str()),
+                (code.as_str(), payload.as_str())
+            );
+            assert!(
+                (event.time - elapsed.as_secs_f64()).abs() < 1e-5,
+                "{line:?}"
+            );
 
             let env = [("TERM", code.as_str()), ("SHELL", payload.as_str())];
             let header = header_line(80, 24, micros, &env).expect("a header line");
             let header = std::str::from_utf8(&header).expect("UTF-8");
             let parsed = CastHeader::parse(header.trim_end_matches('\n')).expect("parses back");
-            assert_eq!((parsed.width, parsed.height, parsed.timestamp), (80, 24, Some(micros)));
-            assert_eq!(parsed.env.get("TERM").map(String::as_str), Some(code.as_str()));
+            assert_eq!(
+                (parsed.width, parsed.height, parsed.timestamp),
+                (80, 24, Some(micros))
+            );
+            assert_eq!(
+                parsed.env.get("TERM").map(String::as_str),
+                Some(code.as_str())
+            );
         }
         _ => {
             let parts = common::split(rest);
@@ -67,7 +82,11 @@ fuzz_target!(|data: &[u8]| {
                 text.push_str(&carry.decode(frame));
             }
             text.push_str(&carry.flush());
-            assert_eq!(text, String::from_utf8_lossy(stream), "{stream:?} cut {cuts:?}");
+            assert_eq!(
+                text,
+                String::from_utf8_lossy(stream),
+                "{stream:?} cut {cuts:?}"
+            );
         }
     }
 });

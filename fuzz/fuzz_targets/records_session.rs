@@ -53,8 +53,8 @@ fuzz_target!(|data: &[u8]| {
             }
             if let Ok(time) = parse_rfc3339(line) {
                 let shown = format_rfc3339(time);
-                let again = parse_rfc3339(&shown)
-                    .unwrap_or_else(|e| panic!("{line:?} → {shown:?}: {e}"));
+                let again =
+                    parse_rfc3339(&shown).unwrap_or_else(|e| panic!("{line:?} → {shown:?}: {e}"));
                 assert_eq!(format_rfc3339(again), shown, "{line:?}");
             }
         }

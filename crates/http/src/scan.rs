@@ -81,25 +81,40 @@ impl Patterns {
             .map(|p| p.secret)
     }
 
-    /// The earliest match at or after `from`: (position, pattern index).
+    /// The earliest match at or after `from`, the longest of those starting there:
+    /// (position, pattern index). Longest, so that a value that begins with another
+    /// value is replaced whole rather than leaving its end in clear.
     fn earliest(&self, hay: &[u8], from: usize) -> Option<(usize, usize)> {
         let rest = hay.get(from..)?;
         self.items
             .iter()
             .enumerate()
-            .filter_map(|(i, p)| p.finder.find(rest).map(|pos| (from + pos, i)))
+            .filter_map(|(i, p)| {
+                let pos = p.finder.find(rest)?;
+                Some((from + pos, std::cmp::Reverse(p.finder.needle().len()), i))
+            })
             .min()
+            .map(|(pos, _, i)| (pos, i))
     }
 
     /// Overwrites every match in `buf` with its replacement, left to right, calling
     /// `on_match` with each match's secret. Returns the end of the last match (0 if none).
-    pub(crate) fn replace_in_place(
-        &self,
-        buf: &mut [u8],
-        mut on_match: impl FnMut(usize),
-    ) -> usize {
+    pub(crate) fn replace_in_place(&self, buf: &mut [u8], on_match: impl FnMut(usize)) -> usize {
+        self.replace(buf, true, on_match)
+    }
+
+    /// [`Patterns::replace_in_place`] on a stream's bytes so far (`complete` false):
+    /// stops before a match that more bytes could still turn into a longer or earlier
+    /// one, a needle that starts at or before it and runs past the end of `buf`; the
+    /// caller holds the bytes from there on.
+    fn replace(&self, buf: &mut [u8], complete: bool, mut on_match: impl FnMut(usize)) -> usize {
         let mut from = 0;
         while let Some((pos, i)) = self.earliest(buf, from) {
+            let undecided_from =
+                buf.len() - self.pending_prefix(buf.get(from..).unwrap_or_default());
+            if !complete && undecided_from <= pos {
+                break;
+            }
             let Some(p) = self.items.get(i) else { break };
             let len = p.finder.needle().len();
             if p.replacement.len() == len
@@ -249,7 +264,7 @@ impl Replacer {
         buf.extend_from_slice(&data);
         self.released.clear();
         self.held.clear();
-        let end = self.patterns.replace_in_place(&mut buf, |_| {});
+        let end = self.patterns.replace(&mut buf, false, |_| {});
         let hold = self
             .patterns
             .pending_prefix(buf.get(end..).unwrap_or_default());
@@ -269,10 +284,14 @@ impl Replacer {
         buf.freeze()
     }
 
-    /// At the end of the stream: what was held back (a part of a needle at most).
+    /// At the end of the stream: what was held back, with the matches it holds (a
+    /// short value held while a longer one could still follow) replaced.
     pub(crate) fn finish(&mut self) -> Bytes {
-        self.released.clear();
-        Bytes::from(std::mem::take(&mut self.held))
+        let sent = self.released.len();
+        let mut buf = std::mem::take(&mut self.released);
+        buf.append(&mut self.held);
+        self.patterns.replace_in_place(&mut buf, |_| {});
+        Bytes::copy_from_slice(buf.get(sent..).unwrap_or_default())
     }
 
     /// After a pause in the stream: the held bytes if they, with those released before
@@ -332,6 +351,28 @@ mod tests {
         // One byte per frame.
         let cuts: Vec<usize> = (1..input.len()).collect();
         assert_eq!(replace_in_frames(&p, input, &cuts), want);
+    }
+
+    #[test]
+    fn a_value_that_begins_with_another_is_replaced_whole_wherever_frames_cut_it() {
+        // Found by the http_body_scan fuzz target: the shorter value was replaced and
+        // the longer one's end went on in clear, at a frame boundary or always.
+        for pairs in [
+            [("tok_1234", "PPPPPPPP"), ("tok_12345678", "QQQQQQQQQQQQ")],
+            [("tok_12345678", "QQQQQQQQQQQQ"), ("tok_1234", "PPPPPPPP")],
+        ] {
+            let p = patterns(&pairs);
+            let input = "a tok_12345678 b tok_1234 c tok_1234";
+            let want = "a QQQQQQQQQQQQ b PPPPPPPP c PPPPPPPP";
+            let mut whole = input.as_bytes().to_vec();
+            p.replace_in_place(&mut whole, |_| {});
+            assert_eq!(String::from_utf8(whole).unwrap(), want);
+            for a in 0..input.len() {
+                for b in a..input.len() {
+                    assert_eq!(replace_in_frames(&p, input, &[a, b]), want, "cuts {a} {b}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -53,3 +53,65 @@ pub fn feed_packets(
     stack.shutdown();
     Ok((events.try_iter().collect(), replies))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use hickory_proto::op::{Message, MessageType, OpCode, Query};
+    use hickory_proto::rr::{Name, RData, RecordType};
+    use vg_policy::network::{Action, AddHost, Rule};
+
+    use super::*;
+    use crate::addr;
+
+    /// `virtio_net_hdr`, IPv4 and UDP headers (checksums left to the receiver, which
+    /// the stack does not check: see `device.rs`), then `payload`.
+    fn udp_packet(dst: [u8; 4], port: u16, payload: &[u8]) -> Vec<u8> {
+        let total = u16::try_from(20 + 8 + payload.len()).unwrap();
+        let mut p = vec![0; 10];
+        p.extend_from_slice(&[0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0]);
+        p[12..14].copy_from_slice(&total.to_be_bytes());
+        p.extend_from_slice(&addr::SANDBOX.octets());
+        p.extend_from_slice(&dst);
+        p.extend_from_slice(&5353u16.to_be_bytes());
+        p.extend_from_slice(&port.to_be_bytes());
+        p.extend_from_slice(&u16::try_from(8 + payload.len()).unwrap().to_be_bytes());
+        p.extend_from_slice(&[0, 0]);
+        p.extend_from_slice(payload);
+        p
+    }
+
+    #[test]
+    fn a_dns_query_is_answered_and_other_udp_refused_without_a_tun() {
+        let policy = NetworkPolicy::new(
+            vec![Rule::parse(Action::Allow, "pinned.test").unwrap()],
+            vec![AddHost::parse("pinned.test:127.0.0.1").unwrap()],
+        );
+        let mut query = Message::new(9, MessageType::Query, OpCode::Query);
+        query.add_query(Query::query(
+            Name::from_ascii("pinned.test").unwrap(),
+            RecordType::A,
+        ));
+        let query = query.to_vec().unwrap();
+        let dns = udp_packet(addr::GATEWAY.octets(), addr::DNS_PORT, &query);
+        let other = udp_packet([8, 8, 8, 8], 53, &query);
+        let (events, replies) = feed_packets(policy, &[&dns, b"short", &other]).unwrap();
+
+        assert!(matches!(&events[0], NetEvent::Dns { name, verdict, .. }
+            if name == "pinned.test" && verdict.allowed));
+        assert!(
+            matches!(&events[1], NetEvent::Connect { protocol: "udp", port: 53, verdict, .. }
+            if !verdict.allowed)
+        );
+        // The answer, after the virtio, IPv4 and UDP headers: a synthetic address.
+        let answer = replies
+            .iter()
+            .find_map(|r| Message::from_vec(r.get(38..)?).ok())
+            .expect("a DNS reply");
+        assert_eq!(answer.metadata.id, 9);
+        let RData::A(a) = answer.answers[0].data else {
+            panic!("not an A record")
+        };
+        assert!(addr::is_synthetic(a.0));
+    }
+}
