@@ -44,9 +44,36 @@ pub fn verify(store: &SessionStore, args: &VerifyArgs, out: &mut dyn Write) -> R
                     writeln!(out, "  {p}")?;
                 }
             }
+            VerifyReport::Interrupted { records, problems } => {
+                // Nothing was altered: the record stops where its supervisor did.
+                let (label, why) = match running_pid(&dir) {
+                    Some(pid) => (
+                        "unfinished",
+                        format!(
+                            "still being written (supervisor pid {pid} is running), so its last records are not chained yet"
+                        ),
+                    ),
+                    None => (
+                        "interrupted",
+                        "its supervisor stopped before finishing it (killed, or the disk was full); everything it recorded before that verifies".to_owned(),
+                    ),
+                };
+                writeln!(
+                    out,
+                    "{id}: {} ({records} records): {why}. Incomplete:",
+                    report::status(label, State::Warn)
+                )?;
+                for p in problems {
+                    writeln!(out, "  {p}")?;
+                }
+            }
         }
     }
-    Ok(if report.is_intact() { 0 } else { EXIT_TAMPERED })
+    Ok(if report.is_intact() || report.is_interrupted() {
+        0
+    } else {
+        EXIT_TAMPERED
+    })
 }
 
 /// `{"session_id", "dir", "result": "intact"|"tampered", "records",
@@ -55,6 +82,7 @@ fn verify_json(id: &str, dir: &Path, report: &VerifyReport) -> Value {
     let (result, records) = match report {
         VerifyReport::Intact { records } => ("intact", records),
         VerifyReport::Tampered { records, .. } => ("tampered", records),
+        VerifyReport::Interrupted { records, .. } => ("interrupted", records),
     };
     let problems: Vec<Value> = report
         .problems()

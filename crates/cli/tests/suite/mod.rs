@@ -11,6 +11,7 @@ mod attacks_processes;
 #[cfg(target_arch = "x86_64")]
 mod attacks_syscalls;
 mod config;
+mod faults;
 mod exec_records;
 mod filesystem;
 mod first_hour;
@@ -33,3 +34,4 @@ mod records;
 mod replay;
 mod risk;
 mod shell;
+mod soak;

@@ -3,6 +3,7 @@
 
 mod cast;
 mod crash;
+mod interrupted;
 mod store;
 mod tamper;
 mod write;
