@@ -131,7 +131,7 @@ impl fmt::Display for Problem {
                 if *unfinished {
                     write!(
                         f,
-                        "; the session did not finish, so a crash during its last write may explain this"
+                        "; the session did not finish, so its supervisor stopping during this write (killed, or the disk full) explains this"
                     )?;
                 }
                 Ok(())
