@@ -1,15 +1,19 @@
-//! Runs many recorded sessions through `vg_session` in this one process, back to back
-//! and several at once, and checks that the process hosting them does not leak:
-//! `cargo run -p vg-session --example soak -- [SEQUENTIAL] [CONCURRENT] [ROUNDS]`.
+//! Runs many recorded sessions through `vg_session` in this one process, back to back,
+//! and checks that the process hosting them does not leak:
+//! `cargo run -p vg-session --example soak -- [SESSIONS]`.
 //!
-//! The supervisor is a library, so a front end that keeps running (a persistent
-//! sandbox's host, the MCP server) hosts session after session. After a warm-up (the
-//! first sessions of each kind, which start the allocator's arenas and lazily created
-//! statics), the descriptors (`/proc/self/fd`), threads (`/proc/self/task`) and
-//! resident memory (`VmRSS`) of this process are measured, then measured again after
-//! the rest: descriptors and threads must come back to the same count, memory within a
-//! small bound. Every session must also end as its kind expects, leave no process of
-//! its PID namespace and no cgroup behind, and its record must verify.
+//! The supervisor is a library, so a program can host session after session. A
+//! sandbox can only be started while the process has one thread (`clone` copies only
+//! the calling thread), so sessions in one process run one after the other, each
+//! ending its threads before the next starts; sessions at once are separate
+//! processes (the CLI's soak test runs them). After a warm-up (the first sessions of
+//! each kind, which start the allocator's arenas and lazily created statics), the
+//! descriptors (`/proc/self/fd`), threads (`/proc/self/task`) and resident memory
+//! (`VmRSS`) of this process are measured, then measured again after the rest:
+//! descriptors and threads must come back to the same count, memory within a small
+//! bound. Every session must also end as its kind expects, leave no process of its
+//! PID namespace and no cgroup behind, and its record must verify. Last, a session
+//! started while another thread runs must be refused with a clear error, not hang.
 //!
 //! The sessions rotate through kinds: an exec-heavy script, the mediated network
 //! (`--network allow` to a loopback HTTP server under a pinned name), and limits
@@ -17,7 +21,6 @@
 //! Prints the figures as `key=value` lines; exits 1 on a leak or a wrong session.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -99,18 +102,29 @@ fn arg(n: usize, default: usize) -> Result<usize> {
 }
 
 fn soak() -> Result<()> {
-    let sequential = arg(1, 60)?;
-    let concurrent = arg(2, 8)?;
-    let rounds = arg(3, 2)?;
+    let sessions = arg(1, 60)?;
     let workspace = tempfile::tempdir().context("a workspace")?;
     let records = tempfile::tempdir().context("a records folder")?;
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let port = listener.local_addr()?.port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            std::thread::spawn(move || serve(conn));
-        }
-    });
+    let served = tempfile::tempdir().context("a folder to serve")?;
+    std::fs::write(served.path().join("body"), [b'y'; BODY_LEN])?;
+    // The loopback server is a process of its own: no thread of ours may run while a
+    // sandbox starts.
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let _server = Server(
+        std::process::Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1", "--directory"])
+            .arg(served.path())
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("python3 -m http.server")?,
+    );
+    let up = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        ensure!(up.elapsed() < Duration::from_secs(10), "the loopback server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let ctx = Ctx {
         // Mounts name real paths: /tmp may be a symlink.
         workspace: std::fs::canonicalize(workspace.path())?,
@@ -120,49 +134,34 @@ fn soak() -> Result<()> {
     };
     println!("cgroups={}", ctx.cgroups);
 
-    // Warm-up: each kind once alone and once at the concurrency used below.
+    // Warm-up: each kind twice.
     let started = Instant::now();
-    for (i, kind) in KINDS.iter().enumerate() {
+    for (i, kind) in KINDS.iter().chain(KINDS.iter()).enumerate() {
         session(&ctx, *kind, i).with_context(|| format!("warm-up session {i} ({kind:?})"))?;
     }
-    concurrently(&ctx, concurrent, 1000)?;
     let before = usage()?;
-    for i in 0..sequential {
+    let mut peak_rss = before.rss_kib;
+    for i in 0..sessions {
         let kind = KINDS[i % KINDS.len()];
         session(&ctx, kind, i).with_context(|| format!("session {i} ({kind:?})"))?;
+        peak_rss = peak_rss.max(usage()?.rss_kib);
     }
-    let after_sequential = usage()?;
-    for round in 0..rounds {
-        concurrently(&ctx, concurrent, 2000 + round * concurrent)?;
-    }
-    // Threads of finished sessions are joined before `wait` returns, but a relay's
-    // last thread may still be on its way out: give them a moment.
-    let mut after = usage()?;
-    for _ in 0..50 {
-        if after.threads <= before.threads && after.fds <= before.fds {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-        after = usage()?;
-    }
+    let after = usage()?;
     let elapsed = started.elapsed();
-    let sessions = SessionStore::at(&ctx.records)
+    let recorded = SessionStore::at(&ctx.records)
         .list(&vg_records::ListFilter::default())?
         .len();
     println!(
-        "sessions={sessions} sequential={sequential} concurrent={concurrent} rounds={rounds} seconds={:.1}",
+        "sessions={recorded} measured={sessions} seconds={:.1}",
         elapsed.as_secs_f64()
     );
-    for (label, u) in [
-        ("before", before),
-        ("after_sequential", after_sequential),
-        ("after", after),
-    ] {
+    for (label, u) in [("before", before), ("after", after)] {
         println!(
             "{label}: fds={} threads={} rss_kib={}",
             u.fds, u.threads, u.rss_kib
         );
     }
+    println!("peak_rss_kib={peak_rss}");
     ensure!(
         after.fds <= before.fds,
         "descriptors leaked: {} before, {} after",
@@ -185,27 +184,34 @@ fn soak() -> Result<()> {
         "cgroups left behind: {:?}",
         leftover_cgroups()
     );
-    Ok(())
+    refused_with_a_thread(&ctx)
 }
 
-/// `count` sessions at once, one per thread, kinds rotating.
-fn concurrently(ctx: &Ctx, count: usize, first: usize) -> Result<()> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..count)
-            .map(|i| {
-                let n = first + i;
-                let kind = KINDS[n % KINDS.len()];
-                s.spawn(move || {
-                    session(ctx, kind, n).with_context(|| format!("session {n} ({kind:?}), at once"))
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join()
-                .map_err(|_| anyhow::anyhow!("a session thread panicked"))??;
+/// A session started while another thread runs is refused, naming the cause.
+fn refused_with_a_thread(ctx: &Ctx) -> Result<()> {
+    let (stop, wait) = std::sync::mpsc::channel::<()>();
+    let other = std::thread::spawn(move || wait.recv());
+    let outcome = session(ctx, Kind::Exec, 9999);
+    drop(stop);
+    let _ = other.join();
+    match outcome {
+        Ok(()) => bail!("a session started while another thread ran"),
+        Err(e) if format!("{e:#}").contains("while the supervisor has one thread") => {
+            println!("refused with a thread: {e:#}");
+            Ok(())
         }
-        Ok(())
-    })
+        Err(e) => Err(e.context("a session started with another thread running")),
+    }
+}
+
+/// The loopback server, killed on drop.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Runs one session of `kind` and checks its ending, its record and what it left.
@@ -231,8 +237,9 @@ fn session(ctx: &Ctx, kind: Kind, n: usize) -> Result<()> {
             s.add_hosts.push(AddHost::parse("web.test:127.0.0.1")?);
             s.network_rules
                 .push(Rule::parse(Action::Allow, &format!("web.test:{}", ctx.port))?);
+            // Fails the session unless every byte came through the mediator.
             format!(
-                "curl -sS http://web.test:{}/ | wc -c; echo net-{n}",
+                "b=$(curl -sS http://web.test:{}/body | wc -c); echo net-{n} $b; test \"$b\" -eq {BODY_LEN}",
                 ctx.port
             )
         }
@@ -324,22 +331,4 @@ fn leftover_cgroups() -> Vec<PathBuf> {
         }
     }
     left
-}
-
-/// HTTP/1.0: reads the request head, answers [`BODY_LEN`] bytes and closes.
-fn serve(conn: TcpStream) {
-    let mut reader = BufReader::new(&conn);
-    let mut line = String::new();
-    while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-        if line == "\r\n" || line == "\n" {
-            break;
-        }
-        line.clear();
-    }
-    let mut w = &conn;
-    let _ = write!(
-        w,
-        "HTTP/1.0 200 OK\r\nContent-Length: {BODY_LEN}\r\nConnection: close\r\n\r\n"
-    );
-    let _ = w.write_all(&[b'y'; BODY_LEN]);
 }
