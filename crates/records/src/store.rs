@@ -16,6 +16,34 @@ use crate::verify::{self, VerifyReport};
 use crate::writer::SessionWriter;
 
 /// Which sessions `list` returns; `None` fields do not filter.
+/// The name prefix of a session folder being made (`.partial-PID-ID`): never a
+/// session, so listing skips it.
+const STAGING: &str = ".partial-";
+
+/// Removes the staging folders of supervisors that are gone (killed while making
+/// their session's folder). A folder whose pid was reused stays until that process
+/// is gone too.
+fn remove_abandoned(root: &Path) {
+    let Ok(entries) = fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(STAGING))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && pid != std::process::id()
+            && !Path::new("/proc").join(pid.to_string()).exists()
+            && entry.file_type().is_ok_and(|t| t.is_dir())
+        {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListFilter {
     pub agent: Option<String>,
@@ -214,14 +242,32 @@ impl SessionStore {
         mut meta: Metadata,
         sinks: Vec<Arc<dyn EventSink>>,
     ) -> Result<SessionWriter, RecordsError> {
+        remove_abandoned(&self.root);
+        // The folder is made under a staging name and renamed once its files and
+        // first metadata are written: a supervisor killed in between leaves no
+        // half-made session, only a staging folder that a later `create` removes.
         let mut attempts = 0;
-        let dir = loop {
+        let (dir, staging) = loop {
             let id = layout::new_session_id(meta.start_time)?;
             let dir = self.root.join(&id);
-            match layout::create_private_dir(&dir) {
-                Ok(()) => {
+            let staging = self
+                .root
+                .join(format!("{STAGING}{}-{id}", std::process::id()));
+            let taken = dir.exists();
+            match layout::create_private_dir(&staging) {
+                Ok(()) if !taken => {
                     meta.session_id = id;
-                    break dir;
+                    break (dir, staging);
+                }
+                Ok(()) => {
+                    let _ = fs::remove_dir(&staging);
+                    if attempts >= 16 {
+                        return Err(RecordsError::CreateSession {
+                            path: dir,
+                            source: io::Error::from(io::ErrorKind::AlreadyExists),
+                        });
+                    }
+                    attempts += 1;
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 16 => {
                     attempts += 1
@@ -229,10 +275,15 @@ impl SessionStore {
                 Err(source) => return Err(RecordsError::CreateSession { path: dir, source }),
             }
         };
-        SessionWriter::start(dir.clone(), meta, sinks).inspect_err(|_| {
-            // Leave no half-made folder behind to be listed as damaged.
-            let _ = fs::remove_dir_all(&dir);
-        })
+        let mut writer = SessionWriter::start(staging.clone(), meta, sinks).inspect_err(|_| {
+            let _ = fs::remove_dir_all(&staging);
+        })?;
+        if let Err(source) = fs::rename(&staging, &dir) {
+            let _ = fs::remove_dir_all(&staging);
+            return Err(RecordsError::CreateSession { path: dir, source });
+        }
+        writer.moved_to(dir);
+        Ok(writer)
     }
 
     /// Session folders (by name), unsorted. A missing root has none.
