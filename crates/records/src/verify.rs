@@ -195,9 +195,8 @@ impl VerifyReport {
     pub fn problems(&self) -> &[Problem] {
         match self {
             VerifyReport::Intact { .. } => &[],
-            VerifyReport::Tampered { problems, .. } | VerifyReport::Interrupted { problems, .. } => {
-                problems
-            }
+            VerifyReport::Tampered { problems, .. }
+            | VerifyReport::Interrupted { problems, .. } => problems,
         }
     }
 }

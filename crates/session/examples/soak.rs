@@ -122,7 +122,10 @@ fn soak() -> Result<()> {
     );
     let up = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        ensure!(up.elapsed() < Duration::from_secs(10), "the loopback server did not start");
+        ensure!(
+            up.elapsed() < Duration::from_secs(10),
+            "the loopback server did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let ctx = Ctx {
@@ -235,8 +238,10 @@ fn session(ctx: &Ctx, kind: Kind, n: usize) -> Result<()> {
             let s = &mut request.settings;
             s.network = Some(NetworkMode::Allow);
             s.add_hosts.push(AddHost::parse("web.test:127.0.0.1")?);
-            s.network_rules
-                .push(Rule::parse(Action::Allow, &format!("web.test:{}", ctx.port))?);
+            s.network_rules.push(Rule::parse(
+                Action::Allow,
+                &format!("web.test:{}", ctx.port),
+            )?);
             // Fails the session unless every byte came through the mediator.
             format!(
                 "b=$(curl -sS http://web.test:{}/body | wc -c); echo net-{n} $b; test \"$b\" -eq {BODY_LEN}",
@@ -262,7 +267,10 @@ fn session(ctx: &Ctx, kind: Kind, n: usize) -> Result<()> {
     request.args = vec!["sh".into(), "-c".into(), script];
     let plan = Plan::new(&request, &mut image::none)?;
     let running = vg_session::start(plan)?;
-    let id = running.id().context("a recorded session has an id")?.to_owned();
+    let id = running
+        .id()
+        .context("a recorded session has an id")?
+        .to_owned();
     let pidns = std::fs::read_link(format!("/proc/{}/ns/pid", running.pid())).ok();
     let outcome = running.wait()?;
     let expected = match kind {
@@ -305,8 +313,11 @@ fn cgroups_available() -> bool {
         memory: Some(64 << 20),
         ..Default::default()
     };
-    vg_sandbox::cgroup::Cgroup::create(&format!("vectraguard-{}-probe", std::process::id()), &limits)
-        .is_ok()
+    vg_sandbox::cgroup::Cgroup::create(
+        &format!("vectraguard-{}-probe", std::process::id()),
+        &limits,
+    )
+    .is_ok()
 }
 
 /// Cgroup folders named after this process that are still there.

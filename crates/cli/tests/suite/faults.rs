@@ -48,7 +48,13 @@ fn seed() -> u64 {
 }
 
 /// `logs verify ID`: passes, or says the session was interrupted, never tampered.
-fn assert_verifies_or_interrupted(runner: Runner, ws: &Workspace, home: &RecordsHome, id: &str, context: &str) -> Output {
+fn assert_verifies_or_interrupted(
+    runner: Runner,
+    ws: &Workspace,
+    home: &RecordsHome,
+    id: &str,
+    context: &str,
+) -> Output {
     let out = Vg::new(runner, ws.path())
         .records_home(home)
         .args(["logs", "verify", id])
@@ -79,7 +85,7 @@ fn a_supervisor_killed_at_any_moment_leaves_no_process_and_an_explained_record()
         for i in 0..kills {
             // Start-up takes tens of milliseconds, the run a few hundred, then the
             // finish: the delays cover all three.
-            let delay = rng.below(700);
+            let delay = rng.below(450);
             let context = format!(
                 "[{runner}] session {i}: SIGKILL after {delay} ms; replay with {SEED}={seed}"
             );
@@ -125,15 +131,25 @@ fn a_supervisor_killed_at_any_moment_leaves_no_process_and_an_explained_record()
         for dir in home.sessions() {
             let id = dir.file_name().unwrap().to_str().unwrap().to_owned();
             let context = format!("[{runner}] {id}; replay with {SEED}={seed}");
-            assert!(list.stdout.contains(&id[..12.min(id.len())]), "{context}\n{list}");
+            assert!(
+                list.stdout.contains(&id[..12.min(id.len())]),
+                "{context}\n{list}"
+            );
             Vg::new(runner, ws.path())
                 .records_home(&home)
                 .args(["logs", "show", &id])
                 .run()
                 .assert_success();
             let out = assert_verifies_or_interrupted(runner, &ws, &home, &id, &context);
-            let status = session_metadata(&dir)["status"].as_str().unwrap_or("?").to_owned();
-            let verdict = if out.stdout.contains(": intact") { "intact" } else { "interrupted" };
+            let status = session_metadata(&dir)["status"]
+                .as_str()
+                .unwrap_or("?")
+                .to_owned();
+            let verdict = if out.stdout.contains(": intact") {
+                "intact"
+            } else {
+                "interrupted"
+            };
             verdicts.push(format!("{status}/{verdict}"));
             if out.stdout.contains(": interrupted") {
                 let status = session_metadata(&dir)["status"].clone();
@@ -146,7 +162,10 @@ fn a_supervisor_killed_at_any_moment_leaves_no_process_and_an_explained_record()
         verdicts.sort();
         eprintln!("killed supervisors [{runner}] (seed {seed}): status/verify {verdicts:?}");
         // A supervisor killed before it made the session's folder leaves no record.
-        assert!(verdicts.len() <= kills, "[{runner}] more records than sessions");
+        assert!(
+            verdicts.len() <= kills,
+            "[{runner}] more records than sessions"
+        );
         // A killed supervisor cannot remove its cgroups; the next session's removes
         // every group whose supervisor is gone.
         let out = Vg::sandbox(runner, &ws, &["--pids", "64"], &["true"])
@@ -168,7 +187,10 @@ struct SmallDisk {
 
 impl SmallDisk {
     fn mount(size: &str, runner: Runner) -> Self {
-        assert!(is_root(), "mounting a small disk needs the tests to run as root");
+        assert!(
+            is_root(),
+            "mounting a small disk needs the tests to run as root"
+        );
         let dir = TempDir::new("disk");
         let owner = runner.invoker();
         let status = Command::new("mount")
@@ -181,7 +203,11 @@ impl SmallDisk {
             .arg(dir.path())
             .status()
             .unwrap();
-        assert!(status.success(), "cannot mount a tmpfs on {}", dir.path().display());
+        assert!(
+            status.success(),
+            "cannot mount a tmpfs on {}",
+            dir.path().display()
+        );
         chown_to(dir.path(), &owner);
         Self { dir }
     }
@@ -210,7 +236,10 @@ impl SmallDisk {
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
     }
 }
 
@@ -231,14 +260,23 @@ fn records_on_a_full_disk_refuse_the_run_and_name_the_fix() {
         let marker = format!("ran-{}", unique());
         let out = vg(&[], &["sh", "-c", &format!("touch {marker}")]);
         assert_eq!(out.code(), Some(125), "[{runner}] {out}");
-        assert!(!ws.exists(&marker), "[{runner}] the command ran unrecorded\n{out}");
+        assert!(
+            !ws.exists(&marker),
+            "[{runner}] the command ran unrecorded\n{out}"
+        );
         let err = out.stderr.to_lowercase();
         assert!(
             err.contains("the disk holding") && err.contains("is full"),
             "[{runner}] the error does not say the disk is full\n{out}"
         );
-        assert!(err.contains(&home.to_lowercase()), "[{runner}] the error does not name the records' place\n{out}");
-        assert!(err.contains("--no-record"), "[{runner}] no fix named\n{out}");
+        assert!(
+            err.contains(&home.to_lowercase()),
+            "[{runner}] the error does not name the records' place\n{out}"
+        );
+        assert!(
+            err.contains("--no-record"),
+            "[{runner}] no fix named\n{out}"
+        );
         // The user's explicit choice runs it unrecorded.
         vg(&["--no-record"], &["sh", "-c", &format!("touch {marker}")]).assert_success();
         assert!(ws.exists(&marker));
@@ -254,9 +292,16 @@ fn records_on_a_full_disk_refuse_the_run_and_name_the_fix() {
             .filter_map(Result::ok)
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(sessions.len(), 1, "[{runner}] a refused run left a session: {sessions:?}");
+        assert_eq!(
+            sessions.len(),
+            1,
+            "[{runner}] a refused run left a session: {sessions:?}"
+        );
         let out = logs(&["logs", "verify", &sessions[0]]);
-        assert!(out.code() == Some(0) && out.stdout.contains(": intact"), "{out}");
+        assert!(
+            out.code() == Some(0) && out.stdout.contains(": intact"),
+            "{out}"
+        );
     });
 }
 

@@ -11,8 +11,8 @@ mod attacks_processes;
 #[cfg(target_arch = "x86_64")]
 mod attacks_syscalls;
 mod config;
-mod faults;
 mod exec_records;
+mod faults;
 mod filesystem;
 mod first_hour;
 mod https_inspection;

@@ -79,14 +79,24 @@ impl Kind {
 }
 
 /// `sandbox run` for session `n` of `kind`; its command lines carry `marker`.
-fn session(runner: Runner, ws: &Workspace, home: &RecordsHome, port: u16, kind: Kind, n: usize, marker: &str) -> Vg {
+fn session(
+    runner: Runner,
+    ws: &Workspace,
+    home: &RecordsHome,
+    port: u16,
+    kind: Kind,
+    n: usize,
+    marker: &str,
+) -> Vg {
     let tag = format!("{marker}-{n}");
     let allow = format!("web.test:{port}");
     let (options, script): (Vec<&str>, String) = match kind {
         // Many short-lived processes, each exec and exit recorded.
         Kind::Exec => (
             vec![],
-            format!("for i in 1 2 3 4 5 6 7 8; do /bin/true; done; echo {tag} | cat; ls / >/dev/null"),
+            format!(
+                "for i in 1 2 3 4 5 6 7 8; do /bin/true; done; echo {tag} | cat; ls / >/dev/null"
+            ),
         ),
         Kind::Network => (
             vec!["--add-host", "web.test:127.0.0.1", "--allow", &allow],
@@ -217,9 +227,16 @@ fn many_sessions_back_to_back_and_at_once_leave_no_process_cgroup_or_broken_reco
             let tag = format!("{marker}s{n}");
             let (args, prompt) = shell_args_tagged(&tag);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let tmux = Tmux::start(ws.path(), &vectraguard_command(runner, &home, &args), 80, 24);
+            let tmux = Tmux::start(
+                ws.path(),
+                &vectraguard_command(runner, &home, &args),
+                80,
+                24,
+            );
             tmux.wait_for(&prompt);
-            tmux.line(&format!("for i in 1 2 3; do /bin/true; done; echo {tag}-done; exit"));
+            tmux.line(&format!(
+                "for i in 1 2 3; do /bin/true; done; echo {tag}-done; exit"
+            ));
             tmux.wait_gone();
         }
         let elapsed = started.elapsed();
@@ -230,7 +247,12 @@ fn many_sessions_back_to_back_and_at_once_leave_no_process_cgroup_or_broken_reco
         assert_eq!(sessions.len(), expected, "[{runner}]");
         let statuses: Vec<String> = sessions
             .iter()
-            .map(|d| session_metadata(d)["status"].as_str().unwrap_or("?").to_owned())
+            .map(|d| {
+                session_metadata(d)["status"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .to_owned()
+            })
             .collect();
         let timeouts = (0..expected - sizes.shells)
             .filter(|n| KINDS[n % KINDS.len()] == Kind::Timeout)
@@ -242,7 +264,11 @@ fn many_sessions_back_to_back_and_at_once_leave_no_process_cgroup_or_broken_reco
             "[{runner}] {statuses:?}"
         );
         let pids = verify_all(runner, &ws, &home);
-        assert_eq!(pids.len(), expected, "one supervisor per session [{runner}]");
+        assert_eq!(
+            pids.len(),
+            expected,
+            "one supervisor per session [{runner}]"
+        );
         let left = cgroups_of(&pids);
         assert!(left.is_empty(), "[{runner}] cgroups left behind: {left:?}");
         eprintln!(
@@ -324,7 +350,11 @@ fn a_persistent_sandboxs_host_does_not_leak_over_many_commands() {
             "for i in 1 2 3 4 5 6 7 8; do /bin/true; done; echo done",
             "head -c 100000 /dev/zero | tr '\\0' x | wc -c",
         ];
-        let expected = [format!("{BODY}\n"), "done\n".to_owned(), "100000\n".to_owned()];
+        let expected = [
+            format!("{BODY}\n"),
+            "done\n".to_owned(),
+            "100000\n".to_owned(),
+        ];
         let exec = |n: usize| {
             let out = vg(&["sandbox", "exec", &name, "--", "sh", "-c", commands[n % 3]]);
             out.assert_success();
@@ -360,7 +390,10 @@ fn a_persistent_sandboxs_host_does_not_leak_over_many_commands() {
         );
         vg(&["sandbox", "rm", "-f", &name]).assert_success();
         assert!(
-            wait_until(Duration::from_secs(5), || !Path::new(&format!("/proc/{host}")).exists()),
+            wait_until(Duration::from_secs(5), || !Path::new(&format!(
+                "/proc/{host}"
+            ))
+            .exists()),
             "[{runner}] the host outlived `sandbox rm`"
         );
         let left = cgroups_of(&BTreeSet::from([host]));

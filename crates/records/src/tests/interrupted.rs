@@ -45,9 +45,13 @@ fn data_written_but_not_chained_is_an_interruption() {
     let problems = interrupted(&dir);
     assert_eq!(problems.len(), 2, "{problems:?}");
     assert!(
-        problems
-            .iter()
-            .all(|p| matches!(p, Problem::Unrecorded { unfinished: true, .. })),
+        problems.iter().all(|p| matches!(
+            p,
+            Problem::Unrecorded {
+                unfinished: true,
+                ..
+            }
+        )),
         "{problems:?}"
     );
 }

@@ -444,6 +444,9 @@ fn a_session_folder_appears_whole_and_abandoned_staging_folders_go() {
     w.finish(End::exited(0)).unwrap();
     assert!(crate::verify(&dir).unwrap().is_intact());
     assert!(!abandoned.exists(), "an abandoned staging folder was kept");
-    assert!(ours.exists(), "a live supervisor's staging folder was removed");
+    assert!(
+        ours.exists(),
+        "a live supervisor's staging folder was removed"
+    );
     assert_eq!(store.list(&ListFilter::default()).unwrap().len(), 1);
 }

@@ -751,6 +751,8 @@ mod disk_full_tests {
             source: std::io::Error::from_raw_os_error(libc::ENOSPC),
         };
         assert!(super::disk_full(&full.to_string()));
-        assert!(!super::disk_full("cannot write /r/s/stdout.log: Permission denied (os error 13)"));
+        assert!(!super::disk_full(
+            "cannot write /r/s/stdout.log: Permission denied (os error 13)"
+        ));
     }
 }
