@@ -42,7 +42,7 @@ fn seed() -> u64 {
         .unwrap_or_else(|| {
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
+                .map_or(1, |d| u64::from(d.subsec_nanos()) ^ d.as_secs())
                 | 1
         })
 }
