@@ -196,6 +196,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_interrupted_record_is_its_own_result_in_json() {
+        let report = VerifyReport::Interrupted {
+            records: 7,
+            problems: vec![Problem::MetadataUnchained { records: 7 }],
+        };
+        let v = verify_json("s", Path::new("/s"), &report);
+        assert_eq!(v["result"], "interrupted");
+        assert_eq!(v["problems"][0]["problem"], "metadata-unchained");
+        assert!(
+            v["problems"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("unverified")
+        );
+    }
+
+    #[test]
     fn verify_json_carries_each_problem_and_its_message() {
         let report = VerifyReport::Tampered {
             records: 12,
