@@ -271,7 +271,11 @@ fn session(ctx: &Ctx, kind: Kind, n: usize) -> Result<()> {
         .id()
         .context("a recorded session has an id")?
         .to_owned();
-    let pidns = std::fs::read_link(format!("/proc/{}/ns/pid", running.pid())).ok();
+    // Held open so that the namespace, and so its inode number, cannot be freed and
+    // reused by another sandbox while we look for its processes.
+    let ns_path = format!("/proc/{}/ns/pid", running.pid());
+    let held = std::fs::File::open(&ns_path).ok();
+    let pidns = std::fs::read_link(&ns_path).ok();
     let outcome = running.wait()?;
     let expected = match kind {
         Kind::Timeout => 124,
@@ -290,6 +294,7 @@ fn session(ctx: &Ctx, kind: Kind, n: usize) -> Result<()> {
             bail!("{id}: processes of its PID namespace outlived it: {left:?}");
         }
     }
+    drop(held);
     Ok(())
 }
 
