@@ -107,3 +107,40 @@ pub enum RecordsError {
     )]
     LedgerDamaged { path: PathBuf, reason: String },
 }
+
+impl RecordsError {
+    /// Whether this failed because the disk holding the records is full (or the
+    /// user's quota on it is used up): the fix is space, not permissions.
+    pub fn is_disk_full(&self) -> bool {
+        let source = match self {
+            RecordsError::CreateRoot { source, .. }
+            | RecordsError::RootNotWritable { source, .. }
+            | RecordsError::CreateSession { source, .. }
+            | RecordsError::Write { source, .. } => source,
+            _ => return false,
+        };
+        matches!(
+            source.kind(),
+            io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_told_apart() {
+        let full = RecordsError::Write {
+            path: "/r/s/stdout.log".into(),
+            source: io::Error::from_raw_os_error(28), // ENOSPC
+        };
+        assert!(full.is_disk_full());
+        let denied = RecordsError::Write {
+            path: "/r/s/stdout.log".into(),
+            source: io::Error::from(io::ErrorKind::PermissionDenied),
+        };
+        assert!(!denied.is_disk_full());
+    }
+}

@@ -17,6 +17,39 @@ use crate::verify::{self, VerifyReport};
 use crate::writer::SessionWriter;
 
 /// Which sessions `list` returns; `None` fields do not filter.
+/// The name prefix of a session folder being made (`.partial-PID-ID`): never a
+/// session, so listing skips it.
+const STAGING: &str = ".partial-";
+
+/// Removes the staging folders of supervisors that are gone (killed while making
+/// their session's folder). A folder whose pid was reused stays until that process
+/// is gone too.
+fn remove_abandoned(root: &Path) {
+    let Ok(entries) = fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some((pid, id)) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(STAGING))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, id)| Some((pid.parse::<u32>().ok()?, id)))
+        else {
+            continue;
+        };
+        if pid != std::process::id()
+            && !Path::new("/proc").join(pid.to_string()).exists()
+            && entry.file_type().is_ok_and(|t| t.is_dir())
+            && fs::remove_dir_all(entry.path()).is_ok()
+        {
+            // Its `start` may be in the ledger: say why no folder followed, so
+            // `logs verify --all` does not call it deleted outside Vectra Guard.
+            let _ = Ledger::at(root).removing(LedgerKind::Discard, &[id]);
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListFilter {
     pub agent: Option<String>,
@@ -215,14 +248,32 @@ impl SessionStore {
         mut meta: Metadata,
         sinks: Vec<Arc<dyn EventSink>>,
     ) -> Result<SessionWriter, RecordsError> {
+        remove_abandoned(&self.root);
+        // The folder is made under a staging name and renamed once its files and
+        // first metadata are written: a supervisor killed in between leaves no
+        // half-made session, only a staging folder that a later `create` removes.
         let mut attempts = 0;
-        let dir = loop {
+        let (dir, staging) = loop {
             let id = layout::new_session_id(meta.start_time)?;
             let dir = self.root.join(&id);
-            match layout::create_private_dir(&dir) {
-                Ok(()) => {
+            let staging = self
+                .root
+                .join(format!("{STAGING}{}-{id}", std::process::id()));
+            let taken = dir.exists();
+            match layout::create_private_dir(&staging) {
+                Ok(()) if !taken => {
                     meta.session_id = id;
-                    break dir;
+                    break (dir, staging);
+                }
+                Ok(()) => {
+                    let _ = fs::remove_dir(&staging);
+                    if attempts >= 16 {
+                        return Err(RecordsError::CreateSession {
+                            path: dir,
+                            source: io::Error::from(io::ErrorKind::AlreadyExists),
+                        });
+                    }
+                    attempts += 1;
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 16 => {
                     attempts += 1
@@ -234,18 +285,27 @@ impl SessionStore {
         let id = meta.session_id.clone();
         if let Err(e) = ledger.started(&id) {
             // Fail closed: a session the ledger cannot vouch for is not started.
-            let _ = fs::remove_dir(&dir);
+            let _ = fs::remove_dir(&staging);
             return Err(e);
         }
-        match SessionWriter::start(dir.clone(), meta, sinks) {
+        let made = SessionWriter::start(staging.clone(), meta, sinks).and_then(|writer| {
+            fs::rename(&staging, &dir)
+                .map(|()| writer)
+                .map_err(|source| RecordsError::CreateSession {
+                    path: dir.clone(),
+                    source,
+                })
+        });
+        match made {
             Ok(mut writer) => {
+                writer.moved_to(dir);
                 writer.ledger = Some(ledger);
                 Ok(writer)
             }
             Err(e) => {
                 // Leave no half-made folder behind to be listed as damaged, and
                 // say in the ledger why it is gone.
-                let _ = fs::remove_dir_all(&dir);
+                let _ = fs::remove_dir_all(&staging);
                 let _ = ledger.removing(LedgerKind::Discard, &[&id]);
                 Err(e)
             }

@@ -70,6 +70,12 @@ pub enum Problem {
         expected: u64,
     },
     MetadataChanged,
+    /// `metadata.json`'s last version was written but its `integrity.log` line never
+    /// followed: the supervisor stopped between the two writes (killed, or the disk
+    /// filled), or that last line was removed. Its content cannot be verified.
+    MetadataUnchained {
+        records: u64,
+    },
 }
 
 fn lines_span(line: u64, count: u64) -> String {
@@ -125,7 +131,7 @@ impl fmt::Display for Problem {
                 if *unfinished {
                     write!(
                         f,
-                        "; the session did not finish, so a crash before its last records were chained may explain this"
+                        "; the session did not finish, so its supervisor stopping during this write (killed, or the disk full) explains this"
                     )?;
                 }
                 Ok(())
@@ -147,6 +153,10 @@ impl fmt::Display for Problem {
                 "integrity.log was truncated: it has {lines} lines, expected at least {expected}"
             ),
             Problem::MetadataChanged => write!(f, "metadata.json was changed"),
+            Problem::MetadataUnchained { records } => write!(
+                f,
+                "metadata.json's last version was never recorded in integrity.log (it claims the {records} records before it): the supervisor stopped between writing it and recording it, or integrity.log's last line was removed; its content is unverified"
+            ),
         }
     }
 }
@@ -162,6 +172,14 @@ pub enum VerifyReport {
         records: u64,
         problems: Vec<Problem>,
     },
+    /// The record was never finished and every problem is what a supervisor that
+    /// stopped mid-write leaves (killed, or out of disk space): data or a last
+    /// `integrity.log` line written but not chained, a last `metadata.json` never
+    /// chained. Everything chained verifies; `problems` names what is incomplete.
+    Interrupted {
+        records: u64,
+        problems: Vec<Problem>,
+    },
 }
 
 impl VerifyReport {
@@ -169,10 +187,16 @@ impl VerifyReport {
         matches!(self, VerifyReport::Intact { .. })
     }
 
+    /// Intact, or cut short by its supervisor's end with nothing else wrong.
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, VerifyReport::Interrupted { .. })
+    }
+
     pub fn problems(&self) -> &[Problem] {
         match self {
             VerifyReport::Intact { .. } => &[],
-            VerifyReport::Tampered { problems, .. } => problems,
+            VerifyReport::Tampered { problems, .. }
+            | VerifyReport::Interrupted { problems, .. } => problems,
         }
     }
 }
@@ -183,6 +207,13 @@ impl fmt::Display for VerifyReport {
             VerifyReport::Intact { records } => write!(f, "intact ({records} records)"),
             VerifyReport::Tampered { problems, .. } => {
                 write!(f, "tampered:")?;
+                for p in problems {
+                    write!(f, "\n  {p}")?;
+                }
+                Ok(())
+            }
+            VerifyReport::Interrupted { problems, .. } => {
+                write!(f, "interrupted (everything chained verifies):")?;
                 for p in problems {
                     write!(f, "\n  {p}")?;
                 }
@@ -305,12 +336,22 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, RecordsError> {
     // metadata.json: its last version must be the last one recorded.
     let mpath = dir.join(layout::METADATA);
     let mut unfinished = true;
+    let mut unchained_meta = false;
     match fs::read(&mpath) {
         Ok(content) => {
             let peek: MetaPeek = serde_json::from_slice(&content).unwrap_or_default();
             unfinished = peek.status.as_deref().is_none_or(|s| s == "running");
             let expected_lines = peek.integrity.map(|h| h.records.saturating_add(1));
             match expected_lines {
+                Some(exp)
+                    if exp == line_count + 1
+                        && last_meta.is_none_or(|(_, d)| d != digest(&content)) =>
+                {
+                    unchained_meta = true;
+                    problems.push(Problem::MetadataUnchained {
+                        records: line_count,
+                    });
+                }
                 Some(exp)
                     if exp > line_count && last_meta.is_none_or(|(_, d)| d != digest(&content)) =>
                 {
@@ -361,9 +402,24 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, RecordsError> {
         }
     }
 
+    // What a supervisor that stopped mid-write leaves: a torn last integrity line,
+    // data not yet chained, a last metadata.json not yet chained. A record whose
+    // last metadata says it finished has no data after it, so only an unchained
+    // metadata.json is explained there.
+    let explained = |p: &Problem| match p {
+        Problem::Unrecorded { unfinished, .. } => *unfinished,
+        Problem::IntegrityLineChanged { line } => !complete && *line == line_count + 1,
+        Problem::MetadataUnchained { .. } => true,
+        _ => false,
+    };
     Ok(if problems.is_empty() {
         VerifyReport::Intact {
             records: line_count,
+        }
+    } else if (unfinished || unchained_meta) && problems.iter().all(explained) {
+        VerifyReport::Interrupted {
+            records: line_count,
+            problems,
         }
     } else {
         VerifyReport::Tampered {

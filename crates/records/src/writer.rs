@@ -531,6 +531,19 @@ impl SessionWriter {
         Ok(writer)
     }
 
+    /// The session folder was renamed to `dir` (from its staging name): later
+    /// writes by path and error messages name the new place. The open files
+    /// follow the rename by themselves.
+    pub(crate) fn moved_to(&mut self, dir: PathBuf) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for appender in state.files.iter_mut().chain([&mut state.integrity]) {
+            if let Some(name) = appender.path.file_name() {
+                appender.path = dir.join(name);
+            }
+        }
+        self.dir = dir;
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }

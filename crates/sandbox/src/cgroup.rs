@@ -10,6 +10,12 @@
 //!   the supervisor first moves itself into a leaf, `vectraguard-supervisor`, as
 //!   container runtimes do.
 //!
+//! A sandbox's group is named `vectraguard-PID-N` after the supervisor's pid. A
+//! supervisor killed before it removes its groups (SIGKILL) leaves them behind, empty
+//! once the sandbox died with it (init's parent-death signal): the next `create` in
+//! the same parent removes every such group whose supervisor is gone
+//! ([`remove_stale`]).
+//!
 //! Everything here is plain file I/O on cgroupfs.
 
 use std::fs;
@@ -145,7 +151,9 @@ impl Cgroup {
                 .find(|(c, _)| c.iter().any(|x| x == controller))
                 .map(|(_, p)| p.trim_start_matches('/'))
                 .unwrap_or("");
-            let dir = Path::new(ROOT).join(controller).join(path).join(name);
+            let parent = Path::new(ROOT).join(controller).join(path);
+            remove_stale(&parent);
+            let dir = parent.join(name);
             fs::create_dir(&dir).map_err(|e| {
                 unavailable(format!(
                     "cannot create the cgroup v1 {controller} group {}: {e}",
@@ -208,6 +216,7 @@ impl Cgroup {
             )));
         }
         enable_subtree(&parent, wanted)?;
+        remove_stale(&parent);
         let dir = parent.join(name);
         fs::create_dir(&dir)
             .map_err(|e| unavailable(format!("cannot create the cgroup {}: {e}", dir.display())))?;
@@ -309,6 +318,32 @@ fn quota_us(cpus: Option<f64>) -> i64 {
     }
 }
 
+/// The supervisor's pid in a sandbox group's name, `vectraguard-PID` or
+/// `vectraguard-PID-N` (not the v2 leaf `vectraguard-supervisor`).
+fn supervisor_of(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("vectraguard-")?;
+    rest.split('-').next()?.parse().ok()
+}
+
+/// Removes the sandbox groups in `parent` whose supervisor is no longer running
+/// (killed before its `Drop` ran). `rmdir` only succeeds on a group without
+/// processes or children, so a group still in use is never taken away; a group whose
+/// supervisor's pid was reused stays until that process is gone too.
+fn remove_stale(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(supervisor_of) else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = fs::remove_dir(entry.path());
+        }
+    }
+}
+
 /// Makes `wanted` controllers available to children of `parent` (cgroup v2). When
 /// `parent` holds processes (ours), they move to a leaf first.
 fn enable_subtree(parent: &Path, wanted: &[&str]) -> Result<(), Unavailable> {
@@ -375,6 +410,15 @@ mod tests {
         );
         assert_eq!(parsed[3].0, ["cpu", "cpuacct"]);
         assert_eq!(parsed[4], (vec![], "/user.slice/a.scope".to_owned()));
+    }
+
+    #[test]
+    fn stale_groups_are_known_by_their_supervisors_pid() {
+        assert_eq!(supervisor_of("vectraguard-4242"), Some(4242));
+        assert_eq!(supervisor_of("vectraguard-4242-17"), Some(4242));
+        assert_eq!(supervisor_of("vectraguard-supervisor"), None);
+        assert_eq!(supervisor_of("other-4242"), None);
+        assert_eq!(supervisor_of("vectraguard-"), None);
     }
 
     #[test]

@@ -82,6 +82,10 @@ pub enum SetupError {
     NewSession(io::Error),
     #[error("cannot make init non-dumpable (PR_SET_DUMPABLE): {0}")]
     NotDumpable(io::Error),
+    #[error(
+        "a sandbox can only be started while the supervisor has one thread, and it has {threads}: the sandbox's init is a copy of the calling thread and would wait for ever on a lock another thread held. Start sandboxes before starting threads, or from a process of their own (as `vectraguard sandbox run` does)"
+    )]
+    Threads { threads: usize },
 }
 
 fn mount_hint(e: &io::Error) -> &'static str {
@@ -122,7 +126,8 @@ impl SetupError {
             | Self::Pidfd(_)
             | Self::ParentDeathSignal(_)
             | Self::NewSession(_)
-            | Self::NotDumpable(_) => "supervisor",
+            | Self::NotDumpable(_)
+            | Self::Threads { .. } => "supervisor",
         }
     }
 }

@@ -117,6 +117,13 @@ pub fn spawn_in(
     stdio: [RawFd; 3],
     cgroup: Option<&crate::cgroup::Cgroup>,
 ) -> Result<Sandbox, SandboxError> {
+    // `clone` copies only this thread, and init allocates: the contract below is
+    // checked, not assumed, so that a library caller with threads gets an error
+    // rather than an init that hangs on a lock copied in its held state.
+    let threads = std::fs::read_dir("/proc/self/task").map_or(1, Iterator::count);
+    if threads > 1 {
+        return Err(SetupError::Threads { threads }.into());
+    }
     let mut prepared = Prepared::new(spec, stdio)?;
     let mut notify_parent = None;
     if spec.trace_exec

@@ -7,6 +7,7 @@
 //! `/etc` files to generate (`etc.rs`). [`crate::start`] carries it out.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Result, bail};
 use vg_policy::FsView;
@@ -90,10 +91,17 @@ impl Plan {
         };
 
         let recording = request.record != Recording::Off;
-        // The cgroup, if any, is named after this process: unique while it runs.
+        // The cgroup, if any, is named after this process and a count of its plans:
+        // unique while it runs, however many sessions it hosts at once, and known
+        // as ours when a later run sweeps the groups of a killed supervisor.
+        static PLANS: AtomicU64 = AtomicU64::new(0);
         let limits = limits::plan(
             &settings.limits,
-            &format!("vectraguard-{}", std::process::id()),
+            &format!(
+                "vectraguard-{}-{}",
+                std::process::id(),
+                PLANS.fetch_add(1, Ordering::Relaxed)
+            ),
             recording,
         )?;
         let options = ViewOptions {

@@ -50,6 +50,29 @@ pub fn verify(store: &SessionStore, args: &VerifyArgs, out: &mut dyn Write) -> R
                 "{id}: {} ({records} records)",
                 report::status("intact", State::Good)
             )?,
+            VerifyReport::Interrupted { records, problems } if ledger.is_none() => {
+                // Nothing was altered: the record stops where its supervisor did.
+                let (label, why) = match running_pid(&dir) {
+                    Some(pid) => (
+                        "unfinished",
+                        format!(
+                            "still being written (supervisor pid {pid} is running), so its last records are not chained yet"
+                        ),
+                    ),
+                    None => (
+                        "interrupted",
+                        "its supervisor stopped before finishing it (killed, or the disk was full); everything it recorded before that verifies".to_owned(),
+                    ),
+                };
+                writeln!(
+                    out,
+                    "{id}: {} ({records} records): {why}. Incomplete:",
+                    report::status(label, State::Warn)
+                )?;
+                for p in problems {
+                    writeln!(out, "  {p}")?;
+                }
+            }
             _ => {
                 writeln!(
                     out,
@@ -65,11 +88,13 @@ pub fn verify(store: &SessionStore, args: &VerifyArgs, out: &mut dyn Write) -> R
             }
         }
     }
-    Ok(if report.is_intact() && ledger.is_none() {
-        0
-    } else {
-        EXIT_TAMPERED
-    })
+    Ok(
+        if (report.is_intact() || report.is_interrupted()) && ledger.is_none() {
+            0
+        } else {
+            EXIT_TAMPERED
+        },
+    )
 }
 
 fn finding_json(f: &Finding) -> Value {
@@ -138,10 +163,15 @@ fn verify_all(store: &SessionStore, args: &VerifyArgs, out: &mut dyn Write) -> R
     }
     let (mut intact, mut notes) = (0usize, 0usize);
     for s in &audit.sessions {
-        let tampered = s.records.as_ref().filter(|r| !r.is_intact());
-        let word = if s.finding.is_problem() || tampered.is_some() {
+        let tampered = s
+            .records
+            .as_ref()
+            .filter(|r| !r.is_intact() && !r.is_interrupted());
+        let word = if s.is_problem() {
             report::status("PROBLEM", State::Bad)
-        } else if matches!(s.finding, Finding::Intact { .. }) {
+        } else if matches!(s.finding, Finding::Intact { .. })
+            && s.records.as_ref().is_none_or(VerifyReport::is_intact)
+        {
             intact += 1;
             report::status("ok", State::Good)
         } else {
@@ -151,6 +181,14 @@ fn verify_all(store: &SessionStore, args: &VerifyArgs, out: &mut dyn Write) -> R
         writeln!(out, "{}: {word}: {}", s.session_id, s.finding)?;
         if let Some(r) = tampered {
             writeln!(out, "  its records no longer match what was recorded:")?;
+            for p in r.problems() {
+                writeln!(out, "    {p}")?;
+            }
+        } else if let Some(r) = s.records.as_ref().filter(|r| r.is_interrupted()) {
+            writeln!(
+                out,
+                "  its supervisor stopped before finishing it; incomplete:"
+            )?;
             for p in r.problems() {
                 writeln!(out, "    {p}")?;
             }
@@ -237,6 +275,7 @@ fn verify_json(id: &str, dir: &Path, report: &VerifyReport) -> Value {
     let (result, records) = match report {
         VerifyReport::Intact { records } => ("intact", records),
         VerifyReport::Tampered { records, .. } => ("tampered", records),
+        VerifyReport::Interrupted { records, .. } => ("interrupted", records),
     };
     let problems: Vec<Value> = report
         .problems()
@@ -349,6 +388,23 @@ mod tests {
     use vg_records::Problem;
 
     use super::*;
+
+    #[test]
+    fn an_interrupted_record_is_its_own_result_in_json() {
+        let report = VerifyReport::Interrupted {
+            records: 7,
+            problems: vec![Problem::MetadataUnchained { records: 7 }],
+        };
+        let v = verify_json("s", Path::new("/s"), &report);
+        assert_eq!(v["result"], "interrupted");
+        assert_eq!(v["problems"][0]["problem"], "metadata-unchained");
+        assert!(
+            v["problems"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("unverified")
+        );
+    }
 
     #[test]
     fn verify_json_carries_each_problem_and_its_message() {

@@ -15,12 +15,12 @@ use super::harness::{
 const PROMPT: &str = "vg-vgtest-prompt$";
 
 /// A tmux server of its own, with one session called `vg`.
-struct Tmux {
+pub(super) struct Tmux {
     socket: PathBuf,
 }
 
 /// The terminal the tests drive, the shell they open, and the full-screen program.
-const TMUX: (&str, &str) = ("/usr/bin/tmux", "tmux");
+pub(super) const TMUX: (&str, &str) = ("/usr/bin/tmux", "tmux");
 const BASH: (&str, &str) = ("/bin/bash", "bash");
 const VI: (&str, &str) = ("/usr/bin/vi", "vim-tiny");
 
@@ -30,7 +30,7 @@ fn quote(s: &str) -> String {
 
 impl Tmux {
     /// Runs `command` (a shell command line) in a new `width`x`height` pane in `cwd`.
-    fn start(cwd: &Path, command: &str, width: u16, height: u16) -> Self {
+    pub(super) fn start(cwd: &Path, command: &str, width: u16, height: u16) -> Self {
         let socket = PathBuf::from(format!("/tmp/vg-tmux-{}", unique()));
         let t = Self { socket };
         let status = t
@@ -65,7 +65,7 @@ impl Tmux {
     }
 
     /// Types `text` literally, then Enter.
-    fn line(&self, text: &str) {
+    pub(super) fn line(&self, text: &str) {
         let status = self
             .tmux()
             .args(["send-keys", "-t", "vg", "-l", text])
@@ -108,12 +108,12 @@ impl Tmux {
     }
 
     #[track_caller]
-    fn wait_for(&self, needle: &str) -> String {
+    pub(super) fn wait_for(&self, needle: &str) -> String {
         self.wait(&format!("{needle:?}"), |s| s.contains(needle))
     }
 
     #[track_caller]
-    fn wait_gone(&self) {
+    pub(super) fn wait_gone(&self) {
         let end = Instant::now() + Duration::from_secs(20);
         while self.alive() {
             assert!(
@@ -134,7 +134,7 @@ impl Drop for Tmux {
 }
 
 /// The command line that starts vectraguard as `runner` with a clean environment.
-fn vectraguard_command(runner: Runner, home: &RecordsHome, args: &[&str]) -> String {
+pub(super) fn vectraguard_command(runner: Runner, home: &RecordsHome, args: &[&str]) -> String {
     let user = runner.invoker();
     let mut words: Vec<String> = Vec::new();
     if runner == Runner::Unprivileged && super::harness::is_root() {
@@ -172,7 +172,7 @@ fn shell_args() -> Vec<&'static str> {
 }
 
 /// [`shell_args`] with a prompt of its own, `vg-vgtest-prompt-TAG$`.
-fn shell_args_tagged(tag: &str) -> (Vec<String>, String) {
+pub(super) fn shell_args_tagged(tag: &str) -> (Vec<String>, String) {
     let mut args: Vec<String> = shell_args().iter().map(|a| (*a).to_owned()).collect();
     let last = args.len() - 1;
     args[last] = format!("PS1=vg-${{USER}}-prompt-{tag}$ ");

@@ -137,7 +137,13 @@ pub struct SessionCheck {
 
 impl SessionCheck {
     pub fn is_problem(&self) -> bool {
-        self.finding.is_problem() || self.records.as_ref().is_some_and(|r| !r.is_intact())
+        // A record its supervisor left unfinished (killed, disk full) is a note:
+        // the ledger then has no `end` for it, or its head would not match.
+        self.finding.is_problem()
+            || self
+                .records
+                .as_ref()
+                .is_some_and(|r| !r.is_intact() && !r.is_interrupted())
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod cast;
 mod crash;
+mod interrupted;
 mod ledger;
 mod store;
 mod tamper;

@@ -421,3 +421,32 @@ fn list_of_two_thousand_sessions() {
     };
     assert_eq!(store.list(&even).unwrap().len(), 1000);
 }
+
+#[test]
+fn a_session_folder_appears_whole_and_abandoned_staging_folders_go() {
+    let (tmp, store) = store("staging");
+    let root = tmp.path().join("logs");
+    // What a supervisor killed while making its folder leaves, and one still at it.
+    let abandoned = root.join(".partial-999999999-session-20250101T000000Z-abcdef");
+    let ours = root.join(format!(
+        ".partial-{}-session-20250101T000000Z-fedcba",
+        std::process::id()
+    ));
+    fs::create_dir_all(&abandoned).unwrap();
+    fs::write(abandoned.join("integrity.log"), "").unwrap();
+    fs::create_dir_all(&ours).unwrap();
+    assert!(store.list(&ListFilter::default()).unwrap().is_empty());
+    let w = store.create(sample_meta()).unwrap();
+    assert_eq!(w.dir(), root.join(w.id()));
+    assert!(w.dir().join("metadata.json").is_file());
+    w.append_stdout(b"after the move\n").unwrap();
+    let dir = w.dir().to_owned();
+    w.finish(End::exited(0)).unwrap();
+    assert!(crate::verify(&dir).unwrap().is_intact());
+    assert!(!abandoned.exists(), "an abandoned staging folder was kept");
+    assert!(
+        ours.exists(),
+        "a live supervisor's staging folder was removed"
+    );
+    assert_eq!(store.list(&ListFilter::default()).unwrap().len(), 1);
+}

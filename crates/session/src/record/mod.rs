@@ -171,12 +171,27 @@ impl Shared {
     /// A record could not be written: say so once and stop the sandbox, since it
     /// must not go on unrecorded.
     fn fail(&self, what: &str, error: impl std::fmt::Display) {
+        let error = error.to_string();
         let message = format!("cannot write the session record ({what}: {error})");
         if self.broken.set(message.clone()).is_ok() {
             crate::diag::error(format_args!("{message}; stopping the sandbox"));
+            if disk_full(&error) {
+                crate::diag::note(format_args!(
+                    "the disk holding {} is full: the record ends where it filled (`vectraguard logs verify` reports it as interrupted, everything before verifies); free space there or set VECTRAGUARD_HOME to a disk with room",
+                    self.writer.dir().display()
+                ));
+            }
             let _ = self.killer.kill();
         }
     }
+}
+
+/// Whether a write error's message is the kernel's for a full disk or quota (the
+/// errors reach [`Shared::fail`] as text from several crates).
+fn disk_full(error: &str) -> bool {
+    [libc::ENOSPC, libc::EDQUOT]
+        .into_iter()
+        .any(|e| error.contains(&std::io::Error::from_raw_os_error(e).to_string()))
 }
 
 /// A session being recorded.
@@ -211,11 +226,18 @@ impl Session {
                 root.display()
             )
         })?;
-        let writer = store.create(meta).with_context(|| {
-            format!(
-                "cannot create a session record under {}: check free space and permissions",
-                root.display()
-            )
+        let writer = store.create(meta).map_err(|e| {
+            if e.is_disk_full() {
+                anyhow::anyhow!(
+                    "the disk holding the session records ({}) is full, so nothing was run: free space there, set VECTRAGUARD_HOME to a folder on a disk with room, or pass --no-record to run without a record",
+                    root.display()
+                )
+            } else {
+                anyhow::Error::new(e).context(format!(
+                    "cannot create a session record under {}: check free space and permissions",
+                    root.display()
+                ))
+            }
         })?;
         Ok(Self {
             writer: Arc::new(writer),
@@ -742,5 +764,20 @@ fn end_of(
             end
         }
         Err(e) => End::failed_to_start(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod disk_full_tests {
+    #[test]
+    fn a_full_disk_is_recognised_in_a_write_error() {
+        let full = vg_records::RecordsError::Write {
+            path: "/r/s/stdout.log".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        assert!(super::disk_full(&full.to_string()));
+        assert!(!super::disk_full(
+            "cannot write /r/s/stdout.log: Permission denied (os error 13)"
+        ));
     }
 }

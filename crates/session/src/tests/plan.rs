@@ -203,7 +203,12 @@ fn limits_get_their_defaults_and_a_cgroup_is_only_planned() {
     let planned = plan(&request).unwrap();
     let cgroup = planned.limits.cgroup.as_ref().unwrap();
     assert_eq!(cgroup.limits.memory, Some(64 << 20));
-    assert_eq!(cgroup.name, format!("vectraguard-{}", std::process::id()));
+    // Named after this process and unique among its plans: sessions hosted at once
+    // in one process each get a group of their own.
+    let prefix = format!("vectraguard-{}-", std::process::id());
+    assert!(cgroup.name.starts_with(&prefix), "{}", cgroup.name);
+    let again = plan(&request).unwrap();
+    assert_ne!(again.limits.cgroup.as_ref().unwrap().name, cgroup.name);
     // Planned, not created: no memory mechanism is chosen until the session starts.
     assert!(!planned.limits.enforced_by.contains_key("memory"));
     assert_eq!(planned.limits.timeout, Some(Duration::from_secs(5)));
