@@ -291,6 +291,7 @@ fn records_on_a_full_disk_refuse_the_run_and_name_the_fix() {
             .unwrap()
             .filter_map(Result::ok)
             .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("session-"))
             .collect();
         assert_eq!(
             sessions.len(),
@@ -301,6 +302,11 @@ fn records_on_a_full_disk_refuse_the_run_and_name_the_fix() {
         assert!(
             out.code() == Some(0) && out.stdout.contains(": intact"),
             "{out}"
+        );
+        let out = logs(&["logs", "verify", "--all"]);
+        assert!(
+            out.code() == Some(0) && !out.stdout.contains("PROBLEM"),
+            "[{runner}] a refused run left the ledger with a problem\n{out}"
         );
     });
 }
@@ -342,6 +348,10 @@ fn records_filling_the_disk_stop_the_session_and_keep_what_was_written() {
             .unwrap()
             .filter_map(Result::ok)
             .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("session-"))
+            })
             .collect();
         sessions.sort();
         assert_eq!(sessions.len(), 2, "[{runner}] {sessions:?}");
@@ -368,5 +378,11 @@ fn records_filling_the_disk_stop_the_session_and_keep_what_was_written() {
             vg(&["logs", "show", id]).assert_success();
         }
         vg(&["logs", "list", "--all"]).assert_success();
+        // Across sessions too: the stopped one is a note, never a problem.
+        let out = vg(&["logs", "verify", "--all"]);
+        assert!(
+            out.code() == Some(0) && !out.stdout.contains("PROBLEM"),
+            "[{runner}] {out}"
+        );
     });
 }
