@@ -328,3 +328,53 @@ fn a_persistent_sandbox_is_ledgered_from_create_to_stop() {
 fn name_of_only(home: &RecordsHome) -> String {
     name(&home.only_session())
 }
+
+/// Makes the session folder `id` look running: its `metadata.json` (not its chain)
+/// says `running` under a live supervisor, this very test process; and its
+/// `stdout.log` is edited (same length) behind the chain's back.
+fn pose_as_running_and_edit(home: &RecordsHome, id: &str, new_stdout: &[u8]) {
+    let dir = home.logs().join(id);
+    std::fs::write(dir.join("stdout.log"), new_stdout).unwrap();
+    let path = dir.join("metadata.json");
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let live = vg_records::ProcessIdentity::current().unwrap();
+    meta["status"] = "running".into();
+    meta["supervisor"] = serde_json::to_value(&live).unwrap();
+    std::fs::write(&path, serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
+}
+
+/// A session folder claiming to be running is left unchecked until it ends, so the
+/// claim itself must not be forgeable: a finished session (its end in the ledger),
+/// or an unended one, whose `metadata.json` was edited to name a live process, is
+/// checked like any other, and its edited output is a problem.
+#[test]
+fn a_session_edited_to_look_running_is_still_checked() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let ended = session(runner, &ws, &home, "first");
+        let unended = session(runner, &ws, &home, "other");
+        // The last ledger line is `unended`'s end: removed, it looks killed.
+        let path = home.logs().join("ledger.log");
+        let mut lines = ledger_lines(&home);
+        assert!(lines.last().unwrap().contains(&format!(" end {unended} ")));
+        lines.pop();
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        pose_as_running_and_edit(&home, &ended, b"FIRST\n");
+        pose_as_running_and_edit(&home, &unended, b"OTHER\n");
+        let out = verify_all(runner, &ws, &home);
+        out.assert_code(1)
+            .assert_stdout_contains("stdout.log bytes 0 to 5 were changed")
+            .assert_stdout_contains("2 with a problem");
+        for id in [&ended, &unended] {
+            out.assert_stdout_contains(&format!("{id}: PROBLEM"));
+            assert!(
+                !out.stdout.contains(&format!("{id}: note: running")),
+                "{out}"
+            );
+            vg(runner, &ws, &home, &["logs", "verify", id])
+                .assert_code(1)
+                .assert_stdout_contains("stdout.log bytes 0 to 5 were changed");
+        }
+    });
+}
