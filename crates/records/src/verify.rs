@@ -169,6 +169,20 @@ impl VerifyReport {
         matches!(self, VerifyReport::Intact { .. })
     }
 
+    /// The report of a session known to have finished (the ledger has its end):
+    /// no tail of it is explained away as a crash's.
+    #[must_use]
+    pub fn known_finished(mut self) -> Self {
+        if let VerifyReport::Tampered { problems, .. } = &mut self {
+            for p in problems {
+                if let Problem::Unrecorded { unfinished, .. } = p {
+                    *unfinished = false;
+                }
+            }
+        }
+        self
+    }
+
     pub fn problems(&self) -> &[Problem] {
         match self {
             VerifyReport::Intact { .. } => &[],
@@ -243,9 +257,9 @@ pub fn metadata_is_chained(dir: &Path) -> Result<bool, RecordsError> {
     };
     let last = text
         .lines()
+        .rev()
         .filter_map(IntegrityLine::parse)
-        .filter(|l| RecordFile::from_name(&l.file) == Some(RecordFile::Metadata))
-        .last()
+        .find(|l| RecordFile::from_name(&l.file) == Some(RecordFile::Metadata))
         .map(|l| l.digest);
     let mpath = dir.join(layout::METADATA);
     let content = match fs::read(&mpath) {

@@ -378,3 +378,33 @@ fn a_session_edited_to_look_running_is_still_checked() {
         }
     });
 }
+
+/// A finished session dressed up as one its supervisor never finished (the last lines
+/// of its `integrity.log` removed, `metadata.json` back to `running`) is a problem,
+/// and, since the ledger saw it end, no tail of it is put down to a crash.
+#[test]
+fn a_finished_session_cut_back_to_look_interrupted_is_not_excused_as_a_crash() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let id = session(runner, &ws, &home, "done");
+        let dir = home.logs().join(&id);
+        let integrity = dir.join("integrity.log");
+        let text = std::fs::read_to_string(&integrity).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let kept = lines[..lines.len() - 2].join("\n") + "\n";
+        std::fs::write(&integrity, kept).unwrap();
+        let path = dir.join("metadata.json");
+        let mut meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        meta["status"] = "running".into();
+        std::fs::write(&path, serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
+        let out = verify_all(runner, &ws, &home);
+        out.assert_code(1)
+            .assert_stdout_contains(&format!("{id}: PROBLEM: rewritten or replaced"))
+            .assert_stdout_contains("never recorded");
+        assert!(
+            !out.stdout.contains("a crash before its last records"),
+            "a finished session's tail was put down to a crash\n{out}"
+        );
+    });
+}

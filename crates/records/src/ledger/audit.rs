@@ -247,7 +247,11 @@ pub fn audit(root: &Path, anchor: Option<&Hash>) -> Result<Audit, RecordsError> 
             }
         };
         let records = match dir {
-            Some(d) if !running => Some(verify::verify(d)?),
+            // A session the ledger saw end never had a crash to explain a tail.
+            Some(d) if !running => Some(match states.get(id) {
+                Some(State::Ended { .. }) => verify::verify(d)?.known_finished(),
+                _ => verify::verify(d)?,
+            }),
             _ => None,
         };
         sessions.push(SessionCheck {
