@@ -436,7 +436,7 @@ fn a_huge_request_path_is_clipped_in_the_record() {
         let log = std::fs::read_to_string(home.only_session().join("events.jsonl")).unwrap();
         assert!(log.len() < 32 * 1024, "events.jsonl is {} bytes", log.len());
         Vg::new(runner, ws.path())
-            .args(&["logs", "verify", "last"])
+            .args(["logs", "verify", "last"])
             .records_home(&home)
             .run()
             .assert_success();
