@@ -192,6 +192,20 @@ impl VerifyReport {
         matches!(self, VerifyReport::Interrupted { .. })
     }
 
+    /// The report of a session known to have finished (the ledger has its end):
+    /// no tail of it is explained away as a crash's.
+    #[must_use]
+    pub fn known_finished(mut self) -> Self {
+        if let VerifyReport::Tampered { problems, .. } = &mut self {
+            for p in problems {
+                if let Problem::Unrecorded { unfinished, .. } = p {
+                    *unfinished = false;
+                }
+            }
+        }
+        self
+    }
+
     pub fn problems(&self) -> &[Problem] {
         match self {
             VerifyReport::Intact { .. } => &[],
@@ -257,6 +271,34 @@ fn read_err(path: &Path) -> impl FnOnce(io::Error) -> RecordsError + '_ {
         path: path.to_owned(),
         source,
     }
+}
+
+/// Whether `dir`'s `metadata.json` is, byte for byte, the last version its
+/// `integrity.log` chained. `logs verify --all` trusts a `running` status (and
+/// leaves the session's chain unchecked) only then: the chained versions name the
+/// real supervisor, so a `metadata.json` edited to name some live process does
+/// not pass. (The chain itself is not checked here; an unended session's chain
+/// is not anchored anyway.)
+pub fn metadata_is_chained(dir: &Path) -> Result<bool, RecordsError> {
+    let ipath = dir.join(layout::INTEGRITY);
+    let text = match fs::read_to_string(&ipath) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(read_err(&ipath)(e)),
+    };
+    let last = text
+        .lines()
+        .rev()
+        .filter_map(IntegrityLine::parse)
+        .find(|l| RecordFile::from_name(&l.file) == Some(RecordFile::Metadata))
+        .map(|l| l.digest);
+    let mpath = dir.join(layout::METADATA);
+    let content = match fs::read(&mpath) {
+        Ok(c) => c,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(read_err(&mpath)(e)),
+    };
+    Ok(last == Some(digest(&content)))
 }
 
 /// Verifies the session folder `dir`. I/O failures (unreadable folder) are

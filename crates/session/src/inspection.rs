@@ -470,44 +470,86 @@ fn resolve_in(root: Option<&Path>, path: &Path) -> Option<PathBuf> {
         .map(|_| current)
 }
 
-/// One inspector event as a line of `events.jsonl` (type `network`).
+/// The most bytes of one text field of an inspector event that are recorded. The
+/// sandbox chooses the method, path and host it sends (a path may fill the
+/// 256 KiB request head, more with HTTP/2), so without this 100 000 events could
+/// take tens of GiB of `events.jsonl`.
+pub const MAX_EVENT_FIELD: usize = 4096;
+
+/// `text` cut to [`MAX_EVENT_FIELD`] bytes (on a character boundary), and its
+/// full size when it was cut.
+fn clip(text: String) -> (String, Option<usize>) {
+    if text.len() <= MAX_EVENT_FIELD {
+        return (text, None);
+    }
+    let full = text.len();
+    let mut end = MAX_EVENT_FIELD;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (text[..end].to_owned(), Some(full))
+}
+
+/// Adds `key` (clipped), and `KEY_bytes` (its full size) when it was clipped.
+fn with_clipped(event: Event, key: &str, text: String) -> Event {
+    let (text, full) = clip(text);
+    let event = event.with(key, text);
+    match full {
+        Some(n) => event.with(format!("{key}_bytes"), n),
+        None => event,
+    }
+}
+
+/// One inspector event as a line of `events.jsonl` (type `network`). Text the
+/// sandbox controls is clipped to [`MAX_EVENT_FIELD`] bytes, its full size in
+/// `FIELD_bytes`.
 pub fn to_record(event: HttpEvent) -> Event {
     match event {
-        HttpEvent::Exchange(x) => Event::new(NETWORK)
-            .at(x.time)
-            .with("event", "http")
-            .with("connection", x.connection)
-            .with("protocol", x.version)
-            .with("method", x.method)
-            .with("scheme", x.scheme.as_str())
-            .with("host", x.host)
-            .with("port", x.port)
-            .with("path", x.path)
-            .with("status", x.status.map_or(Value::Null, Value::from))
-            .with("bytes_out", x.bytes_out)
-            .with("bytes_in", x.bytes_in)
-            .with(
-                "duration_ms",
-                u64::try_from(x.duration.as_millis()).unwrap_or(u64::MAX),
-            )
-            .with("decision", x.decision)
-            .with("rule", x.rule.map_or(Value::Null, Value::from))
-            .with("reason", x.reason)
-            .with("secrets", x.secrets)
-            .with(
-                "exfiltration",
-                x.exfiltration.map_or(Value::Null, Value::from),
-            )
-            .with("error", x.error.map_or(Value::Null, Value::from)),
-        HttpEvent::Tls(t) => Event::new(NETWORK)
-            .at(t.time)
-            .with("event", "tls")
-            .with("connection", t.connection)
-            .with("host", t.host)
-            .with("port", t.port)
-            .with("sni", t.sni.map_or(Value::Null, Value::from))
-            .with("decision", "deny")
-            .with("error", t.error),
+        HttpEvent::Exchange(x) => clipped_exchange(x),
+        HttpEvent::Tls(t) => {
+            let e = Event::new(NETWORK)
+                .at(t.time)
+                .with("event", "tls")
+                .with("connection", t.connection);
+            let e = with_clipped(e, "host", t.host)
+                .with("port", t.port)
+                .with("decision", "deny");
+            let e = match t.sni {
+                Some(sni) => with_clipped(e, "sni", sni),
+                None => e.with("sni", Value::Null),
+            };
+            with_clipped(e, "error", t.error)
+        }
+    }
+}
+
+fn clipped_exchange(x: vg_http::Exchange) -> Event {
+    let e = Event::new(NETWORK)
+        .at(x.time)
+        .with("event", "http")
+        .with("connection", x.connection)
+        .with("protocol", x.version);
+    let e = with_clipped(e, "method", x.method).with("scheme", x.scheme.as_str());
+    let e = with_clipped(e, "host", x.host).with("port", x.port);
+    let e = with_clipped(e, "path", x.path)
+        .with("status", x.status.map_or(Value::Null, Value::from))
+        .with("bytes_out", x.bytes_out)
+        .with("bytes_in", x.bytes_in)
+        .with(
+            "duration_ms",
+            u64::try_from(x.duration.as_millis()).unwrap_or(u64::MAX),
+        )
+        .with("decision", x.decision)
+        .with("rule", x.rule.map_or(Value::Null, Value::from));
+    let e = with_clipped(e, "reason", x.reason)
+        .with("secrets", x.secrets)
+        .with(
+            "exfiltration",
+            x.exfiltration.map_or(Value::Null, Value::from),
+        );
+    match x.error {
+        Some(error) => with_clipped(e, "error", error),
+        None => e.with("error", Value::Null),
     }
 }
 
@@ -515,6 +557,27 @@ pub fn to_record(event: HttpEvent) -> Event {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_fields_are_clipped_on_a_character_boundary_with_their_size() {
+        let short = "/ok".to_owned();
+        assert_eq!(clip(short.clone()), (short, None));
+        // 'é' is two bytes: 4095 ASCII bytes then 'é' straddles the limit.
+        let long = format!(
+            "{}é{}",
+            "a".repeat(MAX_EVENT_FIELD - 1),
+            "b".repeat(100_000)
+        );
+        let (cut, full) = clip(long.clone());
+        assert_eq!(full, Some(long.len()));
+        assert_eq!(cut, "a".repeat(MAX_EVENT_FIELD - 1));
+        let e = with_clipped(Event::new(NETWORK), "path", long);
+        assert_eq!(
+            e.get("path_bytes"),
+            Some(&Value::from(MAX_EVENT_FIELD + 100_001))
+        );
+        assert!(e.to_line().unwrap().len() < 2 * MAX_EVENT_FIELD);
+    }
 
     #[test]
     fn sources_that_are_not_small_regular_files_are_refused() {

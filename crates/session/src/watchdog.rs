@@ -18,7 +18,9 @@
 //! What it does not catch, unlike a cgroup: growth between two polls (a program
 //! touching pages at several GiB/s overshoots by up to a poll's worth), page cache,
 //! kernel memory, memory held by files in a tmpfs (`/tmp`, `$HOME`: bounded by
-//! `--disk` instead) or in a `memfd` no process maps.
+//! `--disk` instead), or shared memory no process has in its page tables (a
+//! `memfd` filled with `write`, a shared mapping after `MADV_DONTNEED`, System V
+//! segments once detached): none of it is in any process's `RssShmem`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;

@@ -401,6 +401,48 @@ fn plain_http_rules_are_decided_per_request_too() {
     });
 }
 
+/// The sandbox chooses the path it asks for: 100 000 requests with a path filling the
+/// request head would put tens of GiB into `events.jsonl` past every record cap. The
+/// recorded path is clipped to 4 KiB, its full size in `path_bytes`, and the record
+/// still verifies.
+#[test]
+fn a_huge_request_path_is_clipped_in_the_record() {
+    if !require_tools(&[CURL]) {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let ca = TestCa::new("long");
+        let web = Server::plain();
+        let mut options = pinned(&ca, &["long.test"]);
+        allowing(
+            &mut options,
+            &[format!("GET http://long.test:{}/echo/**", web.port)],
+        );
+        let path = format!("/echo/{}", "a".repeat(60_000));
+        let script = labeled(
+            "get",
+            &Client::Curl.shell("GET", &web.url("long.test", &path), &[]),
+        );
+        let out = bash(runner, &ws, &home, &options, &script).run();
+        out.assert_success();
+        let events = http_events(&home);
+        let get = exchange(&events, "GET", "/echo/aaaa");
+        let recorded = get["path"].as_str().unwrap();
+        assert_eq!(recorded.len(), 4096, "{}", &recorded[..64]);
+        assert!(path.starts_with(recorded));
+        assert_eq!(get["path_bytes"], path.len(), "{get}");
+        let log = std::fs::read_to_string(home.only_session().join("events.jsonl")).unwrap();
+        assert!(log.len() < 32 * 1024, "events.jsonl is {} bytes", log.len());
+        Vg::new(runner, ws.path())
+            .args(["logs", "verify", "last"])
+            .records_home(&home)
+            .run()
+            .assert_success();
+    });
+}
+
 #[test]
 fn git_clones_over_inspected_https_with_segment_rules() {
     if !require_tools(&[GIT, GIT_BACKEND]) {

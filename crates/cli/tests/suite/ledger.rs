@@ -195,6 +195,9 @@ fn concurrent_sessions_are_all_ledgered() {
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
+        // The ledger made first: a session whose folder exists when another's first
+        // append creates the ledger is adopted there, then started (an extra line).
+        let first = session(runner, &ws, &home, "first");
         std::thread::scope(|s| {
             for i in 0..8 {
                 let (ws, home) = (&ws, &home);
@@ -207,11 +210,12 @@ fn concurrent_sessions_are_all_ledgered() {
             }
         });
         let ids: Vec<String> = home.sessions().iter().map(|d| name(d)).collect();
-        assert_eq!(ids.len(), 8);
+        assert_eq!(ids.len(), 9);
+        assert!(ids.contains(&first));
         let out = verify_all(runner, &ws, &home);
         out.assert_success()
-            .assert_stdout_contains("8 sessions: 8 intact, 0 with a note, 0 with a problem");
-        assert_eq!(ledger_lines(&home).len(), 16);
+            .assert_stdout_contains("9 sessions: 9 intact, 0 with a note, 0 with a problem");
+        assert_eq!(ledger_lines(&home).len(), 18);
         for id in &ids {
             assert!(has_entry(&home, "start", id) && has_entry(&home, "end", id));
         }
@@ -327,4 +331,84 @@ fn a_persistent_sandbox_is_ledgered_from_create_to_stop() {
 
 fn name_of_only(home: &RecordsHome) -> String {
     name(&home.only_session())
+}
+
+/// Makes the session folder `id` look running: its `metadata.json` (not its chain)
+/// says `running` under a live supervisor, this very test process; and its
+/// `stdout.log` is edited (same length) behind the chain's back.
+fn pose_as_running_and_edit(home: &RecordsHome, id: &str, new_stdout: &[u8]) {
+    let dir = home.logs().join(id);
+    std::fs::write(dir.join("stdout.log"), new_stdout).unwrap();
+    let path = dir.join("metadata.json");
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let live = vg_records::ProcessIdentity::current().unwrap();
+    meta["status"] = "running".into();
+    meta["supervisor"] = serde_json::to_value(&live).unwrap();
+    std::fs::write(&path, serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
+}
+
+/// A session folder claiming to be running is left unchecked until it ends, so the
+/// claim itself must not be forgeable: a finished session (its end in the ledger),
+/// or an unended one, whose `metadata.json` was edited to name a live process, is
+/// checked like any other, and its edited output is a problem.
+#[test]
+fn a_session_edited_to_look_running_is_still_checked() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let ended = session(runner, &ws, &home, "first");
+        let unended = session(runner, &ws, &home, "other");
+        // The last ledger line is `unended`'s end: removed, it looks killed.
+        let path = home.logs().join("ledger.log");
+        let mut lines = ledger_lines(&home);
+        assert!(lines.last().unwrap().contains(&format!(" end {unended} ")));
+        lines.pop();
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        pose_as_running_and_edit(&home, &ended, b"FIRST\n");
+        pose_as_running_and_edit(&home, &unended, b"OTHER\n");
+        let out = verify_all(runner, &ws, &home);
+        out.assert_code(1)
+            .assert_stdout_contains("stdout.log bytes 0 to 5 were changed")
+            .assert_stdout_contains("2 with a problem");
+        for id in [&ended, &unended] {
+            out.assert_stdout_contains(&format!("{id}: PROBLEM"));
+            assert!(
+                !out.stdout.contains(&format!("{id}: note: running")),
+                "{out}"
+            );
+            vg(runner, &ws, &home, &["logs", "verify", id])
+                .assert_code(1)
+                .assert_stdout_contains("stdout.log bytes 0 to 5 were changed");
+        }
+    });
+}
+
+/// A finished session dressed up as one its supervisor never finished (the last lines
+/// of its `integrity.log` removed, `metadata.json` back to `running`) is a problem,
+/// and, since the ledger saw it end, no tail of it is put down to a crash.
+#[test]
+fn a_finished_session_cut_back_to_look_interrupted_is_not_excused_as_a_crash() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let id = session(runner, &ws, &home, "done");
+        let dir = home.logs().join(&id);
+        let integrity = dir.join("integrity.log");
+        let text = std::fs::read_to_string(&integrity).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let kept = lines[..lines.len() - 2].join("\n") + "\n";
+        std::fs::write(&integrity, kept).unwrap();
+        let path = dir.join("metadata.json");
+        let mut meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        meta["status"] = "running".into();
+        std::fs::write(&path, serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
+        let out = verify_all(runner, &ws, &home);
+        out.assert_code(1)
+            .assert_stdout_contains(&format!("{id}: PROBLEM: rewritten or replaced"))
+            .assert_stdout_contains("never recorded");
+        assert!(
+            !out.stdout.contains("a crash before its last records"),
+            "a finished session's tail was put down to a crash\n{out}"
+        );
+    });
 }

@@ -201,7 +201,13 @@ pub fn audit(root: &Path, anchor: Option<&Hash>) -> Result<Audit, RecordsError> 
         let dir = folders.get(id);
         let status = dir
             .map(|d| crate::store::read_metadata(d).map(|m| m.effective_status(boot.as_deref())));
-        let running = matches!(status, Some(Ok(Status::Running)));
+        // Running (its chain left unchecked until it ends) only while the ledger
+        // has no end for it, and only on the word of the metadata.json its chain
+        // recorded: a finished session, or an unended one whose metadata.json was
+        // edited to name some live process, is checked like any other.
+        let running = matches!(states.get(id), Some(State::Open { .. }))
+            && matches!(status, Some(Ok(Status::Running)))
+            && dir.is_some_and(|d| still_running(d));
         let finding = match (states.get(id), dir) {
             (None, None) => continue,
             (Some(State::Removed { .. }), None) => continue,
@@ -247,7 +253,11 @@ pub fn audit(root: &Path, anchor: Option<&Hash>) -> Result<Audit, RecordsError> 
             }
         };
         let records = match dir {
-            Some(d) if !running => Some(verify::verify(d)?),
+            // A session the ledger saw end never had a crash to explain a tail.
+            Some(d) if !running => Some(match states.get(id) {
+                Some(State::Ended { .. }) => verify::verify(d)?.known_finished(),
+                _ => verify::verify(d)?,
+            }),
             _ => None,
         };
         sessions.push(SessionCheck {
@@ -263,6 +273,22 @@ pub fn audit(root: &Path, anchor: Option<&Hash>) -> Result<Audit, RecordsError> 
         sessions,
         anchor_missing,
     })
+}
+
+/// Whether the session in `dir`, whose `metadata.json` says `running` with a live
+/// supervisor, really is: that `metadata.json` must be the version its chain
+/// recorded. A live writer replaces the file and then chains it, so a mismatch is
+/// looked at again after a moment before it counts.
+fn still_running(dir: &Path) -> bool {
+    for attempt in 0..3 {
+        if verify::metadata_is_chained(dir).unwrap_or(false) {
+            return true;
+        }
+        if attempt < 2 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    false
 }
 
 /// The ledger's word on one session folder, for `logs verify SESSION`: a
