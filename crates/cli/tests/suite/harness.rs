@@ -434,7 +434,13 @@ impl RecordsHome {
         let mut dirs: Vec<PathBuf> = std::fs::read_dir(self.logs())
             .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
             .unwrap_or_default();
-        dirs.retain(|d| d.is_dir());
+        // Not the ledger beside them, nor a `.partial-*` folder still being made
+        // (renamed to its session name once its first metadata is written).
+        dirs.retain(|d| {
+            d.is_dir()
+                && d.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("session-"))
+        });
         dirs.sort();
         dirs
     }
