@@ -165,6 +165,11 @@ pub fn serve(
     let fd = listener.as_fd();
     // Best effort: without it (before Linux 6.6) tracing is only slower.
     let _ = sys::notif_sync_wakeup(fd);
+    // Each live traced process holds a pidfd here, and reading an exec opens a few
+    // more: at the usual soft limit of 1,024 a build running 1,000 processes at once
+    // would have its execs refused for want of a descriptor. The sandbox was cloned
+    // before this thread started, so it keeps the limits it was given.
+    let _ = sys::raise_open_files_limit();
     let mut tracked = Tracked {
         inspect,
         ..Tracked::default()

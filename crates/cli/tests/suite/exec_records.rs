@@ -570,3 +570,40 @@ fn every_exec_names_the_pid_parent_and_cwd_its_process_sees() {
         assert_ne!(field(second, "ppid"), "0", "{log}");
     });
 }
+
+/// A build that runs a thousand processes at once: each live traced process holds a
+/// descriptor in the supervisor, so at the usual soft limit of 1,024 open files the
+/// tracer once ran out and refused execs ("cannot find the process's pid").
+#[test]
+fn a_thousand_processes_at_once_are_all_recorded_at_the_usual_descriptor_limit() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let n = 1200;
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &[],
+            &[
+                "sh",
+                "-c",
+                &format!(
+                    "i=0; while [ $i -lt {n} ]; do sleep 3 & i=$((i+1)); done; wait; echo all-done"
+                ),
+            ],
+        )
+        .records_home(&home)
+        .through_shell(r#"ulimit -Sn 1024 && exec "$@""#)
+        .run();
+        out.assert_success().assert_stdout_contains("all-done");
+        let dir = home.only_session();
+        let failures: Vec<Value> = events(&dir)
+            .into_iter()
+            .filter(|e| e["type"] == "failure")
+            .collect();
+        assert!(failures.is_empty(), "[{runner}] {failures:?}");
+        let log = commands(&dir);
+        let sleeps = execs_of(&log, "sleep 3").len();
+        assert_eq!(sleeps, n, "[{runner}] {sleeps} of {n} sleeps recorded");
+    });
+}

@@ -42,8 +42,8 @@ pub use msg::{poll_read, recv_msg, send_msg, signalfd, signalfd_read};
 pub use net::{iface_configure, loopback_up, tun_create};
 pub use pidfd::{pidfd_exited, pidfd_open, pidfd_parent, pidfd_send_signal, pidns_tgid};
 pub use process::{
-    clone_fork, execve, exit_now, fork, kill, prctl, read_process_memory, sethostname, setrlimit,
-    setsid, unshare, waitpid,
+    clone_fork, execve, exit_now, fork, kill, prctl, raise_open_files_limit, read_process_memory,
+    sethostname, setrlimit, setsid, unshare, waitpid,
 };
 pub use ptrace::{ptrace_detach, ptrace_interrupt, ptrace_seize_exec};
 pub use seccomp::{

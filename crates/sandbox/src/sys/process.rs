@@ -120,6 +120,23 @@ pub fn read_process_memory(pid: pid_t, addr: u64, buf: &mut [u8]) -> io::Result<
     usize::try_from(n).map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))
 }
 
+/// Raises this process's soft limit on open descriptors to its hard limit, and
+/// returns the new soft limit. Only the soft value changes, which any process may do.
+pub fn raise_open_files_limit() -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a valid, writable rlimit.
+    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) })?;
+    if lim.rlim_cur < lim.rlim_max {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: lim is a valid rlimit.
+        check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) })?;
+    }
+    Ok(lim.rlim_cur)
+}
+
 /// Lowers (or sets) both the soft and hard value of a resource limit.
 pub fn setrlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
     let lim = libc::rlimit {
