@@ -81,6 +81,9 @@ pub struct ControlServer {
     inode: (u64, u64),
     stopping: Arc<AtomicBool>,
     clients: Arc<Clients>,
+    /// The listening socket (a second descriptor of it), shut down to wake the
+    /// blocked `accept` when the server stops.
+    listening: socket2::Socket,
     acceptor: Option<JoinHandle<()>>,
 }
 
@@ -169,6 +172,16 @@ impl ControlServer {
                 source,
             }
         })?;
+        let listening = listener
+            .try_clone()
+            .map(|l| socket2::Socket::from(std::os::fd::OwnedFd::from(l)))
+            .map_err(|source| {
+                let _ = fs::remove_file(path);
+                BindError::Create {
+                    path: path.into(),
+                    source,
+                }
+            })?;
         let stopping = Arc::new(AtomicBool::new(false));
         let clients = Arc::new(Clients::new());
         let (flag, served) = (Arc::clone(&stopping), Arc::clone(&clients));
@@ -187,6 +200,7 @@ impl ControlServer {
             inode,
             stopping,
             clients,
+            listening,
             acceptor: Some(acceptor),
         })
     }
@@ -200,8 +214,10 @@ impl Drop for ControlServer {
     fn drop(&mut self) {
         self.stopping.store(true, Ordering::SeqCst);
         self.clients.close();
-        // Wake the blocked accept; it sees the flag and returns.
-        let _ = with_socket_path(&self.path, |p| UnixStream::connect(p));
+        // Wake the blocked accept (it fails once the socket is shut down); it sees
+        // the flag and returns. Cheaper than connecting to ourselves, which also
+        // needed the socket's path to still resolve.
+        let _ = self.listening.shutdown(std::net::Shutdown::Both);
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.join();
         }

@@ -209,6 +209,24 @@ fn dropping_the_server_ends_open_connections_at_once() {
 }
 
 #[test]
+fn dropping_the_server_stops_it_without_its_socket_path() {
+    // The acceptor is woken by shutting the listening socket down, not by connecting
+    // to its path: with the socket file gone (removed, or its folder moved), dropping
+    // the server still returns at once.
+    let (_root, path, _session, server) = serve(LONG);
+    std::fs::remove_file(&path).unwrap();
+    let (done, dropped) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(server);
+        let _ = done.send(());
+    });
+    assert!(
+        dropped.recv_timeout(Duration::from_secs(5)).is_ok(),
+        "dropping the server hung in accept"
+    );
+}
+
+#[test]
 fn every_request_round_trips() {
     let (_root, path, session, _server) = serve(LONG);
     let mut client = ControlClient::connect(&path).unwrap();

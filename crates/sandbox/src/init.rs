@@ -53,11 +53,6 @@ fn setup(
     if !matches!(sync.read(&mut go), Ok(1)) {
         return Err(SetupError::ParentGone);
     }
-    // Now that we are in the sandbox's cgroup (see spawn.rs).
-    sys::unshare(libc::CLONE_NEWCGROUP).map_err(|source| SetupError::Namespaces {
-        hint: "this kernel lacks cgroup namespaces; `vectraguard doctor` shows it".into(),
-        source,
-    })?;
     // Before the file-system identity changes: /dev/net/tun is checked against the
     // host's permissions, and the device must be created from inside our namespace.
     let tun = match p.network {
@@ -93,6 +88,16 @@ fn setup(
     crate::rootfs::build_and_pivot(&p.ops, p.image_lower.as_ref(), p.inside)?;
     std::env::set_current_dir(&p.workdir).map_err(|source| SetupError::Workdir {
         path: p.workdir.clone(),
+        source,
+    })?;
+    // The supervisor moved us into the sandbox's cgroup while we built the file
+    // system (see spawn.rs); wait for it to say so before the cgroup namespace (whose
+    // root must be that cgroup) and before anything of the command's can run.
+    if !matches!(sync.read(&mut go), Ok(1)) {
+        return Err(SetupError::ParentGone);
+    }
+    sys::unshare(libc::CLONE_NEWCGROUP).map_err(|source| SetupError::Namespaces {
+        hint: "this kernel lacks cgroup namespaces; `vectraguard doctor` shows it".into(),
         source,
     })?;
 

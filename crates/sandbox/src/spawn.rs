@@ -141,7 +141,7 @@ pub fn spawn_in(
     let (sync_r, mut sync_w) = std::io::pipe().map_err(SetupError::Fork)?;
     let (report_r, report_w) = std::io::pipe().map_err(SetupError::Fork)?;
     // The cgroup namespace is made by init once the supervisor has moved it into the
-    // sandbox's cgroup (before the go byte), so that its root is that cgroup and
+    // sandbox's cgroup (the second byte below), so that its root is that cgroup and
     // /proc/self/cgroup shows "/" rather than the path on the host.
     let flags = namespaces(spec.network)
         .filter(|(_, f)| *f != libc::CLONE_NEWCGROUP)
@@ -178,17 +178,25 @@ pub fn spawn_in(
     drop(sync_r);
     drop(report_w);
     drop(prepared.notify_sock.take());
-    let placed = match cgroup {
-        Some(cg) => cg.attach(pid).map_err(SetupError::Cgroup),
-        None => Ok(()),
-    };
-    if let Err(e) = placed.and_then(|()| write_id_maps(pid, &prepared.identity, prepared.inside)) {
+    // Two bytes release init: "go" once its uid/gid maps are written, then
+    // "placed" once it is in the sandbox's cgroup. Moving a process between cgroups
+    // waits for an RCU grace period (milliseconds, more on a busy machine), so it is
+    // done while init builds its file system; init waits for the second byte before
+    // it makes its cgroup namespace and drops its capabilities, long before anything
+    // of the command's can run. On failure init reads end-of-file (ParentGone) or is
+    // killed here.
+    let released = write_id_maps(pid, &prepared.identity, prepared.inside)
+        .and_then(|()| sync_w.write_all(b"1").map_err(SetupError::Fork))
+        .and_then(|()| match cgroup {
+            Some(cg) => cg.attach(pid).map_err(SetupError::Cgroup),
+            None => Ok(()),
+        })
+        .and_then(|()| sync_w.write_all(b"2").map_err(SetupError::Fork));
+    if let Err(e) = released {
         let _ = sys::kill(pid, libc::SIGKILL);
         let _ = sys::waitpid(pid, 0);
         return Err(e.into());
     }
-    // On failure the child reads end-of-file and gives up (ParentGone).
-    sync_w.write_all(b"1").map_err(SetupError::Fork)?;
     Ok(Sandbox {
         pid,
         notify: notify_parent,

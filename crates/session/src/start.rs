@@ -97,33 +97,18 @@ fn start_recorded(
     if let Some(inspection) = &network.inspection {
         inspection.record(&mut meta);
     }
-    let mut session = Session::create(&root, meta)?;
-    let id = session.id().to_owned();
-    let in_session = |e: anyhow::Error| Error::from(e).in_session(&id);
-    if plan.network.mode == NetworkMode::Host {
-        // Loudly: in the events as well as in metadata.json.
-        session
-            .event(
-                vg_records::Event::new(vg_records::event::kind::NETWORK)
-                    .with("event", "host-network")
-                    .with("decision", "allow")
-                    .with(
-                        "warning",
-                        "--network host: the sandbox shares this machine's network, unmediated and unrecorded",
-                    ),
-            )
-            .map_err(in_session)?;
-    }
     // Raw mode (and its guardian process) before any thread exists.
     let spec = &plan.spec;
     let stdin_is_terminal = vg_sandbox::terminal::is_terminal(std::io::stdin());
     let raw = match (spec.tty && stdin_is_terminal).then(RawTerminal::enter) {
         Some(Err(e)) => {
             let error = anyhow::anyhow!("cannot put the terminal in raw mode: {e}");
+            let session = Session::create(&root, meta)?;
+            let id = session.id().to_owned();
             if let Err(e) = session.failed_to_start(&error) {
                 crate::diag::error(format_args!("{e:#}"));
             }
-            return Err(in_session(error));
+            return Err(Error::from(error).in_session(&id));
         }
         Some(Ok(raw)) => Some(raw),
         None => None,
@@ -133,12 +118,30 @@ fn start_recorded(
         && stdin_is_terminal
         && vg_sandbox::terminal::is_terminal(std::io::stderr()))
     .then(|| crate::prompt::TerminalPrompt::new(spec.tty));
-    let (mut sandbox, output) = match spawn(
+    // The sandbox first, its record next: the record is made while init builds the
+    // sandbox (nothing of the command's runs before `attach` below has its relays and
+    // tracer in place: init forks the command only after handing over the exec
+    // listener and reporting ready, and its output waits in the pipes).
+    let spawned = spawn(
         spec,
         enforced.cgroup.as_ref(),
         stdin_is_terminal,
         prompt.clone(),
-    ) {
+    );
+    let mut session = match Session::create(&root, meta) {
+        Ok(session) => session,
+        Err(error) => {
+            // Fail closed: no sandbox runs unrecorded.
+            if let Ok((sandbox, _)) = &spawned {
+                let _ = sandbox.killer().kill();
+            }
+            drop(raw);
+            return Err(error.into());
+        }
+    };
+    let id = session.id().to_owned();
+    let in_session = |e: anyhow::Error| Error::from(e).in_session(&id);
+    let (mut sandbox, output) = match spawned {
         Ok(started) => started,
         Err(error) => {
             drop(raw);
@@ -148,6 +151,22 @@ fn start_recorded(
             return Err(in_session(error));
         }
     };
+    if plan.network.mode == NetworkMode::Host
+        && let Err(error) = session.event(
+            // Loudly: in the events as well as in metadata.json.
+            vg_records::Event::new(vg_records::event::kind::NETWORK)
+                .with("event", "host-network")
+                .with("decision", "allow")
+                .with(
+                    "warning",
+                    "--network host: the sandbox shares this machine's network, unmediated and unrecorded",
+                ),
+        )
+    {
+        let _ = sandbox.killer().kill();
+        drop(raw);
+        return Err(in_session(error));
+    }
     // After the spawn, so that its timer thread inherits the blocked signals; before
     // `attach`, whose tracer consults it.
     if let Some(gate) = plan.gate.clone()
