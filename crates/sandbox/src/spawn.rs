@@ -192,6 +192,15 @@ pub fn spawn_in(
             None => Ok(()),
         })
         .and_then(|()| sync_w.write_all(b"2").map_err(SetupError::Fork));
+    // Init may fail its own set-up (a working directory that does not exist, say)
+    // while the supervisor is still placing it: then it has already exited, with
+    // its reason in the report pipe, and never reads the second byte. Its report,
+    // read like any other, says what went wrong; nothing of the command ran.
+    let released = match released {
+        Err(SetupError::Fork(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(_) if init_has_exited(pid) => Ok(()),
+        other => other,
+    };
     if let Err(e) = released {
         let _ = sys::kill(pid, libc::SIGKILL);
         let _ = sys::waitpid(pid, 0);
@@ -473,5 +482,17 @@ pub(crate) fn decode_status(status: i32) -> Termination {
         Termination::Signalled(libc::WTERMSIG(status))
     } else {
         Termination::Exited(libc::WEXITSTATUS(status))
+    }
+}
+
+/// Whether `pid` (our child, not yet reaped) has exited: a zombie, or gone.
+fn init_has_exited(pid: libc::pid_t) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name's closing parenthesis.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| matches!(state, 'Z' | 'X')),
+        Err(_) => true,
     }
 }
