@@ -6,26 +6,9 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use serde_json::Value;
-
 use super::harness::session_metadata as metadata;
 use super::harness::{PYTHON, RecordsHome, Runner, Vg, Workspace, each_identity};
-use super::limits::cgroups_for;
-
-fn events(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn limit_hits(dir: &Path, limit: &str) -> Vec<Value> {
-    events(dir)
-        .into_iter()
-        .filter(|e| e["type"] == "limit-hit" && e["limit"] == limit)
-        .collect()
-}
+use super::limits::{cgroups_for, events, limit_hits};
 
 /// Half of this host's `MemTotal`: the default cap the runs below must meet.
 fn half_of_ram() -> u64 {

@@ -11,7 +11,7 @@ use super::harness::{
     PYTHON, RecordsHome, Runner, Vg, Workspace, assert_no_process_left, each_identity, py, unique,
 };
 
-fn events(dir: &Path) -> Vec<Value> {
+pub(super) fn events(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap()
         .lines()
@@ -19,7 +19,7 @@ fn events(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn limit_hits(dir: &Path, limit: &str) -> Vec<Value> {
+pub(super) fn limit_hits(dir: &Path, limit: &str) -> Vec<Value> {
     events(dir)
         .into_iter()
         .filter(|e| e["type"] == "limit-hit" && e["limit"] == limit)
