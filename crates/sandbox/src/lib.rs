@@ -15,6 +15,7 @@ pub mod error;
 pub mod fdpass;
 mod idmap;
 mod init;
+pub mod inside;
 pub mod landlock;
 mod prepared;
 pub mod probe;

@@ -130,12 +130,17 @@ pub struct ShowArgs {
     #[arg(long, conflicts_with_all = ["events", "network"])]
     pub approvals: bool,
 
+    /// Print only the violations: file accesses the view refused and system calls
+    /// seccomp refused, each with the program that tried
+    #[arg(long, conflicts_with_all = ["events", "network", "approvals"])]
+    pub violations: bool,
+
     /// Print the recorded stdout, byte for byte
-    #[arg(long, conflicts_with_all = ["commands", "events", "network", "approvals", "json", "stderr"])]
+    #[arg(long, conflicts_with_all = ["commands", "events", "network", "approvals", "violations", "json", "stderr"])]
     pub stdout: bool,
 
     /// Print the recorded stderr, byte for byte
-    #[arg(long, conflicts_with_all = ["commands", "events", "network", "approvals", "json"])]
+    #[arg(long, conflicts_with_all = ["commands", "events", "network", "approvals", "violations", "json"])]
     pub stderr: bool,
 
     /// Print JSON: the metadata, plus "commands" and "events" arrays when asked for;

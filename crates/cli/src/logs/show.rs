@@ -54,6 +54,8 @@ fn events_flag(args: &ShowArgs) -> &'static str {
         "network"
     } else if args.approvals {
         "approvals"
+    } else if args.violations {
+        "violations"
     } else {
         "events"
     }
@@ -66,6 +68,8 @@ fn events_filter(args: &ShowArgs) -> Option<EventFilter> {
         Some(EventFilter::Network)
     } else if args.approvals {
         Some(EventFilter::Approvals)
+    } else if args.violations {
+        Some(EventFilter::Violations)
     } else {
         None
     }

@@ -21,6 +21,8 @@ pub enum EventFilter {
     Network,
     /// Only `approval` events (and unreadable lines, which may have been).
     Approvals,
+    /// Only `violation` events (and unreadable lines, which may have been).
+    Violations,
 }
 
 /// Which line file a view reads, and how it filters it.
@@ -159,6 +161,9 @@ fn admits(filter: EventFilter, event: Option<&Map<String, Value>>) -> bool {
         (EventFilter::Approvals, Some(e)) => {
             e.get("type").and_then(Value::as_str) == Some("approval")
         }
+        (EventFilter::Violations, Some(e)) => {
+            e.get("type").and_then(Value::as_str) == Some("violation")
+        }
     }
 }
 
@@ -180,6 +185,11 @@ fn event_text(line: &[u8], event: Option<&Map<String, Value>>) -> String {
     {
         text.push(' ');
         text.push_str(&line);
+        return format::safe(&text).into_owned();
+    }
+    if str_field("type") == "violation" {
+        text.push(' ');
+        text.push_str(&violation_text(e));
         return format::safe(&text).into_owned();
     }
     if str_field("type") == "network" && str_field("event") == "http" {
@@ -233,6 +243,43 @@ fn http_text(e: &Map<String, Value>) -> String {
     }
     if let Some(error) = e.get("error").and_then(Value::as_str) {
         text.push_str(&format!(", error: {error}"));
+    }
+    text
+}
+
+/// A `violation` event in words: `read ~/.ssh/id_rsa refused by the view (hidden:
+/// not in the sandbox's view) by pid 7 /usr/bin/cat`, `syscall mount refused by
+/// seccomp by pid 9 /usr/bin/python3`, or the end-of-session count.
+fn violation_text(e: &Map<String, Value>) -> String {
+    let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let n = |k: &str| e.get(k).and_then(Value::as_u64).unwrap_or(0);
+    if s("event") == "summary" {
+        return format!(
+            "{} refused in all, {} distinct{}",
+            n("total"),
+            n("distinct"),
+            match n("not_recorded") {
+                0 => String::new(),
+                k => format!(", {k} distinct ones past the cap counted only"),
+            }
+        );
+    }
+    let what = match e.get("syscall").and_then(Value::as_str) {
+        Some(syscall) if s("layer") == "seccomp" => format!("syscall {syscall}"),
+        _ => format!("{} {}", s("access"), s("path")),
+    };
+    let mut text = format!("{what} refused by {}", s("layer"));
+    if !s("reason").is_empty() {
+        text.push_str(&format!(" ({})", s("reason")));
+    }
+    if let Some(pid) = e.get("pid").and_then(Value::as_i64) {
+        text.push_str(&format!(" by pid {pid}"));
+    }
+    if !s("exe").is_empty() {
+        text.push_str(&format!(" {}", s("exe")));
+    }
+    if n("count") > 1 {
+        text.push_str(&format!(" ({} times)", n("count")));
     }
     text
 }
