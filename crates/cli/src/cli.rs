@@ -351,9 +351,22 @@ pub struct SandboxOptions {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Apply a named profile from the configuration files
+    /// Apply a named profile: a [profiles.NAME] table of the configuration files, or
+    /// a learned profile (~/.config/vectraguard/profiles/NAME.toml, see --learn)
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
+
+    /// Learning mode: run once with your home and the host's other non-secret folders
+    /// visible read-only (writes go to a throwaway layer, secrets stay hidden) and
+    /// every public destination allowed; every file, program and destination is
+    /// traced and written as the profile NAME, for --profile NAME. Learning trusts
+    /// the command
+    #[arg(long, value_name = "NAME")]
+    pub learn: Option<String>,
+
+    /// With --learn: replace an existing profile of that name without asking
+    #[arg(long, requires = "learn")]
+    pub yes: bool,
 
     /// Do not print Vectra Guard's own notes: the line naming the recorded session at
     /// the end and the network refusal notes (also VECTRAGUARD_QUIET=1)

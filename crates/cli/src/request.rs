@@ -35,6 +35,7 @@ pub fn request(args: &RunArgs) -> Result<Request> {
         shell: args.shell,
         persistent: false,
         tmpfs: o.tmpfs.clone(),
+        learn: o.learn.clone(),
         agent_preset: None,
         prompt: None,
         record: if o.no_record {

@@ -128,4 +128,52 @@ fn report_outcome(outcome: &Outcome) {
     for hit in &outcome.limit_hits {
         eprintln!("vectraguard: {} is full (--disk limit)", hit.detail);
     }
+    if let Some(line) = violations_line(&outcome.violations, outcome.session.as_deref()) {
+        eprintln!("{line}");
+    }
+}
+
+/// The end-of-run line about refused accesses: `vectraguard: 3 accesses refused:
+/// ~/.cache/foo (read), … (see `logs show ID --violations`; run with --learn NAME
+/// to build a profile)`.
+fn violations_line(
+    summary: &vg_session::record::observe::Summary,
+    session: Option<&str>,
+) -> Option<String> {
+    const SHOWN: usize = 5;
+    if summary.total == 0 {
+        return None;
+    }
+    let home = vg_session::host::invoker_home();
+    let mut shown: Vec<String> = summary
+        .refused
+        .iter()
+        .take(SHOWN)
+        .map(|(r, _)| match r.access.as_str() {
+            "syscall" => format!("{} (system call)", r.what),
+            access => format!("{} ({access})", tilde(&r.what, home.as_deref())),
+        })
+        .collect();
+    let distinct = summary.refused.len() as u64 + summary.not_recorded;
+    if distinct > SHOWN as u64 {
+        shown.push(format!("and {} more", distinct - SHOWN as u64));
+    }
+    let noun = if summary.total == 1 { "access" } else { "accesses" };
+    let see = session
+        .map(|id| format!("see `vectraguard logs show {id} --violations`; "))
+        .unwrap_or_default();
+    Some(format!(
+        "vectraguard: {} {noun} refused: {} ({see}run with --learn NAME to build a profile)",
+        summary.total,
+        shown.join(", ")
+    ))
+}
+
+/// `path` with the home folder written `~`.
+fn tilde(path: &str, home: Option<&Path>) -> String {
+    match home.and_then(|h| Path::new(path).strip_prefix(h).ok()) {
+        Some(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
+        Some(rest) => format!("~/{}", rest.display()),
+        None => path.to_owned(),
+    }
 }

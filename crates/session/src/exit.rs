@@ -66,6 +66,10 @@ pub struct Outcome {
     pub memory_watchdog: Option<crate::watchdog::Hit>,
     /// The approval gate denied the command itself: by whom, in words.
     pub denied: Option<String>,
+    /// What the view and seccomp refused (`violation` events), for the summary line.
+    pub violations: crate::record::observe::Summary,
+    /// Learning mode: the profile learned from the run, still to be saved.
+    pub learned: Option<crate::learn::Learned>,
 }
 
 /// Like `timeout(1)`: 124 when the session was stopped at its deadline or by `stop`.

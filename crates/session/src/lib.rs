@@ -38,6 +38,7 @@ pub mod home;
 pub mod host;
 pub mod image;
 pub mod inspection;
+pub mod learn;
 pub mod limits;
 pub mod mounts;
 pub mod network;

@@ -49,13 +49,24 @@ pub struct Plan {
     /// `agent start`'s preset and prompt, for the record.
     pub agent_preset: Option<String>,
     pub prompt: Option<String>,
+    /// Learning mode (`--learn NAME`).
+    pub learn: Option<crate::learn::Plan>,
 }
 
 impl Plan {
     /// Plans `request`; `images` is asked for the image when the request names one.
     pub fn new(request: &Request, images: &mut ImageSource) -> Result<Self, Error> {
         let cwd = request.cwd.clone();
-        let settings = settings::merge(request)?;
+        let mut settings = settings::merge(request)?;
+        if request.learn.is_some() {
+            crate::learn::check(
+                request.image.is_some(),
+                request.persistent,
+                request.record != Recording::Off,
+                settings.network,
+            )?;
+            crate::learn::open_network(&mut settings)?;
+        }
         let network = network::Plan::new(&settings)?;
         let inspection = crate::inspection::Plan::new(
             network.policy.as_ref(),
@@ -114,9 +125,14 @@ impl Plan {
             ptys: limits.ptys,
             tmpfs: checked_tmpfs(&request.tmpfs)?,
         };
-        let view = match &image {
-            Some(img) => FsView::image_view(&img.image.rootfs, &options),
-            None => FsView::default_view(&host::layout(), &options),
+        let learn = request.learn.as_ref().map(|name| crate::learn::Plan {
+            name: name.clone(),
+            home: crate::learn::home(&identity.home),
+        });
+        let view = match (&image, &learn) {
+            (Some(img), _) => FsView::image_view(&img.image.rootfs, &options),
+            (None, Some(learn)) => crate::learn::view(&host::layout(), &options, learn),
+            (None, None) => FsView::default_view(&host::layout(), &options),
         };
         let mut etc = Vec::new();
         if let Some(resolv) = network.resolv_conf(image.is_some()) {
@@ -203,6 +219,7 @@ impl Plan {
             inspection,
             agent_preset: request.agent_preset.clone(),
             prompt: request.prompt.clone(),
+            learn,
         })
     }
 }

@@ -39,6 +39,9 @@ pub struct Request {
     pub persistent: bool,
     /// Private tmpfs folders inside the sandbox (`--tmpfs PATH`), each `--disk` big.
     pub tmpfs: Vec<PathBuf>,
+    /// Learning mode (`--learn NAME`): the relaxed view and the file tracing that
+    /// [`crate::learn`] turns into the profile NAME once the run ends.
+    pub learn: Option<String>,
     /// `agent start`: the preset and the prompt, for the record.
     pub agent_preset: Option<String>,
     pub prompt: Option<String>,

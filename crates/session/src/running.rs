@@ -186,6 +186,8 @@ impl Running {
                 .unwrap_or_default()
         };
         let memory_hit;
+        let mut violations = crate::record::observe::Summary::default();
+        let mut learned = None;
         let (outcome, session, cgroup_hits, denied) = match mode {
             Mode::Recorded {
                 session,
@@ -211,12 +213,20 @@ impl Running {
                     .filter(|o| matches!(o.termination, vg_sandbox::Termination::ExecFailed(_)))
                     .and_then(|o| o.command_pid)
                     .and_then(|pid| session.gate_denial(pid));
-                session
+                let (_, observed) = session
                     .finish(&result, &cgroup_hits)
                     .map_err(|e| Error::from(e).in_session(&id))?;
                 drop(raw);
                 let outcome =
                     result.map_err(|e| Error::from(anyhow::Error::from(e)).in_session(&id))?;
+                violations = observed.summary;
+                learned = match (&plan.learn, observed.learned) {
+                    (Some(learn), Some(accesses)) => Some(
+                        crate::learn::learned(&plan, learn, &id, accesses)
+                            .map_err(|e| Error::from(e).in_session(&id))?,
+                    ),
+                    _ => None,
+                };
                 (outcome, Some(id), cgroup_hits, denied)
             }
             Mode::Unrecorded { saved, mediator } => {
@@ -246,6 +256,8 @@ impl Running {
             limit_hits: outcome.limit_hits,
             memory_watchdog: memory_hit,
             denied,
+            violations,
+            learned,
         })
     }
 }

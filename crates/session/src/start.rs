@@ -191,6 +191,13 @@ fn start_recorded(
         )),
         _ => None,
     };
+    if spec.trace_files || spec.report_refusals {
+        session.observe(crate::record::observe::Observer::new(
+            spec.view.clone(),
+            sandbox.pid(),
+            plan.learn.is_some(),
+        ));
+    }
     let terminal = session.attach(
         &mut sandbox,
         output,

@@ -26,6 +26,7 @@ mod commands;
 mod held;
 mod layers;
 pub mod metadata;
+pub mod observe;
 mod relay;
 
 use crate::limits::OutputCaps;
@@ -199,7 +200,10 @@ pub struct Session {
     writer: Arc<SessionWriter>,
     shared: Option<Arc<Shared>>,
     relays: Vec<JoinHandle<()>>,
-    tracer: Option<JoinHandle<Arc<Mutex<CommandsLog>>>>,
+    tracer: Option<JoinHandle<(Arc<Mutex<CommandsLog>>, Option<observe::Observed>)>>,
+    /// Watches file accesses and refused system calls (see `observe.rs`), handed to
+    /// the tracer by [`Session::attach`].
+    observer: Option<observe::Observer>,
     /// Relays and records the sandbox's network in `--network allow` mode.
     mediator: Option<vg_netstack::Mediator>,
     /// The HTTPS inspector the mediator hands connections to, shut down (its last
@@ -244,6 +248,7 @@ impl Session {
             shared: None,
             relays: Vec::new(),
             tracer: None,
+            observer: None,
             mediator: None,
             inspector: None,
             network_events_dropped: Arc::new(std::sync::atomic::AtomicU64::new(0)),
@@ -278,6 +283,12 @@ impl Session {
         self.gate = Some(gate);
         self.prompt = prompt;
         Ok(())
+    }
+
+    /// Has the tracer report refused accesses (and, learning, every access) to
+    /// `observer`. Called before [`Session::attach`].
+    pub fn observe(&mut self, observer: observe::Observer) {
+        self.observer = Some(observer);
     }
 
     /// The session's id (its folder's name).
@@ -392,6 +403,7 @@ impl Session {
         if trace && let Some(listener) = sandbox.exec_listener() {
             let shared = Arc::clone(&shared);
             let gate = self.gate.clone();
+            let mut observer = self.observer.take();
             self.tracer = Some(std::thread::spawn(move || {
                 let log = CommandsLog::new(caps.shown);
                 let log = Arc::new(Mutex::new(match gate {
@@ -401,15 +413,24 @@ impl Session {
                 trace::serve(
                     listener,
                     gate.is_some(),
-                    |event| match &gate {
-                        Some(gate) => held::screen(gate, &log, &shared, event),
-                        None => lock(&log).record(&shared, event),
+                    |event| {
+                        // File accesses and refused calls were answered already.
+                        if let Some(observer) = observer.as_mut()
+                            && observer.observe(&shared, &event)
+                        {
+                            return trace::Verdict::Continue;
+                        }
+                        match &gate {
+                            Some(gate) => held::screen(gate, &log, &shared, event),
+                            None => lock(&log).record(&shared, event),
+                        }
                     },
                     // The exec just let go is chained while it runs.
                     || lock(&log).chain_pending(&shared),
                 );
                 lock(&log).chain_pending(&shared);
-                log
+                let observed = observer.map(|o| o.finish(&shared));
+                (log, observed)
             }));
         }
         let mut resize = None;
@@ -521,12 +542,12 @@ impl Session {
     }
 
     /// Waits for the relays and the tracer, then completes the record from how the
-    /// sandbox ended. Returns the session id.
+    /// sandbox ended. Returns the session id and what the tracer observed.
     pub fn finish(
         mut self,
         result: &Result<Outcome, SandboxError>,
         hits: &vg_sandbox::cgroup::Hits,
-    ) -> Result<String> {
+    ) -> Result<(String, observe::Observed)> {
         // The session is over: nobody may stop it or change its rules any more.
         drop(self.control.take());
         // The sandbox is gone: connections still open are cut and recorded.
@@ -556,7 +577,10 @@ impl Session {
         for relay in self.relays.drain(..) {
             let _ = relay.join();
         }
-        let commands = self.tracer.take().and_then(|t| t.join().ok());
+        let (commands, observed) = match self.tracer.take().and_then(|t| t.join().ok()) {
+            Some((log, observed)) => (Some(log), observed.unwrap_or_default()),
+            None => (None, observe::Observed::default()),
+        };
         let denial = result
             .as_ref()
             .ok()
@@ -611,7 +635,7 @@ impl Session {
         writer
             .finish(end)
             .context("cannot complete the session record")?;
-        Ok(id)
+        Ok((id, observed))
     }
 
     /// One `limit-hit` event per limit the session ran into.
