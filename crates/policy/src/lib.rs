@@ -17,6 +17,7 @@ pub mod paths;
 pub mod risk;
 pub mod secrets;
 pub mod view;
+pub mod violation;
 
 pub use env::Environment;
 pub use identity::Identity;
@@ -28,4 +29,4 @@ pub use network::{
     Reason, Rule, RuleMatch, Target,
 };
 pub use secrets::{SecretSource, SecretSpec};
-pub use view::{FsView, HostLayout, MountOp, ViewOptions};
+pub use view::{FsView, HostLayout, LearnView, MountOp, ViewOptions};

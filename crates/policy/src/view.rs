@@ -103,6 +103,18 @@ pub struct ViewOptions {
     pub tmpfs: Vec<PathBuf>,
 }
 
+/// What learning mode adds to the default view (see [`FsView::learn_view`]), gathered
+/// by the caller from the host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LearnView {
+    /// The host directory shown at `$HOME` (read through a throwaway layer).
+    pub host_home: PathBuf,
+    /// Other host directories shown read-only (e.g. `/var`, `/srv`), those that exist.
+    pub extra_read_only: Vec<PathBuf>,
+    /// Sensitive files and directories under the home that exist, hidden on top.
+    pub masks: Vec<(PathBuf, NodeKind)>,
+}
+
 /// Private tmpfs folders of `opts`, after the user's mounts.
 fn tmpfs_ops(opts: &ViewOptions) -> impl Iterator<Item = MountOp> + '_ {
     opts.tmpfs.iter().map(|dst| MountOp::Tmpfs {
@@ -140,6 +152,19 @@ pub enum MountOp {
         mode: u32,
         owner: Option<(u32, u32)>,
     },
+    /// A host directory (`lower`) shown at `dst` under a writable overlay: reads see
+    /// the host's files, every change goes to a tmpfs of `size` bytes that vanishes
+    /// with the sandbox, and nothing is ever written to the host. The layer's root
+    /// directory belongs to `owner` (else to whoever builds the sandbox) and keeps
+    /// the host directory's mode. Host mounts beneath `lower` are not shown (overlayfs
+    /// does not cross mount points), and renaming a directory that comes from the host
+    /// fails with `EXDEV` (unprivileged overlayfs has no `redirect_dir`; `mv` copies).
+    Overlay {
+        lower: PathBuf,
+        dst: PathBuf,
+        size: u64,
+        owner: Option<(u32, u32)>,
+    },
     /// A fresh procfs for the sandbox's PID namespace.
     Proc {
         dst: PathBuf,
@@ -172,6 +197,7 @@ impl MountOp {
             Self::ImageRoot { .. } => Path::new("/"),
             Self::Bind { dst, .. }
             | Self::Tmpfs { dst, .. }
+            | Self::Overlay { dst, .. }
             | Self::Proc { dst }
             | Self::Devpts { dst, .. }
             | Self::Symlink { dst, .. }
@@ -193,23 +219,7 @@ impl FsView {
     /// (parents before children), then the masks again on top of everything so that
     /// re-binding `/etc` cannot uncover `/etc/shadow`.
     pub fn default_view(host: &HostLayout, opts: &ViewOptions) -> Self {
-        let mut ops = Vec::new();
-        for (path, entry) in &host.system_dirs {
-            ops.push(match entry {
-                HostEntry::Dir => MountOp::Bind {
-                    src: path.clone(),
-                    dst: path.clone(),
-                    read_only: true,
-                    kind: NodeKind::Dir,
-                    dev: false,
-                },
-                HostEntry::Symlink(target) => MountOp::Symlink {
-                    target: target.clone(),
-                    dst: path.clone(),
-                },
-            });
-        }
-
+        let mut ops = system_ops(host);
         ops.extend(proc_ops());
         ops.extend(dev_ops(opts.ptys));
 
@@ -225,13 +235,51 @@ impl FsView {
 
         ops.extend(user_mounts(&opts.mounts));
         ops.extend(tmpfs_ops(opts));
+        ops.extend(secret_masks(host));
+        Self { ops }
+    }
 
-        for (path, kind) in &host.secrets {
-            ops.push(MountOp::Mask {
-                dst: path.clone(),
-                kind: *kind,
+    /// The relaxed view learning mode runs in: [`Self::default_view`], except that
+    /// `$HOME` (`opts.home`) shows the host's home (`learn.host_home`) through a
+    /// throwaway writable layer of `opts.home_size` bytes instead of an empty tmpfs,
+    /// and `learn.extra_read_only` host directories are bound read-only after the
+    /// system directories (parents first; `/proc`, `/dev`, `/tmp` and `$HOME` are
+    /// mounted after them, so an extra directory can never uncover or replace those).
+    /// The user's mounts and tmpfs come after as usual; the secrets, then
+    /// `learn.masks`, are masked on top of everything. Nothing the command writes
+    /// reaches the host. The sandbox's user must be the one whose home it is (a run
+    /// started as root learns as root), so that it reads what it could read outside.
+    pub fn learn_view(host: &HostLayout, opts: &ViewOptions, learn: &LearnView) -> Self {
+        let mut ops = system_ops(host);
+        let mut extra: Vec<&PathBuf> = learn.extra_read_only.iter().collect();
+        extra.sort_by_key(|p| depth(p));
+        ops.extend(extra.into_iter().map(|p| MountOp::Bind {
+            src: p.clone(),
+            dst: p.clone(),
+            read_only: true,
+            kind: NodeKind::Dir,
+            dev: false,
+        }));
+        ops.extend(proc_ops());
+        ops.extend(dev_ops(opts.ptys));
+
+        ops.push(tmp_op(opts.tmp_size));
+        if opts.home != Path::new("/tmp") {
+            ops.push(MountOp::Overlay {
+                lower: learn.host_home.clone(),
+                dst: opts.home.clone(),
+                size: opts.home_size,
+                owner: Some((opts.uid, opts.gid)),
             });
         }
+
+        ops.extend(user_mounts(&opts.mounts));
+        ops.extend(tmpfs_ops(opts));
+        ops.extend(secret_masks(host));
+        ops.extend(learn.masks.iter().map(|(path, kind)| MountOp::Mask {
+            dst: path.clone(),
+            kind: *kind,
+        }));
         Self { ops }
     }
 
@@ -282,6 +330,8 @@ impl FsView {
                     };
                     rules.push(dst, access);
                 }
+                // The host's files, read through a throwaway writable layer.
+                MountOp::Overlay { dst, .. } => rules.push(dst, Access::ReadWrite),
                 MountOp::Proc { dst } => rules.push(dst, Access::Proc),
                 // The image's files and the ephemeral layer over them.
                 MountOp::ImageRoot { .. } => rules.push("/", Access::ReadWrite),
@@ -304,11 +354,40 @@ impl FsView {
                     ..
                 } => Some(dst.as_path()),
                 MountOp::Tmpfs { dst, .. } if dst != Path::new("/dev") => Some(dst.as_path()),
+                MountOp::Overlay { dst, .. } => Some(dst.as_path()),
                 MountOp::ImageRoot { .. } => Some(Path::new("/")),
                 _ => None,
             })
             .collect()
     }
+}
+
+/// The host's system directories, read-only, and their symlinks recreated.
+fn system_ops(host: &HostLayout) -> Vec<MountOp> {
+    host.system_dirs
+        .iter()
+        .map(|(path, entry)| match entry {
+            HostEntry::Dir => MountOp::Bind {
+                src: path.clone(),
+                dst: path.clone(),
+                read_only: true,
+                kind: NodeKind::Dir,
+                dev: false,
+            },
+            HostEntry::Symlink(target) => MountOp::Symlink {
+                target: target.clone(),
+                dst: path.clone(),
+            },
+        })
+        .collect()
+}
+
+/// The host's secrets that exist, masked; last, so that no mount can uncover them.
+fn secret_masks(host: &HostLayout) -> impl Iterator<Item = MountOp> + '_ {
+    host.secrets.iter().map(|(path, kind)| MountOp::Mask {
+        dst: path.clone(),
+        kind: *kind,
+    })
 }
 
 /// The private `/tmp` of every view.
@@ -549,5 +628,159 @@ mod tests {
         // Nothing for hidden host paths.
         assert_eq!(rules.access_of("/root"), None);
         assert_eq!(rules.access_of("/var"), None);
+    }
+
+    fn learn() -> LearnView {
+        LearnView {
+            host_home: "/home/alice".into(),
+            extra_read_only: vec!["/var".into(), "/srv".into()],
+            masks: vec![
+                ("/home/alice/.ssh".into(), NodeKind::Dir),
+                ("/home/alice/.bash_history".into(), NodeKind::File),
+            ],
+        }
+    }
+
+    #[test]
+    fn learning_shows_the_home_through_a_throwaway_layer() {
+        let view = FsView::learn_view(&host(), &opts(vec![]), &learn());
+        assert!(view.ops.contains(&MountOp::Overlay {
+            lower: "/home/alice".into(),
+            dst: "/home/alice".into(),
+            size: 1 << 29,
+            owner: Some((1000, 1000)),
+        }));
+        // The overlay replaces the empty home, it is not stacked on one.
+        assert!(
+            !view.ops.iter().any(
+                |op| matches!(op, MountOp::Tmpfs { dst, .. } if dst == Path::new("/home/alice"))
+            )
+        );
+        for extra in ["/var", "/srv"] {
+            assert!(view.ops.contains(&MountOp::Bind {
+                src: extra.into(),
+                dst: extra.into(),
+                read_only: true,
+                kind: NodeKind::Dir,
+                dev: false,
+            }));
+        }
+    }
+
+    #[test]
+    fn learning_orders_extras_before_private_places_and_masks_last() {
+        let mut learn = learn();
+        learn.extra_read_only.push("/srv/home".into());
+        let mut o = opts(vec![ws("/src/p", "/home/alice/p", false)]);
+        o.home = "/srv/home/alice".into();
+        o.tmpfs = vec!["/home/alice/p/build".into()];
+        learn.host_home = "/srv/home/alice".into();
+        let view = FsView::learn_view(&host(), &o, &learn);
+        let kinds: Vec<(&str, &Path)> = view
+            .ops
+            .iter()
+            // /dev and /proc's hardening are the default view's, tested above.
+            .filter(|op| {
+                !op.dst().starts_with("/dev")
+                    && (!op.dst().starts_with("/proc") || op.dst() == Path::new("/proc"))
+            })
+            .map(|op| {
+                let kind = match op {
+                    MountOp::Bind {
+                        read_only: true, ..
+                    } => "ro",
+                    MountOp::Bind { .. } => "rw",
+                    MountOp::Symlink { .. } => "link",
+                    MountOp::Proc { .. } => "proc",
+                    MountOp::Tmpfs { .. } => "tmpfs",
+                    MountOp::Overlay { .. } => "overlay",
+                    MountOp::Mask { .. } => "mask",
+                    _ => "other",
+                };
+                (kind, op.dst())
+            })
+            .collect();
+        let p = Path::new;
+        assert_eq!(
+            kinds,
+            [
+                ("ro", p("/usr")),
+                ("link", p("/bin")),
+                ("ro", p("/etc")),
+                // Extras parent-first: /srv before /srv/home, both before the home.
+                ("ro", p("/var")),
+                ("ro", p("/srv")),
+                ("ro", p("/srv/home")),
+                ("proc", p("/proc")),
+                ("tmpfs", p("/tmp")),
+                ("overlay", p("/srv/home/alice")),
+                ("rw", p("/home/alice/p")),
+                ("tmpfs", p("/home/alice/p/build")),
+                ("mask", p("/etc/shadow")),
+                ("mask", p("/etc/sudoers.d")),
+                ("mask", p("/home/alice/.ssh")),
+                ("mask", p("/home/alice/.bash_history")),
+            ]
+        );
+        assert_eq!(
+            view.ops.last(),
+            Some(&MountOp::Mask {
+                dst: "/home/alice/.bash_history".into(),
+                kind: NodeKind::File
+            })
+        );
+    }
+
+    #[test]
+    fn learning_keeps_the_rest_of_the_default_view() {
+        let default = FsView::default_view(&host(), &opts(vec![]));
+        let learning = FsView::learn_view(&host(), &opts(vec![]), &learn());
+        // Everything but the home and the additions is the same, in the same order.
+        let strip = |ops: &[MountOp]| -> Vec<MountOp> {
+            ops.iter()
+                .filter(|op| {
+                    !op.dst().starts_with("/home/alice")
+                        && !op.dst().starts_with("/var")
+                        && !op.dst().starts_with("/srv")
+                })
+                .cloned()
+                .collect()
+        };
+        assert_eq!(strip(&default.ops), strip(&learning.ops));
+    }
+
+    #[test]
+    fn learning_with_the_home_in_tmp_adds_no_overlay() {
+        let mut o = opts(vec![]);
+        o.home = "/tmp".into();
+        let view = FsView::learn_view(&host(), &o, &learn());
+        assert!(
+            !view
+                .ops
+                .iter()
+                .any(|op| matches!(op, MountOp::Overlay { .. }))
+        );
+    }
+
+    #[test]
+    fn landlock_and_writable_places_of_the_learning_view() {
+        let view = FsView::learn_view(&host(), &opts(vec![]), &learn());
+        let rules = view.landlock_rules();
+        assert_eq!(rules.access_of("/home/alice"), Some(Access::ReadWrite));
+        assert_eq!(rules.access_of("/var"), Some(Access::ReadExec));
+        assert_eq!(rules.access_of("/srv"), Some(Access::ReadExec));
+        // Masks take no rule: the mounted node refuses by itself.
+        assert_eq!(rules.access_of("/home/alice/.ssh"), None);
+        assert_eq!(rules.access_of("/root"), None);
+        let mut w = view.writable_targets();
+        w.sort();
+        assert_eq!(
+            w,
+            [
+                Path::new("/dev/shm"),
+                Path::new("/home/alice"),
+                Path::new("/tmp")
+            ]
+        );
     }
 }

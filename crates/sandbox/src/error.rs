@@ -22,6 +22,16 @@ pub enum SetupError {
     },
     #[error("cannot mount {target} in the sandbox: {source}{}", mount_hint(source))]
     MountOp { target: PathBuf, source: io::Error },
+    #[error(
+        "cannot show host {lower} at {target} through a throwaway layer ({step}): {source}{}",
+        overlay_hint(step, source)
+    )]
+    Overlay {
+        lower: PathBuf,
+        target: PathBuf,
+        step: &'static str,
+        source: io::Error,
+    },
     #[error("cannot open mount source {path}: {source}")]
     MountSource { path: PathBuf, source: io::Error },
     #[error("path {0} cannot be used in the sandbox (it contains a NUL byte)")]
@@ -101,6 +111,22 @@ fn mount_hint(e: &io::Error) -> &'static str {
     }
 }
 
+/// The step of [`SetupError::Overlay`] that mounts overlayfs.
+pub(crate) const OVERLAY_MOUNT: &str = "mount the overlay";
+
+/// Why overlayfs may be refused in the sandbox's user namespace, and the fix.
+fn overlay_hint(step: &str, e: &io::Error) -> &'static str {
+    if step != OVERLAY_MOUNT {
+        return mount_hint(e);
+    }
+    match e.raw_os_error() {
+        Some(libc::EPERM | libc::EINVAL | libc::ENODEV | libc::EOPNOTSUPP) => {
+            " (this kernel refuses overlayfs in an unprivileged user namespace, or its tmpfs lacks the user extended attributes overlayfs's `userxattr` needs: Linux 6.6 or later with overlayfs (CONFIG_OVERLAY_FS) is required; as root, `dmesg` shows overlayfs's own reason)"
+        }
+        _ => "",
+    }
+}
+
 impl SetupError {
     /// The isolation layer that failed, as shown in errors and session records.
     pub fn layer(&self) -> &'static str {
@@ -109,6 +135,7 @@ impl SetupError {
             Self::Mount { .. }
             | Self::MountOp { .. }
             | Self::MountSource { .. }
+            | Self::Overlay { .. }
             | Self::BadPath(_)
             | Self::Workdir { .. } => "mount namespace",
             Self::Hostname(_) => "UTS namespace",

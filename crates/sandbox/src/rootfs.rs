@@ -7,9 +7,9 @@
 //! resolved with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` beneath the new root,
 //! so a symlink planted in a workspace cannot redirect a mount.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -25,7 +25,8 @@ struct PreparedOp {
     pub source: Option<OwnedFd>,
 }
 
-/// Opens the host side of every bind in the view, checking it is what the view says.
+/// Opens the host side of every bind and overlay in the view, checking it is what the
+/// view says.
 /// Runs in the sandbox's mount namespace: a descriptor opened in another namespace
 /// cannot be cloned with `open_tree`.
 fn prepare(ops: &[MountOp]) -> Result<Vec<PreparedOp>, SetupError> {
@@ -33,6 +34,7 @@ fn prepare(ops: &[MountOp]) -> Result<Vec<PreparedOp>, SetupError> {
         .map(|op| {
             let source = match op {
                 MountOp::Bind { src, kind, .. } => Some(open_source(src, *kind)?),
+                MountOp::Overlay { lower, .. } => Some(open_source(lower, NodeKind::Dir)?),
                 _ => None,
             };
             Ok(PreparedOp {
@@ -66,6 +68,12 @@ fn open_source(src: &Path, kind: NodeKind) -> Result<OwnedFd, SetupError> {
         _ => fail(e),
     })?;
     let st = sys::fstat(fd.as_fd()).map_err(fail)?;
+    // O_PATH | O_NOFOLLOW opens a final symlink itself rather than refusing it.
+    if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        return Err(fail(io::Error::other(
+            "it is now a symlink; name the real path",
+        )));
+    }
     let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
     if is_dir != (kind == NodeKind::Dir) {
         return Err(fail(io::Error::from_raw_os_error(if is_dir {
@@ -239,30 +247,14 @@ fn image_root(
     sys::fchownat(scratch.as_fd(), c"upper", owner.0, owner.1)
         .map_err(step("give the writable layer to the sandbox user"))?;
     let lower_c = cstr(&lower_path)?;
-    let overlay = {
-        let mount = |key: &std::ffi::CStr| {
-            new_fs(
-                c"overlay",
-                &[
-                    (key, Some(&lower_c)),
-                    (c"upperdir", Some(c"/tmp/upper")),
-                    (c"workdir", Some(c"/tmp/work")),
-                    (c"userxattr", None),
-                ],
-                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
-            )
-        };
-        // `lowerdir+` (Linux 6.8) takes one path as is; plain `lowerdir` for older
-        // kernels (the /proc path has no ':' or ',' for it to split on).
-        mount(c"lowerdir+").or_else(|_| mount(c"lowerdir"))
-    }
-    .map_err(|e| SetupError::MountSource {
-        path: lower.to_path_buf(),
-        source: io::Error::new(
-            e.kind(),
-            format!("cannot mount the image as an overlay: {e}"),
-        ),
-    })?;
+    let overlay =
+        overlay_fs(&lower_c, c"/tmp/upper", c"/tmp/work").map_err(|e| SetupError::MountSource {
+            path: lower.to_path_buf(),
+            source: io::Error::new(
+                e.kind(),
+                format!("cannot mount the image as an overlay: {e}"),
+            ),
+        })?;
     let target = sys::openat2(
         scratch.as_fd(),
         c"root",
@@ -272,6 +264,118 @@ fn image_root(
     .map_err(step("open the image's mount point"))?;
     sys::move_mount(overlay.as_fd(), target.as_fd()).map_err(step("attach the image root"))?;
     std::fs::File::open("/tmp/root").map_err(step("open the image root"))
+}
+
+/// A detached overlay mount: `lower` read-only below, changes in `upper` (with `work`
+/// on the same file system). `userxattr` keeps overlayfs's bookkeeping in `user.*`
+/// extended attributes, the only ones a user namespace may set.
+fn overlay_fs(lower: &CStr, upper: &CStr, work: &CStr) -> io::Result<OwnedFd> {
+    let mount = |key: &CStr| {
+        new_fs(
+            c"overlay",
+            &[
+                (key, Some(lower)),
+                (c"upperdir", Some(upper)),
+                (c"workdir", Some(work)),
+                (c"userxattr", None),
+            ],
+            sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        )
+    };
+    // `lowerdir+` (Linux 6.8) takes one path as is; plain `lowerdir` for older
+    // kernels (our /proc paths have no ':' or ',' for it to split on).
+    mount(c"lowerdir+").or_else(|_| mount(c"lowerdir"))
+}
+
+/// A detached tmpfs of `size` bytes whose root has `mode` (and `owner`, if given).
+fn new_tmpfs(size: u64, mode: u32, owner: Option<(u32, u32)>) -> io::Result<OwnedFd> {
+    let number =
+        |n: String| CString::new(n).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL));
+    // Inodes cost kernel memory that `size` does not count: one per KiB of size (at
+    // least 1024), so that empty files cannot fill the memory.
+    let mut opts: Vec<(&CStr, CString)> = vec![
+        (c"size", number(size.to_string())?),
+        (c"mode", number(format!("{mode:o}"))?),
+        (c"nr_inodes", number((size / 1024).max(1024).to_string())?),
+    ];
+    if let Some((uid, gid)) = owner {
+        opts.push((c"uid", number(uid.to_string())?));
+        opts.push((c"gid", number(gid.to_string())?));
+    }
+    let borrowed: Vec<_> = opts.iter().map(|(k, v)| (*k, Some(v.as_c_str()))).collect();
+    new_fs(
+        c"tmpfs",
+        &borrowed,
+        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+    )
+}
+
+/// Shows the host directory `lower` (open as `lower_fd`) at `dst` under a writable
+/// layer: a fresh tmpfs of `size` bytes is mounted at `dst` to hold the overlay's upper
+/// and work directories, and the overlay is mounted over it. The tmpfs is then out of
+/// reach (covered by the overlay, which holds its own reference) and disappears with
+/// the sandbox; the host directory is only ever read.
+fn overlay(
+    root: BorrowedFd<'_>,
+    dst: &Path,
+    lower: &Path,
+    lower_fd: BorrowedFd<'_>,
+    size: u64,
+    owner: Option<(u32, u32)>,
+) -> Result<(), SetupError> {
+    let fail = |step: &'static str| {
+        move |source: io::Error| SetupError::Overlay {
+            lower: lower.to_path_buf(),
+            target: dst.to_path_buf(),
+            step,
+            source,
+        }
+    };
+    // The merged root directory takes the upper directory's mode and owner: the host
+    // directory's mode, the sandbox user's.
+    let mode = sys::fstat(lower_fd)
+        .map_err(fail("read the host directory's mode"))?
+        .st_mode
+        & 0o7777;
+    let scratch = new_tmpfs(size, 0o700, None).map_err(fail("create its tmpfs"))?;
+    let target = ensure_target(root, dst, NodeKind::Dir).map_err(fail("make its mount point"))?;
+    sys::move_mount(scratch.as_fd(), target.as_fd()).map_err(fail("attach its tmpfs"))?;
+    let layer = sys::openat2(
+        scratch.as_fd(),
+        c".",
+        libc::O_RDONLY | libc::O_DIRECTORY,
+        RESOLVE,
+    )
+    .map_err(fail("open its tmpfs"))?;
+    let prepare = fail("prepare the upper and work directories");
+    sys::mkdirat(layer.as_fd(), c"upper", 0o700).map_err(prepare)?;
+    sys::mkdirat(layer.as_fd(), c"work", 0o700).map_err(prepare)?;
+    let upper = std::fs::File::from(
+        sys::openat2(
+            layer.as_fd(),
+            c"upper",
+            libc::O_RDONLY | libc::O_DIRECTORY,
+            RESOLVE,
+        )
+        .map_err(prepare)?,
+    );
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::fchown(&upper, Some(uid), Some(gid)).map_err(prepare)?;
+    }
+    // After the chown, which clears set-id bits; an explicit mode, not the umask's.
+    upper
+        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
+        .map_err(prepare)?;
+    // Every layer by descriptor: no path is looked up again, and the lower directory
+    // is the one opened (without symlinks) before anything was mounted.
+    let fd_path = |fd: RawFd, rest: &str| cstr(Path::new(&format!("/proc/self/fd/{fd}{rest}")));
+    let mnt = overlay_fs(
+        &fd_path(lower_fd.as_raw_fd(), "")?,
+        &fd_path(layer.as_raw_fd(), "/upper")?,
+        &fd_path(layer.as_raw_fd(), "/work")?,
+    )
+    .map_err(fail(crate::error::OVERLAY_MOUNT))?;
+    sys::move_mount(mnt.as_fd(), layer.as_fd()).map_err(fail("attach the overlay"))
 }
 
 fn new_fs(
@@ -331,41 +435,17 @@ fn apply(
         MountOp::Tmpfs {
             size, mode, owner, ..
         } => {
-            // Inodes cost kernel memory that `size` does not count: one per KiB of
-            // size (at least 1024), so that empty files cannot fill the memory.
-            let inodes = CString::new((size / 1024).max(1024).to_string())
-                .map_err(|_| SetupError::BadPath(dst.into()))?;
-            let size =
-                CString::new(size.to_string()).map_err(|_| SetupError::BadPath(dst.into()))?;
-            let mode =
-                CString::new(format!("{mode:o}")).map_err(|_| SetupError::BadPath(dst.into()))?;
-            let mut opts: Vec<(CString, CString)> = vec![
-                (c"size".into(), size),
-                (c"mode".into(), mode),
-                (c"nr_inodes".into(), inodes),
-            ];
-            if let Some((uid, gid)) = owner {
-                opts.push((
-                    c"uid".into(),
-                    CString::new(uid.to_string()).unwrap_or_default(),
-                ));
-                opts.push((
-                    c"gid".into(),
-                    CString::new(gid.to_string()).unwrap_or_default(),
-                ));
-            }
-            let borrowed: Vec<_> = opts
-                .iter()
-                .map(|(k, v)| (k.as_c_str(), Some(v.as_c_str())))
-                .collect();
-            let mnt = new_fs(
-                c"tmpfs",
-                &borrowed,
-                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
-            )
-            .map_err(fail)?;
+            let mnt = new_tmpfs(*size, *mode, *owner).map_err(fail)?;
             let target = ensure_target(root, dst, NodeKind::Dir).map_err(fail)?;
             sys::move_mount(mnt.as_fd(), target.as_fd()).map_err(fail)?;
+        }
+        MountOp::Overlay {
+            lower, size, owner, ..
+        } => {
+            let Some(source) = &prepared.source else {
+                return Err(SetupError::BadPath(dst.to_path_buf()));
+            };
+            overlay(root, dst, lower, source.as_fd(), *size, *owner)?;
         }
         MountOp::Proc { .. } => {
             let mnt = new_fs(
