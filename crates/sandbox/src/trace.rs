@@ -297,6 +297,11 @@ pub fn serve(
 }
 
 /// A traced file call: its paths read while it waits, then let go, then reported.
+///
+/// Only the reads a path needs happen while the call waits; who made it (the pid
+/// inside, the program) is looked up once it runs again: the process cannot be gone
+/// and its pid reused within those microseconds in any practical sense, and at worst
+/// that would make the pid 0 or the program unknown.
 fn serve_file(
     fd: std::os::fd::BorrowedFd<'_>,
     notif: &sys::SeccompNotif,
@@ -304,24 +309,17 @@ fn serve_file(
     tracked: &mut Tracked,
     on_event: &mut impl FnMut(TraceEvent) -> Verdict,
 ) {
-    let Ok(host_task) = libc::pid_t::try_from(notif.pid) else {
-        let _ = sys::notif_continue(fd, notif.id);
-        return;
-    };
-    let named = access::read(host_task, i64::from(notif.nr), &notif.args);
-    let pid = if named.is_empty() {
-        0
-    } else {
-        tracked.pid_inside(host_task)
-    };
-    // What was read belongs to this call only if it is still waiting (not a task that
-    // died, its pid since reused).
-    let valid = !named.is_empty() && sys::notif_id_valid(fd, notif.id);
-    // Let go whatever was read: observation only, the kernel decides the call.
-    let _ = sys::notif_continue(fd, notif.id);
-    if !valid {
+    let named = libc::pid_t::try_from(notif.pid)
+        .map(|task| access::read(task, i64::from(notif.nr), &notif.args))
+        .unwrap_or_default();
+    // Let go whatever was read: observation only, the kernel decides the call. The
+    // kernel accepts the answer only while the call still waits, which also tells
+    // that what was read is this call's (not a dead task's, its pid since reused).
+    let waited = sys::notif_continue(fd, notif.id).is_ok();
+    if named.is_empty() || !waited {
         return;
     }
+    let pid = tracked.pid_inside(notif.pid);
     let exe = tracked.exe_of(notif.pid, pid);
     for access::Named { path, access } in named {
         let _ = on_event(TraceEvent::File {
@@ -341,10 +339,9 @@ fn serve_refusal(
     tracked: &mut Tracked,
     on_event: &mut impl FnMut(TraceEvent) -> Verdict,
 ) {
-    let pid = libc::pid_t::try_from(notif.pid).map_or(0, |task| tracked.pid_inside(task));
-    let valid = sys::notif_id_valid(fd, notif.id);
-    let _ = sys::notif_fail(fd, notif.id, libc::EPERM);
-    if !valid {
+    // Accepted only while the call waits: otherwise the task is gone and the call
+    // never happened.
+    if sys::notif_fail(fd, notif.id, libc::EPERM).is_err() {
         return;
     }
     let nr = i64::from(notif.nr);
@@ -352,6 +349,7 @@ fn serve_refusal(
         .ok()
         .and_then(vg_seccomp::syscalls::by_number)
         .map_or_else(|| format!("syscall_{nr}"), |s| s.name.to_owned());
+    let pid = tracked.pid_inside(notif.pid);
     let exe = tracked.exe_of(notif.pid, pid);
     let _ = on_event(TraceEvent::Denied {
         pid,
@@ -645,7 +643,10 @@ impl Tracked {
 
     /// The pid inside the sandbox of the process `host_task` belongs to: one ioctl
     /// where the kernel has it, else its `/proc` status; 0 when neither tells.
-    fn pid_inside(&mut self, host_task: libc::pid_t) -> i32 {
+    fn pid_inside(&mut self, host_task: u32) -> i32 {
+        let Ok(host_task) = libc::pid_t::try_from(host_task) else {
+            return 0;
+        };
         self.inside_pid(host_task)
             .or_else(|| {
                 let status = std::fs::read_to_string(format!("/proc/{host_task}/status")).ok()?;
