@@ -150,7 +150,7 @@ fn setup(
         .map(|(n, _)| *n)
         .collect();
     let text = format!(
-        "namespaces={}\nnetwork={}\nno_new_privs=1\ncapabilities=\nlandlock_abi={}\nlandlock_kernel_abi={}\nlandlock_scopes={}\nseccomp_mode={}\nseccomp_instructions={}\n",
+        "namespaces={}\nnetwork={}\nno_new_privs=1\ncapabilities=\nlandlock_abi={}\nlandlock_kernel_abi={}\nlandlock_scopes={}\nseccomp_mode={}\nseccomp_instructions={}\nseccomp_notify={}\n",
         namespaces.join(","),
         match p.network {
             crate::spec::SandboxNetwork::Loopback => "loopback",
@@ -170,6 +170,16 @@ fn setup(
             "filter"
         },
         p.seccomp.len(),
+        [
+            (p.trace_exec, "exec"),
+            (p.trace_files, "files"),
+            (p.report_refusals, "refusals"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| *name)
+        .collect::<Vec<_>>()
+        .join(","),
     );
     Ok((text, tty))
 }

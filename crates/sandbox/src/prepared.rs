@@ -29,6 +29,8 @@ pub(crate) struct Prepared {
     pub switch_identity: bool,
     pub stdio: [RawFd; 3],
     pub trace_exec: bool,
+    pub trace_files: bool,
+    pub report_refusals: bool,
     pub rlimit_nproc: Option<u64>,
     pub watch_full: Vec<CString>,
     pub tty: bool,
@@ -55,6 +57,13 @@ impl Prepared {
         if invoker != 0 && (spec.identity.uid != invoker || spec.identity.gid != sys::getgid()) {
             return Err(SandboxError::Usage(
                 "--user needs root: an unprivileged user can only run the sandbox as itself".into(),
+            ));
+        }
+        if (spec.trace_files || spec.report_refusals) && !spec.trace_exec {
+            // Their notifications arrive on the exec listener, which only exists with
+            // exec tracing, and are attributed to programs through the execs it saw.
+            return Err(SandboxError::Usage(
+                "tracing files or reporting refusals needs exec tracing: set trace_exec too".into(),
             ));
         }
         let argv = spec
@@ -84,7 +93,11 @@ impl Prepared {
         Ok(Self {
             ops: spec.view.ops.clone(),
             landlock: spec.view.landlock_rules(),
-            seccomp: seccomp::compile(spec.trace_exec)?,
+            seccomp: seccomp::compile(vg_seccomp::ProfileOptions {
+                trace_exec: spec.trace_exec,
+                trace_files: spec.trace_files,
+                report_refusals: spec.report_refusals,
+            })?,
             argv,
             envp,
             path_dirs,
@@ -97,6 +110,8 @@ impl Prepared {
             switch_identity: invoker == 0,
             stdio,
             trace_exec: spec.trace_exec,
+            trace_files: spec.trace_files,
+            report_refusals: spec.report_refusals,
             rlimit_nproc: spec.rlimit_nproc,
             tty: spec.tty && !spec.persistent,
             network: spec.network,

@@ -12,10 +12,12 @@ pub struct SeccompReport {
     pub exec_notify: bool,
 }
 
-/// Compiles the default profile. Done in the supervisor, before the sandbox starts, so
-/// a compile error is reported before anything runs.
-pub fn compile(trace_exec: bool) -> Result<Vec<vg_seccomp::SockFilter>, SetupError> {
-    let filter = vg_seccomp::default_profile(vg_seccomp::ProfileOptions { trace_exec });
+/// Compiles the default profile with `options`. Done in the supervisor, before the
+/// sandbox starts, so a compile error is reported before anything runs.
+pub fn compile(
+    options: vg_seccomp::ProfileOptions,
+) -> Result<Vec<vg_seccomp::SockFilter>, SetupError> {
+    let filter = vg_seccomp::default_profile(options);
     filter.compile().map_err(|e| SetupError::Seccomp {
         reason: format!("the filter did not compile: {e}"),
     })

@@ -45,6 +45,15 @@ pub struct SandboxSpec {
     pub inside: Option<(u32, u32)>,
     /// Send every exec and exit to the supervisor ([`Sandbox::exec_listener`]).
     pub trace_exec: bool,
+    /// Also send the path-based file calls (the open family, create, rename, link,
+    /// remove, truncate: `vg_seccomp::TRACED_FILE_SYSCALLS`) to the supervisor, which
+    /// records each as a [`crate::trace::TraceEvent::File`] and lets it run. Needs
+    /// `trace_exec` (the same listener, and the execs name who accessed a file).
+    pub trace_files: bool,
+    /// Hand every refusal that would be a plain `EPERM` to the supervisor, which
+    /// fails it with `EPERM` and reports it as a [`crate::trace::TraceEvent::Denied`].
+    /// Needs `trace_exec`.
+    pub report_refusals: bool,
     /// `RLIMIT_NPROC` for the sandbox user, counted within the sandbox's own user
     /// namespace (Linux 5.14+ keeps per-namespace counts): a process cap where no
     /// cgroup is available.

@@ -11,18 +11,35 @@
 //! argv after we read it); the record is what the kernel was asked, read at the moment
 //! of the call, and the notification is re-validated so a recycled pid is never
 //! attributed the wrong program.
+//!
+//! Two more kinds of notification come on the same listener when the profile asks
+//! for them (`vg_seccomp::ProfileOptions`), classified by [`vg_seccomp::notified_call`]:
+//! - the path-based file calls (`trace_files`): each path is read while the call
+//!   waits, the call is let go, then reported as [`TraceEvent::File`]. This is
+//!   observation, not enforcement (see `trace/access.rs`): a call whose path cannot be
+//!   read is let go unreported, since the kernel, the view and Landlock decide it
+//!   on their own either way;
+//! - refusals (`report_refusals`): failed with `EPERM`, as the filter would have, then
+//!   reported as [`TraceEvent::Denied`].
+//!
+//! Anything else that arrives is failed with `EPERM`, never let go: only a refusal
+//! can reach the listener that way, and letting it run would escape the filter.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
+use vg_seccomp::NotifiedCall;
+
 use crate::sys;
 
+mod access;
 mod file;
 mod resolve;
 mod verify;
 
+pub use access::FileAccess;
 pub use file::{ExecFile, FileIdentity, SandboxRoot, Script};
 use resolve::{Base, FileId, Presence};
 pub use verify::Expected;
@@ -81,6 +98,36 @@ pub enum TraceEvent {
     Refused {
         host_pid: u32,
         reason: String,
+    },
+    /// A traced file call (the sandbox's `trace_files`) named `path`, reported after
+    /// the call was let go: an attempt, whose outcome is not known here (it may
+    /// still fail: no such file, or refused by the view or Landlock). One event per
+    /// path: a rename is `Remove` of its old name and `Create` of its new one.
+    File {
+        /// The process's pid inside the sandbox (0 when it cannot be found).
+        pid: i32,
+        /// The system call, e.g. `"openat"`.
+        syscall: &'static str,
+        /// Absolute as seen inside the sandbox, normalised lexically (no `.`, `..` or
+        /// `//`); symbolic links are not resolved.
+        path: PathBuf,
+        access: FileAccess,
+        /// The program that made the call; see [`TraceEvent::Denied::exe`].
+        exe: Option<Vec<u8>>,
+    },
+    /// A system call the seccomp filter refuses (the sandbox's `report_refusals`),
+    /// failed with EPERM before this event is reported.
+    Denied {
+        /// The process's pid inside the sandbox (0 when it cannot be found).
+        pid: i32,
+        /// The system call's number (x86_64).
+        nr: i64,
+        /// Its name, or `syscall_<nr>` for a number without one.
+        syscall: String,
+        /// The program that made the call: the path its process's last traced exec
+        /// named; for a process that has not executed anything since its fork, its
+        /// nearest ancestor's. `None` when the tracer does not know it.
+        exe: Option<Vec<u8>>,
     },
 }
 
@@ -152,6 +199,9 @@ impl PartialEq for Verdict {
 ///
 /// `answered` runs after each notification was answered (the process let go) and
 /// its events reported: work done there costs the traced process no time.
+///
+/// `File` and `Denied` events are reported after their call was answered; the
+/// verdict `on_event` returns for them is ignored.
 pub fn serve(
     listener: OwnedFd,
     inspect: bool,
@@ -183,6 +233,21 @@ pub fn serve(
             // ENOENT: the task died before we received it; go on.
             continue;
         };
+        match vg_seccomp::notified_call(i64::from(notif.nr)) {
+            NotifiedCall::Exec | NotifiedCall::Exit => {}
+            NotifiedCall::File(syscall) => {
+                serve_file(fd, &notif, syscall.name, &mut tracked, &mut on_event);
+                tracked.retired.clear();
+                answered();
+                continue;
+            }
+            NotifiedCall::Refused => {
+                serve_refusal(fd, &notif, &mut tracked, &mut on_event);
+                tracked.retired.clear();
+                answered();
+                continue;
+            }
+        }
         let described = describe(&notif, &mut tracked);
         // Only report what belongs to a live, unchanged notification.
         let event = match described {
@@ -229,6 +294,69 @@ pub fn serve(
         }
         answered();
     }
+}
+
+/// A traced file call: its paths read while it waits, then let go, then reported.
+///
+/// Only the reads a path needs happen while the call waits; who made it (the pid
+/// inside, the program) is looked up once it runs again: the process cannot be gone
+/// and its pid reused within those microseconds in any practical sense, and at worst
+/// that would make the pid 0 or the program unknown.
+fn serve_file(
+    fd: std::os::fd::BorrowedFd<'_>,
+    notif: &sys::SeccompNotif,
+    syscall: &'static str,
+    tracked: &mut Tracked,
+    on_event: &mut impl FnMut(TraceEvent) -> Verdict,
+) {
+    let named = libc::pid_t::try_from(notif.pid)
+        .map(|task| access::read(task, i64::from(notif.nr), &notif.args))
+        .unwrap_or_default();
+    // Let go whatever was read: observation only, the kernel decides the call. The
+    // kernel accepts the answer only while the call still waits, which also tells
+    // that what was read is this call's (not a dead task's, its pid since reused).
+    let waited = sys::notif_continue(fd, notif.id).is_ok();
+    if named.is_empty() || !waited {
+        return;
+    }
+    let pid = tracked.pid_inside(notif.pid);
+    let exe = tracked.exe_of(notif.pid, pid);
+    for access::Named { path, access } in named {
+        let _ = on_event(TraceEvent::File {
+            pid,
+            syscall,
+            path: PathBuf::from(std::ffi::OsString::from_vec(path)),
+            access,
+            exe: exe.clone(),
+        });
+    }
+}
+
+/// A call the filter refuses: failed with EPERM, then reported. Never let go.
+fn serve_refusal(
+    fd: std::os::fd::BorrowedFd<'_>,
+    notif: &sys::SeccompNotif,
+    tracked: &mut Tracked,
+    on_event: &mut impl FnMut(TraceEvent) -> Verdict,
+) {
+    // Accepted only while the call waits: otherwise the task is gone and the call
+    // never happened.
+    if sys::notif_fail(fd, notif.id, libc::EPERM).is_err() {
+        return;
+    }
+    let nr = i64::from(notif.nr);
+    let syscall = u32::try_from(nr)
+        .ok()
+        .and_then(vg_seccomp::syscalls::by_number)
+        .map_or_else(|| format!("syscall_{nr}"), |s| s.name.to_owned());
+    let pid = tracked.pid_inside(notif.pid);
+    let exe = tracked.exe_of(notif.pid, pid);
+    let _ = on_event(TraceEvent::Denied {
+        pid,
+        nr,
+        syscall,
+        exe,
+    });
 }
 
 /// Applies a verdict reached now.
@@ -324,6 +452,9 @@ struct Tracked {
     inspect: bool,
     /// `root`, shared with the events that carry it.
     shared_root: Option<SandboxRoot>,
+    /// The host pid of the sandbox's init, where the search for a process's program
+    /// stops (see [`Tracked::exe_of`]); looked up once.
+    init_host: Option<u32>,
 }
 
 /// The sandbox's pid namespace, as far as it has been looked for.
@@ -347,6 +478,9 @@ struct Entry {
     /// A hash of the argv the exec was recorded with: the process shows it once the
     /// exec succeeded, which tells a failed exec from a changed path.
     argv: u64,
+    /// The path that exec named (absolute when it could be looked up inside), to name
+    /// the program behind a file access or a refusal.
+    exe: Vec<u8>,
 }
 
 fn argv_hash<'a>(argv: impl IntoIterator<Item = &'a [u8]>) -> u64 {
@@ -373,20 +507,12 @@ impl Tracked {
     }
 
     /// `parent`: the host pid of the process's parent, whose program a forked process
-    /// runs until its first exec.
-    fn insert(
-        &mut self,
-        host_pid: u32,
-        parent: u32,
-        ns: i32,
-        pidfd: OwnedFd,
-        file: Option<FileId>,
-        argv: u64,
-    ) {
+    /// runs until its first exec. `entry.before` is found here.
+    fn insert(&mut self, host_pid: u32, parent: u32, mut entry: Entry) {
         // The process runs its previous program until this exec: check that one. What
         // it runs now is what that exec named, or (first exec after a fork) its
         // parent's: known without reading /proc, which costs more than the rest.
-        let before = match self.by_host_pid.remove(&host_pid) {
+        entry.before = match self.by_host_pid.remove(&host_pid) {
             Some(old) => {
                 self.check(host_pid, &old);
                 let before = old.file.as_ref().map(|f| (f.dev, f.ino));
@@ -399,16 +525,7 @@ impl Tracked {
                 .and_then(|p| p.file.as_ref())
                 .map(|f| (f.dev, f.ino)),
         };
-        self.by_host_pid.insert(
-            host_pid,
-            Entry {
-                ns,
-                pidfd,
-                file,
-                before,
-                argv,
-            },
-        );
+        self.by_host_pid.insert(host_pid, entry);
         if self.by_host_pid.len() >= self.sweep_at.max(Self::FIRST_SWEEP) {
             self.by_host_pid
                 .retain(|_, e| !sys::pidfd_exited(e.pidfd.as_fd()));
@@ -522,6 +639,71 @@ impl Tracked {
             };
         }
         ns_pid_of(host_parent)
+    }
+
+    /// The pid inside the sandbox of the process `host_task` belongs to: one ioctl
+    /// where the kernel has it, else its `/proc` status; 0 when neither tells.
+    fn pid_inside(&mut self, host_task: u32) -> i32 {
+        let Ok(host_task) = libc::pid_t::try_from(host_task) else {
+            return 0;
+        };
+        self.inside_pid(host_task)
+            .or_else(|| {
+                let status = std::fs::read_to_string(format!("/proc/{host_task}/status")).ok()?;
+                innermost(&status, "NStgid:")
+            })
+            .unwrap_or(0)
+    }
+
+    /// The path named by the last traced exec of the process `host_task` (a task of
+    /// it, whose pid inside is `inside`) belongs to; for a process that has not
+    /// executed anything since its fork, its nearest traced ancestor's (what it
+    /// runs). A map lookup for a process that executed something (the usual case);
+    /// one ioctl more for a thread other than the main one, and a pidfd per
+    /// generation for a forked child (Linux 6.13+).
+    fn exe_of(&mut self, host_task: u32, inside: i32) -> Option<Vec<u8>> {
+        if let Some(exe) = self.live_exe(host_task) {
+            return Some(exe);
+        }
+        let mut host = host_task;
+        if let PidNs::Open(ns) = &self.pidns {
+            if inside > 0
+                && let Ok(tgid) = sys::pidns_host_pid(ns.as_fd(), inside)
+                && let Ok(tgid) = u32::try_from(tgid)
+                && tgid != host_task
+            {
+                if let Some(exe) = self.live_exe(tgid) {
+                    return Some(exe);
+                }
+                host = tgid;
+            }
+            if self.init_host.is_none() {
+                self.init_host = sys::pidns_host_pid(ns.as_fd(), 1)
+                    .ok()
+                    .and_then(|p| u32::try_from(p).ok());
+            }
+        }
+        // A forked process runs its parent's program until it executes one.
+        const MAX_GENERATIONS: usize = 8;
+        for _ in 0..MAX_GENERATIONS {
+            let task = libc::pid_t::try_from(host).ok()?;
+            let pidfd = sys::pidfd_open(task).ok()?;
+            let parent = sys::pidfd_parent(pidfd.as_fd()).ok()?;
+            if parent == 0 || Some(parent) == self.init_host || parent == host {
+                return None;
+            }
+            if let Some(exe) = self.live_exe(parent) {
+                return Some(exe);
+            }
+            host = parent;
+        }
+        None
+    }
+
+    /// The exec path of a tracked process that is still the one tracked.
+    fn live_exe(&self, host_pid: u32) -> Option<Vec<u8>> {
+        let entry = self.by_host_pid.get(&host_pid)?;
+        (!sys::pidfd_exited(entry.pidfd.as_fd())).then(|| entry.exe.clone())
     }
 
     fn root(&mut self, host_pid: libc::pid_t) -> Option<std::os::fd::BorrowedFd<'_>> {
@@ -662,7 +844,19 @@ fn describe_exec(
         } else {
             argv_hash(argv.iter().map(Vec::as_slice))
         };
-        tracked.insert(who.host_tgid, parent, pid, pidfd, looked_up.file, hash);
+        let exe = looked_up
+            .file
+            .as_ref()
+            .map_or_else(|| looked_up.exe.clone(), |f| f.path.clone());
+        let entry = Entry {
+            ns: pid,
+            pidfd,
+            file: looked_up.file,
+            before: None,
+            argv: hash,
+            exe,
+        };
+        tracked.insert(who.host_tgid, parent, entry);
     }
     Ok(Some(TraceEvent::Exec {
         pid,
@@ -875,6 +1069,9 @@ mod tests {
         let tid = rx.recv().unwrap();
         assert_ne!(tid, me);
         assert_eq!(sys::pidns_tgid(ns.as_fd(), tid).unwrap(), me);
+        // And back: the pid inside (here the same namespace) to ours.
+        assert_eq!(sys::pidns_host_pid(ns.as_fd(), me).unwrap(), me);
+        assert_eq!(sys::pidns_host_pid(ns.as_fd(), tid).unwrap(), tid);
         done_tx.send(()).unwrap();
         thread.join().unwrap();
         // A pid nobody has.

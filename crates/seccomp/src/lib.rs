@@ -8,6 +8,8 @@
 //! - [`profile`]: [`default_profile`], Docker's default allowlist minus
 //!   capability-gated and extra dangerous syscalls, plus argument checks for
 //!   `clone`, `ioctl`, `socket`, `personality`.
+//!   With [`ProfileOptions`] it hands execs, file calls and refusals to a
+//!   user-notification listener; [`notified_call`] classifies what arrives there.
 //! - [`bpf`]: [`compile`] turns a `Filter` into a classic BPF program
 //!   (`Vec<SockFilter>`, layout-compatible with `struct sock_filter`) for
 //!   another crate to install with `seccomp(2)`.
@@ -27,6 +29,9 @@ pub mod syscalls;
 pub use bpf::{BPF_MAXINSNS, CompileError, SockFilter, compile};
 pub use data::SeccompData;
 pub use interp::InterpError;
-pub use profile::{ProfileOptions, default_profile, syscall_names_denied_beyond_docker};
+pub use profile::{
+    NotifiedCall, ProfileOptions, TRACED_FILE_SYSCALLS, default_profile, notified_call,
+    syscall_names_denied_beyond_docker,
+};
 pub use rules::{Action, Cmp, Cond, Filter, SyscallRule, Width};
 pub use syscalls::Syscall;

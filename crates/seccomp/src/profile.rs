@@ -5,7 +5,8 @@
 //! v0.2.3), without the entries Docker only enables for processes holding a
 //! capability, since sandboxed programs hold none. Then remove [`DENYLIST`]
 //! and add argument rules for a handful of syscalls. Everything else fails
-//! with `EPERM`.
+//! with `EPERM` (with [`ProfileOptions::report_refusals`], failed so by the
+//! supervisor, which reports it).
 
 use crate::rules::{Action, Cmp, Cond, Filter, SyscallRule, X32_SYSCALL_BIT};
 use crate::syscalls::{Syscall, sys};
@@ -20,6 +21,13 @@ pub const TERMINAL_IOCTLS_DENIED: [u64; 5] = [
 ];
 
 /// Knobs for [`default_profile`].
+///
+/// All three route system calls to one seccomp user-notification listener, which
+/// the supervisor serves; [`notified_call`] tells it what each notification is.
+/// `trace_files` and `report_refusals` are meant to go with `trace_exec`: the
+/// supervisor names the program behind a file access or a refusal from the execs
+/// it saw, so `vg-sandbox` refuses them without it. The profile itself is plain
+/// data and applies each option on its own.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProfileOptions {
     /// Route `execve`/`execveat` — and `exit_group`, which carries a program's
@@ -27,6 +35,81 @@ pub struct ProfileOptions {
     /// (`SECCOMP_RET_USER_NOTIF`) instead of allowing them, so every exec and
     /// its status can be recorded.
     pub trace_exec: bool,
+    /// Route the path-based file system calls of [`TRACED_FILE_SYSCALLS`] to the
+    /// listener instead of allowing them, so that every file opened, created,
+    /// renamed or removed can be recorded (learning mode). The supervisor lets each
+    /// one continue: this is observation, not enforcement (the view and Landlock
+    /// still decide), and it costs each of those calls a round trip to the
+    /// supervisor.
+    pub trace_files: bool,
+    /// Route every refusal that would be a plain `EPERM` — the default action
+    /// (anything not allowed, unknown numbers included), the [`DENYLIST`], and the
+    /// argument-based refusals (`clone` with namespace flags, `personality`,
+    /// terminal ioctls, raw sockets) — to the listener, which fails it with `EPERM`
+    /// and reports it. What the program sees does not change. Probes keep their own
+    /// plain errno, unreported: `clone3` (`ENOSYS`, so libcs fall back to `clone`)
+    /// and socket families outside the allowlist (`EAFNOSUPPORT`). x32 numbers stay
+    /// a plain `EPERM` and foreign arches are still killed: neither reaches the
+    /// listener.
+    pub report_refusals: bool,
+}
+
+impl ProfileOptions {
+    /// Whether the profile hands any system call to a listener. A filter with
+    /// [`Action::Notify`] rules installed without one fails those calls with
+    /// `ENOSYS`, so its installer must ask for a listener (and serve it) exactly
+    /// when this holds.
+    pub const fn notifies(self) -> bool {
+        self.trace_exec || self.trace_files || self.report_refusals
+    }
+}
+
+/// The file system calls [`ProfileOptions::trace_files`] routes to the listener:
+/// those that name a path to open, create, rename, link or remove. (Calls that only
+/// look — `stat`, `access`, `readlink` — and those on open descriptors are not
+/// traced.)
+#[rustfmt::skip]
+pub const TRACED_FILE_SYSCALLS: &[Syscall] = &[
+    sys!(SYS_open), sys!(SYS_openat), sys!(SYS_openat2), sys!(SYS_creat),
+    sys!(SYS_rename), sys!(SYS_renameat), sys!(SYS_renameat2),
+    sys!(SYS_unlink), sys!(SYS_unlinkat), sys!(SYS_mkdir), sys!(SYS_mkdirat), sys!(SYS_rmdir),
+    sys!(SYS_link), sys!(SYS_linkat), sys!(SYS_symlink), sys!(SYS_symlinkat),
+    sys!(SYS_truncate),
+];
+
+/// What a notification from a [`default_profile`] filter is, by its syscall number:
+/// the one place the supervisor learns which calls reach it and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotifiedCall {
+    /// `execve` or `execveat` ([`ProfileOptions::trace_exec`]).
+    Exec,
+    /// `exit_group` ([`ProfileOptions::trace_exec`]).
+    Exit,
+    /// One of [`TRACED_FILE_SYSCALLS`] ([`ProfileOptions::trace_files`]): to be let
+    /// go once recorded.
+    File(Syscall),
+    /// Anything else. Only a refusal reaches the listener this way
+    /// ([`ProfileOptions::report_refusals`]), so it must be failed with `EPERM`,
+    /// never let go: letting it continue would run a call the profile refuses.
+    Refused,
+}
+
+/// Classifies a notification by its syscall number (`seccomp_data.nr`, as the
+/// kernel gives it). Fails closed: every number that is not an exec, an exit or a
+/// traced file call is [`NotifiedCall::Refused`].
+pub fn notified_call(nr: i64) -> NotifiedCall {
+    let Ok(nr) = u32::try_from(nr) else {
+        return NotifiedCall::Refused;
+    };
+    if nr == sys!(SYS_execve).nr || nr == sys!(SYS_execveat).nr {
+        NotifiedCall::Exec
+    } else if nr == sys!(SYS_exit_group).nr {
+        NotifiedCall::Exit
+    } else if let Some(&file) = TRACED_FILE_SYSCALLS.iter().find(|s| s.nr == nr) {
+        NotifiedCall::File(file)
+    } else {
+        NotifiedCall::Refused
+    }
 }
 
 /// Converts a libc errno constant to the 16-bit form `SECCOMP_RET_ERRNO` carries.
@@ -226,7 +309,7 @@ const SOCKET_FAMILIES: [libc::c_int; 4] = [
 /// Builds the default profile. The result is plain data: inspect it with
 /// [`Filter::action_for`], compile it with [`Filter::compile`].
 pub fn default_profile(opts: ProfileOptions) -> Filter {
-    let mut filter = Filter::new(Action::Errno(EPERM));
+    let mut filter = Filter::new(refusal(opts));
     // Other arches (e.g. i386 via int 0x80) have different syscall numbers, so
     // rules written for x86_64 mean nothing there: kill rather than guess.
     filter.bad_arch_action = Action::KillProcess;
@@ -237,7 +320,12 @@ pub fn default_profile(opts: ProfileOptions) -> Filter {
 
     for &syscall in DOCKER_ALLOWLIST {
         if !DENYLIST.contains(&syscall) && !SPECIAL.contains(&syscall) {
-            filter.push(SyscallRule::always(syscall, Action::Allow));
+            let action = if opts.trace_files && TRACED_FILE_SYSCALLS.contains(&syscall) {
+                Action::Notify
+            } else {
+                Action::Allow
+            };
+            filter.push(SyscallRule::always(syscall, action));
         }
     }
     for rule in special_rules(opts) {
@@ -246,9 +334,19 @@ pub fn default_profile(opts: ProfileOptions) -> Filter {
     filter
 }
 
+/// What a refused call gets: `EPERM`, from the filter itself or, to be reported,
+/// from the supervisor (see [`ProfileOptions::report_refusals`]).
+const fn refusal(opts: ProfileOptions) -> Action {
+    if opts.report_refusals {
+        Action::Notify
+    } else {
+        Action::Errno(EPERM)
+    }
+}
+
 /// Argument-dependent rules.
 fn special_rules(opts: ProfileOptions) -> Vec<SyscallRule> {
-    let deny = Action::Errno(EPERM);
+    let deny = refusal(opts);
     let mut rules = Vec::new();
 
     // clone: threads and forks yes, new namespaces no. clone's flags are an
@@ -413,6 +511,17 @@ mod tests {
         ],
     ];
 
+    /// Every combination of the options.
+    fn all_options() -> Vec<ProfileOptions> {
+        (0..8u8)
+            .map(|bits| ProfileOptions {
+                trace_exec: bits & 1 != 0,
+                trace_files: bits & 2 != 0,
+                report_refusals: bits & 4 != 0,
+            })
+            .collect()
+    }
+
     fn compiled(opts: ProfileOptions) -> (Filter, Vec<SockFilter>) {
         let filter = default_profile(opts);
         let prog = filter.compile().unwrap_or_else(|e| panic!("{e}"));
@@ -464,6 +573,15 @@ mod tests {
     }
 
     #[test]
+    fn the_name_table_knows_every_syscall_the_profile_names() {
+        for list in [DOCKER_ALLOWLIST, DENYLIST, SPECIAL, DOCKER_CAP_GATED] {
+            for &s in list {
+                assert_eq!(crate::syscalls::by_number(s.nr), Some(s), "{}", s.name);
+            }
+        }
+    }
+
+    #[test]
     fn docker_allowlist_minus_denylist_is_allowed() {
         let (filter, prog) = compiled(ProfileOptions::default());
         let mut checked = 0;
@@ -492,7 +610,10 @@ mod tests {
 
     #[test]
     fn denylist_and_cap_gated_syscalls_are_eperm() {
-        let (filter, prog) = compiled(ProfileOptions { trace_exec: true });
+        let (filter, prog) = compiled(ProfileOptions {
+            trace_exec: true,
+            ..ProfileOptions::default()
+        });
         for &s in DENYLIST.iter().chain(DOCKER_CAP_GATED) {
             for a in ARG_PATTERNS {
                 assert_eq!(call(&prog, s, a), DENY, "{}", s.name);
@@ -667,7 +788,10 @@ mod tests {
     #[test]
     fn exec_is_notified_only_when_traced() {
         for (trace_exec, expected) in [(false, ALLOW), (true, Action::Notify)] {
-            let (filter, prog) = compiled(ProfileOptions { trace_exec });
+            let (filter, prog) = compiled(ProfileOptions {
+                trace_exec,
+                ..ProfileOptions::default()
+            });
             for exec in [sys!(SYS_execve), sys!(SYS_execveat), sys!(SYS_exit_group)] {
                 assert_eq!(call(&prog, exec, args(0, 0)), expected);
                 assert_eq!(filter.action_for(exec.nr, [0; 6]), expected);
@@ -701,10 +825,7 @@ mod tests {
             }
             patterns.push([flag(libc::AF_INET6), v, 0, 0, 0, 0]);
         }
-        for opts in [
-            ProfileOptions::default(),
-            ProfileOptions { trace_exec: true },
-        ] {
+        for opts in all_options() {
             let (filter, prog) = compiled(opts);
             let nrs = (0..=470).chain([
                 512,
@@ -732,7 +853,20 @@ mod tests {
     #[test]
     fn compiled_size_is_reasonable() {
         let (_, prog) = compiled(ProfileOptions::default());
-        let (_, traced) = compiled(ProfileOptions { trace_exec: true });
+        let (_, traced) = compiled(ProfileOptions {
+            trace_exec: true,
+            ..ProfileOptions::default()
+        });
+        let (_, everything) = compiled(ProfileOptions {
+            trace_exec: true,
+            trace_files: true,
+            report_refusals: true,
+        });
+        assert!(
+            everything.len() <= 600,
+            "{} instructions with every option",
+            everything.len()
+        );
         // Small enough for the kernel with lots of room to grow, and big
         // enough that a regression to "allow everything" would show.
         assert!(
@@ -741,5 +875,190 @@ mod tests {
             prog.len()
         );
         assert!(traced.len() >= prog.len());
+    }
+
+    const REPORTING: ProfileOptions = ProfileOptions {
+        trace_exec: true,
+        trace_files: false,
+        report_refusals: true,
+    };
+
+    #[test]
+    fn refusals_are_notified_only_when_reported() {
+        let fork = flag(libc::SIGCHLD);
+        for (report_refusals, refused) in [(false, DENY), (true, Action::Notify)] {
+            let opts = ProfileOptions {
+                report_refusals,
+                ..REPORTING
+            };
+            let (filter, prog) = compiled(opts);
+            for s in [
+                sys!(SYS_mount),
+                sys!(SYS_unshare),
+                sys!(SYS_ptrace),
+                sys!(SYS_bpf),
+            ] {
+                assert_eq!(call(&prog, s, args(0, 0)), refused, "{}", s.name);
+            }
+            // Neither Docker's list nor ours names these: the default action.
+            for nr in [sys!(SYS_sethostname).nr, 400, 999, X32_SYSCALL_BIT - 1] {
+                assert_eq!(
+                    run(&prog, &SeccompData::x86_64(nr, [0; 6])),
+                    refused,
+                    "{nr}"
+                );
+                assert_eq!(filter.action_for(nr, [0; 6]), refused, "{nr}");
+            }
+            let clone = sys!(SYS_clone);
+            let new_user = fork | flag(libc::CLONE_NEWUSER);
+            assert_eq!(call(&prog, clone, args(new_user, 0)), refused);
+            assert_eq!(call(&prog, clone, args(fork, 0)), ALLOW);
+            let p = sys!(SYS_personality);
+            assert_eq!(call(&prog, p, args(0x040_0000, 0)), refused);
+            assert_eq!(call(&prog, p, args(0, 0)), ALLOW);
+            let ioctl = sys!(SYS_ioctl);
+            assert_eq!(call(&prog, ioctl, args(0, libc::TIOCSTI)), refused);
+            assert_eq!(call(&prog, ioctl, args(0, libc::TCGETS)), ALLOW);
+            let socket = sys!(SYS_socket);
+            let raw = args(flag(libc::AF_INET), SOCK_RAW);
+            assert_eq!(call(&prog, socket, raw), refused);
+            // Probes keep their own plain errno.
+            assert_eq!(
+                call(&prog, sys!(SYS_clone3), args(0, 0)),
+                Action::Errno(ENOSYS)
+            );
+            assert_eq!(
+                call(&prog, socket, args(flag(libc::AF_PACKET), SOCK_RAW)),
+                Action::Errno(EAFNOSUPPORT)
+            );
+            // x32 and foreign arches never reach the listener.
+            let x32 = SeccompData::x86_64(X32_SYSCALL_BIT + sys!(SYS_mount).nr, [0; 6]);
+            assert_eq!(run(&prog, &x32), DENY);
+            let i386 = SeccompData {
+                arch: AUDIT_ARCH_I386,
+                ..SeccompData::x86_64(sys!(SYS_mount).nr, [0; 6])
+            };
+            assert_eq!(run(&prog, &i386), Action::KillProcess);
+            // What is allowed stays allowed, and files are not traced.
+            for s in [sys!(SYS_read), sys!(SYS_openat), sys!(SYS_rename)] {
+                assert_eq!(call(&prog, s, args(0, 0)), ALLOW, "{}", s.name);
+            }
+        }
+    }
+
+    #[test]
+    fn file_calls_are_notified_only_when_traced() {
+        assert!(TRACED_FILE_SYSCALLS.len() == 17);
+        for (trace_files, expected) in [(false, ALLOW), (true, Action::Notify)] {
+            let (filter, prog) = compiled(ProfileOptions {
+                trace_files,
+                ..ProfileOptions::default()
+            });
+            for &s in TRACED_FILE_SYSCALLS {
+                assert!(DOCKER_ALLOWLIST.contains(&s), "{}", s.name);
+                assert!(
+                    !DENYLIST.contains(&s) && !SPECIAL.contains(&s),
+                    "{}",
+                    s.name
+                );
+                for a in ARG_PATTERNS {
+                    assert_eq!(call(&prog, s, a), expected, "{}", s.name);
+                    assert_eq!(filter.action_for(s.nr, a), expected, "{}", s.name);
+                }
+            }
+            // Neighbours that only look, or work on open descriptors, are not traced.
+            for s in [
+                sys!(SYS_stat),
+                sys!(SYS_newfstatat),
+                sys!(SYS_readlink),
+                sys!(SYS_read),
+                sys!(SYS_write),
+                sys!(SYS_ftruncate),
+                sys!(SYS_chdir),
+            ] {
+                assert_eq!(call(&prog, s, args(0, 0)), ALLOW, "{}", s.name);
+            }
+            assert_eq!(call(&prog, sys!(SYS_mount), args(0, 0)), DENY);
+            assert_eq!(
+                call(&prog, sys!(SYS_clone3), args(0, 0)),
+                Action::Errno(ENOSYS)
+            );
+        }
+    }
+
+    #[test]
+    fn notified_calls_are_classified_fail_closed() {
+        assert_eq!(notified_call(libc::SYS_execve), NotifiedCall::Exec);
+        assert_eq!(notified_call(libc::SYS_execveat), NotifiedCall::Exec);
+        assert_eq!(notified_call(libc::SYS_exit_group), NotifiedCall::Exit);
+        assert_eq!(
+            notified_call(libc::SYS_openat),
+            NotifiedCall::File(sys!(SYS_openat))
+        );
+        assert_eq!(
+            notified_call(libc::SYS_truncate),
+            NotifiedCall::File(sys!(SYS_truncate))
+        );
+        for nr in [
+            libc::SYS_mount,
+            libc::SYS_unshare,
+            libc::SYS_read,
+            libc::SYS_exit,
+            libc::SYS_ftruncate,
+            -1,
+            i64::MIN,
+            i64::from(u32::MAX),
+            i64::from(u32::MAX) + 1 + libc::SYS_execve,
+        ] {
+            assert_eq!(notified_call(nr), NotifiedCall::Refused, "{nr}");
+        }
+    }
+
+    /// Every notification the profile can produce is classified as what made it a
+    /// notification: a call classified `Refused` is one the same profile without
+    /// `report_refusals` fails with EPERM, so failing it loses nothing.
+    #[test]
+    fn every_notification_is_classified_as_its_cause() {
+        let mut patterns: Vec<[u64; 6]> = ARG_PATTERNS.to_vec();
+        for v in [
+            flag(libc::CLONE_NEWUSER | libc::SIGCHLD),
+            flag(libc::SIGCHLD),
+            libc::TIOCSTI,
+            0x040_0000,
+        ] {
+            patterns.push([v, 0, 0, 0, 0, 0]);
+            patterns.push([0, v, 0, 0, 0, 0]);
+        }
+        patterns.push([flag(libc::AF_INET), SOCK_RAW, 0, 0, 0, 0]);
+        let mut refused_seen = 0;
+        for opts in all_options() {
+            let (filter, prog) = compiled(opts);
+            let unreported = default_profile(ProfileOptions {
+                report_refusals: false,
+                ..opts
+            });
+            for nr in (0..=470).chain([512, 999, X32_SYSCALL_BIT - 1]) {
+                for a in &patterns {
+                    if run(&prog, &SeccompData::x86_64(nr, *a)) != Action::Notify {
+                        assert_ne!(filter.action_for(nr, *a), Action::Notify);
+                        continue;
+                    }
+                    match notified_call(i64::from(nr)) {
+                        NotifiedCall::Exec | NotifiedCall::Exit => assert!(opts.trace_exec),
+                        NotifiedCall::File(s) => {
+                            assert!(opts.trace_files);
+                            assert_eq!(s.nr, nr);
+                        }
+                        NotifiedCall::Refused => {
+                            assert!(opts.report_refusals, "nr {nr}");
+                            assert_eq!(unreported.action_for(nr, *a), DENY, "nr {nr} {a:x?}");
+                            refused_seen += 1;
+                        }
+                    }
+                    assert!(opts.notifies());
+                }
+            }
+        }
+        assert!(refused_seen > 1000, "{refused_seen}");
     }
 }

@@ -220,7 +220,10 @@ impl Gate {
                 self.denials().remove(pid);
                 return Screened::Pass(event);
             }
-            TraceEvent::Refused { .. } | TraceEvent::Mismatch { .. } => {
+            TraceEvent::Refused { .. }
+            | TraceEvent::Mismatch { .. }
+            | TraceEvent::File { .. }
+            | TraceEvent::Denied { .. } => {
                 return Screened::Pass(event);
             }
         };

@@ -194,6 +194,8 @@ impl Plan {
             view,
             identity,
             trace_exec: recording,
+            trace_files: false,
+            report_refusals: false,
             rlimit_nproc: limits.rlimit_nproc,
             watch_full,
             tty: request.tty,

@@ -40,7 +40,9 @@ pub use mount::{
 };
 pub use msg::{poll_read, recv_msg, send_msg, signalfd, signalfd_read};
 pub use net::{iface_configure, loopback_up, tun_create};
-pub use pidfd::{pidfd_exited, pidfd_open, pidfd_parent, pidfd_send_signal, pidns_tgid};
+pub use pidfd::{
+    pidfd_exited, pidfd_open, pidfd_parent, pidfd_send_signal, pidns_host_pid, pidns_tgid,
+};
 pub use process::{
     clone_fork, execve, exit_now, fork, kill, prctl, raise_open_files_limit, read_process_memory,
     sethostname, setrlimit, setsid, unshare, waitpid,

@@ -104,3 +104,20 @@ pub fn pidns_tgid(pidns: BorrowedFd<'_>, pid: pid_t) -> io::Result<i32> {
     }
     Ok(tgid)
 }
+
+/// `_IOR(0xb7, 0x6, int)`: `NS_GET_PID_FROM_PIDNS` (Linux 6.8+).
+const NS_GET_PID_FROM_PIDNS: c_ulong = 0x8004_B706;
+
+/// The pid in our pid namespace of the task that is `pid` in `pidns` (an `ns/pid`
+/// descriptor of a namespace below ours): one ioctl. `ESRCH` when there is no such
+/// task; `ENOTTY`/`EINVAL` before Linux 6.8.
+pub fn pidns_host_pid(pidns: BorrowedFd<'_>, pid: i32) -> io::Result<pid_t> {
+    let arg = c_ulong::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: this ioctl takes the pid as a plain integer argument and returns the
+    // translated one (or -1); it reads and writes no memory of ours.
+    let host = check(unsafe { libc::ioctl(pidns.as_raw_fd(), NS_GET_PID_FROM_PIDNS, arg) })?;
+    if host == 0 {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    Ok(host)
+}

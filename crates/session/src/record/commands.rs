@@ -140,6 +140,8 @@ impl CommandsLog {
                     self.exit(shared, pid, CommandExit::Code(status));
                 }
             }
+            // Only traced when the session asks for them, which it does not yet.
+            TraceEvent::File { .. } | TraceEvent::Denied { .. } => {}
         }
         Verdict::Continue
     }
