@@ -19,7 +19,10 @@ use crate::cli::{RunArgs, SandboxOptions};
 pub fn request(args: &RunArgs) -> Result<Request> {
     let o = &args.options;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let config = config_files(o.config.as_deref(), &cwd)?;
+    let mut config = config_files(o.config.as_deref(), &cwd)?;
+    if let Some(dir) = learned_profiles_dir() {
+        config::add_learned_profile(&mut config, o.profile.as_deref(), &dir)?;
+    }
     let settings = flag_settings(o)?;
     let image = image_of(o)?;
     Ok(Request {
@@ -49,7 +52,8 @@ pub fn request(args: &RunArgs) -> Result<Request> {
 }
 
 /// The configuration files that apply: `--config`, or the project's
-/// `vectraguard.toml` and the user's config file, lowest rank first.
+/// `vectraguard.toml` and the user's config file, lowest rank first. (`request` then
+/// adds the learned profile `--profile` names, if no file defines it.)
 /// `sandbox run` and `risk explain` read the same ones.
 pub fn config_files(explicit: Option<&Path>, cwd: &Path) -> Result<Vec<ConfigFile>> {
     let mut files: Vec<ConfigFile> = Vec::new();
@@ -68,6 +72,14 @@ pub fn config_files(explicit: Option<&Path>, cwd: &Path) -> Result<Vec<ConfigFil
         }
     }
     Ok(files)
+}
+
+/// Where learned profiles are kept (`profiles/` beside the user's config file), when
+/// the invoker has a home.
+pub fn learned_profiles_dir() -> Option<PathBuf> {
+    let home = vg_session::host::invoker_home()?;
+    let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
+    Some(config::learned_profiles_dir(&home, xdg.as_deref()))
 }
 
 fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
@@ -148,6 +160,8 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
             .map(|m| MountSpec::parse(m))
             .collect::<Result<Vec<_>, _>>()?,
         read_only,
+        // A config file's key only (learned profiles); no flag sets it.
+        read_write: Vec::new(),
         env: o
             .env
             .iter()

@@ -16,6 +16,7 @@ pub mod network;
 pub mod paths;
 pub mod risk;
 pub mod secrets;
+pub mod sensitive;
 pub mod view;
 pub mod violation;
 

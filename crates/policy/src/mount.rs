@@ -91,6 +91,11 @@ impl MountSpec {
     pub fn read_only_path(path: &str) -> Result<Self, MountSpecError> {
         Self::parse(&format!("{path}:{path}:ro"))
     }
+
+    /// A writable mount of `path` at the same place (a config file's `read_write`).
+    pub fn read_write_path(path: &str) -> Result<Self, MountSpecError> {
+        Self::parse(&format!("{path}:{path}:rw"))
+    }
 }
 
 /// Validates a path inside the sandbox. `Err(true)` means reserved, `Err(false)` malformed.

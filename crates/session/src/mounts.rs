@@ -13,7 +13,8 @@ use vg_policy::view::{NodeKind, ResolvedMount};
 use crate::host;
 
 /// Checks every mount's host side and resolves it; without `--mount`, the current
-/// directory is the workspace, at the same path inside.
+/// directory is the workspace, at the same path inside. `read_only` and `read_write`
+/// paths are mounted at the same place, after the mounts.
 pub fn resolve_mounts(settings: &Settings, cwd: &Path) -> Result<Vec<ResolvedMount>> {
     let mut specs = settings.mounts.clone();
     if specs.is_empty() {
@@ -39,6 +40,14 @@ pub fn resolve_mounts(settings: &Settings, cwd: &Path) -> Result<Vec<ResolvedMou
             host: path.clone(),
             container: path.clone(),
             read_only: true,
+        });
+    }
+    // A learned profile's writable folders: beside the workspace, not instead of it.
+    for path in &settings.read_write {
+        specs.push(MountSpec {
+            host: path.clone(),
+            container: path.clone(),
+            read_only: false,
         });
     }
     specs.iter().map(resolve_mount).collect()
@@ -159,8 +168,39 @@ fn nearest_real_path(path: &Path) -> PathBuf {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_write_paths_go_beside_the_workspace() {
+        let root = std::env::temp_dir().join(format!("vg-mounts-test-{}", std::process::id()));
+        let (work, cache, conf) = (root.join("work"), root.join("cache"), root.join("conf"));
+        for dir in [&work, &cache, &conf] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let root = std::fs::canonicalize(&root).unwrap();
+        let settings = Settings {
+            read_only: vec![root.join("conf")],
+            read_write: vec![root.join("cache")],
+            ..Settings::default()
+        };
+        let mounts = resolve_mounts(&settings, &root.join("work"));
+        std::fs::remove_dir_all(&root).unwrap();
+        let seen: Vec<(PathBuf, bool)> = mounts
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.container, m.read_only))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (root.join("work"), false),
+                (root.join("conf"), true),
+                (root.join("cache"), false),
+            ]
+        );
+    }
 
     #[test]
     fn host_paths_map_through_the_deepest_mount() {

@@ -42,5 +42,13 @@ fn exposed_without_project(settings: &Settings, cwd: &Path) -> Vec<config::Expos
         host: p.clone(),
         writable: false,
     });
-    mounts.chain(workspace).chain(read_only).collect()
+    let read_write = settings.read_write.iter().map(|p| config::Exposed {
+        host: p.clone(),
+        writable: true,
+    });
+    mounts
+        .chain(workspace)
+        .chain(read_only)
+        .chain(read_write)
+        .collect()
 }

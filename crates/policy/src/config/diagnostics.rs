@@ -98,6 +98,9 @@ pub(super) fn key_hint(key: &str) -> &'static str {
             "mounts is an array of \"HOST:CONTAINER[:ro]\" strings, e.g. mounts = [\"./src:/workspace\"]"
         }
         "read_only" => "read_only is an array of absolute paths, e.g. read_only = [\"/etc\"]",
+        "read_write" => {
+            "read_write is an array of absolute paths mounted writable at the same place beside the workspace, e.g. read_write = [\"/home/me/.cache/tool\"]"
+        }
         "env" => {
             "env is an array of \"KEY=VALUE\" or \"KEY\" strings, or a table such as env = { NODE_ENV = \"production\" }"
         }

@@ -133,6 +133,7 @@ env = ["CI=1"]
             secrets: Vec::new(),
             mounts: vec![mount("/p/src:/workspace"), mount("/data:/data:ro")],
             read_only: vec!["/etc".into()],
+            read_write: Vec::new(),
             env: vec![env("NODE_ENV=production")],
             env_files: vec!["/p/.env".into(), "/etc/app.env".into()],
             limits: Limits::default(),

@@ -26,10 +26,12 @@
 //! value into its typed form with the file's line; `project.rs` is what a project file
 //! may not reach or claim; `diagnostics.rs` words TOML errors and per-key hints;
 //! `settings.rs` is the typed `Settings` and its overlay; `profile.rs` layers files and
-//! profiles (`resolve_profile`, the built-in `code-exec`).
+//! profiles (`resolve_profile`, the built-in `code-exec`); `learned.rs` finds and loads
+//! learned profiles (`profiles/NAME.toml`, written by `sandbox run --learn NAME`).
 
 mod diagnostics;
 mod file;
+mod learned;
 mod profile;
 mod project;
 mod project_access;
@@ -43,6 +45,10 @@ use std::path::{Path, PathBuf};
 
 pub(crate) use diagnostics::line_of;
 pub use file::{ConfigFile, discover_project, load, parse, user_config_path};
+pub use learned::{
+    MAX_PROFILE_NAME, ProfileNameError, add_learned_profile, learned_profile_path,
+    learned_profiles_dir, load_learned, parse_learned, validate_profile_name,
+};
 pub use profile::{BUILTIN_PROFILES, resolve_profile, resolve_profile_over};
 pub use project_access::{Exposed, ProjectAccess};
 pub use settings::Settings;
@@ -95,10 +101,30 @@ pub enum ConfigError {
         hint: String,
     },
     #[error(
-        "unknown profile '{name}' (requested with --profile): {} (hint: define [profiles.{name}] in {PROJECT_FILE_NAME} or {USER_FILE_HINT}, or use a known profile)",
+        "unknown profile '{name}' (requested with --profile): {} (hint: define [profiles.{name}] in {PROJECT_FILE_NAME} or {USER_FILE_HINT}, learn one with `vectraguard sandbox run --learn {name} -- COMMAND` (`vectraguard profile ls` lists the learned profiles), or use a known profile)",
         known_profiles(known)
     )]
     UnknownProfile { name: String, known: Vec<String> },
+    /// `--profile NAME` names both a learned profile and a file's table or a built-in
+    /// profile: which one was meant cannot be guessed.
+    #[error(
+        "profile '{name}' is defined twice: {defined}, and the learned profile {} (hint: rename or remove one of them: `vectraguard profile rm {name}` removes the learned one)",
+        learned.display()
+    )]
+    ProfileTwice {
+        name: String,
+        defined: String,
+        learned: PathBuf,
+    },
+    #[error(
+        "{}: cannot read the learned profile '{name}': {error} (hint: check the file's permissions, or remove it with `vectraguard profile rm {name}`)",
+        path.display()
+    )]
+    LearnedRead {
+        path: PathBuf,
+        name: String,
+        error: std::io::Error,
+    },
     /// A project file's mount, read-only path or env file reaches further than the
     /// user's own settings let the sandbox see.
     #[error(

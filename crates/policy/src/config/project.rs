@@ -123,7 +123,7 @@ pub(super) fn resolve_symlinks(path: &Path) -> Option<PathBuf> {
 mod tests {
     use super::*;
     use crate::config::test_support::*;
-    use crate::config::{ConfigSource, PROJECT_FILE_NAME, parse};
+    use crate::config::{ConfigSource, PROJECT_FILE_NAME, Settings, parse};
 
     #[test]
     fn a_project_file_cannot_weaken_limits() {
@@ -191,6 +191,43 @@ mod tests {
         assert!(
             user_file("user = \"0\"\nenv = [\"GITHUB_TOKEN\"]\nmounts = [\"/home/u/.ssh:/s\"]\n")
                 .is_ok()
+        );
+    }
+
+    #[test]
+    fn read_write_is_for_the_users_files_only() {
+        // Even inside the project: a project file's host access goes through `mounts`,
+        // which the user's own settings are checked against.
+        for text in [
+            "read_write = [\"/p/cache\"]\n",
+            "name = \"n\"\n[profiles.x]\nread_write = [\"/home/u/.cache/t\"]\n",
+        ] {
+            let (line, msg) = invalid(project_file(text));
+            assert_eq!(line, text.lines().count(), "{msg}");
+            assert!(
+                msg.contains("'read_write' cannot be set in a project file"),
+                "{msg}"
+            );
+            assert!(msg.contains(USER_FILE_HINT), "{msg}");
+        }
+        let user = user_file("read_write = [\"/home/u/.cache//t/\"]\n").unwrap();
+        assert_eq!(
+            user.settings.read_write,
+            [PathBuf::from("/home/u/.cache/t")]
+        );
+        for bad in ["rel/x", "/a/../b", "/a:b", "/proc/x", "/"] {
+            let (line, msg) = invalid(user_file(&format!("\nread_write = [\"{bad}\"]\n")));
+            assert_eq!(line, 2, "{bad}: {msg}");
+        }
+        // Overlaid like read_only: appended.
+        let mut low = Settings {
+            read_write: vec![PathBuf::from("/a")],
+            ..Settings::default()
+        };
+        low.overlay(user.settings);
+        assert_eq!(
+            low.read_write,
+            [PathBuf::from("/a"), PathBuf::from("/home/u/.cache/t")]
         );
     }
 

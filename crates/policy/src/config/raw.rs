@@ -70,6 +70,8 @@ pub(super) struct RawSettings {
     pub(super) mounts: TextList,
     #[serde(default)]
     pub(super) read_only: TextList,
+    #[serde(default)]
+    pub(super) read_write: TextList,
     pub(super) env: Option<RawEnv>,
     #[serde(default)]
     pub(super) env_files: TextList,
@@ -109,6 +111,8 @@ pub(super) struct RawFile {
     mounts: TextList,
     #[serde(default)]
     read_only: TextList,
+    #[serde(default)]
+    read_write: TextList,
     env: Option<RawEnv>,
     #[serde(default)]
     env_files: TextList,
@@ -147,6 +151,7 @@ impl RawFile {
             secrets,
             mounts,
             read_only,
+            read_write,
             env,
             env_files,
             memory,
@@ -179,6 +184,7 @@ impl RawFile {
             secrets: None,
             mounts,
             read_only,
+            read_write,
             env,
             env_files,
             memory,

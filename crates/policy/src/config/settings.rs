@@ -40,6 +40,10 @@ pub struct Settings {
     pub mounts: Vec<MountSpec>,
     /// Absolute, normalised paths mounted read-only in place.
     pub read_only: Vec<PathBuf>,
+    /// Absolute, normalised paths mounted read-write in place, beside the workspace
+    /// (unlike `mounts`, they do not replace it): what a learned profile grants. Never
+    /// from a project file, which may not set them.
+    pub read_write: Vec<PathBuf>,
     pub env: Vec<EnvAssignment>,
     /// Absolute paths; relative ones in a file were resolved against its directory.
     pub env_files: Vec<PathBuf>,
@@ -73,6 +77,7 @@ impl Settings {
             secrets,
             mounts,
             read_only,
+            read_write,
             env,
             env_files,
             limits,
@@ -96,6 +101,7 @@ impl Settings {
         self.secrets.extend(secrets);
         self.mounts.extend(mounts);
         self.read_only.extend(read_only);
+        self.read_write.extend(read_write);
         self.env.extend(env);
         self.env_files.extend(env_files);
         self.limits.overlay(limits);

@@ -90,6 +90,7 @@ impl<'a> Document<'a> {
             secrets,
             mounts,
             read_only,
+            read_write,
             env,
             env_files,
             memory,
@@ -184,6 +185,10 @@ impl<'a> Document<'a> {
             read_only: read_only
                 .into_iter()
                 .map(|p| self.read_only(p))
+                .collect::<Result<_, _>>()?,
+            read_write: read_write
+                .into_iter()
+                .map(|p| self.read_write(p))
                 .collect::<Result<_, _>>()?,
             env: match env {
                 Some(env) => self.env(env)?,
@@ -488,6 +493,31 @@ impl<'a> Document<'a> {
         MountSpec::read_only_path(raw)
             .map_err(|e| self.error(value.span(), e.to_string(), key_hint("read_only")))?;
         self.confine(value.span(), &path, "read_only", "--read-only")?;
+        Ok(path)
+    }
+
+    /// Like `read_only`, writable; refused in a project file, whose host access must
+    /// stay checkable against the user's (`mounts` inside the project do that).
+    fn read_write(&self, value: Spanned<String>) -> Result<PathBuf, ConfigError> {
+        if self.project.is_some() {
+            return Err(self.error(
+                value.span(),
+                "'read_write' cannot be set in a project file: it gives the sandbox write access to a host path, and the sandbox may have written that file".to_owned(),
+                format!(
+                    "move it to {USER_FILE_HINT}, or use mounts = [\"./DIR:/CONTAINER\"] for a folder inside the project"
+                ),
+            ));
+        }
+        let raw = value.get_ref();
+        let Some(path) = normalize_absolute(Path::new(raw)).filter(|_| !raw.contains('\0')) else {
+            return Err(self.error(
+                value.span(),
+                format!("invalid read_write path '{raw}': it must be absolute and without '..'"),
+                key_hint("read_write"),
+            ));
+        };
+        MountSpec::read_write_path(raw)
+            .map_err(|e| self.error(value.span(), e.to_string(), key_hint("read_write")))?;
         Ok(path)
     }
 
