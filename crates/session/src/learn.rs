@@ -121,6 +121,134 @@ pub fn extra_read_only() -> Vec<PathBuf> {
         .collect()
 }
 
+/// What a learning run learned, for the front end to show and save
+/// (`vg_learn::save`).
+#[derive(Debug, Clone)]
+pub struct Learned {
+    /// The profile's name (`--learn NAME`).
+    pub name: String,
+    /// The learning run's session.
+    pub session: String,
+    /// The command as run.
+    pub command: Vec<String>,
+    pub profile: vg_learn::Learned,
+}
+
+/// Collapses what the run used into a profile: the file accesses the tracer kept,
+/// the programs of `commands.log` (a program run from outside the default view must
+/// be readable next time), the destinations of `events.jsonl` and the `--add-host`
+/// pins. Paths are learned against the sandbox user's home; the workspace and the
+/// user's mounts are writable in every run already.
+pub fn learned(
+    plan: &crate::Plan,
+    learn: &Plan,
+    session: &str,
+    dir: &Path,
+    accesses: crate::record::observe::Accesses,
+) -> Result<Learned> {
+    use vg_learn::{Access, Observations};
+    let mut observations = Observations::new();
+    for (path, counts) in &accesses.files {
+        for (access, n) in [
+            (Access::Read, counts.read),
+            (Access::Write, counts.write),
+            (Access::Create, counts.create),
+            (Access::Remove, counts.remove),
+        ] {
+            if n > 0 {
+                observations.file_n(path, access, n);
+            }
+        }
+    }
+    programs(dir, &mut observations);
+    destinations(dir, &mut observations);
+    if let Some(policy) = &plan.network.policy {
+        for pin in &policy.hosts {
+            observations.add_host(pin.clone());
+        }
+    }
+    let home = plan.spec.identity.home.clone();
+    let workspaces = plan
+        .mounts
+        .iter()
+        .filter(|m| !m.read_only)
+        .map(|m| m.container.clone())
+        .collect();
+    let host = vg_learn::RealHost;
+    let cx = vg_learn::LearnContext::new(home, workspaces, &host);
+    Ok(Learned {
+        name: learn.name.clone(),
+        session: session.to_owned(),
+        command: plan.spec.argv.clone(),
+        profile: vg_learn::learn(&observations, &cx),
+    })
+}
+
+/// Every program `commands.log` names, by absolute path (a relative one joined to
+/// the exec's working directory), as a program and as a file read.
+fn programs(dir: &Path, observations: &mut vg_learn::Observations) {
+    use std::os::unix::ffi::OsStrExt;
+    let path = vg_records::layout::file_path(dir, vg_records::layout::RecordFile::Commands);
+    let Ok(text) = std::fs::read(&path) else {
+        return;
+    };
+    for line in text.split(|b| *b == b'\n') {
+        let Ok(line) = std::str::from_utf8(line) else {
+            continue;
+        };
+        let Some(vg_records::CommandLogLine::Exec(exec)) = vg_records::CommandLogLine::parse(line)
+        else {
+            continue;
+        };
+        let Some(exe) = exec.exe.as_deref().or(exec.argv.first().map(Vec::as_slice)) else {
+            continue;
+        };
+        let exe = Path::new(std::ffi::OsStr::from_bytes(exe));
+        let full = if exe.is_absolute() {
+            exe.to_path_buf()
+        } else if exe.components().count() > 1 {
+            Path::new(std::ffi::OsStr::from_bytes(&exec.cwd)).join(exe)
+        } else {
+            // A bare name looked up in PATH: the file is not known.
+            continue;
+        };
+        let Some(full) = vg_policy::paths::normalize_absolute(&full) else {
+            continue;
+        };
+        observations.program(&full);
+        observations.file(&full, vg_learn::Access::Read);
+    }
+}
+
+/// The destinations the mediator recorded: each connection attempt with its name,
+/// address, port and decision.
+fn destinations(dir: &Path, observations: &mut vg_learn::Observations) {
+    let path = vg_records::layout::file_path(dir, vg_records::layout::RecordFile::Events);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return;
+    };
+    for line in text.lines() {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if event["type"] != "network" || event["event"] != "connect" {
+            continue;
+        }
+        let (Some(ip), Some(port)) = (
+            event["address"].as_str().and_then(|a| a.parse().ok()),
+            event["port"].as_u64().and_then(|p| u16::try_from(p).ok()),
+        ) else {
+            continue;
+        };
+        observations.destination(vg_learn::Destination {
+            name: event["name"].as_str().map(str::to_owned),
+            ip,
+            port,
+            allowed: event["decision"] == "allow",
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

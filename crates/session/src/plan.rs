@@ -194,8 +194,10 @@ impl Plan {
             view,
             identity,
             trace_exec: recording,
-            trace_files: false,
-            report_refusals: false,
+            // Every recorded run reports refused accesses (`violation` events); a
+            // learning run also keeps every access (record/observe.rs).
+            trace_files: recording,
+            report_refusals: recording,
             rlimit_nproc: limits.rlimit_nproc,
             watch_full,
             tty: request.tty,

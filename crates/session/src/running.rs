@@ -196,6 +196,7 @@ impl Running {
                 stdin_is_terminal,
             } => {
                 let id = session.id().to_owned();
+                let dir = session.dir().to_path_buf();
                 let mut result = sandbox.wait_with(deadline, limits.kill_grace, &mut |sig| {
                     resize(&session, terminal.as_ref(), sig, stdin_is_terminal)
                 });
@@ -222,7 +223,7 @@ impl Running {
                 violations = observed.summary;
                 learned = match (&plan.learn, observed.learned) {
                     (Some(learn), Some(accesses)) => Some(
-                        crate::learn::learned(&plan, learn, &id, accesses)
+                        crate::learn::learned(&plan, learn, &id, &dir, accesses)
                             .map_err(|e| Error::from(e).in_session(&id))?,
                     ),
                     _ => None,

@@ -291,6 +291,11 @@ impl Session {
         self.observer = Some(observer);
     }
 
+    /// The session's folder.
+    pub fn dir(&self) -> &Path {
+        self.writer.dir()
+    }
+
     /// The session's id (its folder's name).
     pub fn id(&self) -> &str {
         self.writer.id()
