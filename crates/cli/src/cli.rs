@@ -368,6 +368,13 @@ pub struct SandboxOptions {
     #[arg(long, requires = "learn")]
     pub yes: bool,
 
+    /// Which refused file accesses are recorded as violations: 'changes' (writes,
+    /// creations, renames and removals the view refused; the default) or 'all'
+    /// (refused reads of hidden files too: every open is traced, tens of
+    /// microseconds each). Refused system calls are always recorded
+    #[arg(long, value_name = "WHICH")]
+    pub violations: Option<String>,
+
     /// Do not print Vectra Guard's own notes: the line naming the recorded session at
     /// the end and the network refusal notes (also VECTRAGUARD_QUIET=1)
     #[arg(long, short = 'q')]

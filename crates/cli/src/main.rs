@@ -5,6 +5,7 @@ mod approvals;
 mod cli;
 mod doctor;
 mod image;
+mod learn;
 mod live;
 mod logs;
 mod mcp;

@@ -39,6 +39,12 @@ pub fn request(args: &RunArgs) -> Result<Request> {
         persistent: false,
         tmpfs: o.tmpfs.clone(),
         learn: o.learn.clone(),
+        violations: o
+            .violations
+            .as_deref()
+            .map(vg_session::request::Violations::parse)
+            .transpose()?
+            .unwrap_or_default(),
         agent_preset: None,
         prompt: None,
         record: if o.no_record {

@@ -53,6 +53,13 @@ fn run_inner(args: &RunArgs) -> i32 {
 /// `agent start` adds: its preset and prompt).
 pub fn run_with(args: &RunArgs, adjust: impl FnOnce(&mut vg_session::Request)) -> i32 {
     let quiet = quiet(args.options.quiet);
+    let learning = match crate::learn::before(&args.options) {
+        Ok(learning) => learning,
+        Err(e) => {
+            crate::report::error(format_args!("{e:#}"));
+            return crate::EXIT_FAILURE;
+        }
+    };
     let result = crate::request::request(args)
         .map_err(vg_session::Error::from)
         .and_then(|mut request| {
@@ -70,6 +77,12 @@ pub fn run_with(args: &RunArgs, adjust: impl FnOnce(&mut vg_session::Request)) -
                 .as_deref()
                 .map(|id| SessionLine::new(id, quiet));
             report_outcome(&outcome);
+            if let (Some(learning), Some(learned)) = (&learning, &outcome.learned)
+                && let Err(e) = learning.after(learned)
+            {
+                crate::report::error(format_args!("{e:#}"));
+                return crate::EXIT_FAILURE;
+            }
             outcome.exit_code
         }
         Err(e) => {
@@ -128,7 +141,11 @@ fn report_outcome(outcome: &Outcome) {
     for hit in &outcome.limit_hits {
         eprintln!("vectraguard: {} is full (--disk limit)", hit.detail);
     }
-    if let Some(line) = violations_line(&outcome.violations, outcome.session.as_deref()) {
+    if let Some(line) = violations_line(
+        &outcome.violations,
+        outcome.session.as_deref(),
+        outcome.learned.is_none(),
+    ) {
         eprintln!("{line}");
     }
 }
@@ -139,6 +156,7 @@ fn report_outcome(outcome: &Outcome) {
 fn violations_line(
     summary: &vg_session::record::observe::Summary,
     session: Option<&str>,
+    hint_learning: bool,
 ) -> Option<String> {
     const SHOWN: usize = 5;
     if summary.total == 0 {
@@ -151,7 +169,10 @@ fn violations_line(
         .take(SHOWN)
         .map(|(r, _)| match r.access.as_str() {
             "syscall" => format!("{} (system call)", r.what),
-            access => format!("{} ({access})", tilde(&r.what, home.as_deref())),
+            access => format!(
+                "{} ({access})",
+                crate::learn::tilde(Path::new(&r.what), home.as_deref())
+            ),
         })
         .collect();
     let distinct = summary.refused.len() as u64 + summary.not_recorded;
@@ -159,21 +180,21 @@ fn violations_line(
         shown.push(format!("and {} more", distinct - SHOWN as u64));
     }
     let noun = if summary.total == 1 { "access" } else { "accesses" };
-    let see = session
-        .map(|id| format!("see `vectraguard logs show {id} --violations`; "))
-        .unwrap_or_default();
+    let mut then = Vec::new();
+    if let Some(id) = session {
+        then.push(format!("see `vectraguard logs show {id} --violations`"));
+    }
+    if hint_learning {
+        then.push("run with --learn NAME to build a profile".to_owned());
+    }
+    let then = if then.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", then.join("; "))
+    };
     Some(format!(
-        "vectraguard: {} {noun} refused: {} ({see}run with --learn NAME to build a profile)",
+        "vectraguard: {} {noun} refused: {}{then}",
         summary.total,
         shown.join(", ")
     ))
-}
-
-/// `path` with the home folder written `~`.
-fn tilde(path: &str, home: Option<&Path>) -> String {
-    match home.and_then(|h| Path::new(path).strip_prefix(h).ok()) {
-        Some(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
-        Some(rest) => format!("~/{}", rest.display()),
-        None => path.to_owned(),
-    }
 }

@@ -173,6 +173,7 @@ fn setup(
         [
             (p.trace_exec, "exec"),
             (p.trace_files, "files"),
+            (p.trace_file_changes && !p.trace_files, "file-changes"),
             (p.report_refusals, "refusals"),
         ]
         .iter()

@@ -30,6 +30,7 @@ pub(crate) struct Prepared {
     pub stdio: [RawFd; 3],
     pub trace_exec: bool,
     pub trace_files: bool,
+    pub trace_file_changes: bool,
     pub report_refusals: bool,
     pub rlimit_nproc: Option<u64>,
     pub watch_full: Vec<CString>,
@@ -59,7 +60,9 @@ impl Prepared {
                 "--user needs root: an unprivileged user can only run the sandbox as itself".into(),
             ));
         }
-        if (spec.trace_files || spec.report_refusals) && !spec.trace_exec {
+        if (spec.trace_files || spec.trace_file_changes || spec.report_refusals)
+            && !spec.trace_exec
+        {
             // Their notifications arrive on the exec listener, which only exists with
             // exec tracing, and are attributed to programs through the execs it saw.
             return Err(SandboxError::Usage(
@@ -96,6 +99,7 @@ impl Prepared {
             seccomp: seccomp::compile(vg_seccomp::ProfileOptions {
                 trace_exec: spec.trace_exec,
                 trace_files: spec.trace_files,
+                trace_file_changes: spec.trace_file_changes,
                 report_refusals: spec.report_refusals,
             })?,
             argv,
@@ -111,6 +115,7 @@ impl Prepared {
             stdio,
             trace_exec: spec.trace_exec,
             trace_files: spec.trace_files,
+            trace_file_changes: spec.trace_file_changes,
             report_refusals: spec.report_refusals,
             rlimit_nproc: spec.rlimit_nproc,
             tty: spec.tty && !spec.persistent,

@@ -50,6 +50,10 @@ pub struct SandboxSpec {
     /// records each as a [`crate::trace::TraceEvent::File`] and lets it run. Needs
     /// `trace_exec` (the same listener, and the execs name who accessed a file).
     pub trace_files: bool,
+    /// Without `trace_files`, send only the file calls that change something
+    /// (`vg_seccomp::ProfileOptions::trace_file_changes`): refused writes, creations
+    /// and removals are seen while read-only opens cost nothing. Needs `trace_exec`.
+    pub trace_file_changes: bool,
     /// Hand every refusal that would be a plain `EPERM` to the supervisor, which
     /// fails it with `EPERM` and reports it as a [`crate::trace::TraceEvent::Denied`].
     /// Needs `trace_exec`.

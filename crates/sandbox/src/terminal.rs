@@ -118,6 +118,25 @@ impl Drop for SavedTerminal {
     }
 }
 
+
+/// Waits up to `timeout_ms` (-1: for ever) for `input` to have something to read
+/// (or to hang up): true then, false when the time passed.
+pub fn wait_readable(input: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
+    Ok(crate::sys::poll_read(&[input], timeout_ms)?[0] != 0)
+}
+
+/// Waits until `input` has something to read (true), or until `output`, the write
+/// end of a pipe, has no reader left (false): a relay that stops then takes no
+/// input meant for someone else (a question asked after the sandbox is gone).
+pub fn wait_input_or_gone(input: BorrowedFd<'_>, output: BorrowedFd<'_>) -> io::Result<bool> {
+    let revents = crate::sys::poll_read(&[input, output], -1)?;
+    // POLLERR (and POLLHUP) are reported whatever was asked: no reader is left.
+    if revents[1] & (libc::POLLERR | libc::POLLHUP) != 0 {
+        return Ok(false);
+    }
+    Ok(revents[0] != 0)
+}
+
 /// Makes a read of the terminal by this thread fail with EIO, instead of stopping the
 /// whole process with SIGTTIN, when Vectra Guard runs in the background: an input
 /// relay then sees the end of its input rather than freezing the session.

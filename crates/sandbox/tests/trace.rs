@@ -651,6 +651,7 @@ fn spec(id: &Identity, argv: &[&str], options: Options) -> SandboxSpec {
         inside: None,
         trace_exec: options.exec,
         trace_files: options.files,
+        trace_file_changes: false,
         report_refusals: options.refusals,
         rlimit_nproc: None,
         watch_full: Vec::new(),

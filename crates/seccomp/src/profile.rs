@@ -42,6 +42,13 @@ pub struct ProfileOptions {
     /// still decide), and it costs each of those calls a round trip to the
     /// supervisor.
     pub trace_files: bool,
+    /// Without `trace_files`: route only the file system calls that change
+    /// something — `open`/`openat` asking to write, create or truncate (their flags
+    /// are in registers, which the filter reads), `creat`, `openat2` (its flags are
+    /// in memory, which it cannot read), and every rename, link, removal and
+    /// `mkdir` — so that refused changes can be reported while the far more common
+    /// read-only opens cost nothing.
+    pub trace_file_changes: bool,
     /// Route every refusal that would be a plain `EPERM` — the default action
     /// (anything not allowed, unknown numbers included), the [`DENYLIST`], and the
     /// argument-based refusals (`clone` with namespace flags, `personality`,
@@ -60,9 +67,14 @@ impl ProfileOptions {
     /// `ENOSYS`, so its installer must ask for a listener (and serve it) exactly
     /// when this holds.
     pub const fn notifies(self) -> bool {
-        self.trace_exec || self.trace_files || self.report_refusals
+        self.trace_exec || self.trace_files || self.trace_file_changes || self.report_refusals
     }
 }
+
+/// The `open`/`openat` flags that make an open a change: writing, creating or
+/// truncating (`O_TMPFILE` needs a write mode, so it is one too).
+pub const OPEN_CHANGE_FLAGS: u64 =
+    bits(libc::O_WRONLY) | bits(libc::O_RDWR) | bits(libc::O_CREAT) | bits(libc::O_TRUNC);
 
 /// The file system calls [`ProfileOptions::trace_files`] routes to the listener:
 /// those that name a path to open, create, rename, link or remove. (Calls that only
@@ -320,10 +332,31 @@ pub fn default_profile(opts: ProfileOptions) -> Filter {
 
     for &syscall in DOCKER_ALLOWLIST {
         if !DENYLIST.contains(&syscall) && !SPECIAL.contains(&syscall) {
-            let action = if opts.trace_files && TRACED_FILE_SYSCALLS.contains(&syscall) {
-                Action::Notify
-            } else {
-                Action::Allow
+            let traced = TRACED_FILE_SYSCALLS.contains(&syscall);
+            // Only changes: a plain open is notified when its flags ask to change.
+            let flags_arg = match syscall {
+                s if s == sys!(SYS_open) => Some(1),
+                s if s == sys!(SYS_openat) => Some(2),
+                _ => None,
+            };
+            let action = match (traced, opts.trace_files, opts.trace_file_changes, flags_arg) {
+                (true, true, _, _) => Action::Notify,
+                (true, false, true, Some(arg)) => {
+                    filter.push(SyscallRule::when(
+                        syscall,
+                        vec![Cond::arg32(
+                            arg,
+                            Cmp::MaskedNe {
+                                mask: OPEN_CHANGE_FLAGS,
+                                value: 0,
+                            },
+                        )],
+                        Action::Notify,
+                    ));
+                    Action::Allow
+                }
+                (true, false, true, None) => Action::Notify,
+                _ => Action::Allow,
             };
             filter.push(SyscallRule::always(syscall, action));
         }
@@ -513,11 +546,12 @@ mod tests {
 
     /// Every combination of the options.
     fn all_options() -> Vec<ProfileOptions> {
-        (0..8u8)
+        (0..16u8)
             .map(|bits| ProfileOptions {
                 trace_exec: bits & 1 != 0,
                 trace_files: bits & 2 != 0,
                 report_refusals: bits & 4 != 0,
+                trace_file_changes: bits & 8 != 0,
             })
             .collect()
     }
@@ -860,6 +894,7 @@ mod tests {
         let (_, everything) = compiled(ProfileOptions {
             trace_exec: true,
             trace_files: true,
+            trace_file_changes: true,
             report_refusals: true,
         });
         assert!(
@@ -880,6 +915,7 @@ mod tests {
     const REPORTING: ProfileOptions = ProfileOptions {
         trace_exec: true,
         trace_files: false,
+        trace_file_changes: false,
         report_refusals: true,
     };
 
@@ -943,6 +979,58 @@ mod tests {
             for s in [sys!(SYS_read), sys!(SYS_openat), sys!(SYS_rename)] {
                 assert_eq!(call(&prog, s, args(0, 0)), ALLOW, "{}", s.name);
             }
+        }
+    }
+
+    #[test]
+    fn only_changing_file_calls_are_notified_when_only_changes_are_traced() {
+        let (filter, prog) = compiled(ProfileOptions {
+            trace_exec: true,
+            trace_file_changes: true,
+            ..ProfileOptions::default()
+        });
+        let read_only = [
+            flag(libc::O_RDONLY),
+            flag(libc::O_RDONLY | libc::O_CLOEXEC | libc::O_DIRECTORY),
+            flag(libc::O_PATH),
+            flag(libc::O_RDONLY | libc::O_APPEND),
+        ];
+        let changing = [
+            flag(libc::O_WRONLY),
+            flag(libc::O_RDWR),
+            flag(libc::O_RDONLY | libc::O_CREAT),
+            flag(libc::O_RDONLY | libc::O_TRUNC),
+            flag(libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC),
+            flag(libc::O_TMPFILE | libc::O_RDWR),
+        ];
+        for (syscall, at) in [(sys!(SYS_open), 1), (sys!(SYS_openat), 2)] {
+            for (flags, expected) in read_only
+                .iter()
+                .map(|f| (*f, ALLOW))
+                .chain(changing.iter().map(|f| (*f, Action::Notify)))
+            {
+                let mut a = [0u64; 6];
+                a[at] = flags;
+                assert_eq!(call(&prog, syscall, a), expected, "{} {flags:#o}", syscall.name);
+                assert_eq!(filter.action_for(syscall.nr, a), expected);
+                // The kernel reads an int: garbage in the high half changes nothing.
+                a[at] = flags | 0xffff_ffff_0000_0000;
+                assert_eq!(call(&prog, syscall, a), expected, "{} {flags:#o}", syscall.name);
+            }
+        }
+        for &s in TRACED_FILE_SYSCALLS {
+            if s == sys!(SYS_open) || s == sys!(SYS_openat) {
+                continue;
+            }
+            for a in ARG_PATTERNS {
+                assert_eq!(call(&prog, s, a), Action::Notify, "{}", s.name);
+            }
+        }
+        assert_eq!(call(&prog, sys!(SYS_read), args(0, 0)), ALLOW);
+        assert_eq!(call(&prog, sys!(SYS_newfstatat), args(0, 0)), ALLOW);
+        // Everything traced is named a file call, never a refusal.
+        for &s in TRACED_FILE_SYSCALLS {
+            assert_eq!(notified_call(i64::from(s.nr)), NotifiedCall::File(s));
         }
     }
 
@@ -1046,7 +1134,7 @@ mod tests {
                     match notified_call(i64::from(nr)) {
                         NotifiedCall::Exec | NotifiedCall::Exit => assert!(opts.trace_exec),
                         NotifiedCall::File(s) => {
-                            assert!(opts.trace_files);
+                            assert!(opts.trace_files || opts.trace_file_changes);
                             assert_eq!(s.nr, nr);
                         }
                         NotifiedCall::Refused => {

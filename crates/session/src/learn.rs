@@ -88,9 +88,22 @@ pub fn view(host: &HostLayout, options: &ViewOptions, plan: &Plan) -> FsView {
     let Some(home) = &plan.home else {
         return FsView::default_view(host, options);
     };
+    // Vectra Guard's own folders stay hidden too: the records of other sessions, the
+    // image store, and the user's configuration and learned profiles.
+    let own = [
+        crate::home::records_root().ok(),
+        crate::home::images_root().ok(),
+        crate::host::invoker_home().map(|h| {
+            let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
+            vg_policy::config::user_config_path(&h, xdg.as_deref())
+                .parent()
+                .map_or_else(|| h.join(".config/vectraguard"), Path::to_path_buf)
+        }),
+    ];
     let masks = vg_policy::sensitive::home_masks(home)
         .into_iter()
         .chain(vg_policy::sensitive::host_masks())
+        .chain(own.into_iter().flatten())
         .filter_map(|path| {
             let meta = std::fs::symlink_metadata(&path).ok()?;
             let kind = if meta.is_dir() {

@@ -125,6 +125,12 @@ impl Plan {
             ptys: limits.ptys,
             tmpfs: checked_tmpfs(&request.tmpfs)?,
         };
+        if request.violations == crate::request::Violations::All && !recording {
+            return Err(anyhow::anyhow!(
+                "--violations all records refused accesses in the session record: remove --no-record"
+            )
+            .into());
+        }
         let learn = request.learn.as_ref().map(|name| crate::learn::Plan {
             name: name.clone(),
             home: crate::learn::home(&identity.home),
@@ -194,9 +200,12 @@ impl Plan {
             view,
             identity,
             trace_exec: recording,
-            // Every recorded run reports refused accesses (`violation` events); a
-            // learning run also keeps every access (record/observe.rs).
-            trace_files: recording,
+            // Every recorded run reports refused changes and system calls
+            // (`violation` events), refused reads too with `--violations all`; a
+            // learning run traces and keeps every access (record/observe.rs).
+            trace_files: recording
+                && (learn.is_some() || request.violations == crate::request::Violations::All),
+            trace_file_changes: recording,
             report_refusals: recording,
             rlimit_nproc: limits.rlimit_nproc,
             watch_full,

@@ -39,6 +39,8 @@ pub struct Request {
     pub persistent: bool,
     /// Private tmpfs folders inside the sandbox (`--tmpfs PATH`), each `--disk` big.
     pub tmpfs: Vec<PathBuf>,
+    /// Which refused file accesses are reported as `violation` events.
+    pub violations: Violations,
     /// Learning mode (`--learn NAME`): the relaxed view and the file tracing that
     /// [`crate::learn`] turns into the profile NAME once the run ends.
     pub learn: Option<String>,
@@ -52,6 +54,31 @@ pub struct Request {
     /// The environment of the front end: `TERM`, `LANG` and `--env KEY` without a
     /// value come from here.
     pub host_env: BTreeMap<String, String>,
+}
+
+/// Which refused file accesses a recorded run reports (`--violations`). Refused
+/// system calls are always reported (they cost nothing until one is refused).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Violations {
+    /// Refused writes, creations, renames and removals: only the file calls that
+    /// change something are traced, read-only opens cost nothing.
+    #[default]
+    Changes,
+    /// Every refused access, reads of hidden files too: every open is traced, at a
+    /// round trip to the supervisor each (tens of microseconds).
+    All,
+}
+
+impl Violations {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "changes" => Ok(Self::Changes),
+            "all" => Ok(Self::All),
+            _ => bail!(
+                "--violations {s:?}: use 'changes' (refused writes, creations and removals, the default) or 'all' (refused reads too; every open is traced)"
+            ),
+        }
+    }
 }
 
 /// An image to run from.

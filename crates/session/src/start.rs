@@ -191,7 +191,7 @@ fn start_recorded(
         )),
         _ => None,
     };
-    if spec.trace_files || spec.report_refusals {
+    if spec.trace_files || spec.trace_file_changes || spec.report_refusals {
         session.observe(crate::record::observe::Observer::new(
             spec.view.clone(),
             sandbox.pid(),

@@ -28,6 +28,8 @@ use super::Shared;
 pub const MAX_DISTINCT: usize = 1000;
 /// Distinct paths kept while learning; past it they are counted only.
 pub const MAX_LEARNED_PATHS: usize = 200_000;
+/// Calls that fail with EEXIST, changing nothing, when their path exists.
+const MAKES_ONLY_NEW: &[&str] = &["mkdir", "mkdirat", "symlink", "symlinkat", "link", "linkat"];
 /// Predictions kept per path and access (the same files are opened again and again).
 const CACHE: usize = 4096;
 
@@ -120,7 +122,7 @@ impl Observer {
     }
 
     /// Handles a `File` or `Denied` event; false for any other (for the caller).
-    pub fn observe(&mut self, shared: &Shared, event: &TraceEvent) -> bool {
+    pub(super) fn observe(&mut self, shared: &Shared, event: &TraceEvent) -> bool {
         match event {
             TraceEvent::File {
                 pid,
@@ -129,10 +131,21 @@ impl Observer {
                 access,
                 exe,
             } => {
-                if let Some(learning) = &mut self.learning {
+                // `mkdir -p` and the like try every folder on the way: creating what
+                // is already there fails (EEXIST) and changes nothing.
+                let makes_existing = *access == FileAccess::Create
+                    && MAKES_ONLY_NEW.contains(syscall)
+                    && (self.exists_inside(path)
+                        || std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()));
+                if let Some(learning) = &mut self.learning
+                    && !makes_existing
+                {
                     learning.add(path, *access);
                 }
                 let access = access_of(*access);
+                if makes_existing {
+                    return true;
+                }
                 if let Some(refusal) = self.predict(path, access) {
                     let refused = Refused {
                         layer: refusal.layer.as_str().to_owned(),
@@ -195,6 +208,13 @@ impl Observer {
         }
     }
 
+    fn exists_inside(&mut self, path: &Path) -> bool {
+        if self.root.is_none() {
+            self.root = InsideRoot::of(self.init).ok();
+        }
+        self.root.as_ref().is_some_and(|root| root.exists(path))
+    }
+
     fn predict(&mut self, path: &Path, access: Access) -> Option<Refusal> {
         let key = (path.to_path_buf(), access.as_str());
         if let Some(known) = self.cache.get(&key) {
@@ -215,7 +235,7 @@ impl Observer {
     }
 
     /// The counts, written as one last `violation` event when anything was refused.
-    pub fn finish(self, shared: &Shared) -> Observed {
+    pub(super) fn finish(self, shared: &Shared) -> Observed {
         let mut refused: Vec<(Refused, u64)> = self.counts.into_iter().collect();
         refused.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         let summary = Summary {

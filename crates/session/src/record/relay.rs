@@ -38,6 +38,13 @@ pub(super) fn relay_input(mut to: File, shared: &std::sync::Weak<Shared>, max_re
     let mut buf = vec![0u8; 4096];
     let mut record_cap = OutputCap::new(Some(max_record));
     loop {
+        // Once the session is over, nothing more is read: what is typed then is for
+        // whoever asks next (learning's question), not for a sandbox that is gone.
+        match vg_sandbox::terminal::wait_readable(stdin.as_fd(), 100) {
+            Ok(true) if shared.strong_count() > 0 => {}
+            Ok(false) if shared.strong_count() > 0 => continue,
+            _ => return,
+        }
         let n = match stdin.read(&mut buf) {
             Ok(0) => {
                 // Our input ended (a pipe, not a terminal): say so the terminal way,
@@ -104,6 +111,11 @@ pub fn relay_terminal_input(
     let mut stdin = std::io::stdin();
     let mut buf = vec![0u8; 4096];
     loop {
+        // Stops, reading nothing more, once the sandbox's end of the pipe is gone.
+        match vg_sandbox::terminal::wait_input_or_gone(stdin.as_fd(), to.as_fd()) {
+            Ok(true) => {}
+            _ => return,
+        }
         match stdin.read(&mut buf) {
             Ok(0) => return,
             Ok(n) => {

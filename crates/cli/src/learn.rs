@@ -1,0 +1,230 @@
+//! `--learn NAME` (`sandbox run`, `sandbox shell`, `agent start`): what is checked
+//! before the run, so that nothing runs whose profile could not be saved (the name,
+//! the profile folder, an existing profile that does not load, a question nobody
+//! could answer), and after it: what was learned, the differences from the profile
+//! it replaces, the question (or `--yes`), the save, and the folders it grants that
+//! do not exist yet.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::{Context, Result, bail};
+use vg_learn::{Header, ProfileStore, SaveOutcome, StoreError};
+use vg_session::learn::Learned;
+
+use crate::cli::SandboxOptions;
+
+/// A learning run's profile, checked before the run.
+pub struct Learning {
+    store: ProfileStore,
+    name: String,
+    replace: bool,
+    home: Option<PathBuf>,
+}
+
+/// The checks of `--learn NAME`, before anything runs; `None` without `--learn`.
+pub fn before(options: &SandboxOptions) -> Result<Option<Learning>> {
+    let Some(name) = &options.learn else {
+        return Ok(None);
+    };
+    let home = vg_session::host::invoker_home();
+    let Some(user_home) = home.clone() else {
+        bail!("--learn {name}: cannot find your home folder in /etc/passwd, where learned profiles are kept");
+    };
+    let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
+    let store = ProfileStore::for_user(&user_home, xdg.as_deref());
+    let path = store.path_of(name)?;
+    writable(store.dir())?;
+    match store.read(name) {
+        Ok(_) if !options.yes && !std::io::stdin().is_terminal() => bail!(
+            "--learn {name}: a learned profile '{name}' exists ({}) and there is no terminal to ask whether to replace it: add --yes to replace it, or choose another name",
+            path.display()
+        ),
+        Ok(_) | Err(StoreError::Missing { .. }) => {}
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "--learn {name}: the existing profile cannot be replaced"
+            )));
+        }
+    }
+    vg_session::diag::warning(format_args!(
+        "learning mode trusts the command: your home and the host's other non-secret folders are visible to it read-only (writes go to a throwaway layer) and every public destination is allowed; do not learn from code you do not trust"
+    ));
+    Ok(Some(Learning {
+        store,
+        name: name.clone(),
+        replace: options.yes,
+        home,
+    }))
+}
+
+/// The profile folder exists (made 0700 if not) and takes a new file.
+fn writable(dir: &Path) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| {
+            format!(
+                "--learn: cannot create the profile folder {} (make it writable, or set XDG_CONFIG_HOME to a folder that is)",
+                dir.display()
+            )
+        })?;
+    let probe = dir.join(format!(".vectraguard-write-check-{}", std::process::id()));
+    std::fs::File::create(&probe)
+        .and_then(|_| std::fs::remove_file(&probe))
+        .with_context(|| {
+            format!(
+                "--learn: cannot write in the profile folder {} (make it writable, or set XDG_CONFIG_HOME to a folder that is)",
+                dir.display()
+            )
+        })
+}
+
+impl Learning {
+    /// Shows what the run learned and saves it: at once when there was no such
+    /// profile or with `--yes`, else after showing the differences and asking.
+    pub fn after(&self, learned: &Learned) -> Result<()> {
+        let mut err = std::io::stderr().lock();
+        show(&mut err, learned, self.home.as_deref())?;
+        let header = Header {
+            name: self.name.clone(),
+            command: learned.command.clone(),
+            learned_at: SystemTime::now(),
+            session_id: learned.session.clone(),
+        };
+        let mut outcome = vg_learn::save(&self.store, &learned.profile, &header, self.replace)?;
+        if let SaveOutcome::Exists { path, diff } = &outcome {
+            writeln!(
+                err,
+                "vectraguard: the profile '{}' exists ({}); what would change:",
+                self.name,
+                path.display()
+            )?;
+            write!(err, "{diff}")?;
+            if !ask(&mut err, "replace it? [y/N] ")? {
+                writeln!(
+                    err,
+                    "vectraguard: kept the profile '{}' as it was (learn again with --yes to replace it)",
+                    self.name
+                )?;
+                return Ok(());
+            }
+            outcome = vg_learn::save(&self.store, &learned.profile, &header, true)?;
+        }
+        let path = match &outcome {
+            SaveOutcome::Created { path } => path,
+            SaveOutcome::Replaced { path, diff } => {
+                if !self.replace {
+                    // Shown before the question already.
+                } else {
+                    writeln!(err, "vectraguard: replacing the profile '{}':", self.name)?;
+                    write!(err, "{diff}")?;
+                }
+                path
+            }
+            SaveOutcome::Exists { .. } => return Ok(()),
+        };
+        for dir in &learned.profile.to_create {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .with_context(|| {
+                    format!(
+                        "the profile was saved, but its folder {} could not be created (create it yourself before using --profile {})",
+                        dir.display(),
+                        self.name
+                    )
+                })?;
+        }
+        writeln!(
+            err,
+            "vectraguard: saved the profile '{}' to {}; use it with --profile {}",
+            self.name,
+            path.display(),
+            self.name
+        )?;
+        Ok(())
+    }
+}
+
+/// What was learned, on stderr: the grants, the destinations, what was not granted.
+fn show(out: &mut dyn Write, learned: &Learned, home: Option<&Path>) -> Result<()> {
+    let p = &learned.profile;
+    let shown = |path: &Path| tilde(path, Some(p.home.as_path()).or(home));
+    writeln!(out, "vectraguard: learned from session {}:", learned.session)?;
+    let mut any = false;
+    for grant in &p.grants {
+        any = true;
+        let created = if grant.missing { ", created when saved" } else { "" };
+        writeln!(
+            out,
+            "  {:<10} {}  ({} read, {} written{created})",
+            if grant.write { "read-write" } else { "read-only" },
+            shown(&grant.path),
+            grant.evidence.read,
+            grant.evidence.written
+        )?;
+    }
+    for rule in &p.rules {
+        any = true;
+        writeln!(out, "  {:<10} {}", "network", rule.rule.text)?;
+    }
+    for pin in &p.add_hosts {
+        writeln!(out, "  {:<10} {pin}", "add-host")?;
+    }
+    if !any {
+        writeln!(out, "  nothing beyond the default view")?;
+    }
+    for used in &p.sensitive {
+        let how = match (used.read, used.write) {
+            (true, true) => "read and written",
+            (false, true) => "written",
+            _ => "read",
+        };
+        writeln!(
+            out,
+            "  not granted: {} ({how}; {})",
+            shown(&used.path),
+            used.category
+        )?;
+    }
+    for refusal in &p.refused {
+        writeln!(
+            out,
+            "  not granted: {} ({})",
+            shown(&refusal.path),
+            refusal.reason.describe()
+        )?;
+    }
+    for destination in &p.refused_destinations {
+        let d = &destination.destination;
+        let name = d.name.clone().unwrap_or_else(|| d.ip.to_string());
+        writeln!(out, "  not allowed: {name}:{} ({})", d.port, destination.why)?;
+    }
+    Ok(())
+}
+
+/// Asks on the terminal; anything but y or yes is no.
+fn ask(out: &mut dyn Write, question: &str) -> Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        return Ok(false);
+    }
+    write!(out, "vectraguard: {question}")?;
+    out.flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
+}
+
+/// `path` with the home folder written `~`.
+pub fn tilde(path: &Path, home: Option<&Path>) -> String {
+    match home.and_then(|h| path.strip_prefix(h).ok()) {
+        Some(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
+        Some(rest) => format!("~/{}", rest.display()),
+        None => path.display().to_string(),
+    }
+}
