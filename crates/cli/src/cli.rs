@@ -31,6 +31,9 @@ pub enum Command {
     /// Pull, load, import, list, inspect and remove container images
     #[command(subcommand)]
     Image(ImageCommand),
+    /// List, show, compare and remove learned profiles (`sandbox run --learn NAME`)
+    #[command(subcommand)]
+    Profile(crate::profile::ProfileCommand),
     /// Show which isolation layers this host supports, and how to fix missing ones
     Doctor(DoctorArgs),
     /// Explain how risky a command or a network destination is rated, and by which rule

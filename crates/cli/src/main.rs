@@ -10,6 +10,7 @@ mod live;
 mod logs;
 mod mcp;
 mod persistent;
+mod profile;
 mod report;
 mod request;
 mod risk;
@@ -55,6 +56,7 @@ fn main() {
         }
         Command::Logs(cmd) => logs::run(cmd),
         Command::Image(cmd) => image::run(cmd),
+        Command::Profile(cmd) => profile::run(cmd),
         Command::Doctor(args) => doctor::doctor(args.json),
         Command::Risk(cmd) => risk::run(cmd),
         Command::Ps(args) => live::ps(args),

@@ -28,6 +28,8 @@ const HABITS: &[(&str, &str)] = &[
     ("import", "vectraguard image import"),
     ("inspect", "vectraguard image inspect"),
     ("check", "vectraguard doctor"),
+    ("profiles", "vectraguard profile ls"),
+    ("learn", "vectraguard sandbox run --learn NAME -- CMD"),
 ];
 
 /// Prints a clap error (help and version go to stdout as usual) and returns the

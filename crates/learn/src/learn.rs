@@ -100,7 +100,8 @@ pub enum Reason {
     HoldsSensitive { path: PathBuf, category: Sensitive },
     /// Reached through a symlink (its real path is `real`).
     Symlink { real: PathBuf },
-    /// Written, but not on the host and not a folder: a mount needs it to exist.
+    /// Created while learning, and nothing below it was used, so it is not known to be
+    /// a folder (which could be created for it): a mount needs it to exist.
     CreatedFile,
     /// A name a mount cannot carry (a ':', or not UTF-8).
     Unmountable,
@@ -125,7 +126,7 @@ impl Reason {
                 real.display()
             ),
             Reason::CreatedFile => {
-                "created while learning and not a folder: create it on the host and learn again"
+                "created while learning, with nothing used inside it: create it on the host and learn again"
                     .to_owned()
             }
             Reason::Unmountable => "a mount cannot name it (':' or not UTF-8)".to_owned(),

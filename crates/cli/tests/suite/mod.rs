@@ -32,6 +32,7 @@ mod network_denials;
 mod options;
 mod persistent;
 mod posture;
+mod profiles;
 mod records;
 mod replay;
 mod risk;
