@@ -31,7 +31,9 @@ pub fn before(options: &SandboxOptions) -> Result<Option<Learning>> {
     };
     let home = vg_session::host::invoker_home();
     let Some(user_home) = home.clone() else {
-        bail!("--learn {name}: cannot find your home folder in /etc/passwd, where learned profiles are kept");
+        bail!(
+            "--learn {name}: cannot find your home folder in /etc/passwd, where learned profiles are kept"
+        );
     };
     let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
     let store = ProfileStore::for_user(&user_home, xdg.as_deref());
@@ -128,17 +130,13 @@ impl Learning {
             SaveOutcome::Exists { .. } => return Ok(()),
         };
         for dir in &learned.profile.to_create {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .with_context(|| {
-                    format!(
-                        "the profile was saved, but its folder {} could not be created (create it yourself before using --profile {})",
-                        dir.display(),
-                        self.name
-                    )
-                })?;
+            create_granted(&learned.profile.home, dir).with_context(|| {
+                format!(
+                    "the profile was saved, but its folder {} could not be created (create it yourself before using --profile {})",
+                    dir.display(),
+                    self.name
+                )
+            })?;
         }
         writeln!(
             err,
@@ -151,19 +149,74 @@ impl Learning {
     }
 }
 
+/// Creates a folder the profile grants read-write that did not exist, empty, mode
+/// 0700, one level at a time below the home, refusing to go through a symlink (the
+/// sandbox user owns the home and could point one anywhere). Run as root, each
+/// folder made is given to the owner of the folder it was made in, so that the
+/// sandbox user can write it next time.
+fn create_granted(home: &Path, dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(below) = dir.strip_prefix(home) else {
+        bail!(
+            "{} is not in the home folder {}",
+            dir.display(),
+            home.display()
+        );
+    };
+    let mut at = home.to_path_buf();
+    let mut parent = std::fs::symlink_metadata(&at)?;
+    if !parent.is_dir() {
+        bail!("{} is not a folder", at.display());
+    }
+    for part in below.components() {
+        let std::path::Component::Normal(name) = part else {
+            bail!("{} is not a plain path", dir.display());
+        };
+        at.push(name);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                bail!("{} is a symlink: not followed", at.display())
+            }
+            Ok(meta) if meta.is_dir() => parent = meta,
+            Ok(_) => bail!("{} exists and is not a folder", at.display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::DirBuilder::new().mode(0o700).create(&at)?;
+                if vg_sandbox::real_ids().0 == 0 {
+                    std::os::unix::fs::lchown(&at, Some(parent.uid()), Some(parent.gid()))?;
+                }
+                parent = std::fs::symlink_metadata(&at)?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
 /// What was learned, on stderr: the grants, the destinations, what was not granted.
 fn show(out: &mut dyn Write, learned: &Learned, home: Option<&Path>) -> Result<()> {
     let p = &learned.profile;
     let shown = |path: &Path| tilde(path, Some(p.home.as_path()).or(home));
-    writeln!(out, "vectraguard: learned from session {}:", learned.session)?;
+    writeln!(
+        out,
+        "vectraguard: learned from session {}:",
+        learned.session
+    )?;
     let mut any = false;
     for grant in &p.grants {
         any = true;
-        let created = if grant.missing { ", created when saved" } else { "" };
+        let created = if grant.missing {
+            ", created when saved"
+        } else {
+            ""
+        };
         writeln!(
             out,
             "  {:<10} {}  ({} read, {} written{created})",
-            if grant.write { "read-write" } else { "read-only" },
+            if grant.write {
+                "read-write"
+            } else {
+                "read-only"
+            },
             shown(&grant.path),
             grant.evidence.read,
             grant.evidence.written
@@ -203,7 +256,11 @@ fn show(out: &mut dyn Write, learned: &Learned, home: Option<&Path>) -> Result<(
     for destination in &p.refused_destinations {
         let d = &destination.destination;
         let name = d.name.clone().unwrap_or_else(|| d.ip.to_string());
-        writeln!(out, "  not allowed: {name}:{} ({})", d.port, destination.why)?;
+        writeln!(
+            out,
+            "  not allowed: {name}:{} ({})",
+            d.port, destination.why
+        )?;
     }
     Ok(())
 }
@@ -217,7 +274,10 @@ fn ask(out: &mut dyn Write, question: &str) -> Result<bool> {
     out.flush()?;
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line)?;
-    Ok(matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
+    Ok(matches!(
+        line.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
 }
 
 /// `path` with the home folder written `~`.

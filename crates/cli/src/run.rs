@@ -179,7 +179,11 @@ fn violations_line(
     if distinct > SHOWN as u64 {
         shown.push(format!("and {} more", distinct - SHOWN as u64));
     }
-    let noun = if summary.total == 1 { "access" } else { "accesses" };
+    let noun = if summary.total == 1 {
+        "access"
+    } else {
+        "accesses"
+    };
     let mut then = Vec::new();
     if let Some(id) = session {
         then.push(format!("see `vectraguard logs show {id} --violations`"));

@@ -60,8 +60,7 @@ impl Prepared {
                 "--user needs root: an unprivileged user can only run the sandbox as itself".into(),
             ));
         }
-        if (spec.trace_files || spec.trace_file_changes || spec.report_refusals)
-            && !spec.trace_exec
+        if (spec.trace_files || spec.trace_file_changes || spec.report_refusals) && !spec.trace_exec
         {
             // Their notifications arrive on the exec listener, which only exists with
             // exec tracing, and are attributed to programs through the execs it saw.

@@ -118,7 +118,6 @@ impl Drop for SavedTerminal {
     }
 }
 
-
 /// Waits up to `timeout_ms` (-1: for ever) for `input` to have something to read
 /// (or to hang up): true then, false when the time passed.
 pub fn wait_readable(input: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {

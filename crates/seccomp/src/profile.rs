@@ -1011,11 +1011,21 @@ mod tests {
             {
                 let mut a = [0u64; 6];
                 a[at] = flags;
-                assert_eq!(call(&prog, syscall, a), expected, "{} {flags:#o}", syscall.name);
+                assert_eq!(
+                    call(&prog, syscall, a),
+                    expected,
+                    "{} {flags:#o}",
+                    syscall.name
+                );
                 assert_eq!(filter.action_for(syscall.nr, a), expected);
                 // The kernel reads an int: garbage in the high half changes nothing.
                 a[at] = flags | 0xffff_ffff_0000_0000;
-                assert_eq!(call(&prog, syscall, a), expected, "{} {flags:#o}", syscall.name);
+                assert_eq!(
+                    call(&prog, syscall, a),
+                    expected,
+                    "{} {flags:#o}",
+                    syscall.name
+                );
             }
         }
         for &s in TRACED_FILE_SYSCALLS {

@@ -38,14 +38,21 @@ pub struct Plan {
 }
 
 /// Refuses what learning cannot be combined with, naming the fix.
-pub fn check(image: bool, persistent: bool, recording: bool, mode: Option<NetworkMode>) -> Result<()> {
+pub fn check(
+    image: bool,
+    persistent: bool,
+    recording: bool,
+    mode: Option<NetworkMode>,
+) -> Result<()> {
     if image {
         bail!(
             "--learn builds a profile for the host's own view (host tools read-only): drop --image"
         );
     }
     if persistent {
-        bail!("--learn runs one command and writes its profile when it ends: use it with `sandbox run` or `agent start`, not `sandbox create`");
+        bail!(
+            "--learn runs one command and writes its profile when it ends: use it with `sandbox run` or `agent start`, not `sandbox create`"
+        );
     }
     if !recording {
         bail!("--learn learns from the session's trace and record: remove --no-record");
@@ -274,8 +281,20 @@ mod tests {
         };
         open_network(&mut settings).unwrap();
         assert_eq!(settings.network, Some(NetworkMode::Allow));
-        let texts: Vec<&str> = settings.network_rules.iter().map(|r| r.text.as_str()).collect();
-        assert_eq!(texts, ["deny *.evil.test", "allow *", "allow 0.0.0.0/0", "allow ::/0"]);
+        let texts: Vec<&str> = settings
+            .network_rules
+            .iter()
+            .map(|r| r.text.as_str())
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "deny *.evil.test",
+                "allow *",
+                "allow 0.0.0.0/0",
+                "allow ::/0"
+            ]
+        );
     }
 
     #[test]
@@ -295,9 +314,14 @@ mod tests {
             ((true, false, true, None), "drop --image"),
             ((false, true, true, None), "not `sandbox create`"),
             ((false, false, false, None), "remove --no-record"),
-            ((false, false, true, Some(NetworkMode::Host)), "drop --network host"),
+            (
+                (false, false, true, Some(NetworkMode::Host)),
+                "drop --network host",
+            ),
         ] {
-            let e = check(args.0, args.1, args.2, args.3).unwrap_err().to_string();
+            let e = check(args.0, args.1, args.2, args.3)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(fix), "{e}");
         }
         check(false, false, true, Some(NetworkMode::None)).unwrap();

@@ -257,7 +257,10 @@ impl Observer {
             let event = Event::new(VIOLATION)
                 .with("event", "summary")
                 .with("total", summary.total)
-                .with("distinct", summary.refused.len() as u64 + summary.not_recorded)
+                .with(
+                    "distinct",
+                    summary.refused.len() as u64 + summary.not_recorded,
+                )
                 .with("not_recorded", summary.not_recorded)
                 .with("counts", counts);
             if let Err(e) = shared.writer.event(event) {
