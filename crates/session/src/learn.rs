@@ -6,7 +6,7 @@
 //! ([`EXTRA_READ_ONLY`]) are visible read-only; the sensitive places under the home
 //! (`vg_policy::sensitive`) stay hidden; the network is mediated with every public
 //! destination allowed (and recorded); every other layer stays in force. After the
-//! run, [`observations`] gathers what the tracer saw (file accesses), what the
+//! run, [`learned`] gathers what the tracer saw (file accesses), what the
 //! mediator recorded (names and ports) and the programs from `commands.log`, for
 //! `vg_learn` to collapse and render.
 
@@ -168,7 +168,13 @@ pub fn learned(
 ) -> Result<Learned> {
     use vg_learn::{Access, Observations};
     let mut observations = Observations::new();
+    let home = plan.spec.identity.home.clone();
     for (path, counts) in &accesses.files {
+        // Without a real home folder (`nobody`'s `/nonexistent`), the home was the
+        // usual empty tmpfs: nothing in it exists on the host to grant.
+        if learn.home.is_none() && path.starts_with(&home) {
+            continue;
+        }
         for (access, n) in [
             (Access::Read, counts.read),
             (Access::Write, counts.write),
@@ -187,7 +193,6 @@ pub fn learned(
             observations.add_host(pin.clone());
         }
     }
-    let home = plan.spec.identity.home.clone();
     let workspaces = plan
         .mounts
         .iter()
