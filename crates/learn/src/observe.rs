@@ -16,24 +16,8 @@ pub const DEFAULT_MAX_PATHS: usize = 200_000;
 pub const MAX_DESTINATIONS: usize = 10_000;
 pub const MAX_PROGRAMS: usize = 10_000;
 
-/// How a file was used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Access {
-    /// Opened for reading (or executed, or listed).
-    Read,
-    /// Opened for writing (or truncated).
-    Write,
-    /// Created (a file, folder or link), or renamed to this path.
-    Create,
-    /// Removed, or renamed away from this path.
-    Remove,
-}
-
-impl Access {
-    pub fn writes(self) -> bool {
-        self != Access::Read
-    }
-}
+/// How a file was used: read, written, created or removed.
+pub use vg_policy::violation::Access;
 
 /// How often one path was used each way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -140,6 +124,13 @@ impl Observations {
         }
     }
 
+    /// These observations without the file accesses at or under `dir` (what a run
+    /// saw in a folder that does not exist on the host).
+    pub fn without_under(mut self, dir: &Path) -> Self {
+        self.files.retain(|path, _| !path.starts_with(dir));
+        self
+    }
+
     /// One connection (or attempt) to `destination`.
     pub fn destination(&mut self, destination: Destination) {
         if let Some(count) = self.destinations.get_mut(&destination) {
@@ -209,6 +200,22 @@ impl Observations {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accesses_under_a_folder_can_be_left_out() {
+        let mut o = Observations::new();
+        for p in [
+            "/nonexistent/.cache/t/a",
+            "/nonexistent",
+            "/nonexistentx/a",
+            "/etc/x",
+        ] {
+            o.file(Path::new(p), Access::Create);
+        }
+        let o = o.without_under(Path::new("/nonexistent"));
+        let kept: Vec<&Path> = o.files().keys().map(PathBuf::as_path).collect();
+        assert_eq!(kept, [Path::new("/etc/x"), Path::new("/nonexistentx/a")]);
+    }
 
     #[test]
     fn accesses_add_up_per_normalised_path() {

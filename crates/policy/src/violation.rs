@@ -19,8 +19,9 @@ use std::path::{Component, Path, PathBuf};
 use crate::paths::{is_within, normalize_absolute};
 use crate::view::{FsView, MountOp};
 
-/// What the access tried to do to the path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an access tried to do to a path: for violations, and for what learning saw
+/// (`vg_learn` uses the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Access {
     /// Open for reading, list, execute.
     Read,
@@ -42,7 +43,8 @@ impl Access {
         }
     }
 
-    fn changes(self) -> bool {
+    /// Whether it writes, creates or removes.
+    pub fn writes(self) -> bool {
         !matches!(self, Self::Read)
     }
 }
@@ -125,7 +127,7 @@ pub fn refusal(view: &FsView, path: &Path, access: Access, probe: &dyn Probe) ->
         });
     }
 
-    if access.changes() {
+    if access.writes() {
         read_only(view, cover, &path, access)
     } else {
         None

@@ -164,28 +164,15 @@ pub fn learned(
     learn: &Plan,
     session: &str,
     dir: &Path,
-    accesses: crate::record::observe::Accesses,
+    files: vg_learn::Observations,
 ) -> Result<Learned> {
-    use vg_learn::{Access, Observations};
-    let mut observations = Observations::new();
     let home = plan.spec.identity.home.clone();
-    for (path, counts) in &accesses.files {
-        // Without a real home folder (`nobody`'s `/nonexistent`), the home was the
-        // usual empty tmpfs: nothing in it exists on the host to grant.
-        if learn.home.is_none() && path.starts_with(&home) {
-            continue;
-        }
-        for (access, n) in [
-            (Access::Read, counts.read),
-            (Access::Write, counts.write),
-            (Access::Create, counts.create),
-            (Access::Remove, counts.remove),
-        ] {
-            if n > 0 {
-                observations.file_n(path, access, n);
-            }
-        }
-    }
+    // Without a real home folder (`nobody`'s `/nonexistent`), the home was the usual
+    // empty tmpfs: nothing in it exists on the host to grant.
+    let mut observations = match &learn.home {
+        Some(_) => files,
+        None => files.without_under(&home),
+    };
     programs(dir, &mut observations);
     destinations(dir, &mut observations);
     if let Some(policy) = &plan.network.policy {

@@ -10,9 +10,10 @@
 //! to [`MAX_DISTINCT`]); repeats are counted and the counts written at the end, so a
 //! program looping on a refused call cannot fill the disk.
 //!
-//! In learning mode every access is also kept ([`Accesses`]) for the profile.
+//! In learning mode every access is also kept (`vg_learn::Observations`, bounded)
+//! for the profile.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use vg_policy::FsView;
@@ -26,8 +27,6 @@ use super::Shared;
 
 /// Distinct refusals written as events; past it they are counted only.
 pub const MAX_DISTINCT: usize = 1000;
-/// Distinct paths kept while learning; past it they are counted only.
-pub const MAX_LEARNED_PATHS: usize = 200_000;
 /// Calls that fail with EEXIST, changing nothing, when their path exists.
 const MAKES_ONLY_NEW: &[&str] = &["mkdir", "mkdirat", "symlink", "symlinkat", "link", "linkat"];
 /// Predictions kept per path and access (the same files are opened again and again).
@@ -54,39 +53,6 @@ pub struct Summary {
     pub not_recorded: u64,
 }
 
-/// Every file access of a learning run: the path and each way it was used.
-#[derive(Debug, Clone, Default)]
-pub struct Accesses {
-    pub files: BTreeMap<PathBuf, AccessCounts>,
-    /// Accesses to paths past [`MAX_LEARNED_PATHS`], not kept.
-    pub overflow: u64,
-}
-
-/// How often a path was read, written, created and removed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AccessCounts {
-    pub read: u64,
-    pub write: u64,
-    pub create: u64,
-    pub remove: u64,
-}
-
-impl Accesses {
-    fn add(&mut self, path: &Path, access: FileAccess) {
-        if !self.files.contains_key(path) && self.files.len() >= MAX_LEARNED_PATHS {
-            self.overflow += 1;
-            return;
-        }
-        let counts = self.files.entry(path.to_path_buf()).or_default();
-        match access {
-            FileAccess::Read => counts.read += 1,
-            FileAccess::Write => counts.write += 1,
-            FileAccess::Create => counts.create += 1,
-            FileAccess::Remove => counts.remove += 1,
-        }
-    }
-}
-
 /// The tracer's observer of one session.
 pub struct Observer {
     view: FsView,
@@ -97,14 +63,14 @@ pub struct Observer {
     counts: HashMap<Refused, u64>,
     total: u64,
     not_recorded: u64,
-    learning: Option<Accesses>,
+    learning: Option<vg_learn::Observations>,
 }
 
 /// What the observer saw, once the tracer is done.
 #[derive(Debug, Default)]
 pub struct Observed {
     pub summary: Summary,
-    pub learned: Option<Accesses>,
+    pub learned: Option<vg_learn::Observations>,
 }
 
 impl Observer {
@@ -117,7 +83,7 @@ impl Observer {
             counts: HashMap::new(),
             total: 0,
             not_recorded: 0,
-            learning: learning.then(Accesses::default),
+            learning: learning.then(vg_learn::Observations::new),
         }
     }
 
@@ -137,12 +103,12 @@ impl Observer {
                     && MAKES_ONLY_NEW.contains(syscall)
                     && (self.exists_inside(path)
                         || std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()));
+                let access = access_of(*access);
                 if let Some(learning) = &mut self.learning
                     && !makes_existing
                 {
-                    learning.add(path, *access);
+                    learning.file(path, access);
                 }
-                let access = access_of(*access);
                 if makes_existing {
                     return true;
                 }
