@@ -11,7 +11,7 @@
 #       opened for writing is traced). Target: <= 5 % added.
 #
 # Usage: VG_BASELINE=/path/to/older/vectraguard bench/learn.sh [RUNS]
-#   (needs hyperfine, git and python3; VG_PARTS=a or b runs one part)
+#   (needs git and python3; VG_PARTS=a or b runs one part)
 set -euo pipefail
 runs=${1:-10}
 parts=${VG_PARTS:-ab}
@@ -36,7 +36,7 @@ for d in range(200):
     os.makedirs(f"src/d{d:03}", exist_ok=True)
     for f in range(100):
         with open(f"src/d{d:03}/f{f:03}.txt", "w") as fh:
-            fh.write(f"file {d} {f}\n" * 4)
+            fh.write(f"file_{d}_{f}\n" * 4)
 PY
 git init -q . && git add -A && git -c user.name=b -c user.email=b@b commit -qm init
 cat > many.sh <<'SH'
@@ -50,51 +50,57 @@ if [ "$(id -u)" = 0 ]; then chown -R nobody "$ws"; fi
 git config --global --add safe.directory "$ws" 2>/dev/null || true
 
 status="git -c safe.directory=* status --porcelain"
-grep_r="grep -r -c nothing-matches src"
+grep_r="grep -r -h -F file_199_99 src"
 copy="cp -r src /tmp/copy"
 
-if [[ $parts == *a* ]]; then
-hyperfine -N --warmup 1 --runs "$runs" --export-json "$scratch/learn.json" \
-  -n status "$vg sandbox run -q -- $status" \
-  -n status-learn "$vg sandbox run -q --learn bench-status --yes -- $status" \
-  -n grep "$vg sandbox run -q -- $grep_r" \
-  -n grep-learn "$vg sandbox run -q --learn bench-grep --yes -- $grep_r" >/dev/null
-fi
-
-if [[ $parts == *b* ]]; then
-  if [ -z "${VG_BASELINE:-}" ]; then
-    echo "(b) needs VG_BASELINE=/path/to/a vectraguard built without violation reporting" >&2
-  else
-    hyperfine -N --warmup 1 --runs "$runs" --export-json "$scratch/violations.json" \
-      -n status "$vg sandbox run -q -- $status" \
-      -n status-baseline "$VG_BASELINE sandbox run -q -- $status" \
-      -n grep "$vg sandbox run -q -- $grep_r" \
-      -n grep-baseline "$VG_BASELINE sandbox run -q -- $grep_r" \
-      -n execs "$vg sandbox run -q many.sh" \
-      -n execs-baseline "$VG_BASELINE sandbox run -q many.sh" \
-      -n copy "$vg sandbox run -q -- $copy" \
-      -n copy-baseline "$VG_BASELINE sandbox run -q -- $copy" \
-      -n grep-all "$vg sandbox run -q --violations all -- $grep_r" >/dev/null
-  fi
-fi
-
-python3 - "$scratch" "$runs" <<'PY'
-import json, os, statistics, sys
-d = sys.argv[1]
-def medians(name):
-    if not os.path.exists(f"{d}/{name}.json"):
-        return None
-    return {r["command"]: statistics.median(r["times"]) for r in json.load(open(f"{d}/{name}.json"))["results"]}
-a, b = medians("learn"), medians("violations")
-print(f"learning and violations, medians of {sys.argv[2]} runs")
-if a:
+# Every command runs in turn, shuffled each round, so that load changing during a
+# sitting lands on every command alike (hyperfine's runs in a row of one command, then
+# the next, do not compare on a shared machine).
+python3 - "$runs" "$parts" "$vg" "${VG_BASELINE:-}" "$status" "$grep_r" "$copy" <<'PY'
+import random, statistics, subprocess, sys, time
+runs, parts, vg, base, status, grep_r, copy = sys.argv[1:8]
+runs = int(runs)
+def run(binary, *flags, cmd):
+    return [binary, "sandbox", "run", "-q", *flags, "--", *cmd.split()]
+cmds = {}
+if "a" in parts:
+    cmds.update({
+        "status": run(vg, cmd=status),
+        "status-learn": run(vg, "--learn", "bench-status", "--yes", cmd=status),
+        "grep": run(vg, cmd=grep_r),
+        "grep-learn": run(vg, "--learn", "bench-grep", "--yes", cmd=grep_r),
+    })
+if "b" in parts:
+    if not base:
+        print("(b) needs VG_BASELINE=/path/to/a vectraguard built without violation reporting", file=sys.stderr)
+    else:
+        cmds.update({
+            "status": run(vg, cmd=status), "status-baseline": run(base, cmd=status),
+            "grep": run(vg, cmd=grep_r), "grep-baseline": run(base, cmd=grep_r),
+            "grep-all": run(vg, "--violations", "all", cmd=grep_r),
+            "execs": [vg, "sandbox", "run", "-q", "many.sh"],
+            "execs-baseline": [base, "sandbox", "run", "-q", "many.sh"],
+            "copy": run(vg, cmd=copy), "copy-baseline": run(base, cmd=copy),
+        })
+times = {k: [] for k in cmds}
+for r in range(runs + 1):  # one round of warm-up
+    order = list(cmds)
+    random.shuffle(order)
+    for k in order:
+        t0 = time.perf_counter()
+        subprocess.run(cmds[k], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        if r >= 1:
+            times[k].append(time.perf_counter() - t0)
+m = {k: statistics.median(v) for k, v in times.items()}
+print(f"learning and violations, medians of {runs} interleaved rounds")
+if "status-learn" in m:
     for cmd, what in (("status", "git status, 20,000 files"), ("grep", "grep -r, 20,000 files opened")):
-        n, l = a[cmd], a[cmd + "-learn"]
+        n, l = m[cmd], m[cmd + "-learn"]
         print(f"(a) {what:<30}: normal {1e3 * n:8.1f} ms, --learn {1e3 * l:8.1f} ms ({l / n:5.2f}x)")
-if b:
+if "status-baseline" in m:
     for cmd, what in (("status", "git status"), ("grep", "grep -r"), ("execs", "2,000 execs"), ("copy", "cp -r, 20,000 files written")):
-        n, base = b[cmd], b[cmd + "-baseline"]
-        print(f"(b) {what:<30}: this build {1e3 * n:8.1f} ms, baseline {1e3 * base:8.1f} ms, added {100 * (n / base - 1):6.1f} %   (target <= 5%)")
-    n, base = b["grep-all"], b["grep-baseline"]
-    print(f"(b) grep -r with --violations all  : this build {1e3 * n:8.1f} ms, baseline {1e3 * base:8.1f} ms, added {100 * (n / base - 1):6.1f} %   (every open traced)")
+        n, b = m[cmd], m[cmd + "-baseline"]
+        print(f"(b) {what:<30}: this build {1e3 * n:8.1f} ms, baseline {1e3 * b:8.1f} ms, added {100 * (n / b - 1):6.1f} %   (target <= 5%)")
+    n, b = m["grep-all"], m["grep-baseline"]
+    print(f"(b) grep -r, --violations all   : this build {1e3 * n:8.1f} ms, baseline {1e3 * b:8.1f} ms, added {100 * (n / b - 1):6.1f} %   (every open traced)")
 PY
