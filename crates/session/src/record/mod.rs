@@ -195,15 +195,18 @@ fn disk_full(error: &str) -> bool {
         .any(|e| error.contains(&std::io::Error::from_raw_os_error(e).to_string()))
 }
 
+/// What the tracer's thread leaves: the commands it logged and what it observed.
+type Traced = (Arc<Mutex<CommandsLog>>, Option<observe::Observed>);
+
 /// A session being recorded.
 pub struct Session {
     writer: Arc<SessionWriter>,
     shared: Option<Arc<Shared>>,
     relays: Vec<JoinHandle<()>>,
-    tracer: Option<JoinHandle<(Arc<Mutex<CommandsLog>>, Option<observe::Observed>)>>,
+    tracer: Option<JoinHandle<Traced>>,
     /// Watches file accesses and refused system calls (see `observe.rs`), handed to
     /// the tracer by [`Session::attach`].
-    observer: Option<observe::Observer>,
+    observer: Option<Box<observe::Observer>>,
     /// Relays and records the sandbox's network in `--network allow` mode.
     mediator: Option<vg_netstack::Mediator>,
     /// The HTTPS inspector the mediator hands connections to, shut down (its last
@@ -288,7 +291,7 @@ impl Session {
     /// Has the tracer report refused accesses (and, learning, every access) to
     /// `observer`. Called before [`Session::attach`].
     pub fn observe(&mut self, observer: observe::Observer) {
-        self.observer = Some(observer);
+        self.observer = Some(Box::new(observer));
     }
 
     /// The session's folder.
