@@ -195,12 +195,16 @@ fn disk_full(error: &str) -> bool {
         .any(|e| error.contains(&std::io::Error::from_raw_os_error(e).to_string()))
 }
 
+/// What the tracer thread hands back when the sandbox is gone: the commands log and
+/// what the observer saw.
+type Traced = (Arc<Mutex<CommandsLog>>, Option<observe::Observed>);
+
 /// A session being recorded.
 pub struct Session {
     writer: Arc<SessionWriter>,
     shared: Option<Arc<Shared>>,
     relays: Vec<JoinHandle<()>>,
-    tracer: Option<JoinHandle<(Arc<Mutex<CommandsLog>>, Option<observe::Observed>)>>,
+    tracer: Option<JoinHandle<Traced>>,
     /// Watches file accesses and refused system calls (see `observe.rs`), handed to
     /// the tracer by [`Session::attach`].
     observer: Option<observe::Observer>,
