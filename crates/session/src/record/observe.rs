@@ -90,8 +90,12 @@ impl Accesses {
 /// The tracer's observer of one session.
 pub struct Observer {
     view: FsView,
-    /// The sandbox's init, whose root the paths are looked up in.
+    /// The sandbox's init, whose root the paths are looked up in when the events
+    /// do not carry it (only a privileged supervisor may open it: init is not
+    /// dumpable).
     init: i32,
+    /// The sandbox's root: from the first `File` event that carries it, else
+    /// opened through `init`.
     root: Option<InsideRoot>,
     cache: HashMap<(PathBuf, &'static str), Option<Refusal>>,
     counts: HashMap<Refused, u64>,
@@ -130,7 +134,13 @@ impl Observer {
                 path,
                 access,
                 exe,
+                root,
             } => {
+                if self.root.is_none()
+                    && let Some(root) = root
+                {
+                    self.root = InsideRoot::from_traced(root).ok();
+                }
                 // `mkdir -p` and the like try every folder on the way: creating what
                 // is already there fails (EEXIST) and changes nothing.
                 let makes_existing = *access == FileAccess::Create
