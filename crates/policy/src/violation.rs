@@ -134,6 +134,28 @@ pub fn refusal(view: &FsView, path: &Path, access: Access, probe: &dyn Probe) ->
     }
 }
 
+/// [`refusal`] for an `open` with `O_CREAT` (or `creat`) of `path`, with what the call
+/// amounted to: such an open follows a trailing symlink, then opens what exists for
+/// writing ([`Access::Write`], e.g. `> /dev/null`) or creates what does not
+/// ([`Access::Create`]). (With `O_EXCL` an existing path fails with `EEXIST` instead,
+/// changing nothing; the caller does not know the flags, so that counts as a write.)
+pub fn open_create_refusal(
+    view: &FsView,
+    path: &Path,
+    probe: &dyn Probe,
+) -> (Access, Option<Refusal>) {
+    let Some(followed) = normalize_absolute(path).and_then(|p| through_links(view, &p, true))
+    else {
+        return (Access::Create, None);
+    };
+    let access = if probe.exists_inside(&followed) {
+        Access::Write
+    } else {
+        Access::Create
+    };
+    (access, refusal(view, &followed, access, probe))
+}
+
 /// The mount that shows `path`: the last mount operation at `path` or a parent of it;
 /// `None` is the sandbox's own root (no operation covers it).
 fn cover<'a>(view: &'a FsView, path: &Path) -> Option<(usize, &'a MountOp)> {
@@ -157,13 +179,16 @@ fn is_mount(op: &MountOp) -> bool {
 
 /// Whether a path that exists on the host but not inside is missing because of
 /// `cover`: true unless the cover shows that very host location (then the path went
-/// away, or was removed in the sandbox's throwaway layer) or is an image (whose files
-/// have nothing to do with the host's).
+/// away, or was removed in the sandbox's throwaway layer), is an image (whose files
+/// have nothing to do with the host's) or is the sandbox's own `/proc`.
 fn hides(cover: Option<&MountOp>, path: &Path) -> bool {
     match cover {
         Some(MountOp::Bind { src, dst, .. }) => !same_place(src, dst, path),
         Some(MountOp::Overlay { lower, dst, .. }) => !same_place(lower, dst, path),
         Some(MountOp::ImageRoot { .. }) => false,
+        // The sandbox's own procfs: its entries are the sandbox's processes, not a
+        // view of the host's (whose `/proc/self` is the supervisor).
+        Some(MountOp::Proc { .. }) => false,
         _ => true,
     }
 }
@@ -767,5 +792,57 @@ mod tests {
             ],
         };
         assert_eq!(check(&looped, &probe, "/a/x", Access::Read), None);
+    }
+
+    #[test]
+    fn an_open_that_may_create_writes_what_exists_through_links() {
+        let (view, mut probe) = (default_view(), probe());
+        let open = |probe: &Fake, path: &str| {
+            let (access, refusal) = open_create_refusal(&view, Path::new(path), probe);
+            (access, refusal.map(|r| (r.layer, r.covered_by)))
+        };
+        // `> /dev/null`: the node exists, it is opened for writing.
+        assert_eq!(open(&probe, "/dev/null"), (Access::Write, None));
+        // `> /dev/stdout`: the view's link is followed into the sandbox's own
+        // /proc, which the supervisor cannot look at as the process would.
+        assert_eq!(open(&probe, "/dev/stdout"), (Access::Create, None));
+        assert_eq!(open(&probe, "/proc/self/fd/1"), (Access::Create, None));
+        // A new file where the view is read-only, or an existing one there.
+        assert_eq!(
+            open(&probe, "/usr/bin/new"),
+            (Access::Create, refused(Layer::ReadOnly, "/usr"))
+        );
+        assert_eq!(
+            open(&probe, "/etc/passwd"),
+            (Access::Write, refused(Layer::ReadOnly, "/etc"))
+        );
+        // A new node in /dev is refused.
+        assert_eq!(
+            open(&probe, "/dev/sdb"),
+            (Access::Create, refused(Layer::ReadOnly, "/dev"))
+        );
+        // Below a hidden host folder.
+        assert_eq!(open(&probe, "/root/x").1, refused(Layer::View, "/"));
+        probe.inside.push("/home/alice/p/out");
+        assert_eq!(open(&probe, "/home/alice/p/out"), (Access::Write, None));
+    }
+
+    #[test]
+    fn the_sandboxs_own_proc_hides_nothing_of_the_hosts() {
+        let (view, mut probe) = (default_view(), probe());
+        // The host's /proc/self/fd (the supervisor's) is not the process's, nor is
+        // a host process that the sandbox's pid namespace does not hold.
+        probe.host.extend(["/proc/self/fd/1", "/proc/4242/status"]);
+        assert_eq!(check(&view, &probe, "/proc/self/fd/1", Access::Read), None);
+        assert_eq!(
+            check(&view, &probe, "/proc/self/fd/1", Access::Create),
+            None
+        );
+        assert_eq!(
+            check(&view, &probe, "/proc/4242/status", Access::Read),
+            None
+        );
+        let (_, refusal) = open_create_refusal(&view, Path::new("/dev/stdout"), &probe);
+        assert_eq!(refusal, None);
     }
 }

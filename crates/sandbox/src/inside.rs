@@ -24,6 +24,12 @@ impl InsideRoot {
         Ok(Self(OwnedFd::from(root)))
     }
 
+    /// The root a tracer's event carries (see `TraceEvent::File::root`), for a
+    /// supervisor that cannot open its init's: the init is not dumpable.
+    pub fn from_traced(root: &crate::trace::SandboxRoot) -> std::io::Result<Self> {
+        root.open().map(|file| Self(OwnedFd::from(file)))
+    }
+
     /// Whether `path` (absolute, as seen inside) names something inside the sandbox.
     /// Symlinks are followed inside; a dangling one counts as missing.
     pub fn exists(&self, path: &Path) -> bool {

@@ -114,6 +114,11 @@ pub enum TraceEvent {
         access: FileAccess,
         /// The program that made the call; see [`TraceEvent::Denied::exe`].
         exe: Option<Vec<u8>>,
+        /// The sandbox's root directory, to look `path` up inside: opened through a
+        /// process that made a traced call, while its call waited. The sandbox's
+        /// init is not dumpable, so an unprivileged supervisor cannot open
+        /// `/proc/INIT/root` itself. `None` until one could be opened.
+        root: Option<SandboxRoot>,
     },
     /// A system call the seccomp filter refuses (the sandbox's `report_refusals`),
     /// failed with EPERM before this event is reported.
@@ -312,6 +317,12 @@ fn serve_file(
     let named = libc::pid_t::try_from(notif.pid)
         .map(|task| access::read(task, i64::from(notif.nr), &notif.args))
         .unwrap_or_default();
+    // The sandbox's root, once, from the first process that lets us open it (not
+    // init, which is not dumpable): opened while the call waits, kept only if it
+    // still waited after, so that it is this sandbox's and not a reused pid's.
+    let root = (tracked.root.is_none() && !named.is_empty())
+        .then(|| std::fs::File::open(format!("/proc/{}/root", notif.pid)).ok())
+        .flatten();
     // Let go whatever was read: observation only, the kernel decides the call. The
     // kernel accepts the answer only while the call still waits, which also tells
     // that what was read is this call's (not a dead task's, its pid since reused).
@@ -319,8 +330,12 @@ fn serve_file(
     if named.is_empty() || !waited {
         return;
     }
+    if let Some(root) = root {
+        tracked.root = Some(OwnedFd::from(root));
+    }
     let pid = tracked.pid_inside(notif.pid);
     let exe = tracked.exe_of(notif.pid, pid);
+    let root = tracked.shared_root();
     for access::Named { path, access } in named {
         let _ = on_event(TraceEvent::File {
             pid,
@@ -328,6 +343,7 @@ fn serve_file(
             path: PathBuf::from(std::ffi::OsString::from_vec(path)),
             access,
             exe: exe.clone(),
+            root: root.clone(),
         });
     }
 }
@@ -706,6 +722,18 @@ impl Tracked {
         (!sys::pidfd_exited(entry.pidfd.as_fd())).then(|| entry.exe.clone())
     }
 
+    /// [`Tracked::root`] (once opened), shared with the events that carry it.
+    fn shared_root(&mut self) -> Option<SandboxRoot> {
+        if self.shared_root.is_none() {
+            self.shared_root = self
+                .root
+                .as_ref()
+                .and_then(|r| r.try_clone().ok())
+                .map(|fd| SandboxRoot(std::sync::Arc::new(fd)));
+        }
+        self.shared_root.clone()
+    }
+
     fn root(&mut self, host_pid: libc::pid_t) -> Option<std::os::fd::BorrowedFd<'_>> {
         if self.root.is_none() {
             self.root = std::fs::File::open(format!("/proc/{host_pid}/root"))
@@ -824,13 +852,8 @@ fn describe_exec(
             (Some(file), Some(root)) => file::script_of(root, &cwd, &kernel_name, &argv, file),
             _ => None,
         };
-        if tracked.shared_root.is_none() {
-            tracked.shared_root = tracked
-                .root(host_pid)
-                .and_then(|r| r.try_clone_to_owned().ok())
-                .map(|fd| SandboxRoot(std::sync::Arc::new(fd)));
-        }
-        (file, script, tracked.shared_root.clone())
+        let _ = tracked.root(host_pid);
+        (file, script, tracked.shared_root())
     } else {
         (None, None, None)
     };

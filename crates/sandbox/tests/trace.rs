@@ -208,6 +208,19 @@ rmdir t";
         }
     }
     assert!(run.denied().is_empty(), "{:?}", run.denied());
+    // The events carry the sandbox's root, for the supervisor to look paths up
+    // inside: opened through the calling process, since init is not dumpable and an
+    // unprivileged supervisor cannot open its root.
+    for event in &run.events {
+        if let TraceEvent::File { path, root, .. } = event
+            && path.starts_with("/tmp/t")
+        {
+            let root = root
+                .as_ref()
+                .unwrap_or_else(|| panic!("{path:?}: no root in {event:?}"));
+            assert!(root.open().unwrap().metadata().unwrap().is_dir());
+        }
+    }
 }
 
 fn every_traced_file_call_reports_its_paths(id: &Identity) {
@@ -495,6 +508,7 @@ impl std::fmt::Debug for Run {
                     path,
                     access,
                     exe,
+                    ..
                 } => writeln!(
                     f,
                     "  file {pid} {syscall} {} {access:?} by {:?}",

@@ -19,7 +19,8 @@ use crate::watchdog::Watchdog;
 /// How the running session's stdio and record are kept.
 pub(crate) enum Mode {
     Recorded {
-        session: Session,
+        /// Boxed: it is by far the larger variant.
+        session: Box<Session>,
         /// Our terminal in raw mode (`-t` on a terminal), restored after the record
         /// is complete.
         raw: Option<RawTerminal>,

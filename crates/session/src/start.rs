@@ -220,7 +220,7 @@ fn start_recorded(
         enforced,
         generated,
         Mode::Recorded {
-            session,
+            session: Box::new(session),
             raw,
             terminal,
             stdin_is_terminal,

@@ -20,6 +20,7 @@ mod https_inspection;
 mod https_servers;
 mod image_runs;
 mod images;
+mod learning;
 mod ledger;
 mod lifecycle;
 mod limits;

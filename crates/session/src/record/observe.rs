@@ -29,6 +29,9 @@ use super::Shared;
 pub const MAX_DISTINCT: usize = 1000;
 /// Calls that fail with EEXIST, changing nothing, when their path exists.
 const MAKES_ONLY_NEW: &[&str] = &["mkdir", "mkdirat", "symlink", "symlinkat", "link", "linkat"];
+/// Calls whose `Create` is an open with `O_CREAT`: it follows a trailing symlink and
+/// opens for writing what exists (`> /dev/null`), creating only what does not.
+const OPENS_CREATING: &[&str] = &["open", "openat", "openat2", "creat"];
 /// Predictions kept per path and access (the same files are opened again and again).
 const CACHE: usize = 4096;
 
@@ -56,10 +59,14 @@ pub struct Summary {
 /// The tracer's observer of one session.
 pub struct Observer {
     view: FsView,
-    /// The sandbox's init, whose root the paths are looked up in.
+    /// The sandbox's init, whose root the paths are looked up in when the events
+    /// do not carry it (only a privileged supervisor may open it: init is not
+    /// dumpable).
     init: i32,
+    /// The sandbox's root: from the first `File` event that carries it, else
+    /// opened through `init`.
     root: Option<InsideRoot>,
-    cache: HashMap<(PathBuf, &'static str), Option<Refusal>>,
+    cache: HashMap<(PathBuf, &'static str), Option<(Access, Refusal)>>,
     counts: HashMap<Refused, u64>,
     total: u64,
     not_recorded: u64,
@@ -96,7 +103,13 @@ impl Observer {
                 path,
                 access,
                 exe,
+                root,
             } => {
+                if self.root.is_none()
+                    && let Some(root) = root
+                {
+                    self.root = InsideRoot::from_traced(root).ok();
+                }
                 // `mkdir -p` and the like try every folder on the way: creating what
                 // is already there fails (EEXIST) and changes nothing.
                 let makes_existing = *access == FileAccess::Create
@@ -112,7 +125,8 @@ impl Observer {
                 if makes_existing {
                     return true;
                 }
-                if let Some(refusal) = self.predict(path, access) {
+                let opens = access == Access::Create && OPENS_CREATING.contains(syscall);
+                if let Some((access, refusal)) = self.predict(path, access, opens) {
                     let refused = Refused {
                         layer: refusal.layer.as_str().to_owned(),
                         what: path.display().to_string(),
@@ -181,8 +195,17 @@ impl Observer {
         self.root.as_ref().is_some_and(|root| root.exists(path))
     }
 
-    fn predict(&mut self, path: &Path, access: Access) -> Option<Refusal> {
-        let key = (path.to_path_buf(), access.as_str());
+    /// Why the view refused `access` to `path`, and what the access was: for an
+    /// open that may create (`opens`), a write when the path exists.
+    fn predict(&mut self, path: &Path, access: Access, opens: bool) -> Option<(Access, Refusal)> {
+        let key = (
+            path.to_path_buf(),
+            if opens {
+                "open-create"
+            } else {
+                access.as_str()
+            },
+        );
         if let Some(known) = self.cache.get(&key) {
             return known.clone();
         }
@@ -192,7 +215,12 @@ impl Observer {
         let probe = Lookup {
             root: self.root.as_ref(),
         };
-        let refusal = violation::refusal(&self.view, path, access, &probe);
+        let (access, refusal) = if opens {
+            violation::open_create_refusal(&self.view, path, &probe)
+        } else {
+            (access, violation::refusal(&self.view, path, access, &probe))
+        };
+        let refusal = refusal.map(|r| (access, r));
         if self.cache.len() >= CACHE {
             self.cache.clear();
         }
