@@ -140,6 +140,12 @@ impl Observations {
         }
     }
 
+    /// `count` file accesses the caller could not keep itself (its own bounds), so that
+    /// the profile says how many went unseen.
+    pub fn overflowed(&mut self, count: u64) {
+        self.overflow = self.overflow.saturating_add(count);
+    }
+
     /// One connection (or attempt) to `destination`.
     pub fn destination(&mut self, destination: Destination) {
         if let Some(count) = self.destinations.get_mut(&destination) {

@@ -257,6 +257,7 @@ pub fn learned(
             }
         }
     }
+    observations.overflowed(accesses.overflow);
     programs(dir, &mut observations);
     destinations(dir, &mut observations);
     if let Some(policy) = &plan.network.policy {

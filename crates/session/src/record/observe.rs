@@ -28,6 +28,10 @@ use super::Shared;
 pub const MAX_DISTINCT: usize = 1000;
 /// Distinct paths kept while learning; past it they are counted only.
 pub const MAX_LEARNED_PATHS: usize = 200_000;
+/// Bytes of those paths kept while learning, past which they are counted only: a path
+/// is up to 4 KiB, and 200,000 of them held (then copied for the profile) cost the
+/// supervisor gigabytes (red team: 50,000 distinct 4 KiB paths took 740 MB).
+pub const MAX_LEARNED_BYTES: usize = 32 << 20;
 /// Calls that fail with EEXIST, changing nothing, when their path exists.
 const MAKES_ONLY_NEW: &[&str] = &["mkdir", "mkdirat", "symlink", "symlinkat", "link", "linkat"];
 /// Predictions kept per path and access (the same files are opened again and again).
@@ -58,8 +62,10 @@ pub struct Summary {
 #[derive(Debug, Clone, Default)]
 pub struct Accesses {
     pub files: BTreeMap<PathBuf, AccessCounts>,
-    /// Accesses to paths past [`MAX_LEARNED_PATHS`], not kept.
+    /// Accesses to paths past [`MAX_LEARNED_PATHS`] or [`MAX_LEARNED_BYTES`], not kept.
     pub overflow: u64,
+    /// Bytes of the paths in `files`.
+    bytes: usize,
 }
 
 /// How often a path was read, written, created and removed.
@@ -73,9 +79,15 @@ pub struct AccessCounts {
 
 impl Accesses {
     fn add(&mut self, path: &Path, access: FileAccess) {
-        if !self.files.contains_key(path) && self.files.len() >= MAX_LEARNED_PATHS {
-            self.overflow += 1;
-            return;
+        let size = path.as_os_str().len();
+        if !self.files.contains_key(path) {
+            if self.files.len() >= MAX_LEARNED_PATHS
+                || self.bytes.saturating_add(size) > MAX_LEARNED_BYTES
+            {
+                self.overflow += 1;
+                return;
+            }
+            self.bytes += size;
         }
         let counts = self.files.entry(path.to_path_buf()).or_default();
         match access {
@@ -300,5 +312,30 @@ impl Probe for Lookup<'_> {
 
     fn exists_on_host(&self, path: &Path) -> bool {
         std::fs::symlink_metadata(path).is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Red team: distinct 4 KiB paths, as many as a command likes, must not grow the
+    /// supervisor past the byte budget; the ones past it are counted.
+    #[test]
+    fn learned_paths_are_bounded_in_bytes_too() {
+        let mut accesses = Accesses::default();
+        let long = "x".repeat(4000);
+        let total = MAX_LEARNED_BYTES / 4000 + 100;
+        for i in 0..total {
+            accesses.add(Path::new(&format!("/h/{i}/{long}")), FileAccess::Read);
+        }
+        let kept: usize = accesses.files.keys().map(|p| p.as_os_str().len()).sum();
+        assert!(kept <= MAX_LEARNED_BYTES, "{kept}");
+        assert!(accesses.files.len() < total);
+        assert_eq!(accesses.overflow, (total - accesses.files.len()) as u64);
+        // A path already kept is still counted when the budget is spent.
+        let first = accesses.files.keys().next().cloned().unwrap();
+        accesses.add(&first, FileAccess::Write);
+        assert_eq!(accesses.files[&first].write, 1);
     }
 }
