@@ -12,6 +12,7 @@ use std::time::SystemTime;
 
 use anyhow::{Context, Result, bail};
 use vg_learn::{Header, ProfileStore, SaveOutcome, StoreError};
+use vg_records::quote::escape_hidden;
 use vg_session::learn::Learned;
 
 use crate::cli::SandboxOptions;
@@ -257,10 +258,20 @@ fn show(out: &mut dyn Write, learned: &Learned, home: Option<&Path>) -> Result<(
     }
     for rule in &p.rules {
         any = true;
-        writeln!(out, "  {:<10} {}", "network", rule.rule.text)?;
+        writeln!(
+            out,
+            "  {:<10} {}",
+            "network",
+            escape_hidden(&rule.rule.text)
+        )?;
     }
     for pin in &p.add_hosts {
-        writeln!(out, "  {:<10} {pin}", "add-host")?;
+        writeln!(
+            out,
+            "  {:<10} {}",
+            "add-host",
+            escape_hidden(&pin.to_string())
+        )?;
     }
     if !any {
         writeln!(out, "  nothing beyond the default view")?;
@@ -283,7 +294,7 @@ fn show(out: &mut dyn Write, learned: &Learned, home: Option<&Path>) -> Result<(
             out,
             "  not granted: {} ({})",
             shown(&refusal.path),
-            refusal.reason.describe()
+            escape_hidden(&refusal.reason.describe())
         )?;
     }
     for destination in &p.refused_destinations {
@@ -291,8 +302,10 @@ fn show(out: &mut dyn Write, learned: &Learned, home: Option<&Path>) -> Result<(
         let name = d.name.clone().unwrap_or_else(|| d.ip.to_string());
         writeln!(
             out,
-            "  not allowed: {name}:{} ({})",
-            d.port, destination.why
+            "  not allowed: {}:{} ({})",
+            escape_hidden(&name),
+            d.port,
+            escape_hidden(&destination.why)
         )?;
     }
     Ok(())
@@ -314,12 +327,14 @@ fn ask(out: &mut dyn Write, question: &str) -> Result<bool> {
 }
 
 /// `path` with the home folder written `~`.
+/// Escaped for a terminal: the path may be any text a sandboxed command chose.
 pub fn tilde(path: &Path, home: Option<&Path>) -> String {
-    match home.and_then(|h| path.strip_prefix(h).ok()) {
+    let text = match home.and_then(|h| path.strip_prefix(h).ok()) {
         Some(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
         Some(rest) => format!("~/{}", rest.display()),
         None => path.display().to_string(),
-    }
+    };
+    vg_records::quote::escape_hidden(&text).into_owned()
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! here and becomes the exit status.
 
 use std::path::Path;
+use vg_records::quote::escape_hidden;
 
 use vg_sandbox::Termination;
 use vg_session::{Outcome, Plan};
@@ -168,7 +169,7 @@ fn violations_line(
         .iter()
         .take(SHOWN)
         .map(|(r, _)| match r.access.as_str() {
-            "syscall" => format!("{} (system call)", r.what),
+            "syscall" => format!("{} (system call)", escape_hidden(&r.what)),
             access => format!(
                 "{} ({access})",
                 crate::learn::tilde(Path::new(&r.what), home.as_deref())
@@ -201,4 +202,47 @@ fn violations_line(
         summary.total,
         shown.join(", ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vg_session::record::observe::{Refused, Summary};
+
+    /// Red team: the path a command tried is its own text; the end-of-run line must not
+    /// carry its escape sequences or line breaks to the terminal (a forged
+    /// "vectraguard:" line, a cleared screen, a changed title).
+    #[test]
+    fn the_end_of_run_line_escapes_what_the_command_chose() {
+        let hostile = "/usr/\x1b[2J\x1b]0;PWNED\x07\r\nvectraguard: all good\u{202e}";
+        let summary = Summary {
+            refused: vec![
+                (
+                    Refused {
+                        layer: "read-only".into(),
+                        what: hostile.into(),
+                        access: "create".into(),
+                    },
+                    1,
+                ),
+                (
+                    Refused {
+                        layer: "seccomp".into(),
+                        what: "mount\x1b[31m".into(),
+                        access: "syscall".into(),
+                    },
+                    1,
+                ),
+            ],
+            total: 2,
+            not_recorded: 0,
+        };
+        let line = violations_line(&summary, Some("s"), false).unwrap();
+        assert!(
+            !line.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{line:?}"
+        );
+        assert!(line.contains("\\u{1b}[2J"), "{line}");
+        assert!(line.contains("\\r\\n"), "{line}");
+    }
 }
