@@ -151,6 +151,19 @@ fn report_outcome(outcome: &Outcome) {
     }
 }
 
+/// A path in the end-of-run line: at most this many characters, the rest `…` (a
+/// command may try paths of 4 KiB; the record has them whole).
+const PATH_SHOWN: usize = 120;
+
+fn clipped(text: &str) -> String {
+    if text.chars().count() <= PATH_SHOWN {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(PATH_SHOWN - 1).collect();
+    out.push('…');
+    out
+}
+
 /// The end-of-run line about refused accesses: `vectraguard: 3 accesses refused:
 /// ~/.cache/foo (read), … (see `logs show ID --violations`; run with --learn NAME
 /// to build a profile)`.
@@ -172,7 +185,7 @@ fn violations_line(
             "syscall" => format!("{} (system call)", escape_hidden(&r.what)),
             access => format!(
                 "{} ({access})",
-                crate::learn::tilde(Path::new(&r.what), home.as_deref())
+                clipped(&crate::learn::tilde(Path::new(&r.what), home.as_deref()))
             ),
         })
         .collect();
@@ -238,6 +251,21 @@ mod tests {
             not_recorded: 0,
         };
         let line = violations_line(&summary, Some("s"), false).unwrap();
+        let long = Summary {
+            refused: vec![(
+                Refused {
+                    layer: "read-only".into(),
+                    what: format!("/usr/{}", "a".repeat(4000)),
+                    access: "create".into(),
+                },
+                1,
+            )],
+            total: 1,
+            not_recorded: 0,
+        };
+        let short = violations_line(&long, None, false).unwrap();
+        assert!(short.chars().count() < 200, "{short}");
+        assert!(short.contains("a… (create)"), "{short}");
         assert!(
             !line.chars().any(|c| c.is_control() || c == '\u{202e}'),
             "{line:?}"
