@@ -134,7 +134,10 @@ pub fn check_config_unwritable(mounts: &[ResolvedMount]) -> Result<()> {
     let Some(folder) = config.parent() else {
         return Ok(());
     };
-    check_unwritable("your Vectra Guard configuration folder", folder, mounts)
+    check_unwritable("your Vectra Guard configuration folder", folder, mounts)?;
+    // Its profiles folder too, when it is a symlink to somewhere else.
+    let profiles = vg_policy::config::learned_profiles_dir(&home, xdg.as_deref());
+    check_unwritable("your learned profiles folder", &profiles, mounts)
 }
 
 /// Refuses a run in which a writable mount holds `folder` or lies inside it.

@@ -192,6 +192,13 @@ fn the_configuration_folder_is_never_mounted_writable() {
                 .assert_stderr_contains("read-only");
         }
         run(&["--read-only", &folder_arg]).assert_success();
+        // A profiles folder that is a symlink into the workspace: the same.
+        std::fs::remove_dir_all(folder.join("profiles")).unwrap();
+        let profiles = ws.mkdir("profiles");
+        std::os::unix::fs::symlink(&profiles, folder.join("profiles")).unwrap();
+        let out = run(&[]);
+        assert_ne!(out.code(), Some(0), "{out}");
+        out.assert_stderr_contains("learned profiles folder");
     });
 }
 
