@@ -104,7 +104,7 @@ pub fn view(host: &HostLayout, options: &ViewOptions, plan: &Plan) -> FsView {
     let places = vg_policy::sensitive::home_masks(home)
         .into_iter()
         .chain(vg_policy::sensitive::host_masks())
-        .chain(own_folders());
+        .chain(own_folders(home));
     let mut masks: Vec<(PathBuf, NodeKind)> = Vec::new();
     for path in places {
         for (place, kind) in mask_targets(&path, home) {
@@ -124,23 +124,32 @@ pub fn view(host: &HostLayout, options: &ViewOptions, plan: &Plan) -> FsView {
     )
 }
 
-/// Vectra Guard's own folders, which stay hidden and are never granted: the records
-/// of other sessions, the image store, and the invoker's configuration and learned
+/// Vectra Guard's own folders, which stay hidden and are never granted: its folder
+/// (`$VECTRAGUARD_HOME`: the records of other sessions, the image store, the
+/// persistent sandboxes' registry and logs), or only the records and the image store
+/// when that folder is `home` or holds it, and the invoker's configuration and learned
 /// profiles.
-fn own_folders() -> Vec<PathBuf> {
-    [
-        crate::home::records_root().ok(),
-        crate::home::images_root().ok(),
-        crate::host::invoker_home().map(|h| {
+fn own_folders(home: &Path) -> Vec<PathBuf> {
+    let whole = crate::home::vectraguard_home("Vectra Guard's folder", "logs/")
+        .ok()
+        .filter(|folder| !vg_policy::paths::is_within(home, folder));
+    let parts = match whole {
+        Some(folder) => vec![Some(folder)],
+        None => vec![
+            crate::home::records_root().ok(),
+            crate::home::images_root().ok(),
+        ],
+    };
+    parts
+        .into_iter()
+        .chain([crate::host::invoker_home().map(|h| {
             let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
             vg_policy::config::user_config_path(&h, xdg.as_deref())
                 .parent()
                 .map_or_else(|| h.join(".config/vectraguard"), Path::to_path_buf)
-        }),
-    ]
-    .into_iter()
-    .flatten()
-    .collect()
+        })])
+        .flatten()
+        .collect()
 }
 
 /// What to mask so that the sensitive place `path` cannot be read: the place itself
@@ -185,7 +194,7 @@ fn mask_targets(path: &Path, home: &Path) -> Vec<(PathBuf, NodeKind)> {
 pub fn withheld(home: &Path) -> Vec<vg_learn::Withheld> {
     use vg_policy::sensitive::{HOME_LOCATIONS, HOST_LOCATIONS, Sensitive};
     let mut out: Vec<vg_learn::Withheld> = Vec::new();
-    for folder in own_folders() {
+    for folder in own_folders(home) {
         let real = std::fs::canonicalize(&folder).unwrap_or_else(|_| folder.clone());
         for path in [folder, real] {
             out.push(vg_learn::Withheld::new(path, Sensitive::VectraGuard));
