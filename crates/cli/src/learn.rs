@@ -12,6 +12,7 @@ use std::time::SystemTime;
 
 use anyhow::{Context, Result, bail};
 use vg_learn::{Header, ProfileStore, SaveOutcome, StoreError};
+use vg_records::quote::escape_hidden;
 use vg_session::learn::Learned;
 
 use crate::cli::SandboxOptions;
@@ -154,8 +155,17 @@ impl Learning {
 /// sandbox user owns the home and could point one anywhere). Run as root, each
 /// folder made is given to the owner of the folder it was made in, so that the
 /// sandbox user can write it next time.
+///
+/// Every step is taken from the descriptor of the folder above, never by path again
+/// (red team: the home's owner runs processes of their own; checking a path and then
+/// creating and chowning by that path let one swap a folder for a symlink in between,
+/// so that root made, and gave away, a folder anywhere on the host). A folder is opened
+/// with `O_NOFOLLOW`, the next one made and opened inside it through
+/// `/proc/self/fd/N/NAME` (the folder N is, whatever happens to its path), and chowned
+/// through its own descriptor.
 fn create_granted(home: &Path, dir: &Path) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let Ok(below) = dir.strip_prefix(home) else {
         bail!(
             "{} is not in the home folder {}",
@@ -163,31 +173,55 @@ fn create_granted(home: &Path, dir: &Path) -> Result<()> {
             home.display()
         );
     };
-    let mut at = home.to_path_buf();
-    let mut parent = std::fs::symlink_metadata(&at)?;
-    if !parent.is_dir() {
-        bail!("{} is not a folder", at.display());
-    }
+    let open_dir = |path: &Path| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+    };
+    let mut shown = home.to_path_buf();
+    // Not a folder, or a symlink: said plainly (both fail the same way below).
+    let refuse = |at: &Path| match std::fs::symlink_metadata(at) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            anyhow::anyhow!("{} is a symlink: not followed", at.display())
+        }
+        _ => anyhow::anyhow!("{} exists and is not a folder", at.display()),
+    };
+    let not_a_dir =
+        |e: &std::io::Error| matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP));
+    let mut at = match open_dir(home) {
+        Ok(fd) => fd,
+        Err(e) if not_a_dir(&e) => return Err(refuse(home)),
+        Err(e) => return Err(e.into()),
+    };
     for part in below.components() {
         let std::path::Component::Normal(name) = part else {
             bail!("{} is not a plain path", dir.display());
         };
-        at.push(name);
-        match std::fs::symlink_metadata(&at) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                bail!("{} is a symlink: not followed", at.display())
-            }
-            Ok(meta) if meta.is_dir() => parent = meta,
-            Ok(_) => bail!("{} exists and is not a folder", at.display()),
+        shown.push(name);
+        let inside = PathBuf::from(format!("/proc/self/fd/{}", at.as_raw_fd())).join(name);
+        at = match open_dir(&inside) {
+            Ok(next) => next,
+            Err(e) if not_a_dir(&e) => return Err(refuse(&shown)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::DirBuilder::new().mode(0o700).create(&at)?;
+                let parent = at.metadata()?;
+                // mkdir never follows a symlink in its last component, and the open
+                // after it refuses one: a swap in between fails the save.
+                std::fs::DirBuilder::new().mode(0o700).create(&inside)?;
+                let made = open_dir(&inside).map_err(|e| {
+                    if not_a_dir(&e) {
+                        refuse(&shown)
+                    } else {
+                        e.into()
+                    }
+                })?;
                 if vg_sandbox::real_ids().0 == 0 {
-                    std::os::unix::fs::lchown(&at, Some(parent.uid()), Some(parent.gid()))?;
+                    std::os::unix::fs::fchown(&made, Some(parent.uid()), Some(parent.gid()))?;
                 }
-                parent = std::fs::symlink_metadata(&at)?;
+                made
             }
             Err(e) => return Err(e.into()),
-        }
+        };
     }
     Ok(())
 }
@@ -224,10 +258,20 @@ fn show(out: &mut dyn Write, learned: &Learned, home: Option<&Path>) -> Result<(
     }
     for rule in &p.rules {
         any = true;
-        writeln!(out, "  {:<10} {}", "network", rule.rule.text)?;
+        writeln!(
+            out,
+            "  {:<10} {}",
+            "network",
+            escape_hidden(&rule.rule.text)
+        )?;
     }
     for pin in &p.add_hosts {
-        writeln!(out, "  {:<10} {pin}", "add-host")?;
+        writeln!(
+            out,
+            "  {:<10} {}",
+            "add-host",
+            escape_hidden(&pin.to_string())
+        )?;
     }
     if !any {
         writeln!(out, "  nothing beyond the default view")?;
@@ -250,7 +294,7 @@ fn show(out: &mut dyn Write, learned: &Learned, home: Option<&Path>) -> Result<(
             out,
             "  not granted: {} ({})",
             shown(&refusal.path),
-            refusal.reason.describe()
+            escape_hidden(&refusal.reason.describe())
         )?;
     }
     for destination in &p.refused_destinations {
@@ -258,8 +302,10 @@ fn show(out: &mut dyn Write, learned: &Learned, home: Option<&Path>) -> Result<(
         let name = d.name.clone().unwrap_or_else(|| d.ip.to_string());
         writeln!(
             out,
-            "  not allowed: {name}:{} ({})",
-            d.port, destination.why
+            "  not allowed: {}:{} ({})",
+            escape_hidden(&name),
+            d.port,
+            escape_hidden(&destination.why)
         )?;
     }
     Ok(())
@@ -281,10 +327,59 @@ fn ask(out: &mut dyn Write, question: &str) -> Result<bool> {
 }
 
 /// `path` with the home folder written `~`.
+/// Escaped for a terminal: the path may be any text a sandboxed command chose.
 pub fn tilde(path: &Path, home: Option<&Path>) -> String {
-    match home.and_then(|h| path.strip_prefix(h).ok()) {
+    let text = match home.and_then(|h| path.strip_prefix(h).ok()) {
         Some(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
         Some(rest) => format!("~/{}", rest.display()),
         None => path.display().to_string(),
+    };
+    vg_records::quote::escape_hidden(&text).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    #[test]
+    fn granted_folders_are_made_below_the_home_without_following_symlinks() {
+        let root = std::env::temp_dir().join(format!("vg-create-granted-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let home = root.join("home");
+        let outside = root.join("outside");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, home.join("link")).unwrap();
+        std::fs::write(home.join("file"), "x").unwrap();
+
+        let made = create_granted(&home, &home.join("a/b/c"));
+        let through_link = create_granted(&home, &home.join("link/evil"));
+        let through_file = create_granted(&home, &home.join("file/x"));
+        let elsewhere = create_granted(&home, &outside.join("x"));
+        let dotdot = create_granted(&home, &home.join("a/../../outside/y"));
+        let leaf_link = create_granted(&home, &home.join("link"));
+        let mode = std::fs::metadata(home.join("a/b/c")).map(|m| m.permissions().mode() & 0o777);
+        let owner = std::fs::metadata(home.join("a/b/c")).map(|m| m.uid());
+        let home_owner = std::fs::metadata(&home).map(|m| m.uid());
+        let escaped = std::fs::read_dir(&outside).map(|d| d.count());
+        std::fs::remove_dir_all(&root).unwrap();
+
+        made.unwrap();
+        assert_eq!(mode.unwrap(), 0o700);
+        assert_eq!(owner.unwrap(), home_owner.unwrap());
+        let e = through_link.unwrap_err().to_string();
+        assert!(e.contains("is a symlink: not followed"), "{e}");
+        let e = through_file.unwrap_err().to_string();
+        assert!(e.contains("exists and is not a folder"), "{e}");
+        assert!(
+            elsewhere
+                .unwrap_err()
+                .to_string()
+                .contains("is not in the home folder")
+        );
+        assert!(dotdot.unwrap_err().to_string().contains("not a plain path"));
+        assert!(leaf_link.unwrap_err().to_string().contains("symlink"));
+        assert_eq!(escaped.unwrap(), 0, "nothing was made outside the home");
     }
 }

@@ -3,6 +3,7 @@
 //! here and becomes the exit status.
 
 use std::path::Path;
+use vg_records::quote::escape_hidden;
 
 use vg_sandbox::Termination;
 use vg_session::{Outcome, Plan};
@@ -150,6 +151,19 @@ fn report_outcome(outcome: &Outcome) {
     }
 }
 
+/// A path in the end-of-run line: at most this many characters, the rest `…` (a
+/// command may try paths of 4 KiB; the record has them whole).
+const PATH_SHOWN: usize = 120;
+
+fn clipped(text: &str) -> String {
+    if text.chars().count() <= PATH_SHOWN {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(PATH_SHOWN - 1).collect();
+    out.push('…');
+    out
+}
+
 /// The end-of-run line about refused accesses: `vectraguard: 3 accesses refused:
 /// ~/.cache/foo (read), … (see `logs show ID --violations`; run with --learn NAME
 /// to build a profile)`.
@@ -168,10 +182,10 @@ fn violations_line(
         .iter()
         .take(SHOWN)
         .map(|(r, _)| match r.access.as_str() {
-            "syscall" => format!("{} (system call)", r.what),
+            "syscall" => format!("{} (system call)", escape_hidden(&r.what)),
             access => format!(
                 "{} ({access})",
-                crate::learn::tilde(Path::new(&r.what), home.as_deref())
+                clipped(&crate::learn::tilde(Path::new(&r.what), home.as_deref()))
             ),
         })
         .collect();
@@ -201,4 +215,62 @@ fn violations_line(
         summary.total,
         shown.join(", ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vg_session::record::observe::{Refused, Summary};
+
+    /// Red team: the path a command tried is its own text; the end-of-run line must not
+    /// carry its escape sequences or line breaks to the terminal (a forged
+    /// "vectraguard:" line, a cleared screen, a changed title).
+    #[test]
+    fn the_end_of_run_line_escapes_what_the_command_chose() {
+        let hostile = "/usr/\x1b[2J\x1b]0;PWNED\x07\r\nvectraguard: all good\u{202e}";
+        let summary = Summary {
+            refused: vec![
+                (
+                    Refused {
+                        layer: "read-only".into(),
+                        what: hostile.into(),
+                        access: "create".into(),
+                    },
+                    1,
+                ),
+                (
+                    Refused {
+                        layer: "seccomp".into(),
+                        what: "mount\x1b[31m".into(),
+                        access: "syscall".into(),
+                    },
+                    1,
+                ),
+            ],
+            total: 2,
+            not_recorded: 0,
+        };
+        let line = violations_line(&summary, Some("s"), false).unwrap();
+        let long = Summary {
+            refused: vec![(
+                Refused {
+                    layer: "read-only".into(),
+                    what: format!("/usr/{}", "a".repeat(4000)),
+                    access: "create".into(),
+                },
+                1,
+            )],
+            total: 1,
+            not_recorded: 0,
+        };
+        let short = violations_line(&long, None, false).unwrap();
+        assert!(short.chars().count() < 200, "{short}");
+        assert!(short.contains("a… (create)"), "{short}");
+        assert!(
+            !line.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{line:?}"
+        );
+        assert!(line.contains("\\u{1b}[2J"), "{line}");
+        assert!(line.contains("\\r\\n"), "{line}");
+    }
 }

@@ -6,7 +6,8 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use vg_policy::view::SYSTEM_DIRS;
+use vg_policy::sensitive::Sensitive;
+use vg_policy::view::{LEARN_READ_ONLY, SYSTEM_DIRS};
 
 /// What a host path is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,20 +85,63 @@ pub struct LearnContext<'a> {
     /// The sandbox's own folders (`/tmp`, `/proc`, `/dev`, `/sys`): nothing to grant,
     /// whatever was done there.
     pub private: Vec<PathBuf>,
+    /// Outside the home, what learning's view showed read-only (its extra folders and
+    /// the user's read-only mounts): reads below them are granted read-only; writes
+    /// there failed, and anything elsewhere was not in the view at all, so neither is
+    /// ever granted (a command names any path it likes: only what it could use counts).
+    pub visible: Vec<PathBuf>,
+    /// Places never granted besides [`vg_policy::sensitive`]'s: Vectra Guard's own
+    /// folders where they are not the default ones, and the real paths of sensitive
+    /// locations that are symlinks (`~/.gnupg -> dotfiles/gnupg`).
+    pub withheld: Vec<Withheld>,
     pub host: &'a dyn HostProbe,
 }
 
 impl<'a> LearnContext<'a> {
-    /// The default view's folders ([`default_system`], [`default_private`]).
+    /// The default view's folders ([`default_system`], [`default_private`]) and
+    /// learning's ([`default_visible`]); nothing withheld beyond the sensitive places.
     pub fn new(home: PathBuf, workspaces: Vec<PathBuf>, host: &'a dyn HostProbe) -> Self {
         Self {
             home,
             workspaces,
             system: default_system(),
             private: default_private(),
+            visible: default_visible(),
+            withheld: Vec::new(),
             host,
         }
     }
+}
+
+/// A place a learned profile never grants (see [`LearnContext::withheld`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Withheld {
+    pub path: PathBuf,
+    pub category: Sensitive,
+    /// Readable, but never granted for writing (a shell startup file's real path).
+    pub write_only: bool,
+}
+
+impl Withheld {
+    /// Never granted, for reading or writing.
+    pub fn new(path: impl Into<PathBuf>, category: Sensitive) -> Self {
+        Self {
+            path: path.into(),
+            category,
+            write_only: false,
+        }
+    }
+
+    /// Whether it matters for an access that writes (`write`) or only reads.
+    pub fn applies(&self, write: bool) -> bool {
+        write || !self.write_only
+    }
+}
+
+/// The folders learning's view shows read-only outside the home
+/// ([`LEARN_READ_ONLY`]).
+pub fn default_visible() -> Vec<PathBuf> {
+    LEARN_READ_ONLY.iter().map(PathBuf::from).collect()
 }
 
 /// The system folders every sandbox sees read-only ([`SYSTEM_DIRS`]).

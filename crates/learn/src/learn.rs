@@ -10,7 +10,13 @@
 //! ancestor of the home, or a folder holding a sensitive location (the grant goes one
 //! level deeper instead). Sensitive locations ([`vg_policy::sensitive`]) are reported,
 //! never granted. What the default view already gives (system folders to read, the
-//! sandbox's own `/tmp`, `/proc`, `/dev`, the workspaces) needs nothing.
+//! sandbox's own `/tmp`, `/proc`, `/dev`, the workspaces) needs nothing. Outside the
+//! home, only reads below the folders learning's view showed read-only
+//! ([`LearnContext::visible`]) are granted: the tracer records what was asked, not what
+//! was possible, so a path the view did not offer (another user's home, any other host
+//! file) or a write where it was read-only is reported, never granted. Places
+//! [`LearnContext::withheld`] names (Vectra Guard's own folders, a secret's real path
+//! behind a symlink) are treated as sensitive.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -21,7 +27,7 @@ use vg_policy::network::{Action, AddHost, HostName, PortRange, Rule, Target};
 use vg_policy::paths::is_within;
 use vg_policy::sensitive::{Sensitive, sensitive, sensitive_inside};
 
-use crate::context::{HostKind, LearnContext, Probe};
+use crate::context::{HostKind, LearnContext, Probe, Withheld};
 use crate::observe::{Counts, Destination, Observations};
 
 /// One host path the profile grants, at the same path inside.
@@ -105,6 +111,12 @@ pub enum Reason {
     CreatedFile,
     /// A name a mount cannot carry (a ':', or not UTF-8).
     Unmountable,
+    /// Outside the home and every folder learning's view showed: the command could not
+    /// have used it, whatever it asked (and whatever the host has there).
+    NotVisible,
+    /// Written outside the home, where learning's view was read-only: the write
+    /// failed, and a profile never makes such a place writable.
+    ReadOnlyWhileLearning,
 }
 
 impl Reason {
@@ -130,6 +142,14 @@ impl Reason {
                     .to_owned()
             }
             Reason::Unmountable => "a mount cannot name it (':' or not UTF-8)".to_owned(),
+            Reason::NotVisible => {
+                "not in learning's view (outside the home and the folders it shows), so nothing could be used there: mount it with --mount if it is needed"
+                    .to_owned()
+            }
+            Reason::ReadOnlyWhileLearning => {
+                "read-only while learning (outside the home), so the write failed: mount it with --mount if it is needed"
+                    .to_owned()
+            }
         }
     }
 }
@@ -227,14 +247,31 @@ pub fn learn(observations: &Observations, cx: &LearnContext<'_>) -> Learned {
             }
             continue;
         }
-        let Some(write) = screen(home, path, counts, &mut sensitive_uses) else {
+        let Some(mut write) = screen(home, &cx.withheld, path, counts, &mut sensitive_uses) else {
             continue;
         };
+        // Outside the home only what the view showed read-only can be granted, and only
+        // for reading: the command names any path it likes, used or not.
+        let outside = home == Path::new("/") || !is_within(path, home);
+        if outside && !is_within(home, path) {
+            if !under(&cx.visible) {
+                refusals.add(two_levels(path), path, write, Reason::NotVisible);
+                continue;
+            }
+            if write {
+                refusals.add(two_levels(path), path, true, Reason::ReadOnlyWhileLearning);
+                if !counts.reads() {
+                    continue;
+                }
+                write = false;
+            }
+        }
         if !write && cx.host.probe(path) == Probe::Missing {
             not_found.push(path.clone());
             continue;
         }
-        let candidate = collapse(home, path).and_then(|c| narrow(home, c, path, write));
+        let candidate =
+            collapse(home, path).and_then(|c| narrow(home, &cx.withheld, c, path, write));
         match candidate {
             Ok(candidate) => {
                 let entry = candidates.entry(candidate.clone()).or_default();
@@ -323,8 +360,21 @@ pub fn learn(observations: &Observations, cx: &LearnContext<'_>) -> Learned {
 /// Whether `path` may be granted and how: `Some(write)`, or `None` when it is a
 /// sensitive location (recorded in `uses`). A shell startup file that was written and
 /// read is granted for reading only.
-fn screen(home: &Path, path: &Path, counts: &Counts, uses: &mut Vec<SensitiveUse>) -> Option<bool> {
-    if let Some(category) = sensitive(home, path, false) {
+fn screen(
+    home: &Path,
+    withheld: &[Withheld],
+    path: &Path,
+    counts: &Counts,
+    uses: &mut Vec<SensitiveUse>,
+) -> Option<bool> {
+    let held = |write: bool| {
+        withheld
+            .iter()
+            .find(|w| w.applies(write) && is_within(path, &w.path))
+            .map(|w| w.category)
+    };
+    let sensitive = |write: bool| held(write).or_else(|| sensitive(home, path, write));
+    if let Some(category) = sensitive(false) {
         uses.push(SensitiveUse {
             path: path.to_path_buf(),
             read: counts.reads(),
@@ -334,7 +384,7 @@ fn screen(home: &Path, path: &Path, counts: &Counts, uses: &mut Vec<SensitiveUse
         return None;
     }
     if counts.writes()
-        && let Some(category) = sensitive(home, path, true)
+        && let Some(category) = sensitive(true)
     {
         uses.push(SensitiveUse {
             path: path.to_path_buf(),
@@ -388,6 +438,7 @@ fn two_levels(path: &Path) -> PathBuf {
 /// the home: one level deeper at a time, down to `path` itself.
 fn narrow(
     home: &Path,
+    withheld: &[Withheld],
     candidate: PathBuf,
     path: &Path,
     write: bool,
@@ -398,6 +449,12 @@ fn narrow(
             Some(Reason::HoldsHome)
         } else {
             sensitive_inside(home, &at, write)
+                .or_else(|| {
+                    withheld
+                        .iter()
+                        .find(|w| w.applies(write) && w.path != at && is_within(&w.path, &at))
+                        .map(|w| (w.path.clone(), w.category))
+                })
                 .map(|(path, category)| Reason::HoldsSensitive { path, category })
         };
         let Some(reason) = problem else {
@@ -747,12 +804,14 @@ pub(crate) mod tests {
                 ("/home", Read),
             ],
         );
-        assert_eq!(grants(&l), [("/.dockerenv".into(), false)]);
+        // `/.dockerenv` is outside every folder learning's view shows.
+        assert!(l.grants.is_empty(), "{:?}", l.grants);
         let mut refused = refusals(&l);
         refused.sort();
         assert_eq!(
             refused,
             [
+                ("/.dockerenv".into(), Reason::NotVisible),
                 ("/home".into(), Reason::HoldsHome),
                 ("/home/u".into(), Reason::Home),
                 ("/home/u/.config".into(), Reason::SharedBase),
@@ -773,23 +832,23 @@ pub(crate) mod tests {
         let host = FakeHost::new(&[
             "/home/u/.config/t/a",
             "/home/u/.config/t/sub/b",
-            "/opt2/x/y/z",
-            "/opt2/x/y/file",
+            "/home/u/x/y/z",
+            "/home/u/x/y/file",
         ]);
         let l = learned(
             &host,
             &[
                 ("/home/u/.config/t/a", Read),
                 ("/home/u/.config/t/sub/b", Write),
-                ("/opt2/x/y/z", Write),
-                ("/opt2/x/y/file", Read),
+                ("/home/u/x/y/z", Write),
+                ("/home/u/x/y/file", Read),
             ],
         );
         assert_eq!(
             grants(&l),
             [
                 ("/home/u/.config/t".into(), true),
-                ("/opt2/x/y".into(), true)
+                ("/home/u/x/y".into(), true)
             ]
         );
         assert_eq!(l.grants[0].evidence.read, 1);
@@ -926,5 +985,143 @@ pub(crate) mod tests {
                 .any(|r| r.why.contains("refused"))
         );
         assert_eq!(l.add_hosts.len(), 1);
+    }
+
+    /// Red team: a hostile command names any path it likes, and learning records the
+    /// attempt before the kernel refuses it. Another user's home, a file outside
+    /// every folder the view showed, a write where the view was read-only: none was
+    /// usable while learning, so none may be granted.
+    #[test]
+    fn what_the_learning_view_did_not_offer_is_never_granted() {
+        let host = FakeHost::new(&[
+            "/home/other/.cache/x",
+            "/home/other/.profile",
+            "/root/.config/vectraguard/config.toml",
+            "/work/tools/run.sh",
+            "/var/spool/cron/crontabs/u",
+            "/var/lib/tool/db",
+            "/srv/data/x",
+        ]);
+        let l = learned(
+            &host,
+            &[
+                ("/home/other/.cache/x", Write),
+                ("/home/other/.profile", Read),
+                ("/root/.config/vectraguard/config.toml", Create),
+                ("/work/tools/run.sh", Read),
+                ("/var/spool/cron/crontabs/u", Write),
+                ("/var/lib/tool/db", Read),
+                ("/var/lib/tool/db", Write),
+                ("/srv/data/x", Read),
+            ],
+        );
+        // Reads below the view's read-only folders stay; writes there never.
+        assert_eq!(
+            grants(&l),
+            [
+                ("/srv/data/x".into(), false),
+                ("/var/lib/tool".into(), false)
+            ]
+        );
+        let mut refused = refusals(&l);
+        refused.sort();
+        assert_eq!(
+            refused,
+            [
+                ("/home/other/.cache".into(), Reason::NotVisible),
+                ("/home/other/.profile".into(), Reason::NotVisible),
+                ("/root/.config/vectraguard".into(), Reason::NotVisible),
+                ("/var/lib/tool".into(), Reason::ReadOnlyWhileLearning),
+                ("/var/spool/cron".into(), Reason::ReadOnlyWhileLearning),
+                ("/work/tools/run.sh".into(), Reason::NotVisible),
+            ]
+        );
+        assert!(l.to_create.is_empty());
+    }
+
+    /// Red team: Vectra Guard's own folders and the places the host runs programs from
+    /// are never granted, and neither is a secret's real folder behind a symlink
+    /// (`~/.gnupg -> dotfiles/gnupg`) or a folder that holds one.
+    #[test]
+    fn own_folders_autostart_places_and_symlinked_secrets_are_withheld() {
+        let host = FakeHost::new(&[
+            "/home/u/.config/vectraguard/config.toml",
+            "/home/u/.config/vectraguard/profiles/p.toml",
+            "/home/u/.vectraguard/logs/x",
+            "/home/u/.config/systemd/user/",
+            "/home/u/.local/bin/",
+            "/home/u/.gitconfig",
+            "/home/u/dotfiles/keys/gnupg/private.key",
+            "/home/u/dotfiles/keys/known/x",
+            "/home/u/dotfiles/vim/vimrc",
+            "/home/u/records/logs/s",
+            "/home/u/dotfiles/bashrc",
+        ]);
+        let accesses = [
+            ("/home/u/.config/vectraguard/config.toml", Write),
+            ("/home/u/.config/vectraguard/profiles/p.toml", Read),
+            ("/home/u/.vectraguard/logs/x", Read),
+            ("/home/u/.config/systemd/user/evil.service", Create),
+            ("/home/u/.local/bin/ls", Create),
+            ("/home/u/.gitconfig", Write),
+            ("/home/u/dotfiles/keys/gnupg/private.key", Read),
+            ("/home/u/dotfiles/keys/known/x", Read),
+            ("/home/u/dotfiles/vim/vimrc", Read),
+            ("/home/u/records/logs/s", Write),
+            ("/home/u/dotfiles/bashrc", Read),
+            ("/home/u/dotfiles/bashrc", Write),
+        ];
+        let mut cx = LearnContext::new("/home/u".into(), Vec::new(), &host);
+        cx.withheld = vec![
+            Withheld::new("/home/u/dotfiles/keys/gnupg", Sensitive::GpgKeys),
+            Withheld::new("/home/u/records/logs", Sensitive::VectraGuard),
+            Withheld {
+                write_only: true,
+                ..Withheld::new("/home/u/dotfiles/bashrc", Sensitive::ShellStartup)
+            },
+        ];
+        let l = learn(&observe(&accesses), &cx);
+        // ~/dotfiles/keys holds the real ~/.gnupg: the grant goes one level deeper;
+        // the real ~/.bashrc is readable, never writable.
+        assert_eq!(
+            grants(&l),
+            [
+                ("/home/u/dotfiles/bashrc".into(), false),
+                ("/home/u/dotfiles/keys/known".into(), false),
+                ("/home/u/dotfiles/vim".into(), false)
+            ]
+        );
+        let used: Vec<(&str, Sensitive)> = l
+            .sensitive
+            .iter()
+            .map(|s| (s.path.to_str().unwrap(), s.category))
+            .collect();
+        assert_eq!(
+            used,
+            [
+                (
+                    "/home/u/.config/systemd/user/evil.service",
+                    Sensitive::RunsOnHost
+                ),
+                (
+                    "/home/u/.config/vectraguard/config.toml",
+                    Sensitive::VectraGuard
+                ),
+                (
+                    "/home/u/.config/vectraguard/profiles/p.toml",
+                    Sensitive::VectraGuard
+                ),
+                ("/home/u/.gitconfig", Sensitive::RunsOnHost),
+                ("/home/u/.local/bin/ls", Sensitive::RunsOnHost),
+                ("/home/u/.vectraguard/logs/x", Sensitive::VectraGuard),
+                ("/home/u/dotfiles/bashrc", Sensitive::ShellStartup),
+                (
+                    "/home/u/dotfiles/keys/gnupg/private.key",
+                    Sensitive::GpgKeys
+                ),
+                ("/home/u/records/logs/s", Sensitive::VectraGuard),
+            ]
+        );
+        assert!(l.to_create.is_empty());
     }
 }

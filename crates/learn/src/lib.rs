@@ -19,7 +19,7 @@ pub mod render;
 pub mod save;
 pub mod store;
 
-pub use context::{HostKind, HostProbe, LearnContext, Probe, RealHost};
+pub use context::{HostKind, HostProbe, LearnContext, Probe, RealHost, Withheld};
 pub use diff::{ProfileDiff, diff, diff_settings};
 pub use learn::{
     Evidence, Grant, Learned, NetGrant, Reason, Refusal, RefusedDestination, SensitiveUse, learn,

@@ -12,6 +12,10 @@ use vg_policy::paths::normalize_absolute;
 
 /// Distinct file paths kept by default.
 pub const DEFAULT_MAX_PATHS: usize = 200_000;
+/// Bytes of those paths kept, past which new ones are counted only: a path is up to
+/// 4 KiB, and 200,000 of them held (then copied for the profile) cost the supervisor
+/// gigabytes (red team: 50,000 distinct 4 KiB paths took 740 MB).
+pub const MAX_PATH_BYTES: usize = 32 << 20;
 /// Distinct destinations and programs kept.
 pub const MAX_DESTINATIONS: usize = 10_000;
 pub const MAX_PROGRAMS: usize = 10_000;
@@ -65,7 +69,10 @@ pub struct Destination {
 pub struct Observations {
     files: BTreeMap<PathBuf, Counts>,
     max_paths: usize,
-    /// Accesses to paths not kept because `max_paths` distinct paths were already.
+    /// Bytes of the paths in `files`.
+    path_bytes: usize,
+    /// Accesses to paths not kept because `max_paths` distinct paths, or
+    /// [`MAX_PATH_BYTES`] of them, were already.
     overflow: u64,
     /// Accesses to paths that were not absolute and clean (relative, or with `..`):
     /// the caller resolves paths inside the sandbox; these could not be placed.
@@ -93,6 +100,7 @@ impl Observations {
         Self {
             files: BTreeMap::new(),
             max_paths,
+            path_bytes: 0,
             overflow: 0,
             unplaced: 0,
             destinations: BTreeMap::new(),
@@ -113,9 +121,13 @@ impl Observations {
             self.unplaced = self.unplaced.saturating_add(count);
             return;
         };
+        let size = path.as_os_str().len();
         if let Some(counts) = self.files.get_mut(&path) {
             counts.add(access, count);
-        } else if self.files.len() < self.max_paths {
+        } else if self.files.len() < self.max_paths
+            && self.path_bytes.saturating_add(size) <= MAX_PATH_BYTES
+        {
+            self.path_bytes += size;
             let mut counts = Counts::default();
             counts.add(access, count);
             self.files.insert(path, counts);
@@ -128,6 +140,7 @@ impl Observations {
     /// saw in a folder that does not exist on the host).
     pub fn without_under(mut self, dir: &Path) -> Self {
         self.files.retain(|path, _| !path.starts_with(dir));
+        self.path_bytes = self.files.keys().map(|p| p.as_os_str().len()).sum();
         self
     }
 
@@ -200,6 +213,26 @@ impl Observations {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    /// Red team: distinct 4 KiB paths, as many as a command likes, must not grow the
+    /// supervisor past the byte budget; the ones past it are counted.
+    #[test]
+    fn paths_are_bounded_in_bytes_too() {
+        let mut o = Observations::new();
+        let long = "x".repeat(4000);
+        let total = MAX_PATH_BYTES / 4000 + 100;
+        for i in 0..total {
+            o.file(Path::new(&format!("/h/{i}/{long}")), Access::Read);
+        }
+        let kept: usize = o.files().keys().map(|p| p.as_os_str().len()).sum();
+        assert!(kept <= MAX_PATH_BYTES, "{kept}");
+        assert!(o.files().len() < total);
+        assert_eq!(o.overflow(), (total - o.files().len()) as u64);
+        // A path already kept is still counted when the budget is spent.
+        let first = o.files().keys().next().cloned().unwrap();
+        o.file(&first, Access::Write);
+        assert_eq!(o.files()[&first].write, 1);
+    }
 
     #[test]
     fn accesses_under_a_folder_can_be_left_out() {

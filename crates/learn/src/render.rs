@@ -256,7 +256,7 @@ impl Learned {
         let mut unseen = Vec::new();
         if self.overflow > 0 {
             unseen.push(format!(
-                "{} beyond the {} distinct paths learning keeps",
+                "{} not kept (learning keeps at most {} distinct paths, and 32 MiB of their names)",
                 plural(self.overflow, "file access", "file accesses"),
                 self.max_paths
             ));

@@ -29,6 +29,9 @@ pub enum Sensitive {
     EnvFile,
     ShellStartup,
     HostSocket,
+    ApiTokens,
+    RunsOnHost,
+    VectraGuard,
 }
 
 impl Sensitive {
@@ -48,6 +51,13 @@ impl Sensitive {
             Sensitive::EnvFile => "an .env file (often API keys)",
             Sensitive::ShellStartup => "a shell startup file (runs in every new shell)",
             Sensitive::HostSocket => "a socket that controls the host or the desktop session",
+            Sensitive::ApiTokens => "access tokens (a code host, a package registry or a service)",
+            Sensitive::RunsOnHost => {
+                "a place the host runs programs from (user services, autostart, PATH, git's configuration)"
+            }
+            Sensitive::VectraGuard => {
+                "Vectra Guard's own records, configuration or learned profiles"
+            }
         }
     }
 }
@@ -121,6 +131,38 @@ pub const HOME_LOCATIONS: &[Location] = &[
     write(".zshenv", Sensitive::ShellStartup),
     write(".zlogin", Sensitive::ShellStartup),
     write(".config/fish", Sensitive::ShellStartup),
+    // Tokens that tools keep in plain files.
+    read(".config/gh", Sensitive::ApiTokens),
+    read(".config/hub", Sensitive::ApiTokens),
+    read(".npmrc", Sensitive::ApiTokens),
+    read(".pypirc", Sensitive::ApiTokens),
+    read(".cargo/credentials", Sensitive::ApiTokens),
+    read(".cargo/credentials.toml", Sensitive::ApiTokens),
+    read(".gem/credentials", Sensitive::ApiTokens),
+    read(".vault-token", Sensitive::ApiTokens),
+    read(".terraform.d/credentials.tfrc.json", Sensitive::ApiTokens),
+    read(".config/rclone", Sensitive::ApiTokens),
+    // Vectra Guard's own folders at their default places (a sandbox that could write
+    // its configuration or learned profiles would choose its next sandbox; the records
+    // hold other sessions' output). Elsewhere (`XDG_CONFIG_HOME`, `VECTRAGUARD_HOME`),
+    // the caller adds them.
+    read(".config/vectraguard", Sensitive::VectraGuard),
+    read(".vectraguard", Sensitive::VectraGuard),
+    // What the host runs outside the sandbox: written there, a change would run
+    // unsandboxed (a user service, an autostart entry, a program first on PATH, a git
+    // alias, hook path or pager).
+    write(".config/systemd", Sensitive::RunsOnHost),
+    write(".config/autostart", Sensitive::RunsOnHost),
+    write(".config/environment.d", Sensitive::RunsOnHost),
+    write(".local/bin", Sensitive::RunsOnHost),
+    write("bin", Sensitive::RunsOnHost),
+    write(".pam_environment", Sensitive::RunsOnHost),
+    write(".xprofile", Sensitive::RunsOnHost),
+    write(".xsession", Sensitive::RunsOnHost),
+    write(".xsessionrc", Sensitive::RunsOnHost),
+    write(".xinitrc", Sensitive::RunsOnHost),
+    write(".gitconfig", Sensitive::RunsOnHost),
+    write(".config/git", Sensitive::RunsOnHost),
 ];
 
 /// Absolute locations outside the home: sockets whose holder controls the host
@@ -268,6 +310,14 @@ mod tests {
             ("/run/user/1000/bus", Sensitive::HostSocket),
             ("/var/run/docker.sock", Sensitive::HostSocket),
             ("/run/docker.sock", Sensitive::HostSocket),
+            ("/home/u/.config/gh/hosts.yml", Sensitive::ApiTokens),
+            ("/home/u/.npmrc", Sensitive::ApiTokens),
+            ("/home/u/.cargo/credentials.toml", Sensitive::ApiTokens),
+            (
+                "/home/u/.config/vectraguard/profiles/x.toml",
+                Sensitive::VectraGuard,
+            ),
+            ("/home/u/.vectraguard/logs", Sensitive::VectraGuard),
         ] {
             assert_eq!(check(path, false), Some(category), "{path} read");
             assert_eq!(check(path, true), Some(category), "{path} write");
@@ -303,6 +353,28 @@ mod tests {
         ] {
             assert_eq!(check(path, false), None, "{path} read");
             assert_eq!(check(path, true), Some(Sensitive::ShellStartup), "{path}");
+        }
+    }
+
+    /// Written, each of these runs something outside the sandbox later: a learned
+    /// profile must never grant them for writing (red team: a command learned once
+    /// could otherwise plant a user service or a program first on PATH).
+    #[test]
+    fn places_the_host_runs_programs_from_are_sensitive_for_writing() {
+        for path in [
+            "/home/u/.config/systemd/user/x.service",
+            "/home/u/.config/autostart/x.desktop",
+            "/home/u/.config/environment.d/x.conf",
+            "/home/u/.local/bin/ls",
+            "/home/u/bin/git",
+            "/home/u/.pam_environment",
+            "/home/u/.xprofile",
+            "/home/u/.xsessionrc",
+            "/home/u/.gitconfig",
+            "/home/u/.config/git/config",
+        ] {
+            assert_eq!(check(path, false), None, "{path} read");
+            assert_eq!(check(path, true), Some(Sensitive::RunsOnHost), "{path}");
         }
     }
 

@@ -14,6 +14,12 @@ pub const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
 ];
 
+/// Host folders learning mode's relaxed view shows read-only besides the system
+/// folders and the home (those of them the host has): see [`FsView::learn_view`]. A
+/// learned profile grants reads below them, never writes (they were read-only while
+/// learning) and nothing outside them, the home and the default view.
+pub const LEARN_READ_ONLY: &[&str] = &["/srv", "/var", "/mnt", "/media"];
+
 /// Files and directories hidden even though their parent is visible: password hashes,
 /// sudo rules, host keys, keytabs, private TLS keys.
 pub const SECRET_PATHS: &[&str] = &[

@@ -481,8 +481,15 @@ fn apply(
             sys::symlinkat(&link, dir.as_fd(), &name).map_err(fail)?;
         }
         MountOp::Mask { kind, .. } => {
-            let Some(target) = open_existing(root, dst).map_err(fail)? else {
-                return Ok(());
+            // Nothing to hide where nothing is, nor where this process cannot reach:
+            // it holds every permission the sandbox's user will (the same ids, with
+            // capabilities and groups still), so a place it cannot open, that user
+            // cannot open either (a root-owned records folder in the user's home).
+            let target = match open_existing(root, dst) {
+                Ok(Some(target)) => target,
+                Ok(None) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EACCES) => return Ok(()),
+                Err(e) => return Err(fail(e)),
             };
             let mnt = match kind {
                 // An empty, unreadable directory.

@@ -21,7 +21,7 @@ use vg_policy::{FsView, NetworkMode};
 /// Host folders shown read-only while learning, besides the system folders of the
 /// default view and the home. Secrets in them stay hidden by the host's own
 /// permissions: the sandbox runs as the user.
-pub const EXTRA_READ_ONLY: &[&str] = &["/srv", "/var", "/mnt", "/media"];
+pub const EXTRA_READ_ONLY: &[&str] = vg_policy::view::LEARN_READ_ONLY;
 
 /// Rules that allow every public destination while learning, after the user's own
 /// (which still decide first). The private-address guard stays: only `--add-host`
@@ -95,32 +95,24 @@ pub fn view(host: &HostLayout, options: &ViewOptions, plan: &Plan) -> FsView {
     let Some(home) = &plan.home else {
         return FsView::default_view(host, options);
     };
-    // Vectra Guard's own folders stay hidden too: the records of other sessions, the
-    // image store, and the user's configuration and learned profiles.
-    let own = [
-        crate::home::records_root().ok(),
-        crate::home::images_root().ok(),
-        crate::host::invoker_home().map(|h| {
-            let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
-            vg_policy::config::user_config_path(&h, xdg.as_deref())
-                .parent()
-                .map_or_else(|| h.join(".config/vectraguard"), Path::to_path_buf)
-        }),
-    ];
-    let masks = vg_policy::sensitive::home_masks(home)
+    // The records folder is made now, not when the session is created a moment later:
+    // a folder that does not exist yet cannot be masked, and the home's layer shows
+    // what appears on the host below it. Failing here is for the record to report.
+    if let Ok(records) = crate::home::records_root() {
+        let _ = vg_records::layout::create_private_dir_all(&records);
+    }
+    let places = vg_policy::sensitive::home_masks(home)
         .into_iter()
         .chain(vg_policy::sensitive::host_masks())
-        .chain(own.into_iter().flatten())
-        .filter_map(|path| {
-            let meta = std::fs::symlink_metadata(&path).ok()?;
-            let kind = if meta.is_dir() {
-                NodeKind::Dir
-            } else {
-                NodeKind::File
-            };
-            Some((path, kind))
-        })
-        .collect();
+        .chain(own_folders(home));
+    let mut masks: Vec<(PathBuf, NodeKind)> = Vec::new();
+    for path in places {
+        for (place, kind) in mask_targets(&path, home) {
+            if !masks.iter().any(|(p, _)| *p == place) {
+                masks.push((place, kind));
+            }
+        }
+    }
     FsView::learn_view(
         host,
         options,
@@ -130,6 +122,100 @@ pub fn view(host: &HostLayout, options: &ViewOptions, plan: &Plan) -> FsView {
             masks,
         },
     )
+}
+
+/// Vectra Guard's own folders, which stay hidden and are never granted: its folder
+/// (`$VECTRAGUARD_HOME`: the records of other sessions, the image store, the
+/// persistent sandboxes' registry and logs), or only the records and the image store
+/// when that folder is `home` or holds it, and the invoker's configuration and learned
+/// profiles.
+fn own_folders(home: &Path) -> Vec<PathBuf> {
+    let whole = crate::home::vectraguard_home("Vectra Guard's folder", "logs/")
+        .ok()
+        .filter(|folder| !vg_policy::paths::is_within(home, folder));
+    let parts = match whole {
+        Some(folder) => vec![Some(folder)],
+        None => vec![
+            crate::home::records_root().ok(),
+            crate::home::images_root().ok(),
+        ],
+    };
+    parts
+        .into_iter()
+        .chain([crate::host::invoker_home().map(|h| {
+            let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
+            vg_policy::config::user_config_path(&h, xdg.as_deref())
+                .parent()
+                .map_or_else(|| h.join(".config/vectraguard"), Path::to_path_buf)
+        })])
+        .flatten()
+        .collect()
+}
+
+/// What to mask so that the sensitive place `path` cannot be read: the place itself
+/// when it is there at its own path, and its real path when it is reached through a
+/// symlink (`~/.gnupg -> dotfiles/gnupg`: masking the link alone would leave the keys
+/// readable under their real name). The link itself is masked too when only its last
+/// component is one (a mount cannot be placed through a symlinked folder). A real path
+/// that is the home or holds it is left alone: masking it would hide the whole view.
+fn mask_targets(path: &Path, home: &Path) -> Vec<(PathBuf, NodeKind)> {
+    let kind_of = |p: &Path| match std::fs::symlink_metadata(p) {
+        Ok(meta) if meta.is_dir() => Some(NodeKind::Dir),
+        Ok(_) => Some(NodeKind::File),
+        Err(_) => None,
+    };
+    let Some(kind) = kind_of(path) else {
+        return Vec::new();
+    };
+    let real = std::fs::canonicalize(path).ok();
+    if real.as_deref() == Some(path) {
+        return vec![(path.to_path_buf(), kind)];
+    }
+    let mut out = Vec::new();
+    let parent_is_real = path
+        .parent()
+        .is_some_and(|p| std::fs::canonicalize(p).is_ok_and(|r| r == p));
+    if parent_is_real {
+        out.push((path.to_path_buf(), kind));
+    }
+    if let Some(real) = real
+        && !vg_policy::paths::is_within(home, &real)
+        && let Some(kind) = kind_of(&real)
+    {
+        out.push((real, kind));
+    }
+    out
+}
+
+/// The places a learned profile never grants beyond `vg_policy::sensitive`'s, as
+/// `vg_learn` takes them: Vectra Guard's own folders (wherever they are), and the
+/// real paths of the home's sensitive locations that are symlinks (a shell startup
+/// file's for writing only).
+pub fn withheld(home: &Path) -> Vec<vg_learn::Withheld> {
+    use vg_policy::sensitive::{HOME_LOCATIONS, HOST_LOCATIONS, Sensitive};
+    let mut out: Vec<vg_learn::Withheld> = Vec::new();
+    for folder in own_folders(home) {
+        let real = std::fs::canonicalize(&folder).unwrap_or_else(|_| folder.clone());
+        for path in [folder, real] {
+            out.push(vg_learn::Withheld::new(path, Sensitive::VectraGuard));
+        }
+    }
+    let locations = HOME_LOCATIONS
+        .iter()
+        .map(|l| (home.join(l.path), l))
+        .chain(HOST_LOCATIONS.iter().map(|l| (PathBuf::from(l.path), l)));
+    for (path, location) in locations {
+        if let Ok(real) = std::fs::canonicalize(&path)
+            && real != path
+        {
+            out.push(vg_learn::Withheld {
+                write_only: location.write_only,
+                ..vg_learn::Withheld::new(real, location.category)
+            });
+        }
+    }
+    out.dedup();
+    out
 }
 
 /// Of [`EXTRA_READ_ONLY`], the folders this host has (real folders, not links).
@@ -187,7 +273,19 @@ pub fn learned(
         .map(|m| m.container.clone())
         .collect();
     let host = vg_learn::RealHost;
-    let cx = vg_learn::LearnContext::new(home, workspaces, &host);
+    let mut cx = vg_learn::LearnContext::new(home.clone(), workspaces, &host);
+    // What learning's view showed read-only outside the home: its extra folders and
+    // the user's read-only mounts. Nothing else there was usable.
+    cx.visible = extra_read_only()
+        .into_iter()
+        .chain(
+            plan.mounts
+                .iter()
+                .filter(|m| m.read_only)
+                .map(|m| m.container.clone()),
+        )
+        .collect();
+    cx.withheld = withheld(&home);
     Ok(Learned {
         name: learn.name.clone(),
         session: session.to_owned(),
@@ -287,6 +385,66 @@ mod tests {
                 "allow ::/0"
             ]
         );
+    }
+
+    /// Red team: `~/.gnupg -> dotfiles/gnupg` left the keys readable at their real
+    /// path while learning (only the link was masked), and a secret below a symlinked
+    /// folder (`~/.docker -> dotfiles/docker`) failed the run's setup (a mount cannot be
+    /// placed through a symlink). The real paths are masked and withheld now.
+    #[test]
+    fn secrets_behind_symlinks_are_masked_and_withheld_at_their_real_path() {
+        use std::os::unix::fs::symlink;
+        let root = std::env::temp_dir().join(format!("vg-learn-masks-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let home = root.join("home");
+        for dir in ["dotfiles/gnupg", "dotfiles/docker", ".ssh"] {
+            std::fs::create_dir_all(home.join(dir)).unwrap();
+        }
+        let home = std::fs::canonicalize(&home).unwrap();
+        std::fs::write(home.join("dotfiles/gnupg/key"), "k").unwrap();
+        std::fs::write(home.join("dotfiles/docker/config.json"), "{}").unwrap();
+        std::fs::write(home.join("dotfiles/bashrc"), "").unwrap();
+        symlink("dotfiles/gnupg", home.join(".gnupg")).unwrap();
+        symlink("dotfiles/docker", home.join(".docker")).unwrap();
+        symlink("dotfiles/bashrc", home.join(".bashrc")).unwrap();
+        symlink("..", home.join(".aws")).unwrap();
+        let targets = |rel: &str| mask_targets(&home.join(rel), &home);
+        let gnupg = targets(".gnupg");
+        let docker = targets(".docker/config.json");
+        let ssh = targets(".ssh");
+        let aws = targets(".aws");
+        let missing = targets(".kube");
+        let held = withheld(&home);
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(
+            gnupg,
+            [
+                (home.join(".gnupg"), NodeKind::File),
+                (home.join("dotfiles/gnupg"), NodeKind::Dir)
+            ]
+        );
+        assert_eq!(
+            docker,
+            [(home.join("dotfiles/docker/config.json"), NodeKind::File)]
+        );
+        assert_eq!(ssh, [(home.join(".ssh"), NodeKind::Dir)]);
+        // A link to a folder holding the home: only the link.
+        assert_eq!(aws, [(home.join(".aws"), NodeKind::File)]);
+        assert!(missing.is_empty());
+        use vg_policy::sensitive::Sensitive;
+        assert!(held.contains(&vg_learn::Withheld::new(
+            home.join("dotfiles/gnupg"),
+            Sensitive::GpgKeys
+        )));
+        assert!(held.contains(&vg_learn::Withheld::new(
+            home.join("dotfiles/docker/config.json"),
+            Sensitive::RegistryCredentials
+        )));
+        assert!(held.contains(&vg_learn::Withheld {
+            write_only: true,
+            ..vg_learn::Withheld::new(home.join("dotfiles/bashrc"), Sensitive::ShellStartup)
+        }));
+        assert!(held.iter().any(|w| w.category == Sensitive::VectraGuard));
     }
 
     #[test]

@@ -121,6 +121,40 @@ pub fn check_images_hidden(mounts: &[ResolvedMount]) -> Result<()> {
     }
 }
 
+/// The user's configuration folder (`config.toml` and the learned profiles) must never
+/// be writable from a sandbox: one that could change it would choose the next
+/// sandbox's mounts and network (red team: a learned profile granting
+/// `~/.config/vectraguard` read-write let the next run plant `read_write = ["~/.ssh"]`).
+pub fn check_config_unwritable(mounts: &[ResolvedMount]) -> Result<()> {
+    let Some(home) = host::invoker_home() else {
+        return Ok(());
+    };
+    let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
+    let config = vg_policy::config::user_config_path(&home, xdg.as_deref());
+    let Some(folder) = config.parent() else {
+        return Ok(());
+    };
+    check_unwritable("your Vectra Guard configuration folder", folder, mounts)?;
+    // Its profiles folder too, when it is a symlink to somewhere else.
+    let profiles = vg_policy::config::learned_profiles_dir(&home, xdg.as_deref());
+    check_unwritable("your learned profiles folder", &profiles, mounts)
+}
+
+/// Refuses a run in which a writable mount holds `folder` or lies inside it.
+fn check_unwritable(what: &str, folder: &Path, mounts: &[ResolvedMount]) -> Result<()> {
+    let root = nearest_real_path(folder);
+    for m in mounts.iter().filter(|m| !m.read_only) {
+        if is_within(&root, &m.host) || is_within(&m.host, &root) {
+            bail!(
+                "{what} {} would be writable inside the sandbox through the mount of {}: mount that read-only, or a folder that does not hold it",
+                root.display(),
+                m.host.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Refuses a run in which `folder` would be visible: inside a system directory every
 /// sandbox reads, or holding or inside a mount. For the records folder, a sandbox that
 /// saw it could read other sessions' output or rewrite its own history.
@@ -171,6 +205,36 @@ fn nearest_real_path(path: &Path) -> PathBuf {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_writable_mount_never_holds_the_configuration_folder() {
+        let mount = |host: &str, read_only: bool| ResolvedMount {
+            host: PathBuf::from(host),
+            container: PathBuf::from(host),
+            read_only,
+            kind: NodeKind::Dir,
+        };
+        let folder = Path::new("/nonexistent-vg/u/.config/vectraguard");
+        for (host, read_only, refused) in [
+            ("/nonexistent-vg/u/.config/vectraguard", false, true),
+            ("/nonexistent-vg/u/.config", false, true),
+            (
+                "/nonexistent-vg/u/.config/vectraguard/profiles",
+                false,
+                true,
+            ),
+            ("/nonexistent-vg/u", false, true),
+            ("/nonexistent-vg/u/.config/vectraguard", true, false),
+            ("/nonexistent-vg/u/.config/tool", false, false),
+            ("/nonexistent-vg/u/.config/vectraguard-x", false, false),
+        ] {
+            let result = check_unwritable("the folder", folder, &[mount(host, read_only)]);
+            assert_eq!(result.is_err(), refused, "{host} read_only={read_only}");
+            if let Err(e) = result {
+                assert!(e.to_string().contains("read-only"), "{e}");
+            }
+        }
+    }
 
     #[test]
     fn read_write_paths_go_beside_the_workspace() {

@@ -35,6 +35,7 @@ mod persistent;
 mod posture;
 mod profiles;
 mod records;
+mod red_learning;
 mod replay;
 mod risk;
 mod shell;

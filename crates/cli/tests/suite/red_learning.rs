@@ -1,0 +1,293 @@
+//! Red team of learning mode and violation reporting: a hostile command (or a hostile
+//! repository) against `--learn`, the profile it writes, and the refusals it makes, as
+//! root-started and as unprivileged Vectra Guard.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use super::harness::{
+    PYTHON, Runner, TempDir, Vg, Workspace, chown_to, each_identity, home_secret, py, test_user,
+    unique,
+};
+
+/// `$XDG_CONFIG_HOME` for one test, owned by the invoker.
+fn config_home(runner: Runner) -> TempDir {
+    TempDir::owned_by("red-xdg", &runner.invoker(), 0o700)
+}
+
+/// The paths a learned profile grants: its `read_only`/`read_write` entries, one a
+/// line (`    "PATH",`); comments are not grants.
+fn granted(profile: &str) -> Vec<String> {
+    profile
+        .lines()
+        .filter(|l| l.starts_with("    \""))
+        .map(|l| l.trim().trim_end_matches(',').trim_matches('"').to_owned())
+        .collect()
+}
+
+/// A symlink in the test user's home, removed on drop.
+struct HomeLink(std::path::PathBuf);
+
+impl HomeLink {
+    fn new(name: &str, target: &Path) -> Option<Self> {
+        let link = test_user().home.join(name);
+        if std::fs::symlink_metadata(&link).is_ok() {
+            // The user has one of their own: leave it alone.
+            return None;
+        }
+        std::os::unix::fs::symlink(target, &link).ok()?;
+        chown_to(&link, test_user());
+        Some(Self(link))
+    }
+}
+
+impl Drop for HomeLink {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A command learned once names whatever paths it likes: Vectra Guard's own
+/// configuration, a user service, a program first on PATH, git's configuration, a
+/// secret's real path behind a symlink, a file outside every folder learning shows, a
+/// write where learning was read-only. It reads none of the secrets, and its profile
+/// grants none of them (before: `~/.config/vectraguard` read-write, through which the
+/// next run rewrote the user's config; `~/.config/systemd`, `~/.local/bin`; the
+/// secret's real folder; any host file).
+#[test]
+fn a_hostile_learning_run_gets_no_dangerous_grant() {
+    each_identity(|runner| {
+        let user = test_user();
+        let ws = Workspace::new();
+        let config = config_home(runner);
+        let secret = home_secret("vault-token", "RED-VAULT-SECRET");
+        let Some(_link) = HomeLink::new(".vault-token", secret.path()) else {
+            eprintln!("skipped: ~/.vault-token exists");
+            return;
+        };
+        let outside = TempDir::new("red-outside");
+        outside.write("tool.conf", "OUTSIDE");
+        let u = unique();
+        let name = format!("red{u}");
+        let script = format!(
+            "cat ~/.vault-token; cat {secret}; \
+             mkdir -p ~/.config/vectraguard ~/.config/systemd/user ~/.local/bin; \
+             echo x > ~/.config/vectraguard/config.toml; \
+             echo x > ~/.config/systemd/user/red{u}.service; \
+             echo x > ~/.local/bin/red{u}; echo x > ~/.gitconfig; \
+             cat {out}/tool.conf; echo x > {out}/new{u}; echo x > /var/tmp/red{u}; true",
+            secret = secret.arg(),
+            out = outside.arg(""),
+        );
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &["--learn", &name, "--yes"],
+            &["sh", "-c", &script],
+        )
+        .env("XDG_CONFIG_HOME", &config.arg(""))
+        .run();
+        out.assert_success();
+        assert!(!out.stdout.contains("RED-VAULT-SECRET"), "{out}");
+        assert!(!out.stdout.contains("OUTSIDE"), "{out}");
+        let profile =
+            std::fs::read_to_string(config.join(format!("vectraguard/profiles/{name}.toml")))
+                .unwrap_or_else(|e| panic!("no profile: {e}\n{out}"));
+        let grants = granted(&profile);
+        let secret_dir = secret.dir().to_string_lossy().into_owned();
+        for bad in [
+            "vectraguard",
+            "systemd",
+            ".local/bin",
+            ".gitconfig",
+            ".vault-token",
+            secret_dir.as_str(),
+            outside.arg("").as_str(),
+            "/var",
+        ] {
+            assert!(
+                !grants.iter().any(|g| g.contains(bad)),
+                "[{runner}] the profile grants {bad}: {grants:?}\n{profile}"
+            );
+        }
+        // Reported instead, and nothing was made on the host.
+        assert!(profile.contains("Not granted"), "{profile}");
+        assert!(
+            !user
+                .home
+                .join(format!(".config/systemd/user/red{u}.service"))
+                .exists()
+        );
+        assert!(!user.home.join(format!(".local/bin/red{u}")).exists());
+        assert!(!Path::new(&format!("/var/tmp/red{u}")).exists());
+    });
+}
+
+/// The records folder is hidden from learning's view even on the first run, when it
+/// does not exist yet (before: it was made after the view was planned, so nothing
+/// masked it and the session's own record was readable through the home's layer).
+#[test]
+fn the_records_folder_is_hidden_on_the_first_learning_run() {
+    each_identity(|runner| {
+        let user = test_user();
+        let ws = Workspace::new();
+        let config = config_home(runner);
+        let base = user.home.join(format!(".vg-e2e-red-{}", unique()));
+        std::fs::create_dir(&base).unwrap();
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+        chown_to(&base, &runner.invoker());
+        let records = base.join("vghome");
+        let records_arg = records.to_string_lossy().into_owned();
+        let script = format!(
+            "ls -la {records_arg}/logs 2>&1; cat {records_arg}/logs/*/metadata.json 2>&1; true"
+        );
+        let name = format!("red{}", unique());
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &["--learn", &name, "--yes"],
+            &["sh", "-c", &script],
+        )
+        .env("XDG_CONFIG_HOME", &config.arg(""))
+        .env("VECTRAGUARD_HOME", &records_arg)
+        .run();
+        let made = records.join("logs").is_dir();
+        let _ = std::fs::remove_dir_all(&base);
+        out.assert_success();
+        assert!(made, "the session was recorded in {records_arg}\n{out}");
+        assert!(!out.stdout.contains("session-"), "[{runner}] {out}");
+        assert!(!out.stdout.contains("record_format"), "[{runner}] {out}");
+    });
+}
+
+/// Whatever asks for it (a learned profile, `--mount`, a workspace holding it), the
+/// user's configuration folder is never writable inside a sandbox; read-only it may be.
+#[test]
+fn the_configuration_folder_is_never_mounted_writable() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let config = TempDir::owned_by("red-xdg", &runner.invoker(), 0o755);
+        let folder = config.join("vectraguard");
+        std::fs::create_dir_all(folder.join("profiles")).unwrap();
+        chown_to(&folder, &runner.invoker());
+        let folder_arg = folder.to_string_lossy().into_owned();
+        let name = format!("red{}", unique());
+        config.write(
+            format!("vectraguard/profiles/{name}.toml"),
+            format!("read_write = [\"{folder_arg}\"]\n"),
+        );
+        let run = |options: &[&str]| {
+            Vg::sandbox(runner, &ws, options, &["true"])
+                .env("XDG_CONFIG_HOME", &config.arg(""))
+                .run()
+        };
+        for options in [
+            vec!["--profile", name.as_str()],
+            vec!["--mount", &format!("{folder_arg}:/cfg")],
+            vec!["--mount", &format!("{}:/cfg", config.arg(""))],
+        ] {
+            let out = run(&options);
+            assert_ne!(out.code(), Some(0), "{out}");
+            out.assert_stderr_contains("configuration folder")
+                .assert_stderr_contains("read-only");
+        }
+        run(&["--read-only", &folder_arg]).assert_success();
+        // A profiles folder that is a symlink into the workspace: the same.
+        std::fs::remove_dir_all(folder.join("profiles")).unwrap();
+        let profiles = ws.mkdir("profiles");
+        std::os::unix::fs::symlink(&profiles, folder.join("profiles")).unwrap();
+        let out = run(&[]);
+        assert_ne!(out.code(), Some(0), "{out}");
+        out.assert_stderr_contains("learned profiles folder");
+    });
+}
+
+/// The end-of-run line names the paths a command tried: its own text, never printed
+/// raw (before: escape sequences and line breaks reached the terminal as they were).
+#[test]
+fn the_end_of_run_line_is_safe_for_the_terminal() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &[],
+            &[
+                "sh",
+                "-c",
+                "touch \"/usr/$(printf 'red\\033]0;PWNED\\007\\033[2J\\r\\nvectraguard: all good')\"; true",
+            ],
+        )
+        .run();
+        out.assert_success();
+        let line = out
+            .stderr
+            .lines()
+            .find(|l| l.contains("refused:"))
+            .unwrap_or_else(|| panic!("no refusal line\n{out}"));
+        assert!(line.contains("red\\u{1b}]0;PWNED"), "{line:?}\n{out}");
+        assert!(!out.stderr.contains('\u{1b}'), "{out:?}");
+        assert!(!out.stderr.contains("\nvectraguard: all good"), "{out:?}");
+    });
+}
+
+/// With refusals reported, every refused call is a notification the supervisor
+/// answers: each must fail with EPERM (any other answer means it reached the kernel),
+/// from many threads at once, while processes fork and exit, while file calls are
+/// traced (learning), for numbers outside the table and x32 numbers.
+#[test]
+fn refused_calls_never_run_under_load() {
+    let body = r#"
+import threading
+NEWUSER, NEWNS, NEWNET = 0x10000000, 0x00020000, 0x40000000
+calls = [
+    (272, NEWUSER), (272, NEWNS), (165, 0, 0, 0, 0, 0), (101, 0, 0, 0, 0),
+    (250, 0, -3, 0), (321, 0, 0, 0), (425, 1, 0), (308, 0, 0), (135, 0x0400000),
+    (41, 2, 3, 1), (41, 10, 3, 58), (56, NEWUSER | 17, 0, 0, 0, 0),
+    (56, (0xffffffff << 32) | NEWNET | 17, 0, 0, 0, 0), (471, 0), (600, 0),
+    (0x3fffffff, 0), (0x40000000 | 272, NEWUSER), (0x40000000 | 165, 0, 0, 0, 0, 0),
+    (0x40000000 | 520, 0, 0, 0),
+]
+bad = []
+def hammer():
+    for _ in range(60):
+        for c in calls:
+            r = sc(*c)
+            if os.getpid() != main:
+                os._exit(0)  # a clone that ran: its child goes
+            if r != "EPERM":
+                bad.append((c[0], r))
+def churn():
+    for i in range(40):
+        pid = os.fork()
+        if pid == 0:
+            sc(272, NEWUSER)
+            open("/tmp/churn%d" % i, "w").close()
+            os._exit(0)
+        os.waitpid(pid, 0)
+main = os.getpid()
+threads = [threading.Thread(target=hammer) for _ in range(12)]
+threads += [threading.Thread(target=churn) for _ in range(3)]
+for t in threads: t.start()
+for t in threads: t.join()
+report("ran", len(bad))
+report("first", bad[:3])
+"#;
+    each_identity(|runner| {
+        for learn in [false, true] {
+            let ws = Workspace::new();
+            let config = config_home(runner);
+            let name = format!("red{}", unique());
+            let mut options = vec![];
+            if learn {
+                options = vec!["--learn", name.as_str(), "--yes"];
+            }
+            let out = Vg::sandbox(runner, &ws, &options, &[PYTHON, "-c", &py(body)])
+                .env("XDG_CONFIG_HOME", &config.arg(""))
+                .run();
+            out.assert_success();
+            assert_eq!(out.field("ran"), "0", "[{runner}] learn={learn}\n{out}");
+            out.assert_stderr_contains("refused");
+        }
+    });
+}
