@@ -52,9 +52,6 @@ pub fn before(options: &SandboxOptions) -> Result<Option<Learning>> {
             )));
         }
     }
-    vg_session::diag::warning(format_args!(
-        "learning mode trusts the command: your home and the host's other non-secret folders are visible to it read-only (writes go to a throwaway layer) and every public destination is allowed; do not learn from code you do not trust"
-    ));
     Ok(Some(Learning {
         store,
         name: name.clone(),
@@ -87,6 +84,14 @@ fn writable(dir: &Path) -> Result<()> {
 }
 
 impl Learning {
+    /// Says, once the run is planned (so not before an error that stops it), that
+    /// learning trusts the command.
+    pub fn warn(&self) {
+        vg_session::diag::warning(format_args!(
+            "learning mode trusts the command: your home and the host's other non-secret folders are visible to it read-only (writes go to a throwaway layer) and every public destination is allowed; do not learn from code you do not trust"
+        ));
+    }
+
     /// Shows what the run learned and saves it: at once when there was no such
     /// profile or with `--yes`, else after showing the differences and asking.
     pub fn after(&self, learned: &Learned) -> Result<()> {

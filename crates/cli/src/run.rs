@@ -68,6 +68,11 @@ pub fn run_with(args: &RunArgs, adjust: impl FnOnce(&mut vg_session::Request)) -
             let mut pull = crate::image::pull_for_run;
             Plan::new(&request, &mut vg_session::image::from_store(&mut pull))
         })
+        .inspect(|_| {
+            if let Some(learning) = &learning {
+                learning.warn();
+            }
+        })
         .and_then(vg_session::start)
         .and_then(vg_session::Running::wait);
     match result {

@@ -22,7 +22,9 @@ const SUMMARY_BYTES: u64 = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{0}")]
+    // Transparent: "{0}" would print the message twice where the error is shown
+    // with its chain of causes (`{:#}`).
+    #[error(transparent)]
     Name(#[from] ProfileNameError),
     #[error(
         "no learned profile '{name}' in {} (hint: `vectraguard profile ls` lists the learned profiles; learn one with `vectraguard sandbox run --learn {name} -- COMMAND`)",
