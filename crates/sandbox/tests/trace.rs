@@ -376,6 +376,7 @@ fn file_tracing_needs_exec_tracing(id: &Identity) {
             refusals: true,
         },
     ] {
+        wait_single_threaded();
         let spec = spec(id, &["/bin/true"], options);
         let null = std::fs::File::open("/dev/null").unwrap();
         let fd = null.as_raw_fd();
@@ -588,7 +589,26 @@ impl Run {
     }
 }
 
+/// Waits (a little) until the threads of the case before have left the kernel's count:
+/// `join` returns once a thread cleared its tid, a moment before the kernel stops
+/// counting it, and a sandbox only starts while its supervisor has one thread.
+fn wait_single_threaded() {
+    let threads = || {
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while threads() > 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 fn run(id: &Identity, argv: &[&str], options: Options) -> Run {
+    wait_single_threaded();
     let spec = spec(id, argv, options);
     let null = std::fs::File::open("/dev/null").unwrap();
     let (mut out_r, out_w) = std::io::pipe().unwrap();
