@@ -486,10 +486,12 @@ fn dev_ops(ptys: u64) -> Vec<MountOp> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn host() -> HostLayout {
+    /// A small host: merged-/usr's `/bin` link, two secrets (also used by
+    /// `violation`'s tests).
+    pub(crate) fn host() -> HostLayout {
         HostLayout {
             system_dirs: vec![
                 ("/usr".into(), HostEntry::Dir),

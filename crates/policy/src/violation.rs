@@ -340,7 +340,7 @@ fn lexical(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::view::{HostEntry, HostLayout, LearnView, NodeKind, ResolvedMount, ViewOptions};
+    use crate::view::{LearnView, NodeKind, ResolvedMount, ViewOptions};
 
     /// Paths that exist, and every parent of them.
     struct Fake {
@@ -361,19 +361,7 @@ mod tests {
         }
     }
 
-    fn host() -> HostLayout {
-        HostLayout {
-            system_dirs: vec![
-                ("/usr".into(), HostEntry::Dir),
-                ("/bin".into(), HostEntry::Symlink("usr/bin".into())),
-                ("/etc".into(), HostEntry::Dir),
-            ],
-            secrets: vec![
-                ("/etc/shadow".into(), NodeKind::File),
-                ("/etc/sudoers.d".into(), NodeKind::Dir),
-            ],
-        }
-    }
+    use crate::view::tests::host;
 
     fn opts() -> ViewOptions {
         ViewOptions {

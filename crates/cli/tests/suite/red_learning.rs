@@ -61,10 +61,9 @@ fn a_hostile_learning_run_gets_no_dangerous_grant() {
         let ws = Workspace::new();
         let config = config_home(runner);
         let secret = home_secret("vault-token", "RED-VAULT-SECRET");
-        let Some(_link) = HomeLink::new(".vault-token", secret.path()) else {
-            eprintln!("skipped: ~/.vault-token exists");
-            return;
-        };
+        let _link = HomeLink::new(".vault-token", secret.path()).unwrap_or_else(|| {
+            panic!("~/.vault-token already exists in the test user's home: remove it (this test puts a link there)")
+        });
         let outside = TempDir::new("red-outside");
         outside.write("tool.conf", "OUTSIDE");
         let u = unique();

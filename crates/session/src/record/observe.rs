@@ -188,11 +188,17 @@ impl Observer {
         }
     }
 
-    fn exists_inside(&mut self, path: &Path) -> bool {
+    /// The sandbox's root: the one events brought, else init's (which only a root
+    /// supervisor may open).
+    fn root(&mut self) -> Option<&InsideRoot> {
         if self.root.is_none() {
             self.root = InsideRoot::of(self.init).ok();
         }
-        self.root.as_ref().is_some_and(|root| root.exists(path))
+        self.root.as_ref()
+    }
+
+    fn exists_inside(&mut self, path: &Path) -> bool {
+        self.root().is_some_and(|root| root.exists(path))
     }
 
     /// Why the view refused `access` to `path`, and what the access was: for an
@@ -209,9 +215,7 @@ impl Observer {
         if let Some(known) = self.cache.get(&key) {
             return known.clone();
         }
-        if self.root.is_none() {
-            self.root = InsideRoot::of(self.init).ok();
-        }
+        self.root();
         let probe = Lookup {
             root: self.root.as_ref(),
         };
