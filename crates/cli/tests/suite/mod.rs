@@ -11,6 +11,7 @@ mod attacks_processes;
 #[cfg(target_arch = "x86_64")]
 mod attacks_syscalls;
 mod bounded;
+mod browser;
 mod config;
 mod exec_records;
 mod faults;
