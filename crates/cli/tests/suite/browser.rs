@@ -42,10 +42,7 @@ const COMMAND_DEADLINE: Duration = Duration::from_secs(30);
 /// Whether Chromium and chromedriver are installed (see [`require_tools`]).
 #[must_use]
 pub fn require_browser() -> bool {
-    require_tools(&[
-        (CHROMIUM, "chromium"),
-        (CHROMEDRIVER, "chromium-driver"),
-    ])
+    require_tools(&[(CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")])
 }
 
 /// Where the tests' screenshots go: `target/dashboard-screenshots/`.
@@ -73,7 +70,10 @@ impl Browser {
         let port = free_port();
         let driver = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
-            .arg(format!("--log-path={}", dir.join("chromedriver.log").display()))
+            .arg(format!(
+                "--log-path={}",
+                dir.join("chromedriver.log").display()
+            ))
             .env_clear()
             .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
             .env("HOME", &dir)
@@ -136,7 +136,9 @@ impl Browser {
     }
 
     fn client(&self) -> &Client {
-        self.client.as_ref().expect("the session is open until drop")
+        self.client
+            .as_ref()
+            .expect("the session is open until drop")
     }
 
     fn driver_log(&self) -> String {
@@ -222,6 +224,20 @@ impl Browser {
             element.click().await
         })
         .unwrap_or_else(|e| panic!("cannot click {css}: {e}\npage: {}", self.page_text()));
+    }
+
+    /// Accepts a `confirm()` or `alert()` the page opened, if it opened one.
+    pub fn accept_alert_if_any(&self) {
+        let _ = self.block(self.client().accept_alert());
+    }
+
+    /// Whether some element matching `css` is offered to the user: shown and enabled.
+    pub fn offered(&self, css: &str) -> bool {
+        self.js(
+            "return Array.from(document.querySelectorAll(arguments[0]))
+               .some(e => !e.disabled && e.getClientRects().length > 0);",
+            vec![json!(css)],
+        ) == json!(true)
     }
 
     /// Types `text` into the first element matching `css`, after clearing it.
