@@ -58,6 +58,11 @@ pub enum Command {
     Approve(crate::approvals::DecideArgs),
     /// Deny a held exec or destination: it fails with "Operation not permitted"
     Deny(crate::approvals::DecideArgs),
+    /// Serve a live web dashboard of your sessions on the loopback (a URL with a token is printed)
+    #[command(
+        after_help = "Sessions, their commands, connections, output and approvals, live; allow or deny a destination, approve a held exec or stop a session at a click. The dashboard can do what you can do with `vectraguard stop`, `net` and `approve`, nothing more.\n\nExamples:\n  vectraguard dashboard\n  vectraguard dashboard --listen 127.0.0.1:0"
+    )]
+    Dashboard(crate::dashboard::DashboardArgs),
     /// Print a shell completion script: bash, zsh or fish
     #[command(
         after_help = "Examples:\n  vectraguard completions bash > ~/.local/share/bash-completion/completions/vectraguard\n  vectraguard completions zsh > \"${fpath[1]}/_vectraguard\"\n  vectraguard completions fish > ~/.config/fish/completions/vectraguard.fish"

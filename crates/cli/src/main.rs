@@ -3,6 +3,7 @@
 mod agent;
 mod approvals;
 mod cli;
+mod dashboard;
 mod doctor;
 mod image;
 mod learn;
@@ -65,6 +66,7 @@ fn main() {
         Command::Approvals(args) => approvals::approvals(args),
         Command::Approve(args) => approvals::approve(args),
         Command::Deny(args) => approvals::deny(args),
+        Command::Dashboard(args) => dashboard::serve(&args),
         Command::Completions(args) => completions(args.shell),
         Command::Man => man(),
     };

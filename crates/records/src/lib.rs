@@ -51,7 +51,10 @@ pub use metadata::{
     IntegrityHead, Layers, Limits, Metadata, NetworkRecord, Origin, Status, Summary, UserInfo,
 };
 pub use quote::{escape_hidden, quote_arg, quote_argv, unquote_argv, unquote_word};
-pub use store::{LAST, ListEntry, ListFilter, Prunable, SessionInfo, SessionStore, read_metadata};
+pub use store::{
+    LAST, ListEntry, ListFilter, Prunable, SessionInfo, SessionStore, read_metadata,
+    read_summary_of,
+};
 pub use time::{parse_duration, parse_since};
 pub use verify::{Problem, VerifyReport, verify};
 pub use writer::{ArgvSize, CommandExit, CommandRecord, End, SessionWriter, StreamRecord};

@@ -342,6 +342,10 @@ pub struct Summary {
     pub origin: Origin,
     /// Script path, or the command line quoted for a shell.
     pub command: String,
+    /// The command and its arguments as recorded (empty for a script): for front
+    /// ends that show them one by one. Not in `logs list --json`, which has `command`.
+    #[serde(skip)]
+    pub argv: Vec<String>,
     pub image: Option<String>,
     pub description: Option<String>,
     #[serde(with = "time::rfc3339")]
@@ -392,6 +396,7 @@ impl SummaryFields {
             Some(s) => s,
             None => crate::quote::quote_argv(self.command.iter().map(|s| s.as_bytes())),
         };
+        let argv = self.command;
         let session_id = if self.session_id.is_empty() {
             dir.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -406,6 +411,7 @@ impl SummaryFields {
             agent: self.agent,
             origin: self.origin,
             command,
+            argv,
             image: self.image,
             description: self.description,
             start_time: self.start_time,

@@ -155,6 +155,18 @@ enum Read {
     Damaged(String),
 }
 
+/// One session's row of `logs list`, read from `dir/metadata.json` alone (the
+/// fields `list` needs), for a front end that keeps its own index of sessions and
+/// rereads only the ones that changed. `boot` is [`layout::boot_id`], to tell a
+/// crashed supervisor's `running` session from a live one. The error says why the
+/// folder is damaged.
+pub fn read_summary_of(dir: &Path, boot: Option<&str>) -> Result<Summary, String> {
+    match read_summary(dir, boot) {
+        Read::Ok(s) => Ok(s),
+        Read::Damaged(reason) => Err(reason),
+    }
+}
+
 fn read_summary(dir: &Path, boot: Option<&str>) -> Read {
     let path = dir.join(layout::METADATA);
     let bytes = match fs::read(&path) {
@@ -312,8 +324,9 @@ impl SessionStore {
         }
     }
 
-    /// The session folders under the root, `(name, path)` by name.
-    pub(crate) fn session_dirs(&self) -> Result<Vec<(String, PathBuf)>, RecordsError> {
+    /// The session folders under the root, `(name, path)` by name (symlinks and
+    /// staging folders skipped). Reads only the folder itself, not the sessions.
+    pub fn session_dirs(&self) -> Result<Vec<(String, PathBuf)>, RecordsError> {
         let mut found: Vec<(String, PathBuf)> =
             self.scan()?.into_iter().map(|f| (f.name, f.dir)).collect();
         found.sort_unstable();

@@ -245,6 +245,7 @@ mod tests {
             agent: None,
             origin: Origin::Cli,
             command: "make -j4".into(),
+            argv: vec!["make".into(), "-j4".into()],
             image: None,
             description: None,
             start_time: UNIX_EPOCH + Duration::from_millis(1_766_139_053_123),

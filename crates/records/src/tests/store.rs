@@ -450,3 +450,33 @@ fn a_session_folder_appears_whole_and_abandoned_staging_folders_go() {
     );
     assert_eq!(store.list(&ListFilter::default()).unwrap().len(), 1);
 }
+
+/// What a front end's own index reads: the folders alone, then one summary at a
+/// time, the same rows `list` gives (argv kept word by word), damaged ones said why.
+#[test]
+fn session_dirs_and_read_summary_of_give_lists_rows_one_at_a_time() {
+    let (_tmp, store) = store("summary-of");
+    let w = store.create(sample_meta()).unwrap();
+    let dir = w.dir().to_owned();
+    w.finish(End::exited(3)).unwrap();
+    let damaged = fake_session(store.root(), t(1_700_000_000), "dead01", |_| {});
+    fs::write(damaged.join("metadata.json"), b"{not json").unwrap();
+    fs::create_dir(store.root().join(".partial-1-session-x")).unwrap();
+    let dirs = store.session_dirs().unwrap();
+    let names: Vec<&str> = dirs.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(dirs.iter().any(|(_, d)| *d == dir));
+    let boot = crate::layout::boot_id();
+    let one = crate::read_summary_of(&dir, boot.as_deref()).unwrap();
+    let listed = store.list(&ListFilter::default()).unwrap();
+    assert!(
+        listed.contains(&ListEntry::Session(one.clone())),
+        "{listed:?}"
+    );
+    assert_eq!(one.argv, ["make", "-j4"]);
+    assert_eq!(one.command, "make -j4");
+    assert_eq!(one.status, Status::Exited);
+    assert_eq!(one.exit_code, Some(3));
+    let why = crate::read_summary_of(&damaged, boot.as_deref()).unwrap_err();
+    assert!(why.contains("not valid session metadata"), "{why}");
+}
