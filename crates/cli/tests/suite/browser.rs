@@ -240,13 +240,16 @@ impl Browser {
         ) == json!(true)
     }
 
-    /// Types `text` into the first element matching `css`, after clearing it.
+    /// Replaces the text of the input matching `css` by `text`, key by key as a user
+    /// would (Backspaces first: WebDriver's own clear fires no `input` event).
     pub fn type_into(&self, css: &str, text: &str) {
         let client = self.client();
         self.block(async {
             let element = client.find(Locator::Css(css)).await?;
-            element.clear().await?;
-            element.send_keys(text).await
+            let old = element.prop("value").await?.unwrap_or_default();
+            let mut keys: String = old.chars().map(|_| '\u{E003}').collect();
+            keys.push_str(text);
+            element.send_keys(&keys).await
         })
         .unwrap_or_else(|e| panic!("cannot type into {css}: {e}"));
     }
