@@ -284,7 +284,7 @@ mod tests {
         f.cookie = Some("nope");
         assert!(matches!(a.check(&f), Verdict::Unauthorized(_)));
         f.authorization =
-            Some(&"Bearer aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"[..]);
+            Some("Bearer aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
         assert_eq!(a.check(&f), Verdict::Pass);
         f.authorization = Some(TOKEN);
         assert!(matches!(a.check(&f), Verdict::Unauthorized(_)));

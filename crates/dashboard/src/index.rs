@@ -349,7 +349,7 @@ mod tests {
             }),
             (vec!["session-000003".into()], 1)
         );
-        let t = |n| UNIX_EPOCH + Duration::from_secs(1_700_000_000 + n);
+        let t = |n: u64| UNIX_EPOCH + Duration::from_secs(1_700_000_000 + n);
         assert_eq!(
             page(Query {
                 since: Some(t(2)),
