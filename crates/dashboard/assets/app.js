@@ -75,6 +75,7 @@ function duration(start, end) {
   if (!start) return "";
   const ms = (end ? new Date(end) : new Date()) - new Date(start);
   if (!(ms >= 0)) return "";
+  if (ms < 10000) return (ms / 1000).toFixed(1) + "s";
   const s = Math.floor(ms / 1000);
   if (s < 60) return s + "s";
   if (s < 3600) return Math.floor(s / 60) + "m " + (s % 60) + "s";
@@ -177,12 +178,12 @@ function sessionsPage() {
   };
 
   const row = (s) => el("tr", { dataset: { sessionId: s.id } },
-    el("td", { class: "mono" }, el("a", { href: "/sessions/" + encodeURIComponent(s.id), text: s.id })),
-    el("td", { text: s.name || "" }),
+    el("td", { class: "mono nowrap" }, el("a", { href: "/sessions/" + encodeURIComponent(s.id), text: s.id })),
+    el("td", { class: "nowrap", text: s.name || "" }),
     el("td", { text: s.agent || "" }),
     el("td", { class: "cmd", text: s.command_line || (s.command || []).join(" ") }),
     el("td", { class: "status-cell" }, statusBadge(s.status, s.exit_code)),
-    el("td", { class: "started", text: fmtTime(s.started) }),
+    el("td", { class: "started nowrap", text: fmtTime(s.started) }),
     el("td", { text: duration(s.started, s.ended) }),
     el("td", { class: "exit-code", text: s.exit_code === null || s.exit_code === undefined ? "" : String(s.exit_code) }));
 
@@ -274,7 +275,8 @@ async function sessionPage(id) {
   const enc = encodeURIComponent(id);
 
   // Header.
-  const statusEl = el("span", { id: "session-status", class: "status " + info.status, text: info.status });
+  const statusEl = statusBadge(info.status, m.exit_code);
+  statusEl.id = "session-status";
   const stopBtn = el("button", { id: "stop-session", class: "danger", text: "Stop session", disabled: !running });
   stopBtn.addEventListener("click", async () => {
     try { await post("/api/sessions/" + enc + "/stop", { kill: false }); toast("Stopping " + id); }
@@ -345,24 +347,42 @@ async function sessionPage(id) {
     el("thead", {}, el("tr", {}, ...["Destination", "Decision", "Why", "Connections", ""].map((h) => el("th", { text: h })))),
     netBody);
   const dests = new Map(); // "host:port" -> {row, count}
-  const ruleButtons = (host) => running ? [
-    el("button", { class: "small good", dataset: { action: "allow", target: host }, text: "Allow", onclick: () => addRule("allow", host) }),
-    el("button", { class: "small danger", dataset: { action: "deny", target: host }, text: "Deny", onclick: () => addRule("deny", host) }),
-  ] : [];
-  const noteDest = (dest, host, decision, why) => {
+  // Allow or deny a destination: a live rule for its host; when the row is held
+  // for approval, the held request is then decided the same way, so what waits
+  // goes on at once (under the rule just added).
+  const ruleButtons = (dest, host) => {
+    if (!running) return [];
+    const act = (action) => async () => {
+      const added = await addRule(action, host);
+      const d = dests.get(dest);
+      if (added && d && d.pending !== undefined) {
+        try {
+          await post("/api/sessions/" + enc + "/approvals/" + d.pending, { decision: action === "allow" ? "approve" : "deny", scope: "once" });
+        } catch (e) { toast(e.message, true); }
+        loadPending();
+      }
+    };
+    return [
+      el("button", { class: "small good", dataset: { action: "allow", target: host }, text: "Allow", onclick: act("allow") }),
+      el("button", { class: "small danger", dataset: { action: "deny", target: host }, text: "Deny", onclick: act("deny") }),
+    ];
+  };
+  const noteDest = (dest, host, decision, why, dns) => {
     let d = dests.get(dest);
     if (!d) {
       const decisionEl = el("span", { class: "decision" });
       const whyEl = el("td", { class: "muted" });
       const countEl = el("td", { class: "mono" });
-      const row = el("tr", { dataset: { dest } },
-        el("td", { class: "mono", text: dest }), el("td", {}, decisionEl), whyEl, countEl,
-        el("td", { class: "actions-cell" }, ...ruleButtons(host)));
-      d = { row, decisionEl, whyEl, countEl, count: 0 };
+      // A name looked up (DNS) has no port: its row is data-dns, not data-dest.
+      const row = el("tr", { dataset: dns ? { dns: host } : { dest } },
+        el("td", { class: "mono" }, dns ? host : dest, dns ? el("span", { class: "muted", text: " (DNS lookup)" }) : null),
+        el("td", {}, decisionEl), whyEl, countEl,
+        el("td", { class: "actions-cell" }, ...ruleButtons(dest, host)));
+      d = { row, decisionEl, whyEl, countEl, count: 0, pending: undefined };
       dests.set(dest, d);
       netBody.append(row);
     }
-    if (decision !== "held") d.count++;
+    if (decision !== "held") { d.count++; d.pending = undefined; }
     d.decisionEl.textContent = decision;
     d.decisionEl.className = "decision " + decision;
     d.whyEl.textContent = why || "";
@@ -380,7 +400,8 @@ async function sessionPage(id) {
       const { rule } = await post("/api/sessions/" + enc + "/net", { action, target });
       toast((rule.action === "allow" ? "Allowed " : "Denied ") + rule.target + " in " + id);
       loadRules();
-    } catch (e) { toast(e.message, true); }
+      return true;
+    } catch (e) { toast(e.message, true); return false; }
   }
   async function loadRules() {
     if (!running) return;
@@ -461,6 +482,10 @@ async function sessionPage(id) {
     if (e.type === "network" && (e.event === "connect" || e.event === "tls")) {
       dropPlaceholder(netBody);
       noteDest(destOf(e), hostOf(e), decisionWord(e.decision), e.reason);
+    } else if (e.type === "network" && e.event === "dns" && decisionWord(e.decision) === "denied") {
+      // Allowed lookups are followed by their connection; a denied one is all there is.
+      dropPlaceholder(netBody);
+      noteDest(e.name + " (dns)", e.name, "denied", e.reason, true);
     } else if (e.type === "network" && e.event === "http") {
       dropPlaceholder(httpBody);
       const url = (e.scheme || "https") + "://" + (e.host || "") + (e.port && e.port !== 443 && e.port !== 80 ? ":" + e.port : "") + (e.path || "");
@@ -487,6 +512,14 @@ async function sessionPage(id) {
     } else if (e.type === "approval" && e.event === "decided") {
       dropPlaceholder(history);
       const subject = e.subject || {};
+      const heldRow = subject.kind === "destination" && dests.get(subject.name + ":" + subject.port);
+      if (heldRow && heldRow.decisionEl.textContent === "held") {
+        const word = e.decision === "approve" ? "allowed" : "denied";
+        heldRow.decisionEl.textContent = word;
+        heldRow.decisionEl.className = "decision " + word;
+        heldRow.whyEl.textContent = "decided by " + (e.who ? e.who.by : "?");
+        heldRow.pending = undefined;
+      }
       const what = subject.kind === "exec" ? (subject.argv || []).join(" ") : (subject.name || "") + ":" + (subject.port || "");
       history.append(el("tr", {},
         el("td", { class: "mono muted", text: fmtTime(e.time).slice(11) }),
@@ -528,7 +561,8 @@ async function sessionPage(id) {
         const s = p.subject || {};
         if (s.kind === "destination") {
           dropPlaceholder(netBody);
-          noteDest(s.name + ":" + s.port, s.name, "held", "waiting for approval (request " + p.id + ")");
+          const d = noteDest(s.name + ":" + s.port, s.name, "held", "waiting for approval (request " + p.id + ")");
+          d.pending = p.id;
         }
       }
       emptyRow(apBody, 5, "Nothing held.");
@@ -595,7 +629,7 @@ async function sessionPage(id) {
     } else if (kind === "session" && data.row) {
       const r = data.row;
       statusEl.textContent = r.status;
-      statusEl.className = "status " + r.status;
+      statusEl.className = statusBadge(r.status, r.exit_code).className;
       if (!r.running && running) {
         running = false;
         stopBtn.disabled = true;
@@ -719,6 +753,10 @@ function route() {
   else if (path === "/approvals") approvalsPage();
   else sessionsPage();
 }
+
+// A failure the page did not expect is said, not swallowed.
+window.addEventListener("error", (e) => toast("The page failed: " + e.message, true));
+window.addEventListener("unhandledrejection", (e) => toast("The page failed: " + (e.reason && e.reason.message || e.reason), true));
 
 connectLive();
 refreshPendingCount();

@@ -12,6 +12,7 @@ mod attacks_processes;
 mod attacks_syscalls;
 mod bounded;
 mod config;
+mod dashboard;
 mod exec_records;
 mod faults;
 mod filesystem;
