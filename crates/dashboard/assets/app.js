@@ -214,15 +214,23 @@ function sessionsPage() {
   next.addEventListener("click", () => { if (state.cursors[state.page + 1]) { state.page++; load(); } });
   prev.addEventListener("click", () => { if (state.page > 0) { state.page--; load(); } });
 
+  const fresh = new Set();
+  let startedTimer = null;
   listeners.push((kind, data) => {
     if (kind === "resync") { load(); return; }
     if (kind !== "session") return;
     const tr = tbody.querySelector('tr[data-session-id="' + CSS.escape(data.session) + '"]');
     if (data.change === "started" && state.page === 0) {
-      load().then(() => {
-        const fresh = tbody.querySelector('tr[data-session-id="' + CSS.escape(data.session) + '"]');
-        if (fresh) fresh.classList.add("row-new");
-      });
+      // Many sessions starting at once make one reload.
+      fresh.add(data.session);
+      clearTimeout(startedTimer);
+      startedTimer = setTimeout(() => load().then(() => {
+        for (const id of fresh) {
+          const tr = tbody.querySelector('tr[data-session-id="' + CSS.escape(id) + '"]');
+          if (tr) tr.classList.add("row-new");
+        }
+        fresh.clear();
+      }), 30);
     } else if (data.change === "removed" && tr) {
       tr.remove();
     } else if (tr && data.row) {

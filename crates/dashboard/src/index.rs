@@ -117,8 +117,14 @@ impl std::fmt::Display for QueryError {
     }
 }
 
+/// Whether `needle` occurs in `haystack`, ASCII letters compared without case
+/// (no allocation: this runs once per session per request).
 fn contains_folded(haystack: Option<&str>, needle: &str) -> bool {
-    haystack.is_some_and(|h| h.to_lowercase().contains(&needle.to_lowercase()))
+    let Some(h) = haystack else {
+        return false;
+    };
+    let (h, n) = (h.as_bytes(), needle.as_bytes());
+    n.is_empty() || h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
 }
 
 impl Query {
@@ -185,35 +191,41 @@ impl Index {
             .collect()
     }
 
-    /// One page, newest first.
+    /// One page, newest first, in one pass over the sessions (which also counts
+    /// every match for `total`).
     pub fn page(&self, q: &Query) -> Result<Page, QueryError> {
         let limit = q.limit.clamp(1, MAX_LIMIT);
-        let newest_first: Box<dyn Iterator<Item = &(SystemTime, String)>> = match &q.cursor {
-            None => Box::new(self.order.iter().rev()),
+        let start = match &q.cursor {
+            None => None,
             Some(c) => {
                 let s = self
                     .by_id
                     .get(c)
                     .ok_or_else(|| QueryError::UnknownCursor(c.clone()))?;
-                Box::new(self.order.range(..(s.start_time, c.clone())).rev())
+                Some((s.start_time, c.clone()))
             }
         };
         let mut sessions = Vec::with_capacity(limit);
         let mut more = false;
-        for (_, id) in newest_first {
-            let Some(s) = self.by_id.get(id) else {
+        let mut total = 0;
+        for key in self.order.iter().rev() {
+            let Some(s) = self.by_id.get(&key.1) else {
                 continue;
             };
             if !q.admits(s) {
                 continue;
             }
+            total += 1;
+            // Rows start strictly after the cursor (older than it).
+            if start.as_ref().is_some_and(|c| key >= c) {
+                continue;
+            }
             if sessions.len() == limit {
                 more = true;
-                break;
+            } else {
+                sessions.push(Row::of(s));
             }
-            sessions.push(Row::of(s));
         }
-        let total = self.by_id.values().filter(|s| q.admits(s)).count();
         let next = more
             .then(|| sessions.last().map(|r| r.id.clone()))
             .flatten();

@@ -131,9 +131,12 @@ impl Watcher {
             }
             // A folder whose metadata is not readable (yet, or damaged) is tried
             // again at the next change of the folder.
-            let Ok(summary) = vg_records::read_summary_of(dir, self.boot.as_deref()) else {
+            let Ok(mut summary) = vg_records::read_summary_of(dir, self.boot.as_deref()) else {
                 continue;
             };
+            // The folder's name is the id the store resolves: a copied or renamed
+            // folder keeps its metadata's old id, which must not hide another.
+            summary.session_id.clone_from(name);
             let row = Row::of(&summary);
             let running = summary.status == Status::Running;
             self.write_index().upsert(summary);
@@ -233,9 +236,10 @@ impl Watcher {
         }
         w.stamp = now;
         let dir = w.dir.clone();
-        let Ok(summary) = vg_records::read_summary_of(&dir, self.boot.as_deref()) else {
+        let Ok(mut summary) = vg_records::read_summary_of(&dir, self.boot.as_deref()) else {
             return;
         };
+        id.clone_into(&mut summary.session_id);
         let ended = summary.status != Status::Running;
         let row = Row::of(&summary);
         if ended {
