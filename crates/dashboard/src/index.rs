@@ -3,7 +3,7 @@
 //! so a page of 10,000 sessions filters and sorts summaries instead of reading
 //! 10,000 `metadata.json` files per request.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::SystemTime;
 
@@ -23,11 +23,12 @@ pub enum Change {
     Same,
 }
 
-/// Sessions by id, and ordered by start time (then id) for paging.
+/// Sessions ordered by start time (then id) for paging, with each id's start
+/// time to find it.
 #[derive(Debug, Default)]
 pub struct Index {
-    by_id: HashMap<String, Summary>,
-    order: BTreeSet<(SystemTime, String)>,
+    order: BTreeMap<(SystemTime, String), Summary>,
+    start_of: HashMap<String, SystemTime>,
 }
 
 /// One request for a page of sessions; `None` does not filter.
@@ -144,47 +145,48 @@ impl Query {
 
 impl Index {
     pub fn len(&self) -> usize {
-        self.by_id.len()
+        self.order.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
+        self.order.is_empty()
     }
 
     pub fn get(&self, id: &str) -> Option<&Summary> {
-        self.by_id.get(id)
+        let start = *self.start_of.get(id)?;
+        self.order.get(&(start, id.to_owned()))
     }
 
     /// Adds or replaces a session's summary.
     pub fn upsert(&mut self, s: Summary) -> Change {
         let id = s.session_id.clone();
-        let change = match self.by_id.get(&id) {
+        let change = match self.get(&id) {
             None => Change::New,
             Some(old) if *old == s => return Change::Same,
             Some(old) => {
-                self.order.remove(&(old.start_time, id.clone()));
+                let key = (old.start_time, id.clone());
+                self.order.remove(&key);
                 Change::Changed
             }
         };
-        self.order.insert((s.start_time, id.clone()));
-        self.by_id.insert(id, s);
+        self.start_of.insert(id.clone(), s.start_time);
+        self.order.insert((s.start_time, id), s);
         change
     }
 
     pub fn remove(&mut self, id: &str) -> Option<Summary> {
-        let old = self.by_id.remove(id)?;
-        self.order.remove(&(old.start_time, id.to_owned()));
-        Some(old)
+        let start = self.start_of.remove(id)?;
+        self.order.remove(&(start, id.to_owned()))
     }
 
     /// The ids known, for the watcher to compare with the folders.
     pub fn ids(&self) -> impl Iterator<Item = &String> {
-        self.by_id.keys()
+        self.start_of.keys()
     }
 
     /// The sessions whose status is `running`: id and folder.
     pub fn running(&self) -> Vec<(String, PathBuf)> {
-        self.by_id
+        self.order
             .values()
             .filter(|s| s.status == Status::Running)
             .map(|s| (s.session_id.clone(), s.dir.clone()))
@@ -198,20 +200,17 @@ impl Index {
         let start = match &q.cursor {
             None => None,
             Some(c) => {
-                let s = self
-                    .by_id
+                let t = self
+                    .start_of
                     .get(c)
                     .ok_or_else(|| QueryError::UnknownCursor(c.clone()))?;
-                Some((s.start_time, c.clone()))
+                Some((*t, c.clone()))
             }
         };
         let mut sessions = Vec::with_capacity(limit);
         let mut more = false;
         let mut total = 0;
-        for key in self.order.iter().rev() {
-            let Some(s) = self.by_id.get(&key.1) else {
-                continue;
-            };
+        for (key, s) in self.order.iter().rev() {
             if !q.admits(s) {
                 continue;
             }
