@@ -100,6 +100,12 @@ function exitCell(exit) {
   return el("td", { class: cls, text: exitText(exit) });
 }
 
+// An argv as a shell would need it typed: unambiguous where spaces or quotes are
+// part of an argument.
+function shellQuote(argv) {
+  return (argv || []).map((a) => /^[A-Za-z0-9_\-.,/:=@%+]+$/.test(a) ? a : "'" + String(a).replace(/'/g, "'\\''") + "'").join(" ");
+}
+
 function kv(key, value, mono) {
   return el("div", { class: "kv" },
     el("span", { class: "k", text: key }),
@@ -383,7 +389,8 @@ async function sessionPage(id) {
       const countEl = el("td", { class: "mono" });
       // A name looked up (DNS) has no port: its row is data-dns, not data-dest.
       const row = el("tr", { dataset: dns ? { dns: host } : { dest } },
-        el("td", { class: "mono" }, dns ? host : dest, dns ? el("span", { class: "muted", text: " (DNS lookup)" }) : null),
+        el("td", { class: "mono" }, dns || dest.endsWith(":0") ? host : dest,
+          dns || dest.endsWith(":0") ? el("span", { class: "muted", text: " (name lookup)" }) : null),
         el("td", {}, decisionEl), whyEl, countEl,
         el("td", { class: "actions-cell" }, ...ruleButtons(dest, host)));
       d = { row, decisionEl, whyEl, countEl, count: 0, pending: undefined };
@@ -528,7 +535,7 @@ async function sessionPage(id) {
         heldRow.whyEl.textContent = "decided by " + (e.who ? e.who.by : "?");
         heldRow.pending = undefined;
       }
-      const what = subject.kind === "exec" ? (subject.argv || []).join(" ") : (subject.name || "") + ":" + (subject.port || "");
+      const what = subject.kind === "exec" ? shellQuote(subject.argv) : (subject.name || "") + ":" + (subject.port || "");
       history.append(el("tr", {},
         el("td", { class: "mono muted", text: fmtTime(e.time).slice(11) }),
         el("td", { class: "cmd", text: what }),
@@ -540,7 +547,7 @@ async function sessionPage(id) {
 
   function pendingRow(p) {
     const s = p.subject || {};
-    const what = s.kind === "exec" ? (s.argv || []).join(" ") : "connect to " + s.name + ":" + s.port;
+    const what = s.kind === "exec" ? shellQuote(s.argv) : "connect to " + s.name + ":" + s.port;
     const decide = (decision, scope) => async () => {
       try {
         await post("/api/sessions/" + encodeURIComponent(p.session) + "/approvals/" + p.id, { decision, scope });
@@ -579,6 +586,7 @@ async function sessionPage(id) {
 
   // Output, read incrementally while the session runs.
   const offsets = { stdout: 0, stderr: 0 };
+  const screens = { stdout: new Screen(), stderr: new Screen() };
   async function loadOutput() {
     for (const [name, pre] of [["stdout", stdout], ["stderr", stderr]]) {
       try {
@@ -587,7 +595,13 @@ async function sessionPage(id) {
         offsets[name] = Number(r.headers.get("x-next-offset")) || offsets[name];
         if (text) {
           const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-          pre.append(document.createTextNode(text));
+          if (info.has_cast) {
+            // A terminal's stream: shown as the terminal showed it.
+            screens[name].write(text);
+            pre.textContent = screens[name].text;
+          } else {
+            pre.append(document.createTextNode(text));
+          }
           if (atBottom) pre.scrollTop = pre.scrollHeight;
         }
       } catch (_) { /* shown next time */ }
@@ -658,6 +672,26 @@ async function sessionPage(id) {
   });
 }
 
+// Terminal output as text: escape sequences dropped, a carriage return starts the
+// line again (a progress bar redraws in place), backspace erases.
+class Screen {
+  constructor() { this.text = ""; this.cr = false; }
+  write(data) {
+    const clean = String(data)
+      .replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]/g, "")
+      .replace(/\x1b\][^\x07\x1b]*(\x07|\x1b\\)/g, "")
+      .replace(/\x1b[@-Z\\-_]/g, "");
+    for (const ch of clean) {
+      if (ch === "\r") { this.cr = true; continue; }
+      if (ch === "\n") { this.text += "\n"; this.cr = false; continue; }
+      if (ch === "\b") { if (!this.text.endsWith("\n")) this.text = this.text.slice(0, -1); continue; }
+      if (ch < " " && ch !== "\t") continue;
+      if (this.cr) { this.text = this.text.slice(0, this.text.lastIndexOf("\n") + 1); this.cr = false; }
+      this.text += ch;
+    }
+  }
+}
+
 // A terminal recording, played into a <pre>: text and line moves only (escape
 // sequences are dropped), which is what a reader of the record needs.
 async function playCast(enc, pre, button) {
@@ -674,19 +708,14 @@ async function playCast(enc, pre, button) {
     } catch (_) { /* a damaged line: skipped */ }
   }
   pre.textContent = "";
-  let screen = "";
-  const strip = (s) => s.replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]/g, "").replace(/\x1b\][^\x07\x1b]*(\x07|\x1b\\)/g, "").replace(/\x1b[@-Z\\-_]/g, "");
+  const term = new Screen();
   let last = 0;
   for (const [t, data] of events) {
     const gap = Math.min(Math.max(t - last, 0), 1) * 1000; // idle gaps cut to 1 s
     last = t;
     if (gap > 5) await new Promise((r) => setTimeout(r, gap));
-    for (const ch of strip(data)) {
-      if (ch === "\r") { screen = screen.slice(0, screen.lastIndexOf("\n") + 1); }
-      else if (ch === "\b") { screen = screen.slice(0, -1); }
-      else if (ch >= " " || ch === "\n" || ch === "\t") { screen += ch; }
-    }
-    pre.textContent = screen;
+    term.write(data);
+    pre.textContent = term.text;
     pre.scrollTop = pre.scrollHeight;
   }
   button.disabled = false;
@@ -699,7 +728,7 @@ function approvalsPage() {
   document.title = "Approvals — Vectra Guard";
   const tbody = el("tbody");
   const table = el("table", { id: "pending" },
-    el("thead", {}, el("tr", {}, ...["Session", "#", "Level", "Request", "Reason", "Time left", "Decide"].map((h) => el("th", { text: h })))),
+    el("thead", {}, el("tr", {}, ...["Session", "#", "Level", "Request", "Reason", "Time left", "Decide"].map((h) => el("th", { class: "nowrap", text: h })))),
     tbody);
   const note = el("p", { class: "muted" });
 
@@ -708,7 +737,7 @@ function approvalsPage() {
       const { pending, unreachable } = await getJson("/api/approvals");
       tbody.replaceChildren(...pending.map((p) => {
         const s = p.subject || {};
-        const what = s.kind === "exec" ? (s.argv || []).join(" ") : "connect to " + s.name + ":" + s.port;
+        const what = s.kind === "exec" ? shellQuote(s.argv) : "connect to " + s.name + ":" + s.port;
         const decide = (decision, scope) => async () => {
           try {
             await post("/api/sessions/" + encodeURIComponent(p.session) + "/approvals/" + p.id, { decision, scope });
@@ -719,7 +748,7 @@ function approvalsPage() {
         const deadline = Date.now() + (p.timeout_in_ms || 0);
         const left = el("td", { class: "mono muted", dataset: { deadline: String(deadline) } });
         return el("tr", { dataset: { approvalId: String(p.id), sessionId: p.session } },
-          el("td", { class: "mono" }, el("a", { href: "/sessions/" + encodeURIComponent(p.session), text: p.session })),
+          el("td", { class: "mono nowrap" }, el("a", { href: "/sessions/" + encodeURIComponent(p.session), text: p.session })),
           el("td", { class: "mono", text: String(p.id) }),
           el("td", {}, el("span", { class: "level " + p.level, text: p.level })),
           el("td", { class: "cmd", text: what }),
