@@ -471,7 +471,9 @@ async function sessionPage(id) {
     el("div", { class: "panel flush" }, el("h2", { text: "Approvals" }), approvals,
       el("h2", { text: "Decided", class: "spaced" }), historyTable),
     el("div", { class: "panel flush" }, el("h2", { text: "Network" }), network,
-      el("div", { class: "rule-form" }, netTarget, netAllow, netDeny, rulesList)),
+      // Rules apply to a mediated network only (`--network allow`).
+      info.network && info.network.mode === "allow"
+        ? el("div", { class: "rule-form" }, netTarget, netAllow, netDeny, rulesList) : null),
     el("div", { class: "panel flush" }, el("h2", { text: "HTTP requests" }), http),
     el("div", { class: "two" },
       el("div", { class: "panel flush" }, el("h2", { text: "Violations" }), violations),
