@@ -760,6 +760,71 @@ fn a_held_exec_is_approved_from_the_dashboard_and_runs() {
     });
 }
 
+/// Bound to every address on purpose: a warning, other machines' connections are
+/// served (with the token), and names other than `localhost` are still refused.
+#[test]
+fn a_wide_bind_warns_and_still_checks_host_and_token() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let out = TempDir::owned_by("dash-wide", &runner.invoker(), 0o700);
+        let (stdout, stderr) = (out.join("stdout"), out.join("stderr"));
+        let _running = Vg::new(runner, ws.path())
+            .records_home(&home)
+            .args(["dashboard", "--listen", "0.0.0.0:0"])
+            .through_shell(&format!(
+                "exec \"$@\" > '{}' 2> '{}'",
+                stdout.display(),
+                stderr.display()
+            ))
+            .spawn();
+        let mut url = String::new();
+        assert!(
+            wait_until(Duration::from_secs(20), || {
+                url = std::fs::read_to_string(&stdout).unwrap_or_default();
+                url.contains("?token=")
+            }),
+            "no URL printed"
+        );
+        let warning = std::fs::read_to_string(&stderr).unwrap_or_default();
+        assert!(
+            warning.contains("warning") && warning.contains("other machines"),
+            "{warning}"
+        );
+        let at = url.find("http://127.0.0.1:").expect("a loopback URL") + "http://127.0.0.1:".len();
+        let rest = &url[at..];
+        let (port, token) = rest.split_once("/?token=").unwrap();
+        let port: u16 = port.parse().unwrap();
+        let token = &token[..64];
+        let outside = non_loopback_address();
+        let host = format!("{outside}:{port}");
+        let connect = || {
+            TcpStream::connect_timeout(&SocketAddr::from((outside, port)), Duration::from_secs(5))
+                .expect("a wide bind is reachable on the machine's address")
+        };
+        let bearer = format!("Bearer {token}");
+        let a = exchange(
+            connect(),
+            "GET",
+            "/api/sessions",
+            &[("Host", &host), ("Authorization", &bearer)],
+            None,
+        );
+        assert_eq!(a.status, 200, "{}", a.text());
+        let a = exchange(connect(), "GET", "/api/sessions", &[("Host", &host)], None);
+        assert_eq!(a.status, 401, "{}", a.text());
+        let rebound = format!("attacker.example:{port}");
+        let a = exchange(
+            connect(),
+            "GET",
+            "/api/sessions",
+            &[("Host", &rebound), ("Authorization", &bearer)],
+            None,
+        );
+        assert_eq!(a.status, 403, "{}", a.text());
+    });
+}
+
 #[test]
 fn a_taken_port_is_said_with_what_to_do() {
     each_identity(|runner| {
