@@ -75,6 +75,7 @@ function duration(start, end) {
   if (!start) return "";
   const ms = (end ? new Date(end) : new Date()) - new Date(start);
   if (!(ms >= 0)) return "";
+  if (ms < 10000) return (ms / 1000).toFixed(1) + "s";
   const s = Math.floor(ms / 1000);
   if (s < 60) return s + "s";
   if (s < 3600) return Math.floor(s / 60) + "m " + (s % 60) + "s";
@@ -97,6 +98,12 @@ function exitText(exit) {
 function exitCell(exit) {
   const cls = "exit-code" + (exit ? (exit.kind === "code" && exit.value === 0 ? " ok" : " fail") : "");
   return el("td", { class: cls, text: exitText(exit) });
+}
+
+// An argv as a shell would need it typed: unambiguous where spaces or quotes are
+// part of an argument.
+function shellQuote(argv) {
+  return (argv || []).map((a) => /^[A-Za-z0-9_\-.,/:=@%+]+$/.test(a) ? a : "'" + String(a).replace(/'/g, "'\\''") + "'").join(" ");
 }
 
 function kv(key, value, mono) {
@@ -177,12 +184,12 @@ function sessionsPage() {
   };
 
   const row = (s) => el("tr", { dataset: { sessionId: s.id } },
-    el("td", { class: "mono" }, el("a", { href: "/sessions/" + encodeURIComponent(s.id), text: s.id })),
-    el("td", { text: s.name || "" }),
+    el("td", { class: "mono nowrap" }, el("a", { href: "/sessions/" + encodeURIComponent(s.id), text: s.id })),
+    el("td", { class: "nowrap", text: s.name || "" }),
     el("td", { text: s.agent || "" }),
     el("td", { class: "cmd", text: s.command_line || (s.command || []).join(" ") }),
     el("td", { class: "status-cell" }, statusBadge(s.status, s.exit_code)),
-    el("td", { class: "started", text: fmtTime(s.started) }),
+    el("td", { class: "started nowrap", text: fmtTime(s.started) }),
     el("td", { text: duration(s.started, s.ended) }),
     el("td", { class: "exit-code", text: s.exit_code === null || s.exit_code === undefined ? "" : String(s.exit_code) }));
 
@@ -213,15 +220,23 @@ function sessionsPage() {
   next.addEventListener("click", () => { if (state.cursors[state.page + 1]) { state.page++; load(); } });
   prev.addEventListener("click", () => { if (state.page > 0) { state.page--; load(); } });
 
+  const fresh = new Set();
+  let startedTimer = null;
   listeners.push((kind, data) => {
     if (kind === "resync") { load(); return; }
     if (kind !== "session") return;
     const tr = tbody.querySelector('tr[data-session-id="' + CSS.escape(data.session) + '"]');
     if (data.change === "started" && state.page === 0) {
-      load().then(() => {
-        const fresh = tbody.querySelector('tr[data-session-id="' + CSS.escape(data.session) + '"]');
-        if (fresh) fresh.classList.add("row-new");
-      });
+      // Many sessions starting at once make one reload.
+      fresh.add(data.session);
+      clearTimeout(startedTimer);
+      startedTimer = setTimeout(() => load().then(() => {
+        for (const id of fresh) {
+          const tr = tbody.querySelector('tr[data-session-id="' + CSS.escape(id) + '"]');
+          if (tr) tr.classList.add("row-new");
+        }
+        fresh.clear();
+      }), 30);
     } else if (data.change === "removed" && tr) {
       tr.remove();
     } else if (tr && data.row) {
@@ -274,7 +289,8 @@ async function sessionPage(id) {
   const enc = encodeURIComponent(id);
 
   // Header.
-  const statusEl = el("span", { id: "session-status", class: "status " + info.status, text: info.status });
+  const statusEl = statusBadge(info.status, m.exit_code);
+  statusEl.id = "session-status";
   const stopBtn = el("button", { id: "stop-session", class: "danger", text: "Stop session", disabled: !running });
   stopBtn.addEventListener("click", async () => {
     try { await post("/api/sessions/" + enc + "/stop", { kill: false }); toast("Stopping " + id); }
@@ -345,24 +361,43 @@ async function sessionPage(id) {
     el("thead", {}, el("tr", {}, ...["Destination", "Decision", "Why", "Connections", ""].map((h) => el("th", { text: h })))),
     netBody);
   const dests = new Map(); // "host:port" -> {row, count}
-  const ruleButtons = (host) => running ? [
-    el("button", { class: "small good", dataset: { action: "allow", target: host }, text: "Allow", onclick: () => addRule("allow", host) }),
-    el("button", { class: "small danger", dataset: { action: "deny", target: host }, text: "Deny", onclick: () => addRule("deny", host) }),
-  ] : [];
-  const noteDest = (dest, host, decision, why) => {
+  // Allow or deny a destination: a live rule for its host; when the row is held
+  // for approval, the held request is then decided the same way, so what waits
+  // goes on at once (under the rule just added).
+  const ruleButtons = (dest, host) => {
+    if (!running) return [];
+    const act = (action) => async () => {
+      const added = await addRule(action, host);
+      const d = dests.get(dest);
+      if (added && d && d.pending !== undefined) {
+        try {
+          await post("/api/sessions/" + enc + "/approvals/" + d.pending, { decision: action === "allow" ? "approve" : "deny", scope: "once" });
+        } catch (e) { toast(e.message, true); }
+        loadPending();
+      }
+    };
+    return [
+      el("button", { class: "small good", dataset: { action: "allow", target: host }, text: "Allow", onclick: act("allow") }),
+      el("button", { class: "small danger", dataset: { action: "deny", target: host }, text: "Deny", onclick: act("deny") }),
+    ];
+  };
+  const noteDest = (dest, host, decision, why, dns) => {
     let d = dests.get(dest);
     if (!d) {
       const decisionEl = el("span", { class: "decision" });
       const whyEl = el("td", { class: "muted" });
       const countEl = el("td", { class: "mono" });
-      const row = el("tr", { dataset: { dest } },
-        el("td", { class: "mono", text: dest }), el("td", {}, decisionEl), whyEl, countEl,
-        el("td", { class: "actions-cell" }, ...ruleButtons(host)));
-      d = { row, decisionEl, whyEl, countEl, count: 0 };
+      // A name looked up (DNS) has no port: its row is data-dns, not data-dest.
+      const row = el("tr", { dataset: dns ? { dns: host } : { dest } },
+        el("td", { class: "mono" }, dns || dest.endsWith(":0") ? host : dest,
+          dns || dest.endsWith(":0") ? el("span", { class: "muted", text: " (name lookup)" }) : null),
+        el("td", {}, decisionEl), whyEl, countEl,
+        el("td", { class: "actions-cell" }, ...ruleButtons(dest, host)));
+      d = { row, decisionEl, whyEl, countEl, count: 0, pending: undefined };
       dests.set(dest, d);
       netBody.append(row);
     }
-    if (decision !== "held") d.count++;
+    if (decision !== "held") { d.count++; d.pending = undefined; }
     d.decisionEl.textContent = decision;
     d.decisionEl.className = "decision " + decision;
     d.whyEl.textContent = why || "";
@@ -380,7 +415,8 @@ async function sessionPage(id) {
       const { rule } = await post("/api/sessions/" + enc + "/net", { action, target });
       toast((rule.action === "allow" ? "Allowed " : "Denied ") + rule.target + " in " + id);
       loadRules();
-    } catch (e) { toast(e.message, true); }
+      return true;
+    } catch (e) { toast(e.message, true); return false; }
   }
   async function loadRules() {
     if (!running) return;
@@ -435,7 +471,9 @@ async function sessionPage(id) {
     el("div", { class: "panel flush" }, el("h2", { text: "Approvals" }), approvals,
       el("h2", { text: "Decided", class: "spaced" }), historyTable),
     el("div", { class: "panel flush" }, el("h2", { text: "Network" }), network,
-      el("div", { class: "rule-form" }, netTarget, netAllow, netDeny, rulesList)),
+      // Rules apply to a mediated network only (`--network allow`).
+      info.network && info.network.mode === "allow"
+        ? el("div", { class: "rule-form" }, netTarget, netAllow, netDeny, rulesList) : null),
     el("div", { class: "panel flush" }, el("h2", { text: "HTTP requests" }), http),
     el("div", { class: "two" },
       el("div", { class: "panel flush" }, el("h2", { text: "Violations" }), violations),
@@ -461,6 +499,10 @@ async function sessionPage(id) {
     if (e.type === "network" && (e.event === "connect" || e.event === "tls")) {
       dropPlaceholder(netBody);
       noteDest(destOf(e), hostOf(e), decisionWord(e.decision), e.reason);
+    } else if (e.type === "network" && e.event === "dns" && decisionWord(e.decision) === "denied") {
+      // Allowed lookups are followed by their connection; a denied one is all there is.
+      dropPlaceholder(netBody);
+      noteDest(e.name + " (dns)", e.name, "denied", e.reason, true);
     } else if (e.type === "network" && e.event === "http") {
       dropPlaceholder(httpBody);
       const url = (e.scheme || "https") + "://" + (e.host || "") + (e.port && e.port !== 443 && e.port !== 80 ? ":" + e.port : "") + (e.path || "");
@@ -487,7 +529,15 @@ async function sessionPage(id) {
     } else if (e.type === "approval" && e.event === "decided") {
       dropPlaceholder(history);
       const subject = e.subject || {};
-      const what = subject.kind === "exec" ? (subject.argv || []).join(" ") : (subject.name || "") + ":" + (subject.port || "");
+      const heldRow = subject.kind === "destination" && dests.get(subject.name + ":" + subject.port);
+      if (heldRow && heldRow.decisionEl.textContent === "held") {
+        const word = e.decision === "approve" ? "allowed" : "denied";
+        heldRow.decisionEl.textContent = word;
+        heldRow.decisionEl.className = "decision " + word;
+        heldRow.whyEl.textContent = "decided by " + (e.who ? e.who.by : "?");
+        heldRow.pending = undefined;
+      }
+      const what = subject.kind === "exec" ? shellQuote(subject.argv) : (subject.name || "") + ":" + (subject.port || "");
       history.append(el("tr", {},
         el("td", { class: "mono muted", text: fmtTime(e.time).slice(11) }),
         el("td", { class: "cmd", text: what }),
@@ -499,7 +549,7 @@ async function sessionPage(id) {
 
   function pendingRow(p) {
     const s = p.subject || {};
-    const what = s.kind === "exec" ? (s.argv || []).join(" ") : "connect to " + s.name + ":" + s.port;
+    const what = s.kind === "exec" ? shellQuote(s.argv) : "connect to " + s.name + ":" + s.port;
     const decide = (decision, scope) => async () => {
       try {
         await post("/api/sessions/" + encodeURIComponent(p.session) + "/approvals/" + p.id, { decision, scope });
@@ -528,7 +578,8 @@ async function sessionPage(id) {
         const s = p.subject || {};
         if (s.kind === "destination") {
           dropPlaceholder(netBody);
-          noteDest(s.name + ":" + s.port, s.name, "held", "waiting for approval (request " + p.id + ")");
+          const d = noteDest(s.name + ":" + s.port, s.name, "held", "waiting for approval (request " + p.id + ")");
+          d.pending = p.id;
         }
       }
       emptyRow(apBody, 5, "Nothing held.");
@@ -537,6 +588,7 @@ async function sessionPage(id) {
 
   // Output, read incrementally while the session runs.
   const offsets = { stdout: 0, stderr: 0 };
+  const screens = { stdout: new Screen(), stderr: new Screen() };
   async function loadOutput() {
     for (const [name, pre] of [["stdout", stdout], ["stderr", stderr]]) {
       try {
@@ -545,7 +597,13 @@ async function sessionPage(id) {
         offsets[name] = Number(r.headers.get("x-next-offset")) || offsets[name];
         if (text) {
           const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-          pre.append(document.createTextNode(text));
+          if (info.has_cast) {
+            // A terminal's stream: shown as the terminal showed it.
+            screens[name].write(text);
+            pre.textContent = screens[name].text;
+          } else {
+            pre.append(document.createTextNode(text));
+          }
           if (atBottom) pre.scrollTop = pre.scrollHeight;
         }
       } catch (_) { /* shown next time */ }
@@ -595,7 +653,7 @@ async function sessionPage(id) {
     } else if (kind === "session" && data.row) {
       const r = data.row;
       statusEl.textContent = r.status;
-      statusEl.className = "status " + r.status;
+      statusEl.className = statusBadge(r.status, r.exit_code).className;
       if (!r.running && running) {
         running = false;
         stopBtn.disabled = true;
@@ -616,6 +674,26 @@ async function sessionPage(id) {
   });
 }
 
+// Terminal output as text: escape sequences dropped, a carriage return starts the
+// line again (a progress bar redraws in place), backspace erases.
+class Screen {
+  constructor() { this.text = ""; this.cr = false; }
+  write(data) {
+    const clean = String(data)
+      .replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]/g, "")
+      .replace(/\x1b\][^\x07\x1b]*(\x07|\x1b\\)/g, "")
+      .replace(/\x1b[@-Z\\-_]/g, "");
+    for (const ch of clean) {
+      if (ch === "\r") { this.cr = true; continue; }
+      if (ch === "\n") { this.text += "\n"; this.cr = false; continue; }
+      if (ch === "\b") { if (!this.text.endsWith("\n")) this.text = this.text.slice(0, -1); continue; }
+      if (ch < " " && ch !== "\t") continue;
+      if (this.cr) { this.text = this.text.slice(0, this.text.lastIndexOf("\n") + 1); this.cr = false; }
+      this.text += ch;
+    }
+  }
+}
+
 // A terminal recording, played into a <pre>: text and line moves only (escape
 // sequences are dropped), which is what a reader of the record needs.
 async function playCast(enc, pre, button) {
@@ -632,19 +710,14 @@ async function playCast(enc, pre, button) {
     } catch (_) { /* a damaged line: skipped */ }
   }
   pre.textContent = "";
-  let screen = "";
-  const strip = (s) => s.replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]/g, "").replace(/\x1b\][^\x07\x1b]*(\x07|\x1b\\)/g, "").replace(/\x1b[@-Z\\-_]/g, "");
+  const term = new Screen();
   let last = 0;
   for (const [t, data] of events) {
     const gap = Math.min(Math.max(t - last, 0), 1) * 1000; // idle gaps cut to 1 s
     last = t;
     if (gap > 5) await new Promise((r) => setTimeout(r, gap));
-    for (const ch of strip(data)) {
-      if (ch === "\r") { screen = screen.slice(0, screen.lastIndexOf("\n") + 1); }
-      else if (ch === "\b") { screen = screen.slice(0, -1); }
-      else if (ch >= " " || ch === "\n" || ch === "\t") { screen += ch; }
-    }
-    pre.textContent = screen;
+    term.write(data);
+    pre.textContent = term.text;
     pre.scrollTop = pre.scrollHeight;
   }
   button.disabled = false;
@@ -657,7 +730,7 @@ function approvalsPage() {
   document.title = "Approvals — Vectra Guard";
   const tbody = el("tbody");
   const table = el("table", { id: "pending" },
-    el("thead", {}, el("tr", {}, ...["Session", "#", "Level", "Request", "Reason", "Time left", "Decide"].map((h) => el("th", { text: h })))),
+    el("thead", {}, el("tr", {}, ...["Session", "#", "Level", "Request", "Reason", "Time left", "Decide"].map((h) => el("th", { class: "nowrap", text: h })))),
     tbody);
   const note = el("p", { class: "muted" });
 
@@ -666,7 +739,7 @@ function approvalsPage() {
       const { pending, unreachable } = await getJson("/api/approvals");
       tbody.replaceChildren(...pending.map((p) => {
         const s = p.subject || {};
-        const what = s.kind === "exec" ? (s.argv || []).join(" ") : "connect to " + s.name + ":" + s.port;
+        const what = s.kind === "exec" ? shellQuote(s.argv) : "connect to " + s.name + ":" + s.port;
         const decide = (decision, scope) => async () => {
           try {
             await post("/api/sessions/" + encodeURIComponent(p.session) + "/approvals/" + p.id, { decision, scope });
@@ -677,7 +750,7 @@ function approvalsPage() {
         const deadline = Date.now() + (p.timeout_in_ms || 0);
         const left = el("td", { class: "mono muted", dataset: { deadline: String(deadline) } });
         return el("tr", { dataset: { approvalId: String(p.id), sessionId: p.session } },
-          el("td", { class: "mono" }, el("a", { href: "/sessions/" + encodeURIComponent(p.session), text: p.session })),
+          el("td", { class: "mono nowrap" }, el("a", { href: "/sessions/" + encodeURIComponent(p.session), text: p.session })),
           el("td", { class: "mono", text: String(p.id) }),
           el("td", {}, el("span", { class: "level " + p.level, text: p.level })),
           el("td", { class: "cmd", text: what }),
@@ -719,6 +792,10 @@ function route() {
   else if (path === "/approvals") approvalsPage();
   else sessionsPage();
 }
+
+// A failure the page did not expect is said, not swallowed.
+window.addEventListener("error", (e) => toast("The page failed: " + e.message, true));
+window.addEventListener("unhandledrejection", (e) => toast("The page failed: " + (e.reason && e.reason.message || e.reason), true));
 
 connectLive();
 refreshPendingCount();

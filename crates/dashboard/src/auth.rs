@@ -67,8 +67,9 @@ pub struct Facts<'a> {
 pub enum Verdict {
     /// Serve it.
     Pass,
-    /// The right token in the URL: set the cookie and redirect to `/`.
-    Login,
+    /// The right token in the URL: set the cookie and redirect to this page
+    /// (the same path, without the token).
+    Login(String),
     /// 401: no token, or a wrong one.
     Unauthorized(&'static str),
     /// 403: a foreign `Host`, a remote peer, a cross-site request.
@@ -135,11 +136,11 @@ impl Auth {
             );
         }
         if f.method == "GET"
-            && f.path == "/"
+            && is_page(f.path)
             && let Some(given) = f.query_token
         {
             return if self.is_token(given) {
-                Verdict::Login
+                Verdict::Login(f.path.to_owned())
             } else {
                 Verdict::Unauthorized("wrong token: open the URL the dashboard printed")
             };
@@ -186,6 +187,22 @@ impl Auth {
             return Verdict::Forbidden("cross-site request refused");
         }
         Verdict::Pass
+    }
+}
+
+/// The pages a token URL may open (and so redirect to): `/`, `/approvals` and
+/// `/sessions/ID` with an id of the characters session ids use. Nothing else, so
+/// the redirect can never lead elsewhere.
+pub fn is_page(path: &str) -> bool {
+    match path.strip_prefix("/sessions/") {
+        Some(id) => {
+            !id.is_empty()
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+                && !id.starts_with('.')
+        }
+        None => path == "/" || path == "/approvals",
     }
 }
 
@@ -265,7 +282,7 @@ mod tests {
         let a = auth("127.0.0.1:7420");
         let mut f = get("/", "127.0.0.1:7420");
         f.query_token = Some(TOKEN);
-        assert_eq!(a.check(&f), Verdict::Login);
+        assert_eq!(a.check(&f), Verdict::Login("/".into()));
         f.query_token = Some(&TOKEN[1..]);
         assert!(matches!(a.check(&f), Verdict::Unauthorized(_)));
         f.query_token = Some("");
@@ -284,11 +301,37 @@ mod tests {
         f.cookie = Some("nope");
         assert!(matches!(a.check(&f), Verdict::Unauthorized(_)));
         f.authorization =
-            Some(&"Bearer aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"[..]);
+            Some("Bearer aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
         assert_eq!(a.check(&f), Verdict::Pass);
         f.authorization = Some(TOKEN);
         assert!(matches!(a.check(&f), Verdict::Unauthorized(_)));
         assert!(a.cookie().contains("HttpOnly; SameSite=Strict; Path=/"));
+        // Any page may be opened with the token, and is where the redirect goes.
+        let mut f = get(
+            "/sessions/session-20251219T101053Z-9af4c3",
+            "127.0.0.1:7420",
+        );
+        f.query_token = Some(TOKEN);
+        assert_eq!(
+            a.check(&f),
+            Verdict::Login("/sessions/session-20251219T101053Z-9af4c3".into())
+        );
+        for not_a_page in [
+            "/api/sessions",
+            "/sessions/",
+            "/sessions/a/b",
+            "/sessions/..",
+            "//evil.example",
+            "/sessions/%2e%2e",
+        ] {
+            assert!(!is_page(not_a_page), "{not_a_page}");
+            let mut f = get(not_a_page, "127.0.0.1:7420");
+            f.query_token = Some(TOKEN);
+            assert!(
+                matches!(a.check(&f), Verdict::Unauthorized(_)),
+                "{not_a_page}"
+            );
+        }
     }
 
     #[test]
@@ -341,13 +384,13 @@ mod tests {
         f.peer = None;
         assert!(matches!(a.check(&f), Verdict::Forbidden(_)));
         f.peer = Some("::1".parse().unwrap());
-        assert_eq!(a.check(&f), Verdict::Login);
+        assert_eq!(a.check(&f), Verdict::Login("/".into()));
         // Bound elsewhere on purpose: remote peers are the point (the CLI warns).
         let wide = auth("0.0.0.0:7420");
         let mut f = get("/", "192.168.1.9:7420");
         f.query_token = Some(TOKEN);
         f.peer = Some("192.168.1.20".parse().unwrap());
-        assert_eq!(wide.check(&f), Verdict::Login);
+        assert_eq!(wide.check(&f), Verdict::Login("/".into()));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! so a page of 10,000 sessions filters and sorts summaries instead of reading
 //! 10,000 `metadata.json` files per request.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::SystemTime;
 
@@ -23,11 +23,12 @@ pub enum Change {
     Same,
 }
 
-/// Sessions by id, and ordered by start time (then id) for paging.
+/// Sessions ordered by start time (then id) for paging, with each id's start
+/// time to find it.
 #[derive(Debug, Default)]
 pub struct Index {
-    by_id: HashMap<String, Summary>,
-    order: BTreeSet<(SystemTime, String)>,
+    order: BTreeMap<(SystemTime, String), Summary>,
+    start_of: HashMap<String, SystemTime>,
 }
 
 /// One request for a page of sessions; `None` does not filter.
@@ -117,8 +118,14 @@ impl std::fmt::Display for QueryError {
     }
 }
 
+/// Whether `needle` occurs in `haystack`, ASCII letters compared without case
+/// (no allocation: this runs once per session per request).
 fn contains_folded(haystack: Option<&str>, needle: &str) -> bool {
-    haystack.is_some_and(|h| h.to_lowercase().contains(&needle.to_lowercase()))
+    let Some(h) = haystack else {
+        return false;
+    };
+    let (h, n) = (h.as_bytes(), needle.as_bytes());
+    n.is_empty() || h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
 }
 
 impl Query {
@@ -138,82 +145,86 @@ impl Query {
 
 impl Index {
     pub fn len(&self) -> usize {
-        self.by_id.len()
+        self.order.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
+        self.order.is_empty()
     }
 
     pub fn get(&self, id: &str) -> Option<&Summary> {
-        self.by_id.get(id)
+        let start = *self.start_of.get(id)?;
+        self.order.get(&(start, id.to_owned()))
     }
 
     /// Adds or replaces a session's summary.
     pub fn upsert(&mut self, s: Summary) -> Change {
         let id = s.session_id.clone();
-        let change = match self.by_id.get(&id) {
+        let change = match self.get(&id) {
             None => Change::New,
             Some(old) if *old == s => return Change::Same,
             Some(old) => {
-                self.order.remove(&(old.start_time, id.clone()));
+                let key = (old.start_time, id.clone());
+                self.order.remove(&key);
                 Change::Changed
             }
         };
-        self.order.insert((s.start_time, id.clone()));
-        self.by_id.insert(id, s);
+        self.start_of.insert(id.clone(), s.start_time);
+        self.order.insert((s.start_time, id), s);
         change
     }
 
     pub fn remove(&mut self, id: &str) -> Option<Summary> {
-        let old = self.by_id.remove(id)?;
-        self.order.remove(&(old.start_time, id.to_owned()));
-        Some(old)
+        let start = self.start_of.remove(id)?;
+        self.order.remove(&(start, id.to_owned()))
     }
 
     /// The ids known, for the watcher to compare with the folders.
     pub fn ids(&self) -> impl Iterator<Item = &String> {
-        self.by_id.keys()
+        self.start_of.keys()
     }
 
     /// The sessions whose status is `running`: id and folder.
     pub fn running(&self) -> Vec<(String, PathBuf)> {
-        self.by_id
+        self.order
             .values()
             .filter(|s| s.status == Status::Running)
             .map(|s| (s.session_id.clone(), s.dir.clone()))
             .collect()
     }
 
-    /// One page, newest first.
+    /// One page, newest first, in one pass over the sessions (which also counts
+    /// every match for `total`).
     pub fn page(&self, q: &Query) -> Result<Page, QueryError> {
         let limit = q.limit.clamp(1, MAX_LIMIT);
-        let newest_first: Box<dyn Iterator<Item = &(SystemTime, String)>> = match &q.cursor {
-            None => Box::new(self.order.iter().rev()),
+        let start = match &q.cursor {
+            None => None,
             Some(c) => {
-                let s = self
-                    .by_id
+                let t = self
+                    .start_of
                     .get(c)
                     .ok_or_else(|| QueryError::UnknownCursor(c.clone()))?;
-                Box::new(self.order.range(..(s.start_time, c.clone())).rev())
+                Some((*t, c.clone()))
             }
         };
         let mut sessions = Vec::with_capacity(limit);
         let mut more = false;
-        for (_, id) in newest_first {
-            let Some(s) = self.by_id.get(id) else {
-                continue;
-            };
+        let mut total = 0;
+        for (key, s) in self.order.iter().rev() {
             if !q.admits(s) {
+                continue;
+            }
+            total += 1;
+            // Rows start strictly after the cursor (older than it).
+            if start.as_ref().is_some_and(|c| key >= c) {
                 continue;
             }
             if sessions.len() == limit {
                 more = true;
-                break;
+            } else {
+                sessions.push(Row::of(s));
             }
-            sessions.push(Row::of(s));
         }
-        let total = self.by_id.values().filter(|s| q.admits(s)).count();
         let next = more
             .then(|| sessions.last().map(|r| r.id.clone()))
             .flatten();
@@ -349,7 +360,7 @@ mod tests {
             }),
             (vec!["session-000003".into()], 1)
         );
-        let t = |n| UNIX_EPOCH + Duration::from_secs(1_700_000_000 + n);
+        let t = |n: u64| UNIX_EPOCH + Duration::from_secs(1_700_000_000 + n);
         assert_eq!(
             page(Query {
                 since: Some(t(2)),

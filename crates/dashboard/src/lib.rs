@@ -83,7 +83,7 @@ pub fn serve(options: Options, ready: impl FnOnce(&Started)) -> Result<(), Serve
         .map_err(ServeError::Other)?;
     let result = runtime.block_on(run(options, ready));
     // SSE connections never end on their own: do not wait for them.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     result
 }
 

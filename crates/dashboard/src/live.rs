@@ -27,6 +27,12 @@ use crate::views::Exec;
 pub const TICK: Duration = Duration::from_millis(20);
 /// How often running sessions' statuses are reread even when nothing changed.
 const RECHECK: Duration = Duration::from_secs(1);
+/// The kernel stamps a folder's modification time from a coarse clock (a few
+/// milliseconds): a second change within the same tick leaves the same stamp. While
+/// the stamp is this recent, the folder is listed again at every poll.
+const STAMP_GRAIN: Duration = Duration::from_millis(100);
+/// A full listing this often whatever the stamps say (a clock stepped back).
+const RESCAN: Duration = Duration::from_secs(5);
 
 /// One server-sent event: its name and its JSON data (which has `"session"`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -63,6 +69,7 @@ pub struct Watcher {
     watches: HashMap<String, Watch>,
     boot: Option<String>,
     last_recheck: Instant,
+    last_rescan: Instant,
 }
 
 fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
@@ -81,6 +88,7 @@ impl Watcher {
             watches: HashMap::new(),
             boot: layout::boot_id(),
             last_recheck: Instant::now(),
+            last_rescan: Instant::now(),
         };
         w.rescan(false);
         w
@@ -99,6 +107,7 @@ impl Watcher {
 
     /// Compares the folders with the index: new ones read, gone ones dropped.
     fn rescan(&mut self, announce: bool) {
+        self.last_rescan = Instant::now();
         self.root_stamp = std::fs::metadata(self.store.root())
             .and_then(|m| m.modified())
             .ok();
@@ -131,9 +140,12 @@ impl Watcher {
             }
             // A folder whose metadata is not readable (yet, or damaged) is tried
             // again at the next change of the folder.
-            let Ok(summary) = vg_records::read_summary_of(dir, self.boot.as_deref()) else {
+            let Ok(mut summary) = vg_records::read_summary_of(dir, self.boot.as_deref()) else {
                 continue;
             };
+            // The folder's name is the id the store resolves: a copied or renamed
+            // folder keeps its metadata's old id, which must not hide another.
+            summary.session_id.clone_from(name);
             let row = Row::of(&summary);
             let running = summary.status == Status::Running;
             self.write_index().upsert(summary);
@@ -163,7 +175,10 @@ impl Watcher {
         let root_stamp = std::fs::metadata(self.store.root())
             .and_then(|m| m.modified())
             .ok();
-        if root_stamp != self.root_stamp {
+        let recent = root_stamp
+            .and_then(|t| SystemTime::now().duration_since(t).ok())
+            .is_none_or(|age| age < STAMP_GRAIN);
+        if root_stamp != self.root_stamp || recent || self.last_rescan.elapsed() >= RESCAN {
             self.rescan(true);
         }
         let recheck = self.last_recheck.elapsed() >= RECHECK;
@@ -233,9 +248,10 @@ impl Watcher {
         }
         w.stamp = now;
         let dir = w.dir.clone();
-        let Ok(summary) = vg_records::read_summary_of(&dir, self.boot.as_deref()) else {
+        let Ok(mut summary) = vg_records::read_summary_of(&dir, self.boot.as_deref()) else {
             return;
         };
+        id.clone_into(&mut summary.session_id);
         let ended = summary.status != Status::Running;
         let row = Row::of(&summary);
         if ended {
@@ -336,9 +352,8 @@ mod tests {
         assert_eq!(got.len(), 1, "{got:?}");
         assert_eq!(got[0].data["exec"]["argv"], json!(["later"]));
 
-        // A folder's rename can fall within the root's timestamp granularity:
-        // make sure the second one is seen as a change.
-        std::thread::sleep(Duration::from_millis(20));
+        // Made at once after the previous listing: within the folder's timestamp
+        // granularity, still seen.
         let mut meta = Metadata::new(Origin::Cli);
         meta.name = Some("fresh".into());
         let w = store.create(meta).unwrap();
@@ -373,7 +388,6 @@ mod tests {
             Some(Status::Exited)
         );
         // Removed from the folder: removed from the index.
-        std::thread::sleep(Duration::from_millis(20));
         store.remove(&id).unwrap();
         watcher.tick();
         assert!(index.read().unwrap().get(&id).is_none());

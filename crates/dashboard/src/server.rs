@@ -140,7 +140,7 @@ pub fn router(state: Shared) -> Router {
         .with_state(state)
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: impl header::AsHeaderName) -> Option<&'a str> {
+fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -191,10 +191,11 @@ async fn guard(State(state): State<Shared>, request: Request, next: Next) -> Res
     };
     let mut response = match state.auth.check(&facts) {
         Verdict::Pass => next.run(request).await,
-        Verdict::Login => {
+        Verdict::Login(page) => {
             let mut r = StatusCode::SEE_OTHER.into_response();
-            r.headers_mut()
-                .insert(header::LOCATION, HeaderValue::from_static("/"));
+            if let Ok(v) = HeaderValue::from_str(&page) {
+                r.headers_mut().insert(header::LOCATION, v);
+            }
             if let Ok(v) = HeaderValue::from_str(&state.auth.cookie()) {
                 r.headers_mut().insert(header::SET_COOKIE, v);
             }

@@ -149,36 +149,23 @@ struct Found {
     name_time: SystemTime,
 }
 
-/// Outcome of reading one folder's metadata for listing.
-enum Read {
-    Ok(Summary),
-    Damaged(String),
-}
-
 /// One session's row of `logs list`, read from `dir/metadata.json` alone (the
 /// fields `list` needs), for a front end that keeps its own index of sessions and
 /// rereads only the ones that changed. `boot` is [`layout::boot_id`], to tell a
 /// crashed supervisor's `running` session from a live one. The error says why the
 /// folder is damaged.
 pub fn read_summary_of(dir: &Path, boot: Option<&str>) -> Result<Summary, String> {
-    match read_summary(dir, boot) {
-        Read::Ok(s) => Ok(s),
-        Read::Damaged(reason) => Err(reason),
-    }
-}
-
-fn read_summary(dir: &Path, boot: Option<&str>) -> Read {
     let path = dir.join(layout::METADATA);
     let bytes = match fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Read::Damaged("metadata.json is missing".into());
+            return Err("metadata.json is missing".into());
         }
-        Err(e) => return Read::Damaged(format!("cannot read metadata.json: {e}")),
+        Err(e) => return Err(format!("cannot read metadata.json: {e}")),
     };
     match serde_json::from_slice::<SummaryFields>(&bytes) {
-        Ok(f) => Read::Ok(f.into_summary(dir.to_owned(), boot)),
-        Err(e) => Read::Damaged(format!("metadata.json is not valid session metadata: {e}")),
+        Ok(f) => Ok(f.into_summary(dir.to_owned(), boot)),
+        Err(e) => Err(format!("metadata.json is not valid session metadata: {e}")),
     }
 }
 
@@ -383,13 +370,13 @@ impl SessionStore {
         let boot = layout::boot_id();
         let mut out = Vec::with_capacity(found.len());
         for f in found {
-            match read_summary(&f.dir, boot.as_deref()) {
-                Read::Ok(s) => {
+            match read_summary_of(&f.dir, boot.as_deref()) {
+                Ok(s) => {
                     if filter.admits(&s) {
                         out.push(ListEntry::Session(s));
                     }
                 }
-                Read::Damaged(reason) => {
+                Err(reason) => {
                     if filter.admits_damaged() && filter.since.is_none_or(|t| f.name_time >= t) {
                         out.push(ListEntry::Damaged {
                             session_id: f.name,
@@ -596,10 +583,10 @@ impl SessionStore {
         let boot = layout::boot_id();
         let mut plan = Vec::new();
         for f in found {
-            let last_activity = match read_summary(&f.dir, boot.as_deref()) {
-                Read::Ok(s) if s.status == Status::Running => continue,
-                Read::Ok(s) => s.end_time.unwrap_or(s.start_time),
-                Read::Damaged(_) => f.name_time,
+            let last_activity = match read_summary_of(&f.dir, boot.as_deref()) {
+                Ok(s) if s.status == Status::Running => continue,
+                Ok(s) => s.end_time.unwrap_or(s.start_time),
+                Err(_) => f.name_time,
             };
             if last_activity < cutoff {
                 plan.push(Prunable {

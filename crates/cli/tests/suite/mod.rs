@@ -13,6 +13,7 @@ mod attacks_syscalls;
 mod bounded;
 mod browser;
 mod config;
+mod dashboard;
 mod dashboard_browser;
 mod exec_records;
 mod faults;
