@@ -187,7 +187,7 @@ function sessionsPage() {
     el("td", { class: "mono nowrap" }, el("a", { href: "/sessions/" + encodeURIComponent(s.id), text: s.id })),
     el("td", { class: "nowrap", text: s.name || "" }),
     el("td", { text: s.agent || "" }),
-    el("td", { class: "cmd", text: s.command_line || (s.command || []).join(" ") }),
+    el("td", { class: "cmd" }, el("span", { class: "clamp", title: s.command_line || "", text: s.command_line || shellQuote(s.command) })),
     el("td", { class: "status-cell" }, statusBadge(s.status, s.exit_code)),
     el("td", { class: "started nowrap", text: fmtTime(s.started) }),
     el("td", { text: duration(s.started, s.ended) }),

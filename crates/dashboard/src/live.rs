@@ -134,13 +134,12 @@ impl Watcher {
                 self.send("session", json!({"session": id, "change": "removed"}));
             }
         }
-        for (name, dir) in &dirs {
-            if known.contains(name) {
-                continue;
-            }
+        let new: Vec<&(String, PathBuf)> =
+            dirs.iter().filter(|(n, _)| !known.contains(n)).collect();
+        for (name, dir, read) in read_summaries(&new, self.boot.as_deref()) {
             // A folder whose metadata is not readable (yet, or damaged) is tried
             // again at the next change of the folder.
-            let Ok(mut summary) = vg_records::read_summary_of(dir, self.boot.as_deref()) else {
+            let Ok(mut summary) = read else {
                 continue;
             };
             // The folder's name is the id the store resolves: a copied or renamed
@@ -278,6 +277,31 @@ impl Watcher {
     }
 }
 
+/// The summaries of `dirs`, in order; many (the first listing of a large records
+/// folder) are read on a few threads, since each is a file read and a JSON parse.
+fn read_summaries<'a>(
+    dirs: &[&'a (String, PathBuf)],
+    boot: Option<&str>,
+) -> Vec<(&'a String, &'a PathBuf, Result<vg_records::Summary, String>)> {
+    let read =
+        |(name, dir): &&'a (String, PathBuf)| (name, dir, vg_records::read_summary_of(dir, boot));
+    if dirs.len() < 256 {
+        return dirs.iter().map(read).collect();
+    }
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
+    let chunk = dirs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = dirs
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().map(read).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
+}
+
 /// The live event of one `commands.log` line.
 pub fn exec_event(session: &str, line: &str) -> Option<(&'static str, Value)> {
     match CommandLogLine::parse(line)? {
@@ -393,6 +417,34 @@ mod tests {
         assert!(index.read().unwrap().get(&id).is_none());
         let got = drain(&mut rx);
         assert!(got.iter().any(|e| e.data["change"] == "removed"), "{got:?}");
+    }
+
+    /// A large folder is read on several threads, every folder once, each under
+    /// its folder's name (copies keep their metadata's id).
+    #[test]
+    fn a_large_first_listing_indexes_every_folder_under_its_name() {
+        let tmp = temp_root("vg-dash-many");
+        let root = tmp.path().join("logs");
+        let store = SessionStore::open(&root).unwrap();
+        let w = store.create(Metadata::new(Origin::Cli)).unwrap();
+        let first = w.dir().to_owned();
+        w.finish(End::exited(0)).unwrap();
+        for i in 0..299u32 {
+            let copy = root.join(format!("session-20250101T000000Z-{i:06x}"));
+            std::fs::create_dir(&copy).unwrap();
+            for f in std::fs::read_dir(&first).unwrap() {
+                let f = f.unwrap();
+                std::fs::copy(f.path(), copy.join(f.file_name())).unwrap();
+            }
+        }
+        let index = Arc::new(RwLock::new(Index::default()));
+        let (bus, _rx) = broadcast::channel(4);
+        let _watcher = Watcher::new(SessionStore::at(&root), Arc::clone(&index), bus);
+        let index = index.read().unwrap();
+        assert_eq!(index.len(), 300);
+        let copy = index.get("session-20250101T000000Z-00012a").unwrap();
+        assert_eq!(copy.session_id, "session-20250101T000000Z-00012a");
+        assert_eq!(copy.status, Status::Exited);
     }
 
     #[test]
