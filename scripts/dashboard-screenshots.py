@@ -18,6 +18,7 @@ import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.dont_write_bytecode = True  # no __pycache__ left in bench/
 import dashboard as bench  # noqa: E402  (bench/dashboard.py)
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "docs")
