@@ -216,14 +216,25 @@ impl Browser {
     }
 
     /// Clicks the first element matching `css`, as a user would (WebDriver's element
-    /// click: scrolled into view, refused when something covers it).
+    /// click: scrolled into view, refused when something covers it). A live page may
+    /// redraw the element between finding and clicking it: then it is found again,
+    /// for a few seconds.
     pub fn click(&self, css: &str) {
         let client = self.client();
-        self.block(async {
-            let element = client.find(Locator::Css(css)).await?;
-            element.click().await
-        })
-        .unwrap_or_else(|e| panic!("cannot click {css}: {e}\npage: {}", self.page_text()));
+        let end = Instant::now() + Duration::from_secs(5);
+        loop {
+            let clicked = self.block(async {
+                let element = client.find(Locator::Css(css)).await?;
+                element.click().await
+            });
+            match clicked {
+                Ok(()) => return,
+                Err(e) if e.to_string().contains("stale element") && Instant::now() < end => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("cannot click {css}: {e}\npage: {}", self.page_text()),
+            }
+        }
     }
 
     /// Accepts a `confirm()` or `alert()` the page opened, if it opened one.

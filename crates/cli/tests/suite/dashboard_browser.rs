@@ -490,7 +490,6 @@ fn a_held_destination_allowed_on_the_session_page_connects() {
                .find(r => (r.querySelector('.decision') || {}).textContent.trim() === 'held');
              const button = row && row.querySelector('button[data-action=\"allow\"]');
              if (!button) return null;
-             button.setAttribute('data-vg-test', 'allow-held');
              return [row.getAttribute('data-dest'), button.getAttribute('data-target')];",
             vec![json!(held)],
         );
@@ -499,7 +498,11 @@ fn a_held_destination_allowed_on_the_session_page_connects() {
             target == "echo.test" || target.starts_with("echo.test:"),
             "the held row's allow button targets {clicked}"
         );
-        browser.click("button[data-vg-test=\"allow-held\"]");
+        // By its destination: the page redraws the table as events arrive.
+        let row_dest = clicked[0].as_str().unwrap_or_default();
+        browser.click(&format!(
+            "table#network tr[data-dest=\"{row_dest}\"] button[data-action=\"allow\"]"
+        ));
         let out = running.finish(LIVE);
         out.assert_success();
         assert_eq!(out.lines(), ["connected"], "{out}");
