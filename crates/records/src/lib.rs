@@ -54,4 +54,6 @@ pub use quote::{escape_hidden, quote_arg, quote_argv, unquote_argv, unquote_word
 pub use store::{LAST, ListEntry, ListFilter, Prunable, SessionInfo, SessionStore, read_metadata};
 pub use time::{parse_duration, parse_since};
 pub use verify::{Problem, VerifyReport, verify};
-pub use writer::{ArgvSize, CommandExit, CommandRecord, End, SessionWriter, StreamRecord};
+pub use writer::{
+    ArgvSize, CommandExit, CommandRecord, End, SessionWriter, StreamRecord, exit_line,
+};

@@ -270,6 +270,12 @@ impl End {
     }
 }
 
+/// The `commands.log` line of `pid`'s exit at `time`, as [`SessionWriter::record_exit_at`]
+/// writes it: for a caller that writes it in a two-step append with other lines.
+pub fn exit_line(time: SystemTime, pid: u32, exit: &CommandExit) -> String {
+    format!("{} exit pid={pid} {exit}\n", time::format_rfc3339(time))
+}
+
 struct Appender {
     file: File,
     path: PathBuf,
@@ -655,7 +661,7 @@ impl SessionWriter {
         pid: u32,
         exit: CommandExit,
     ) -> Result<u64, RecordsError> {
-        let line = format!("{} exit pid={pid} {exit}\n", time::format_rfc3339(time));
+        let line = exit_line(time, pid, &exit);
         self.lock().append(RecordFile::Commands, line.as_bytes())?;
         Ok(u64::try_from(line.len()).unwrap_or(u64::MAX))
     }

@@ -136,6 +136,21 @@ pub enum TraceEvent {
     },
 }
 
+/// When [`serve`]'s `between` hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Between {
+    /// A notification was just answered; the next may already wait.
+    Answered,
+    /// No notification came for [`IDLE`] since the hook last left a backlog.
+    Idle,
+}
+
+/// How long the tracer waits for the next notification before it calls `between`
+/// with [`Between::Idle`]: short enough that what is batched reaches the record
+/// while a reader follows it, long enough that a busy sandbox's execs rarely wait on
+/// that work.
+pub const IDLE: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// What happens to a traced system call.
 #[derive(Debug)]
 pub enum Verdict {
@@ -202,8 +217,11 @@ impl PartialEq for Verdict {
 /// each `Exec` also carries its file and, for a `#!` script, its interpreter chain
 /// (an approval gate rates and checks them; plain recording does not need them).
 ///
-/// `answered` runs after each notification was answered (the process let go) and
-/// its events reported: work done there costs the traced process no time.
+/// `between` runs after each notification was answered (the process let go) and
+/// its events reported, with [`Between::Answered`]: work done there costs the traced
+/// process no time. It returns whether it left work for a quiet moment (a backlog,
+/// e.g. chain entries to batch); if it did, it runs again with [`Between::Idle`]
+/// once no notification came for [`IDLE`], and the tracer then waits without limit.
 ///
 /// `File` and `Denied` events are reported after their call was answered; the
 /// verdict `on_event` returns for them is ignored.
@@ -211,7 +229,7 @@ pub fn serve(
     listener: OwnedFd,
     inspect: bool,
     mut on_event: impl FnMut(TraceEvent) -> Verdict,
-    mut answered: impl FnMut(),
+    mut between: impl FnMut(Between) -> bool,
 ) {
     // Shared with the threads that answer deferred verdicts; a reply after every
     // sandboxed process is gone fails harmlessly (ENOENT).
@@ -229,10 +247,15 @@ pub fn serve(
         inspect,
         ..Tracked::default()
     };
+    let mut backlog = false;
     loop {
-        match sys::poll_hup(fd) {
-            Ok(false) => {}
-            Ok(true) | Err(_) => return,
+        match sys::poll_hup_within(fd, backlog.then_some(IDLE)) {
+            Ok(sys::Polled::Readable) => {}
+            Ok(sys::Polled::TimedOut) => {
+                backlog = between(Between::Idle);
+                continue;
+            }
+            Ok(sys::Polled::HungUp) | Err(_) => return,
         }
         let Ok(notif) = sys::notif_recv(fd) else {
             // ENOENT: the task died before we received it; go on.
@@ -243,13 +266,13 @@ pub fn serve(
             NotifiedCall::File(syscall) => {
                 serve_file(fd, &notif, syscall.name, &mut tracked, &mut on_event);
                 tracked.retired.clear();
-                answered();
+                backlog = between(Between::Answered);
                 continue;
             }
             NotifiedCall::Refused => {
                 serve_refusal(fd, &notif, &mut tracked, &mut on_event);
                 tracked.retired.clear();
-                answered();
+                backlog = between(Between::Answered);
                 continue;
             }
         }
@@ -297,7 +320,7 @@ pub fn serve(
         for found in std::mem::take(&mut tracked.found) {
             on_event(found);
         }
-        answered();
+        backlog = between(Between::Answered);
     }
 }
 

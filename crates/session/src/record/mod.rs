@@ -416,7 +416,7 @@ impl Session {
                 let log = CommandsLog::new(caps.shown);
                 let log = Arc::new(Mutex::new(match gate {
                     Some(_) => log,
-                    None => log.deferring_chain(),
+                    None => log.batching(),
                 }));
                 trace::serve(
                     listener,
@@ -433,10 +433,11 @@ impl Session {
                             None => lock(&log).record(&shared, event),
                         }
                     },
-                    // The exec just let go is chained while it runs.
-                    || lock(&log).chain_pending(&shared),
+                    // What can wait is written and chained in batches, while the
+                    // sandbox runs or once it is idle.
+                    |moment| lock(&log).between(&shared, moment),
                 );
-                lock(&log).chain_pending(&shared);
+                lock(&log).flush(&shared);
                 let observed = observer.map(|o| o.finish(&shared));
                 (log, observed)
             }));
@@ -601,7 +602,7 @@ impl Session {
         }
         let mut commands = commands.as_ref().map(|log| lock(log));
         if let (Some(log), Some(shared)) = (commands.as_deref_mut(), &self.shared) {
-            log.chain_pending(shared);
+            log.flush(shared);
         }
         let id = self.writer.id().to_owned();
         // The command's exit is seen by the tracer when it calls exit; a command
