@@ -265,13 +265,13 @@ pub fn serve(
             NotifiedCall::Exec | NotifiedCall::Exit => {}
             NotifiedCall::File(syscall) => {
                 serve_file(fd, &notif, syscall.name, &mut tracked, &mut on_event);
-                tracked.retired.clear();
+                tracked.let_go();
                 backlog = between(Between::Answered);
                 continue;
             }
             NotifiedCall::Refused => {
                 serve_refusal(fd, &notif, &mut tracked, &mut on_event);
-                tracked.retired.clear();
+                tracked.let_go();
                 backlog = between(Between::Answered);
                 continue;
             }
@@ -316,7 +316,7 @@ pub fn serve(
                 let _ = sys::notif_continue(fd, notif.id);
             }
         }
-        tracked.retired.clear();
+        tracked.let_go();
         for found in std::mem::take(&mut tracked.found) {
             on_event(found);
         }
@@ -474,6 +474,8 @@ struct Tracked {
     /// Entries of processes that exited, dropped (their pidfds closed) once the
     /// notification at hand is answered.
     retired: Vec<Entry>,
+    /// Descriptors opened to read an exec and no longer needed, closed likewise.
+    closing: Vec<OwnedFd>,
     /// Size at which to drop entries of processes that died without calling exit
     /// (killed by a signal).
     sweep_at: usize,
@@ -538,6 +540,13 @@ fn running(host_pid: u32) -> Option<(u64, u64)> {
 
 impl Tracked {
     const FIRST_SWEEP: usize = 256;
+
+    /// Closes what waited for the notification at hand to be answered: closing a
+    /// descriptor costs a few microseconds, which the traced process need not wait.
+    fn let_go(&mut self) {
+        self.retired.clear();
+        self.closing.clear();
+    }
 
     /// The sandbox pid of a live tracked process.
     fn ns_pid(&self, host_pid: u32) -> Option<i32> {
@@ -835,7 +844,8 @@ fn describe_exec(
     if too_long {
         return Err(Unrecordable::TooLong);
     }
-    let looked_up = resolve::lookup(host_pid, tracked.root(host_pid), base, &path, empty_path_ok);
+    let mut looked_up =
+        resolve::lookup(host_pid, tracked.root(host_pid), base, &path, empty_path_ok);
     match looked_up.presence {
         Presence::Missing => return Ok(None),
         Presence::ThroughProcLink => {
@@ -854,12 +864,12 @@ fn describe_exec(
         .ns_pid(parent)
         .or_else(|| tracked.parent_inside(parent))
         .unwrap_or(0);
-    let (argv, truncated) = read_argv(host_pid, argv_ptr);
+    let (argv, truncated) = read_argv(host_pid, argv_ptr, (path_ptr, &path));
     // The kernel names the directory from the sandbox's own root (the supervisor's
     // root is not above it), so this is the path as seen inside.
     let cwd = resolve::read_link(&format!("/proc/{host_pid}/cwd")).unwrap_or_default();
     let (file, script, root) = if tracked.inspect {
-        let file = looked_up.opened.and_then(ExecFile::from_fd);
+        let file = looked_up.opened.take().and_then(ExecFile::from_fd);
         // The kernel names the script to its interpreter as it names the exec: the
         // path as passed, or through its directory descriptor (`/dev/fd/N[/PATH]`).
         let kernel_name = match base {
@@ -884,6 +894,9 @@ fn describe_exec(
         .inspect
         .then(|| file::linked_id(host_pid, "cwd"))
         .flatten();
+    if let Some(opened) = looked_up.opened.take() {
+        tracked.closing.push(opened);
+    }
     if let Some(pidfd) = who.pidfd {
         let hash = if argv.is_empty() {
             argv_hash([looked_up.exe.as_slice()])
@@ -1045,7 +1058,10 @@ fn read_cstring(pid: libc::pid_t, addr: u64, limit: usize) -> Option<(Vec<u8>, b
     Some((out, true))
 }
 
-fn read_argv(pid: libc::pid_t, argv_ptr: u64) -> (Vec<Vec<u8>>, bool) {
+/// Reads argv; `path` is the exec's path, read already from the address it names:
+/// an argument at that address (a shell passes the same string as `argv[0]` for a
+/// path it was given) is that string, not read again.
+fn read_argv(pid: libc::pid_t, argv_ptr: u64, path: (u64, &[u8])) -> (Vec<Vec<u8>>, bool) {
     const PAGE: u64 = 4096;
     let mut argv = Vec::new();
     let mut total = 0usize;
@@ -1072,8 +1088,9 @@ fn read_argv(pid: libc::pid_t, argv_ptr: u64) -> (Vec<Vec<u8>>, bool) {
             if p == 0 {
                 return (argv, false);
             }
-            let Some((arg, cut)) = read_cstring(pid, p, MAX_ARG_BYTES.min(MAX_TOTAL_BYTES - total))
-            else {
+            let limit = MAX_ARG_BYTES.min(MAX_TOTAL_BYTES - total);
+            let known = (p == path.0 && path.1.len() < limit).then(|| (path.1.to_vec(), false));
+            let Some((arg, cut)) = known.or_else(|| read_cstring(pid, p, limit)) else {
                 return (argv, true);
             };
             total += arg.len();
@@ -1141,8 +1158,14 @@ mod tests {
             .collect();
         let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
         ptrs.push(std::ptr::null());
-        let (argv, truncated) = read_argv(pid, ptrs.as_ptr() as u64);
+        let (argv, truncated) = read_argv(pid, ptrs.as_ptr() as u64, (0, b""));
         assert!(!truncated);
         assert_eq!(argv, vec![b"prog".to_vec(), b"a b".to_vec(), Vec::new()]);
+        // An argument at the path's address is the path as read (here told
+        // otherwise, to see that it is not read again).
+        let at = ptrs[1] as u64;
+        let (argv, truncated) = read_argv(pid, ptrs.as_ptr() as u64, (at, b"told"));
+        assert!(!truncated);
+        assert_eq!(argv, vec![b"prog".to_vec(), b"told".to_vec(), Vec::new()]);
     }
 }

@@ -37,18 +37,28 @@ pub struct CommandsLog {
     /// line is written, which is chained after it was let go, in a batch (see
     /// [`Self::between`], which the tracer calls after each answer).
     pending: Vec<(StreamRecord, String)>,
-    /// `exit` lines of traced processes not written yet (only while batching): the
-    /// process was let go first; its line goes out with the next `exec` line, in the
-    /// same write, or at the next quiet moment ([`Self::flush`]).
-    unwritten: String,
+    /// Lines not written yet (only while batching), in order: `exec` lines, formatted
+    /// and written just after their exec was let go, and `exit` lines, written with
+    /// the next `exec` line (one write for all) or at the next quiet moment
+    /// ([`Self::flush`]).
+    held: Vec<Held>,
+    /// The bytes of the `exit` lines in `held`.
+    held_exits: usize,
+    /// `held` has an `exec` line: it is written as soon as the tracer answered.
+    exec_due: bool,
     /// Whether writes and chain entries are batched (see [`Self::batching`]).
     batch: bool,
 }
 
+/// A line held while batching (see [`CommandsLog::batching`]).
+enum Held {
+    /// Formatted when written: the time in it is when the exec was read.
+    Exec(CommandRecord),
+    Exit(String),
+}
+
 /// Unchained records past which the tracer chains them as soon as it answered (one
-/// `integrity.log` write for them all), without waiting for a quiet moment; the next
-/// exec chains them while it waits only past this (a caller that never calls
-/// [`CommandsLog::between`]).
+/// `integrity.log` write for them all), without waiting for a quiet moment.
 const MAX_PENDING: usize = 32;
 /// Bytes of `exit` lines held past which the tracer writes them once it answered.
 const MAX_UNWRITTEN: usize = 4096;
@@ -63,49 +73,79 @@ impl CommandsLog {
             dropped_exits: 0,
             full_since: None,
             pending: Vec::new(),
-            unwritten: String::new(),
+            held: Vec::new(),
+            held_exits: 0,
+            exec_due: false,
             batch: false,
         }
     }
 
     /// Batches what can wait (plain recording, where the tracer thread alone writes
-    /// these lines): `exec` lines are chained after their exec was let go, several
-    /// in one `integrity.log` write, and a traced `exit` line is written with the
-    /// next `exec` line, both at the latest when the tracer is idle (see
-    /// [`Self::between`]). Without it, each line is written and chained at once:
-    /// with the approval gate, threads that hold execs write lines too, possibly as
-    /// the session ends.
+    /// these lines, in the order of the notifications): an `exec` line is written
+    /// just after its exec was let go, before the tracer takes the next
+    /// notification, with the `exit` lines held since; lines are chained several in
+    /// one `integrity.log` write; all of it at the latest when the tracer is idle
+    /// (see [`Self::between`]). Without it, each line is written and chained at
+    /// once, an `exec` line while its exec waits: with the approval gate, threads
+    /// that hold execs write lines too, possibly as the session ends.
     pub fn batching(mut self) -> Self {
         self.batch = true;
         self
     }
 
     /// The tracer's hook between notifications ([`vg_sandbox::trace::serve`]'s
-    /// `between`): when it is idle, or the batch is full, writes and chains what
+    /// `between`): just after an exec was let go, writes its line (with the exits
+    /// held); when the tracer is idle, or a batch is full, writes and chains what
     /// waits. Returns whether something still waits for an idle moment.
     pub fn between(&mut self, shared: &Shared, moment: trace::Between) -> bool {
-        let full = self.pending.len() >= MAX_PENDING || self.unwritten.len() >= MAX_UNWRITTEN;
-        if moment == trace::Between::Idle || full {
+        if moment == trace::Between::Idle {
             self.flush(shared);
-        }
-        !self.pending.is_empty() || !self.unwritten.is_empty()
-    }
-
-    /// Writes the `exit` lines held, then chains every line written since the last
-    /// call, with one write to `integrity.log`. Called by the tracer when it is idle
-    /// or its batch is full, before any other line of `commands.log` is written (its
-    /// records must be chained in file order), and when tracing ends.
-    pub fn flush(&mut self, shared: &Shared) {
-        if !self.unwritten.is_empty() {
-            let lines = std::mem::take(&mut self.unwritten);
-            match shared
-                .writer
-                .write_stream(RecordFile::Commands, lines.as_bytes())
-            {
-                Ok(written) => self.pending.push((written, lines)),
-                Err(e) => shared.fail("commands.log", e),
+        } else {
+            if self.exec_due || self.held_exits >= MAX_UNWRITTEN {
+                self.write_held(shared);
+            }
+            if self.pending.len() >= MAX_PENDING {
+                self.flush(shared);
             }
         }
+        !self.pending.is_empty() || !self.held.is_empty()
+    }
+
+    /// Writes the lines held, in one write; they are chained by [`Self::flush`].
+    fn write_held(&mut self, shared: &Shared) {
+        self.exec_due = false;
+        self.held_exits = 0;
+        if self.held.is_empty() {
+            return;
+        }
+        let mut lines = String::new();
+        for held in self.held.drain(..) {
+            match held {
+                Held::Exec(record) => {
+                    let line = record.to_line();
+                    self.written = self
+                        .written
+                        .saturating_add(u64::try_from(line.len()).unwrap_or(u64::MAX));
+                    lines.push_str(&line);
+                }
+                Held::Exit(line) => lines.push_str(&line),
+            }
+        }
+        match shared
+            .writer
+            .write_stream(RecordFile::Commands, lines.as_bytes())
+        {
+            Ok(written) => self.pending.push((written, lines)),
+            Err(e) => shared.fail("commands.log", e),
+        }
+    }
+
+    /// Writes the lines held, then chains every line written since the last call,
+    /// with one write to `integrity.log`. Called by the tracer when it is idle or a
+    /// batch is full, before any other line of `commands.log` is written (its
+    /// records must be chained in file order), and when tracing ends.
+    pub fn flush(&mut self, shared: &Shared) {
+        self.write_held(shared);
         if self.pending.is_empty() {
             return;
         }
@@ -220,17 +260,18 @@ impl CommandsLog {
         )
         .with_exe(OsString::from_vec(path));
         record.exit = denied;
-        if self.pending.len() >= MAX_PENDING {
-            self.flush(shared);
+        if self.batch && denied.is_none() {
+            // Formatted and written once the exec was let go, before the next
+            // notification is taken (see `between`): the exec does not wait for it.
+            self.held.push(Held::Exec(record));
+            self.exec_due = true;
+            self.argv_truncated(shared, pid, truncated);
+            return;
         }
-        // Written now, before the exec is let go (a killed supervisor leaves it in
-        // the file), after the exits held (one write for both); chained later, off
-        // the exec's path.
-        let exec_line = record.to_line();
-        // The exits held were counted when they were held.
-        let len = u64::try_from(exec_line.len()).unwrap_or(u64::MAX);
-        let mut line = std::mem::take(&mut self.unwritten);
-        line.push_str(&exec_line);
+        // Written now, while the exec waits, after the lines held; chained at once.
+        self.write_held(shared);
+        let line = record.to_line();
+        let len = u64::try_from(line.len()).unwrap_or(u64::MAX);
         match shared
             .writer
             .write_stream(RecordFile::Commands, line.as_bytes())
@@ -244,6 +285,11 @@ impl CommandsLog {
             }
             Err(e) => shared.fail("commands.log", e),
         }
+        self.argv_truncated(shared, pid, truncated);
+    }
+
+    /// The event that says an `exec` line's argv was cut.
+    fn argv_truncated(&self, shared: &Shared, pid: i32, truncated: bool) {
         if truncated
             && let Err(e) = shared.writer.event(
                 Event::new("argv-truncated")
@@ -271,7 +317,8 @@ impl CommandsLog {
         self.written = self
             .written
             .saturating_add(u64::try_from(line.len()).unwrap_or(u64::MAX));
-        self.unwritten.push_str(&line);
+        self.held_exits += line.len();
+        self.held.push(Held::Exit(line));
     }
 
     /// Writes the `exit` line of a traced process now (e.g. the command, from init's
