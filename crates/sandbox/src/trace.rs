@@ -306,11 +306,14 @@ pub fn serve(
                     verdict => answer(fd, notif.id, verdict),
                 }
             }
-            Some(event) if sys::notif_id_valid(fd, notif.id) => {
+            Some(event @ TraceEvent::Exit { .. }) => {
                 // Nothing to decide about an exit: let the process go first, so
-                // that recording it costs the sandbox no time.
-                let _ = sys::notif_continue(fd, notif.id);
-                on_event(event);
+                // that recording it costs the sandbox no time. The kernel accepts
+                // the answer only while the call waits, which also tells that what
+                // was looked up belongs to this call (no second check needed).
+                if sys::notif_continue(fd, notif.id).is_ok() {
+                    on_event(event);
+                }
             }
             _ => {
                 let _ = sys::notif_continue(fd, notif.id);
