@@ -146,10 +146,11 @@ pub enum Between {
 }
 
 /// How long the tracer waits for the next notification before it calls `between`
-/// with [`Between::Idle`]: short enough that what is batched reaches the record
-/// while a reader follows it, long enough that a busy sandbox's execs rarely wait on
-/// that work.
-pub const IDLE: std::time::Duration = std::time::Duration::from_millis(20);
+/// with [`Between::Idle`]: short, since what is batched is outside the record's
+/// chain until then (a supervisor killed meanwhile leaves it unchained, which
+/// `logs verify` explains), yet longer than an exec-heavy sandbox leaves between
+/// its execs, so that they rarely wait on that work.
+pub const IDLE: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// What happens to a traced system call.
 #[derive(Debug)]
