@@ -328,7 +328,8 @@ impl Session {
 
     /// Starts recording a running sandbox: the output relays (and, with a terminal,
     /// the input relay), the layers it reports, and (when `trace` is set) every
-    /// program it executes. With a terminal, returns its master side, for resizing.
+    /// program it executes; serves its control channel (`control.sock`). With a
+    /// terminal, returns its master side, for resizing.
     pub fn attach(
         &mut self,
         sandbox: &mut vg_sandbox::Sandbox,
@@ -457,6 +458,12 @@ impl Session {
                 }
             }
         }
+        // The control channel before init is ready, not after: binding its socket
+        // and starting its thread then overlap init's set-up instead of the command's
+        // run (a short command's whole run, at start-up). A failure stops the sandbox
+        // through `shared` like any other.
+        self.shared = Some(Arc::clone(&shared));
+        self.serve_control(sandbox.stopper(), live);
         if let Some(enforced) = sandbox.ready() {
             self.started = true;
             if let Err(e) = self
@@ -466,14 +473,13 @@ impl Session {
                 shared.fail("metadata.json", e);
             }
         }
-        self.shared = Some(shared);
         resize
     }
 
     /// Serves `session-…/control.sock` for the session's owner (the owner of its
     /// folder, which is 0700). Without it `stop` and live rules could not reach
     /// the session, so a failure to bind stops the sandbox like a record failure.
-    pub fn serve_control(
+    fn serve_control(
         &mut self,
         stopper: vg_sandbox::Stopper,
         network: Option<std::sync::Arc<crate::control::LiveNetwork>>,
