@@ -28,7 +28,10 @@ fn remove_abandoned(root: &Path) {
     let Ok(entries) = fs::read_dir(root) else {
         return;
     };
-    for entry in entries.filter_map(Result::ok) {
+    let entries: Vec<fs::DirEntry> = entries.filter_map(Result::ok).collect();
+    // And the replaced metadata versions that runs gone kept (see layout::retire).
+    layout::remove_retired(root, &kinds(&entries));
+    for entry in entries {
         let name = entry.file_name();
         let Some((pid, id)) = name
             .to_str()
@@ -47,6 +50,24 @@ fn remove_abandoned(root: &Path) {
             // `logs verify --all` does not call it deleted outside Vectra Guard.
             let _ = Ledger::at(root).removing(LedgerKind::Discard, &[id]);
         }
+    }
+}
+
+/// Each entry's name and whether it is a regular file (symlinks are not).
+fn kinds(entries: &[fs::DirEntry]) -> Vec<(std::ffi::OsString, bool)> {
+    entries
+        .iter()
+        .map(|e| (e.file_name(), e.file_type().is_ok_and(|t| t.is_file())))
+        .collect()
+}
+
+/// After `logs rm` or `prune`: the replaced metadata versions kept by runs that are
+/// gone (`layout::retire`) go too, so that nothing of a removed session stays in the
+/// records folder until the next run.
+fn remove_retired_in(root: &Path) {
+    if let Ok(entries) = fs::read_dir(root) {
+        let entries: Vec<fs::DirEntry> = entries.filter_map(Result::ok).collect();
+        layout::remove_retired(root, &kinds(&entries));
     }
 }
 
@@ -510,7 +531,9 @@ impl SessionStore {
         fs::remove_dir_all(dir).map_err(|source| RecordsError::Remove {
             path: dir.to_owned(),
             source,
-        })
+        })?;
+        remove_retired_in(&self.root);
+        Ok(())
     }
 
     /// Refuses a folder that is not a session folder directly under the root,
@@ -556,6 +579,7 @@ impl SessionStore {
             })?;
             removed.push(p.dir.clone());
         }
+        remove_retired_in(&self.root);
         Ok(removed)
     }
 
