@@ -28,10 +28,7 @@ fn remove_abandoned(root: &Path) {
     let Ok(entries) = fs::read_dir(root) else {
         return;
     };
-    let entries: Vec<fs::DirEntry> = entries.filter_map(Result::ok).collect();
-    // And the replaced metadata versions that runs gone kept (see layout::retire).
-    layout::remove_retired(root, &kinds(&entries));
-    for entry in entries {
+    for entry in entries.filter_map(Result::ok) {
         let name = entry.file_name();
         let Some((pid, id)) = name
             .to_str()
@@ -61,9 +58,10 @@ fn kinds(entries: &[fs::DirEntry]) -> Vec<(std::ffi::OsString, bool)> {
         .collect()
 }
 
-/// After `logs rm` or `prune`: the replaced metadata versions kept by runs that are
-/// gone (`layout::retire`) go too, so that nothing of a removed session stays in the
-/// records folder until the next run.
+/// Removes the replaced metadata versions kept by runs that are gone
+/// (`layout::retire`): after `logs rm` or `prune`, so that nothing of a removed
+/// session stays in the records folder, and at each session's start
+/// ([`SessionStore::remove_retired`]).
 fn remove_retired_in(root: &Path) {
     if let Ok(entries) = fs::read_dir(root) {
         let entries: Vec<fs::DirEntry> = entries.filter_map(Result::ok).collect();
@@ -255,6 +253,14 @@ impl SessionStore {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Removes the replaced `metadata.json` versions that runs now gone kept in the
+    /// records folder (`layout::retire`). Freeing their blocks may wait for the disk
+    /// (a synchronous discard), so a session's supervisor calls it off its own path:
+    /// on a thread, while the sandbox builds itself.
+    pub fn remove_retired(&self) {
+        remove_retired_in(&self.root);
     }
 
     /// Starts the records of a new session (status `running`).
