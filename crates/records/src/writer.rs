@@ -338,6 +338,8 @@ struct State {
     integrity: Appender,
     chain: Chain,
     metadata: Metadata,
+    /// Whether `metadata.json` exists: from then on each version replaces one.
+    metadata_written: bool,
     finished: bool,
 }
 
@@ -464,12 +466,16 @@ impl State {
                 what: "metadata",
                 source,
             })?;
+        if self.metadata_written {
+            layout::retire(dir, layout::METADATA);
+        }
         layout::write_atomic(dir, layout::METADATA, &json, false).map_err(|source| {
             RecordsError::Write {
                 path: dir.join(layout::METADATA),
                 source,
             }
         })?;
+        self.metadata_written = true;
         self.chain_record(RecordFile::Metadata, 0, &json)
     }
 }
@@ -529,6 +535,7 @@ impl SessionWriter {
             integrity,
             chain: Chain::new(),
             metadata: meta,
+            metadata_written: false,
             finished: false,
         };
         state.write_metadata(&dir)?;
