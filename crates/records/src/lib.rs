@@ -57,4 +57,6 @@ pub use store::{
 };
 pub use time::{parse_duration, parse_since};
 pub use verify::{Problem, VerifyReport, verify};
-pub use writer::{ArgvSize, CommandExit, CommandRecord, End, SessionWriter, StreamRecord};
+pub use writer::{
+    ArgvSize, CommandExit, CommandRecord, End, SessionWriter, StreamRecord, exit_line,
+};

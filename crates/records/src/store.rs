@@ -50,6 +50,25 @@ fn remove_abandoned(root: &Path) {
     }
 }
 
+/// Each entry's name and whether it is a regular file (symlinks are not).
+fn kinds(entries: &[fs::DirEntry]) -> Vec<(std::ffi::OsString, bool)> {
+    entries
+        .iter()
+        .map(|e| (e.file_name(), e.file_type().is_ok_and(|t| t.is_file())))
+        .collect()
+}
+
+/// Removes the replaced metadata versions kept by runs that are gone
+/// (`layout::retire`): after `logs rm` or `prune`, so that nothing of a removed
+/// session stays in the records folder, and at each session's start
+/// ([`SessionStore::remove_retired`]).
+fn remove_retired_in(root: &Path) {
+    if let Ok(entries) = fs::read_dir(root) {
+        let entries: Vec<fs::DirEntry> = entries.filter_map(Result::ok).collect();
+        layout::remove_retired(root, &kinds(&entries));
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListFilter {
     pub agent: Option<String>,
@@ -233,6 +252,14 @@ impl SessionStore {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Removes the replaced `metadata.json` versions that runs now gone kept in the
+    /// records folder (`layout::retire`). Freeing their blocks may wait for the disk
+    /// (a synchronous discard), so a session's supervisor calls it off its own path:
+    /// on a thread, while the sandbox builds itself.
+    pub fn remove_retired(&self) {
+        remove_retired_in(&self.root);
     }
 
     /// Starts the records of a new session (status `running`).
@@ -510,7 +537,9 @@ impl SessionStore {
         fs::remove_dir_all(dir).map_err(|source| RecordsError::Remove {
             path: dir.to_owned(),
             source,
-        })
+        })?;
+        remove_retired_in(&self.root);
+        Ok(())
     }
 
     /// Refuses a folder that is not a session folder directly under the root,
@@ -556,6 +585,7 @@ impl SessionStore {
             })?;
             removed.push(p.dir.clone());
         }
+        remove_retired_in(&self.root);
         Ok(removed)
     }
 

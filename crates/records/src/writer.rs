@@ -270,6 +270,12 @@ impl End {
     }
 }
 
+/// The `commands.log` line of `pid`'s exit at `time`, as [`SessionWriter::record_exit_at`]
+/// writes it: for a caller that writes it in a two-step append with other lines.
+pub fn exit_line(time: SystemTime, pid: u32, exit: &CommandExit) -> String {
+    format!("{} exit pid={pid} {exit}\n", time::format_rfc3339(time))
+}
+
 struct Appender {
     file: File,
     path: PathBuf,
@@ -332,6 +338,8 @@ struct State {
     integrity: Appender,
     chain: Chain,
     metadata: Metadata,
+    /// Whether `metadata.json` exists: from then on each version replaces one.
+    metadata_written: bool,
     finished: bool,
 }
 
@@ -458,12 +466,16 @@ impl State {
                 what: "metadata",
                 source,
             })?;
+        if self.metadata_written {
+            layout::retire(dir, layout::METADATA);
+        }
         layout::write_atomic(dir, layout::METADATA, &json, false).map_err(|source| {
             RecordsError::Write {
                 path: dir.join(layout::METADATA),
                 source,
             }
         })?;
+        self.metadata_written = true;
         self.chain_record(RecordFile::Metadata, 0, &json)
     }
 }
@@ -523,6 +535,7 @@ impl SessionWriter {
             integrity,
             chain: Chain::new(),
             metadata: meta,
+            metadata_written: false,
             finished: false,
         };
         state.write_metadata(&dir)?;
@@ -655,7 +668,7 @@ impl SessionWriter {
         pid: u32,
         exit: CommandExit,
     ) -> Result<u64, RecordsError> {
-        let line = format!("{} exit pid={pid} {exit}\n", time::format_rfc3339(time));
+        let line = exit_line(time, pid, &exit);
         self.lock().append(RecordFile::Commands, line.as_bytes())?;
         Ok(u64::try_from(line.len()).unwrap_or(u64::MAX))
     }

@@ -251,6 +251,31 @@ impl Cgroup {
         Ok(cg)
     }
 
+    /// On cgroup v1, the files through which the sandbox's init moves itself into the
+    /// cgroup: each hierarchy's `tasks`, opened here by the supervisor, written `0` by
+    /// init as its first step (see `init.rs`). `None` on cgroup v2, where the
+    /// supervisor moves init with [`Self::attach`].
+    ///
+    /// Why: the kernel moves a process written to `cgroup.procs` (or another task's
+    /// id written to `tasks`) under the global `cgroup_threadgroup_rwsem`, whose write
+    /// side waits for an RCU grace period (5-15 ms on a 250 Hz kernel, most of a
+    /// sandbox's start-up); a thread that writes `0` (itself) to `tasks` is moved
+    /// without that lock, in tens of microseconds. A single-threaded process moving
+    /// its only thread moves itself whole, and what it forks inherits the group. The
+    /// write is allowed by the opener's credentials (cgroup v1 checks those of the
+    /// file, not the writer's), so init may do it from its new user namespace; no
+    /// other process ever holds these descriptors (init drops them once written).
+    pub(crate) fn entry_files(&self) -> io::Result<Option<Vec<fs::File>>> {
+        if self.version != Version::V1 {
+            return Ok(None);
+        }
+        self.dirs
+            .iter()
+            .map(|dir| fs::OpenOptions::new().write(true).open(dir.join("tasks")))
+            .collect::<io::Result<Vec<_>>>()
+            .map(Some)
+    }
+
     /// Moves process `pid` (the sandbox's init, before it runs anything) into the
     /// cgroup; its descendants inherit it.
     pub fn attach(&self, pid: libc::pid_t) -> io::Result<()> {

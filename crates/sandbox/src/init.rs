@@ -18,8 +18,13 @@ use crate::seccomp;
 use crate::spec::{FORWARDED_SIGNALS, TERMINATE_ALL};
 use crate::sys;
 
-pub(crate) fn child_main(p: &Prepared, sync: PipeReader, mut report: PipeWriter) -> ! {
-    match setup(p, sync) {
+pub(crate) fn child_main(
+    p: &Prepared,
+    cgroup_entry: Vec<std::fs::File>,
+    sync: PipeReader,
+    mut report: PipeWriter,
+) -> ! {
+    match setup(p, cgroup_entry, sync) {
         Ok((ready, tty)) => {
             if Message::Ready(ready).send(&mut report).is_err() {
                 sys::exit_now(125);
@@ -41,10 +46,19 @@ pub(crate) fn child_main(p: &Prepared, sync: PipeReader, mut report: PipeWriter)
 /// slave side for the command.
 fn setup(
     p: &Prepared,
+    cgroup_entry: Vec<std::fs::File>,
     mut sync: PipeReader,
 ) -> Result<(String, Option<std::os::fd::OwnedFd>), SetupError> {
     sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)
         .map_err(SetupError::ParentDeathSignal)?;
+    // Into the sandbox's cgroup before anything else (cgroup v1; empty otherwise):
+    // this process has one thread, so `0` written to each hierarchy's `tasks` moves
+    // all of it, without the grace period a move by the supervisor waits for (see
+    // `Cgroup::entry_files`); every process of the sandbox descends from it. A move
+    // that fails stops the set-up: nothing runs outside the limits.
+    for mut tasks in cgroup_entry {
+        tasks.write_all(b"0").map_err(SetupError::Cgroup)?;
+    }
     // Leave the caller's session: init must not keep the host's terminal as its
     // controlling terminal, nor get its Ctrl-C (the supervisor forwards signals once).
     sys::setsid().map_err(SetupError::NewSession)?;
@@ -90,9 +104,10 @@ fn setup(
         path: p.workdir.clone(),
         source,
     })?;
-    // The supervisor moved us into the sandbox's cgroup while we built the file
-    // system (see spawn.rs); wait for it to say so before the cgroup namespace (whose
-    // root must be that cgroup) and before anything of the command's can run.
+    // On cgroup v2 the supervisor moved us into the sandbox's cgroup while we built
+    // the file system (see spawn.rs); wait for it to say so before the cgroup
+    // namespace (whose root must be that cgroup) and before anything of the command's
+    // can run. (On v1 we are there already, and the byte follows the first.)
     if !matches!(sync.read(&mut go), Ok(1)) {
         return Err(SetupError::ParentGone);
     }

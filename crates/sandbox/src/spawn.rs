@@ -138,6 +138,12 @@ pub fn spawn_in(
     let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL]].concat());
     sys::sigmask_set(&signals).map_err(SetupError::SignalMask)?;
 
+    // On cgroup v1 init moves itself into the cgroup (see `Cgroup::entry_files`: no
+    // RCU grace period on anyone's path); on v2 the supervisor moves it below.
+    let entry = match cgroup {
+        Some(cg) => cg.entry_files().map_err(SetupError::Cgroup)?,
+        None => None,
+    };
     let (sync_r, mut sync_w) = std::io::pipe().map_err(SetupError::Fork)?;
     let (report_r, report_w) = std::io::pipe().map_err(SetupError::Fork)?;
     // The cgroup namespace is made by init once the supervisor has moved it into the
@@ -163,7 +169,7 @@ pub fn spawn_in(
             drop(sync_w);
             drop(report_r);
             drop(notify_parent);
-            crate::init::child_main(&prepared, sync_r, report_w)
+            crate::init::child_main(&prepared, entry.unwrap_or_default(), sync_r, report_w)
         }
         Ok(Some(pid)) => pid,
     };
@@ -179,17 +185,20 @@ pub fn spawn_in(
     drop(report_w);
     drop(prepared.notify_sock.take());
     // Two bytes release init: "go" once its uid/gid maps are written, then
-    // "placed" once it is in the sandbox's cgroup. Moving a process between cgroups
-    // waits for an RCU grace period (milliseconds, more on a busy machine), so it is
-    // done while init builds its file system; init waits for the second byte before
-    // it makes its cgroup namespace and drops its capabilities, long before anything
-    // of the command's can run. On failure init reads end-of-file (ParentGone) or is
-    // killed here.
+    // "placed" once it is in the sandbox's cgroup. On cgroup v1 init placed itself
+    // first of all (through `entry`, which only it holds now). On v2 the supervisor
+    // moves it here, which waits for an RCU grace period (milliseconds, more on a busy
+    // machine), so it is done while init builds its file system; init waits for the
+    // second byte before it makes its cgroup namespace and drops its capabilities,
+    // long before anything of the command's can run. On failure init reads
+    // end-of-file (ParentGone) or is killed here.
+    let supervisor_moves = entry.is_none();
+    drop(entry);
     let released = write_id_maps(pid, &prepared.identity, prepared.inside)
         .and_then(|()| sync_w.write_all(b"1").map_err(SetupError::Fork))
         .and_then(|()| match cgroup {
-            Some(cg) => cg.attach(pid).map_err(SetupError::Cgroup),
-            None => Ok(()),
+            Some(cg) if supervisor_moves => cg.attach(pid).map_err(SetupError::Cgroup),
+            _ => Ok(()),
         })
         .and_then(|()| sync_w.write_all(b"2").map_err(SetupError::Fork));
     // Init may fail its own set-up (a working directory that does not exist, say)

@@ -136,6 +136,22 @@ pub enum TraceEvent {
     },
 }
 
+/// When [`serve`]'s `between` hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Between {
+    /// A notification was just answered; the next may already wait.
+    Answered,
+    /// No notification came for [`IDLE`] since the hook last left a backlog.
+    Idle,
+}
+
+/// How long the tracer waits for the next notification before it calls `between`
+/// with [`Between::Idle`]: short, since what is batched is outside the record's
+/// chain until then (a supervisor killed meanwhile leaves it unchained, which
+/// `logs verify` explains), yet longer than an exec-heavy sandbox leaves between
+/// its execs, so that they rarely wait on that work.
+pub const IDLE: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// What happens to a traced system call.
 #[derive(Debug)]
 pub enum Verdict {
@@ -202,8 +218,11 @@ impl PartialEq for Verdict {
 /// each `Exec` also carries its file and, for a `#!` script, its interpreter chain
 /// (an approval gate rates and checks them; plain recording does not need them).
 ///
-/// `answered` runs after each notification was answered (the process let go) and
-/// its events reported: work done there costs the traced process no time.
+/// `between` runs after each notification was answered (the process let go) and
+/// its events reported, with [`Between::Answered`]: work done there costs the traced
+/// process no time. It returns whether it left work for a quiet moment (a backlog,
+/// e.g. chain entries to batch); if it did, it runs again with [`Between::Idle`]
+/// once no notification came for [`IDLE`], and the tracer then waits without limit.
 ///
 /// `File` and `Denied` events are reported after their call was answered; the
 /// verdict `on_event` returns for them is ignored.
@@ -211,7 +230,7 @@ pub fn serve(
     listener: OwnedFd,
     inspect: bool,
     mut on_event: impl FnMut(TraceEvent) -> Verdict,
-    mut answered: impl FnMut(),
+    mut between: impl FnMut(Between) -> bool,
 ) {
     // Shared with the threads that answer deferred verdicts; a reply after every
     // sandboxed process is gone fails harmlessly (ENOENT).
@@ -229,10 +248,15 @@ pub fn serve(
         inspect,
         ..Tracked::default()
     };
+    let mut backlog = false;
     loop {
-        match sys::poll_hup(fd) {
-            Ok(false) => {}
-            Ok(true) | Err(_) => return,
+        match sys::poll_hup_within(fd, backlog.then_some(IDLE)) {
+            Ok(sys::Polled::Readable) => {}
+            Ok(sys::Polled::TimedOut) => {
+                backlog = between(Between::Idle);
+                continue;
+            }
+            Ok(sys::Polled::HungUp) | Err(_) => return,
         }
         let Ok(notif) = sys::notif_recv(fd) else {
             // ENOENT: the task died before we received it; go on.
@@ -242,14 +266,14 @@ pub fn serve(
             NotifiedCall::Exec | NotifiedCall::Exit => {}
             NotifiedCall::File(syscall) => {
                 serve_file(fd, &notif, syscall.name, &mut tracked, &mut on_event);
-                tracked.retired.clear();
-                answered();
+                tracked.let_go();
+                backlog = between(Between::Answered);
                 continue;
             }
             NotifiedCall::Refused => {
                 serve_refusal(fd, &notif, &mut tracked, &mut on_event);
-                tracked.retired.clear();
-                answered();
+                tracked.let_go();
+                backlog = between(Between::Answered);
                 continue;
             }
         }
@@ -283,21 +307,24 @@ pub fn serve(
                     verdict => answer(fd, notif.id, verdict),
                 }
             }
-            Some(event) if sys::notif_id_valid(fd, notif.id) => {
+            Some(event @ TraceEvent::Exit { .. }) => {
                 // Nothing to decide about an exit: let the process go first, so
-                // that recording it costs the sandbox no time.
-                let _ = sys::notif_continue(fd, notif.id);
-                on_event(event);
+                // that recording it costs the sandbox no time. The kernel accepts
+                // the answer only while the call waits, which also tells that what
+                // was looked up belongs to this call (no second check needed).
+                if sys::notif_continue(fd, notif.id).is_ok() {
+                    on_event(event);
+                }
             }
             _ => {
                 let _ = sys::notif_continue(fd, notif.id);
             }
         }
-        tracked.retired.clear();
+        tracked.let_go();
         for found in std::mem::take(&mut tracked.found) {
             on_event(found);
         }
-        answered();
+        backlog = between(Between::Answered);
     }
 }
 
@@ -451,6 +478,8 @@ struct Tracked {
     /// Entries of processes that exited, dropped (their pidfds closed) once the
     /// notification at hand is answered.
     retired: Vec<Entry>,
+    /// Descriptors opened to read an exec and no longer needed, closed likewise.
+    closing: Vec<OwnedFd>,
     /// Size at which to drop entries of processes that died without calling exit
     /// (killed by a signal).
     sweep_at: usize,
@@ -515,6 +544,13 @@ fn running(host_pid: u32) -> Option<(u64, u64)> {
 
 impl Tracked {
     const FIRST_SWEEP: usize = 256;
+
+    /// Closes what waited for the notification at hand to be answered: closing a
+    /// descriptor costs a few microseconds, which the traced process need not wait.
+    fn let_go(&mut self) {
+        self.retired.clear();
+        self.closing.clear();
+    }
 
     /// The sandbox pid of a live tracked process.
     fn ns_pid(&self, host_pid: u32) -> Option<i32> {
@@ -812,7 +848,8 @@ fn describe_exec(
     if too_long {
         return Err(Unrecordable::TooLong);
     }
-    let looked_up = resolve::lookup(host_pid, tracked.root(host_pid), base, &path, empty_path_ok);
+    let mut looked_up =
+        resolve::lookup(host_pid, tracked.root(host_pid), base, &path, empty_path_ok);
     match looked_up.presence {
         Presence::Missing => return Ok(None),
         Presence::ThroughProcLink => {
@@ -831,12 +868,12 @@ fn describe_exec(
         .ns_pid(parent)
         .or_else(|| tracked.parent_inside(parent))
         .unwrap_or(0);
-    let (argv, truncated) = read_argv(host_pid, argv_ptr);
+    let (argv, truncated) = read_argv(host_pid, argv_ptr, (path_ptr, &path));
     // The kernel names the directory from the sandbox's own root (the supervisor's
     // root is not above it), so this is the path as seen inside.
     let cwd = resolve::read_link(&format!("/proc/{host_pid}/cwd")).unwrap_or_default();
     let (file, script, root) = if tracked.inspect {
-        let file = looked_up.opened.and_then(ExecFile::from_fd);
+        let file = looked_up.opened.take().and_then(ExecFile::from_fd);
         // The kernel names the script to its interpreter as it names the exec: the
         // path as passed, or through its directory descriptor (`/dev/fd/N[/PATH]`).
         let kernel_name = match base {
@@ -861,6 +898,9 @@ fn describe_exec(
         .inspect
         .then(|| file::linked_id(host_pid, "cwd"))
         .flatten();
+    if let Some(opened) = looked_up.opened.take() {
+        tracked.closing.push(opened);
+    }
     if let Some(pidfd) = who.pidfd {
         let hash = if argv.is_empty() {
             argv_hash([looked_up.exe.as_slice()])
@@ -1022,7 +1062,10 @@ fn read_cstring(pid: libc::pid_t, addr: u64, limit: usize) -> Option<(Vec<u8>, b
     Some((out, true))
 }
 
-fn read_argv(pid: libc::pid_t, argv_ptr: u64) -> (Vec<Vec<u8>>, bool) {
+/// Reads argv; `path` is the exec's path, read already from the address it names:
+/// an argument at that address (a shell passes the same string as `argv[0]` for a
+/// path it was given) is that string, not read again.
+fn read_argv(pid: libc::pid_t, argv_ptr: u64, path: (u64, &[u8])) -> (Vec<Vec<u8>>, bool) {
     const PAGE: u64 = 4096;
     let mut argv = Vec::new();
     let mut total = 0usize;
@@ -1049,8 +1092,9 @@ fn read_argv(pid: libc::pid_t, argv_ptr: u64) -> (Vec<Vec<u8>>, bool) {
             if p == 0 {
                 return (argv, false);
             }
-            let Some((arg, cut)) = read_cstring(pid, p, MAX_ARG_BYTES.min(MAX_TOTAL_BYTES - total))
-            else {
+            let limit = MAX_ARG_BYTES.min(MAX_TOTAL_BYTES - total);
+            let known = (p == path.0 && path.1.len() < limit).then(|| (path.1.to_vec(), false));
+            let Some((arg, cut)) = known.or_else(|| read_cstring(pid, p, limit)) else {
                 return (argv, true);
             };
             total += arg.len();
@@ -1118,8 +1162,14 @@ mod tests {
             .collect();
         let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
         ptrs.push(std::ptr::null());
-        let (argv, truncated) = read_argv(pid, ptrs.as_ptr() as u64);
+        let (argv, truncated) = read_argv(pid, ptrs.as_ptr() as u64, (0, b""));
         assert!(!truncated);
         assert_eq!(argv, vec![b"prog".to_vec(), b"a b".to_vec(), Vec::new()]);
+        // An argument at the path's address is the path as read (here told
+        // otherwise, to see that it is not read again).
+        let at = ptrs[1] as u64;
+        let (argv, truncated) = read_argv(pid, ptrs.as_ptr() as u64, (at, b"told"));
+        assert!(!truncated);
+        assert_eq!(argv, vec![b"prog".to_vec(), b"told".to_vec(), Vec::new()]);
     }
 }

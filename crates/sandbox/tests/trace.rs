@@ -631,7 +631,7 @@ fn run(id: &Identity, argv: &[&str], options: Options) -> Run {
                     events.lock().unwrap().push(event);
                     Verdict::Continue
                 },
-                || {},
+                |_| false,
             );
         })
     };

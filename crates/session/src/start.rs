@@ -206,9 +206,8 @@ fn start_recorded(
         network
             .policy
             .map(|policy| (policy, notes, network.inspection.as_ref())),
-        live_network.clone(),
+        live_network,
     );
-    session.serve_control(sandbox.stopper(), live_network);
     if let Some(master) = &terminal
         && stdin_is_terminal
     {

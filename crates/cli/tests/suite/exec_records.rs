@@ -5,7 +5,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::harness::{Output, PYTHON, RecordsHome, Runner, Vg, Workspace, each_identity, unique};
+use super::harness::{
+    Output, PYTHON, RecordsHome, Runner, Vg, Workspace, each_identity, unique, wait_until,
+};
 
 fn commands(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("commands.log")).unwrap()
@@ -605,5 +607,112 @@ fn a_thousand_processes_at_once_are_all_recorded_at_the_usual_descriptor_limit()
         let log = commands(&dir);
         let sleeps = execs_of(&log, "sleep 3").len();
         assert_eq!(sleeps, n, "[{runner}] {sleeps} of {n} sleeps recorded");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Batched writes: an exec line is written just after its exec was let go, an exit
+// line with the next exec line, and chain entries several at a time.
+
+/// The end (offset + length) of the last `commands.log` record `integrity.log` chains.
+fn chained_end(dir: &Path) -> Option<u64> {
+    let integrity = std::fs::read_to_string(dir.join("integrity.log")).ok()?;
+    integrity
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.get(1) == Some(&"commands.log"))
+                .then(|| f[2].parse::<u64>().unwrap() + f[3].parse::<u64>().unwrap())
+        })
+        .max()
+}
+
+/// Four shells running programs at once: each program's exec line comes before its
+/// exit line, each shell's programs come in the order they ran (one exits before
+/// the next starts), none is missing, and the chain, written in batches, verifies.
+#[test]
+fn concurrent_execs_and_exits_are_recorded_in_order_and_their_batched_chain_verifies() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let (shells, each) = (4, 40);
+        let script = format!(
+            "for j in $(seq {shells}); do ( i=0; while [ $i -lt {each} ]; do /bin/true s$j-$i; i=$((i+1)); done ) & done; wait"
+        );
+        let out = run_recorded(runner, &ws, &home, &[], &["sh", "-c", &script]);
+        out.assert_success();
+        let dir = home.only_session();
+        let log = commands(&dir);
+        let lines: Vec<&str> = log.lines().collect();
+        for j in 1..=shells {
+            let mut previous_exit = None;
+            for i in 0..each {
+                let name = format!(" -- /bin/true s{j}-{i}");
+                let execs: Vec<usize> = (0..lines.len())
+                    .filter(|&n| lines[n].contains(" exec ") && lines[n].ends_with(&name))
+                    .collect();
+                assert_eq!(execs.len(), 1, "[{runner}] s{j}-{i}: {log}");
+                let exec = execs[0];
+                let pid = field(lines[exec], "pid");
+                let exit = (exec + 1..lines.len())
+                    .find(|&n| lines[n].ends_with(&format!(" exit pid={pid} status=0")))
+                    .unwrap_or_else(|| panic!("[{runner}] no exit after s{j}-{i}: {log}"));
+                if let Some(previous) = previous_exit {
+                    assert!(
+                        previous < exec,
+                        "[{runner}] s{j}-{i} recorded before the exit of the one before: {log}"
+                    );
+                }
+                previous_exit = Some(exit);
+            }
+        }
+        let len = std::fs::metadata(dir.join("commands.log")).unwrap().len();
+        assert_eq!(
+            chained_end(&dir),
+            Some(len),
+            "[{runner}] every line chained"
+        );
+        Vg::new(runner, ws.path())
+            .args(["logs", "verify", dir.file_name().unwrap().to_str().unwrap()])
+            .records_home(&home)
+            .run()
+            .assert_success();
+    });
+}
+
+/// Lines held for a batch reach the record once the tracer is idle, while the
+/// session still runs: a reader following it is not kept waiting for the next exec.
+#[test]
+fn a_quiet_sandbox_has_its_last_execs_and_exits_written_and_chained() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let running = Vg::sandbox(
+            runner,
+            &ws,
+            &[],
+            &["sh", "-c", "/bin/true quiet-marker; exec sleep 60"],
+        )
+        .records_home(&home)
+        .spawn();
+        let written = |dir: &Path| {
+            let log = std::fs::read_to_string(dir.join("commands.log")).unwrap_or_default();
+            let exit_of_marker = execs_of(&log, "/bin/true quiet-marker")
+                .first()
+                .map(|exec| format!(" exit pid={} status=0", field(exec, "pid")))
+                .is_some_and(|exit| log.lines().any(|l| l.ends_with(&exit)));
+            exit_of_marker
+                && !execs_of(&log, "sleep 60").is_empty()
+                && chained_end(dir) == Some(log.len() as u64)
+        };
+        let seen = wait_until(std::time::Duration::from_secs(10), || {
+            home.sessions().first().is_some_and(|d| written(d))
+        });
+        running.signal("TERM");
+        let out = running.finish(std::time::Duration::from_secs(20));
+        assert!(
+            seen,
+            "[{runner}] the marker's exit and sleep's exec were not written and chained while the session ran: {out}"
+        );
     });
 }

@@ -148,6 +148,37 @@ fn a_memory_hog_is_oom_killed_or_the_limit_is_refused() {
     });
 }
 
+/// The sandbox's init enters its cgroup itself, first of all (cgroup v1), instead of
+/// being moved there while it sets up: the cap must hold for what the command does
+/// from its first instructions. `dd` allocates its 256 MiB block as it starts and
+/// fills it with its first read; under a 32 MiB cap it is killed before it writes.
+#[test]
+fn a_command_that_allocates_as_it_starts_is_held_by_the_memory_cap() {
+    each_identity(|runner| {
+        if !cgroups_for(runner) {
+            // Covered by a_memory_hog_is_oom_killed_or_the_limit_is_refused.
+            return;
+        }
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let dd = ["dd", "if=/dev/zero", "of=/dev/null", "bs=256M", "count=1"];
+        let out = Vg::sandbox(runner, &ws, &["--memory", "32m"], &dd)
+            .records_home(&home)
+            .run();
+        out.assert_code(137);
+        out.assert_stderr_contains("memory limit");
+        let dir = home.only_session();
+        let hits = limit_hits(&dir, "memory");
+        assert_eq!(hits.len(), 1, "{:?}", events(&dir));
+        // The same command with room for its block completes: the kill above was
+        // the cap's, not dd's.
+        let out = Vg::sandbox(runner, &ws, &["--memory", "512m"], &dd)
+            .records_home(&home)
+            .run();
+        out.assert_success();
+    });
+}
+
 #[test]
 fn filling_tmp_ends_in_enospc_at_the_disk_limit() {
     each_identity(|runner| {

@@ -390,9 +390,13 @@ fn sigkill_of_the_supervisor_leaves_an_interrupted_verifiable_record() {
             .records_home(&home)
             .spawn();
         let dir = loop_until_session(&home);
+        // The tracer chains its lines in batches, at the latest once it is idle for
+        // a few milliseconds: a kill before that leaves them unchained (which
+        // `logs verify` explains); this test is about a kill after it.
         let started = wait_until(Duration::from_secs(10), || {
             !host_processes_running(&sleep).is_empty()
                 && std::fs::read(dir.join("stderr.log")).is_ok_and(|s| s == b"oops\n")
+                && commands_chained(&dir)
         });
         assert!(started, "the sandboxed sleep never started");
         running.signal("KILL");
@@ -417,6 +421,27 @@ fn sigkill_of_the_supervisor_leaves_an_interrupted_verifiable_record() {
             .run();
         verify.assert_success().assert_stdout_contains("intact");
     });
+}
+
+/// Whether `integrity.log` chains all of `commands.log` (and it is not empty).
+fn commands_chained(dir: &Path) -> bool {
+    let len = std::fs::metadata(dir.join("commands.log")).map_or(0, |m| m.len());
+    let end = std::fs::read_to_string(dir.join("integrity.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.get(1) == Some(&"commands.log"))
+                .then(|| {
+                    f.get(2)?
+                        .parse::<u64>()
+                        .ok()?
+                        .checked_add(f.get(3)?.parse().ok()?)
+                })
+                .flatten()
+        })
+        .max();
+    len > 0 && end == Some(len)
 }
 
 fn loop_until_session(home: &RecordsHome) -> PathBuf {

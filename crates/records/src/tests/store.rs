@@ -480,3 +480,63 @@ fn session_dirs_and_read_summary_of_give_lists_rows_one_at_a_time() {
     let why = crate::read_summary_of(&damaged, boot.as_deref()).unwrap_err();
     assert!(why.contains("not valid session metadata"), "{why}");
 }
+
+/// A replaced `metadata.json` is kept under a second name in the records folder
+/// (its blocks are not freed by the rename: see `layout::retire`) until a later
+/// session's start, or a removal, finds its supervisor gone; readers never see it.
+#[test]
+fn replaced_metadata_is_kept_until_a_later_run_and_then_removed() {
+    let (_tmp, store) = store("retired");
+    let root = store.root().to_owned();
+    let retired = |root: &Path| -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(root)
+            .unwrap()
+            .filter_map(|e| e.unwrap().file_name().into_string().ok())
+            .filter(|n| n.starts_with(crate::layout::RETIRED))
+            .collect();
+        // By the counter in the name: the order they were kept in.
+        names.sort_by_key(|n| n.rsplit('-').next().and_then(|c| c.parse::<u64>().ok()));
+        names
+    };
+    let w = store.create(sample_meta()).unwrap();
+    let dir = w.dir().to_owned();
+    // The first version replaces nothing; each later one keeps the one before.
+    assert!(retired(&root).is_empty());
+    w.update_metadata(|m| m.name = Some("renamed".into()))
+        .unwrap();
+    w.finish(End::exited(0)).unwrap();
+    let kept = retired(&root);
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    let first = fs::read_to_string(root.join(&kept[0])).unwrap();
+    assert!(first.contains("\"running\""), "{first}");
+    assert!(!first.contains("renamed"), "{first}");
+    // The session itself is whole, and the only session listed.
+    assert!(crate::verify::verify(&dir).unwrap().is_intact());
+    assert_eq!(store.list(&ListFilter::default()).unwrap().len(), 1);
+    // Ours stay while we live; a dead supervisor's go at a later session's start
+    // (whose supervisor calls this on a thread of its own).
+    let dead = dead_process().pid;
+    fs::write(
+        root.join(format!("{}{dead}-0", crate::layout::RETIRED)),
+        "{}",
+    )
+    .unwrap();
+    store.remove_retired();
+    assert_eq!(retired(&root), kept);
+    // And with a removal: nothing of a removed session stays behind.
+    fs::write(
+        root.join(format!("{}{dead}-1", crate::layout::RETIRED)),
+        "{}",
+    )
+    .unwrap();
+    store.remove_dir(&dir, false).unwrap();
+    assert!(
+        retired(&root).iter().all(|n| n.starts_with(&format!(
+            "{}{}-",
+            crate::layout::RETIRED,
+            std::process::id()
+        ))),
+        "{:?}",
+        retired(&root)
+    );
+}

@@ -139,21 +139,40 @@ pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
     }
 }
 
-/// Blocks until `fd` is readable or hung up; returns true if it is hung up.
-pub fn poll_hup(fd: BorrowedFd<'_>) -> io::Result<bool> {
+/// What [`poll_hup_within`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Polled {
+    Readable,
+    HungUp,
+    TimedOut,
+}
+
+/// Waits until `fd` is readable or hung up, or `timeout` (`None`: no limit) passed.
+/// A descriptor both readable and hung up is readable: what is queued is read first.
+pub fn poll_hup_within(
+    fd: BorrowedFd<'_>,
+    timeout: Option<std::time::Duration>,
+) -> io::Result<Polled> {
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     };
+    let millis = timeout.map_or(-1, |t| c_int::try_from(t.as_millis()).unwrap_or(c_int::MAX));
     loop {
         // SAFETY: pfd is a valid pollfd array of length 1.
-        let ret = unsafe { libc::poll(&mut pfd, 1, -1) };
-        if ret >= 0 {
-            return Ok(
-                pfd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
-                    && pfd.revents & libc::POLLIN == 0,
-            );
+        let ret = unsafe { libc::poll(&mut pfd, 1, millis) };
+        if ret == 0 {
+            return Ok(Polled::TimedOut);
+        }
+        if ret > 0 {
+            let hung_up = pfd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+                && pfd.revents & libc::POLLIN == 0;
+            return Ok(if hung_up {
+                Polled::HungUp
+            } else {
+                Polled::Readable
+            });
         }
         let err = io::Error::last_os_error();
         if err.kind() != io::ErrorKind::Interrupted {

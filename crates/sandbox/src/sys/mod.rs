@@ -25,8 +25,8 @@ pub use creds::{
     capset_empty, getgid, getuid, setfsgid, setfsuid, setgroups, setresgid, setresuid,
 };
 pub use fd::{
-    cloexec_from, close_all_except, close_range, dup2, keep_on_exec, peer_closed, poll_hup,
-    recv_fd, send_fd, seqpacket_pair, set_nonblocking, set_pipe_size,
+    Polled, cloexec_from, close_all_except, close_range, dup2, keep_on_exec, peer_closed,
+    poll_hup_within, recv_fd, send_fd, seqpacket_pair, set_nonblocking, set_pipe_size,
 };
 pub use fs::{
     RESOLVE_BENEATH, RESOLVE_IN_ROOT, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, fchdir, fchownat,

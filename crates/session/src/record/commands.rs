@@ -15,7 +15,7 @@ use std::time::SystemTime;
 
 use vg_records::event::kind::LIMIT_HIT;
 use vg_records::{CommandExit, CommandRecord, Event, RecordFile, StreamRecord};
-use vg_sandbox::trace::{TraceEvent, Verdict};
+use vg_sandbox::trace::{self, TraceEvent, Verdict};
 
 use super::Shared;
 
@@ -33,18 +33,35 @@ pub struct CommandsLog {
     dropped_exits: u64,
     /// When the limit was reached.
     full_since: Option<SystemTime>,
-    /// `exec` lines written but not chained yet, with their bytes: an exec waits
-    /// while its line is written, which is chained once it was let go (see
-    /// [`Self::chain_pending`], which the tracer calls after each answer).
+    /// Lines written but not chained yet, with their bytes: an exec waits while its
+    /// line is written, which is chained after it was let go, in a batch (see
+    /// [`Self::between`], which the tracer calls after each answer).
     pending: Vec<(StreamRecord, String)>,
-    /// Whether chaining waits (see [`Self::deferring_chain`]).
-    defer_chain: bool,
+    /// Lines not written yet (only while batching), in order: `exec` lines, formatted
+    /// and written just after their exec was let go, and `exit` lines, written with
+    /// the next `exec` line (one write for all) or at the next quiet moment
+    /// ([`Self::flush`]).
+    held: Vec<Held>,
+    /// The bytes of the `exit` lines in `held`.
+    held_exits: usize,
+    /// `held` has an `exec` line: it is written as soon as the tracer answered.
+    exec_due: bool,
+    /// Whether writes and chain entries are batched (see [`Self::batching`]).
+    batch: bool,
 }
 
-/// Unchained `exec` lines past which the next exec chains them while it waits (one
-/// `integrity.log` write for them all). The tracer chains after every answer, so
-/// this only bounds a caller that does not.
+/// A line held while batching (see [`CommandsLog::batching`]).
+enum Held {
+    /// Formatted when written: the time in it is when the exec was read.
+    Exec(CommandRecord),
+    Exit(String),
+}
+
+/// Unchained records past which the tracer chains them as soon as it answered (one
+/// `integrity.log` write for them all), without waiting for a quiet moment.
 const MAX_PENDING: usize = 32;
+/// Bytes of `exit` lines held past which the tracer writes them once it answered.
+const MAX_UNWRITTEN: usize = 4096;
 
 impl CommandsLog {
     pub fn new(max_output: Option<u64>) -> Self {
@@ -56,24 +73,79 @@ impl CommandsLog {
             dropped_exits: 0,
             full_since: None,
             pending: Vec::new(),
-            defer_chain: false,
+            held: Vec::new(),
+            held_exits: 0,
+            exec_due: false,
+            batch: false,
         }
     }
 
-    /// Chains `exec` lines after their exec was let go, not before (plain recording,
-    /// where the tracer thread alone writes them). Without it, each line is chained
-    /// as it is written: with the approval gate, threads that hold execs write
-    /// lines too, possibly as the session ends.
-    pub fn deferring_chain(mut self) -> Self {
-        self.defer_chain = true;
+    /// Batches what can wait (plain recording, where the tracer thread alone writes
+    /// these lines, in the order of the notifications): an `exec` line is written
+    /// just after its exec was let go, before the tracer takes the next
+    /// notification, with the `exit` lines held since; lines are chained several in
+    /// one `integrity.log` write; all of it at the latest when the tracer is idle
+    /// (see [`Self::between`]). Without it, each line is written and chained at
+    /// once, an `exec` line while its exec waits: with the approval gate, threads
+    /// that hold execs write lines too, possibly as the session ends.
+    pub fn batching(mut self) -> Self {
+        self.batch = true;
         self
     }
 
-    /// Chains the `exec` lines written since the last call, with one write to
-    /// `integrity.log`. Called by the tracer after each answer, before any other
-    /// line of `commands.log` is written (its records must be chained in file
-    /// order), and when tracing ends.
-    pub fn chain_pending(&mut self, shared: &Shared) {
+    /// The tracer's hook between notifications ([`vg_sandbox::trace::serve`]'s
+    /// `between`): just after an exec was let go, writes its line (with the exits
+    /// held); when the tracer is idle, or a batch is full, writes and chains what
+    /// waits. Returns whether something still waits for an idle moment.
+    pub fn between(&mut self, shared: &Shared, moment: trace::Between) -> bool {
+        if moment == trace::Between::Idle {
+            self.flush(shared);
+        } else {
+            if self.exec_due || self.held_exits >= MAX_UNWRITTEN {
+                self.write_held(shared);
+            }
+            if self.pending.len() >= MAX_PENDING {
+                self.flush(shared);
+            }
+        }
+        !self.pending.is_empty() || !self.held.is_empty()
+    }
+
+    /// Writes the lines held, in one write; they are chained by [`Self::flush`].
+    fn write_held(&mut self, shared: &Shared) {
+        self.exec_due = false;
+        self.held_exits = 0;
+        if self.held.is_empty() {
+            return;
+        }
+        let mut lines = String::new();
+        for held in self.held.drain(..) {
+            match held {
+                Held::Exec(record) => {
+                    let line = record.to_line();
+                    self.written = self
+                        .written
+                        .saturating_add(u64::try_from(line.len()).unwrap_or(u64::MAX));
+                    lines.push_str(&line);
+                }
+                Held::Exit(line) => lines.push_str(&line),
+            }
+        }
+        match shared
+            .writer
+            .write_stream(RecordFile::Commands, lines.as_bytes())
+        {
+            Ok(written) => self.pending.push((written, lines)),
+            Err(e) => shared.fail("commands.log", e),
+        }
+    }
+
+    /// Writes the lines held, then chains every line written since the last call,
+    /// with one write to `integrity.log`. Called by the tracer when it is idle or a
+    /// batch is full, before any other line of `commands.log` is written (its
+    /// records must be chained in file order), and when tracing ends.
+    pub fn flush(&mut self, shared: &Shared) {
+        self.write_held(shared);
         if self.pending.is_empty() {
             return;
         }
@@ -137,7 +209,7 @@ impl CommandsLog {
             }
             TraceEvent::Exit { pid, status } => {
                 if self.live.remove(&pid) {
-                    self.exit(shared, pid, CommandExit::Code(status));
+                    self.traced_exit(pid, CommandExit::Code(status), shared);
                 }
             }
             // Only traced when the session asks for them, which it does not yet.
@@ -151,7 +223,7 @@ impl CommandsLog {
     pub fn denied(&mut self, shared: &Shared, event: TraceEvent) {
         self.exec(shared, event, Some(CommandExit::Denied(libc::EPERM)));
         // Nothing waits on it, and a held exec may be denied as the session ends.
-        self.chain_pending(shared);
+        self.flush(shared);
     }
 
     /// Writes one `exec` line; `denied` marks an exec the approval gate refused.
@@ -188,26 +260,36 @@ impl CommandsLog {
         )
         .with_exe(OsString::from_vec(path));
         record.exit = denied;
-        if self.pending.len() >= MAX_PENDING {
-            self.chain_pending(shared);
+        if self.batch && denied.is_none() {
+            // Formatted and written once the exec was let go, before the next
+            // notification is taken (see `between`): the exec does not wait for it.
+            self.held.push(Held::Exec(record));
+            self.exec_due = true;
+            self.argv_truncated(shared, pid, truncated);
+            return;
         }
-        // Written now, before the exec is let go (a killed supervisor leaves it in
-        // the file); chained later, off the exec's path.
+        // Written now, while the exec waits, after the lines held; chained at once.
+        self.write_held(shared);
         let line = record.to_line();
+        let len = u64::try_from(line.len()).unwrap_or(u64::MAX);
         match shared
             .writer
             .write_stream(RecordFile::Commands, line.as_bytes())
         {
             Ok(written) => {
-                let len = u64::try_from(line.len()).unwrap_or(u64::MAX);
                 self.written = self.written.saturating_add(len);
                 self.pending.push((written, line));
-                if !self.defer_chain {
-                    self.chain_pending(shared);
+                if !self.batch {
+                    self.flush(shared);
                 }
             }
             Err(e) => shared.fail("commands.log", e),
         }
+        self.argv_truncated(shared, pid, truncated);
+    }
+
+    /// The event that says an `exec` line's argv was cut.
+    fn argv_truncated(&self, shared: &Shared, pid: i32, truncated: bool) {
         if truncated
             && let Err(e) = shared.writer.event(
                 Event::new("argv-truncated")
@@ -219,11 +301,31 @@ impl CommandsLog {
         }
     }
 
-    /// Writes the `exit` line of a traced process (e.g. the command, from init's
-    /// report, when it died of a signal).
+    /// The `exit` line of a process the tracer saw call `exit_group`: held while
+    /// batching (the process was let go already, and what it did is in order in the
+    /// file once the line is written before the next `exec` line), else written.
+    fn traced_exit(&mut self, pid: i32, exit: CommandExit, shared: &Shared) {
+        if !self.batch {
+            self.exit(shared, pid, exit);
+            return;
+        }
+        if !self.room() {
+            self.dropped_exits += 1;
+            return;
+        }
+        let line = vg_records::exit_line(SystemTime::now(), u32::try_from(pid).unwrap_or(0), &exit);
+        self.written = self
+            .written
+            .saturating_add(u64::try_from(line.len()).unwrap_or(u64::MAX));
+        self.held_exits += line.len();
+        self.held.push(Held::Exit(line));
+    }
+
+    /// Writes the `exit` line of a traced process now (e.g. the command, from init's
+    /// report, when it died of a signal), after what was held.
     pub fn exit(&mut self, shared: &Shared, pid: i32, exit: CommandExit) {
         self.live.remove(&pid);
-        self.chain_pending(shared);
+        self.flush(shared);
         if !self.room() {
             self.dropped_exits += 1;
             return;

@@ -222,10 +222,16 @@ pub struct Session {
     gate: Option<Arc<crate::gate::Gate>>,
     /// Its prompt on the user's terminal, when there is one.
     prompt: Option<Arc<crate::prompt::TerminalPrompt>>,
+    /// Removes the metadata versions earlier runs kept (`SessionStore::remove_retired`),
+    /// joined at the end.
+    cleanup: Option<JoinHandle<()>>,
 }
 
 impl Session {
     /// Creates the session folder and its initial metadata (status `running`).
+    ///
+    /// Starts a thread: call it once the sandbox is spawned (`spawn_in` refuses a
+    /// supervisor with threads), as `start.rs` does.
     pub fn create(root: &Path, meta: Metadata) -> Result<Self> {
         let store = SessionStore::open(root).with_context(|| {
             format!(
@@ -246,6 +252,10 @@ impl Session {
                 ))
             }
         })?;
+        // Freeing the blocks of the versions earlier runs kept can wait for the disk
+        // (a synchronous discard): on a thread, while the sandbox builds itself, not
+        // on the way to the command.
+        let cleanup = std::thread::spawn(move || store.remove_retired());
         Ok(Self {
             writer: Arc::new(writer),
             shared: None,
@@ -259,6 +269,7 @@ impl Session {
             control: None,
             gate: None,
             prompt: None,
+            cleanup: Some(cleanup),
         })
     }
 
@@ -328,7 +339,8 @@ impl Session {
 
     /// Starts recording a running sandbox: the output relays (and, with a terminal,
     /// the input relay), the layers it reports, and (when `trace` is set) every
-    /// program it executes. With a terminal, returns its master side, for resizing.
+    /// program it executes; serves its control channel (`control.sock`). With a
+    /// terminal, returns its master side, for resizing.
     pub fn attach(
         &mut self,
         sandbox: &mut vg_sandbox::Sandbox,
@@ -416,7 +428,7 @@ impl Session {
                 let log = CommandsLog::new(caps.shown);
                 let log = Arc::new(Mutex::new(match gate {
                     Some(_) => log,
-                    None => log.deferring_chain(),
+                    None => log.batching(),
                 }));
                 trace::serve(
                     listener,
@@ -433,10 +445,11 @@ impl Session {
                             None => lock(&log).record(&shared, event),
                         }
                     },
-                    // The exec just let go is chained while it runs.
-                    || lock(&log).chain_pending(&shared),
+                    // What can wait is written and chained in batches, while the
+                    // sandbox runs or once it is idle.
+                    |moment| lock(&log).between(&shared, moment),
                 );
-                lock(&log).chain_pending(&shared);
+                lock(&log).flush(&shared);
                 let observed = observer.map(|o| o.finish(&shared));
                 (log, observed)
             }));
@@ -457,6 +470,12 @@ impl Session {
                 }
             }
         }
+        // The control channel before init is ready, not after: binding its socket
+        // and starting its thread then overlap init's set-up instead of the command's
+        // run (a short command's whole run, at start-up). A failure stops the sandbox
+        // through `shared` like any other.
+        self.shared = Some(Arc::clone(&shared));
+        self.serve_control(sandbox.stopper(), live);
         if let Some(enforced) = sandbox.ready() {
             self.started = true;
             if let Err(e) = self
@@ -466,14 +485,13 @@ impl Session {
                 shared.fail("metadata.json", e);
             }
         }
-        self.shared = Some(shared);
         resize
     }
 
     /// Serves `session-…/control.sock` for the session's owner (the owner of its
     /// folder, which is 0700). Without it `stop` and live rules could not reach
     /// the session, so a failure to bind stops the sandbox like a record failure.
-    pub fn serve_control(
+    fn serve_control(
         &mut self,
         stopper: vg_sandbox::Stopper,
         network: Option<std::sync::Arc<crate::control::LiveNetwork>>,
@@ -556,6 +574,11 @@ impl Session {
         result: &Result<Outcome, SandboxError>,
         hits: &vg_sandbox::cgroup::Hits,
     ) -> Result<(String, observe::Observed)> {
+        // Long done (it started with the session): joined so that no thread of ours
+        // outlives the session.
+        if let Some(cleanup) = self.cleanup.take() {
+            let _ = cleanup.join();
+        }
         // The session is over: nobody may stop it or change its rules any more.
         drop(self.control.take());
         // The sandbox is gone: connections still open are cut and recorded.
@@ -601,7 +624,7 @@ impl Session {
         }
         let mut commands = commands.as_ref().map(|log| lock(log));
         if let (Some(log), Some(shared)) = (commands.as_deref_mut(), &self.shared) {
-            log.chain_pending(shared);
+            log.flush(shared);
         }
         let id = self.writer.id().to_owned();
         // The command's exit is seen by the tracer when it calls exit; a command
@@ -728,7 +751,10 @@ impl Session {
     }
 
     /// The sandbox could not be started: complete the record as `failed-to-start`.
-    pub fn failed_to_start(self, error: &anyhow::Error) -> Result<()> {
+    pub fn failed_to_start(mut self, error: &anyhow::Error) -> Result<()> {
+        if let Some(cleanup) = self.cleanup.take() {
+            let _ = cleanup.join();
+        }
         let message = format!("{error:#}");
         self.writer
             .event(Event::new(vg_records::event::kind::FAILURE).with("error", message.clone()))
