@@ -170,11 +170,12 @@ async fn guard(State(state): State<Shared>, request: Request, next: Next) -> Res
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip());
-    let cookie = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find_map(|c| auth::cookie_value(c, auth::COOKIE));
+    let cookie = state.auth.pick_cookie(
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    );
     let query = request.uri().query().unwrap_or("");
     let facts = Facts {
         method: request.method().as_str(),
