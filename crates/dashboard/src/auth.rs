@@ -223,6 +223,19 @@ pub fn is_page(path: &str) -> bool {
     }
 }
 
+/// The host a request names: its `Host` header, or, for an absolute-form target
+/// (`GET http://name:port/path`), the target's authority, which RFC 9112 §3.2.2
+/// says a server must use instead of `Host`. When both are given and differ,
+/// `None` (refused): otherwise a target naming another site would be judged by a
+/// `Host` header that a proxy or a client may not have checked against it.
+pub fn request_host<'a>(target: Option<&'a str>, header: Option<&'a str>) -> Option<&'a str> {
+    match (target, header) {
+        (Some(t), Some(h)) => t.eq_ignore_ascii_case(h).then_some(t),
+        (Some(t), None) => Some(t),
+        (None, h) => h,
+    }
+}
+
 /// `name:port`, `[v6]:port` → (name without brackets, port).
 fn split_host(host: &str) -> Option<(&str, u16)> {
     let (name, port) = if let Some(rest) = host.strip_prefix('[') {
@@ -523,5 +536,21 @@ mod tests {
         let mut f = get("/api/sessions", "127.0.0.1:7420");
         f.cookie = a.pick_cookie([tossed.as_str()]);
         assert_eq!(a.check(&f), Verdict::Pass);
+    }
+
+    /// Red-team finding: `GET http://evil.example:7420/api/… ` with
+    /// `Host: 127.0.0.1:7420` was judged by the Host header alone.
+    #[test]
+    fn an_absolute_target_is_the_host_judged() {
+        let a = auth("127.0.0.1:7420");
+        let host = |t, h| request_host(t, h).is_some_and(|h| a.host_allowed(h));
+        assert!(host(None, Some("127.0.0.1:7420")));
+        assert!(host(Some("127.0.0.1:7420"), Some("127.0.0.1:7420")));
+        assert!(host(Some("localhost:7420"), Some("LOCALHOST:7420")));
+        assert!(host(Some("127.0.0.1:7420"), None));
+        assert!(!host(Some("evil.example:7420"), Some("127.0.0.1:7420")));
+        assert!(!host(Some("127.0.0.1:7420"), Some("evil.example:7420")));
+        assert!(!host(Some("evil.example:7420"), None));
+        assert!(!host(None, None));
     }
 }

@@ -183,7 +183,10 @@ async fn guard(State(state): State<Shared>, request: Request, next: Next) -> Res
         method: request.method().as_str(),
         path: request.uri().path(),
         query_token: auth::query_token(query),
-        host: header_str(headers, header::HOST),
+        host: auth::request_host(
+            request.uri().authority().map(|a| a.as_str()),
+            header_str(headers, header::HOST),
+        ),
         peer,
         cookie,
         authorization: header_str(headers, header::AUTHORIZATION),
