@@ -341,7 +341,11 @@ async fn session(State(state): State<Shared>, Path(id): Path<String>) -> ApiResu
 
 fn read_record(dir: &std::path::Path, file: RecordFile) -> ApiResult<String> {
     let path = layout::file_path(dir, file);
-    match std::fs::read(&path) {
+    let read = crate::archive::open_record(&path).and_then(|mut f| {
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut b).map(|_| b)
+    });
+    match read {
         Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
         Err(e) => Err(ApiError::new(
@@ -395,7 +399,7 @@ async fn output(
         use std::io::{Read, Seek, SeekFrom};
         let dir = resolve(&state, &id)?;
         let path = layout::file_path(&dir, file);
-        let mut f = match std::fs::File::open(&path) {
+        let mut f = match crate::archive::open_record(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
             Err(e) => {
@@ -428,7 +432,7 @@ async fn output(
 /// by default, and more once JSON-escaped), so it must never be read whole.
 fn read_lines_capped(path: &std::path::Path, cap: u64) -> std::io::Result<(Vec<u8>, Option<u64>)> {
     use std::io::Read;
-    let file = std::fs::File::open(path)?;
+    let file = crate::archive::open_record(path)?;
     let size = file.metadata()?.len();
     let mut bytes = Vec::new();
     file.take(cap).read_to_end(&mut bytes)?;
