@@ -12,6 +12,24 @@ use flate2::write::GzEncoder;
 
 /// Writes `dir` (a session folder resolved by `SessionStore`) as a gzipped tar to
 /// `out`; `id` names the archive's top folder.
+/// Opens a record file for reading as the file it is: never through a symlink
+/// (`O_NOFOLLOW`), never waiting on a FIFO (`O_NONBLOCK`), and only a regular
+/// file. The folder is its owner's to change, and a planted `stdout.log ->
+/// /etc/shadow` must not be served by a dashboard started by root.
+pub fn open_record(path: &Path) -> io::Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    Ok(file)
+}
+
 pub fn write(dir: &Path, id: &str, out: impl Write) -> io::Result<()> {
     let mut names: Vec<String> = std::fs::read_dir(dir)?
         .filter_map(Result::ok)
@@ -21,19 +39,12 @@ pub fn write(dir: &Path, id: &str, out: impl Write) -> io::Result<()> {
     names.sort();
     let mut tar = tar::Builder::new(GzEncoder::new(out, Compression::default()));
     for name in names {
-        let file = match std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(dir.join(&name))
-        {
+        let file = match open_record(&dir.join(&name)) {
             Ok(f) => f,
             // Replaced by something else since the listing: left out.
             Err(_) => continue,
         };
         let meta = file.metadata()?;
-        if !meta.is_file() {
-            continue;
-        }
         let mut header = tar::Header::new_gnu();
         header.set_size(meta.len());
         header.set_mode(0o600);
@@ -114,5 +125,33 @@ mod tests {
                 ("session-x/stdout.log".to_owned(), "hello\n".to_owned()),
             ]
         );
+    }
+
+    /// Red-team finding: `/output`, `/cast`, `/commands` and `/events` followed a
+    /// symlink planted in place of a record file (the archive did not).
+    #[test]
+    fn a_record_file_is_never_read_through_a_symlink_or_a_fifo() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("secret"), b"host secret").unwrap();
+        std::fs::write(tmp.path().join("stdout.log"), b"out").unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("secret"), tmp.path().join("stderr.log"))
+            .unwrap();
+        let fifo = tmp.path().join("events.jsonl");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let mut body = String::new();
+        open_record(&tmp.path().join("stdout.log"))
+            .unwrap()
+            .read_to_string(&mut body)
+            .unwrap();
+        assert_eq!(body, "out");
+        assert!(open_record(&tmp.path().join("stderr.log")).is_err());
+        // Without O_NONBLOCK this open would wait for a writer forever.
+        assert!(open_record(&fifo).is_err());
     }
 }

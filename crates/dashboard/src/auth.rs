@@ -94,6 +94,23 @@ impl Auth {
         format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", self.token)
     }
 
+    /// The `vg_dashboard` cookie to judge among the `Cookie` headers: the one
+    /// holding this dashboard's token if any, else the first. Cookies are not
+    /// scoped by port, so a server on another port of this host (another user's,
+    /// another dashboard) can set a `vg_dashboard` cookie with a longer `Path`,
+    /// which the browser then sends first: judging only the first would lock the
+    /// user out.
+    pub fn pick_cookie<'a>(&self, headers: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+        let mut first = None;
+        for value in headers.into_iter().flat_map(|h| cookie_values(h, COOKIE)) {
+            if self.is_token(value) {
+                return Some(value);
+            }
+            first = first.or(Some(value));
+        }
+        first
+    }
+
     fn is_token(&self, given: &str) -> bool {
         given.as_bytes().ct_eq(self.token.as_bytes()).into()
     }
@@ -206,6 +223,19 @@ pub fn is_page(path: &str) -> bool {
     }
 }
 
+/// The host a request names: its `Host` header, or, for an absolute-form target
+/// (`GET http://name:port/path`), the target's authority, which RFC 9112 §3.2.2
+/// says a server must use instead of `Host`. When both are given and differ,
+/// `None` (refused): otherwise a target naming another site would be judged by a
+/// `Host` header that a proxy or a client may not have checked against it.
+pub fn request_host<'a>(target: Option<&'a str>, header: Option<&'a str>) -> Option<&'a str> {
+    match (target, header) {
+        (Some(t), Some(h)) => t.eq_ignore_ascii_case(h).then_some(t),
+        (Some(t), None) => Some(t),
+        (None, h) => h,
+    }
+}
+
 /// `name:port`, `[v6]:port` → (name without brackets, port).
 fn split_host(host: &str) -> Option<(&str, u16)> {
     let (name, port) = if let Some(rest) = host.strip_prefix('[') {
@@ -224,9 +254,14 @@ fn split_host(host: &str) -> Option<(&str, u16)> {
     Some((name, port.parse().ok()?))
 }
 
-/// The value of cookie `name` in a `Cookie` header.
-pub fn cookie_value<'a>(header: &'a str, name: &str) -> Option<&'a str> {
-    header.split(';').find_map(|pair| {
+/// The value of cookie `name` in a `Cookie` header (the first, if several).
+pub fn cookie_value<'a>(header: &'a str, name: &'a str) -> Option<&'a str> {
+    cookie_values(header, name).next()
+}
+
+/// Every value of cookie `name` in a `Cookie` header, in order.
+pub fn cookie_values<'a>(header: &'a str, name: &'a str) -> impl Iterator<Item = &'a str> {
+    header.split(';').filter_map(move |pair| {
         let (k, v) = pair.trim().split_once('=')?;
         (k == name).then_some(v)
     })
@@ -478,5 +513,44 @@ mod tests {
         );
         assert_ne!(t, random_hex().unwrap());
         assert!(!format!("{:?}", auth("127.0.0.1:1")).contains(TOKEN));
+    }
+
+    /// Red-team finding: a cookie tossed by another server on this host (cookies
+    /// ignore ports) and sent before ours must not lock the user out.
+    #[test]
+    fn a_foreign_cookie_of_the_same_name_does_not_hide_ours() {
+        let a = auth("127.0.0.1:7420");
+        let tossed = format!("vg_dashboard=junk; other=1; vg_dashboard={TOKEN}");
+        assert_eq!(a.pick_cookie([tossed.as_str()]), Some(TOKEN));
+        let ours = format!("vg_dashboard={TOKEN}");
+        assert_eq!(
+            a.pick_cookie(["vg_dashboard=junk", ours.as_str()]),
+            Some(TOKEN)
+        );
+        // Without the right one, the first is judged (and refused).
+        assert_eq!(
+            a.pick_cookie(["a=1; vg_dashboard=junk; vg_dashboard=more"]),
+            Some("junk")
+        );
+        assert_eq!(a.pick_cookie(["a=1"]), None);
+        let mut f = get("/api/sessions", "127.0.0.1:7420");
+        f.cookie = a.pick_cookie([tossed.as_str()]);
+        assert_eq!(a.check(&f), Verdict::Pass);
+    }
+
+    /// Red-team finding: `GET http://evil.example:7420/api/… ` with
+    /// `Host: 127.0.0.1:7420` was judged by the Host header alone.
+    #[test]
+    fn an_absolute_target_is_the_host_judged() {
+        let a = auth("127.0.0.1:7420");
+        let host = |t, h| request_host(t, h).is_some_and(|h| a.host_allowed(h));
+        assert!(host(None, Some("127.0.0.1:7420")));
+        assert!(host(Some("127.0.0.1:7420"), Some("127.0.0.1:7420")));
+        assert!(host(Some("localhost:7420"), Some("LOCALHOST:7420")));
+        assert!(host(Some("127.0.0.1:7420"), None));
+        assert!(!host(Some("evil.example:7420"), Some("127.0.0.1:7420")));
+        assert!(!host(Some("127.0.0.1:7420"), Some("evil.example:7420")));
+        assert!(!host(Some("evil.example:7420"), None));
+        assert!(!host(None, None));
     }
 }

@@ -36,6 +36,8 @@ const ICON: &str = include_str!("../assets/icon.svg");
 
 /// The most bytes of stdout or stderr one request returns.
 const OUTPUT_CHUNK: u64 = 4 * 1024 * 1024;
+/// The most bytes of a terminal recording the replay is given (whole lines).
+const CAST_CHUNK: u64 = 32 * 1024 * 1024;
 
 /// What every handler shares.
 pub struct AppState {
@@ -170,17 +172,21 @@ async fn guard(State(state): State<Shared>, request: Request, next: Next) -> Res
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip());
-    let cookie = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find_map(|c| auth::cookie_value(c, auth::COOKIE));
+    let cookie = state.auth.pick_cookie(
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    );
     let query = request.uri().query().unwrap_or("");
     let facts = Facts {
         method: request.method().as_str(),
         path: request.uri().path(),
         query_token: auth::query_token(query),
-        host: header_str(headers, header::HOST),
+        host: auth::request_host(
+            request.uri().authority().map(|a| a.as_str()),
+            header_str(headers, header::HOST),
+        ),
         peer,
         cookie,
         authorization: header_str(headers, header::AUTHORIZATION),
@@ -335,7 +341,11 @@ async fn session(State(state): State<Shared>, Path(id): Path<String>) -> ApiResu
 
 fn read_record(dir: &std::path::Path, file: RecordFile) -> ApiResult<String> {
     let path = layout::file_path(dir, file);
-    match std::fs::read(&path) {
+    let read = crate::archive::open_record(&path).and_then(|mut f| {
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut b).map(|_| b)
+    });
+    match read {
         Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
         Err(e) => Err(ApiError::new(
@@ -389,7 +399,7 @@ async fn output(
         use std::io::{Read, Seek, SeekFrom};
         let dir = resolve(&state, &id)?;
         let path = layout::file_path(&dir, file);
-        let mut f = match std::fs::File::open(&path) {
+        let mut f = match crate::archive::open_record(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
             Err(e) => {
@@ -416,19 +426,51 @@ async fn output(
     Ok(r)
 }
 
+/// Reads at most `cap` bytes of `path`, cut after the last whole line when the
+/// file is longer; with the file's size when it was cut. A sandboxed program
+/// decides how big its terminal recording gets (up to the record limit, 1 GiB
+/// by default, and more once JSON-escaped), so it must never be read whole.
+fn read_lines_capped(path: &std::path::Path, cap: u64) -> std::io::Result<(Vec<u8>, Option<u64>)> {
+    use std::io::Read;
+    let file = crate::archive::open_record(path)?;
+    let size = file.metadata()?.len();
+    let mut bytes = Vec::new();
+    file.take(cap).read_to_end(&mut bytes)?;
+    if size <= cap {
+        return Ok((bytes, None));
+    }
+    let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    bytes.truncate(whole);
+    Ok((bytes, Some(size)))
+}
+
 async fn cast(State(state): State<Shared>, Path(id): Path<String>) -> ApiResult<Response> {
-    let text = blocking(move || {
+    let (bytes, cut) = blocking(move || {
         let dir = resolve(&state, &id)?;
-        if !layout::file_path(&dir, RecordFile::Cast).is_file() {
+        let path = layout::file_path(&dir, RecordFile::Cast);
+        if !path.is_file() {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
                 "this session has no terminal recording (only `sandbox shell` and `run -t` sessions do)",
             ));
         }
-        read_record(&dir, RecordFile::Cast)
+        read_lines_capped(&path, CAST_CHUNK).map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot read {}: {e}", path.display()),
+            )
+        })
     })
     .await?;
-    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let mut r = ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response();
+    // The whole recording stays in the archive and `vectraguard logs`.
+    if let Some(size) = cut
+        && let Ok(v) = HeaderValue::from_str(&size.to_string())
+    {
+        r.headers_mut().insert("x-cast-truncated-from", v);
+    }
+    Ok(r)
 }
 
 async fn archive(State(state): State<Shared>, Path(id): Path<String>) -> ApiResult<Response> {
@@ -584,4 +626,30 @@ async fn live(State(state): State<Shared>) -> Response {
     Sse::new(ReceiverStream::new(out))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Red-team finding: `/cast` read the whole recording into memory (twice,
+    /// with the lossy copy); a sandboxed program can make it gigabytes.
+    #[test]
+    fn a_terminal_recording_is_read_up_to_its_cap_in_whole_lines() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("tty.cast");
+        let line = "[0.1, \"o\", \"\\u001b[2J\"]\n";
+        std::fs::write(&path, line.repeat(1000)).unwrap();
+        let size = u64::try_from(line.len() * 1000).unwrap();
+        let (all, cut) = read_lines_capped(&path, size).unwrap();
+        assert_eq!((all.len(), cut), (line.len() * 1000, None));
+        let cap = 10 * u64::try_from(line.len()).unwrap() + 5;
+        let (some, cut) = read_lines_capped(&path, cap).unwrap();
+        assert_eq!(cut, Some(size));
+        assert_eq!(some, line.repeat(10).as_bytes());
+        // One line longer than the cap: nothing rather than half a line.
+        let (none, cut) = read_lines_capped(&path, 3).unwrap();
+        assert!(none.is_empty());
+        assert_eq!(cut, Some(size));
+    }
 }

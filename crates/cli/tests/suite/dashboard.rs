@@ -844,3 +844,69 @@ fn a_taken_port_is_said_with_what_to_do() {
             .assert_stderr_contains("use ADDR:PORT");
     });
 }
+
+/// Red-team findings on the dashboard, each refused end to end.
+mod red {
+    use super::*;
+
+    #[test]
+    fn a_tossed_cookie_an_absolute_target_and_a_planted_symlink_are_handled() {
+        each_identity(|runner| {
+            let ws = Workspace::new();
+            let home = RecordsHome::new(runner);
+            Vg::sandbox(runner, &ws, &[], &["sh", "-c", "echo out; echo err >&2"])
+                .records_home(&home)
+                .run()
+                .assert_code(0);
+            let dir = home.only_session();
+            let id = dir.file_name().unwrap().to_str().unwrap().to_owned();
+            let dash = Dashboard::start(runner, &ws, &home);
+            let (host, cookie) = (dash.host(), dash.cookie());
+
+            // A server on another port of this host set a cookie of the same name
+            // that the browser sends first: ours still counts.
+            let tossed = format!("vg_dashboard=junk; {cookie}");
+            let got = request(
+                dash.port,
+                "GET",
+                "/api/sessions",
+                &[("Host", &host), ("Cookie", &tossed)],
+                None,
+            );
+            assert_eq!(got.status, 200, "{}", got.text());
+
+            // An absolute-form target names the host (RFC 9112 3.2.2): another
+            // site's name is refused even with a right Host header.
+            let evil = format!("http://evil.example:{}/api/sessions", dash.port);
+            let got = request(
+                dash.port,
+                "GET",
+                &evil,
+                &[("Host", &host), ("Cookie", &cookie)],
+                None,
+            );
+            assert_eq!(got.status, 403, "{}", got.text());
+            let ours = format!("http://{host}/api/sessions");
+            let got = request(
+                dash.port,
+                "GET",
+                &ours,
+                &[("Host", &host), ("Cookie", &cookie)],
+                None,
+            );
+            assert_eq!(got.status, 200, "{}", got.text());
+
+            // A record file replaced by a symlink is not followed.
+            let outside = TempDir::owned_by("red-outside", &runner.invoker(), 0o755);
+            let marker = format!("outside-{}", unique());
+            std::fs::write(outside.join("secret"), &marker).unwrap();
+            std::fs::remove_file(dir.join("stderr.log")).unwrap();
+            std::os::unix::fs::symlink(outside.join("secret"), dir.join("stderr.log")).unwrap();
+            let got = dash.get(&format!("/api/sessions/{id}/output/stderr"));
+            assert!(!got.text().contains(&marker), "{}", got.text());
+            assert_eq!(got.status, 500, "{}", got.text());
+            let got = dash.get(&format!("/api/sessions/{id}/output/stdout"));
+            assert_eq!((got.status, got.text()), (200, "out\n".to_owned()));
+        });
+    }
+}
