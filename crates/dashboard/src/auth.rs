@@ -2,35 +2,34 @@
 //! a [`Verdict`] out.
 //!
 //! The model (README "Dashboard"): the server prints a URL with a random token,
-//! like Jupyter; `GET /?token=…` trades it for an HttpOnly, SameSite=Strict cookie
-//! and every other request needs that cookie (or `Authorization: Bearer`). Before
-//! that, the `Host` header must name this server by an address or `localhost`
-//! (a DNS-rebinding page reaches us under its own name), and with a loopback bind
-//! the peer must be on the loopback too. State-changing requests also need the
-//! page's CSRF token in `X-Vectraguard-Csrf`, a JSON body, and, when the browser
-//! sends them, a same-origin `Origin` and `Sec-Fetch-Site`.
+//! like Jupyter. The page and its static assets hold no record data and are
+//! served to anyone who passes the Host and peer checks; the page's script takes
+//! the token from the URL, keeps it in `localStorage` (scoped to scheme, host
+//! AND port) and sends it as `Authorization: Bearer` on every API call. No
+//! cookie is ever set or read: browsers send a host's cookies to every port of
+//! it, so any other server on this host that the user opens would receive one.
+//! Before anything, the `Host` header must name this server by an address or
+//! `localhost` (a DNS-rebinding page reaches us under its own name), and with a
+//! loopback bind the peer must be on the loopback too. State-changing requests
+//! also need a JSON body and, when the browser sends them, a same-origin
+//! `Origin` and `Sec-Fetch-Site` (a bearer token is never sent by a browser on
+//! its own, so no CSRF token is needed).
 
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
 
 use subtle::ConstantTimeEq;
 
-/// The cookie that carries the token once the URL was opened.
-pub const COOKIE: &str = "vg_dashboard";
-/// The header a state-changing request carries the CSRF token in.
-pub const CSRF_HEADER: &str = "x-vectraguard-csrf";
-
-/// The secrets of one dashboard run and the address it is bound to.
+/// The token of one dashboard run and the address it is bound to.
 #[derive(Clone)]
 pub struct Auth {
     token: String,
-    csrf: String,
     bound: SocketAddr,
 }
 
 impl std::fmt::Debug for Auth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the secrets, even in a debug print.
+        // Never the token, even in a debug print.
         f.debug_struct("Auth").field("bound", &self.bound).finish()
     }
 }
@@ -47,17 +46,12 @@ pub fn random_hex() -> std::io::Result<String> {
 pub struct Facts<'a> {
     pub method: &'a str,
     pub path: &'a str,
-    /// `token=` of the query string, on `GET /` only.
-    pub query_token: Option<&'a str>,
     pub host: Option<&'a str>,
     /// `None` when the connection's peer address is unknown (refused).
     pub peer: Option<IpAddr>,
-    /// The value of the `vg_dashboard` cookie.
-    pub cookie: Option<&'a str>,
-    /// The `Authorization` header.
+    /// The `Authorization` header: the only place the token is accepted.
     pub authorization: Option<&'a str>,
     pub content_type: Option<&'a str>,
-    pub csrf: Option<&'a str>,
     pub origin: Option<&'a str>,
     pub sec_fetch_site: Option<&'a str>,
 }
@@ -67,9 +61,6 @@ pub struct Facts<'a> {
 pub enum Verdict {
     /// Serve it.
     Pass,
-    /// The right token in the URL: set the cookie and redirect to this page
-    /// (the same path, without the token).
-    Login(String),
     /// 401: no token, or a wrong one.
     Unauthorized(&'static str),
     /// 403: a foreign `Host`, a remote peer, a cross-site request.
@@ -77,46 +68,16 @@ pub enum Verdict {
 }
 
 impl Auth {
-    pub fn new(token: String, csrf: String, bound: SocketAddr) -> Self {
-        Self { token, csrf, bound }
+    pub fn new(token: String, bound: SocketAddr) -> Self {
+        Self { token, bound }
     }
 
     pub fn token(&self) -> &str {
         &self.token
     }
 
-    pub fn csrf(&self) -> &str {
-        &self.csrf
-    }
-
-    /// The `Set-Cookie` value that [`Verdict::Login`] answers with.
-    pub fn cookie(&self) -> String {
-        format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", self.token)
-    }
-
-    /// The `vg_dashboard` cookie to judge among the `Cookie` headers: the one
-    /// holding this dashboard's token if any, else the first. Cookies are not
-    /// scoped by port, so a server on another port of this host (another user's,
-    /// another dashboard) can set a `vg_dashboard` cookie with a longer `Path`,
-    /// which the browser then sends first: judging only the first would lock the
-    /// user out.
-    pub fn pick_cookie<'a>(&self, headers: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-        let mut first = None;
-        for value in headers.into_iter().flat_map(|h| cookie_values(h, COOKIE)) {
-            if self.is_token(value) {
-                return Some(value);
-            }
-            first = first.or(Some(value));
-        }
-        first
-    }
-
     fn is_token(&self, given: &str) -> bool {
         given.as_bytes().ct_eq(self.token.as_bytes()).into()
-    }
-
-    fn is_csrf(&self, given: &str) -> bool {
-        given.as_bytes().ct_eq(self.csrf.as_bytes()).into()
     }
 
     /// Whether `host` (the `Host` header) names this server: `localhost` or an IP
@@ -152,64 +113,55 @@ impl Auth {
                 "the Host header does not name this dashboard (open it by the printed URL)",
             );
         }
-        if f.method == "GET"
-            && is_page(f.path)
-            && let Some(given) = f.query_token
-        {
-            return if self.is_token(given) {
-                Verdict::Login(f.path.to_owned())
-            } else {
-                Verdict::Unauthorized("wrong token: open the URL the dashboard printed")
-            };
+        if matches!(f.method, "GET" | "HEAD") && is_public(f.path) {
+            return Verdict::Pass;
         }
         let bearer = f
             .authorization
             .and_then(|a| a.strip_prefix("Bearer "))
             .map(str::trim);
-        let authed = [f.cookie, bearer]
-            .into_iter()
-            .flatten()
-            .any(|t| self.is_token(t));
-        if !authed {
+        if !bearer.is_some_and(|t| self.is_token(t)) {
             return Verdict::Unauthorized(
-                "no or wrong token: open the URL the dashboard printed (it has ?token=…)",
+                "no or wrong token: open the URL `vectraguard dashboard` printed (it has ?token=…)",
             );
         }
         match f.method {
             "GET" | "HEAD" => Verdict::Pass,
-            "POST" => self.check_post(f),
+            "POST" => check_post(f),
             _ => Verdict::Forbidden("only GET and POST are served"),
         }
     }
-
-    fn check_post(&self, f: &Facts<'_>) -> Verdict {
-        let json = f.content_type.is_some_and(|c| {
-            c.split(';')
-                .next()
-                .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
-        });
-        if !json {
-            return Verdict::Forbidden("a change must be sent as application/json");
-        }
-        if !f.csrf.is_some_and(|c| self.is_csrf(c)) {
-            return Verdict::Forbidden("missing or wrong X-Vectraguard-Csrf header");
-        }
-        if let Some(origin) = f.origin {
-            let same = f.host.is_some_and(|h| origin == format!("http://{h}"));
-            if !same {
-                return Verdict::Forbidden("cross-origin request refused");
-            }
-        }
-        if f.sec_fetch_site.is_some_and(|s| s != "same-origin") {
-            return Verdict::Forbidden("cross-site request refused");
-        }
-        Verdict::Pass
-    }
 }
 
-/// The pages a token URL may open (and so redirect to): `/`, `/approvals` and
-/// `/sessions/ID` with an id of the characters session ids use. Nothing else, so
-/// the redirect can never lead elsewhere.
+fn check_post(f: &Facts<'_>) -> Verdict {
+    let json = f.content_type.is_some_and(|c| {
+        c.split(';')
+            .next()
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+    });
+    if !json {
+        return Verdict::Forbidden("a change must be sent as application/json");
+    }
+    if let Some(origin) = f.origin {
+        let same = f.host.is_some_and(|h| origin == format!("http://{h}"));
+        if !same {
+            return Verdict::Forbidden("cross-origin request refused");
+        }
+    }
+    if f.sec_fetch_site.is_some_and(|s| s != "same-origin") {
+        return Verdict::Forbidden("cross-site request refused");
+    }
+    Verdict::Pass
+}
+
+/// What is served without the token: the page shell and its static assets,
+/// which hold no record data (the script fetches everything with the token).
+pub fn is_public(path: &str) -> bool {
+    is_page(path) || matches!(path, "/app.js" | "/app.css" | "/icon.svg")
+}
+
+/// The page paths: `/`, `/approvals` and `/sessions/ID` with an id of the
+/// characters session ids use.
 pub fn is_page(path: &str) -> bool {
     match path.strip_prefix("/sessions/") {
         Some(id) => {
@@ -254,35 +206,15 @@ fn split_host(host: &str) -> Option<(&str, u16)> {
     Some((name, port.parse().ok()?))
 }
 
-/// The value of cookie `name` in a `Cookie` header (the first, if several).
-pub fn cookie_value<'a>(header: &'a str, name: &'a str) -> Option<&'a str> {
-    cookie_values(header, name).next()
-}
-
-/// Every value of cookie `name` in a `Cookie` header, in order.
-pub fn cookie_values<'a>(header: &'a str, name: &'a str) -> impl Iterator<Item = &'a str> {
-    header.split(';').filter_map(move |pair| {
-        let (k, v) = pair.trim().split_once('=')?;
-        (k == name).then_some(v)
-    })
-}
-
-/// `token=` of a query string.
-pub fn query_token(query: &str) -> Option<&str> {
-    query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("token="))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const TOKEN: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-    const CSRF: &str = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+    const BEARER: &str = "Bearer aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 
     fn auth(bound: &str) -> Auth {
-        Auth::new(TOKEN.into(), CSRF.into(), bound.parse().unwrap())
+        Auth::new(TOKEN.into(), bound.parse().unwrap())
     }
 
     fn local() -> Option<IpAddr> {
@@ -305,68 +237,67 @@ mod tests {
             path: "/api/sessions/x/stop",
             host: Some(host),
             peer: local(),
-            cookie: Some(TOKEN),
+            authorization: Some(BEARER),
             content_type: Some("application/json"),
-            csrf: Some(CSRF),
             ..Facts::default()
         }
     }
 
     #[test]
-    fn the_url_token_logs_in_and_nothing_else_does() {
+    fn the_page_is_public_and_every_api_call_needs_the_bearer_token() {
         let a = auth("127.0.0.1:7420");
-        let mut f = get("/", "127.0.0.1:7420");
-        f.query_token = Some(TOKEN);
-        assert_eq!(a.check(&f), Verdict::Login("/".into()));
-        f.query_token = Some(&TOKEN[1..]);
-        assert!(matches!(a.check(&f), Verdict::Unauthorized(_)));
-        f.query_token = Some("");
-        assert!(matches!(a.check(&f), Verdict::Unauthorized(_)));
-        // No token at all, on any path.
-        for path in ["/", "/api/sessions", "/app.js", "/api/live"] {
-            assert!(matches!(
-                a.check(&get(path, "127.0.0.1:7420")),
-                Verdict::Unauthorized(_)
-            ));
-        }
-        // The cookie or a bearer header.
-        let mut f = get("/api/sessions", "localhost:7420");
-        f.cookie = Some(TOKEN);
-        assert_eq!(a.check(&f), Verdict::Pass);
-        f.cookie = Some("nope");
-        assert!(matches!(a.check(&f), Verdict::Unauthorized(_)));
-        f.authorization =
-            Some("Bearer aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
-        assert_eq!(a.check(&f), Verdict::Pass);
-        f.authorization = Some(TOKEN);
-        assert!(matches!(a.check(&f), Verdict::Unauthorized(_)));
-        assert!(a.cookie().contains("HttpOnly; SameSite=Strict; Path=/"));
-        // Any page may be opened with the token, and is where the redirect goes.
-        let mut f = get(
+        // The page shell and its assets: no record data, no token needed.
+        for path in [
+            "/",
+            "/approvals",
             "/sessions/session-20251219T101053Z-9af4c3",
-            "127.0.0.1:7420",
-        );
-        f.query_token = Some(TOKEN);
-        assert_eq!(
-            a.check(&f),
-            Verdict::Login("/sessions/session-20251219T101053Z-9af4c3".into())
-        );
-        for not_a_page in [
+            "/app.js",
+            "/app.css",
+            "/icon.svg",
+        ] {
+            assert_eq!(
+                a.check(&get(path, "127.0.0.1:7420")),
+                Verdict::Pass,
+                "{path}"
+            );
+        }
+        // Everything else without the token: 401.
+        for path in [
             "/api/sessions",
+            "/api/live",
+            "/api/approvals",
             "/sessions/",
             "/sessions/a/b",
             "/sessions/..",
             "//evil.example",
-            "/sessions/%2e%2e",
+            "/nothing",
         ] {
-            assert!(!is_page(not_a_page), "{not_a_page}");
-            let mut f = get(not_a_page, "127.0.0.1:7420");
-            f.query_token = Some(TOKEN);
             assert!(
-                matches!(a.check(&f), Verdict::Unauthorized(_)),
-                "{not_a_page}"
+                matches!(
+                    a.check(&get(path, "127.0.0.1:7420")),
+                    Verdict::Unauthorized(_)
+                ),
+                "{path}"
             );
         }
+        let mut f = get("/api/sessions", "localhost:7420");
+        f.authorization = Some(BEARER);
+        assert_eq!(a.check(&f), Verdict::Pass);
+        for wrong in [
+            TOKEN,
+            "Bearer nope",
+            "Bearer ",
+            "bearer aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "Basic aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        ] {
+            f.authorization = Some(wrong);
+            assert!(matches!(a.check(&f), Verdict::Unauthorized(_)), "{wrong}");
+        }
+        // A page POSTed to is not public.
+        let mut f = post("127.0.0.1:7420");
+        f.path = "/";
+        f.authorization = None;
+        assert!(matches!(a.check(&f), Verdict::Unauthorized(_)));
     }
 
     #[test]
@@ -394,12 +325,16 @@ mod tests {
         ] {
             assert!(!a.host_allowed(bad), "{bad}");
         }
-        // A bad Host is refused before the token is even looked at.
+        // A bad Host is refused before the token is even looked at, pages included.
         let mut f = get("/api/sessions", "evil.example:7420");
-        f.cookie = Some(TOKEN);
+        f.authorization = Some(BEARER);
         assert!(matches!(a.check(&f), Verdict::Forbidden(_)));
         f.host = None;
         assert!(matches!(a.check(&f), Verdict::Forbidden(_)));
+        assert!(matches!(
+            a.check(&get("/", "evil.example:7420")),
+            Verdict::Forbidden(_)
+        ));
         // Bound to all addresses: any address literal, still never a name.
         let any = auth("0.0.0.0:7420");
         assert!(any.host_allowed("192.168.1.9:7420"));
@@ -412,24 +347,26 @@ mod tests {
     #[test]
     fn a_loopback_bind_refuses_other_peers() {
         let a = auth("127.0.0.1:7420");
-        let mut f = get("/", "127.0.0.1:7420");
-        f.query_token = Some(TOKEN);
+        let mut f = get("/api/sessions", "127.0.0.1:7420");
+        f.authorization = Some(BEARER);
         f.peer = Some("192.168.1.20".parse().unwrap());
+        assert!(matches!(a.check(&f), Verdict::Forbidden(_)));
+        f.path = "/";
         assert!(matches!(a.check(&f), Verdict::Forbidden(_)));
         f.peer = None;
         assert!(matches!(a.check(&f), Verdict::Forbidden(_)));
         f.peer = Some("::1".parse().unwrap());
-        assert_eq!(a.check(&f), Verdict::Login("/".into()));
+        assert_eq!(a.check(&f), Verdict::Pass);
         // Bound elsewhere on purpose: remote peers are the point (the CLI warns).
         let wide = auth("0.0.0.0:7420");
-        let mut f = get("/", "192.168.1.9:7420");
-        f.query_token = Some(TOKEN);
+        let mut f = get("/api/sessions", "192.168.1.9:7420");
+        f.authorization = Some(BEARER);
         f.peer = Some("192.168.1.20".parse().unwrap());
-        assert_eq!(wide.check(&f), Verdict::Login("/".into()));
+        assert_eq!(wide.check(&f), Verdict::Pass);
     }
 
     #[test]
-    fn changes_need_json_the_csrf_token_and_the_same_origin() {
+    fn changes_need_the_token_json_and_the_same_origin() {
         let a = auth("127.0.0.1:7420");
         let host = "127.0.0.1:7420";
         assert_eq!(a.check(&post(host)), Verdict::Pass);
@@ -458,34 +395,29 @@ mod tests {
                 "{content_type:?}"
             );
         }
-        assert!(matches!(refused(&|f| f.csrf = None), Verdict::Forbidden(_)));
-        assert!(matches!(
-            refused(&|f| f.csrf = Some(TOKEN)),
-            Verdict::Forbidden(_)
-        ));
-        assert!(matches!(
-            refused(&|f| f.origin = Some("http://evil.example")),
-            Verdict::Forbidden(_)
-        ));
-        assert!(matches!(
-            refused(&|f| f.origin = Some("null")),
-            Verdict::Forbidden(_)
-        ));
-        assert!(matches!(
-            refused(&|f| f.origin = Some("http://localhost:7420")),
-            Verdict::Forbidden(_)
-        ));
-        assert!(matches!(
-            refused(&|f| f.sec_fetch_site = Some("cross-site")),
-            Verdict::Forbidden(_)
-        ));
-        assert!(matches!(
-            refused(&|f| f.sec_fetch_site = Some("same-site")),
-            Verdict::Forbidden(_)
-        ));
+        for origin in [
+            "http://evil.example",
+            "null",
+            "http://localhost:7420",
+            "http://127.0.0.1:7421",
+        ] {
+            assert!(
+                matches!(refused(&|f| f.origin = Some(origin)), Verdict::Forbidden(_)),
+                "{origin}"
+            );
+        }
+        for site in ["cross-site", "same-site", "none"] {
+            assert!(
+                matches!(
+                    refused(&|f| f.sec_fetch_site = Some(site)),
+                    Verdict::Forbidden(_)
+                ),
+                "{site}"
+            );
+        }
         // Without the token a change is 401 like anything else.
         assert!(matches!(
-            refused(&|f| f.cookie = None),
+            refused(&|f| f.authorization = None),
             Verdict::Unauthorized(_)
         ));
         assert!(matches!(
@@ -496,13 +428,6 @@ mod tests {
 
     #[test]
     fn headers_are_read_strictly() {
-        assert_eq!(
-            cookie_value("a=1; vg_dashboard=xyz; b=2", COOKIE),
-            Some("xyz")
-        );
-        assert_eq!(cookie_value("vg_dashboardx=1", COOKIE), None);
-        assert_eq!(query_token("a=1&token=abc"), Some("abc"));
-        assert_eq!(query_token("xtoken=abc"), None);
         assert_eq!(split_host("[::1]:80"), Some(("::1", 80)));
         assert_eq!(split_host("host:99999"), None);
         let t = random_hex().unwrap();
@@ -513,29 +438,6 @@ mod tests {
         );
         assert_ne!(t, random_hex().unwrap());
         assert!(!format!("{:?}", auth("127.0.0.1:1")).contains(TOKEN));
-    }
-
-    /// Red-team finding: a cookie tossed by another server on this host (cookies
-    /// ignore ports) and sent before ours must not lock the user out.
-    #[test]
-    fn a_foreign_cookie_of_the_same_name_does_not_hide_ours() {
-        let a = auth("127.0.0.1:7420");
-        let tossed = format!("vg_dashboard=junk; other=1; vg_dashboard={TOKEN}");
-        assert_eq!(a.pick_cookie([tossed.as_str()]), Some(TOKEN));
-        let ours = format!("vg_dashboard={TOKEN}");
-        assert_eq!(
-            a.pick_cookie(["vg_dashboard=junk", ours.as_str()]),
-            Some(TOKEN)
-        );
-        // Without the right one, the first is judged (and refused).
-        assert_eq!(
-            a.pick_cookie(["a=1; vg_dashboard=junk; vg_dashboard=more"]),
-            Some("junk")
-        );
-        assert_eq!(a.pick_cookie(["a=1"]), None);
-        let mut f = get("/api/sessions", "127.0.0.1:7420");
-        f.cookie = a.pick_cookie([tossed.as_str()]);
-        assert_eq!(a.check(&f), Verdict::Pass);
     }
 
     /// Red-team finding: `GET http://evil.example:7420/api/… ` with

@@ -107,8 +107,7 @@ async fn run(options: Options, ready: impl FnOnce(&Started)) -> Result<(), Serve
     let token = auth::random_hex()
         .context("cannot read /dev/urandom for the token")
         .map_err(ServeError::Other)?;
-    let csrf = auth::random_hex().map_err(other)?;
-    let auth = auth::Auth::new(token, csrf, bound);
+    let auth = auth::Auth::new(token, bound);
 
     let index = Arc::new(RwLock::new(index::Index::default()));
     let (bus, _) = tokio::sync::broadcast::channel(4096);

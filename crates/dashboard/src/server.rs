@@ -172,41 +172,22 @@ async fn guard(State(state): State<Shared>, request: Request, next: Next) -> Res
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip());
-    let cookie = state.auth.pick_cookie(
-        headers
-            .get_all(header::COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok()),
-    );
-    let query = request.uri().query().unwrap_or("");
+    // No cookie is read (or ever set): cookies reach every port of this host.
     let facts = Facts {
         method: request.method().as_str(),
         path: request.uri().path(),
-        query_token: auth::query_token(query),
         host: auth::request_host(
             request.uri().authority().map(|a| a.as_str()),
             header_str(headers, header::HOST),
         ),
         peer,
-        cookie,
         authorization: header_str(headers, header::AUTHORIZATION),
         content_type: header_str(headers, header::CONTENT_TYPE),
-        csrf: header_str(headers, auth::CSRF_HEADER),
         origin: header_str(headers, header::ORIGIN),
         sec_fetch_site: header_str(headers, "sec-fetch-site"),
     };
     let mut response = match state.auth.check(&facts) {
         Verdict::Pass => next.run(request).await,
-        Verdict::Login(page) => {
-            let mut r = StatusCode::SEE_OTHER.into_response();
-            if let Ok(v) = HeaderValue::from_str(&page) {
-                r.headers_mut().insert(header::LOCATION, v);
-            }
-            if let Ok(v) = HeaderValue::from_str(&state.auth.cookie()) {
-                r.headers_mut().insert(header::SET_COOKIE, v);
-            }
-            r
-        }
         Verdict::Unauthorized(why) => (
             StatusCode::UNAUTHORIZED,
             format!("vectraguard dashboard: {why}\n"),
@@ -218,6 +199,8 @@ async fn guard(State(state): State<Shared>, request: Request, next: Next) -> Res
         )
             .into_response(),
     };
+    // Whatever a handler did, this server never asks a browser to keep a cookie.
+    response.headers_mut().remove(header::SET_COOKIE);
     harden(response.headers_mut());
     response
 }
@@ -226,10 +209,10 @@ async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no such page")
 }
 
-async fn page(State(state): State<Shared>) -> Response {
-    // The CSRF token is hex: nothing to escape.
-    let html = PAGE.replace("__VG_CSRF__", state.auth.csrf());
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response()
+/// The page shell: the same for every page and every visitor, no record data
+/// (the script fetches it with the token).
+async fn page() -> Response {
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE).into_response()
 }
 
 async fn script() -> Response {
