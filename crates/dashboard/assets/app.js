@@ -3,8 +3,45 @@
 // el()), never as HTML: a session's argv, output or host names are untrusted.
 "use strict";
 
-const CSRF = document.querySelector('meta[name="vg-csrf"]').content;
 const app = document.getElementById("app");
+
+// The token: taken from the printed URL's ?token= on first load, kept in
+// localStorage (scoped to scheme, host and port: no other server on this host
+// can read it, unlike a cookie) and taken out of the address bar at once.
+const TOKEN_KEY = "vectraguard-dashboard-token";
+const TOKEN = (() => {
+  const params = new URLSearchParams(location.search);
+  const given = params.get("token");
+  if (given !== null) {
+    params.delete("token");
+    const rest = params.toString();
+    history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
+    if (given) {
+      try { localStorage.setItem(TOKEN_KEY, given); } catch (_) { /* kept for this page only */ }
+      return given;
+    }
+  }
+  try { return localStorage.getItem(TOKEN_KEY); } catch (_) { return null; }
+})();
+const auth = () => ({ Authorization: "Bearer " + TOKEN });
+
+// No token, or one this dashboard does not know (it was restarted: a new token):
+// nothing can be shown; say what to open.
+let locked = false;
+function showLocked(stale) {
+  if (locked) return;
+  locked = true;
+  stopLive();
+  const state = document.getElementById("live-state");
+  state.textContent = "not signed in";
+  state.classList.remove("on");
+  document.getElementById("pending-count").hidden = true;
+  app.replaceChildren(el("div", { id: "no-token", class: "panel" },
+    el("h1", { text: stale ? "This dashboard does not know your token" : "Open the dashboard by its URL" }),
+    el("p", { text: (stale ? "The token this browser kept is not the current one (the dashboard was restarted, or the link was wrong). " : "This page needs the dashboard's token. ") +
+      "Open the URL that `vectraguard dashboard` printed in its terminal: http://HOST:PORT/?token=…" }),
+    el("p", { class: "muted", text: "The token is kept in this browser for this address and port only, and sent with each request; it is never a cookie." })));
+}
 const listeners = []; // handlers of live events for the page shown
 
 // ---------------------------------------------------------------- helpers
@@ -26,8 +63,17 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+class Locked extends Error {}
+
 async function api(path, options) {
-  const response = await fetch(path, Object.assign({ credentials: "same-origin" }, options));
+  if (locked) throw new Locked("not signed in");
+  const opts = Object.assign({ credentials: "omit", cache: "no-store" }, options);
+  opts.headers = Object.assign({}, opts.headers || {}, auth());
+  const response = await fetch(path, opts);
+  if (response.status === 401) {
+    showLocked(true);
+    throw new Locked("not signed in");
+  }
   if (!response.ok) {
     let message = response.status + " " + response.statusText;
     try {
@@ -46,7 +92,7 @@ async function getJson(path) {
 async function post(path, body) {
   const response = await api(path, {
     method: "POST",
-    headers: { "Content-Type": "application/json", "X-Vectraguard-Csrf": CSRF },
+    headers: { "Content-Type": "application/json" },
     body: JSON.stringify(body || {}),
   });
   return response.json();
@@ -54,6 +100,7 @@ async function post(path, body) {
 
 let toastTimer = null;
 function toast(message, isError) {
+  if (locked) return;
   const t = document.getElementById("toast");
   t.textContent = message;
   t.className = isError ? "error" : "";
@@ -120,25 +167,90 @@ function setNav(which) {
 
 // ---------------------------------------------------------------- live updates
 
-let source = null;
-function connectLive() {
+// The live feed: /api/live read with fetch (EventSource cannot send the
+// Authorization header) and parsed as server-sent events; reconnected with
+// back-off. A reconnection may have missed events: the page is told to resync.
+let liveAbort = null;
+let liveStopped = false;
+function stopLive() {
+  liveStopped = true;
+  if (liveAbort) liveAbort.abort();
+}
+
+function dispatch(kind, raw) {
+  let data = {};
+  try { data = JSON.parse(raw); } catch (_) { return; }
+  if (kind === "approval") refreshPendingCount();
+  for (const l of listeners.slice()) l(kind, data);
+}
+
+// Splits an SSE stream into events; returns what is left of an unfinished one.
+function parseSse(buffer, onEvent) {
+  buffer = buffer.replace(/\r\n?/g, "\n");
+  let end;
+  while ((end = buffer.indexOf("\n\n")) >= 0) {
+    const block = buffer.slice(0, end);
+    buffer = buffer.slice(end + 2);
+    let kind = "message";
+    const data = [];
+    for (const line of block.split("\n")) {
+      if (!line || line.startsWith(":")) continue; // a comment: the keep-alive
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let value = colon < 0 ? "" : line.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "event") kind = value;
+      else if (field === "data") data.push(value);
+    }
+    if (data.length) onEvent(kind, data.join("\n"));
+  }
+  return buffer;
+}
+
+async function connectLive() {
   const state = document.getElementById("live-state");
-  source = new EventSource("/api/live");
-  source.onopen = () => { state.textContent = "live"; state.classList.add("on"); };
-  source.onerror = () => { state.textContent = "reconnecting…"; state.classList.remove("on"); };
-  for (const kind of ["session", "exec", "event", "approval", "resync"]) {
-    source.addEventListener(kind, (e) => {
-      let data = {};
-      try { data = JSON.parse(e.data); } catch (_) { return; }
-      if (kind === "approval") refreshPendingCount();
-      for (const l of listeners.slice()) l(kind, data);
-    });
+  let delay = 500;
+  let connectedBefore = false;
+  while (!liveStopped) {
+    liveAbort = new AbortController();
+    try {
+      const response = await fetch("/api/live", {
+        headers: Object.assign({ Accept: "text/event-stream" }, auth()),
+        credentials: "omit",
+        cache: "no-store",
+        signal: liveAbort.signal,
+      });
+      if (response.status === 401) { showLocked(true); return; }
+      if (!response.ok || !response.body) throw new Error(response.status + " " + response.statusText);
+      state.textContent = "live";
+      state.classList.add("on");
+      delay = 500;
+      if (connectedBefore) dispatch("resync", "{}");
+      connectedBefore = true;
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer = parseSse(buffer + decoder.decode(value, { stream: true }), dispatch);
+      }
+    } catch (_) { /* reconnected below */ }
+    if (liveStopped) return;
+    state.textContent = "reconnecting…";
+    state.classList.remove("on");
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 10000);
   }
 }
 
+let pendingSeq = 0;
 async function refreshPendingCount() {
+  const seq = ++pendingSeq;
   try {
     const { pending } = await getJson("/api/approvals");
+    if (seq !== pendingSeq) return; // a later count is on its way
+
     const badge = document.getElementById("pending-count");
     badge.textContent = String(pending.length);
     badge.hidden = pending.length === 0;
@@ -193,9 +305,16 @@ function sessionsPage() {
     el("td", { text: duration(s.started, s.ended) }),
     el("td", { class: "exit-code", text: s.exit_code === null || s.exit_code === undefined ? "" : String(s.exit_code) }));
 
+  // Only the newest load is shown: an older answer may finish last.
+  let loadSeq = 0;
+  let loading = false;
   async function load() {
+    const seq = ++loadSeq;
+    loading = true;
     try {
       const data = await getJson("/api/sessions?" + query().toString());
+      if (seq !== loadSeq) return;
+      loading = false;
       tbody.replaceChildren(...data.sessions.map(row));
       if (data.sessions.length === 0) {
         tbody.append(el("tr", {}, el("td", { colspan: 8, class: "empty", text: "No sessions match." })));
@@ -209,6 +328,7 @@ function sessionsPage() {
       next.disabled = !data.next;
       prev.disabled = state.page === 0;
     } catch (e) {
+      if (seq === loadSeq) loading = false;
       toast(e.message, true);
     }
   }
@@ -241,6 +361,9 @@ function sessionsPage() {
       tr.remove();
     } else if (tr && data.row) {
       tr.replaceWith(row(data.row));
+    } else if (!tr && loading) {
+      // The rows on their way may predate this change: load again.
+      load();
     }
   });
 
@@ -275,10 +398,17 @@ function decisionWord(d) {
 async function sessionPage(id) {
   setNav("nav-sessions");
   document.title = id + " — Vectra Guard";
+  // Live events are taken from before the first fetch, and kept until the page
+  // is built: an exec, an approval or the end that happens while it loads would
+  // otherwise be in neither the fetched records nor the applied events.
+  let early = [];
+  let handle = null;
+  listeners.push((kind, data) => { if (handle) handle(kind, data); else early.push([kind, data]); });
   let info;
   try {
     info = await getJson("/api/sessions/" + encodeURIComponent(id));
   } catch (e) {
+    if (e instanceof Locked) return;
     app.replaceChildren(el("h1", { text: "Session not found" }), el("p", { class: "muted", text: e.message }),
       el("a", { href: "/", text: "← All sessions" }));
     return;
@@ -296,8 +426,22 @@ async function sessionPage(id) {
     try { await post("/api/sessions/" + enc + "/stop", { kill: false }); toast("Stopping " + id); }
     catch (e) { toast(e.message, true); }
   });
+  // The archive needs the token, which a plain link cannot send: fetched, then
+  // saved from an object URL.
   const download = el("a", { id: "download", href: "/api/sessions/" + enc + "/archive", download: id + ".tar.gz" },
     el("button", { text: "Download .tar.gz" }));
+  download.addEventListener("click", async (ev) => {
+    ev.preventDefault();
+    try {
+      const blob = await (await api("/api/sessions/" + enc + "/archive")).blob();
+      const url = URL.createObjectURL(blob);
+      const save = el("a", { href: url, download: id + ".tar.gz", hidden: true });
+      document.body.append(save);
+      save.click();
+      save.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+    } catch (e) { toast(e.message, true); }
+  });
   const integrity = el("div", { id: "integrity", class: "integrity " + (info.integrity.ok ? "ok" : "bad"), text: info.integrity.message });
   const problems = el("ul", { class: "mono muted" }, ...(info.integrity.problems || []).map((p) => el("li", { text: p })));
 
@@ -484,7 +628,8 @@ async function sessionPage(id) {
     replay = el("pre", { id: "replay", class: "out" });
     const play = el("button", { class: "primary", text: "▶ Replay" });
     play.onclick = () => playCast(enc, replay, play);
-    sections.splice(5, 0, el("div", { class: "panel flush" }, el("div", { class: "replay-bar" }, el("h2", { text: "Terminal", class: "inline" }), play), replay));
+    const cut = el("p", { id: "replay-truncated", class: "notice", hidden: true });
+    sections.splice(5, 0, el("div", { class: "panel flush" }, el("div", { class: "replay-bar" }, el("h2", { text: "Terminal", class: "inline" }), play), cut, replay));
   }
   app.replaceChildren(...sections);
 
@@ -568,10 +713,13 @@ async function sessionPage(id) {
         el("button", { class: "small danger", dataset: { decision: "deny", scope: "once" }, text: "Deny", onclick: decide("deny", "once") })));
   }
 
+  let pendingLoads = 0;
   async function loadPending() {
+    const seq = ++pendingLoads;
     if (!running) { emptyRow(apBody, 5, "Nothing held."); return; }
     try {
       const { pending } = await getJson("/api/approvals");
+      if (seq !== pendingLoads) return; // a newer list is on its way
       const mine = pending.filter((p) => p.session === id);
       apBody.replaceChildren(...mine.map(pendingRow));
       for (const p of mine) {
@@ -589,7 +737,11 @@ async function sessionPage(id) {
   // Output, read incrementally while the session runs.
   const offsets = { stdout: 0, stderr: 0 };
   const screens = { stdout: new Screen(), stderr: new Screen() };
-  async function loadOutput() {
+  // One read at a time (the timer and the end may ask together): each goes on
+  // from the offset the previous one reached.
+  let outputChain = Promise.resolve();
+  const loadOutput = () => (outputChain = outputChain.then(readOutput, readOutput));
+  async function readOutput() {
     for (const [name, pre] of [["stdout", stdout], ["stderr", stderr]]) {
       try {
         const r = await api("/api/sessions/" + enc + "/output/" + name + "?from=" + offsets[name]);
@@ -612,14 +764,27 @@ async function sessionPage(id) {
     tabOut.textContent = "stdout" + (offsets.stdout ? " (" + offsets.stdout + " B)" : "");
   }
 
-  const [cmds, evs] = await Promise.all([
-    getJson("/api/sessions/" + enc + "/commands"),
-    getJson("/api/sessions/" + enc + "/events"),
-  ]);
+  let cmds, evs;
+  try {
+    [cmds, evs] = await Promise.all([
+      getJson("/api/sessions/" + enc + "/commands"),
+      getJson("/api/sessions/" + enc + "/events"),
+    ]);
+  } catch (e) {
+    if (!(e instanceof Locked)) toast(e.message, true);
+    return;
+  }
   const seenExec = new Set();
   for (const x of cmds.execs) { cmdBody.append(execRow(x)); seenExec.add(x.time + "/" + x.pid); }
   emptyRow(cmdBody, 6, "No command recorded.");
-  for (const e of evs.events) addEvent(e);
+  // The fetched events, counted, so that one also taken live while the page
+  // loaded is applied once.
+  const fetched = new Map();
+  for (const e of evs.events) {
+    addEvent(e);
+    const key = JSON.stringify(e);
+    fetched.set(key, (fetched.get(key) || 0) + 1);
+  }
   emptyRow(netBody, 5, info.network && info.network.mode === "allow" ? "No connection yet." : "Network mode: " + ((info.network && info.network.mode) || "none") + ".");
   emptyRow(httpBody, 6, "No HTTP request inspected.");
   emptyRow(violBody, 5, "No violation.");
@@ -627,10 +792,10 @@ async function sessionPage(id) {
   emptyRow(history, 5, "No decision.");
   loadPending();
   loadRules();
-  await loadOutput();
+  loadOutput();
   const outputTimer = setInterval(() => { if (running) loadOutput(); }, 1000);
 
-  listeners.push(async (kind, data) => {
+  const live = async (kind, data) => {
     if (kind === "resync") { location.reload(); return; }
     if (data.session !== id) return;
     if (kind === "exec" && data.line === "exec") {
@@ -671,7 +836,24 @@ async function sessionPage(id) {
         } catch (_) { /* kept */ }
       }
     }
-  });
+  };
+  // What arrived while the page loaded, then everything live. Execs are
+  // deduplicated by seenExec, events against what was fetched; the rest
+  // (exits, approvals, the status) are idempotent.
+  while (early.length) {
+    const batch = early;
+    early = [];
+    for (const [kind, data] of batch) {
+      if (kind === "event" && data.session === id && data.event) {
+        const key = JSON.stringify(data.event);
+        const n = fetched.get(key) || 0;
+        if (n > 0) { fetched.set(key, n - 1); continue; }
+      }
+      await live(kind, data);
+    }
+  }
+  fetched.clear();
+  handle = live;
 }
 
 // Terminal output as text: escape sequences dropped, a carriage return starts the
@@ -699,8 +881,22 @@ class Screen {
 async function playCast(enc, pre, button) {
   button.disabled = true;
   let text;
-  try { text = await (await api("/api/sessions/" + enc + "/cast")).text(); }
-  catch (e) { toast(e.message, true); button.disabled = false; return; }
+  let cutFrom = null;
+  try {
+    const response = await api("/api/sessions/" + enc + "/cast");
+    cutFrom = response.headers.get("x-cast-truncated-from");
+    text = await response.text();
+  } catch (e) { toast(e.message, true); button.disabled = false; return; }
+  // The server gives at most 32 MiB of a recording: say so when it was cut.
+  const notice = document.getElementById("replay-truncated");
+  if (notice) {
+    const mib = (n) => (n / 1048576).toFixed(1) + " MiB";
+    notice.hidden = !cutFrom;
+    notice.textContent = cutFrom
+      ? "This replay stops early: it shows the first " + mib(new TextEncoder().encode(text).length) + " of a " + mib(Number(cutFrom)) +
+        " recording. The whole recording is in the archive (Download .tar.gz) and in `vectraguard logs`."
+      : "";
+  }
   const lines = text.split("\n").filter(Boolean);
   const events = [];
   for (const l of lines.slice(1)) {
@@ -734,9 +930,12 @@ function approvalsPage() {
     tbody);
   const note = el("p", { class: "muted" });
 
+  let loadSeq = 0;
   async function load() {
+    const seq = ++loadSeq;
     try {
       const { pending, unreachable } = await getJson("/api/approvals");
+      if (seq !== loadSeq) return; // a newer list is on its way
       tbody.replaceChildren(...pending.map((p) => {
         const s = p.subject || {};
         const what = s.kind === "exec" ? shellQuote(s.argv) : "connect to " + s.name + ":" + s.port;
@@ -795,8 +994,15 @@ function route() {
 
 // A failure the page did not expect is said, not swallowed.
 window.addEventListener("error", (e) => toast("The page failed: " + e.message, true));
-window.addEventListener("unhandledrejection", (e) => toast("The page failed: " + (e.reason && e.reason.message || e.reason), true));
+window.addEventListener("unhandledrejection", (e) => {
+  if (e.reason instanceof Locked) { e.preventDefault(); return; }
+  toast("The page failed: " + (e.reason && e.reason.message || e.reason), true);
+});
 
-connectLive();
-refreshPendingCount();
-route();
+if (!TOKEN) {
+  showLocked(false);
+} else {
+  connectLive();
+  refreshPendingCount();
+  route();
+}
