@@ -1,4 +1,4 @@
-//! `vectraguard dashboard` over plain HTTP: the token, the guard (Host, peer, CSRF),
+//! `vectraguard dashboard` over plain HTTP: the token, the guard (Host, peer, origin),
 //! what it shows of real sessions, the archive and its paths, and what it does to
 //! running ones through their control channels (stop, a live rule, an approval).
 //! The page itself in a browser: `suite::dashboard_browser`.
@@ -84,33 +84,26 @@ impl Dashboard {
         format!("127.0.0.1:{}", self.port)
     }
 
-    fn cookie(&self) -> String {
-        format!("vg_dashboard={}", self.token)
+    /// The `Authorization` header value the page sends.
+    fn bearer(&self) -> String {
+        format!("Bearer {}", self.token)
     }
 
-    /// A GET with the cookie.
+    /// A GET with the token, as the page sends it.
     fn get(&self, path: &str) -> Answer {
-        let cookie = self.cookie();
+        let bearer = self.bearer();
         request(
             self.port,
             "GET",
             path,
-            &[("Host", &self.host()), ("Cookie", &cookie)],
+            &[("Host", &self.host()), ("Authorization", &bearer)],
             None,
         )
     }
 
-    /// The CSRF token the page carries.
-    fn csrf(&self) -> String {
-        let page = self.get("/").text();
-        let tag = "name=\"vg-csrf\" content=\"";
-        let at = page.find(tag).expect("the CSRF meta tag") + tag.len();
-        page[at..at + 64].to_owned()
-    }
-
     /// A POST as the page sends it.
     fn post(&self, path: &str, body: &str) -> Answer {
-        let (cookie, csrf, host) = (self.cookie(), self.csrf(), self.host());
+        let (bearer, host) = (self.bearer(), self.host());
         let origin = format!("http://{host}");
         request(
             self.port,
@@ -118,9 +111,8 @@ impl Dashboard {
             path,
             &[
                 ("Host", &host),
-                ("Cookie", &cookie),
+                ("Authorization", &bearer),
                 ("Content-Type", "application/json"),
-                ("X-Vectraguard-Csrf", &csrf),
                 ("Origin", &origin),
                 ("Sec-Fetch-Site", "same-origin"),
             ],
@@ -246,38 +238,34 @@ fn only_the_printed_token_opens_it_and_the_guard_refuses_the_rest() {
         let port = dash.port;
         let get = |path: &str, headers: &[(&str, &str)]| request(port, "GET", path, headers, None);
 
-        // No token, a wrong one, a near one: 401 everywhere.
-        for path in ["/", "/api/sessions", "/app.js", "/api/live", "/approvals"] {
-            assert_eq!(get(path, &[("Host", &host)]).status, 401, "{path}");
-        }
-        let wrong = format!("/?token={}", "0".repeat(64));
-        assert_eq!(get(&wrong, &[("Host", &host)]).status, 401);
-        let near = format!("/?token={}", &dash.token[..63]);
-        assert_eq!(get(&near, &[("Host", &host)]).status, 401);
-        let bad_cookie = format!("vg_dashboard={}", "f".repeat(64));
-        assert_eq!(
-            get("/api/sessions", &[("Host", &host), ("Cookie", &bad_cookie)]).status,
-            401
-        );
+        let bearer = dash.bearer();
+        let cookie = format!("vg_dashboard={}", dash.token);
 
-        // The printed URL: a cookie (HttpOnly, SameSite=Strict) and a redirect that
-        // drops the token from the address bar.
-        let login = get(&format!("/?token={}", dash.token), &[("Host", &host)]);
-        assert_eq!(login.status, 303, "{}", login.text());
-        assert_eq!(login.headers.get("location").map(String::as_str), Some("/"));
-        let cookie = login.headers.get("set-cookie").cloned().unwrap_or_default();
-        assert!(cookie.starts_with(&dash.cookie()), "{cookie}");
-        assert!(
-            cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
-            "{cookie}"
-        );
+        // The page shell and its assets are served to anyone (no record data in
+        // them), with or without a token in the URL, and never set a cookie.
+        let with_token = format!("/?token={}", dash.token);
+        let wrong = format!("/?token={}", "0".repeat(64));
+        for path in [
+            "/",
+            "/approvals",
+            "/sessions/last",
+            "/app.js",
+            "/app.css",
+            "/icon.svg",
+            with_token.as_str(),
+            wrong.as_str(),
+        ] {
+            let a = get(path, &[("Host", &host)]);
+            assert_eq!(a.status, 200, "{path}: {}", a.text());
+            assert_eq!(a.headers.get("set-cookie"), None, "{path}");
+            assert!(!a.text().contains(&dash.token), "{path} holds the token");
+        }
+        let page = get("/", &[("Host", &host)]);
+        assert!(!page.text().contains("vg-csrf"), "{}", page.text());
         assert_eq!(
-            login.headers.get("referrer-policy").map(String::as_str),
+            page.headers.get("referrer-policy").map(String::as_str),
             Some("no-referrer")
         );
-        let page = dash.get("/");
-        assert_eq!(page.status, 200);
-        assert!(page.text().contains("name=\"vg-csrf\""), "{}", page.text());
         assert!(
             page.headers
                 .get("content-security-policy")
@@ -285,7 +273,42 @@ fn only_the_printed_token_opens_it_and_the_guard_refuses_the_rest() {
             "{:?}",
             page.headers
         );
-        let bearer = format!("Bearer {}", dash.token);
+
+        // The API: no token, a wrong one, a near one, the token in the query string
+        // or only in a cookie (cookies reach every port of this host): 401.
+        let near = format!("Bearer {}", &dash.token[..63]);
+        let zeros = format!("Bearer {}", "0".repeat(64));
+        let in_query = format!("/api/sessions?token={}", dash.token);
+        for (path, headers) in [
+            ("/api/sessions", vec![("Host", host.as_str())]),
+            ("/api/live", vec![("Host", host.as_str())]),
+            ("/api/approvals", vec![("Host", host.as_str())]),
+            (
+                "/api/sessions",
+                vec![("Host", host.as_str()), ("Authorization", zeros.as_str())],
+            ),
+            (
+                "/api/sessions",
+                vec![("Host", host.as_str()), ("Authorization", near.as_str())],
+            ),
+            (
+                "/api/sessions",
+                vec![("Host", host.as_str()), ("Authorization", dash.token.as_str())],
+            ),
+            (in_query.as_str(), vec![("Host", host.as_str())]),
+            (
+                "/api/sessions",
+                vec![("Host", host.as_str()), ("Cookie", cookie.as_str())],
+            ),
+            (
+                "/api/live",
+                vec![("Host", host.as_str()), ("Cookie", cookie.as_str())],
+            ),
+        ] {
+            let a = get(path, &headers);
+            assert_eq!(a.status, 401, "{path} {headers:?}: {}", a.text());
+            assert_eq!(a.headers.get("set-cookie"), None);
+        }
         let listed = get(
             "/api/sessions",
             &[("Host", "localhost:0"), ("Authorization", &bearer)],
@@ -300,6 +323,7 @@ fn only_the_printed_token_opens_it_and_the_guard_refuses_the_rest() {
         );
         assert_eq!(listed.status, 200, "{}", listed.text());
         assert_eq!(listed.json()["total"], 0);
+        assert_eq!(listed.headers.get("set-cookie"), None);
 
         // DNS rebinding: a page served under another name reaches us with its Host.
         for bad in [
@@ -307,27 +331,23 @@ fn only_the_printed_token_opens_it_and_the_guard_refuses_the_rest() {
             format!("127.0.0.1.nip.io:{port}"),
             "127.0.0.1".to_owned(),
         ] {
-            let a = get(
-                "/api/sessions",
-                &[("Host", &bad), ("Cookie", &dash.cookie())],
-            );
-            assert_eq!(a.status, 403, "Host {bad}: {}", a.text());
+            for path in ["/api/sessions", "/"] {
+                let a = get(path, &[("Host", &bad), ("Authorization", &bearer)]);
+                assert_eq!(a.status, 403, "Host {bad} {path}: {}", a.text());
+            }
         }
         assert_eq!(
-            get("/api/sessions", &[("Cookie", &dash.cookie())]).status,
+            get("/api/sessions", &[("Authorization", &bearer)]).status,
             403,
             "no Host at all"
         );
 
         // Cross-site changes: each missing or foreign piece is refused.
-        let csrf = dash.csrf();
         let origin = format!("http://{host}");
-        let cookie = dash.cookie();
         let good: Vec<(&str, &str)> = vec![
             ("Host", &host),
-            ("Cookie", &cookie),
+            ("Authorization", &bearer),
             ("Content-Type", "application/json"),
-            ("X-Vectraguard-Csrf", &csrf),
             ("Origin", &origin),
             ("Sec-Fetch-Site", "same-origin"),
         ];
@@ -345,23 +365,21 @@ fn only_the_printed_token_opens_it_and_the_guard_refuses_the_rest() {
                 Some("{\"kill\":false}"),
             )
         };
-        for (drop, replace) in [
-            ("Origin", Some(("Origin", "http://attacker.example"))),
-            ("Origin", Some(("Origin", "null"))),
-            ("Sec-Fetch-Site", Some(("Sec-Fetch-Site", "cross-site"))),
-            ("X-Vectraguard-Csrf", None),
-            (
-                "X-Vectraguard-Csrf",
-                Some(("X-Vectraguard-Csrf", dash.token.as_str())),
-            ),
-            ("Content-Type", Some(("Content-Type", "text/plain"))),
+        for (drop, replace, status) in [
+            ("Origin", Some(("Origin", "http://attacker.example")), 403),
+            ("Origin", Some(("Origin", "null")), 403),
+            ("Sec-Fetch-Site", Some(("Sec-Fetch-Site", "cross-site")), 403),
+            ("Content-Type", Some(("Content-Type", "text/plain")), 403),
             (
                 "Content-Type",
                 Some(("Content-Type", "application/x-www-form-urlencoded")),
+                403,
             ),
+            ("Authorization", None, 401),
+            ("Authorization", Some(("Cookie", cookie.as_str())), 401),
         ] {
             let a = post(drop, replace);
-            assert_eq!(a.status, 403, "{drop} {replace:?}: {}", a.text());
+            assert_eq!(a.status, status, "{drop} {replace:?}: {}", a.text());
         }
         // Everything right: past the guard (no session to stop here: 404).
         let a = post("", None);
@@ -383,8 +401,8 @@ fn only_the_printed_token_opens_it_and_the_guard_refuses_the_rest() {
                 let a = exchange(
                     socket.into(),
                     "GET",
-                    &format!("/?token={}", dash.token),
-                    &[("Host", &host)],
+                    "/api/sessions",
+                    &[("Host", &host), ("Authorization", &bearer)],
                     None,
                 );
                 assert_eq!(a.status, 403, "a peer at {outside}: {}", a.text());
@@ -548,7 +566,7 @@ fn a_recorded_session_is_listed_shown_and_archived_and_no_path_escapes() {
 /// Reads server-sent events until one satisfies `want` (or the deadline passes).
 fn sse_until(
     port: u16,
-    cookie: &str,
+    bearer: &str,
     deadline: Duration,
     ready: impl FnOnce(),
     want: impl Fn(&str, &Value) -> bool,
@@ -557,7 +575,7 @@ fn sse_until(
     stream.set_read_timeout(Some(deadline)).unwrap();
     write!(
         stream,
-        "GET /api/live HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n\r\n"
+        "GET /api/live HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: {bearer}\r\nAccept: text/event-stream\r\n\r\n"
     )
     .unwrap();
     let mut reader = BufReader::new(stream);
@@ -631,7 +649,7 @@ fn a_running_session_is_followed_live_given_a_rule_and_stopped() {
         assert_eq!(row["running"], true);
         let seen = sse_until(
             dash.port,
-            &dash.cookie(),
+            &dash.bearer(),
             Duration::from_secs(20),
             || {
                 ws.write("go", "");
@@ -850,7 +868,7 @@ mod red {
     use super::*;
 
     #[test]
-    fn a_tossed_cookie_an_absolute_target_and_a_planted_symlink_are_handled() {
+    fn a_cookie_an_absolute_target_and_a_planted_symlink_are_refused() {
         each_identity(|runner| {
             let ws = Workspace::new();
             let home = RecordsHome::new(runner);
@@ -861,19 +879,33 @@ mod red {
             let dir = home.only_session();
             let id = dir.file_name().unwrap().to_str().unwrap().to_owned();
             let dash = Dashboard::start(runner, &ws, &home);
-            let (host, cookie) = (dash.host(), dash.cookie());
+            let (host, bearer) = (dash.host(), dash.bearer());
 
-            // A server on another port of this host set a cookie of the same name
-            // that the browser sends first: ours still counts.
-            let tossed = format!("vg_dashboard=junk; {cookie}");
-            let got = request(
-                dash.port,
-                "GET",
-                "/api/sessions",
-                &[("Host", &host), ("Cookie", &tossed)],
-                None,
-            );
-            assert_eq!(got.status, 200, "{}", got.text());
+            // The token in a cookie (which browsers send to every port of this
+            // host, so any server there would have it): refused, and no answer
+            // ever sets one.
+            let cookie = format!("vg_dashboard={}", dash.token);
+            for path in ["/api/sessions", &format!("/api/sessions/{id}/archive")] {
+                let got = request(
+                    dash.port,
+                    "GET",
+                    path,
+                    &[("Host", &host), ("Cookie", &cookie)],
+                    None,
+                );
+                assert_eq!(got.status, 401, "{path}: {}", got.text());
+            }
+            for path in [
+                "/".to_owned(),
+                format!("/?token={}", dash.token),
+                format!("/sessions/{id}?token={}", dash.token),
+                "/api/sessions".to_owned(),
+                format!("/api/sessions/{id}"),
+            ] {
+                let got = dash.get(&path);
+                assert_eq!(got.status, 200, "{path}: {}", got.text());
+                assert_eq!(got.headers.get("set-cookie"), None, "{path}");
+            }
 
             // An absolute-form target names the host (RFC 9112 3.2.2): another
             // site's name is refused even with a right Host header.
@@ -882,7 +914,7 @@ mod red {
                 dash.port,
                 "GET",
                 &evil,
-                &[("Host", &host), ("Cookie", &cookie)],
+                &[("Host", &host), ("Authorization", &bearer)],
                 None,
             );
             assert_eq!(got.status, 403, "{}", got.text());
@@ -891,7 +923,7 @@ mod red {
                 dash.port,
                 "GET",
                 &ours,
-                &[("Host", &host), ("Cookie", &cookie)],
+                &[("Host", &host), ("Authorization", &bearer)],
                 None,
             );
             assert_eq!(got.status, 200, "{}", got.text());

@@ -114,8 +114,8 @@ fn session_id(socket: &Path) -> String {
         .to_owned()
 }
 
-/// Opens the dashboard as a user would: the printed URL, which leaves the token
-/// behind (a cookie) and lands on the sessions page.
+/// Opens the dashboard as a user would: the printed URL, whose token the page
+/// keeps (localStorage, this origin only) and takes out of the address bar.
 fn open(browser: &Browser, dash: &Dashboard) {
     browser.goto(&dash.url);
     browser.wait_for("table#sessions", LIVE);
@@ -161,17 +161,40 @@ fn the_tokened_url_opens_the_sessions_page_where_a_new_session_appears_and_ends_
             .assert_success();
         let dash = Dashboard::start(runner, &home);
         let browser = Browser::start();
-        // Without the token nothing is shown.
+        // A fresh profile without the token: the message, and no data.
         browser.goto(&dash.page("/"));
-        assert_eq!(
-            browser.count("table#sessions"),
-            0,
-            "{}",
-            browser.page_text()
+        browser.wait("the message asking for the printed URL", LIVE, |b| {
+            b.count("#no-token") == 1
+        });
+        let text = browser.page_text();
+        assert!(
+            text.contains("vectraguard dashboard") && text.contains("?token="),
+            "{text}"
         );
+        assert!(!text.contains(&earlier), "{text}");
+        assert_eq!(browser.count("table#sessions"), 0, "{text}");
+        // A token this dashboard does not know (as after a restart): the same.
+        browser.goto(&dash.page(&format!("/?token={}", "0".repeat(64))));
+        browser.wait("the message for a stale token", LIVE, |b| {
+            b.count("#no-token") == 1
+        });
+        assert!(!browser.current_url().contains("token="));
+        assert!(!browser.page_text().contains(&earlier));
+        assert_eq!(browser.count("table#sessions tr[data-session-id]"), 0);
+
         open(&browser, &dash);
         let rows = "table#sessions tr[data-session-id]";
         browser.wait("the earlier session's row", LIVE, |b| b.count(rows) == 1);
+        // The address bar has no token, and a reload still works (the token is
+        // kept by the page, not the URL); no cookie holds it.
+        browser.goto(&browser.current_url());
+        browser.wait("the rows after a reload", LIVE, |b| b.count(rows) == 1);
+        assert_eq!(browser.count("#no-token"), 0);
+        assert_eq!(
+            browser.js("return document.cookie;", vec![]),
+            json!(""),
+            "a cookie was set"
+        );
         mark_page(&browser);
 
         let name = format!("dash-live-{}", unique());
