@@ -716,7 +716,8 @@ async function sessionPage(id) {
   let pendingLoads = 0;
   async function loadPending() {
     const seq = ++pendingLoads;
-    if (!running) { emptyRow(apBody, 5, "Nothing held."); return; }
+    // Once it ended nothing is held (and a list asked for earlier is stale).
+    if (!running) { apBody.replaceChildren(); emptyRow(apBody, 5, "Nothing held."); return; }
     try {
       const { pending } = await getJson("/api/approvals");
       if (seq !== pendingLoads) return; // a newer list is on its way
