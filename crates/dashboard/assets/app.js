@@ -408,6 +408,7 @@ async function sessionPage(id) {
   try {
     info = await getJson("/api/sessions/" + encodeURIComponent(id));
   } catch (e) {
+    handle = () => {}; // nothing to keep events for
     if (e instanceof Locked) return;
     app.replaceChildren(el("h1", { text: "Session not found" }), el("p", { class: "muted", text: e.message }),
       el("a", { href: "/", text: "← All sessions" }));
@@ -772,6 +773,7 @@ async function sessionPage(id) {
       getJson("/api/sessions/" + enc + "/events"),
     ]);
   } catch (e) {
+    handle = () => {};
     if (!(e instanceof Locked)) toast(e.message, true);
     return;
   }
