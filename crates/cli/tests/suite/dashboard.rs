@@ -293,7 +293,10 @@ fn only_the_printed_token_opens_it_and_the_guard_refuses_the_rest() {
             ),
             (
                 "/api/sessions",
-                vec![("Host", host.as_str()), ("Authorization", dash.token.as_str())],
+                vec![
+                    ("Host", host.as_str()),
+                    ("Authorization", dash.token.as_str()),
+                ],
             ),
             (in_query.as_str(), vec![("Host", host.as_str())]),
             (
@@ -368,7 +371,11 @@ fn only_the_printed_token_opens_it_and_the_guard_refuses_the_rest() {
         for (drop, replace, status) in [
             ("Origin", Some(("Origin", "http://attacker.example")), 403),
             ("Origin", Some(("Origin", "null")), 403),
-            ("Sec-Fetch-Site", Some(("Sec-Fetch-Site", "cross-site")), 403),
+            (
+                "Sec-Fetch-Site",
+                Some(("Sec-Fetch-Site", "cross-site")),
+                403,
+            ),
             ("Content-Type", Some(("Content-Type", "text/plain")), 403),
             (
                 "Content-Type",
