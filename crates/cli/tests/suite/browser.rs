@@ -45,6 +45,11 @@ pub fn require_browser() -> bool {
     require_tools(&[(CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")])
 }
 
+/// The downloads folder of a browser whose folder is `dir`.
+fn dir_downloads(dir: &Path) -> String {
+    dir.join("downloads").display().to_string()
+}
+
 /// Where the tests' screenshots go: `target/dashboard-screenshots/`.
 pub fn screenshot_dir() -> PathBuf {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -106,7 +111,15 @@ impl Browser {
         args.push(format!("--user-data-dir={}", profile.display()));
         let capabilities = json!({
             "browserName": "chrome",
-            "goog:chromeOptions": { "binary": CHROMIUM, "args": args },
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": args,
+                // Downloads land in this browser's own folder, without a question.
+                "prefs": {
+                    "download.default_directory": dir_downloads(&browser.dir),
+                    "download.prompt_for_download": false,
+                },
+            },
         });
         let Value::Object(capabilities) = capabilities else {
             unreachable!("a JSON object literal")
@@ -125,6 +138,11 @@ impl Browser {
             ),
         }
         browser
+    }
+
+    /// Where this browser saves downloads.
+    pub fn downloads(&self) -> PathBuf {
+        PathBuf::from(dir_downloads(&self.dir))
     }
 
     fn block<F: std::future::Future>(&self, f: F) -> F::Output {

@@ -610,6 +610,16 @@ fn a_session_stopped_from_its_page_ends_as_vectraguard_stop_ends_it() {
         assert_eq!(stops.len(), 1, "{stops:?}");
         assert_eq!(stops[0]["uid"], runner.invoker().uid, "{stops:?}");
         assert_eq!(stops[0]["kill"], false, "{stops:?}");
+
+        // The archive: a#download fetches it with the token (a plain link could not
+        // send it) and saves it; the page stays.
+        browser.click("a#download");
+        let saved = browser.downloads().join(format!("{id}.tar.gz"));
+        browser.wait("the archive to be saved", LIVE, |_| {
+            std::fs::read(&saved).is_ok_and(|b| b.len() > 100 && b.starts_with(&[0x1f, 0x8b]))
+        });
+        assert!(browser.current_url().ends_with(&format!("/sessions/{id}")));
+        assert_not_reloaded(&browser);
     });
 }
 
