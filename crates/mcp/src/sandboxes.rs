@@ -46,10 +46,27 @@ pub struct Settings {
 #[derive(Debug, Default)]
 pub struct Pool {
     size: usize,
-    ready: Mutex<std::collections::VecDeque<Sandbox>>,
-    /// Wakes the filler when one was taken.
-    taken: std::sync::Condvar,
+    state: Mutex<PoolState>,
+    /// Wakes the filler when one was taken, and `drain` when a create finished.
+    changed: std::sync::Condvar,
 }
+
+#[derive(Debug, Default)]
+struct PoolState {
+    ready: std::collections::VecDeque<Sandbox>,
+    /// The filler is running `sandbox create` now: `drain` waits for it, or the
+    /// sandbox it makes would outlive the server.
+    creating: bool,
+    /// The server is ending: the filler makes no more.
+    closed: bool,
+    /// `drain` has taken the ready ones and removed them: one made later is the
+    /// filler's to remove.
+    drained: bool,
+}
+
+/// The longest `drain` waits for a create in progress (a create that takes longer
+/// is stuck; its sandbox, if it ever starts, is removed by the filler itself).
+const DRAIN_WAIT: Duration = Duration::from_secs(60);
 
 impl Pool {
     pub fn new(size: usize) -> Self {
@@ -59,32 +76,32 @@ impl Pool {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Sandbox>> {
-        self.ready.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// A ready sandbox that still runs, if the pool has one.
     pub fn take(&self) -> Option<Sandbox> {
         let taken = loop {
-            let next = self.lock().pop_front()?;
+            let next = self.lock().ready.pop_front()?;
             if running(&next.name) {
                 break next;
             }
         };
-        self.taken.notify_one();
+        self.changed.notify_all();
         Some(taken)
     }
 
     /// How many are ready.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().ready.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Keeps the pool full, on a thread of its own, until the process ends.
+    /// Keeps the pool full, on a thread of its own, until [`Pool::drain`].
     pub fn fill(settings: &Arc<Settings>) {
         if settings.pool.size == 0 {
             return;
@@ -92,28 +109,71 @@ impl Pool {
         let settings = Arc::clone(settings);
         let _ = std::thread::Builder::new()
             .name("vg-mcp-pool".into())
-            .spawn(move || {
-                loop {
-                    let missing = settings.pool.size.saturating_sub(settings.pool.len());
-                    for _ in 0..missing {
-                        match create(&settings) {
-                            Ok(made) => settings.pool.lock().push_back(made),
-                            // Not now (limits, disk): try again later, never spin.
-                            Err(_) => std::thread::sleep(Duration::from_secs(5)),
-                        }
-                    }
-                    let ready = settings.pool.lock();
-                    let _ = settings
-                        .pool
-                        .taken
-                        .wait_timeout(ready, Duration::from_secs(30));
-                }
-            });
+            .spawn(move || Self::keep_full(&settings));
     }
 
-    /// Removes the ready sandboxes (the server is ending).
+    fn keep_full(settings: &Settings) {
+        let pool = &settings.pool;
+        loop {
+            let mut state = pool.lock();
+            if state.closed {
+                return;
+            }
+            if state.ready.len() >= pool.size {
+                let _ = pool.changed.wait_timeout(state, Duration::from_secs(30));
+                continue;
+            }
+            state.creating = true;
+            drop(state);
+            let made = create(settings);
+            let mut state = pool.lock();
+            state.creating = false;
+            let late = match made {
+                Ok(made) if state.drained => Some(made),
+                Ok(made) => {
+                    state.ready.push_back(made);
+                    None
+                }
+                Err(_) => {
+                    // Not now (limits, disk): try again later, never spin.
+                    drop(state);
+                    pool.changed.notify_all();
+                    std::thread::sleep(Duration::from_secs(5));
+                    continue;
+                }
+            };
+            drop(state);
+            pool.changed.notify_all();
+            if let Some(late) = late {
+                // Made after `drain` stopped waiting: removed here, never left running.
+                let _ = destroy(settings, &late.name);
+                return;
+            }
+        }
+    }
+
+    /// Removes the ready sandboxes and stops the filler (the server is ending),
+    /// after waiting for a create in progress so that its sandbox goes too.
     pub fn drain(settings: &Settings) {
-        let ready: Vec<Sandbox> = settings.pool.lock().drain(..).collect();
+        let pool = &settings.pool;
+        let mut state = pool.lock();
+        state.closed = true;
+        let deadline = std::time::Instant::now() + DRAIN_WAIT;
+        while state.creating {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            state = pool
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        let ready: Vec<Sandbox> = state.ready.drain(..).collect();
+        state.drained = true;
+        drop(state);
+        pool.changed.notify_all();
         for sandbox in ready {
             let _ = destroy(settings, &sandbox.name);
         }

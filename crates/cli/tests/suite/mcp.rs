@@ -527,6 +527,30 @@ fn a_pool_keeps_a_sandbox_ready_and_leaves_nothing_behind() {
     });
 }
 
+/// A client that leaves while the pool is still making its sandboxes: the server
+/// waits for the creates in progress and removes what they made (a sandbox made
+/// after the clean-up used to outlive the server).
+#[test]
+fn a_client_that_leaves_while_the_pool_fills_leaves_nothing_behind() {
+    if !sdk_installed() {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let (_, r) = stdio_session(
+            runner,
+            &ws,
+            &home,
+            &["--ask", "never", "--pool", "2"],
+            &json!([]),
+        );
+        assert!(r.is_empty(), "{r:?}");
+        let left = vg(runner, &ws, &home, &["sandbox", "ls", "--json"]).stdout;
+        assert_eq!(left.trim(), "[]", "sandboxes left once the server ended");
+    });
+}
+
 /// A client that supports elicitation is asked about what its calls' commands wait
 /// for, and its user's answer decides (recorded as any client's decision).
 #[test]
