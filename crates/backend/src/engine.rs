@@ -1,0 +1,1 @@
+//! Docker and Podman, driven through their command-line clients.
