@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agents;
+pub mod backend;
 pub mod config;
 pub mod env;
 pub mod identity;
@@ -20,6 +21,7 @@ pub mod sensitive;
 pub mod view;
 pub mod violation;
 
+pub use backend::Backend;
 pub use env::Environment;
 pub use identity::Identity;
 pub use landlock::LandlockRules;

@@ -106,6 +106,7 @@ env = { NODE_ENV = "production" }
 read_only = ["/etc"]
 workdir = "/workspace"
 user = "1000:1000"
+backend = "gvisor"
 env_files = [".env", "/etc/app.env"]
 ask = "high"
 approval_timeout = "45s"
@@ -126,6 +127,7 @@ env = ["CI=1"]
             workdir: Some("/workspace".into()),
             user: Some("1000:1000".into()),
             network: None,
+            backend: Some(crate::Backend::Gvisor),
             network_rules: Vec::new(),
             add_hosts: Vec::new(),
             tls_passthrough: Vec::new(),

@@ -133,6 +133,14 @@ mod tests {
     }
 
     #[test]
+    fn a_project_file_cannot_choose_the_backend() {
+        let (_, msg) = invalid(project_file("backend = \"gvisor\"\n"));
+        assert!(msg.contains("'backend'") && msg.contains("--backend gvisor"), "{msg}");
+        let (_, msg) = invalid(user_file("backend = \"lxc\"\n"));
+        assert!(msg.contains("unknown backend"), "{msg}");
+    }
+
+    #[test]
     fn a_project_file_cannot_claim_who_runs_the_session() {
         for (key, flag) in [("agent", "--agent"), ("description", "--description")] {
             for text in [

@@ -57,6 +57,7 @@ pub(super) struct RawSettings {
     pub(super) workdir: Text,
     pub(super) user: Text,
     pub(super) network: Text,
+    pub(super) backend: Text,
     #[serde(default)]
     pub(super) network_rules: TextList,
     #[serde(default)]
@@ -100,6 +101,7 @@ pub(super) struct RawFile {
     workdir: Text,
     user: Text,
     network: Text,
+    backend: Text,
     #[serde(default)]
     network_rules: TextList,
     #[serde(default)]
@@ -144,6 +146,7 @@ impl RawFile {
             workdir,
             user,
             network,
+            backend,
             network_rules,
             add_hosts,
             tls_passthrough,
@@ -177,6 +180,7 @@ impl RawFile {
             workdir,
             user,
             network,
+            backend,
             network_rules,
             add_hosts,
             tls_passthrough,

@@ -23,6 +23,8 @@ pub struct Settings {
     /// A user name or `uid[:gid]`, checked for shape only.
     pub user: Option<String>,
     pub network: Option<NetworkMode>,
+    /// What runs the command (`--backend`, `backend = …`): the native sandbox when unset.
+    pub backend: Option<crate::Backend>,
     /// In precedence order (first match wins); see the module documentation.
     pub network_rules: Vec<Rule>,
     /// `--add-host` pins, in order; for the same name the last one wins.
@@ -70,6 +72,7 @@ impl Settings {
             workdir,
             user,
             network,
+            backend,
             network_rules,
             add_hosts,
             tls_passthrough,
@@ -90,6 +93,7 @@ impl Settings {
         replace_if_set(&mut self.workdir, workdir);
         replace_if_set(&mut self.user, user);
         replace_if_set(&mut self.network, network);
+        replace_if_set(&mut self.backend, backend);
         // The first matching rule decides, so the higher layer's go in front; for pins
         // the last one of a name wins, so theirs go after ours.
         self.network_rules.splice(0..0, network_rules);

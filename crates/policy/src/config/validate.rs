@@ -83,6 +83,7 @@ impl<'a> Document<'a> {
             workdir,
             user,
             network,
+            backend,
             network_rules,
             add_hosts,
             tls_passthrough,
@@ -166,6 +167,7 @@ impl<'a> Document<'a> {
             workdir: workdir.map(|w| self.workdir(w)).transpose()?,
             user: user.map(|u| self.user(u)).transpose()?,
             network: network.map(|n| self.network(n)).transpose()?,
+            backend: backend.map(|b| self.backend(b)).transpose()?,
             network_rules: network_rules
                 .into_iter()
                 .map(|r| self.network_rule(r))
@@ -288,6 +290,22 @@ impl<'a> Document<'a> {
             ));
         }
         Ok(mode)
+    }
+
+    fn backend(&self, value: Spanned<String>) -> Result<crate::Backend, ConfigError> {
+        let backend = value
+            .get_ref()
+            .parse::<crate::Backend>()
+            .map_err(|e| self.error(value.span(), e.to_string(), key_hint("backend")))?;
+        if self.project.is_some() {
+            // The sandbox can write the project file: it must not choose what isolates it.
+            return Err(self.error(
+                value.span(),
+                "'backend' cannot be set in a project file: the sandbox can write that file, and the backend decides what isolates it".to_owned(),
+                format!("move it to {USER_FILE_HINT} or pass --backend {backend}"),
+            ));
+        }
+        Ok(backend)
     }
 
     fn network_rule(&self, value: Spanned<String>) -> Result<Rule, ConfigError> {
