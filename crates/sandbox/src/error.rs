@@ -96,6 +96,9 @@ pub enum SetupError {
         "a sandbox can only be started while the supervisor has one thread, and it has {threads}: the sandbox's init is a copy of the calling thread and would wait for ever on a lock another thread held. Start sandboxes before starting threads, or from a process of their own (as `vectraguard sandbox run` does)"
     )]
     Threads { threads: usize },
+    /// The other runtime's command could not be prepared (see `runtime.rs`).
+    #[error("cannot start the runtime: {0}")]
+    Runtime(String),
 }
 
 fn mount_hint(e: &io::Error) -> &'static str {
@@ -155,6 +158,7 @@ impl SetupError {
             | Self::NewSession(_)
             | Self::NotDumpable(_)
             | Self::Threads { .. } => "supervisor",
+            Self::Runtime(_) => "runtime",
         }
     }
 }

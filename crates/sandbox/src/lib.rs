@@ -21,6 +21,7 @@ mod prepared;
 pub mod probe;
 mod protocol;
 mod rootfs;
+pub mod runtime;
 pub mod seccomp;
 pub mod signals;
 mod spawn;

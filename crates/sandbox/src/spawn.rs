@@ -226,6 +226,27 @@ pub fn spawn_in(
     })
 }
 
+impl Sandbox {
+    /// A sandbox whose "init" is another runtime's keeper (`runtime.rs`): it speaks
+    /// the same report protocol and sends no descriptors.
+    pub(crate) fn from_keeper(
+        pid: libc::pid_t,
+        pidfd: OwnedFd,
+        alive: PipeWriter,
+        report: PipeReader,
+    ) -> Self {
+        Sandbox {
+            pid,
+            notify: None,
+            _alive: alive,
+            report,
+            early: Vec::new(),
+            pidfd: Arc::new(pidfd),
+            stop: Arc::new(AtomicU8::new(STOP_NONE)),
+        }
+    }
+}
+
 fn write_id_maps(pid: libc::pid_t, id: &Identity, inside: (u32, u32)) -> Result<(), SetupError> {
     let write = |file: &'static str, text: String| {
         std::fs::write(format!("/proc/{pid}/{file}"), text)

@@ -1,3 +1,290 @@
-//! gVisor: `runsc` run directly from an OCI bundle (no Docker daemon).
+//! gVisor: `runsc` run directly from an OCI bundle that Vectra Guard writes (no
+//! Docker daemon), rootless: as the session's own user, or, started as root, as the
+//! identity the native sandbox would take (never root on the host). The command
+//! runs on gVisor's application kernel (the sentry), which serves its system calls
+//! in user space; the sentry and its file proxy (the gofer) are themselves confined
+//! by runsc (seccomp, namespaces, a chroot).
 
+pub mod bundle;
 pub mod trace;
+
+use std::ffi::OsStr;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use vg_policy::FsView;
+use vg_sandbox::runtime::{RuntimeSpec, SIGNAL_PLACEHOLDER};
+
+pub use bundle::Process;
+
+/// The network a gVisor sandbox gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    /// Loopback only (`runsc --network=none`).
+    None,
+    /// The host's network, through the sentry's host-network passthrough.
+    Host,
+}
+
+/// Finds `runsc` on `path` (the front end's `PATH`), then in the usual folders.
+pub fn find_runsc(path: Option<&OsStr>) -> Result<PathBuf> {
+    let dirs = path
+        .map(|p| std::env::split_paths(p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let fallback = ["/usr/sbin", "/usr/bin", "/usr/local/bin", "/sbin", "/bin"];
+    dirs.into_iter()
+        .chain(fallback.iter().map(PathBuf::from))
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join("runsc"))
+        .find(|p| {
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "backend gvisor: runsc is not installed (looked on PATH and in /usr/sbin, /usr/bin, /usr/local/bin); install it (Debian and Ubuntu: `apt-get install runsc`; elsewhere gvisor.dev/docs/user_guide/install) or use --backend native"
+            )
+        })
+}
+
+/// A bundle on disk: `config.json`, the skeleton root, the empty file that masks
+/// secrets, runsc's state folder and the trace socket's place; removed on drop.
+#[derive(Debug)]
+pub struct Bundle {
+    dir: PathBuf,
+    id: String,
+    image: bool,
+}
+
+impl Bundle {
+    /// Writes the bundle for `process` seeing `view`, in a new private folder under
+    /// `parent`, owned by `owner` (the user runsc will run as, when that is not us).
+    pub fn write(
+        parent: &Path,
+        id: &str,
+        process: &Process,
+        view: &FsView,
+        owner: Option<(u32, u32)>,
+    ) -> Result<Bundle> {
+        let dir = parent.join(format!("vectraguard-gvisor-{id}"));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("cannot create the gVisor bundle folder {}", dir.display()))?;
+        // Removed on any error below.
+        let mut bundle = Bundle {
+            dir,
+            id: id.to_owned(),
+            image: false,
+        };
+        let empty = bundle.dir.join("empty");
+        std::fs::write(&empty, b"").context("cannot write the bundle's empty file")?;
+        let translated = bundle::translate(view, &empty)?;
+        let root = match &translated.image_root {
+            Some(image) => image.clone(),
+            None => {
+                let root = bundle.dir.join("rootfs");
+                write_skeleton(&root, &translated.skeleton)?;
+                root
+            }
+        };
+        let config = bundle::config(process, &translated, &root);
+        let text = serde_json::to_vec_pretty(&config).context("cannot encode config.json")?;
+        std::fs::write(bundle.dir.join("config.json"), text)
+            .context("cannot write the bundle's config.json")?;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(bundle.dir.join("state"))
+            .context("cannot create runsc's state folder")?;
+        if let Some((uid, gid)) = owner {
+            for entry in walk(&bundle.dir) {
+                std::os::unix::fs::lchown(&entry, Some(uid), Some(gid))
+                    .with_context(|| format!("cannot hand {} to uid {uid}", entry.display()))?;
+            }
+        }
+        bundle.image = translated.image_root.is_some();
+        Ok(bundle)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the trace socket goes (see [`trace`]).
+    pub fn trace_socket(&self) -> PathBuf {
+        self.dir.join("trace.sock")
+    }
+
+    /// Where the trace configuration goes (`--pod-init-config`).
+    pub fn trace_config(&self) -> PathBuf {
+        self.dir.join("trace.json")
+    }
+
+    /// runsc's global flags for this bundle.
+    fn flags(&self, runsc: &Path) -> Vec<String> {
+        vec![
+            runsc.display().to_string(),
+            "--root".into(),
+            self.dir.join("state").display().to_string(),
+            "--rootless".into(),
+            // The session's cgroup holds runsc and the sentry (the keeper entered
+            // it); runsc must not make its own.
+            "--ignore-cgroups".into(),
+        ]
+    }
+
+    /// How to run, signal and stop the sandbox under the keeper.
+    pub fn runtime(
+        &self,
+        runsc: &Path,
+        network: Network,
+        identity: Option<(u32, u32)>,
+        trace: bool,
+        enforced: String,
+    ) -> RuntimeSpec {
+        let mut argv = self.flags(runsc);
+        argv.push(
+            match network {
+                Network::None => "--network=none",
+                Network::Host => "--network=host",
+            }
+            .into(),
+        );
+        if self.image {
+            // The image's root is read through an overlay whose changes stay in memory.
+            argv.push("--overlay2=root:memory".into());
+        }
+        if trace {
+            argv.push(format!("--pod-init-config={}", self.trace_config().display()));
+        }
+        argv.extend([
+            "run".into(),
+            "--bundle".into(),
+            self.dir.display().to_string(),
+            self.id.clone(),
+        ]);
+        let mut signal = self.flags(runsc);
+        signal.extend(["kill".into(), self.id.clone(), SIGNAL_PLACEHOLDER.into()]);
+        let mut terminate_all = self.flags(runsc);
+        terminate_all.extend(["kill".into(), "--all".into(), self.id.clone(), "15".into()]);
+        RuntimeSpec {
+            argv,
+            env: vec![("PATH".into(), "/usr/sbin:/usr/bin:/sbin:/bin".into())],
+            cwd: self.dir.clone(),
+            identity,
+            enforced,
+            signal,
+            terminate_all,
+        }
+    }
+}
+
+impl Drop for Bundle {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Every path under `dir`, `dir` included, without following links.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i].clone();
+        i += 1;
+        if p.symlink_metadata().is_ok_and(|m| m.is_dir())
+            && let Ok(entries) = std::fs::read_dir(&p)
+        {
+            out.extend(entries.flatten().map(|e| e.path()));
+        }
+    }
+    out
+}
+
+fn write_skeleton(root: &Path, entries: &[bundle::SkeletonEntry]) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(root)
+        .context("cannot create the skeleton root")?;
+    let inside = |p: &Path| root.join(p.strip_prefix("/").unwrap_or(p));
+    for entry in entries {
+        match entry {
+            bundle::SkeletonEntry::Dir(p) => {
+                std::fs::DirBuilder::new()
+                    .mode(0o755)
+                    .recursive(true)
+                    .create(inside(p))
+                    .with_context(|| format!("cannot make the mount point {}", p.display()))?;
+            }
+            bundle::SkeletonEntry::File(p) => {
+                std::fs::write(inside(p), b"")
+                    .with_context(|| format!("cannot make the mount point {}", p.display()))?;
+            }
+            bundle::SkeletonEntry::Symlink { path, target } => {
+                std::os::unix::fs::symlink(target, inside(path))
+                    .with_context(|| format!("cannot make the link {}", path.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What `doctor` reports about gVisor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub runsc: Option<PathBuf>,
+    pub version: Option<String>,
+    /// The platform a trial run used, when it worked.
+    pub platform: Option<String>,
+    pub error: Option<String>,
+}
+
+/// Runs `runsc --version` and a trial `runsc do /bin/true` (ptrace platform) in a
+/// throwaway state folder. Slow (a sandbox starts): for `doctor`, not per run.
+pub fn probe(path: Option<&OsStr>) -> Probe {
+    let runsc = match find_runsc(path) {
+        Ok(r) => r,
+        Err(e) => {
+            return Probe {
+                runsc: None,
+                version: None,
+                platform: None,
+                error: Some(e.to_string()),
+            };
+        }
+    };
+    let version = std::process::Command::new(&runsc)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.lines().next().map(str::to_owned));
+    let state = std::env::temp_dir().join(format!("vectraguard-gvisor-probe-{}", std::process::id()));
+    let trial = std::process::Command::new(&runsc)
+        .arg("--root")
+        .arg(&state)
+        .args(["--rootless", "--ignore-cgroups", "--network=none", "--platform=ptrace"])
+        .args(["do", "/bin/true"])
+        .stdin(std::process::Stdio::null())
+        .output();
+    let _ = std::fs::remove_dir_all(&state);
+    let (platform, error) = match trial {
+        Ok(o) if o.status.success() => (Some("ptrace".to_owned()), None),
+        Ok(o) => (
+            None,
+            Some(format!(
+                "a trial `runsc do /bin/true` failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+        ),
+        Err(e) => (None, Some(format!("cannot run {}: {e}", runsc.display()))),
+    };
+    Probe {
+        runsc: Some(runsc),
+        version,
+        platform,
+        error,
+    }
+}
+

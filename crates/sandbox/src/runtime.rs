@@ -1,0 +1,359 @@
+//! A sandbox that another runtime builds: gVisor's `runsc`, or a container engine's
+//! client. The supervisor starts a small keeper process where the native sandbox
+//! has its init, so that everything above — the relays, the record, time-outs,
+//! stops, signals, `Outcome` — is the same [`Sandbox`] for every backend.
+//!
+//! The keeper has no namespaces of its own: the runtime makes the isolation. It
+//! enters the session's cgroup first (so the runtime and everything it starts, the
+//! gVisor sentry included, is held by the memory, CPU and pid limits), starts the
+//! runtime's command with the session's stdio, drops root first when asked, and
+//! then behaves as init does: it reports ready with the enforced layers, turns the
+//! forwarded signals into the runtime's own signal command (`runsc kill`, `docker
+//! kill`), [`TERMINATE_ALL`] into its terminate-everything command, and reports the
+//! runtime's exit status, which is the command's. Each process it starts dies with
+//! it (`PR_SET_PDEATHSIG`), so a SIGKILL to the keeper ends the runtime too.
+
+use std::ffi::CString;
+use std::io::{PipeReader, PipeWriter, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::PathBuf;
+
+use crate::error::{SandboxError, SetupError};
+use crate::init::{Exec, exec_command};
+use crate::protocol::Message;
+use crate::spawn::Sandbox;
+use crate::spec::{FORWARDED_SIGNALS, TERMINATE_ALL};
+use crate::sys;
+
+/// How to run and steer a runtime's command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeSpec {
+    /// The runtime's command; `argv[0]` is an absolute path (no `PATH` search).
+    pub argv: Vec<String>,
+    /// Its whole environment.
+    pub env: Vec<(String, String)>,
+    /// Where it runs.
+    pub cwd: PathBuf,
+    /// Switch to this uid and gid (no supplementary groups) before starting it; only
+    /// for a supervisor running as root.
+    pub identity: Option<(u32, u32)>,
+    /// The `key=value` lines reported ready: what the runtime was asked to enforce.
+    pub enforced: String,
+    /// Sends a signal to the command: each argument equal to [`SIGNAL_PLACEHOLDER`]
+    /// is replaced by the signal's number.
+    pub signal: Vec<String>,
+    /// Sends SIGTERM to every process of the sandbox (a time-out, a stop).
+    pub terminate_all: Vec<String>,
+}
+
+/// Stands for the signal's number in [`RuntimeSpec::signal`].
+pub const SIGNAL_PLACEHOLDER: &str = "{signal}";
+
+/// The keeper's plan, as C strings made before `fork`.
+struct Prepared {
+    main: Vec<CString>,
+    envp: Vec<CString>,
+    cwd: CString,
+    identity: Option<(u32, u32)>,
+    enforced: String,
+    /// One command per forwarded signal, in [`FORWARDED_SIGNALS`]' order.
+    signals: Vec<Vec<CString>>,
+    terminate_all: Vec<CString>,
+    devnull: std::fs::File,
+    stdio: [RawFd; 3],
+}
+
+fn cstrings<'a>(
+    args: impl IntoIterator<Item = &'a str>,
+    what: &str,
+) -> Result<Vec<CString>, SetupError> {
+    args.into_iter()
+        .map(|a| {
+            CString::new(a).map_err(|_| SetupError::Runtime(format!("{what} contains a NUL byte")))
+        })
+        .collect()
+}
+
+impl Prepared {
+    fn new(spec: &RuntimeSpec, stdio: [RawFd; 3]) -> Result<Self, SetupError> {
+        match spec.argv.first() {
+            Some(program) if program.starts_with('/') => {}
+            _ => {
+                return Err(SetupError::Runtime(
+                    "the runtime's command must start with an absolute path".into(),
+                ));
+            }
+        }
+        for command in [&spec.signal, &spec.terminate_all] {
+            if command.first().is_none_or(|p| !p.starts_with('/')) {
+                return Err(SetupError::Runtime(
+                    "the runtime's signal commands must start with an absolute path".into(),
+                ));
+            }
+        }
+        let signals = FORWARDED_SIGNALS
+            .iter()
+            .map(|sig| {
+                let number = sig.to_string();
+                cstrings(
+                    spec.signal.iter().map(|a| {
+                        if a == SIGNAL_PLACEHOLDER {
+                            number.as_str()
+                        } else {
+                            a.as_str()
+                        }
+                    }),
+                    "the signal command",
+                )
+            })
+            .collect::<Result<_, _>>()?;
+        let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        Ok(Prepared {
+            main: cstrings(spec.argv.iter().map(String::as_str), "the runtime's command")?,
+            envp: cstrings(env.iter().map(String::as_str), "the runtime's environment")?,
+            cwd: CString::new(spec.cwd.as_os_str().as_encoded_bytes())
+                .map_err(|_| SetupError::Runtime("the runtime's folder contains a NUL byte".into()))?,
+            identity: spec.identity,
+            enforced: spec.enforced.clone(),
+            signals,
+            terminate_all: cstrings(
+                spec.terminate_all.iter().map(String::as_str),
+                "the terminate command",
+            )?,
+            devnull: std::fs::File::options()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+                .map_err(SetupError::Fork)?,
+            stdio,
+        })
+    }
+}
+
+/// Starts the runtime's command under a keeper (see the module documentation),
+/// with the given stdin, stdout and stderr, placed in `cgroup` before it runs.
+///
+/// As [`crate::spawn_in`]: call it while the process has one thread; it blocks the
+/// forwarded signals and SIGCHLD in the calling thread, for [`Sandbox::wait`].
+pub fn spawn_runtime(
+    spec: &RuntimeSpec,
+    stdio: [RawFd; 3],
+    cgroup: Option<&crate::cgroup::Cgroup>,
+) -> Result<Sandbox, SandboxError> {
+    let threads = std::fs::read_dir("/proc/self/task").map_or(1, Iterator::count);
+    if threads > 1 {
+        return Err(SetupError::Threads { threads }.into());
+    }
+    let prepared = Prepared::new(spec, stdio)?;
+    let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL]].concat());
+    sys::sigmask_set(&signals).map_err(SetupError::SignalMask)?;
+    let entry = match cgroup {
+        Some(cg) => cg.entry_files().map_err(SetupError::Cgroup)?,
+        None => None,
+    };
+    let (sync_r, mut sync_w) = std::io::pipe().map_err(SetupError::Fork)?;
+    let (report_r, report_w) = std::io::pipe().map_err(SetupError::Fork)?;
+    // SAFETY: the keeper allocates, so the supervisor must have one thread here:
+    // checked above, as `spawn_in` does.
+    #[allow(unsafe_code)]
+    let forked = unsafe { sys::fork() }.map_err(SetupError::Fork)?;
+    let pid = match forked {
+        None => {
+            drop(sync_w);
+            drop(report_r);
+            keeper_main(&prepared, entry.unwrap_or_default(), sync_r, report_w)
+        }
+        Some(pid) => pid,
+    };
+    drop(sync_r);
+    drop(report_w);
+    let supervisor_moves = entry.is_none();
+    drop(entry);
+    let pidfd = match sys::pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(e) => {
+            let _ = sys::kill(pid, libc::SIGKILL);
+            let _ = sys::waitpid(pid, 0);
+            return Err(SetupError::Pidfd(e).into());
+        }
+    };
+    let released = match cgroup {
+        Some(cg) if supervisor_moves => cg.attach(pid).map_err(SetupError::Cgroup),
+        _ => Ok(()),
+    }
+    .and_then(|()| sync_w.write_all(b"1").map_err(SetupError::Fork));
+    if let Err(e) = released {
+        let _ = sys::kill(pid, libc::SIGKILL);
+        let _ = sys::waitpid(pid, 0);
+        return Err(e.into());
+    }
+    Ok(Sandbox::from_keeper(pid, pidfd, sync_w, report_r))
+}
+
+/// The keeper: never returns.
+fn keeper_main(
+    p: &Prepared,
+    cgroup_entry: Vec<std::fs::File>,
+    mut sync: PipeReader,
+    mut report: PipeWriter,
+) -> ! {
+    let fail = |report: &mut PipeWriter, layer: &str, message: String| -> ! {
+        let _ = Message::SetupFailed {
+            layer: layer.to_owned(),
+            message,
+        }
+        .send(report);
+        sys::exit_now(125)
+    };
+    if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
+        fail(&mut report, "runtime", format!("cannot set the parent-death signal: {e}"));
+    }
+    // Into the session's cgroup before anything is started (cgroup v1; on v2 the
+    // supervisor has moved us before the byte below).
+    for mut tasks in cgroup_entry {
+        if let Err(e) = tasks.write_all(b"0") {
+            fail(&mut report, "limits", format!("cannot enter the session's cgroup: {e}"));
+        }
+    }
+    let mut go = [0u8; 1];
+    if !matches!(sync.read(&mut go), Ok(1)) {
+        sys::exit_now(125);
+    }
+    let Ok((mut err_r, err_w)) = std::io::pipe() else {
+        sys::exit_now(125)
+    };
+    // SAFETY: the keeper has one thread (a copy of the supervisor's only one).
+    #[allow(unsafe_code)]
+    let forked = unsafe { sys::fork() };
+    let main = match forked {
+        Ok(Some(pid)) => pid,
+        Ok(None) => {
+            drop(err_r);
+            start_child(p, &p.main, p.stdio, err_w, true)
+        }
+        Err(e) => fail(&mut report, "runtime", format!("cannot fork: {e}")),
+    };
+    drop(err_w);
+    // The stdio belongs to the runtime: without our copies, the supervisor sees
+    // end-of-file once the last writer in the sandbox is gone.
+    let mut keep = vec![report.as_raw_fd(), err_r.as_raw_fd(), sync.as_raw_fd()];
+    keep.push(p.devnull.as_raw_fd());
+    // SAFETY: the keeper never returns (it ends in exit_now), so descriptors closed
+    // here that objects still own are never used or dropped again.
+    #[allow(unsafe_code)]
+    unsafe {
+        sys::close_all_except(&keep)
+    };
+    let mut errno = [0u8; 4];
+    if let Ok(4) = err_r.read(&mut errno) {
+        let _ = Message::ExecFailed(i32::from_le_bytes(errno)).send(&mut report);
+        sys::exit_now(0);
+    }
+    drop(err_r);
+    if Message::Ready(p.enforced.clone()).send(&mut report).is_err() {
+        sys::exit_now(125);
+    }
+    let set = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL]].concat());
+    loop {
+        let sig = match sys::sigwait(&set) {
+            Ok((sig, _)) => sig,
+            Err(_) => sys::exit_now(125),
+        };
+        if sig == TERMINATE_ALL {
+            run_helper(p, &p.terminate_all);
+            continue;
+        }
+        if let Some(i) = FORWARDED_SIGNALS.iter().position(|&s| s == sig) {
+            run_helper(p, &p.signals[i]);
+            continue;
+        }
+        while let Ok(Some((pid, status))) = sys::waitpid(-1, libc::WNOHANG) {
+            if pid == main {
+                let _ = Message::Exited(status).send(&mut report);
+                sys::exit_now(0);
+            }
+        }
+    }
+}
+
+/// Starts one of the signal commands, its stdio on `/dev/null`; reaped with the rest.
+fn run_helper(p: &Prepared, argv: &[CString]) {
+    let Ok((err_r, err_w)) = std::io::pipe() else {
+        return;
+    };
+    // SAFETY: the keeper has one thread.
+    #[allow(unsafe_code)]
+    let forked = unsafe { sys::fork() };
+    if let Ok(None) = forked {
+        drop(err_r);
+        let null = p.devnull.as_raw_fd();
+        start_child(p, argv, [null; 3], err_w, false)
+    }
+}
+
+/// In a child of the keeper: dies with the keeper, drops root when asked, and
+/// executes `argv` (the runtime with `main`).
+fn start_child(p: &Prepared, argv: &[CString], stdio: [RawFd; 3], mut err_w: PipeWriter, main: bool) -> ! {
+    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EPERM);
+    if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
+        let _ = err_w.write_all(&errno(e).to_le_bytes());
+        sys::exit_now(125);
+    }
+    if let Some((uid, gid)) = p.identity {
+        let dropped = sys::setgroups(&[])
+            .and_then(|()| sys::setresgid(gid))
+            .and_then(|()| sys::setresuid(uid));
+        if let Err(e) = dropped {
+            let _ = err_w.write_all(&errno(e).to_le_bytes());
+            sys::exit_now(125);
+        }
+    }
+    let exec = Exec {
+        argv,
+        envp: &p.envp,
+        path_dirs: &[],
+        cwd: main.then_some(&p.cwd),
+    };
+    exec_command(&exec, err_w, stdio, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> RuntimeSpec {
+        RuntimeSpec {
+            argv: vec!["/usr/bin/runsc".into(), "run".into()],
+            env: vec![("PATH".into(), "/usr/bin".into())],
+            cwd: "/tmp".into(),
+            identity: None,
+            enforced: "backend=gvisor\n".into(),
+            signal: vec!["/usr/bin/runsc".into(), "kill".into(), "id".into(), SIGNAL_PLACEHOLDER.into()],
+            terminate_all: vec!["/usr/bin/runsc".into(), "kill".into(), "--all".into(), "id".into(), "TERM".into()],
+        }
+    }
+
+    #[test]
+    fn each_forwarded_signal_gets_its_own_command_with_its_number() {
+        let p = Prepared::new(&spec(), [0, 1, 2]).unwrap();
+        assert_eq!(p.signals.len(), FORWARDED_SIGNALS.len());
+        let term = FORWARDED_SIGNALS.iter().position(|&s| s == libc::SIGTERM).unwrap();
+        assert_eq!(
+            p.signals[term].last().unwrap().to_str().unwrap(),
+            libc::SIGTERM.to_string()
+        );
+    }
+
+    #[test]
+    fn relative_programs_and_nul_bytes_are_refused() {
+        let mut s = spec();
+        s.argv[0] = "runsc".into();
+        assert!(Prepared::new(&s, [0, 1, 2]).is_err());
+        let mut s = spec();
+        s.terminate_all[0] = "runsc".into();
+        assert!(Prepared::new(&s, [0, 1, 2]).is_err());
+        let mut s = spec();
+        s.env.push(("A".into(), "b\0c".into()));
+        assert!(Prepared::new(&s, [0, 1, 2]).is_err());
+    }
+}
