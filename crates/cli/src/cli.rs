@@ -351,6 +351,11 @@ pub struct SandboxOptions {
     #[arg(long, value_name = "MODE")]
     pub network: Option<String>,
 
+    /// What runs the sandbox: native (the default), gvisor (gVisor's application
+    /// kernel through runsc, for code you believe is hostile), docker, podman
+    #[arg(long, value_name = "BACKEND")]
+    pub backend: Option<String>,
+
     /// Same as --network none
     #[arg(long, conflicts_with = "network")]
     pub no_network: bool,

@@ -153,6 +153,14 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
                 .with_context(|| format!("--read-only {p}: must be an absolute path without '..'"))
         })
         .collect::<Result<Vec<_>>>()?;
+    let backend = o
+        .backend
+        .as_deref()
+        .map(|b| {
+            b.parse::<vg_policy::Backend>()
+                .map_err(|e| anyhow::anyhow!("--backend: {e}"))
+        })
+        .transpose()?;
     Ok(Settings {
         name: o.name.clone(),
         agent: o.agent.clone(),
@@ -160,6 +168,7 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
         workdir,
         user: o.user.clone(),
         network,
+        backend,
         mounts: o
             .mounts
             .iter()

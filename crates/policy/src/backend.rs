@@ -66,7 +66,10 @@ mod tests {
         }
         assert_eq!("runsc".parse::<Backend>(), Ok(Backend::Gvisor));
         let e = "lxc".parse::<Backend>().unwrap_err().to_string();
-        assert!(e.contains("\"lxc\"") && e.contains("gvisor, docker or podman"), "{e}");
+        assert!(
+            e.contains("\"lxc\"") && e.contains("gvisor, docker or podman"),
+            "{e}"
+        );
         assert_eq!(Backend::default(), Backend::Native);
     }
 }

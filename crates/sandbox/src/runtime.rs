@@ -109,10 +109,14 @@ impl Prepared {
             .collect::<Result<_, _>>()?;
         let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         Ok(Prepared {
-            main: cstrings(spec.argv.iter().map(String::as_str), "the runtime's command")?,
+            main: cstrings(
+                spec.argv.iter().map(String::as_str),
+                "the runtime's command",
+            )?,
             envp: cstrings(env.iter().map(String::as_str), "the runtime's environment")?,
-            cwd: CString::new(spec.cwd.as_os_str().as_encoded_bytes())
-                .map_err(|_| SetupError::Runtime("the runtime's folder contains a NUL byte".into()))?,
+            cwd: CString::new(spec.cwd.as_os_str().as_encoded_bytes()).map_err(|_| {
+                SetupError::Runtime("the runtime's folder contains a NUL byte".into())
+            })?,
             identity: spec.identity,
             enforced: spec.enforced.clone(),
             signals,
@@ -206,13 +210,21 @@ fn keeper_main(
         sys::exit_now(125)
     };
     if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
-        fail(&mut report, "runtime", format!("cannot set the parent-death signal: {e}"));
+        fail(
+            &mut report,
+            "runtime",
+            format!("cannot set the parent-death signal: {e}"),
+        );
     }
     // Into the session's cgroup before anything is started (cgroup v1; on v2 the
     // supervisor has moved us before the byte below).
     for mut tasks in cgroup_entry {
         if let Err(e) = tasks.write_all(b"0") {
-            fail(&mut report, "limits", format!("cannot enter the session's cgroup: {e}"));
+            fail(
+                &mut report,
+                "limits",
+                format!("cannot enter the session's cgroup: {e}"),
+            );
         }
     }
     let mut go = [0u8; 1];
@@ -250,7 +262,10 @@ fn keeper_main(
         sys::exit_now(0);
     }
     drop(err_r);
-    if Message::Ready(p.enforced.clone()).send(&mut report).is_err() {
+    if Message::Ready(p.enforced.clone())
+        .send(&mut report)
+        .is_err()
+    {
         sys::exit_now(125);
     }
     let set = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL]].concat());
@@ -293,7 +308,13 @@ fn run_helper(p: &Prepared, argv: &[CString]) {
 
 /// In a child of the keeper: dies with the keeper, drops root when asked, and
 /// executes `argv` (the runtime with `main`).
-fn start_child(p: &Prepared, argv: &[CString], stdio: [RawFd; 3], mut err_w: PipeWriter, main: bool) -> ! {
+fn start_child(
+    p: &Prepared,
+    argv: &[CString],
+    stdio: [RawFd; 3],
+    mut err_w: PipeWriter,
+    main: bool,
+) -> ! {
     let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EPERM);
     if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
         let _ = err_w.write_all(&errno(e).to_le_bytes());
@@ -328,8 +349,19 @@ mod tests {
             cwd: "/tmp".into(),
             identity: None,
             enforced: "backend=gvisor\n".into(),
-            signal: vec!["/usr/bin/runsc".into(), "kill".into(), "id".into(), SIGNAL_PLACEHOLDER.into()],
-            terminate_all: vec!["/usr/bin/runsc".into(), "kill".into(), "--all".into(), "id".into(), "TERM".into()],
+            signal: vec![
+                "/usr/bin/runsc".into(),
+                "kill".into(),
+                "id".into(),
+                SIGNAL_PLACEHOLDER.into(),
+            ],
+            terminate_all: vec![
+                "/usr/bin/runsc".into(),
+                "kill".into(),
+                "--all".into(),
+                "id".into(),
+                "TERM".into(),
+            ],
         }
     }
 
@@ -337,7 +369,10 @@ mod tests {
     fn each_forwarded_signal_gets_its_own_command_with_its_number() {
         let p = Prepared::new(&spec(), [0, 1, 2]).unwrap();
         assert_eq!(p.signals.len(), FORWARDED_SIGNALS.len());
-        let term = FORWARDED_SIGNALS.iter().position(|&s| s == libc::SIGTERM).unwrap();
+        let term = FORWARDED_SIGNALS
+            .iter()
+            .position(|&s| s == libc::SIGTERM)
+            .unwrap();
         assert_eq!(
             p.signals[term].last().unwrap().to_str().unwrap(),
             libc::SIGTERM.to_string()

@@ -28,6 +28,7 @@
 //! ```
 
 pub mod argv;
+pub mod backend;
 pub mod control;
 pub mod diag;
 pub mod environment;

@@ -51,6 +51,8 @@ pub struct Plan {
     pub prompt: Option<String>,
     /// Learning mode (`--learn NAME`).
     pub learn: Option<crate::learn::Plan>,
+    /// What runs the sandbox (`--backend`).
+    pub backend: vg_policy::Backend,
 }
 
 impl Plan {
@@ -193,6 +195,10 @@ impl Plan {
             )
             .into());
         }
+        let backend = settings.backend.unwrap_or_default();
+        // Another backend's command is not traced by our seccomp filter (gVisor's
+        // execs come from its own trace points).
+        let traced = recording && backend == vg_policy::Backend::Native;
         let spec = SandboxSpec {
             hostname,
             argv,
@@ -200,14 +206,14 @@ impl Plan {
             workdir,
             view,
             identity,
-            trace_exec: recording,
+            trace_exec: traced,
             // Every recorded run reports refused changes and system calls
             // (`violation` events), refused reads too with `--violations all`; a
             // learning run traces and keeps every access (record/observe.rs).
-            trace_files: recording
+            trace_files: traced
                 && (learn.is_some() || request.violations == crate::request::Violations::All),
-            trace_file_changes: recording,
-            report_refusals: recording,
+            trace_file_changes: traced,
+            report_refusals: traced,
             rlimit_nproc: limits.rlimit_nproc,
             watch_full,
             tty: request.tty,
@@ -215,6 +221,14 @@ impl Plan {
             inside: image.as_ref().map(|img| img.inside),
             persistent: request.persistent,
         };
+        crate::backend::check(
+            backend,
+            &spec,
+            learn.is_some(),
+            gate.is_some(),
+            inspection.is_some(),
+            request.violations == crate::request::Violations::All,
+        )?;
         Ok(Self {
             spec,
             limits,
@@ -234,6 +248,7 @@ impl Plan {
             agent_preset: request.agent_preset.clone(),
             prompt: request.prompt.clone(),
             learn,
+            backend,
         })
     }
 }

@@ -58,8 +58,9 @@ pub struct Running {
     enforced: Enforced,
     /// Holds the memory cap where no cgroup does.
     watchdog: Option<Watchdog>,
-    // Dropped last, after the sandbox is gone: the plan holds the image's lease.
-    _generated: Option<Generated>,
+    // Dropped last, after the sandbox is gone: the plan holds the image's lease;
+    // a backend's own files (gVisor's bundle) go with the generated ones.
+    _generated: (Option<Generated>, crate::backend::Held),
     plan: Plan,
 }
 
@@ -68,7 +69,7 @@ impl Running {
         sandbox: Sandbox,
         plan: Plan,
         enforced: Enforced,
-        generated: Option<Generated>,
+        generated: (Option<Generated>, crate::backend::Held),
         mode: Mode,
     ) -> Self {
         // Started after the spawn, so that its thread inherits the blocked signals.

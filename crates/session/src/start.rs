@@ -122,11 +122,14 @@ fn start_recorded(
     // sandbox (nothing of the command's runs before `attach` below has its relays and
     // tracer in place: init forks the command only after handing over the exec
     // listener and reporting ready, and its output waits in the pipes).
+    let mut held = crate::backend::Held::default();
     let spawned = spawn(
+        plan.backend,
         spec,
         enforced.cgroup.as_ref(),
         stdin_is_terminal,
         prompt.clone(),
+        &mut held,
     );
     let mut session = match Session::create(&root, meta) {
         Ok(session) => session,
@@ -217,7 +220,7 @@ fn start_recorded(
         sandbox,
         plan,
         enforced,
-        generated,
+        (generated, held),
         Mode::Recorded {
             session: Box::new(session),
             raw,
@@ -229,20 +232,20 @@ fn start_recorded(
 
 /// Spawns the sandbox with its output on pipes to the relays, or on its own terminal.
 fn spawn(
+    backend: vg_policy::Backend,
     spec: &vg_sandbox::SandboxSpec,
     cgroup: Option<&Cgroup>,
     stdin_is_terminal: bool,
     prompt: Option<std::sync::Arc<crate::prompt::TerminalPrompt>>,
+    held: &mut crate::backend::Held,
 ) -> Result<(Sandbox, Output)> {
     if spec.tty {
-        vg_sandbox::spawn_in(spec, [0, 1, 2], cgroup)
-            .map(|sandbox| {
-                let size = stdin_is_terminal
-                    .then(|| vg_sandbox::terminal::size(std::io::stdin().as_fd()).ok())
-                    .flatten();
-                (sandbox, Output::Tty { size })
-            })
-            .map_err(anyhow::Error::from)
+        crate::backend::spawn(backend, spec, [0, 1, 2], cgroup, held).map(|sandbox| {
+            let size = stdin_is_terminal
+                .then(|| vg_sandbox::terminal::size(std::io::stdin().as_fd()).ok())
+                .flatten();
+            (sandbox, Output::Tty { size })
+        })
     } else {
         // A terminal on our stdin is relayed through a pipe too: handed over, it would
         // let the command write to the screen unrecorded and change the terminal's
@@ -257,8 +260,7 @@ fn spawn(
             .and_then(|((out_r, out_w), (err_r, err_w))| {
                 let stdin = input.as_ref().map_or(0, |(r, _)| r.as_raw_fd());
                 let fds = [stdin, out_w.as_raw_fd(), err_w.as_raw_fd()];
-                let sandbox =
-                    vg_sandbox::spawn_in(spec, fds, cgroup).map_err(anyhow::Error::from)?;
+                let sandbox = crate::backend::spawn(backend, spec, fds, cgroup, held)?;
                 // Our copies of the write ends must go, or the relays never see the end.
                 drop((out_w, err_w));
                 if let Some((in_r, in_w)) = input {
@@ -283,8 +285,14 @@ fn start_unrecorded(
     // by a guardian process if we are killed. Saved before any thread starts.
     let saved = SavedTerminals::save_stdio()
         .map_err(|e| anyhow::anyhow!("cannot save the terminal's settings: {e}"))?;
-    let mut sandbox = vg_sandbox::spawn_in(&plan.spec, [0, 1, 2], enforced.cgroup.as_ref())
-        .map_err(anyhow::Error::from)?;
+    let mut held = crate::backend::Held::default();
+    let mut sandbox = crate::backend::spawn(
+        plan.backend,
+        &plan.spec,
+        [0, 1, 2],
+        enforced.cgroup.as_ref(),
+        &mut held,
+    )?;
     // Mediated as always; only the records of it are not kept.
     let mut notes = plan.network_notes.then(|| Notes::new(false));
     let interceptor = network.interceptor();
@@ -309,7 +317,7 @@ fn start_unrecorded(
         sandbox,
         plan,
         enforced,
-        generated,
+        (generated, held),
         Mode::Unrecorded { saved, mediator },
     ))
 }

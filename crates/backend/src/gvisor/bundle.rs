@@ -90,7 +90,15 @@ fn parents(path: &Path) -> impl Iterator<Item = PathBuf> + '_ {
 
 /// Translates the native view into gVisor mounts and a skeleton (see the module
 /// documentation). What gVisor cannot show the same way is refused.
-pub fn translate(view: &FsView, empty_file: &Path) -> Result<Translated> {
+///
+/// `reachable` says whether runsc's user can reach a host path at all: a mask over
+/// a path it cannot reach hides nothing more (the gofer that serves every file runs
+/// as that user, without capabilities), and gVisor could not mount over it.
+pub fn translate(
+    view: &FsView,
+    empty_file: &Path,
+    reachable: &dyn Fn(&Path, NodeKind) -> bool,
+) -> Result<Translated> {
     let mut mounts = Vec::new();
     let mut skeleton: Vec<SkeletonEntry> = Vec::new();
     let mut image_root = None;
@@ -154,7 +162,10 @@ pub fn translate(view: &FsView, empty_file: &Path) -> Result<Translated> {
             MountOp::Mask { dst, kind } => {
                 // Masks of paths that do not exist are skipped natively; a bind over
                 // a missing file would fail in the sentry, so only what the view shows.
-                if !binds.iter().any(|(_, d)| dst.starts_with(d)) {
+                let Some(host) = host_path(&binds, dst) else {
+                    continue;
+                };
+                if !reachable(&host, *kind) {
                     continue;
                 }
                 add_node(&mut skeleton, dst, *kind);
@@ -166,23 +177,11 @@ pub fn translate(view: &FsView, empty_file: &Path) -> Result<Translated> {
                 }
             }
             MountOp::ReadOnly { dst } => {
-                let Some((src, base)) = binds
-                    .iter()
-                    .filter(|(_, d)| dst.starts_with(d))
-                    .max_by_key(|(_, d)| d.components().count())
-                else {
+                let Some(host) = host_path(&binds, dst) else {
                     bail!(
                         "the gvisor backend cannot make {} read-only: it is not inside a mounted folder",
                         dst.display()
                     );
-                };
-                let Ok(rest) = dst.strip_prefix(base) else {
-                    continue;
-                };
-                let host = if rest.as_os_str().is_empty() {
-                    src.clone()
-                } else {
-                    src.join(rest)
                 };
                 if host.exists() {
                     mounts.push(bind(&host, dst, true));
@@ -202,6 +201,20 @@ pub fn translate(view: &FsView, empty_file: &Path) -> Result<Translated> {
         mounts,
         skeleton,
         image_root,
+    })
+}
+
+/// The host path shown at `dst`, through the innermost bind mount holding it.
+fn host_path(binds: &[(PathBuf, PathBuf)], dst: &Path) -> Option<PathBuf> {
+    let (src, base) = binds
+        .iter()
+        .filter(|(_, d)| dst.starts_with(d))
+        .max_by_key(|(_, d)| d.components().count())?;
+    let rest = dst.strip_prefix(base).ok()?;
+    Some(if rest.as_os_str().is_empty() {
+        src.clone()
+    } else {
+        src.join(rest)
     })
 }
 
@@ -274,45 +287,140 @@ mod tests {
 
     #[test]
     fn binds_tmpfs_and_links_keep_their_modes_and_gvisor_keeps_its_own_proc_and_dev() {
-        let t = translate(&view(vec![
-            MountOp::Bind { src: "/usr".into(), dst: "/usr".into(), read_only: true, kind: NodeKind::Dir, dev: false },
-            MountOp::Symlink { target: "usr/bin".into(), dst: "/bin".into() },
-            MountOp::Proc { dst: "/proc".into() },
-            MountOp::ReadOnly { dst: "/proc/sys".into() },
-            MountOp::Mask { dst: "/proc/kcore".into(), kind: NodeKind::File },
-            MountOp::Tmpfs { dst: "/dev".into(), size: 65536, mode: 0o755, owner: None },
-            MountOp::Bind { src: "/dev/null".into(), dst: "/dev/null".into(), read_only: false, kind: NodeKind::File, dev: true },
-            MountOp::Devpts { dst: "/dev/pts".into(), max: 64 },
-            MountOp::Tmpfs { dst: "/home/u".into(), size: 1 << 20, mode: 0o700, owner: Some((1000, 1000)) },
-            MountOp::Bind { src: "/src/ws".into(), dst: "/home/u/ws".into(), read_only: false, kind: NodeKind::Dir, dev: false },
-        ]), Path::new("/b/empty"))
+        let t = translate(
+            &view(vec![
+                MountOp::Bind {
+                    src: "/usr".into(),
+                    dst: "/usr".into(),
+                    read_only: true,
+                    kind: NodeKind::Dir,
+                    dev: false,
+                },
+                MountOp::Symlink {
+                    target: "usr/bin".into(),
+                    dst: "/bin".into(),
+                },
+                MountOp::Proc {
+                    dst: "/proc".into(),
+                },
+                MountOp::ReadOnly {
+                    dst: "/proc/sys".into(),
+                },
+                MountOp::Mask {
+                    dst: "/proc/kcore".into(),
+                    kind: NodeKind::File,
+                },
+                MountOp::Tmpfs {
+                    dst: "/dev".into(),
+                    size: 65536,
+                    mode: 0o755,
+                    owner: None,
+                },
+                MountOp::Bind {
+                    src: "/dev/null".into(),
+                    dst: "/dev/null".into(),
+                    read_only: false,
+                    kind: NodeKind::File,
+                    dev: true,
+                },
+                MountOp::Devpts {
+                    dst: "/dev/pts".into(),
+                    max: 64,
+                },
+                MountOp::Tmpfs {
+                    dst: "/home/u".into(),
+                    size: 1 << 20,
+                    mode: 0o700,
+                    owner: Some((1000, 1000)),
+                },
+                MountOp::Bind {
+                    src: "/src/ws".into(),
+                    dst: "/home/u/ws".into(),
+                    read_only: false,
+                    kind: NodeKind::Dir,
+                    dev: false,
+                },
+            ]),
+            Path::new("/b/empty"),
+            &|p, _| p != Path::new("/etc/unreadable"),
+        )
         .unwrap();
         let dsts: Vec<&str> = t.mounts.iter().map(dst_of).collect();
         assert_eq!(dsts, ["/usr", "/proc", "/home/u", "/home/u/ws"]);
-        assert_eq!(t.mounts[0]["options"], json!(["rbind", "ro", "nosuid", "nodev"]));
+        assert_eq!(
+            t.mounts[0]["options"],
+            json!(["rbind", "ro", "nosuid", "nodev"])
+        );
         assert_eq!(t.mounts[3]["options"][1], "rw");
         assert_eq!(
             t.mounts[2]["options"],
-            json!(["nosuid", "nodev", "size=1048576", "mode=700", "uid=1000", "gid=1000"])
+            json!([
+                "nosuid",
+                "nodev",
+                "size=1048576",
+                "mode=700",
+                "uid=1000",
+                "gid=1000"
+            ])
         );
-        assert!(t.skeleton.contains(&SkeletonEntry::Symlink { path: "/bin".into(), target: "usr/bin".into() }));
+        assert!(t.skeleton.contains(&SkeletonEntry::Symlink {
+            path: "/bin".into(),
+            target: "usr/bin".into()
+        }));
         assert!(t.skeleton.contains(&SkeletonEntry::Dir("/home".into())));
-        assert!(t.skeleton.contains(&SkeletonEntry::Dir("/home/u/ws".into())));
-        assert!(!t.skeleton.iter().any(|e| matches!(e, SkeletonEntry::Dir(d) if d.starts_with("/dev"))));
+        assert!(
+            t.skeleton
+                .contains(&SkeletonEntry::Dir("/home/u/ws".into()))
+        );
+        assert!(
+            !t.skeleton
+                .iter()
+                .any(|e| matches!(e, SkeletonEntry::Dir(d) if d.starts_with("/dev")))
+        );
         assert_eq!(t.image_root, None);
     }
 
     #[test]
     fn secrets_are_masked_and_read_only_places_rebound_from_their_host_path() {
-        let t = translate(&view(vec![
-            MountOp::Bind { src: "/etc".into(), dst: "/etc".into(), read_only: true, kind: NodeKind::Dir, dev: false },
-            MountOp::Bind { src: "/tmp".into(), dst: "/ws".into(), read_only: false, kind: NodeKind::Dir, dev: false },
-            MountOp::ReadOnly { dst: "/ws".into() },
-            MountOp::Mask { dst: "/etc/shadow".into(), kind: NodeKind::File },
-            MountOp::Mask { dst: "/etc/ssh".into(), kind: NodeKind::Dir },
-            // Not inside anything shown: nothing to hide.
-            MountOp::Mask { dst: "/root/.ssh".into(), kind: NodeKind::Dir },
-        ]), Path::new("/b/empty"))
+        let t = translate(
+            &view(vec![
+                MountOp::Bind {
+                    src: "/etc".into(),
+                    dst: "/etc".into(),
+                    read_only: true,
+                    kind: NodeKind::Dir,
+                    dev: false,
+                },
+                MountOp::Bind {
+                    src: "/tmp".into(),
+                    dst: "/ws".into(),
+                    read_only: false,
+                    kind: NodeKind::Dir,
+                    dev: false,
+                },
+                MountOp::ReadOnly { dst: "/ws".into() },
+                MountOp::Mask {
+                    dst: "/etc/shadow".into(),
+                    kind: NodeKind::File,
+                },
+                MountOp::Mask {
+                    dst: "/etc/ssh".into(),
+                    kind: NodeKind::Dir,
+                },
+                // Not inside anything shown: nothing to hide.
+                MountOp::Mask {
+                    dst: "/root/.ssh".into(),
+                    kind: NodeKind::Dir,
+                },
+                // Out of runsc's user's reach: nothing more to hide.
+                MountOp::Mask {
+                    dst: "/etc/unreadable".into(),
+                    kind: NodeKind::File,
+                },
+            ]),
+            Path::new("/b/empty"),
+            &|p, _| p != Path::new("/etc/unreadable"),
+        )
         .unwrap();
         let dsts: Vec<&str> = t.mounts.iter().map(dst_of).collect();
         assert_eq!(dsts, ["/etc", "/ws", "/ws", "/etc/shadow", "/etc/ssh"]);
@@ -321,29 +429,50 @@ mod tests {
         assert_eq!(t.mounts[3]["source"], "/b/empty");
         assert_eq!(t.mounts[3]["options"][1], "ro");
         assert_eq!(t.mounts[4]["type"], "tmpfs");
-        assert!(t.mounts[4]["options"].as_array().unwrap().contains(&json!("ro")));
-        assert!(t.skeleton.contains(&SkeletonEntry::File("/etc/shadow".into())));
+        assert!(
+            t.mounts[4]["options"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("ro"))
+        );
+        assert!(
+            t.skeleton
+                .contains(&SkeletonEntry::File("/etc/shadow".into()))
+        );
     }
 
     #[test]
     fn what_gvisor_cannot_show_the_same_way_is_refused() {
-        let overlay = translate(&view(vec![MountOp::Overlay {
-            lower: "/home/u".into(),
-            dst: "/home/u".into(),
-            size: 1,
-            owner: None,
-        }]), Path::new("/e"));
-        assert!(overlay.unwrap_err().to_string().contains("use the native backend"));
-        let deep_link = translate(&view(vec![MountOp::Symlink {
-            target: "x".into(),
-            dst: "/a/b".into(),
-        }]), Path::new("/e"));
+        let overlay = translate(
+            &view(vec![MountOp::Overlay {
+                lower: "/home/u".into(),
+                dst: "/home/u".into(),
+                size: 1,
+                owner: None,
+            }]),
+            Path::new("/e"),
+            &|_, _| true,
+        );
+        assert!(
+            overlay
+                .unwrap_err()
+                .to_string()
+                .contains("use the native backend")
+        );
+        let deep_link = translate(
+            &view(vec![MountOp::Symlink {
+                target: "x".into(),
+                dst: "/a/b".into(),
+            }]),
+            Path::new("/e"),
+            &|_, _| true,
+        );
         assert!(deep_link.is_err());
     }
 
     #[test]
     fn the_config_drops_every_capability_and_privilege() {
-        let t = translate(&view(vec![]), Path::new("/e")).unwrap();
+        let t = translate(&view(vec![]), Path::new("/e"), &|_, _| true).unwrap();
         let p = Process {
             argv: vec!["sh".into(), "-c".into(), "true".into()],
             env: vec![("PATH".into(), "/usr/bin".into())],
@@ -354,12 +483,23 @@ mod tests {
         };
         let c = config(&p, &t, Path::new("root"));
         assert_eq!(c["process"]["noNewPrivileges"], true);
-        for set in ["bounding", "effective", "inheritable", "permitted", "ambient"] {
+        for set in [
+            "bounding",
+            "effective",
+            "inheritable",
+            "permitted",
+            "ambient",
+        ] {
             assert_eq!(c["process"]["capabilities"][set], json!([]), "{set}");
         }
         assert_eq!(c["process"]["env"], json!(["PATH=/usr/bin"]));
         assert_eq!(c["process"]["user"], json!({"uid": 1000, "gid": 1000}));
         assert_eq!(c["root"], json!({"path": "root", "readonly": true}));
-        assert!(c["linux"]["namespaces"].as_array().unwrap().contains(&json!({"type": "network"})));
+        assert!(
+            c["linux"]["namespaces"]
+                .as_array()
+                .unwrap()
+                .contains(&json!({"type": "network"}))
+        );
     }
 }

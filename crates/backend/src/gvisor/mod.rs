@@ -80,7 +80,8 @@ impl Bundle {
         };
         let empty = bundle.dir.join("empty");
         std::fs::write(&empty, b"").context("cannot write the bundle's empty file")?;
-        let translated = bundle::translate(view, &empty)?;
+        let translated =
+            bundle::translate(view, &empty, &|path, kind| reachable(path, kind, owner))?;
         let root = match &translated.image_root {
             Some(image) => image.clone(),
             None => {
@@ -156,7 +157,10 @@ impl Bundle {
             argv.push("--overlay2=root:memory".into());
         }
         if trace {
-            argv.push(format!("--pod-init-config={}", self.trace_config().display()));
+            argv.push(format!(
+                "--pod-init-config={}",
+                self.trace_config().display()
+            ));
         }
         argv.extend([
             "run".into(),
@@ -184,6 +188,40 @@ impl Drop for Bundle {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Whether runsc's user — `owner`, else this process — can open `path` (a file:
+/// read it; a folder: search it). For another user, by the mode bits of `path` and
+/// every folder above it, as that user without supplementary groups (the keeper
+/// drops them); for ourselves, by trying.
+fn reachable(path: &Path, kind: vg_policy::view::NodeKind, owner: Option<(u32, u32)>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some((uid, gid)) = owner else {
+        return match kind {
+            vg_policy::view::NodeKind::File => std::fs::File::open(path).is_ok(),
+            vg_policy::view::NodeKind::Dir => {
+                std::fs::read_dir(path).is_ok() || std::fs::metadata(path.join(".")).is_ok()
+            }
+        };
+    };
+    let allows = |p: &Path, bit: u32| {
+        p.metadata().is_ok_and(|m| {
+            let mode = m.mode();
+            if m.uid() == uid {
+                mode & (bit << 6) != 0
+            } else if m.gid() == gid {
+                mode & (bit << 3) != 0
+            } else {
+                mode & bit != 0
+            }
+        })
+    };
+    let parents_ok = path.ancestors().skip(1).all(|dir| allows(dir, 0o1));
+    let own = match kind {
+        vg_policy::view::NodeKind::File => allows(path, 0o4),
+        vg_policy::view::NodeKind::Dir => allows(path, 0o1),
+    };
+    parents_ok && own
 }
 
 /// Every path under `dir`, `dir` included, without following links.
@@ -260,11 +298,17 @@ pub fn probe(path: Option<&OsStr>) -> Probe {
         .ok()
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.lines().next().map(str::to_owned));
-    let state = std::env::temp_dir().join(format!("vectraguard-gvisor-probe-{}", std::process::id()));
+    let state =
+        std::env::temp_dir().join(format!("vectraguard-gvisor-probe-{}", std::process::id()));
     let trial = std::process::Command::new(&runsc)
         .arg("--root")
         .arg(&state)
-        .args(["--rootless", "--ignore-cgroups", "--network=none", "--platform=ptrace"])
+        .args([
+            "--rootless",
+            "--ignore-cgroups",
+            "--network=none",
+            "--platform=ptrace",
+        ])
         .args(["do", "/bin/true"])
         .stdin(std::process::Stdio::null())
         .output();
@@ -287,4 +331,3 @@ pub fn probe(path: Option<&OsStr>) -> Probe {
         error,
     }
 }
-

@@ -79,7 +79,9 @@ pub(super) fn key_hint(key: &str) -> &'static str {
         }
         "user" => "user is a user name or \"uid[:gid]\", e.g. user = \"1000:1000\"",
         "network" => "network is one of \"none\", \"allow\", \"host\"",
-        "backend" => "backend is one of \"native\" (the default), \"gvisor\", \"docker\", \"podman\"",
+        "backend" => {
+            "backend is one of \"native\" (the default), \"gvisor\", \"docker\", \"podman\""
+        }
         "network_rules" => {
             "network_rules is an array of \"allow TARGET[:PORTS]\" or \"deny TARGET[:PORTS]\" strings, or \"allow METHODS URL-GLOB\" for method and path rules, tried in order, e.g. network_rules = [\"allow github.com:443\", \"allow GET,HEAD https://api.github.com/repos/acme/**\", \"deny *.evil.com\"]"
         }

@@ -135,7 +135,10 @@ mod tests {
     #[test]
     fn a_project_file_cannot_choose_the_backend() {
         let (_, msg) = invalid(project_file("backend = \"gvisor\"\n"));
-        assert!(msg.contains("'backend'") && msg.contains("--backend gvisor"), "{msg}");
+        assert!(
+            msg.contains("'backend'") && msg.contains("--backend gvisor"),
+            "{msg}"
+        );
         let (_, msg) = invalid(user_file("backend = \"lxc\"\n"));
         assert!(msg.contains("unknown backend"), "{msg}");
     }
