@@ -176,10 +176,12 @@ impl Tracker {
         let pid = ctx.thread_group_id;
         let reported = self.exec_reported.remove(&pid);
         let succeeded = exit.result == 0 && exit.errorno == 0;
-        Ok((succeeded && !reported).then(|| GvisorEvent::UnreportedExec {
-            pid,
-            ppid: self.parents.get(&pid).copied(),
-        }))
+        Ok(
+            (succeeded && !reported).then(|| GvisorEvent::UnreportedExec {
+                pid,
+                ppid: self.parents.get(&pid).copied(),
+            }),
+        )
     }
 }
 
@@ -342,7 +344,10 @@ mod tests {
         ]);
         assert_eq!(
             events,
-            [exec_event(5, Some(1), &["/a"]), exec_event(6, Some(1), &["/b"])]
+            [
+                exec_event(5, Some(1), &["/a"]),
+                exec_event(6, Some(1), &["/b"])
+            ]
         );
     }
 
@@ -422,7 +427,10 @@ mod tests {
             })
             .collect();
         assert_eq!(reasons.len(), 4, "{reasons:?}");
-        assert!(reasons[0].contains("shorter than the 8-byte header"), "{reasons:?}");
+        assert!(
+            reasons[0].contains("shorter than the 8-byte header"),
+            "{reasons:?}"
+        );
         assert!(reasons[1].starts_with("message type 3: undecodable payload of 3 bytes"));
         assert!(reasons[2].contains("no context data"), "{reasons:?}");
         assert!(reasons[3].contains("thread group -4"), "{reasons:?}");
@@ -432,7 +440,7 @@ mod tests {
     fn the_parent_map_is_bounded() {
         let mut t = Tracker::default();
         let mut sink = |_e: GvisorEvent| {};
-        for child in 2..(MAX_TRACKED as i32 + 10) {
+        for child in 2..(i32::try_from(MAX_TRACKED).unwrap() + 10) {
             t.feed(&clone_rec(1, child, 0), &mut sink);
         }
         assert_eq!(t.parents.len(), MAX_TRACKED);

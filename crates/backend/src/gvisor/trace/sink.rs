@@ -33,6 +33,8 @@ pub struct Sink {
     /// The socket file made by `bind`, to remove only that one.
     inode: (u64, u64),
     stop: StopHandle,
+    /// [`MAX_MESSAGE`], but for tests.
+    max_message: usize,
 }
 
 /// Stops a [`Sink::serve`] running on another thread; see [`Sink::serve`].
@@ -81,7 +83,9 @@ impl Sink {
             .context("creating the gVisor trace sink's socket (AF_UNIX, SOCK_SEQPACKET)")?;
         let stop = StopHandle(Arc::new(Mutex::new(StopState {
             stopped: false,
-            listener: listener.try_clone().context("duplicating the sink's socket")?,
+            listener: listener
+                .try_clone()
+                .context("duplicating the sink's socket")?,
             connection: None,
         })));
         listener
@@ -96,6 +100,7 @@ impl Sink {
             path: path.to_path_buf(),
             inode: (meta.dev(), meta.ino()),
             stop,
+            max_message: MAX_MESSAGE,
         };
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
             .with_context(|| format!("making {} private (mode 0600)", path.display()))?;
@@ -141,16 +146,17 @@ impl Sink {
         let mut tracker = Tracker::default();
         // One byte more than the limit: a record that fills it was larger
         // (the kernel drops a seqpacket record's excess).
-        let mut buf = vec![0u8; MAX_MESSAGE + 1];
+        let mut buf = vec![0u8; self.max_message + 1];
         loop {
             let n = match recv(&conn, &mut buf) {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) => return Err(e).context("reading the gVisor trace sink's connection"),
             };
-            if n > MAX_MESSAGE {
+            if n > self.max_message {
                 on_event(GvisorEvent::Undecodable(format!(
-                    "a record over the {MAX_MESSAGE}-byte limit, skipped"
+                    "a record over the {}-byte limit, skipped",
+                    self.max_message
                 )));
                 continue;
             }
@@ -185,7 +191,10 @@ impl Sink {
                         return Ok(None);
                     }
                     return Err(e).with_context(|| {
-                        format!("accepting the sentry's connection on {}", self.path.display())
+                        format!(
+                            "accepting the sentry's connection on {}",
+                            self.path.display()
+                        )
                     });
                 }
             }
@@ -257,8 +266,7 @@ fn handshake(conn: &Socket) -> anyhow::Result<()> {
         version: PROTOCOL_VERSION,
     }
     .encode_to_vec();
-    (&*conn)
-        .write_all_record(&ours)
+    conn.write_all_record(&ours)
         .context("sending the handshake to the sentry")?;
     conn.set_read_timeout(None)
         .context("clearing the handshake's time-out")?;
@@ -285,5 +293,212 @@ impl WriteRecord for &Socket {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gvisor::trace::wire::{self, kind};
+    use std::os::unix::fs::FileTypeExt;
+    use std::sync::mpsc;
+    use std::thread;
+
+    fn temp_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "vg-trace-{}-{:?}",
+            std::process::id(),
+            thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// A fake sentry: connects, sends `hello`, reads the answer.
+    fn connect(path: &Path, hello: &[u8]) -> (Socket, io::Result<Handshake>) {
+        let s = Socket::new(Domain::UNIX, Type::SEQPACKET, None).unwrap();
+        s.connect(&SockAddr::unix(path).unwrap()).unwrap();
+        (&s).write_all_record(hello).unwrap();
+        let mut buf = [0u8; 64];
+        let answer = match recv(&s, &mut buf) {
+            Ok(0) => Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => Handshake::decode(&buf[..n]).map_err(|e| io::Error::other(e.to_string())),
+            Err(e) => Err(e),
+        };
+        (s, answer)
+    }
+
+    fn hello(version: u32) -> Vec<u8> {
+        Handshake { version }.encode_to_vec()
+    }
+
+    fn serve_on_thread(
+        sink: Sink,
+    ) -> (
+        thread::JoinHandle<anyhow::Result<Served>>,
+        mpsc::Receiver<GvisorEvent>,
+    ) {
+        let (tx, rx) = mpsc::channel();
+        let t = thread::spawn(move || {
+            sink.serve(move |e| {
+                let _ = tx.send(e);
+            })
+        });
+        (t, rx)
+    }
+
+    #[test]
+    fn bind_makes_a_private_seqpacket_socket_refuses_an_existing_path_and_cleans_up() {
+        let dir = temp_dir();
+        let path = dir.join("s.sock");
+        let sink = Sink::bind(&path).unwrap();
+        let meta = path.symlink_metadata().unwrap();
+        assert!(meta.file_type().is_socket());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let err = Sink::bind(&path).unwrap_err().to_string();
+        assert!(err.contains("exists"), "{err}");
+        drop(sink);
+        assert!(path.symlink_metadata().is_err(), "the socket file was left");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn handshake_events_and_the_end_of_the_connection() {
+        let dir = temp_dir();
+        let path = dir.join("s.sock");
+        let mut sink = Sink::bind(&path).unwrap();
+        sink.max_message = 64;
+        let (serving, rx) = serve_on_thread(sink);
+        let (sentry, answer) = connect(&path, &hello(1));
+        assert_eq!(answer.unwrap().version, 1);
+        let exit = wire::ExitNotifyParentInfo {
+            context_data: Some(wire::ContextData {
+                thread_group_id: 7,
+                ..Default::default()
+            }),
+            exit_status: 9,
+        };
+        (&sentry)
+            .write_all_record(&wire::record(
+                kind::SENTRY_EXIT_NOTIFY_PARENT,
+                0,
+                &exit.encode_to_vec(),
+            ))
+            .unwrap();
+        (&sentry)
+            .write_all_record(&wire::record(99, 0, b"future"))
+            .unwrap();
+        // Over the limit: reported, and the reading goes on.
+        (&sentry).write_all_record(&[0u8; 65]).unwrap();
+        (&sentry).write_all_record(&[0u8; 64]).unwrap();
+        (&sentry)
+            .write_all_record(&wire::record(
+                kind::SENTRY_EXIT_NOTIFY_PARENT,
+                1,
+                &exit.encode_to_vec(),
+            ))
+            .unwrap();
+        drop(sentry);
+        let served = serving.join().unwrap().unwrap();
+        assert_eq!(
+            served,
+            Served {
+                connected: true,
+                skipped: 1
+            }
+        );
+        let events: Vec<GvisorEvent> = rx.iter().collect();
+        let exit_event = GvisorEvent::Exit {
+            time: None,
+            pid: 7,
+            status: 9,
+        };
+        assert_eq!(
+            events,
+            [
+                exit_event.clone(),
+                GvisorEvent::Undecodable("a record over the 64-byte limit, skipped".into()),
+                // 64 bytes are read: a header of zeros is malformed.
+                GvisorEvent::Undecodable(
+                    "a header claiming 0 bytes in a record of 64 (at least 8)".into()
+                ),
+                GvisorEvent::Dropped(1),
+                exit_event,
+            ]
+        );
+        assert!(path.symlink_metadata().is_err());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_old_or_garbled_handshake_is_an_error() {
+        let dir = temp_dir();
+        // Version 0 written out (proto3 would leave the default out, and an
+        // empty record reads as a hang-up).
+        for (n, bad) in [vec![0x08, 0x00], vec![0xff, 0xff, 0xff]]
+            .into_iter()
+            .enumerate()
+        {
+            let path = dir.join(format!("s{n}.sock"));
+            let (serving, _rx) = serve_on_thread(Sink::bind(&path).unwrap());
+            let (_sentry, answer) = connect(&path, &bad);
+            assert!(answer.is_err(), "answered {answer:?}");
+            let err = format!("{:#}", serving.join().unwrap().unwrap_err());
+            let expected = if n == 0 {
+                "older than version 1"
+            } else {
+                "decoding the sentry's handshake"
+            };
+            assert!(err.contains(expected), "{err}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn stop_before_any_connection_returns_unconnected() {
+        let dir = temp_dir();
+        let sink = Sink::bind(&dir.join("s.sock")).unwrap();
+        let stop = sink.stop_handle();
+        let (serving, _rx) = serve_on_thread(sink);
+        thread::sleep(Duration::from_millis(50));
+        stop.stop();
+        let served = serving.join().unwrap().unwrap();
+        assert!(!served.connected);
+        stop.stop();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn stop_during_a_connection_reads_what_is_queued_then_returns() {
+        let dir = temp_dir();
+        let path = dir.join("s.sock");
+        let sink = Sink::bind(&path).unwrap();
+        let stop = sink.stop_handle();
+        let (serving, rx) = serve_on_thread(sink);
+        let (sentry, answer) = connect(&path, &hello(2));
+        assert_eq!(answer.unwrap().version, 1);
+        for dropped in 1..=3 {
+            (&sentry)
+                .write_all_record(&wire::record(42, dropped, b""))
+                .unwrap();
+        }
+        stop.stop();
+        // The sentry still holds its end open: only the stop ends serve.
+        let served = serving.join().unwrap().unwrap();
+        assert_eq!(served.skipped, 3);
+        let drops: Vec<GvisorEvent> = rx.iter().collect();
+        assert_eq!(
+            drops,
+            [
+                GvisorEvent::Dropped(1),
+                GvisorEvent::Dropped(1),
+                GvisorEvent::Dropped(1)
+            ]
+        );
+        // Later points fail at once instead of blocking the sandbox.
+        let err = (&sentry).write_all_record(b"late").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

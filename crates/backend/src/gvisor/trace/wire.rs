@@ -164,7 +164,10 @@ impl fmt::Display for HeaderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HeaderError::Short(n) => {
-                write!(f, "a record of {n} bytes, shorter than the {HEADER_SIZE}-byte header")
+                write!(
+                    f,
+                    "a record of {n} bytes, shorter than the {HEADER_SIZE}-byte header"
+                )
             }
             HeaderError::BadSize { claimed, record } => write!(
                 f,
