@@ -239,3 +239,51 @@ fn an_exec_the_sentry_cannot_send_arrives_as_unreported() {
         "{execs:?}"
     );
 }
+
+/// An exec point larger than the sentry's socket send buffer cannot be sent:
+/// it is dropped and counted, and the exec still shows as unreported.
+#[test]
+fn an_exec_too_large_to_send_is_counted_as_dropped() {
+    require_runsc();
+    let dir = TempDir::new("large");
+    // The buffer is net.core.wmem_default; the environment (which the exec
+    // point always carries) goes past it in strings of 100 KB, each under
+    // gVisor's 128 KiB limit for one.
+    let wmem: usize = std::fs::read_to_string("/proc/sys/net/core/wmem_default")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let vars = wmem / 100_000 + 1;
+    assert!(
+        vars < 20,
+        "net.core.wmem_default {wmem} is past gVisor's 2 MiB exec limit"
+    );
+    let exports: Vec<String> = (1..=vars).map(|i| format!("V{i}=$v")).collect();
+    let script = format!(
+        "v=$(head -c 100000 /dev/zero | tr '\\0' x); (export {}; /bin/true); /bin/echo after",
+        exports.join(" ")
+    );
+    let (code, served, events) = traced(&dir.0, &["do", "sh", "-c", &script], "after\n");
+    assert_eq!(code, 0);
+    assert!(served.connected);
+    let (execs, exits, other) = summary(&events);
+    assert!(
+        !execs.iter().any(|(_, _, a)| a == &["/bin/true"]),
+        "{execs:?}"
+    );
+    let [dropped, unreported] = &events
+        .iter()
+        .filter(|e| !matches!(e, GvisorEvent::Exec { .. } | GvisorEvent::Exit { .. }))
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("{other:?}")
+    };
+    assert_eq!(**dropped, GvisorEvent::Dropped(1));
+    let GvisorEvent::UnreportedExec { pid, ppid } = unreported else {
+        panic!("{other:?}")
+    };
+    // The subshell (which may exec /bin/true itself) is the shell's child.
+    assert!(ppid.is_some(), "{other:?}");
+    assert_eq!(exits.get(pid), Some(&0));
+}
