@@ -17,17 +17,22 @@
 //!   false): the trace is never silently absent.
 //! - Each point is written by the sentry task that hits it, in that task,
 //!   before it goes on: an exec is in the socket before the exec replaces the
-//!   old program, so before the new program's first instruction; an exit is
-//!   in it before the parent's wait(2) can return it. The sentry does not
-//!   wait for this reader to process a point, only for room in the socket:
-//!   when the socket's buffer is full it retries (backoff from 25 µs to
-//!   10 ms, [`RETRIES`] times, about a minute), then drops the point and
-//!   counts it. The count rides on the next record's header and arrives as
+//!   old program, so before the new program's first instruction; a clone
+//!   before the child runs; an exit before the parent's wait(2) can return
+//!   it. The sentry does not wait for this reader to process a point, only
+//!   for room in the socket: when the socket's buffer is full it retries
+//!   (backoff from 25 µs to 10 ms, [`RETRIES`] times, about a minute), then
+//!   drops the point and counts it. While it retries, that task (for an
+//!   exit, the whole sandbox's task table) waits: a stalled reader stalls
+//!   the sandbox, at most that minute a point, never the reverse.
+//! - The count of drops rides on the next record's header and arrives as
 //!   [`GvisorEvent::Dropped`]; drops after the last record are never
-//!   reported. A point larger than the sentry's socket send buffer (208 KiB by
-//!   default: an exec with a huge environment, which the exec point always
-//!   carries) is dropped at once the same way.
-//!
+//!   reported. A point larger than the sentry's socket send buffer
+//!   (`net.core.wmem_default`, 208 KiB by default: an exec with a huge
+//!   environment, which the exec point always carries) is dropped at once
+//!   the same way; a dropped exec also arrives as
+//!   [`GvisorEvent::UnreportedExec`].
+
 //! # What the sentry never reports
 //!
 //! - The exit of the container's first process (pid 1): runsc's own exit

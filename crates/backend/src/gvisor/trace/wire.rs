@@ -5,7 +5,9 @@
 //! - One `SOCK_SEQPACKET` record per message, so the socket keeps the
 //!   boundaries.
 //! - The connection opens with a [`Handshake`] each way, bare protobuf without a
-//!   header: the sentry's first, then ours.
+//!   header: the sentry's first (sent by the `runsc` process that connects,
+//!   before it hands the socket to the sandbox), then ours; we never write
+//!   again.
 //! - Every later record is the sentry's: an 8-byte little-endian header
 //!   (`u16` header size, `u16` [message type](kind), `u32` count of points
 //!   dropped so far, wrapping) then the protobuf payload, which starts at the
