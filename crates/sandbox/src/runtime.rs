@@ -44,6 +44,9 @@ pub struct RuntimeSpec {
     pub signal: Vec<String>,
     /// Sends SIGTERM to every process of the sandbox (a time-out, a stop).
     pub terminate_all: Vec<String>,
+    /// The command's pid as the sandbox numbers it, when the runtime fixes it (gVisor:
+    /// 1), reported as init reports the command's.
+    pub command_pid: Option<i32>,
 }
 
 /// Stands for the signal's number in [`RuntimeSpec::signal`].
@@ -61,6 +64,7 @@ struct Prepared {
     terminate_all: Vec<CString>,
     devnull: std::fs::File,
     stdio: [RawFd; 3],
+    command_pid: Option<i32>,
 }
 
 fn cstrings<'a>(
@@ -130,6 +134,7 @@ impl Prepared {
                 .open("/dev/null")
                 .map_err(SetupError::Fork)?,
             stdio,
+            command_pid: spec.command_pid,
         })
     }
 }
@@ -267,6 +272,9 @@ fn keeper_main(
         .is_err()
     {
         sys::exit_now(125);
+    }
+    if let Some(pid) = p.command_pid {
+        let _ = Message::Started(pid).send(&mut report);
     }
     let set = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL]].concat());
     loop {

@@ -69,11 +69,45 @@ pub fn check(
     }
 }
 
+/// The process cap by `RLIMIT_NPROC` (the default cap, or the fallback where no
+/// pids cgroup can be made) counts host processes per user namespace: it means
+/// nothing for gVisor, whose sandboxed processes are the sentry's own. A cap the
+/// user asked for is refused; the default one is recorded as not enforced.
+pub fn limits(
+    backend: Backend,
+    asked_pids: bool,
+    plan: &mut crate::limits::Plan,
+    enforced: &mut crate::limits::Enforced,
+) -> Result<()> {
+    if backend == Backend::Native {
+        return Ok(());
+    }
+    // Terminals come from the sentry's own devpts, not the host's pool.
+    enforced.enforced_by.insert("ptys", format!("{backend}'s own terminals"));
+    if enforced.rlimit_nproc.is_none() {
+        return Ok(());
+    }
+    if asked_pids {
+        bail!(
+            "--backend {backend}: --pids needs a pids cgroup here (none could be made); run as root or with a delegated cgroup, drop --pids, or use --backend native"
+        );
+    }
+    enforced.rlimit_nproc = None;
+    plan.limits.pids = None;
+    enforced.enforced_by.insert(
+        "pids",
+        format!("none (no pids cgroup; the {backend} backend's processes are not host processes)"),
+    );
+    Ok(())
+}
+
 /// A started backend's own state, kept until the session ends.
 #[derive(Debug, Default)]
 pub struct Held {
     /// gVisor's bundle folder, removed when dropped.
     pub bundle: Option<vg_backend::gvisor::Bundle>,
+    /// gVisor's trace sink (execs and exits), until the record's tracer takes it.
+    pub sink: Option<vg_backend::gvisor::trace::Sink>,
 }
 
 /// Spawns `spec` on `backend` with the given stdio, in `cgroup`.
@@ -82,13 +116,15 @@ pub fn spawn(
     spec: &SandboxSpec,
     stdio: [RawFd; 3],
     cgroup: Option<&Cgroup>,
+    record_execs: bool,
     held: &mut Held,
 ) -> Result<vg_sandbox::Sandbox> {
     match backend {
         Backend::Native => Ok(vg_sandbox::spawn_in(spec, stdio, cgroup)?),
         Backend::Gvisor => {
-            let (bundle, runtime) = gvisor(spec)?;
+            let (bundle, runtime, sink) = gvisor(spec, record_execs)?;
             held.bundle = Some(bundle);
+            held.sink = sink;
             Ok(vg_sandbox::runtime::spawn_runtime(&runtime, stdio, cgroup)?)
         }
         Backend::Docker | Backend::Podman => bail!("--backend {backend} is not available"),
@@ -98,7 +134,12 @@ pub fn spawn(
 /// gVisor's bundle and runsc's command for `spec`.
 fn gvisor(
     spec: &SandboxSpec,
-) -> Result<(vg_backend::gvisor::Bundle, vg_sandbox::runtime::RuntimeSpec)> {
+    record_execs: bool,
+) -> Result<(
+    vg_backend::gvisor::Bundle,
+    vg_sandbox::runtime::RuntimeSpec,
+    Option<vg_backend::gvisor::trace::Sink>,
+)> {
     use vg_backend::gvisor;
     let runsc = gvisor::find_runsc(std::env::var_os("PATH").as_deref())?;
     let (uid, gid) = spec
@@ -131,7 +172,26 @@ fn gvisor(
         },
         identity.map_or_else(|| "self".to_owned(), |(u, _)| u.to_string()),
     );
-    let mut runtime = bundle.runtime(&runsc, network, identity, false, enforced);
+    // A recorded run's execs and exits come from gVisor's trace points, sent to a
+    // socket in the bundle folder (0700, runsc's user's) that listens before runsc
+    // starts: runsc refuses to start when it cannot connect.
+    let sink = if record_execs {
+        let path = bundle.trace_socket();
+        let sink = gvisor::trace::Sink::bind(&path)?;
+        let config = gvisor::trace::pod_init_config(&path)?;
+        std::fs::write(bundle.trace_config(), serde_json::to_vec(&config)?)
+            .map_err(|e| anyhow::anyhow!("cannot write gVisor's trace configuration: {e}"))?;
+        if let Some((uid, gid)) = identity {
+            for p in [path.as_path(), bundle.trace_config().as_path()] {
+                std::os::unix::fs::lchown(p, Some(uid), Some(gid))
+                    .map_err(|e| anyhow::anyhow!("cannot hand {} to uid {uid}: {e}", p.display()))?;
+            }
+        }
+        Some(sink)
+    } else {
+        None
+    };
+    let mut runtime = bundle.runtime(&runsc, network, identity, sink.is_some(), enforced);
     // runsc's own debug log, for diagnosing the backend (a folder the user chooses).
     if let Some(dir) = std::env::var_os("VECTRAGUARD_GVISOR_DEBUG_LOG") {
         let dir = std::path::PathBuf::from(dir);
@@ -140,7 +200,7 @@ fn gvisor(
             .argv
             .insert(2, format!("--debug-log={}/", dir.display()));
     }
-    Ok((bundle, runtime))
+    Ok((bundle, runtime, sink))
 }
 
 /// A number unique within this process.

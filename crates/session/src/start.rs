@@ -26,7 +26,13 @@ use crate::running::{Mode, Running};
 /// Starts `plan`: when this returns, the command is running (or about to: init
 /// starts it once every layer is in place).
 pub fn start(mut plan: Plan) -> Result<Running, Error> {
-    let enforced = plan.limits.enforce()?;
+    let mut enforced = plan.limits.enforce()?;
+    crate::backend::limits(
+        plan.backend,
+        plan.settings.limits.pids.is_some(),
+        &mut plan.limits,
+        &mut enforced,
+    )?;
     plan.spec.rlimit_nproc = enforced.rlimit_nproc;
     // One policy handle for the mediator, the inspector and the control channel.
     let policy = plan.network.handle();
@@ -144,6 +150,9 @@ fn start_recorded(
     };
     let id = session.id().to_owned();
     let in_session = |e: anyhow::Error| Error::from(e).in_session(&id);
+    if let Some(sink) = held.sink.take() {
+        session.gvisor_trace(sink);
+    }
     let (mut sandbox, output) = match spawned {
         Ok(started) => started,
         Err(error) => {
@@ -240,7 +249,7 @@ fn spawn(
     held: &mut crate::backend::Held,
 ) -> Result<(Sandbox, Output)> {
     if spec.tty {
-        crate::backend::spawn(backend, spec, [0, 1, 2], cgroup, held).map(|sandbox| {
+        crate::backend::spawn(backend, spec, [0, 1, 2], cgroup, true, held).map(|sandbox| {
             let size = stdin_is_terminal
                 .then(|| vg_sandbox::terminal::size(std::io::stdin().as_fd()).ok())
                 .flatten();
@@ -260,7 +269,7 @@ fn spawn(
             .and_then(|((out_r, out_w), (err_r, err_w))| {
                 let stdin = input.as_ref().map_or(0, |(r, _)| r.as_raw_fd());
                 let fds = [stdin, out_w.as_raw_fd(), err_w.as_raw_fd()];
-                let sandbox = crate::backend::spawn(backend, spec, fds, cgroup, held)?;
+                let sandbox = crate::backend::spawn(backend, spec, fds, cgroup, true, held)?;
                 // Our copies of the write ends must go, or the relays never see the end.
                 drop((out_w, err_w));
                 if let Some((in_r, in_w)) = input {
@@ -291,6 +300,7 @@ fn start_unrecorded(
         &plan.spec,
         [0, 1, 2],
         enforced.cgroup.as_ref(),
+        false,
         &mut held,
     )?;
     // Mediated as always; only the records of it are not kept.

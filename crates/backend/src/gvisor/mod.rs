@@ -180,6 +180,8 @@ impl Bundle {
             enforced,
             signal,
             terminate_all,
+            // The container's first process is the sandbox's pid 1.
+            command_pid: Some(1),
         }
     }
 }

@@ -218,6 +218,14 @@ impl CommandsLog {
         Verdict::Continue
     }
 
+    /// The exit of a process whose exec was recorded, with how it ended (gVisor's
+    /// trace points give a wait status, signals included).
+    pub fn exited(&mut self, shared: &Shared, pid: i32, exit: CommandExit) {
+        if self.live.remove(&pid) {
+            self.traced_exit(pid, exit, shared);
+        }
+    }
+
     /// Records an exec the approval gate refused: an `exec … denied=EPERM` line (the
     /// program never ran, so no `exit` line follows).
     pub fn denied(&mut self, shared: &Shared, event: TraceEvent) {

@@ -23,6 +23,7 @@ use vg_sandbox::trace;
 use vg_sandbox::{Killer, Outcome, SandboxError, Termination};
 
 mod commands;
+mod gvisor;
 mod held;
 mod layers;
 pub mod metadata;
@@ -225,6 +226,10 @@ pub struct Session {
     /// Removes the metadata versions earlier runs kept (`SessionStore::remove_retired`),
     /// joined at the end.
     cleanup: Option<JoinHandle<()>>,
+    /// gVisor's trace sink, served by the tracer's thread from [`Session::attach`].
+    gvisor_sink: Option<vg_backend::gvisor::trace::Sink>,
+    /// Ends that thread's serving once the sandbox is gone.
+    gvisor_stop: Option<vg_backend::gvisor::trace::StopHandle>,
 }
 
 impl Session {
@@ -268,6 +273,8 @@ impl Session {
             started: false,
             control: None,
             gate: None,
+            gvisor_sink: None,
+            gvisor_stop: None,
             prompt: None,
             cleanup: Some(cleanup),
         })
@@ -341,6 +348,13 @@ impl Session {
     /// the input relay), the layers it reports, and (when `trace` is set) every
     /// program it executes; serves its control channel (`control.sock`). With a
     /// terminal, returns its master side, for resizing.
+    /// The execs and exits of a gVisor sandbox come from its trace sink, served from
+    /// [`Session::attach`] on the tracer's thread.
+    pub fn gvisor_trace(&mut self, sink: vg_backend::gvisor::trace::Sink) {
+        self.gvisor_stop = Some(sink.stop_handle());
+        self.gvisor_sink = Some(sink);
+    }
+
     pub fn attach(
         &mut self,
         sandbox: &mut vg_sandbox::Sandbox,
@@ -452,6 +466,18 @@ impl Session {
                 lock(&log).flush(&shared);
                 let observed = observer.map(|o| o.finish(&shared));
                 (log, observed)
+            }));
+        }
+        if let Some(sink) = self.gvisor_sink.take() {
+            let shared = Arc::clone(&shared);
+            self.tracer = Some(std::thread::spawn(move || {
+                let log = Arc::new(Mutex::new(CommandsLog::new(caps.shown)));
+                let served = sink.serve(|event| crate::record::gvisor::record(&log, &shared, event));
+                if let Err(e) = served {
+                    shared.fail("gVisor's trace points", format!("{e:#}"));
+                }
+                lock(&log).flush(&shared);
+                (log, None)
             }));
         }
         let mut resize = None;
@@ -607,6 +633,10 @@ impl Session {
         }
         for relay in self.relays.drain(..) {
             let _ = relay.join();
+        }
+        // The sandbox is gone: gVisor's sink reads what is queued and returns.
+        if let Some(stop) = self.gvisor_stop.take() {
+            stop.stop();
         }
         let (commands, observed) = match self.tracer.take().and_then(|t| t.join().ok()) {
             Some((log, observed)) => (Some(log), observed.unwrap_or_default()),
