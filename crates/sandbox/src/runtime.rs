@@ -370,6 +370,7 @@ mod tests {
                 "id".into(),
                 "TERM".into(),
             ],
+            command_pid: Some(1),
         }
     }
 

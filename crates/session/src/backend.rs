@@ -25,6 +25,10 @@ pub fn check(
     match backend {
         Backend::Native => Ok(()),
         Backend::Gvisor => {
+            // Before the network: learning opens it.
+            if learn {
+                return refuse("learning mode (--learn)", "use --backend native");
+            }
             if matches!(spec.network, SandboxNetwork::Tun(_)) {
                 return refuse(
                     "the mediated network (--network allow, rules)",
@@ -52,9 +56,6 @@ pub fn check(
                     "use --ask never, or --backend native",
                 );
             }
-            if learn {
-                return refuse("learning mode (--learn)", "use --backend native");
-            }
             if violations_all {
                 return refuse(
                     "reporting refused file accesses (--violations all)",
@@ -69,12 +70,17 @@ pub fn check(
     }
 }
 
+/// Limits whose native mechanism does not hold another backend. The memory
+/// watchdog (where no cgroup can be made) cannot see gVisor's memory: an asked cap
+/// is refused, the default one recorded as not held.
+///
 /// The process cap by `RLIMIT_NPROC` (the default cap, or the fallback where no
 /// pids cgroup can be made) counts host processes per user namespace: it means
 /// nothing for gVisor, whose sandboxed processes are the sentry's own. A cap the
 /// user asked for is refused; the default one is recorded as not enforced.
 pub fn limits(
     backend: Backend,
+    asked_memory: bool,
     asked_pids: bool,
     plan: &mut crate::limits::Plan,
     enforced: &mut crate::limits::Enforced,
@@ -83,7 +89,26 @@ pub fn limits(
         return Ok(());
     }
     // Terminals come from the sentry's own devpts, not the host's pool.
-    enforced.enforced_by.insert("ptys", format!("{backend}'s own terminals"));
+    enforced
+        .enforced_by
+        .insert("ptys", format!("{backend}'s own terminals"));
+    // The watchdog sums the resident memory of the sandbox's processes, which does
+    // not see the pages of gVisor's memory file: only a cgroup holds gVisor.
+    if let Some(limit) = enforced.watchdog.take() {
+        if asked_memory && !plan.best_effort {
+            bail!(
+                "--backend {backend}: --memory needs a memory cgroup (none could be made here); run as root or with a delegated cgroup v2 subtree, pass --best-effort-limits to run without the cap, or use --backend native"
+            );
+        }
+        let _ = limit;
+        plan.limits.memory = None;
+        enforced.enforced_by.insert(
+            "memory",
+            format!(
+                "none (no memory cgroup; the watchdog cannot see the {backend} backend's memory)"
+            ),
+        );
+    }
     if enforced.rlimit_nproc.is_none() {
         return Ok(());
     }
@@ -142,9 +167,13 @@ fn gvisor(
 )> {
     use vg_backend::gvisor;
     let runsc = gvisor::find_runsc(std::env::var_os("PATH").as_deref())?;
-    let (uid, gid) = spec
-        .inside
-        .unwrap_or((spec.identity.uid, spec.identity.gid));
+    // runsc runs rootless as the sandbox's host user, whose files the gofer shows
+    // as owned by uid 0 (that user is root in runsc's user namespace; everyone
+    // else's files show as nobody's). So the command runs as uid 0 of gVisor's
+    // kernel, with every capability set empty, the bounding set too (no exec
+    // gives any back) and no_new_privs: it owns what the host user owns, and
+    // nothing more. An image's user is kept as the image says.
+    let (uid, gid) = spec.inside.unwrap_or((0, 0));
     let process = gvisor::Process {
         argv: spec.argv.clone(),
         env: spec.env.clone(),
@@ -183,8 +212,9 @@ fn gvisor(
             .map_err(|e| anyhow::anyhow!("cannot write gVisor's trace configuration: {e}"))?;
         if let Some((uid, gid)) = identity {
             for p in [path.as_path(), bundle.trace_config().as_path()] {
-                std::os::unix::fs::lchown(p, Some(uid), Some(gid))
-                    .map_err(|e| anyhow::anyhow!("cannot hand {} to uid {uid}: {e}", p.display()))?;
+                std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(|e| {
+                    anyhow::anyhow!("cannot hand {} to uid {uid}: {e}", p.display())
+                })?;
             }
         }
         Some(sink)

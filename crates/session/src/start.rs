@@ -29,6 +29,7 @@ pub fn start(mut plan: Plan) -> Result<Running, Error> {
     let mut enforced = plan.limits.enforce()?;
     crate::backend::limits(
         plan.backend,
+        plan.settings.limits.memory.is_some(),
         plan.settings.limits.pids.is_some(),
         &mut plan.limits,
         &mut enforced,

@@ -94,10 +94,14 @@ fn parents(path: &Path) -> impl Iterator<Item = PathBuf> + '_ {
 /// `reachable` says whether runsc's user can reach a host path at all: a mask over
 /// a path it cannot reach hides nothing more (the gofer that serves every file runs
 /// as that user, without capabilities), and gVisor could not mount over it.
+///
+/// `owner` is who the command is inside gVisor: the private folders the native view
+/// gives the sandbox's user (`$HOME`, `--tmpfs`) are that user's.
 pub fn translate(
     view: &FsView,
     empty_file: &Path,
     reachable: &dyn Fn(&Path, NodeKind) -> bool,
+    owner_inside: (u32, u32),
 ) -> Result<Translated> {
     let mut mounts = Vec::new();
     let mut skeleton: Vec<SkeletonEntry> = Vec::new();
@@ -145,7 +149,8 @@ pub fn translate(
                 owner,
             } => {
                 add_node(&mut skeleton, dst, NodeKind::Dir);
-                mounts.push(tmpfs(dst, *size, *mode, *owner, false));
+                let inside = owner.map(|_| owner_inside);
+                mounts.push(tmpfs(dst, *size, *mode, inside, false));
             }
             MountOp::Symlink { target, dst } => {
                 if dst.parent() != Some(Path::new("/")) {
@@ -343,6 +348,7 @@ mod tests {
             ]),
             Path::new("/b/empty"),
             &|p, _| p != Path::new("/etc/unreadable"),
+            (1000, 1000),
         )
         .unwrap();
         let dsts: Vec<&str> = t.mounts.iter().map(dst_of).collect();
@@ -420,6 +426,7 @@ mod tests {
             ]),
             Path::new("/b/empty"),
             &|p, _| p != Path::new("/etc/unreadable"),
+            (1000, 1000),
         )
         .unwrap();
         let dsts: Vec<&str> = t.mounts.iter().map(dst_of).collect();
@@ -452,6 +459,7 @@ mod tests {
             }]),
             Path::new("/e"),
             &|_, _| true,
+            (0, 0),
         );
         assert!(
             overlay
@@ -466,13 +474,14 @@ mod tests {
             }]),
             Path::new("/e"),
             &|_, _| true,
+            (0, 0),
         );
         assert!(deep_link.is_err());
     }
 
     #[test]
     fn the_config_drops_every_capability_and_privilege() {
-        let t = translate(&view(vec![]), Path::new("/e"), &|_, _| true).unwrap();
+        let t = translate(&view(vec![]), Path::new("/e"), &|_, _| true, (0, 0)).unwrap();
         let p = Process {
             argv: vec!["sh".into(), "-c".into(), "true".into()],
             env: vec![("PATH".into(), "/usr/bin".into())],

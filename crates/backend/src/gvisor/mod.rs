@@ -80,8 +80,12 @@ impl Bundle {
         };
         let empty = bundle.dir.join("empty");
         std::fs::write(&empty, b"").context("cannot write the bundle's empty file")?;
-        let translated =
-            bundle::translate(view, &empty, &|path, kind| reachable(path, kind, owner))?;
+        let translated = bundle::translate(
+            view,
+            &empty,
+            &|path, kind| reachable(path, kind, owner),
+            (process.uid, process.gid),
+        )?;
         let root = match &translated.image_root {
             Some(image) => image.clone(),
             None => {

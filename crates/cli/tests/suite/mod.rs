@@ -19,6 +19,7 @@ mod exec_records;
 mod faults;
 mod filesystem;
 mod first_hour;
+mod gvisor;
 mod https_inspection;
 mod https_servers;
 mod image_runs;

@@ -472,7 +472,8 @@ impl Session {
             let shared = Arc::clone(&shared);
             self.tracer = Some(std::thread::spawn(move || {
                 let log = Arc::new(Mutex::new(CommandsLog::new(caps.shown)));
-                let served = sink.serve(|event| crate::record::gvisor::record(&log, &shared, event));
+                let served =
+                    sink.serve(|event| crate::record::gvisor::record(&log, &shared, event));
                 if let Err(e) = served {
                     shared.fail("gVisor's trace points", format!("{e:#}"));
                 }

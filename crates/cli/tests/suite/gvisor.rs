@@ -1,0 +1,346 @@
+//! `--backend gvisor`: the same request run on gVisor's application kernel through
+//! runsc (Debian's `runsc`, installed by `scripts/test`), as root and as the
+//! unprivileged test user: the posture inside, the filesystem view, the network,
+//! limits, time-out, exit codes, the record, refusals, and attacks that must fail.
+
+use super::harness::{
+    RecordsHome, Runner, Vg, Workspace, each_identity, home_secret, session_metadata,
+};
+
+/// `vectraguard sandbox run --backend gvisor [options] -- cmd…`, recorded in `home`.
+fn gvisor(
+    runner: Runner,
+    ws: &Workspace,
+    home: &RecordsHome,
+    options: &[&str],
+    cmd: &[&str],
+) -> super::harness::Output {
+    let mut vg = Vg::new(runner, ws.path());
+    vg.args(["sandbox", "run", "--backend", "gvisor"])
+        .args(options)
+        .arg("--")
+        .args(cmd)
+        .records_home(home);
+    vg.run()
+}
+
+fn sh(runner: Runner, ws: &Workspace, home: &RecordsHome, script: &str) -> super::harness::Output {
+    gvisor(runner, ws, home, &[], &["sh", "-c", script])
+}
+
+fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+#[test]
+fn the_command_runs_on_gvisors_kernel_without_privileges_and_not_as_root() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let out = sh(
+            runner,
+            &ws,
+            &home,
+            "cat /proc/self/status; echo uid=$(id -u); \
+             python3 -c 'import ctypes; print(\"nnp=%d\" % ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))'; \
+             echo kernel=$(uname -r); dmesg | head -1; \
+             touch owned; chown 1234 owned 2>/dev/null && echo chown=done || echo chown=refused",
+        );
+        out.assert_success();
+        // gVisor shows no ambient set; every set it shows is empty.
+        for cap in ["CapInh", "CapPrm", "CapEff", "CapBnd"] {
+            assert_eq!(
+                status_field(&out.stdout, cap),
+                Some("0000000000000000"),
+                "{cap}\n{out}"
+            );
+        }
+        // PR_GET_NO_NEW_PRIVS (gVisor's status file has no NoNewPrivs line).
+        assert_eq!(out.field("nnp"), "1", "{out}");
+        // uid 0 of gVisor's kernel, owning what the host user owns, with no
+        // capability: no chown to someone else.
+        assert_eq!(out.field("uid"), "0", "{out}");
+        assert_eq!(out.field("chown"), "refused", "{out}");
+        // gVisor's own kernel answers, not the host's.
+        let host_kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        assert_ne!(
+            out.field("kernel"),
+            host_kernel.trim(),
+            "the host kernel answered\n{out}"
+        );
+        assert!(
+            out.stdout.contains("gVisor"),
+            "gVisor's boot log is missing\n{out}"
+        );
+        let meta = session_metadata(&home.only_session());
+        let layers = &meta["layers"];
+        assert_eq!(layers["backend"], "gvisor", "{meta}");
+        assert_eq!(layers["capabilities"], serde_json::json!([]), "{meta}");
+        assert_eq!(layers["no_new_privs"], true, "{meta}");
+        // runsc, its sentry and its gofer ran as the sandbox's user, never as root.
+        assert_eq!(
+            layers["host_user"].to_string().trim_matches('"'),
+            match runner {
+                Runner::Root => runner.sandbox_user().uid.to_string(),
+                Runner::Unprivileged => "self".to_owned(),
+            },
+            "{meta}"
+        );
+    });
+}
+
+#[test]
+fn home_secrets_are_invisible_and_writes_outside_the_workspace_are_lost() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let secret = home_secret("id_gvisor", "vg-gvisor-secret\n");
+        let script = format!(
+            "cat {} 2>&1; echo x > /tmp/vg-gvisor-tmp && echo tmp=ok; echo y > \"$HOME/vg-gvisor-home\" && echo home=ok; \
+             echo z > /usr/vg-gvisor-usr 2>/dev/null || echo usr=refused; echo w > out.txt && echo ws=ok",
+            secret.path().display()
+        );
+        let out = sh(runner, &ws, &home, &script);
+        assert!(
+            !out.stdout.contains("vg-gvisor-secret"),
+            "the secret leaked\n{out}"
+        );
+        assert_eq!(out.field("tmp"), "ok", "{out}");
+        assert_eq!(out.field("home"), "ok", "{out}");
+        assert_eq!(out.field("usr"), "refused", "{out}");
+        assert_eq!(out.field("ws"), "ok", "{out}");
+        // /tmp and $HOME were the sandbox's own; the workspace is the host's.
+        assert!(!std::path::Path::new("/tmp/vg-gvisor-tmp").exists());
+        assert!(!std::path::Path::new("/usr/vg-gvisor-usr").exists());
+        assert_eq!(std::fs::read_to_string(ws.join("out.txt")).unwrap(), "w\n");
+    });
+}
+
+#[test]
+fn the_network_is_loopback_only_and_the_mediated_network_is_refused() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let out = gvisor(
+            runner,
+            &ws,
+            &home,
+            &[],
+            &[
+                "python3",
+                "-c",
+                "import socket\n\
+                 print('ifaces=' + ','.join(sorted(n for _, n in socket.if_nameindex())))\n\
+                 s = socket.socket(); s.settimeout(3)\n\
+                 try:\n    s.connect(('192.0.2.1', 80)); print('out=connected')\n\
+                 except OSError as e:\n    print('out=refused', e.errno)\n",
+            ],
+        );
+        out.assert_success();
+        assert_eq!(out.field("ifaces"), "lo", "{out}");
+        assert!(out.field("out").starts_with("refused"), "{out}");
+        let refused = gvisor(runner, &ws, &home, &["--network", "allow"], &["true"]);
+        refused.assert_code(125);
+        refused.assert_stderr_contains("--backend gvisor: the mediated network");
+    });
+}
+
+#[test]
+fn exit_codes_output_and_every_exec_are_recorded_and_the_record_verifies() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let out = sh(
+            runner,
+            &ws,
+            &home,
+            "printf 'out\\001\\377' ; printf err >&2; /bin/true; sh -c 'exit 7'; exit 3",
+        );
+        out.assert_code(3);
+        let dir = home.only_session();
+        assert_eq!(
+            std::fs::read(dir.join("stdout.log")).unwrap(),
+            b"out\x01\xff"
+        );
+        assert_eq!(std::fs::read(dir.join("stderr.log")).unwrap(), b"err");
+        let commands = std::fs::read_to_string(dir.join("commands.log")).unwrap();
+        let line_of = |needle: &str| {
+            commands
+                .lines()
+                .find(|l| l.contains(" exec ") && l.ends_with(needle))
+                .unwrap_or_else(|| panic!("no exec of {needle:?}\n{commands}"))
+                .to_owned()
+        };
+        let pid_of = |line: &str| {
+            line.split_whitespace()
+                .find_map(|f| f.strip_prefix("pid="))
+                .unwrap()
+                .to_owned()
+        };
+        let exit_of = |pid: &str| {
+            commands
+                .lines()
+                .find(|l| {
+                    let mut fields = l.split_whitespace().skip(1);
+                    fields.next() == Some("exit") && fields.next() == Some(&format!("pid={pid}"))
+                })
+                .unwrap_or_else(|| panic!("no exit of pid {pid}\n{commands}"))
+                .to_owned()
+        };
+        let top = line_of("exit 3'");
+        assert_eq!(pid_of(&top), "1", "{commands}");
+        assert!(exit_of("1").ends_with("status=3"), "{commands}");
+        let true_line = line_of("-- /bin/true");
+        assert!(
+            exit_of(&pid_of(&true_line)).ends_with("status=0"),
+            "{commands}"
+        );
+        let seven = line_of("-- sh -c 'exit 7'");
+        assert!(exit_of(&pid_of(&seven)).ends_with("status=7"), "{commands}");
+        let verify = Vg::new(runner, ws.path())
+            .args(["logs", "verify", "last"])
+            .records_home(&home)
+            .run();
+        verify.assert_success().assert_stdout_contains("intact");
+    });
+}
+
+#[test]
+fn the_time_out_stops_the_sandbox() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let started = std::time::Instant::now();
+        let out = gvisor(
+            runner,
+            &ws,
+            &home,
+            &["--timeout", "2s", "--kill-grace", "1s"],
+            &["sleep", "60"],
+        );
+        out.assert_code(124);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{out}"
+        );
+    });
+}
+
+/// A memory cap holds gVisor (its sentry is in the session's cgroup). Only where a
+/// memory cgroup can be made: as root on this host; the test user's run is refused
+/// with the fix.
+#[test]
+fn a_memory_limit_holds_or_is_refused_with_the_fix() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let out = gvisor(
+            runner,
+            &ws,
+            &home,
+            &["--memory", "256m"],
+            &[
+                "python3",
+                "-c",
+                "x = bytearray(1024 * 1024 * 1024); print('survived')",
+            ],
+        );
+        assert!(
+            !out.stdout.contains("survived"),
+            "the cap did not hold\n{out}"
+        );
+        match runner {
+            Runner::Root => {
+                assert_eq!(out.code(), Some(137), "{out}");
+                out.assert_stderr_contains("memory limit was reached");
+            }
+            Runner::Unprivileged => {
+                out.assert_code(125);
+                out.assert_stderr_contains("cgroup");
+            }
+        }
+    });
+}
+
+#[test]
+fn what_gvisor_cannot_enforce_is_refused_naming_the_backend_and_the_fix() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        for (options, cmd, says) in [
+            (&["--ask", "high"][..], &["true"][..], "--ask never"),
+            (&["--learn", "p"][..], &["true"][..], "learning mode"),
+            (&["-t"][..], &["true"][..], "a terminal"),
+            (
+                &["--violations", "all"][..],
+                &["true"][..],
+                "--violations all",
+            ),
+        ] {
+            let out = gvisor(runner, &ws, &home, options, cmd);
+            out.assert_code(125);
+            out.assert_stderr_contains("--backend gvisor");
+            out.assert_stderr_contains(says);
+        }
+        let create = Vg::new(runner, ws.path())
+            .args(["sandbox", "create", "box", "--backend", "gvisor"])
+            .records_home(&home)
+            .run();
+        assert_ne!(create.code(), Some(0), "{create}");
+        create.assert_stderr_contains("persistent sandbox");
+        let unknown = Vg::new(runner, ws.path())
+            .args(["sandbox", "run", "--backend", "lxc", "--", "true"])
+            .records_home(&home)
+            .run();
+        unknown.assert_code(125);
+        unknown.assert_stderr_contains("unknown backend \"lxc\"");
+        // Nothing ran: the refused requests left no session behind.
+        assert!(home.sessions().is_empty(), "{:?}", home.sessions());
+    });
+}
+
+/// Escapes tried from inside gVisor: each must fail.
+#[test]
+fn escapes_tried_from_inside_gvisor_fail() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        // An abstract unix socket on the host: a sandbox sharing the host's network
+        // namespace or kernel could reach it.
+        let name = format!("vg-gvisor-abstract-{}", std::process::id());
+        let listener = std::os::unix::net::UnixListener::bind_addr(
+            &<std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
+                name.as_bytes(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let script = format!(
+            "import ctypes, os, socket\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             def sc(nr, *a):\n    r = libc.syscall(nr, *a); return 'OK' if r != -1 else os.strerror(ctypes.get_errno())\n\
+             s = socket.socket(socket.AF_UNIX)\n\
+             try:\n    s.connect('\\0{name}'); print('abstract=connected')\n\
+             except OSError:\n    print('abstract=refused')\n\
+             print('host_pids=' + str(len([p for p in os.listdir('/proc') if p.isdigit()])))\n\
+             print('keyctl=' + sc(250, 0, 0, 0, 0))\n\
+             print('mount=' + sc(165, b'none', b'/tmp', b'tmpfs', 0, 0))\n\
+             print('root_home=' + str(os.path.exists('/root/.bashrc')))\n\
+             print('kmsg=' + ('readable' if os.access('/dev/kmsg', os.R_OK) else 'no'))\n"
+        );
+        let out = gvisor(runner, &ws, &home, &[], &["python3", "-c", &script]);
+        out.assert_success();
+        drop(listener);
+        assert_eq!(out.field("abstract"), "refused", "{out}");
+        // Only the sandbox's own processes: python and nothing of the host's.
+        let pids: usize = out.field("host_pids").parse().unwrap();
+        assert!(pids <= 3, "host processes are visible\n{out}");
+        assert_ne!(out.field("keyctl"), "OK", "{out}");
+        assert_ne!(out.field("mount"), "OK", "{out}");
+        assert_eq!(out.field("root_home"), "False", "{out}");
+        assert_eq!(out.field("kmsg"), "no", "{out}");
+    });
+}
