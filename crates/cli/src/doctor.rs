@@ -17,7 +17,11 @@ const OPTIONAL: &[&str] = &[
     "Landlock scoping",
     "limits: memory, cpus",
     "limits: pids without cgroups",
+    GVISOR_LAYER,
 ];
+
+/// The gVisor backend (`--backend gvisor`): optional, only it needs runsc.
+const GVISOR_LAYER: &str = "backend: gvisor";
 
 /// Exit status 0 when every required layer is there, 1 when one is missing (with
 /// `--json` too, so scripts can use either).
@@ -28,6 +32,7 @@ pub fn doctor(json: bool) -> i32 {
         .position(|c| c.layer.starts_with("limits: memory"))
         .map_or(checks.len(), |i| i + 1);
     checks.insert(at, default_memory(&checks));
+    checks.push(gvisor());
     let missing = checks.iter().filter(|c| !c.ok && required(c)).count();
     if json {
         print_json(&checks, missing);
@@ -35,6 +40,38 @@ pub fn doctor(json: bool) -> i32 {
         print_text(&checks, missing);
     }
     i32::from(missing > 0)
+}
+
+/// Whether runsc is installed and starts a sandbox here, and on which platform.
+fn gvisor() -> probe::Check {
+    let found = vg_backend::gvisor::probe(std::env::var_os("PATH").as_deref());
+    let version = found.version.clone().unwrap_or_else(|| "version unknown".into());
+    match (&found.runsc, &found.platform, &found.error) {
+        (Some(runsc), Some(platform), _) => probe::Check {
+            layer: GVISOR_LAYER.into(),
+            ok: true,
+            detail: format!("{} ({version}), platform {platform}", runsc.display()),
+            fix: None,
+        },
+        (None, _, error) => probe::Check {
+            layer: GVISOR_LAYER.into(),
+            ok: false,
+            detail: "runsc is not installed".into(),
+            fix: Some(error.clone().unwrap_or_else(|| "install runsc".into())),
+        },
+        (Some(runsc), None, error) => probe::Check {
+            layer: GVISOR_LAYER.into(),
+            ok: false,
+            detail: format!(
+                "{} ({version}) cannot start a sandbox: {}",
+                runsc.display(),
+                error.clone().unwrap_or_default()
+            ),
+            fix: Some(
+                "runsc needs user namespaces and ptrace; check `runsc --rootless --network=none do /bin/true` by hand".into(),
+            ),
+        },
+    }
 }
 
 /// The memory cap every session gets unless told otherwise, and what holds it
