@@ -23,10 +23,15 @@
 //!   steers the client (`DOCKER_HOST`, `DOCKER_CONFIG`, `CONTAINERS_CONF`, ...).
 //! - `--mount type=bind,src=..,dst=..[,readonly]`: the `--mount` syntax is
 //!   comma-separated (Docker reads it as CSV), so a path with `,`, `"` or a
-//!   control character is refused with [`PlanError::MountPath`]. Read-only binds
-//!   are non-recursive (`bind-nonrecursive=true`): a recursive read-only bind
-//!   leaves the source's submounts writable on Docker before 25, so submounts
-//!   under a read-only source are not shown at all.
+//!   control character is refused with [`PlanError::MountPath`]; `=` is carried.
+//!   A read-only bind is recursive and only its top is read-only with runc and
+//!   Docker before 25: a submount under the source stays writable. The options
+//!   that change this are spelt differently by each client version
+//!   (`bind-nonrecursive` warns on Docker's 28 client, `bind-recursive=` is
+//!   unknown to 20.10's), and a client's warning lands on the command's stderr,
+//!   so none is passed: bind sources should have no writable submounts.
+//! - No flag that makes the client print a warning: the client writes warnings to
+//!   its own stderr, which is the command's stderr we relay.
 //! - `--init` when [`ContainerPlan::init`]: the engine's init (Docker's
 //!   `docker-init`, i.e. tini; Podman's `catatonit`) is PID 1, reaps orphans and
 //!   passes signals on; without it the command is PID 1, where the kernel drops
@@ -398,7 +403,7 @@ fn mount_arg(mount: &EngineMount) -> Result<String, PlanError> {
             let dst = mount_field("the bind destination", dst)?;
             let mut arg = format!("type=bind,src={src},dst={dst}");
             if *read_only {
-                arg.push_str(",readonly,bind-nonrecursive=true");
+                arg.push_str(",readonly");
             }
             arg
         }
@@ -512,7 +517,7 @@ mod tests {
             "--mount",
             "type=bind,src=/home/u/w,dst=/work",
             "--mount",
-            "type=bind,src=/usr/share/a=b,dst=/data,readonly,bind-nonrecursive=true",
+            "type=bind,src=/usr/share/a=b,dst=/data,readonly",
             "--mount",
             "type=tmpfs,dst=/tmp,tmpfs-size=1073741824,tmpfs-mode=1777",
             "--interactive",

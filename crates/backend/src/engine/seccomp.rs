@@ -17,16 +17,16 @@
 //! What the JSON cannot express, and what happens instead:
 //! - the action for another architecture ([`Filter::bad_arch_action`], our filter
 //!   kills the process): only `SCMP_ARCH_X86_64` is listed, so an i386 (`int
-//!   0x80`) call gets the runtime's bad-architecture action (libseccomp's default
-//!   kills the thread; runc's own prefix may fail it with an errno instead): refused
-//!   either way, but not necessarily by killing the process;
+//!   0x80`) call gets libseccomp's bad-architecture action, which runc sets to
+//!   killing the thread (SIGSYS), not the process;
 //! - the action for x32 numbers ([`Filter::x32_action`], `EPERM` in our profile):
-//!   libseccomp treats them as another architecture (above);
+//!   libseccomp treats them as another architecture, so the calling thread is
+//!   killed with SIGSYS (seen with Docker 20.10 and Podman 4.3 on runc 1.1);
 //! - numbers the engine's libseccomp does not know by name: the format names
 //!   syscalls, and runc skips a name it does not know, so a call newer than the
-//!   host's libseccomp gets the default action (refused, never allowed); runc also
-//!   answers `ENOSYS` rather than our `EPERM` for numbers above the highest one the
-//!   profile names, so that programs fall back;
+//!   host's libseccomp gets the default action (refused, never allowed); and runc
+//!   answers `ENOSYS` rather than our `EPERM` for numbers above the highest it
+//!   knows (seen: syscall 1000 fails with `ENOSYS`), so that programs fall back;
 //! - [`Action::Notify`]: the engines' CLIs give no way to serve a seccomp listener,
 //!   so exec tracing and refusal reports cannot go through this profile:
 //!   [`seccomp_profile`] refuses a filter that notifies.
@@ -223,6 +223,9 @@ fn minimise(mut boxes: Vec<Boxed>) -> Vec<Boxed> {
     }
 }
 
+/// An entry's identity: action, errno, its comparisons as JSON text.
+type EntryKey = (&'static str, Option<u16>, String);
+
 /// `(action, errnoRet)` in the format's words.
 fn action_json(action: Action) -> Result<(&'static str, Option<u16>), SeccompExportError> {
     Ok(match action {
@@ -270,8 +273,7 @@ pub fn seccomp_profile(filter: &Filter) -> Result<Value, SeccompExportError> {
         }
     }
     // (action, conditions) -> names; BTreeMap keys keep the output deterministic.
-    let mut entries: BTreeMap<(String, Option<u16>, String), (Vec<Value>, Vec<&str>)> =
-        BTreeMap::new();
+    let mut entries: BTreeMap<EntryKey, (Vec<Value>, Vec<&str>)> = BTreeMap::new();
     for (nr, name) in syscalls {
         let mut rest = vec![UNIVERSE];
         let mut by_action: BTreeMap<Action, Vec<Boxed>> = BTreeMap::new();
@@ -293,11 +295,7 @@ pub fn seccomp_profile(filter: &Filter) -> Result<Value, SeccompExportError> {
             let (act, errno) = action_json(action)?;
             for b in minimise(boxes) {
                 let args = args_json(&b);
-                let key = (
-                    act.to_owned(),
-                    errno,
-                    Value::Array(args.clone()).to_string(),
-                );
+                let key = (act, errno, Value::Array(args.clone()).to_string());
                 entries
                     .entry(key)
                     .or_insert_with(|| (args, Vec::new()))
