@@ -1,0 +1,521 @@
+//! What runs the engine's client: probing it, checking an image, preparing a run,
+//! stopping, removing and inspecting a container. Each call has a time-out, so a
+//! hung daemon is an error naming it rather than a hung session.
+
+use std::ffi::OsStr;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::Engine;
+use super::plan::{ContainerPlan, PlanError, env_file_contents, run_args};
+
+/// How long a query of the engine (`info`, `image inspect`, `rm`) may take.
+pub const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What failed, and what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("{engine} is not installed (no `{program}` on PATH): install it (Debian: `apt-get install {package}`), or choose another backend", program = engine.program(), package = package(*engine))]
+    NotInstalled { engine: Engine },
+    #[error(
+        "{engine} is installed but its daemon is not reachable: start it (`systemctl start docker`, or `dockerd &` as root) ({detail})"
+    )]
+    NotRunning { engine: Engine, detail: String },
+    #[error(
+        "{engine} refused access to its daemon: add the user to the `docker` group (`usermod -aG docker USER`, then log in again), or run as root ({detail})"
+    )]
+    PermissionDenied { engine: Engine, detail: String },
+    #[error("the image {image} is not in {engine}'s image store: `{program} pull {image}`, or `{program} load -i FILE` for an archive, then run again", program = engine.program())]
+    ImageMissing { engine: Engine, image: String },
+    #[error("`{program} {what}` failed ({status}): {stderr}", program = engine.program())]
+    Failed {
+        engine: Engine,
+        what: String,
+        status: ExitStatus,
+        stderr: String,
+    },
+    #[error("`{program} {what}` did not answer within {after:?}: is the {engine} daemon hung?", program = engine.program())]
+    TimedOut {
+        engine: Engine,
+        what: String,
+        after: Duration,
+    },
+    #[error("cannot {what} for {engine}: {source}")]
+    Io {
+        engine: Engine,
+        what: String,
+        source: io::Error,
+    },
+    #[error("`{program} {what}` printed what we cannot read: {detail}", program = engine.program())]
+    Parse {
+        engine: Engine,
+        what: String,
+        detail: String,
+    },
+    #[error("the container plan for {engine}: {source}")]
+    Plan { engine: Engine, source: PlanError },
+}
+
+const fn package(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Docker => "docker.io",
+        Engine::Podman => "podman",
+    }
+}
+
+/// What [`probe`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineInfo {
+    pub engine: Engine,
+    /// The server's version (Docker's daemon; Podman's own).
+    pub server_version: String,
+    /// The engine runs without root (its containers live in a user namespace).
+    pub rootless: bool,
+    /// The OCI runtime it uses by default (`runc`, `crun`, ...).
+    pub default_runtime: String,
+}
+
+/// The output of one client call.
+struct Output {
+    status: ExitStatus,
+    stdout: Vec<u8>,
+    stderr: String,
+}
+
+fn reader(mut from: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u8>> {
+    thread::spawn(move || {
+        let mut buf = Vec::new();
+        // A read error ends the output; the exit status still tells what happened.
+        let _ = from.read_to_end(&mut buf);
+        buf
+    })
+}
+
+/// Runs `ENGINE args...` with no stdin, waiting at most `timeout`.
+fn call(engine: Engine, args: &[&str], timeout: Duration) -> Result<Output, EngineError> {
+    let what = args.join(" ");
+    let mut child = match Command::new(engine.program())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(EngineError::NotInstalled { engine });
+        }
+        Err(source) => {
+            return Err(EngineError::Io {
+                engine,
+                what: format!("run `{} {what}`", engine.program()),
+                source,
+            });
+        }
+    };
+    let out = child.stdout.take().map(reader);
+    let err = child.stderr.take().map(reader);
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                // Killing and reaping our own child; its readers end with its pipes.
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(EngineError::TimedOut {
+                    engine,
+                    what,
+                    after: timeout,
+                });
+            }
+            Err(source) => {
+                return Err(EngineError::Io {
+                    engine,
+                    what: format!("wait for `{} {what}`", engine.program()),
+                    source,
+                });
+            }
+        }
+    };
+    let join =
+        |h: Option<thread::JoinHandle<Vec<u8>>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
+    let stdout = join(out);
+    let stderr = String::from_utf8_lossy(&join(err)).trim().to_owned();
+    Ok(Output {
+        status,
+        stdout,
+        stderr,
+    })
+}
+
+/// The failure of a call that had to succeed, told apart by its message: no
+/// daemon, no permission, or anything else (with the engine's own words).
+fn failure(engine: Engine, what: &[&str], out: Output) -> EngineError {
+    let lower = out.stderr.to_lowercase();
+    if engine == Engine::Docker && lower.contains("permission denied") {
+        EngineError::PermissionDenied {
+            engine,
+            detail: out.stderr,
+        }
+    } else if engine == Engine::Docker
+        && (lower.contains("cannot connect to the docker daemon")
+            || lower.contains("is the docker daemon running"))
+    {
+        EngineError::NotRunning {
+            engine,
+            detail: out.stderr,
+        }
+    } else {
+        EngineError::Failed {
+            engine,
+            what: what.join(" "),
+            status: out.status,
+            stderr: out.stderr,
+        }
+    }
+}
+
+fn json_of(engine: Engine, what: &[&str], stdout: &[u8]) -> Result<Value, EngineError> {
+    serde_json::from_slice(stdout).map_err(|e| EngineError::Parse {
+        engine,
+        what: what.join(" "),
+        detail: e.to_string(),
+    })
+}
+
+/// Whether the engine can run containers: its client is installed, its daemon
+/// (Docker) answers, and what it is (version, rootless, default runtime).
+pub fn probe(engine: Engine) -> Result<EngineInfo, EngineError> {
+    let args = ["info", "--format", "{{json .}}"];
+    let out = call(engine, &args, QUERY_TIMEOUT)?;
+    if !out.status.success() {
+        return Err(failure(engine, &args, out));
+    }
+    let info = json_of(engine, &args, &out.stdout)?;
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    let parsed = match engine {
+        Engine::Docker => EngineInfo {
+            engine,
+            server_version: text(&info["ServerVersion"]),
+            rootless: info["SecurityOptions"]
+                .as_array()
+                .is_some_and(|o| o.iter().any(|s| s == "name=rootless")),
+            default_runtime: text(&info["DefaultRuntime"]),
+        },
+        Engine::Podman => EngineInfo {
+            engine,
+            server_version: text(&info["version"]["Version"]),
+            rootless: info["host"]["security"]["rootless"]
+                .as_bool()
+                .unwrap_or(false),
+            default_runtime: text(&info["host"]["ociRuntime"]["name"]),
+        },
+    };
+    if parsed.server_version.is_empty() {
+        return Err(EngineError::Parse {
+            engine,
+            what: args.join(" "),
+            detail: "no server version in its answer".into(),
+        });
+    }
+    Ok(parsed)
+}
+
+/// Whether `image` is in the engine's store (never pulls).
+pub fn image_present(engine: Engine, image: &str) -> Result<bool, EngineError> {
+    if image.starts_with('-') {
+        return Ok(false);
+    }
+    let args = ["image", "inspect", "--format", "{{.Id}}", image];
+    let out = call(engine, &args, QUERY_TIMEOUT)?;
+    if out.status.success() {
+        return Ok(true);
+    }
+    let lower = out.stderr.to_lowercase();
+    if lower.contains("no such image") || lower.contains("image not known") {
+        return Ok(false);
+    }
+    Err(failure(engine, &args, out))
+}
+
+/// [`image_present`], with the missing image as an error naming the fix.
+pub fn require_image(engine: Engine, image: &str) -> Result<(), EngineError> {
+    if image_present(engine, image)? {
+        Ok(())
+    } else {
+        Err(EngineError::ImageMissing {
+            engine,
+            image: image.to_owned(),
+        })
+    }
+}
+
+/// An environment file, removed when dropped.
+#[derive(Debug)]
+struct EnvFile(PathBuf);
+
+impl Drop for EnvFile {
+    fn drop(&mut self) {
+        // Best effort: the file lives in the caller's private folder.
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// A run ready to start: the client's command (stdio left to the caller, who
+/// relays it) and the environment file it reads, removed when this is dropped
+/// (keep it until the client has exited).
+#[derive(Debug)]
+pub struct PreparedRun {
+    pub command: Command,
+    env_file: Option<EnvFile>,
+}
+
+impl PreparedRun {
+    /// Where the environment was written, if anywhere.
+    pub fn env_file(&self) -> Option<&Path> {
+        self.env_file.as_ref().map(|f| f.0.as_path())
+    }
+}
+
+/// Writes the plan's environment (if any) to a new 0600 file in `private_dir`
+/// (a folder only the caller can read, e.g. the session's) and builds the
+/// `ENGINE run` command.
+pub fn prepare_run(plan: &ContainerPlan, private_dir: &Path) -> Result<PreparedRun, EngineError> {
+    static SERIAL: AtomicU64 = AtomicU64::new(0);
+    let engine = plan.engine;
+    let plan_err = |source| EngineError::Plan { engine, source };
+    let env_file = if plan.env.is_empty() {
+        None
+    } else {
+        let contents = env_file_contents(&plan.env).map_err(plan_err)?;
+        let path = private_dir.join(format!(
+            "engine-env-{}-{}",
+            std::process::id(),
+            SERIAL.fetch_add(1, Ordering::Relaxed)
+        ));
+        let io_err = |source| EngineError::Io {
+            engine,
+            what: format!("write the environment file {}", path.display()),
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io_err)?;
+        let guard = EnvFile(path.clone());
+        file.write_all(contents.as_bytes()).map_err(io_err)?;
+        Some(guard)
+    };
+    let args = run_args(plan, env_file.as_ref().map(|f| f.0.as_path())).map_err(plan_err)?;
+    let mut command = Command::new(engine.program());
+    command.args(args);
+    Ok(PreparedRun { command, env_file })
+}
+
+fn no_such_container(stderr: &str) -> bool {
+    let lower = stderr.to_lowercase();
+    lower.contains("no such container") || lower.contains("no container with name or id")
+}
+
+/// Stops the container: its stop signal, then SIGKILL after `grace`. `Ok(false)`
+/// when there is no such container (already gone, e.g. removed by `--rm`).
+pub fn stop(engine: Engine, name: &str, grace: Duration) -> Result<bool, EngineError> {
+    let secs = grace.as_secs().to_string();
+    let args = ["stop", "--time", &secs, "--", name];
+    let out = call(engine, &args, grace + QUERY_TIMEOUT)?;
+    if out.status.success() {
+        Ok(true)
+    } else if no_such_container(&out.stderr) {
+        Ok(false)
+    } else {
+        Err(failure(engine, &args, out))
+    }
+}
+
+/// Removes the container, killing it if it runs. `Ok(false)` when there is no
+/// such container.
+pub fn remove(engine: Engine, name: &str) -> Result<bool, EngineError> {
+    let args = ["rm", "--force", "--", name];
+    let out = call(engine, &args, QUERY_TIMEOUT)?;
+    // Podman's `rm --force` succeeds quietly for a missing container; Docker's fails.
+    if no_such_container(&out.stderr) {
+        return Ok(false);
+    }
+    if out.status.success() {
+        Ok(!out.stdout.is_empty())
+    } else {
+        Err(failure(engine, &args, out))
+    }
+}
+
+/// A container's state, as the engine reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerState {
+    /// `created`, `running`, `exited`, ...
+    pub status: String,
+    pub running: bool,
+    pub exit_code: i64,
+    /// The kernel's OOM killer ended it (its memory limit held).
+    pub oom_killed: bool,
+    /// The engine's error starting it, if any.
+    pub error: String,
+}
+
+/// The state of a container (`None`: no such container). Useful with
+/// [`ContainerPlan::keep`]: a removed container cannot say it was OOM-killed.
+pub fn inspect(engine: Engine, name: &str) -> Result<Option<ContainerState>, EngineError> {
+    let args = [
+        "container",
+        "inspect",
+        "--format",
+        "{{json .State}}",
+        "--",
+        name,
+    ];
+    let out = call(engine, &args, QUERY_TIMEOUT)?;
+    if !out.status.success() {
+        return if no_such_container(&out.stderr) {
+            Ok(None)
+        } else {
+            Err(failure(engine, &args, out))
+        };
+    }
+    let state = json_of(engine, &args, &out.stdout)?;
+    Ok(Some(ContainerState {
+        status: state["Status"].as_str().unwrap_or_default().to_owned(),
+        running: state["Running"].as_bool().unwrap_or(false),
+        exit_code: state["ExitCode"].as_i64().unwrap_or(-1),
+        oom_killed: state["OOMKilled"].as_bool().unwrap_or(false),
+        error: state["Error"].as_str().unwrap_or_default().to_owned(),
+    }))
+}
+
+/// The names of the containers (running or not) labelled `key=value`: what a
+/// clean-up after a crash looks for.
+pub fn containers_with_label(
+    engine: Engine,
+    key: &str,
+    value: &str,
+) -> Result<Vec<String>, EngineError> {
+    let filter = format!("label={key}={value}");
+    let args = ["ps", "--all", "--filter", &filter, "--format", "{{.Names}}"];
+    let out = call(engine, &args, QUERY_TIMEOUT)?;
+    if !out.status.success() {
+        return Err(failure(engine, &args, out));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The client program's path on `PATH`, if installed (for `doctor`).
+pub fn client_path(engine: Engine) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(OsStr::new(engine.program())))
+        .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn failures_are_told_apart_by_the_engines_words() {
+        let out = |stderr: &str| Output {
+            status: ExitStatus::from_raw(1 << 8),
+            stdout: Vec::new(),
+            stderr: stderr.into(),
+        };
+        let e = failure(
+            Engine::Docker,
+            &["info"],
+            out(
+                "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock",
+            ),
+        );
+        assert!(matches!(e, EngineError::PermissionDenied { .. }), "{e}");
+        assert!(e.to_string().contains("docker` group"));
+        let e = failure(
+            Engine::Docker,
+            &["info"],
+            out(
+                "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
+            ),
+        );
+        assert!(matches!(e, EngineError::NotRunning { .. }), "{e}");
+        assert!(e.to_string().contains("start it"));
+        let e = failure(Engine::Podman, &["info"], out("Error: something"));
+        assert!(matches!(e, EngineError::Failed { .. }));
+        assert!(e.to_string().contains("`podman info` failed"), "{e}");
+        let e = EngineError::ImageMissing {
+            engine: Engine::Podman,
+            image: "x:1".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the image x:1 is not in Podman's image store: `podman pull x:1`, or `podman load -i FILE` for an archive, then run again"
+        );
+        let e = EngineError::NotInstalled {
+            engine: Engine::Docker,
+        };
+        assert!(e.to_string().contains("apt-get install docker.io"), "{e}");
+        assert!(no_such_container("Error: No such container: vg-x"));
+        assert!(no_such_container(
+            "Error: no container with name or ID \"vg-x\" found: no such container"
+        ));
+        assert!(!no_such_container("Error: permission denied"));
+    }
+
+    #[test]
+    fn the_environment_file_is_private_and_goes_with_the_run() {
+        let dir = std::env::temp_dir().join(format!("vg-backend-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let mut plan = ContainerPlan::new(Engine::Docker, "img", vec!["true".into()], "vg-t");
+        plan.env = vec![("TOKEN".into(), "s3cret value".into())];
+        let run = prepare_run(&plan, &dir).unwrap();
+        let path = run.env_file().unwrap().to_owned();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "TOKEN=s3cret value\n");
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let args: Vec<&OsStr> = run.command.get_args().collect();
+        assert!(
+            args.windows(2)
+                .any(|w| w[0] == "--env-file" && w[1] == path.as_os_str())
+        );
+        assert!(!args.iter().any(|a| a.to_string_lossy().contains("s3cret")));
+        assert_eq!(run.command.get_program(), "docker");
+        drop(run);
+        assert!(!path.exists());
+        plan.env = vec![("A".into(), "x\ny".into())];
+        assert!(matches!(
+            prepare_run(&plan, &dir),
+            Err(EngineError::Plan { .. })
+        ));
+        assert_eq!(
+            fs::read_dir(&dir).unwrap().count(),
+            0,
+            "nothing left behind"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,729 @@
+//! One container run as a value ([`ContainerPlan`]) and the engine client's
+//! arguments for it ([`run_args`], pure).
+//!
+//! The flags, and why:
+//! - `--rm` unless [`ContainerPlan::keep`]: the container goes with the session
+//!   (kept for `sandbox create`; then [`super::remove`] removes it).
+//! - `--pull never`: a missing image is an error naming the fix, never a pull
+//!   from a registry the user did not name for this run.
+//! - `--cap-drop ALL`, `--security-opt no-new-privileges`, `--user UID:GID`:
+//!   no capabilities, no gaining any through set-id files, not root.
+//! - `--security-opt seccomp=PATH`: our rule model ([`super::seccomp_profile`]).
+//! - `--read-only` and tmpfs mounts (`--mount type=tmpfs`, sized, with a mode):
+//!   the image's root cannot be changed; writes go where the plan allows.
+//! - `--network none|host`, `--cgroupns private`, `--ipc private`: nothing shared
+//!   with the host beyond what the plan asks for.
+//! - `--memory N --memory-swap N`: the same cap with and without swap, so no
+//!   swap beyond the memory limit; `--pids-limit`, `--cpus`. Zero means
+//!   "unlimited" to the engines, so it is refused here rather than passed on.
+//! - `--env-file FILE`: values never appear on the command line (where `ps`
+//!   shows them) and are never interpreted (the file's format has no quoting or
+//!   expansion: one `NAME=VALUE` per line); `-e NAME` taking the value from the
+//!   client's own environment was not chosen because that environment also
+//!   steers the client (`DOCKER_HOST`, `DOCKER_CONFIG`, `CONTAINERS_CONF`, ...).
+//! - `--mount type=bind,src=..,dst=..[,readonly]`: the `--mount` syntax is
+//!   comma-separated (Docker reads it as CSV), so a path with `,`, `"` or a
+//!   control character is refused with [`PlanError::MountPath`]; `=` is carried.
+//!   A read-only bind is recursive and only its top is read-only with runc and
+//!   Docker before 25: a submount under the source stays writable. The options
+//!   that change this are spelt differently by each client version
+//!   (`bind-nonrecursive` warns on Docker's 28 client, `bind-recursive=` is
+//!   unknown to 20.10's), and a client's warning lands on the command's stderr,
+//!   so none is passed: bind sources should have no writable submounts.
+//! - No flag that makes the client print a warning: the client writes warnings to
+//!   its own stderr, which is the command's stderr we relay.
+//! - `--init` when [`ContainerPlan::init`]: the engine's init (Docker's
+//!   `docker-init`, i.e. tini; Podman's `catatonit`) is PID 1, reaps orphans and
+//!   passes signals on; without it the command is PID 1, where the kernel drops
+//!   signals it has no handler for and zombies pile up until the end. Both come
+//!   from the host's packages (`tini` with docker.io; `catatonit` for Podman),
+//!   and a missing one fails the run with the engine's message.
+//! - `--log-driver none`: we relay stdout and stderr ourselves; the engine's log
+//!   driver would keep a second copy of the output (secrets included) on disk.
+//!   Attaching still works.
+//! - `--no-healthcheck`: an image's health check would run commands inside the
+//!   session that the session did not ask for.
+//! - `-i` (stdin attached) and `-t` (a terminal): without `-t` the container's
+//!   stdout and stderr stay two streams, relayed byte for byte.
+//! - `--stop-timeout S`, `--label K=V`, `--name`, `--entrypoint`, `--workdir`.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::Engine;
+
+/// Docker's smallest memory limit (`docker run` refuses less).
+pub const MIN_MEMORY: u64 = 6 * 1024 * 1024;
+
+/// A mount in the container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineMount {
+    /// A host path bound at `dst`.
+    Bind {
+        src: PathBuf,
+        dst: PathBuf,
+        read_only: bool,
+    },
+    /// A fresh tmpfs of at most `size` bytes at `dst`, its root with `mode`.
+    Tmpfs { dst: PathBuf, size: u64, mode: u32 },
+}
+
+/// The container's network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineNetwork {
+    /// Its own network namespace with only a loopback interface.
+    None,
+    /// The host's network namespace.
+    Host,
+}
+
+impl EngineNetwork {
+    fn as_arg(self) -> &'static str {
+        match self {
+            EngineNetwork::None => "none",
+            EngineNetwork::Host => "host",
+        }
+    }
+}
+
+/// Everything one container run needs, as plain data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerPlan {
+    pub engine: Engine,
+    /// An image in the engine's store (never pulled: `--pull never`).
+    pub image: String,
+    /// `None`: the image's entrypoint, with [`Self::argv`] as its arguments (or
+    /// the image's Cmd when `argv` is empty), Docker's rules. `Some("")`: no
+    /// entrypoint, `argv` is the whole command. `Some(program)`: that program.
+    pub entrypoint: Option<String>,
+    pub argv: Vec<String>,
+    /// The environment, in order (the image's `ENV` stays underneath; the engine
+    /// adds `HOSTNAME`, and `HOME`/`PATH` when neither sets them).
+    pub env: Vec<(String, String)>,
+    /// Absolute path inside the container.
+    pub workdir: PathBuf,
+    /// `(uid, gid)` inside.
+    pub user: (u32, u32),
+    pub mounts: Vec<EngineMount>,
+    /// `--read-only`: the image's root cannot be written.
+    pub read_only: bool,
+    pub network: EngineNetwork,
+    /// Bytes; swap included (no swap beyond it).
+    pub memory: Option<u64>,
+    pub pids: Option<u64>,
+    pub cpus: Option<f64>,
+    /// The container's name (`[a-zA-Z0-9][a-zA-Z0-9_.-]+`).
+    pub name: String,
+    /// Kept after its command ends (`sandbox create`); otherwise `--rm`.
+    pub keep: bool,
+    pub labels: Vec<(String, String)>,
+    /// The seccomp JSON profile to apply (see [`super::seccomp_profile`]);
+    /// `None` leaves the engine's default profile (never `unconfined`).
+    pub seccomp_profile: Option<PathBuf>,
+    /// The engine's init as PID 1 (`--init`).
+    pub init: bool,
+    /// Stdin attached (`-i`); otherwise the container's stdin is empty.
+    pub stdin: bool,
+    /// A terminal (`-t`): stdout and stderr then become one stream.
+    pub tty: bool,
+    /// Seconds between the stop signal and SIGKILL when the engine stops it.
+    pub stop_timeout: Option<u32>,
+}
+
+impl ContainerPlan {
+    /// A plan with our defaults: read-only root, no network, init, stdin
+    /// attached, removed at the end, no limits, no mounts, the engine's seccomp
+    /// profile until one is set.
+    pub fn new(engine: Engine, image: &str, argv: Vec<String>, name: &str) -> Self {
+        Self {
+            engine,
+            image: image.to_owned(),
+            entrypoint: Some(String::new()),
+            argv,
+            env: Vec::new(),
+            workdir: PathBuf::from("/"),
+            user: (65534, 65534),
+            mounts: Vec::new(),
+            read_only: true,
+            network: EngineNetwork::None,
+            memory: None,
+            pids: None,
+            cpus: None,
+            name: name.to_owned(),
+            keep: false,
+            labels: Vec::new(),
+            seccomp_profile: None,
+            init: true,
+            stdin: true,
+            tty: false,
+            stop_timeout: None,
+        }
+    }
+}
+
+/// A plan the engines cannot carry faithfully.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error(
+        "container name {0:?} is not valid for Docker or Podman: use letters, digits, `_`, `.` and `-`, starting with a letter or digit, at least two characters"
+    )]
+    Name(String),
+    #[error(
+        "image name {0:?} is not valid: it must be non-empty, not start with `-`, and contain no spaces or control characters"
+    )]
+    Image(String),
+    #[error("no command to run: with the entrypoint cleared, give the command after `--`")]
+    NoCommand,
+    #[error(
+        "the entrypoint {0:?} cannot be given to {1}: it must not start with `[` (Podman reads that as a JSON list) or contain control characters"
+    )]
+    Entrypoint(String, Engine),
+    #[error("argument {index} of the command contains a NUL byte, which no program can receive")]
+    ArgvNul { index: usize },
+    #[error(
+        "environment variable name {0:?} cannot be passed to the engine: it must be non-empty, not start with `#`, and contain no `=`, whitespace or NUL"
+    )]
+    EnvName(String),
+    #[error(
+        "the value of environment variable {0} contains a line break or NUL, which the engines' environment files cannot carry: remove it from the value"
+    )]
+    EnvValue(String),
+    #[error("the environment is not empty, but no environment file was given to pass it in")]
+    EnvFileMissing,
+    #[error("{what} {path:?} cannot be given to the engine: {why}")]
+    MountPath {
+        what: &'static str,
+        path: PathBuf,
+        why: &'static str,
+    },
+    #[error(
+        "{what} must be an absolute path inside the container, valid UTF-8, without control characters: {path:?}"
+    )]
+    InsidePath { what: &'static str, path: PathBuf },
+    #[error(
+        "label {0:?} is not valid: the key must be non-empty without `=`, and neither part may contain control characters"
+    )]
+    Label(String),
+    #[error(
+        "a memory limit of {0} bytes is below the engines' minimum of {MIN_MEMORY} bytes (6 MiB)"
+    )]
+    Memory(u64),
+    #[error("a {what} of 0 means no limit to the engines: give at least 1, or no limit")]
+    Zero { what: &'static str },
+    #[error("--cpus {0} is not a positive number")]
+    Cpus(f64),
+    #[error("tmpfs mode {0:o} is not a file mode (at most 7777 octal)")]
+    TmpfsMode(u32),
+}
+
+fn has_control(s: &str) -> bool {
+    s.chars().any(char::is_control)
+}
+
+/// Docker's rule for container names, `[a-zA-Z0-9][a-zA-Z0-9_.-]+`.
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.len() >= 2
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+/// A path inside the container, as the client's argument.
+fn inside_path<'a>(what: &'static str, path: &'a Path) -> Result<&'a str, PlanError> {
+    match path.to_str() {
+        Some(s) if path.is_absolute() && !has_control(s) => Ok(s),
+        _ => Err(PlanError::InsidePath {
+            what,
+            path: path.to_owned(),
+        }),
+    }
+}
+
+/// A path in a `--mount` field: the syntax is comma-separated and Docker reads
+/// it as CSV, so `,` and `"` cannot be carried; the client sends paths as
+/// UTF-8 strings.
+fn mount_field<'a>(what: &'static str, path: &'a Path) -> Result<&'a str, PlanError> {
+    let err = |why| PlanError::MountPath {
+        what,
+        path: path.to_owned(),
+        why,
+    };
+    let s = path.to_str().ok_or_else(|| err("it is not valid UTF-8"))?;
+    if !path.is_absolute() {
+        return Err(err("it must be absolute"));
+    }
+    if s.contains(',') || s.contains('"') {
+        return Err(err(
+            "the engines' --mount syntax cannot carry `,` or `\"` in a path; rename it or mount a parent folder",
+        ));
+    }
+    if has_control(s) {
+        return Err(err("it contains a control character"));
+    }
+    Ok(s)
+}
+
+/// The environment file's contents: `NAME=VALUE` lines, which both engines read
+/// without quoting, escapes or expansion (Docker strips leading whitespace from a
+/// line, hence none in names; a line starting with `#` is a comment, hence none
+/// there either).
+pub fn env_file_contents(env: &[(String, String)]) -> Result<String, PlanError> {
+    let mut out = String::new();
+    for (name, value) in env {
+        if name.is_empty()
+            || name.starts_with('#')
+            || name.contains('=')
+            || name.chars().any(|c| c.is_whitespace() || c == '\0')
+        {
+            return Err(PlanError::EnvName(name.clone()));
+        }
+        if value.contains(['\n', '\r', '\0']) {
+            return Err(PlanError::EnvValue(name.clone()));
+        }
+        let _ = writeln!(out, "{name}={value}");
+    }
+    Ok(out)
+}
+
+/// The client's arguments for `ENGINE run ...` (the program itself not
+/// included). `env_file` is where [`env_file_contents`] of `plan.env` was
+/// written; it is required when the environment is not empty.
+pub fn run_args(plan: &ContainerPlan, env_file: Option<&Path>) -> Result<Vec<OsString>, PlanError> {
+    let mut a: Vec<OsString> = vec!["run".into()];
+    let mut push = |args: &[&str]| a.extend(args.iter().map(OsString::from));
+    if !valid_name(&plan.name) {
+        return Err(PlanError::Name(plan.name.clone()));
+    }
+    if plan.image.is_empty()
+        || plan.image.starts_with('-')
+        || plan
+            .image
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(PlanError::Image(plan.image.clone()));
+    }
+    if !plan.keep {
+        push(&["--rm"]);
+    }
+    push(&["--name", &plan.name, "--pull", "never"]);
+    match plan.entrypoint.as_deref() {
+        Some("") if plan.argv.is_empty() => return Err(PlanError::NoCommand),
+        Some(e) if e.starts_with('[') || has_control(e) => {
+            return Err(PlanError::Entrypoint(e.to_owned(), plan.engine));
+        }
+        Some(e) => push(&["--entrypoint", e]),
+        None => {}
+    }
+    if let Some(index) = plan.argv.iter().position(|s| s.contains('\0')) {
+        return Err(PlanError::ArgvNul { index });
+    }
+    let user = format!("{}:{}", plan.user.0, plan.user.1);
+    push(&["--user", &user]);
+    push(&[
+        "--workdir",
+        inside_path("the working directory", &plan.workdir)?,
+    ]);
+    // Validate even without a file: a bad variable is the caller's error either way.
+    env_file_contents(&plan.env)?;
+    match env_file {
+        Some(file) if !plan.env.is_empty() => {
+            a.push("--env-file".into());
+            a.push(file.as_os_str().to_owned());
+        }
+        None if !plan.env.is_empty() => return Err(PlanError::EnvFileMissing),
+        _ => {}
+    }
+    let mut push = |args: &[&str]| a.extend(args.iter().map(OsString::from));
+    push(&["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]);
+    if let Some(profile) = &plan.seccomp_profile {
+        let path = mount_field("the seccomp profile", profile)?;
+        push(&["--security-opt", &format!("seccomp={path}")]);
+    }
+    if plan.read_only {
+        push(&["--read-only"]);
+    }
+    push(&["--network", plan.network.as_arg()]);
+    push(&["--cgroupns", "private", "--ipc", "private"]);
+    if let Some(memory) = plan.memory {
+        if memory < MIN_MEMORY {
+            return Err(PlanError::Memory(memory));
+        }
+        let m = memory.to_string();
+        push(&["--memory", &m, "--memory-swap", &m]);
+    }
+    if let Some(pids) = plan.pids {
+        if pids == 0 {
+            return Err(PlanError::Zero { what: "pids limit" });
+        }
+        push(&["--pids-limit", &pids.to_string()]);
+    }
+    if let Some(cpus) = plan.cpus {
+        if !(cpus.is_finite() && cpus > 0.0) {
+            return Err(PlanError::Cpus(cpus));
+        }
+        push(&["--cpus", &cpus.to_string()]);
+    }
+    if plan.init {
+        push(&["--init"]);
+    }
+    push(&["--log-driver", "none", "--no-healthcheck"]);
+    if let Some(grace) = plan.stop_timeout {
+        push(&["--stop-timeout", &grace.to_string()]);
+    }
+    for (key, value) in &plan.labels {
+        if key.is_empty() || key.contains('=') || has_control(key) || has_control(value) {
+            return Err(PlanError::Label(format!("{key}={value}")));
+        }
+        push(&["--label", &format!("{key}={value}")]);
+    }
+    for mount in &plan.mounts {
+        push(&["--mount", &mount_arg(mount)?]);
+    }
+    if plan.stdin {
+        push(&["--interactive"]);
+    }
+    if plan.tty {
+        push(&["--tty"]);
+    }
+    push(&[&plan.image]);
+    push(&plan.argv.iter().map(String::as_str).collect::<Vec<_>>());
+    Ok(a)
+}
+
+fn mount_arg(mount: &EngineMount) -> Result<String, PlanError> {
+    Ok(match mount {
+        EngineMount::Bind {
+            src,
+            dst,
+            read_only,
+        } => {
+            let src = mount_field("the bind source", src)?;
+            let dst = mount_field("the bind destination", dst)?;
+            let mut arg = format!("type=bind,src={src},dst={dst}");
+            if *read_only {
+                arg.push_str(",readonly");
+            }
+            arg
+        }
+        EngineMount::Tmpfs { dst, size, mode } => {
+            let dst = mount_field("the tmpfs destination", dst)?;
+            if *size == 0 {
+                return Err(PlanError::Zero { what: "tmpfs size" });
+            }
+            if *mode > 0o7777 {
+                return Err(PlanError::TmpfsMode(*mode));
+            }
+            // Both engines read the mode as octal digits.
+            format!("type=tmpfs,dst={dst},tmpfs-size={size},tmpfs-mode={mode:o}")
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> ContainerPlan {
+        let mut p = ContainerPlan::new(
+            Engine::Docker,
+            "img:1",
+            vec!["sh".into(), "-c".into(), "echo $HOME; exit 3".into()],
+            "vg-abc",
+        );
+        p.user = (1000, 1001);
+        p.workdir = "/work".into();
+        p.memory = Some(64 << 20);
+        p.pids = Some(100);
+        p.cpus = Some(1.5);
+        p.seccomp_profile = Some("/run/vg/seccomp.json".into());
+        p.labels = vec![("vectraguard.session".into(), "s1".into())];
+        p.stop_timeout = Some(10);
+        p.env = vec![("A".into(), "1".into())];
+        p.mounts = vec![
+            EngineMount::Bind {
+                src: "/home/u/w".into(),
+                dst: "/work".into(),
+                read_only: false,
+            },
+            EngineMount::Bind {
+                src: "/usr/share/a=b".into(),
+                dst: "/data".into(),
+                read_only: true,
+            },
+            EngineMount::Tmpfs {
+                dst: "/tmp".into(),
+                size: 1 << 30,
+                mode: 0o1777,
+            },
+        ];
+        p
+    }
+
+    fn strings(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter()
+            .map(|s| s.into_string().unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn full_plan_as_arguments() {
+        let args = strings(run_args(&plan(), Some(Path::new("/run/vg/env"))).unwrap());
+        let expected: Vec<&str> = vec![
+            "run",
+            "--rm",
+            "--name",
+            "vg-abc",
+            "--pull",
+            "never",
+            "--entrypoint",
+            "",
+            "--user",
+            "1000:1001",
+            "--workdir",
+            "/work",
+            "--env-file",
+            "/run/vg/env",
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "--security-opt",
+            "seccomp=/run/vg/seccomp.json",
+            "--read-only",
+            "--network",
+            "none",
+            "--cgroupns",
+            "private",
+            "--ipc",
+            "private",
+            "--memory",
+            "67108864",
+            "--memory-swap",
+            "67108864",
+            "--pids-limit",
+            "100",
+            "--cpus",
+            "1.5",
+            "--init",
+            "--log-driver",
+            "none",
+            "--no-healthcheck",
+            "--stop-timeout",
+            "10",
+            "--label",
+            "vectraguard.session=s1",
+            "--mount",
+            "type=bind,src=/home/u/w,dst=/work",
+            "--mount",
+            "type=bind,src=/usr/share/a=b,dst=/data,readonly",
+            "--mount",
+            "type=tmpfs,dst=/tmp,tmpfs-size=1073741824,tmpfs-mode=1777",
+            "--interactive",
+            "img:1",
+            "sh",
+            "-c",
+            "echo $HOME; exit 3",
+        ];
+        assert_eq!(args, expected);
+    }
+
+    #[test]
+    fn defaults_and_switches() {
+        let mut p = ContainerPlan::new(Engine::Podman, "localhost/x", vec!["true".into()], "ab");
+        let args = strings(run_args(&p, None).unwrap());
+        assert!(args.contains(&"--rm".to_owned()));
+        assert!(!args.iter().any(|a| a == "--env-file" || a == "--memory"));
+        assert!(!args.iter().any(|a| a.starts_with("seccomp=")));
+        assert_eq!(args.last().map(String::as_str), Some("true"));
+        assert_eq!(
+            args.iter().rev().nth(1).map(String::as_str),
+            Some("localhost/x")
+        );
+        p.keep = true;
+        p.read_only = false;
+        p.init = false;
+        p.stdin = false;
+        p.tty = true;
+        p.network = EngineNetwork::Host;
+        p.entrypoint = None;
+        p.argv.clear();
+        let args = strings(run_args(&p, None).unwrap());
+        for absent in [
+            "--rm",
+            "--read-only",
+            "--init",
+            "--interactive",
+            "--entrypoint",
+        ] {
+            assert!(!args.iter().any(|a| a == absent), "{absent} in {args:?}");
+        }
+        assert!(args.windows(2).any(|w| w == ["--network", "host"]));
+        assert!(args.contains(&"--tty".to_owned()));
+        assert_eq!(args.last().map(String::as_str), Some("localhost/x"));
+        p.entrypoint = Some("/bin/prog".into());
+        let args = strings(run_args(&p, None).unwrap());
+        assert!(args.windows(2).any(|w| w == ["--entrypoint", "/bin/prog"]));
+    }
+
+    #[test]
+    fn environment_goes_to_the_file_only() {
+        let mut p = plan();
+        p.env = vec![
+            ("SECRET".into(), "hunter2".into()),
+            ("SPACES".into(), "  a b  ".into()),
+            ("QUOTED".into(), "'$HOME' \"x\" #no-comment \\n".into()),
+            ("EMPTY".into(), String::new()),
+        ];
+        let args = strings(run_args(&p, Some(Path::new("/e"))).unwrap());
+        assert!(!args.iter().any(|a| a.contains("hunter2")));
+        assert!(!args.iter().any(|a| a == "-e" || a == "--env"));
+        assert_eq!(
+            env_file_contents(&p.env).unwrap(),
+            "SECRET=hunter2\nSPACES=  a b  \nQUOTED='$HOME' \"x\" #no-comment \\n\nEMPTY=\n"
+        );
+        assert_eq!(run_args(&p, None), Err(PlanError::EnvFileMissing));
+        for bad in ["", "#A", "A=B", " A", "A B", "A\0"] {
+            p.env = vec![(bad.into(), "v".into())];
+            assert_eq!(
+                run_args(&p, Some(Path::new("/e"))),
+                Err(PlanError::EnvName(bad.into()))
+            );
+        }
+        for bad in ["a\nB=1", "a\r", "a\0"] {
+            p.env = vec![("A".into(), bad.into())];
+            assert_eq!(
+                run_args(&p, Some(Path::new("/e"))),
+                Err(PlanError::EnvValue("A".into()))
+            );
+        }
+    }
+
+    #[test]
+    fn mount_paths_the_syntax_cannot_carry_are_refused() {
+        for (src, dst) in [
+            ("/a,b", "/x"),
+            ("/a", "/x,readonly=false"),
+            ("/a\"b", "/x"),
+            ("/a\nb", "/x"),
+            ("rel", "/x"),
+            ("/a", "rel"),
+        ] {
+            let mut p = plan();
+            p.mounts = vec![EngineMount::Bind {
+                src: src.into(),
+                dst: dst.into(),
+                read_only: true,
+            }];
+            let err = run_args(&p, Some(Path::new("/e"))).unwrap_err();
+            assert!(
+                matches!(err, PlanError::MountPath { .. }),
+                "{src} {dst}: {err}"
+            );
+        }
+        let mut p = plan();
+        p.mounts = vec![EngineMount::Tmpfs {
+            dst: "/t,mp".into(),
+            size: 1,
+            mode: 0o700,
+        }];
+        assert!(matches!(
+            run_args(&p, Some(Path::new("/e"))),
+            Err(PlanError::MountPath { .. })
+        ));
+        p.seccomp_profile = Some("/a,b".into());
+        assert!(run_args(&p, Some(Path::new("/e"))).is_err());
+    }
+
+    #[test]
+    fn values_the_engines_read_as_unlimited_are_refused() {
+        let e = Some(Path::new("/e"));
+        let with = |f: &dyn Fn(&mut ContainerPlan)| {
+            let mut p = plan();
+            f(&mut p);
+            run_args(&p, e)
+        };
+        assert_eq!(
+            with(&|p| p.pids = Some(0)),
+            Err(PlanError::Zero { what: "pids limit" })
+        );
+        assert_eq!(with(&|p| p.memory = Some(0)), Err(PlanError::Memory(0)));
+        assert_eq!(
+            with(&|p| p.memory = Some(MIN_MEMORY - 1)),
+            Err(PlanError::Memory(MIN_MEMORY - 1))
+        );
+        assert!(with(&|p| p.memory = Some(MIN_MEMORY)).is_ok());
+        for cpus in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(matches!(
+                with(&|p| p.cpus = Some(cpus)),
+                Err(PlanError::Cpus(_))
+            ));
+        }
+        let tmpfs = |size, mode| {
+            move |p: &mut ContainerPlan| {
+                p.mounts = vec![EngineMount::Tmpfs {
+                    dst: "/tmp".into(),
+                    size,
+                    mode,
+                }]
+            }
+        };
+        assert_eq!(
+            with(&tmpfs(0, 0o700)),
+            Err(PlanError::Zero { what: "tmpfs size" })
+        );
+        assert_eq!(with(&tmpfs(1, 0o10000)), Err(PlanError::TmpfsMode(0o10000)));
+        assert!(with(&tmpfs(1, 0o7777)).is_ok());
+    }
+
+    #[test]
+    fn names_images_commands_and_labels_are_checked() {
+        let e = Some(Path::new("/e"));
+        let with = |f: &dyn Fn(&mut ContainerPlan)| {
+            let mut p = plan();
+            f(&mut p);
+            run_args(&p, e)
+        };
+        for bad in ["", "a", "-ab", "_ab", "a b", "a/b", "ab:c"] {
+            assert_eq!(
+                with(&|p| p.name = bad.into()),
+                Err(PlanError::Name(bad.into()))
+            );
+        }
+        for good in ["ab", "vg-1.x_y", "A0"] {
+            assert!(with(&|p| p.name = good.into()).is_ok(), "{good}");
+        }
+        for bad in ["", "-v", "a b", "a\n"] {
+            assert_eq!(
+                with(&|p| p.image = bad.into()),
+                Err(PlanError::Image(bad.into()))
+            );
+        }
+        assert_eq!(with(&|p| p.argv.clear()), Err(PlanError::NoCommand));
+        assert_eq!(
+            with(&|p| p.argv[1] = "a\0b".into()),
+            Err(PlanError::ArgvNul { index: 1 })
+        );
+        assert!(matches!(
+            with(&|p| p.entrypoint = Some("[\"sh\"]".into())),
+            Err(PlanError::Entrypoint(..))
+        ));
+        assert!(matches!(
+            with(&|p| p.workdir = "work".into()),
+            Err(PlanError::InsidePath { .. })
+        ));
+        for (k, v) in [("", "v"), ("a=b", "v"), ("k", "a\nb")] {
+            assert!(matches!(
+                with(&|p| p.labels = vec![(k.into(), v.into())]),
+                Err(PlanError::Label(_))
+            ));
+        }
+        // Argument text is passed as is, never split or interpreted.
+        let args = with(&|p| p.argv = vec!["--rm".into(), "$(x) ; `y`".into()]).unwrap();
+        assert_eq!(
+            args[args.len() - 2..],
+            [OsString::from("--rm"), "$(x) ; `y`".into()]
+        );
+    }
+}
