@@ -45,7 +45,10 @@ pub fn doctor(json: bool) -> i32 {
 /// Whether runsc is installed and starts a sandbox here, and on which platform.
 fn gvisor() -> probe::Check {
     let found = vg_backend::gvisor::probe(std::env::var_os("PATH").as_deref());
-    let version = found.version.clone().unwrap_or_else(|| "version unknown".into());
+    let version = found
+        .version
+        .clone()
+        .unwrap_or_else(|| "version unknown".into());
     match (&found.runsc, &found.platform, &found.error) {
         (Some(runsc), Some(platform), _) => probe::Check {
             layer: GVISOR_LAYER.into(),

@@ -64,10 +64,128 @@ pub fn check(
             }
             Ok(())
         }
-        Backend::Docker | Backend::Podman => bail!(
-            "--backend {backend} is not available in this build yet; use --backend native or gvisor"
+        Backend::Docker | Backend::Podman => {
+            if learn {
+                return refuse("learning mode (--learn)", "use --backend native");
+            }
+            if matches!(spec.network, SandboxNetwork::Tun(_)) {
+                return refuse(
+                    "the mediated network (--network allow, rules)",
+                    "use --network none, or --backend native for rules",
+                );
+            }
+            if inspection {
+                return refuse("HTTPS inspection and secrets", "use --backend native");
+            }
+            if spec.tty {
+                return refuse(
+                    "a terminal (sandbox shell, run -t)",
+                    "run without -t, or use --backend native",
+                );
+            }
+            if spec.persistent {
+                return refuse(
+                    "a persistent sandbox (sandbox create)",
+                    "use --backend native",
+                );
+            }
+            if gate {
+                return refuse(
+                    "holding execs for approval (--ask)",
+                    "use --ask never, or --backend native",
+                );
+            }
+            if violations_all {
+                return refuse(
+                    "reporting refused file accesses (--violations all)",
+                    "remove it, or use --backend native",
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+fn engine_of(backend: Backend) -> Option<vg_backend::engine::Engine> {
+    match backend {
+        Backend::Docker => Some(vg_backend::engine::Engine::Docker),
+        Backend::Podman => Some(vg_backend::engine::Engine::Podman),
+        Backend::Native | Backend::Gvisor => None,
+    }
+}
+
+/// With a container engine, the image named by `--image`, in the engine's own store.
+pub fn engine_image(
+    backend: Option<Backend>,
+    request: &crate::request::Request,
+) -> Result<Option<String>> {
+    let Some(engine) = backend.and_then(engine_of) else {
+        return Ok(None);
+    };
+    match &request.image {
+        Some(image) => Ok(Some(image.name.clone())),
+        None => bail!(
+            "--backend {}: name an image of {}'s store with --image NAME (`{} images` lists them); the host's folders are shown only by the native and gvisor backends",
+            engine.backend_name(),
+            engine.display_name(),
+            engine.program()
         ),
     }
+}
+
+/// The container the engine runs: the same plan as the native sandbox's where an
+/// engine can hold it — the workspace and `--mount`s, private `/tmp`, `$HOME` and
+/// `--tmpfs` folders of `--disk` bytes on a read-only root, the sandbox's user
+/// (never root), the clean environment, no capabilities, `no-new-privileges`, our
+/// seccomp rules (written at start), the network, and the limits, which the
+/// engine's own cgroups hold.
+pub fn container(
+    backend: Backend,
+    image: &str,
+    entrypoint: Option<String>,
+    spec: &SandboxSpec,
+    mounts: &[vg_policy::view::ResolvedMount],
+    limits: &crate::limits::Plan,
+    tmpfs: &[std::path::PathBuf],
+) -> Result<vg_backend::engine::ContainerPlan> {
+    use vg_backend::engine::{ContainerPlan, EngineMount, EngineNetwork};
+    let Some(engine) = engine_of(backend) else {
+        bail!("--backend {backend} is not a container engine");
+    };
+    let name = format!("vectraguard-{}-{}", std::process::id(), unique());
+    let mut plan = ContainerPlan::new(engine, image, spec.argv.clone(), &name);
+    // The image's entrypoint stays unless --entrypoint replaces it (as `docker run`).
+    plan.entrypoint = entrypoint;
+    plan.env = spec.env.clone();
+    plan.workdir = spec.workdir.clone();
+    plan.user = (spec.identity.uid, spec.identity.gid);
+    plan.network = match spec.network {
+        SandboxNetwork::Loopback => EngineNetwork::None,
+        SandboxNetwork::Host => EngineNetwork::Host,
+        SandboxNetwork::Tun(_) => {
+            bail!("--backend {backend}: the mediated network is not available")
+        }
+    };
+    let disk = limits.disk;
+    plan.mounts = [std::path::PathBuf::from("/tmp"), spec.identity.home.clone()]
+        .into_iter()
+        .chain(tmpfs.iter().cloned())
+        .map(|dst| EngineMount::Tmpfs {
+            dst,
+            size: disk,
+            mode: 0o1777,
+        })
+        .collect();
+    plan.mounts.extend(mounts.iter().map(|m| EngineMount::Bind {
+        src: m.host.clone(),
+        dst: m.container.clone(),
+        read_only: m.read_only,
+    }));
+    plan.memory = limits.limits.memory;
+    plan.pids = limits.limits.pids;
+    plan.cpus = limits.limits.cpus;
+    plan.labels = vec![("vectraguard".into(), "1".into())];
+    Ok(plan)
 }
 
 /// Limits whose native mechanism does not hold another backend. The memory
@@ -126,6 +244,27 @@ pub fn limits(
     Ok(())
 }
 
+/// With a container engine, the engine's cgroups hold memory, cpus and pids: the
+/// session makes no cgroup of its own (it would hold only the engine's client).
+pub fn engine_limits(plan: &mut crate::plan::Plan) {
+    let Some(container) = &plan.container else {
+        return;
+    };
+    let by = format!("{} (its cgroups)", container.engine.backend_name());
+    plan.limits.cgroup = None;
+    plan.limits.rlimit_nproc = None;
+    for (name, set) in [
+        ("memory", container.memory.is_some()),
+        ("cpus", container.cpus.is_some()),
+        ("pids", container.pids.is_some()),
+    ] {
+        if set {
+            plan.limits.enforced_by.insert(name, by.clone());
+        }
+    }
+    plan.limits.enforced_by.remove("ptys");
+}
+
 /// A started backend's own state, kept until the session ends.
 #[derive(Debug, Default)]
 pub struct Held {
@@ -133,11 +272,32 @@ pub struct Held {
     pub bundle: Option<vg_backend::gvisor::Bundle>,
     /// gVisor's trace sink (execs and exits), until the record's tracer takes it.
     pub sink: Option<vg_backend::gvisor::trace::Sink>,
+    /// A container engine's run: its private files, and the container, removed
+    /// when the session ends (also when its client was killed before `--rm` could).
+    pub container: Option<EngineRun>,
+}
+
+/// A container started through an engine's client.
+#[derive(Debug)]
+pub struct EngineRun {
+    engine: vg_backend::engine::Engine,
+    name: String,
+    /// Holds the environment file until the client has read it.
+    _prepared: vg_backend::engine::PreparedRun,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for EngineRun {
+    fn drop(&mut self) {
+        let _ = vg_backend::engine::remove(self.engine, &self.name);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// Spawns `spec` on `backend` with the given stdio, in `cgroup`.
 pub fn spawn(
     backend: Backend,
+    container: Option<&vg_backend::engine::ContainerPlan>,
     spec: &SandboxSpec,
     stdio: [RawFd; 3],
     cgroup: Option<&Cgroup>,
@@ -152,8 +312,112 @@ pub fn spawn(
             held.sink = sink;
             Ok(vg_sandbox::runtime::spawn_runtime(&runtime, stdio, cgroup)?)
         }
-        Backend::Docker | Backend::Podman => bail!("--backend {backend} is not available"),
+        Backend::Docker | Backend::Podman => {
+            let Some(container) = container else {
+                bail!("--backend {backend}: no container was planned");
+            };
+            let (run, runtime) = engine(container)?;
+            held.container = Some(run);
+            Ok(vg_sandbox::runtime::spawn_runtime(&runtime, stdio, cgroup)?)
+        }
     }
+}
+
+/// The engine's client command for `container`, with our seccomp rules and the
+/// environment written to a private folder first.
+fn engine(
+    container: &vg_backend::engine::ContainerPlan,
+) -> Result<(EngineRun, vg_sandbox::runtime::RuntimeSpec)> {
+    use std::os::unix::fs::DirBuilderExt;
+    use vg_backend::engine;
+    let program = engine::client_path(container.engine).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--backend {}: the {} client is not installed; install it (Debian: `apt-get install {}`) or use --backend native",
+            container.engine.backend_name(),
+            container.engine.display_name(),
+            match container.engine {
+                engine::Engine::Docker => "docker.io",
+                engine::Engine::Podman => "podman",
+            }
+        )
+    })?;
+    engine::probe(container.engine)?;
+    engine::require_image(container.engine, &container.image)?;
+    let dir = std::env::temp_dir().join(format!("{}.files", container.name));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    let profile = dir.join("seccomp.json");
+    let rules = vg_seccomp::default_profile(vg_seccomp::ProfileOptions::default());
+    let json = engine::seccomp_profile(&rules)?;
+    std::fs::write(&profile, serde_json::to_vec(&json)?)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", profile.display()))?;
+    let mut container = container.clone();
+    container.seccomp_profile = Some(profile);
+    let prepared = engine::prepare_run(&container, &dir)?;
+    let args: Vec<String> = prepared
+        .command
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut argv = vec![program.display().to_string()];
+    argv.extend(args);
+    let client = program.display().to_string();
+    let name = container.name.clone();
+    let runtime = vg_sandbox::runtime::RuntimeSpec {
+        argv,
+        // The client's own environment (DOCKER_HOST, XDG_RUNTIME_DIR…); the
+        // container's is the environment file.
+        env: std::env::vars().collect(),
+        cwd: dir.clone(),
+        identity: None,
+        enforced: format!(
+            "backend={}
+runtime={client}
+image={}
+capabilities=
+no_new_privs=1
+seccomp_mode=engine-profile
+read_only_root=1
+user={}:{}
+network={}
+exec_records=none
+",
+            container.engine.backend_name(),
+            container.image,
+            container.user.0,
+            container.user.1,
+            match container.network {
+                engine::EngineNetwork::None => "none",
+                engine::EngineNetwork::Host => "host",
+            },
+        ),
+        signal: vec![
+            client.clone(),
+            "kill".into(),
+            "--signal".into(),
+            vg_sandbox::runtime::SIGNAL_PLACEHOLDER.into(),
+            name.clone(),
+        ],
+        terminate_all: vec![
+            client,
+            "kill".into(),
+            "--signal".into(),
+            "15".into(),
+            name.clone(),
+        ],
+        command_pid: None,
+    };
+    Ok((
+        EngineRun {
+            engine: container.engine,
+            name,
+            _prepared: prepared,
+            dir,
+        },
+        runtime,
+    ))
 }
 
 /// gVisor's bundle and runsc's command for `spec`.

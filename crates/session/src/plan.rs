@@ -53,6 +53,8 @@ pub struct Plan {
     pub learn: Option<crate::learn::Plan>,
     /// What runs the sandbox (`--backend`).
     pub backend: vg_policy::Backend,
+    /// With `--backend docker|podman`: the container, as the engine will run it.
+    pub container: Option<vg_backend::engine::ContainerPlan>,
 }
 
 impl Plan {
@@ -76,7 +78,12 @@ impl Plan {
             &settings.upstream_ca,
             request,
         )?;
-        let image = request.image.as_ref().map(&mut *images).transpose()?;
+        // A container engine runs an image of its own store: ours is not asked.
+        let engine_image = crate::backend::engine_image(settings.backend, request)?;
+        let image = match engine_image {
+            Some(_) => None,
+            None => request.image.as_ref().map(&mut *images).transpose()?,
+        };
 
         let mounts = mounts::resolve_mounts(&settings, &cwd)?;
         mounts::check_images_hidden(&mounts)?;
@@ -229,6 +236,18 @@ impl Plan {
             inspection.is_some(),
             request.violations == crate::request::Violations::All,
         )?;
+        let container = match &engine_image {
+            Some(image) => Some(crate::backend::container(
+                backend,
+                image,
+                request.image.as_ref().and_then(|i| i.entrypoint.clone()),
+                &spec,
+                &mounts,
+                &limits,
+                &request.tmpfs,
+            )?),
+            None => None,
+        };
         Ok(Self {
             spec,
             limits,
@@ -249,6 +268,7 @@ impl Plan {
             prompt: request.prompt.clone(),
             learn,
             backend,
+            container,
         })
     }
 }

@@ -26,6 +26,7 @@ use crate::running::{Mode, Running};
 /// Starts `plan`: when this returns, the command is running (or about to: init
 /// starts it once every layer is in place).
 pub fn start(mut plan: Plan) -> Result<Running, Error> {
+    crate::backend::engine_limits(&mut plan);
     let mut enforced = plan.limits.enforce()?;
     crate::backend::limits(
         plan.backend,
@@ -132,6 +133,7 @@ fn start_recorded(
     let mut held = crate::backend::Held::default();
     let spawned = spawn(
         plan.backend,
+        plan.container.as_ref(),
         spec,
         enforced.cgroup.as_ref(),
         stdin_is_terminal,
@@ -243,6 +245,7 @@ fn start_recorded(
 /// Spawns the sandbox with its output on pipes to the relays, or on its own terminal.
 fn spawn(
     backend: vg_policy::Backend,
+    container: Option<&vg_backend::engine::ContainerPlan>,
     spec: &vg_sandbox::SandboxSpec,
     cgroup: Option<&Cgroup>,
     stdin_is_terminal: bool,
@@ -250,12 +253,14 @@ fn spawn(
     held: &mut crate::backend::Held,
 ) -> Result<(Sandbox, Output)> {
     if spec.tty {
-        crate::backend::spawn(backend, spec, [0, 1, 2], cgroup, true, held).map(|sandbox| {
-            let size = stdin_is_terminal
-                .then(|| vg_sandbox::terminal::size(std::io::stdin().as_fd()).ok())
-                .flatten();
-            (sandbox, Output::Tty { size })
-        })
+        crate::backend::spawn(backend, container, spec, [0, 1, 2], cgroup, true, held).map(
+            |sandbox| {
+                let size = stdin_is_terminal
+                    .then(|| vg_sandbox::terminal::size(std::io::stdin().as_fd()).ok())
+                    .flatten();
+                (sandbox, Output::Tty { size })
+            },
+        )
     } else {
         // A terminal on our stdin is relayed through a pipe too: handed over, it would
         // let the command write to the screen unrecorded and change the terminal's
@@ -270,7 +275,8 @@ fn spawn(
             .and_then(|((out_r, out_w), (err_r, err_w))| {
                 let stdin = input.as_ref().map_or(0, |(r, _)| r.as_raw_fd());
                 let fds = [stdin, out_w.as_raw_fd(), err_w.as_raw_fd()];
-                let sandbox = crate::backend::spawn(backend, spec, fds, cgroup, true, held)?;
+                let sandbox =
+                    crate::backend::spawn(backend, container, spec, fds, cgroup, true, held)?;
                 // Our copies of the write ends must go, or the relays never see the end.
                 drop((out_w, err_w));
                 if let Some((in_r, in_w)) = input {
@@ -298,6 +304,7 @@ fn start_unrecorded(
     let mut held = crate::backend::Held::default();
     let mut sandbox = crate::backend::spawn(
         plan.backend,
+        plan.container.as_ref(),
         &plan.spec,
         [0, 1, 2],
         enforced.cgroup.as_ref(),
