@@ -15,6 +15,7 @@ mod browser;
 mod config;
 mod dashboard;
 mod dashboard_browser;
+mod engines;
 mod exec_records;
 mod faults;
 mod filesystem;
