@@ -202,6 +202,16 @@ pub fn probe(engine: Engine) -> Result<EngineInfo, EngineError> {
         return Err(failure(engine, &args, out));
     }
     let info = json_of(engine, &args, &out.stdout)?;
+    parse_info(engine, &info).ok_or_else(|| EngineError::Parse {
+        engine,
+        what: args.join(" "),
+        detail: "no server version in its answer".into(),
+    })
+}
+
+/// [`EngineInfo`] from `ENGINE info --format '{{json .}}'`; `None` without a
+/// server version (Docker's client prints its own half when the daemon is down).
+fn parse_info(engine: Engine, info: &Value) -> Option<EngineInfo> {
     let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
     let parsed = match engine {
         Engine::Docker => EngineInfo {
@@ -221,14 +231,7 @@ pub fn probe(engine: Engine) -> Result<EngineInfo, EngineError> {
             default_runtime: text(&info["host"]["ociRuntime"]["name"]),
         },
     };
-    if parsed.server_version.is_empty() {
-        return Err(EngineError::Parse {
-            engine,
-            what: args.join(" "),
-            detail: "no server version in its answer".into(),
-        });
-    }
-    Ok(parsed)
+    (!parsed.server_version.is_empty()).then_some(parsed)
 }
 
 /// Whether `image` is in the engine's store (never pulls).
@@ -482,6 +485,40 @@ mod tests {
             "Error: no container with name or ID \"vg-x\" found: no such container"
         ));
         assert!(!no_such_container("Error: permission denied"));
+    }
+
+    #[test]
+    fn info_is_read_from_each_engines_answer() {
+        let docker = serde_json::json!({
+            "ServerVersion": "20.10.24+dfsg1",
+            "DefaultRuntime": "runc",
+            "SecurityOptions": ["name=seccomp,profile=default", "name=rootless"],
+        });
+        assert_eq!(
+            parse_info(Engine::Docker, &docker),
+            Some(EngineInfo {
+                engine: Engine::Docker,
+                server_version: "20.10.24+dfsg1".into(),
+                rootless: true,
+                default_runtime: "runc".into(),
+            })
+        );
+        // The client's half alone, as printed when the daemon is down.
+        let down = serde_json::json!({"ServerVersion": "", "ID": ""});
+        assert_eq!(parse_info(Engine::Docker, &down), None);
+        let podman = serde_json::json!({
+            "host": {"security": {"rootless": false}, "ociRuntime": {"name": "crun"}},
+            "version": {"Version": "4.3.1"},
+        });
+        let info = parse_info(Engine::Podman, &podman).unwrap();
+        assert_eq!(
+            (
+                info.server_version.as_str(),
+                info.rootless,
+                info.default_runtime.as_str()
+            ),
+            ("4.3.1", false, "crun")
+        );
     }
 
     #[test]
