@@ -25,8 +25,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use vg_backend::engine::{
-    ContainerPlan, Engine, EngineError, EngineMount, EngineNetwork, containers_with_label,
-    image_present, inspect, prepare_run, probe, remove, require_image, seccomp_profile, stop,
+    ContainerPlan, Engine, EngineError, EngineMount, EngineNetwork, check_limits,
+    containers_with_label, image_present, inspect, prepare_run, probe, remove, require_image,
+    seccomp_profile, stop,
 };
 use vg_seccomp::{Action, ProfileOptions, default_profile};
 
@@ -189,6 +190,13 @@ fn probe_and_images() {
         assert!(!info.server_version.is_empty());
         assert!(!info.rootless, "{engine}: rootful here");
         assert!(!info.default_runtime.is_empty());
+        // This machine's cgroups hold every limit, swap included.
+        let limits = info.limits;
+        assert!(
+            limits.memory && limits.swap && limits.pids && limits.cpus,
+            "{engine}: {limits:?}"
+        );
+        check_limits(&plan(engine, image, &["true"]), &info).unwrap();
         assert!(image_present(engine, image).unwrap());
         let absent = "vectraguard-test/absent:0";
         assert!(!image_present(engine, absent).unwrap());

@@ -215,6 +215,10 @@ pub enum PlanError {
     Cpus(f64),
     #[error("tmpfs mode {0:o} is not a file mode (at most 7777 octal)")]
     TmpfsMode(u32),
+    #[error(
+        "{engine} cannot enforce the {what} on this host (its kernel or cgroups lack it): drop the limit, or use the native backend"
+    )]
+    Unenforceable { what: &'static str, engine: Engine },
 }
 
 fn has_control(s: &str) -> bool {
