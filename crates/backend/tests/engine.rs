@@ -134,6 +134,15 @@ fn plan(engine: Engine, image: &str, argv: &[&str]) -> ContainerPlan {
     p
 }
 
+/// Removes a kept container when the test ends, passed or not.
+struct Cleanup(Engine, String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = remove(self.0, &self.1);
+    }
+}
+
 struct Ran {
     code: i32,
     stdout: Vec<u8>,
@@ -301,6 +310,7 @@ fn memory_limit_holds_and_the_kept_container_says_so() {
         );
         p.memory = Some(32 << 20);
         p.keep = true;
+        let _cleanup = Cleanup(engine, p.name.clone());
         let ran = run(&p);
         assert_eq!(
             ran.code,
@@ -448,6 +458,7 @@ fn containers_are_removed_unless_kept_and_stop_ends_one() {
         assert_eq!(inspect(engine, &p.name).unwrap(), None, "{engine}: --rm");
         let mut kept = plan(engine, image, &["true"]);
         kept.keep = true;
+        let _cleanup = Cleanup(engine, kept.name.clone());
         kept.labels
             .push(("vectraguard.kept".into(), kept.name.clone()));
         assert_eq!(run(&kept).code, 0);
@@ -461,6 +472,7 @@ fn containers_are_removed_unless_kept_and_stop_ends_one() {
 
         // A running one: stopped (signal, then SIGKILL after the grace), then gone.
         let long = plan(engine, image, &["sleep", "600"]);
+        let _cleanup = Cleanup(engine, long.name.clone());
         let mut prepared = prepare_run(&long, &tmp()).unwrap();
         let mut child = prepared
             .command
