@@ -15,8 +15,8 @@ pub mod plan;
 pub mod seccomp;
 
 pub use cli::{
-    ContainerState, EngineError, EngineInfo, PreparedRun, client_path, containers_with_label,
-    image_present, inspect, prepare_run, probe, remove, require_image, stop,
+    ContainerState, EngineError, EngineInfo, LimitSupport, PreparedRun, check_limits, client_path,
+    containers_with_label, image_present, inspect, prepare_run, probe, remove, require_image, stop,
 };
 pub use plan::{ContainerPlan, EngineMount, EngineNetwork, PlanError, env_file_contents, run_args};
 pub use seccomp::{SeccompExportError, seccomp_profile};

@@ -25,8 +25,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use vg_backend::engine::{
-    ContainerPlan, Engine, EngineError, EngineMount, EngineNetwork, containers_with_label,
-    image_present, inspect, prepare_run, probe, remove, require_image, seccomp_profile, stop,
+    ContainerPlan, Engine, EngineError, EngineMount, EngineNetwork, check_limits,
+    containers_with_label, image_present, inspect, prepare_run, probe, remove, require_image,
+    seccomp_profile, stop,
 };
 use vg_seccomp::{Action, ProfileOptions, default_profile};
 
@@ -133,6 +134,15 @@ fn plan(engine: Engine, image: &str, argv: &[&str]) -> ContainerPlan {
     p
 }
 
+/// Removes a kept container when the test ends, passed or not.
+struct Cleanup(Engine, String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = remove(self.0, &self.1);
+    }
+}
+
 struct Ran {
     code: i32,
     stdout: Vec<u8>,
@@ -189,6 +199,13 @@ fn probe_and_images() {
         assert!(!info.server_version.is_empty());
         assert!(!info.rootless, "{engine}: rootful here");
         assert!(!info.default_runtime.is_empty());
+        // This machine's cgroups hold every limit, swap included.
+        let limits = info.limits;
+        assert!(
+            limits.memory && limits.swap && limits.pids && limits.cpus,
+            "{engine}: {limits:?}"
+        );
+        check_limits(&plan(engine, image, &["true"]), &info).unwrap();
         assert!(image_present(engine, image).unwrap());
         let absent = "vectraguard-test/absent:0";
         assert!(!image_present(engine, absent).unwrap());
@@ -293,6 +310,7 @@ fn memory_limit_holds_and_the_kept_container_says_so() {
         );
         p.memory = Some(32 << 20);
         p.keep = true;
+        let _cleanup = Cleanup(engine, p.name.clone());
         let ran = run(&p);
         assert_eq!(
             ran.code,
@@ -440,6 +458,7 @@ fn containers_are_removed_unless_kept_and_stop_ends_one() {
         assert_eq!(inspect(engine, &p.name).unwrap(), None, "{engine}: --rm");
         let mut kept = plan(engine, image, &["true"]);
         kept.keep = true;
+        let _cleanup = Cleanup(engine, kept.name.clone());
         kept.labels
             .push(("vectraguard.kept".into(), kept.name.clone()));
         assert_eq!(run(&kept).code, 0);
@@ -453,6 +472,7 @@ fn containers_are_removed_unless_kept_and_stop_ends_one() {
 
         // A running one: stopped (signal, then SIGKILL after the grace), then gone.
         let long = plan(engine, image, &["sleep", "600"]);
+        let _cleanup = Cleanup(engine, long.name.clone());
         let mut prepared = prepare_run(&long, &tmp()).unwrap();
         let mut child = prepared
             .command

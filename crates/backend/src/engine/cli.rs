@@ -81,6 +81,45 @@ pub struct EngineInfo {
     pub rootless: bool,
     /// The OCI runtime it uses by default (`runc`, `crun`, ...).
     pub default_runtime: String,
+    /// Which resource limits its cgroups can hold.
+    pub limits: LimitSupport,
+}
+
+/// Which limits an engine can enforce on this host. Docker ignores a limit its
+/// kernel lacks, with a warning on the client's stderr (the command's stderr to
+/// us): [`check_limits`] refuses such a plan instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitSupport {
+    pub memory: bool,
+    /// Swap accounting, which `--memory-swap` needs.
+    pub swap: bool,
+    pub pids: bool,
+    pub cpus: bool,
+}
+
+/// Refuses a plan asking for a limit the engine cannot hold here (pure).
+pub fn check_limits(plan: &ContainerPlan, info: &EngineInfo) -> Result<(), PlanError> {
+    let l = info.limits;
+    let asked = [
+        ("memory limit", plan.memory.is_some(), l.memory),
+        (
+            "swap limit (part of the memory limit)",
+            plan.memory.is_some(),
+            l.swap,
+        ),
+        ("process limit", plan.pids.is_some(), l.pids),
+        ("CPU limit", plan.cpus.is_some(), l.cpus),
+    ];
+    match asked
+        .into_iter()
+        .find(|(_, wanted, held)| *wanted && !*held)
+    {
+        Some((what, ..)) => Err(PlanError::Unenforceable {
+            what,
+            engine: info.engine,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// The output of one client call.
@@ -202,6 +241,23 @@ pub fn probe(engine: Engine) -> Result<EngineInfo, EngineError> {
         return Err(failure(engine, &args, out));
     }
     let info = json_of(engine, &args, &out.stdout)?;
+    let mut parsed = parse_info(engine, &info).ok_or_else(|| EngineError::Parse {
+        engine,
+        what: args.join(" "),
+        detail: "no server version in its answer".into(),
+    })?;
+    // Podman does not report swap accounting: on cgroup v1 it is the memsw files
+    // (cgroup v2 always has it with the memory controller).
+    if engine == Engine::Podman && info["host"]["cgroupVersion"] == "v1" {
+        parsed.limits.swap &=
+            Path::new("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").exists();
+    }
+    Ok(parsed)
+}
+
+/// [`EngineInfo`] from `ENGINE info --format '{{json .}}'`; `None` without a
+/// server version (Docker's client prints its own half when the daemon is down).
+fn parse_info(engine: Engine, info: &Value) -> Option<EngineInfo> {
     let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
     let parsed = match engine {
         Engine::Docker => EngineInfo {
@@ -211,6 +267,12 @@ pub fn probe(engine: Engine) -> Result<EngineInfo, EngineError> {
                 .as_array()
                 .is_some_and(|o| o.iter().any(|s| s == "name=rootless")),
             default_runtime: text(&info["DefaultRuntime"]),
+            limits: LimitSupport {
+                memory: info["MemoryLimit"].as_bool() == Some(true),
+                swap: info["SwapLimit"].as_bool() == Some(true),
+                pids: info["PidsLimit"].as_bool() == Some(true),
+                cpus: info["CpuCfsQuota"].as_bool() == Some(true),
+            },
         },
         Engine::Podman => EngineInfo {
             engine,
@@ -219,16 +281,22 @@ pub fn probe(engine: Engine) -> Result<EngineInfo, EngineError> {
                 .as_bool()
                 .unwrap_or(false),
             default_runtime: text(&info["host"]["ociRuntime"]["name"]),
+            limits: {
+                let has = |c: &str| {
+                    info["host"]["cgroupControllers"]
+                        .as_array()
+                        .is_some_and(|l| l.iter().any(|x| x == c))
+                };
+                LimitSupport {
+                    memory: has("memory"),
+                    swap: has("memory"),
+                    pids: has("pids"),
+                    cpus: has("cpu"),
+                }
+            },
         },
     };
-    if parsed.server_version.is_empty() {
-        return Err(EngineError::Parse {
-            engine,
-            what: args.join(" "),
-            detail: "no server version in its answer".into(),
-        });
-    }
-    Ok(parsed)
+    (!parsed.server_version.is_empty()).then_some(parsed)
 }
 
 /// Whether `image` is in the engine's store (never pulls).
@@ -482,6 +550,99 @@ mod tests {
             "Error: no container with name or ID \"vg-x\" found: no such container"
         ));
         assert!(!no_such_container("Error: permission denied"));
+    }
+
+    #[test]
+    fn info_is_read_from_each_engines_answer() {
+        let docker = serde_json::json!({
+            "ServerVersion": "20.10.24+dfsg1",
+            "DefaultRuntime": "runc",
+            "SecurityOptions": ["name=seccomp,profile=default", "name=rootless"],
+            "MemoryLimit": true, "SwapLimit": false, "PidsLimit": true, "CpuCfsQuota": true,
+        });
+        assert_eq!(
+            parse_info(Engine::Docker, &docker),
+            Some(EngineInfo {
+                engine: Engine::Docker,
+                server_version: "20.10.24+dfsg1".into(),
+                rootless: true,
+                default_runtime: "runc".into(),
+                limits: LimitSupport {
+                    memory: true,
+                    swap: false,
+                    pids: true,
+                    cpus: true
+                },
+            })
+        );
+        // The client's half alone, as printed when the daemon is down.
+        let down = serde_json::json!({"ServerVersion": "", "ID": ""});
+        assert_eq!(parse_info(Engine::Docker, &down), None);
+        let podman = serde_json::json!({
+            "host": {"security": {"rootless": false}, "ociRuntime": {"name": "crun"},
+                     "cgroupControllers": ["cpu", "memory"]},
+            "version": {"Version": "4.3.1"},
+        });
+        let info = parse_info(Engine::Podman, &podman).unwrap();
+        assert_eq!(
+            (
+                info.server_version.as_str(),
+                info.rootless,
+                info.default_runtime.as_str()
+            ),
+            ("4.3.1", false, "crun")
+        );
+        assert_eq!(
+            info.limits,
+            LimitSupport {
+                memory: true,
+                swap: true,
+                pids: false,
+                cpus: true
+            }
+        );
+    }
+
+    #[test]
+    fn limits_the_engine_cannot_hold_are_refused() {
+        let all = LimitSupport {
+            memory: true,
+            swap: true,
+            pids: true,
+            cpus: true,
+        };
+        let info = |limits| EngineInfo {
+            engine: Engine::Docker,
+            server_version: "1".into(),
+            rootless: false,
+            default_runtime: "runc".into(),
+            limits,
+        };
+        let mut plan = ContainerPlan::new(Engine::Docker, "i", vec!["true".into()], "ab");
+        let no_swap = info(LimitSupport { swap: false, ..all });
+        assert_eq!(check_limits(&plan, &no_swap), Ok(()), "nothing asked");
+        plan.memory = Some(64 << 20);
+        assert!(matches!(
+            check_limits(&plan, &no_swap),
+            Err(PlanError::Unenforceable { what, .. }) if what.starts_with("swap")
+        ));
+        assert_eq!(check_limits(&plan, &info(all)), Ok(()));
+        plan.pids = Some(10);
+        plan.cpus = Some(0.5);
+        for (limits, name) in [
+            (LimitSupport { pids: false, ..all }, "process"),
+            (LimitSupport { cpus: false, ..all }, "CPU"),
+            (
+                LimitSupport {
+                    memory: false,
+                    ..all
+                },
+                "memory",
+            ),
+        ] {
+            let err = check_limits(&plan, &info(limits)).unwrap_err();
+            assert!(err.to_string().contains(name), "{err}");
+        }
     }
 
     #[test]

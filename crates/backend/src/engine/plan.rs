@@ -44,7 +44,15 @@
 //! - `--no-healthcheck`: an image's health check would run commands inside the
 //!   session that the session did not ask for.
 //! - `-i` (stdin attached) and `-t` (a terminal): without `-t` the container's
-//!   stdout and stderr stay two streams, relayed byte for byte.
+//!   stdout and stderr stay two streams, relayed byte for byte (the client's own
+//!   stdout and stderr; tested with binary data, 1 MiB and more). Signals sent to
+//!   the client are passed on to the container (the attached client's default
+//!   `--sig-proxy`); SIGKILL cannot be, so a time-out ends the container with
+//!   [`super::stop`], and a client killed outright leaves it running until then.
+//! - Exit status: the client exits with the command's status (`128+N` for a
+//!   signal, 137 when the memory limit's OOM kill ends it), 125 when the engine
+//!   failed (image missing, bad option), 126/127 when the command cannot be run
+//!   (with `--init` under Podman, catatonit reports a missing command as 1).
 //! - `--stop-timeout S`, `--label K=V`, `--name`, `--entrypoint`, `--workdir`.
 
 use std::ffi::OsString;
@@ -215,6 +223,10 @@ pub enum PlanError {
     Cpus(f64),
     #[error("tmpfs mode {0:o} is not a file mode (at most 7777 octal)")]
     TmpfsMode(u32),
+    #[error(
+        "{engine} cannot enforce the {what} on this host (its kernel or cgroups lack it): drop the limit, or use the native backend"
+    )]
+    Unenforceable { what: &'static str, engine: Engine },
 }
 
 fn has_control(s: &str) -> bool {
