@@ -246,23 +246,46 @@ pub fn limits(
 
 /// With a container engine, the engine's cgroups hold memory, cpus and pids: the
 /// session makes no cgroup of its own (it would hold only the engine's client).
-pub fn engine_limits(plan: &mut crate::plan::Plan) {
-    let Some(container) = &plan.container else {
-        return;
+/// The engine is asked first what it can hold here: a default cap it cannot (a
+/// rootless engine on cgroup v1) is recorded as not held, an asked one refused.
+pub fn engine_limits(plan: &mut crate::plan::Plan) -> Result<()> {
+    let asked_pids = plan.settings.limits.pids.is_some();
+    let default_memory = plan.limits.memory_source == crate::limits::MemorySource::Default;
+    let Some(container) = &mut plan.container else {
+        return Ok(());
     };
-    let by = format!("{} (its cgroups)", container.engine.backend_name());
-    plan.limits.cgroup = None;
-    plan.limits.rlimit_nproc = None;
-    for (name, set) in [
+    let engine = container.engine;
+    let info = vg_backend::engine::probe(engine)?;
+    let name = engine.backend_name();
+    if !info.limits.memory && default_memory && container.memory.take().is_some() {
+        plan.limits.limits.memory = None;
+        plan.limits.enforced_by.insert(
+            "memory",
+            format!("none ({name} cannot hold a memory limit here)"),
+        );
+    }
+    if !info.limits.pids && !asked_pids && container.pids.take().is_some() {
+        plan.limits.limits.pids = None;
+        plan.limits.enforced_by.insert(
+            "pids",
+            format!("none ({name} cannot hold a pids limit here)"),
+        );
+    }
+    // Whatever is left and cannot be held is refused.
+    vg_backend::engine::check_limits(container, &info)?;
+    let by = format!("{name} (its cgroups)");
+    for (limit, set) in [
         ("memory", container.memory.is_some()),
         ("cpus", container.cpus.is_some()),
         ("pids", container.pids.is_some()),
     ] {
         if set {
-            plan.limits.enforced_by.insert(name, by.clone());
+            plan.limits.enforced_by.insert(limit, by.clone());
         }
     }
-    plan.limits.enforced_by.remove("ptys");
+    plan.limits.cgroup = None;
+    plan.limits.rlimit_nproc = None;
+    Ok(())
 }
 
 /// A started backend's own state, kept until the session ends.
@@ -341,7 +364,7 @@ fn engine(
             }
         )
     })?;
-    engine::probe(container.engine)?;
+    // The engine was probed and its limits checked while starting (`engine_limits`).
     engine::require_image(container.engine, &container.image)?;
     let dir = std::env::temp_dir().join(format!("{}.files", container.name));
     std::fs::DirBuilder::new()

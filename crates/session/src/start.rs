@@ -26,7 +26,7 @@ use crate::running::{Mode, Running};
 /// Starts `plan`: when this returns, the command is running (or about to: init
 /// starts it once every layer is in place).
 pub fn start(mut plan: Plan) -> Result<Running, Error> {
-    crate::backend::engine_limits(&mut plan);
+    crate::backend::engine_limits(&mut plan)?;
     let mut enforced = plan.limits.enforce()?;
     crate::backend::limits(
         plan.backend,
