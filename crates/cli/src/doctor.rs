@@ -18,6 +18,8 @@ const OPTIONAL: &[&str] = &[
     "limits: memory, cpus",
     "limits: pids without cgroups",
     GVISOR_LAYER,
+    "backend: docker",
+    "backend: podman",
 ];
 
 /// The gVisor backend (`--backend gvisor`): optional, only it needs runsc.
@@ -33,6 +35,7 @@ pub fn doctor(json: bool) -> i32 {
         .map_or(checks.len(), |i| i + 1);
     checks.insert(at, default_memory(&checks));
     checks.push(gvisor());
+    checks.extend(vg_backend::engine::Engine::ALL.into_iter().map(engine));
     let missing = checks.iter().filter(|c| !c.ok && required(c)).count();
     if json {
         print_json(&checks, missing);
@@ -73,6 +76,32 @@ fn gvisor() -> probe::Check {
             fix: Some(
                 "runsc needs user namespaces and ptrace; check `runsc --rootless --network=none do /bin/true` by hand".into(),
             ),
+        },
+    }
+}
+
+/// Whether a container engine's client is installed and its daemon or service
+/// answers, with its version and whether it is rootless.
+fn engine(engine: vg_backend::engine::Engine) -> probe::Check {
+    let layer = format!("backend: {}", engine.backend_name());
+    match vg_backend::engine::probe(engine) {
+        Ok(info) => probe::Check {
+            layer,
+            ok: true,
+            detail: format!(
+                "{} {}{}, runtime {}",
+                engine.display_name(),
+                info.server_version,
+                if info.rootless { " (rootless)" } else { "" },
+                info.default_runtime
+            ),
+            fix: None,
+        },
+        Err(e) => probe::Check {
+            layer,
+            ok: false,
+            detail: format!("{} is not usable here", engine.display_name()),
+            fix: Some(e.to_string()),
         },
     }
 }

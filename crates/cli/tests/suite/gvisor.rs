@@ -279,6 +279,11 @@ fn what_gvisor_cannot_enforce_is_refused_naming_the_backend_and_the_fix() {
                 &["true"][..],
                 "--violations all",
             ),
+            (
+                &["--disk", "10m"][..],
+                &["true"][..],
+                "--disk cannot be enforced",
+            ),
         ] {
             let out = gvisor(runner, &ws, &home, options, cmd);
             out.assert_code(125);
