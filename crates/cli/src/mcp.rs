@@ -46,11 +46,33 @@ fn host_of(url: &str) -> Result<String> {
     Ok(host.to_owned())
 }
 
+/// The server's sandboxes are persistent (`sandbox create`), which only the native
+/// backend has: another one is refused now rather than at the first call.
+fn refuse_other_backends(options: &[String]) -> Result<()> {
+    let mut it = options.iter();
+    while let Some(option) = it.next() {
+        let value = match option.strip_prefix("--backend") {
+            Some("") => it.next().map(String::as_str),
+            Some(rest) => rest.strip_prefix('='),
+            None => continue,
+        };
+        if let Some(value) = value
+            && value != "native"
+        {
+            anyhow::bail!(
+                "--backend {value}: the MCP server's sandboxes are persistent (`sandbox create`), which only the native backend has; remove --backend {value}"
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn serve(args: McpServeArgs) -> i32 {
     exit_code(|| {
         args.ask
             .parse::<vg_policy::risk::Ask>()
             .map_err(|e| anyhow::anyhow!("--ask {}: {e}", args.ask))?;
+        refuse_other_backends(&args.sandbox_options)?;
         let mut pypi_hosts = vec![host_of(&args.pypi_index)?];
         if args.pypi_index.starts_with("https://pypi.org") {
             pypi_hosts.push("files.pythonhosted.org".into());
@@ -100,6 +122,16 @@ fn random_token() -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn other_backends_are_refused_in_either_spelling() {
+        let opts = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(refuse_other_backends(&opts(&["--backend", "native", "--pids", "5"])).is_ok());
+        for bad in [&["--backend", "gvisor"][..], &["--backend=docker"][..]] {
+            let e = refuse_other_backends(&opts(bad)).unwrap_err().to_string();
+            assert!(e.contains("only the native backend"), "{e}");
+        }
+    }
 
     #[test]
     fn given_options_win_over_the_defaults() {

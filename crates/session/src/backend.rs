@@ -327,7 +327,16 @@ pub struct EngineRun {
 
 impl Drop for EngineRun {
     fn drop(&mut self) {
-        let _ = vg_backend::engine::remove(self.engine, &self.name);
+        // `--rm` has removed it when the client saw it end; when the client was
+        // killed first, the container may still run. `rm -f` in the background:
+        // it costs a client start (tens of milliseconds, more for Podman), which
+        // the session's end need not wait for; nothing of the record depends on it.
+        let _ = std::process::Command::new(self.engine.program())
+            .args(["rm", "-f", &self.name])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
