@@ -3,8 +3,11 @@
 //! unprivileged test user: the posture inside, the filesystem view, the network,
 //! limits, time-out, exit codes, the record, refusals, and attacks that must fail.
 
+use std::time::Duration;
+
 use super::harness::{
-    RecordsHome, Runner, Vg, Workspace, each_identity, home_secret, session_metadata,
+    RecordsHome, Runner, Vg, Workspace, assert_no_process_left, each_identity, home_secret,
+    host_processes_with, session_metadata, wait_until,
 };
 
 /// `vectraguard sandbox run --backend gvisor [options] -- cmd…`, recorded in `home`.
@@ -342,5 +345,46 @@ fn escapes_tried_from_inside_gvisor_fail() {
         assert_ne!(out.field("mount"), "OK", "{out}");
         assert_eq!(out.field("root_home"), "False", "{out}");
         assert_eq!(out.field("kmsg"), "no", "{out}");
+    });
+}
+
+/// A SIGKILL to vectraguard ends runsc, its sentry and its gofer too: the keeper's
+/// children die with it even after dropping root (a credential change clears the
+/// parent-death signal), so no sandbox runs on unsupervised.
+#[test]
+fn sigkill_of_vectraguard_ends_runsc_and_the_sentry() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let mut vg = Vg::new(runner, ws.path());
+        vg.args([
+            "sandbox",
+            "run",
+            "--backend",
+            "gvisor",
+            "--",
+            "sleep",
+            "300",
+        ])
+        .records_home(&home);
+        let running = vg.spawn();
+        // runsc's command line names the bundle, named after vectraguard's pid.
+        let marker = format!("vectraguard-gvisor-vg-{}-", running.pid());
+        let started = wait_until(Duration::from_secs(20), || {
+            host_processes_with(&marker)
+                .iter()
+                .any(|(_, cmdline)| cmdline.contains("runsc-sandbox"))
+        });
+        assert!(started, "gVisor's sandbox never started");
+        running.signal("KILL");
+        let out = running.finish(Duration::from_secs(10));
+        assert_eq!(out.code(), None, "vectraguard was not killed\n{out}");
+        assert_no_process_left(&marker, &out);
+        // The killed supervisor could not remove its bundle folder.
+        for entry in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
+            if entry.file_name().to_string_lossy().contains(&marker) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
     });
 }
