@@ -185,7 +185,9 @@ fn gvisor(
     // Started as root, runsc runs as the identity the native sandbox would take:
     // neither the sentry nor its file proxy is ever root on the host.
     let identity = crate::host::is_root().then_some((spec.identity.uid, spec.identity.gid));
-    let id = format!("vg-{}-{}", std::process::id(), unique());
+    // Unpredictable: another user cannot make the folder's name first (a refused
+    // start).
+    let id = format!("vg-{}-{}-{}", std::process::id(), unique(), random_hex()?);
     let bundle = gvisor::Bundle::write(&std::env::temp_dir(), &id, &process, &spec.view, identity)?;
     let network = match spec.network {
         SandboxNetwork::Loopback => gvisor::Network::None,
@@ -202,7 +204,7 @@ fn gvisor(
         identity.map_or_else(|| "self".to_owned(), |(u, _)| u.to_string()),
     );
     // A recorded run's execs and exits come from gVisor's trace points, sent to a
-    // socket in the bundle folder (0700, runsc's user's) that listens before runsc
+    // socket in the bundle folder (0700, still ours) that listens before runsc
     // starts: runsc refuses to start when it cannot connect.
     let sink = if record_execs {
         let path = bundle.trace_socket();
@@ -210,17 +212,12 @@ fn gvisor(
         let config = gvisor::trace::pod_init_config(&path)?;
         std::fs::write(bundle.trace_config(), serde_json::to_vec(&config)?)
             .map_err(|e| anyhow::anyhow!("cannot write gVisor's trace configuration: {e}"))?;
-        if let Some((uid, gid)) = identity {
-            for p in [path.as_path(), bundle.trace_config().as_path()] {
-                std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(|e| {
-                    anyhow::anyhow!("cannot hand {} to uid {uid}: {e}", p.display())
-                })?;
-            }
-        }
         Some(sink)
     } else {
         None
     };
+    // Only now, with everything written, to runsc's user.
+    bundle.hand_over()?;
     let mut runtime = bundle.runtime(&runsc, network, identity, sink.is_some(), enforced);
     // runsc's own debug log, for diagnosing the backend (a folder the user chooses).
     if let Some(dir) = std::env::var_os("VECTRAGUARD_GVISOR_DEBUG_LOG") {
@@ -231,6 +228,18 @@ fn gvisor(
             .insert(2, format!("--debug-log={}/", dir.display()));
     }
     Ok((bundle, runtime, sink))
+}
+
+/// Eight random hexadecimal digits.
+fn random_hex() -> Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 4];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| {
+            anyhow::anyhow!("cannot read /dev/urandom for the gVisor bundle's name: {e}")
+        })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// A number unique within this process.

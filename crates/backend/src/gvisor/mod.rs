@@ -55,11 +55,14 @@ pub struct Bundle {
     dir: PathBuf,
     id: String,
     image: bool,
+    /// The user runsc will run as, when that is not us: see [`Bundle::hand_over`].
+    owner: Option<(u32, u32)>,
 }
 
 impl Bundle {
     /// Writes the bundle for `process` seeing `view`, in a new private folder under
-    /// `parent`, owned by `owner` (the user runsc will run as, when that is not us).
+    /// `parent`, for runsc running as `owner` (when that is not us). The folder stays
+    /// ours until [`Bundle::hand_over`].
     pub fn write(
         parent: &Path,
         id: &str,
@@ -77,6 +80,7 @@ impl Bundle {
             dir,
             id: id.to_owned(),
             image: false,
+            owner,
         };
         let empty = bundle.dir.join("empty");
         std::fs::write(&empty, b"").context("cannot write the bundle's empty file")?;
@@ -102,18 +106,29 @@ impl Bundle {
             .mode(0o700)
             .create(bundle.dir.join("state"))
             .context("cannot create runsc's state folder")?;
-        if let Some((uid, gid)) = owner {
-            for entry in walk(&bundle.dir) {
-                std::os::unix::fs::lchown(&entry, Some(uid), Some(gid))
-                    .with_context(|| format!("cannot hand {} to uid {uid}", entry.display()))?;
-            }
-        }
         bundle.image = translated.image_root.is_some();
         Ok(bundle)
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Gives the bundle to the user runsc runs as (when that is not us), once
+    /// everything in it is written: the folder itself last. Until then the folder is
+    /// ours and private (0700), so no other user can swap what we write or chown
+    /// for a link; once it is theirs, nothing more is written or changed in it (a
+    /// root supervisor writing or chowning in a folder another user owns would
+    /// follow the links that user plants).
+    pub fn hand_over(&self) -> Result<()> {
+        let Some((uid, gid)) = self.owner else {
+            return Ok(());
+        };
+        for entry in walk(&self.dir).iter().rev() {
+            std::os::unix::fs::lchown(entry, Some(uid), Some(gid))
+                .with_context(|| format!("cannot hand {} to uid {uid}", entry.display()))?;
+        }
+        Ok(())
     }
 
     /// Where the trace socket goes (see [`trace`]).
@@ -230,7 +245,8 @@ fn reachable(path: &Path, kind: vg_policy::view::NodeKind, owner: Option<(u32, u
     parents_ok && own
 }
 
-/// Every path under `dir`, `dir` included, without following links.
+/// Every path under `dir`, `dir` first, parents before their entries, without
+/// following links.
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = vec![dir.to_path_buf()];
     let mut i = 0;
@@ -335,5 +351,66 @@ pub fn probe(path: Option<&OsStr>) -> Probe {
         version,
         platform,
         error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    /// A supervisor started as root must not write or chown in a folder another
+    /// user already owns (that user could swap an entry for a link to a host file):
+    /// the bundle stays ours and private until handed over, the folder itself last.
+    #[test]
+    fn the_bundle_stays_ours_and_private_until_handed_over() {
+        let parent = std::env::temp_dir().join(format!("vg-bundle-test-{}", std::process::id()));
+        std::fs::create_dir_all(&parent).unwrap();
+        let me = std::fs::metadata(&parent).unwrap();
+        let ours = (me.uid(), me.gid());
+        // Only root can give files away: as root, to `nobody`.
+        let owner = if me.uid() == 0 { (65534, 65534) } else { ours };
+        let process = Process {
+            argv: vec!["true".into()],
+            env: Vec::new(),
+            cwd: "/".into(),
+            uid: 0,
+            gid: 0,
+            hostname: "vg".into(),
+        };
+        let bundle = Bundle::write(
+            &parent,
+            "t",
+            &process,
+            &FsView { ops: Vec::new() },
+            Some(owner),
+        )
+        .unwrap();
+        // What the session writes after `write` (the trace configuration).
+        std::fs::write(bundle.trace_config(), b"{}").unwrap();
+        let owners = || {
+            walk(bundle.dir())
+                .into_iter()
+                .map(|p| {
+                    let m = p.symlink_metadata().unwrap();
+                    (p, (m.uid(), m.gid()))
+                })
+                .collect::<Vec<_>>()
+        };
+        let before = owners();
+        assert!(before.len() >= 5, "{before:?}");
+        assert!(before.iter().all(|(_, o)| *o == ours), "{before:?}");
+        assert_eq!(
+            std::fs::metadata(bundle.dir()).unwrap().mode() & 0o777,
+            0o700
+        );
+        bundle.hand_over().unwrap();
+        let after = owners();
+        assert!(after.iter().all(|(_, o)| *o == owner), "{after:?}");
+        let dir = bundle.dir().to_path_buf();
+        drop(bundle);
+        assert!(!dir.exists());
+        std::fs::remove_dir(&parent).unwrap();
     }
 }
