@@ -70,6 +70,15 @@ impl Bundle {
         view: &FsView,
         owner: Option<(u32, u32)>,
     ) -> Result<Bundle> {
+        let real_parent = std::fs::canonicalize(parent)
+            .with_context(|| format!("cannot resolve the folder {}", parent.display()))?;
+        if let Some(mount) = shown_through(&real_parent, view) {
+            anyhow::bail!(
+                "the gVisor bundle's folder {} (TMPDIR) would be visible inside the sandbox through the mount of {}, where the command could change runsc's state: set TMPDIR to a folder outside every mounted path",
+                real_parent.display(),
+                mount.display()
+            );
+        }
         let dir = parent.join(format!("vectraguard-gvisor-{id}"));
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -209,6 +218,19 @@ impl Drop for Bundle {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The host folder bound into `view` that holds `folder` (a real path), if any:
+/// what is made in `folder` is then visible, and maybe writable, inside the sandbox.
+fn shown_through<'a>(folder: &Path, view: &'a FsView) -> Option<&'a Path> {
+    view.ops.iter().find_map(|op| match op {
+        vg_policy::MountOp::Bind { src, .. } | vg_policy::MountOp::Overlay { lower: src, .. }
+            if folder.starts_with(src) =>
+        {
+            Some(src.as_path())
+        }
+        _ => None,
+    })
 }
 
 /// Whether runsc's user — `owner`, else this process — can open `path` (a file:
@@ -359,6 +381,45 @@ mod tests {
     use std::os::unix::fs::MetadataExt;
 
     use super::*;
+
+    #[test]
+    fn a_bundle_folder_inside_a_mount_is_seen_through_it() {
+        let view = FsView {
+            ops: vec![
+                vg_policy::MountOp::Bind {
+                    src: "/usr".into(),
+                    dst: "/usr".into(),
+                    read_only: true,
+                    kind: vg_policy::view::NodeKind::Dir,
+                    dev: false,
+                },
+                vg_policy::MountOp::Tmpfs {
+                    dst: "/tmp".into(),
+                    size: 1,
+                    mode: 0o1777,
+                    owner: None,
+                },
+                vg_policy::MountOp::Bind {
+                    src: "/home/u/ws".into(),
+                    dst: "/ws".into(),
+                    read_only: false,
+                    kind: vg_policy::view::NodeKind::Dir,
+                    dev: false,
+                },
+            ],
+        };
+        assert_eq!(
+            shown_through(Path::new("/home/u/ws/.tmp"), &view),
+            Some(Path::new("/home/u/ws"))
+        );
+        assert_eq!(
+            shown_through(Path::new("/usr/tmp"), &view),
+            Some(Path::new("/usr"))
+        );
+        // The sandbox's /tmp is its own: the host's is not shown.
+        assert_eq!(shown_through(Path::new("/tmp"), &view), None);
+        assert_eq!(shown_through(Path::new("/home/u"), &view), None);
+    }
 
     /// A supervisor started as root must not write or chown in a folder another
     /// user already owns (that user could swap an entry for a link to a host file):

@@ -388,3 +388,23 @@ fn sigkill_of_vectraguard_ends_runsc_and_the_sentry() {
         }
     });
 }
+
+/// The bundle folder (runsc's state, the trace socket, the skeleton root) is made
+/// in TMPDIR: one inside the workspace would let the command rewrite runsc's state,
+/// which the signal and stop commands read. Refused, with the fix.
+#[test]
+fn a_tmpdir_inside_the_workspace_is_refused() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let tmp = ws.mkdir(".tmp");
+        let mut vg = Vg::new(runner, ws.path());
+        vg.args(["sandbox", "run", "--backend", "gvisor", "--", "true"])
+            .env("TMPDIR", &tmp.display().to_string())
+            .records_home(&home);
+        let out = vg.run();
+        out.assert_code(125);
+        out.assert_stderr_contains("set TMPDIR to a folder outside every mounted path");
+        assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "{out}");
+    });
+}
