@@ -35,6 +35,16 @@ pub fn check(
                     "use --network none, or --backend native for rules",
                 );
             }
+            // runsc runs rootless, and its rootless sandbox always gets a network
+            // namespace of its own: `--network=host` there is the host kernel's stack
+            // in an empty namespace, no network at all, while the record would say
+            // "host".
+            if matches!(spec.network, SandboxNetwork::Host) {
+                return refuse(
+                    "the host's network (--network host)",
+                    "use --network none, or --backend native",
+                );
+            }
             if inspection {
                 return refuse("HTTPS inspection and secrets", "use --backend native");
             }
@@ -195,7 +205,7 @@ fn gvisor(
         SandboxNetwork::Tun(_) => bail!("--backend gvisor: the mediated network is not available"),
     };
     let enforced = format!(
-        "backend=gvisor\nruntime={}\nplatform=ptrace\nnetwork={}\ncapabilities=\nno_new_privs=1\nuser={uid}:{gid}\nhost_user={}\n",
+        "backend=gvisor\nruntime={}\nplatform=ptrace\nnetwork={}\ncapabilities=\nno_new_privs=1\nuser={uid}:{gid}\nhost_user={}\nviolations={VIOLATIONS}\n",
         runsc.display(),
         match network {
             gvisor::Network::None => "none",
@@ -229,6 +239,12 @@ fn gvisor(
     }
     Ok((bundle, runtime, sink))
 }
+
+/// What the record says of refused accesses on gVisor: its kernel refuses writes to
+/// read-only places and the system calls it does not implement itself, and reports
+/// none of them, so the record has no `violation` events, and says so rather than
+/// look like a run that was never refused anything.
+const VIOLATIONS: &str = "not-recorded";
 
 /// Eight random hexadecimal digits.
 fn random_hex() -> Result<String> {

@@ -83,6 +83,8 @@ fn the_command_runs_on_gvisors_kernel_without_privileges_and_not_as_root() {
         assert_eq!(layers["backend"], "gvisor", "{meta}");
         assert_eq!(layers["capabilities"], serde_json::json!([]), "{meta}");
         assert_eq!(layers["no_new_privs"], true, "{meta}");
+        // gVisor reports no refused access: the record says so.
+        assert_eq!(layers["violations"], "not-recorded", "{meta}");
         // runsc, its sentry and its gofer ran as the sandbox's user, never as root.
         assert_eq!(
             layers["host_user"].to_string().trim_matches('"'),
@@ -148,6 +150,11 @@ fn the_network_is_loopback_only_and_the_mediated_network_is_refused() {
         let refused = gvisor(runner, &ws, &home, &["--network", "allow"], &["true"]);
         refused.assert_code(125);
         refused.assert_stderr_contains("--backend gvisor: the mediated network");
+        // runsc rootless has no way to the host's network: refused, not a sandbox
+        // without network recorded as one with the host's.
+        let host = gvisor(runner, &ws, &home, &["--network", "host"], &["true"]);
+        host.assert_code(125);
+        host.assert_stderr_contains("--backend gvisor: the host's network");
     });
 }
 
