@@ -100,6 +100,15 @@ impl Bundle {
             (process.uid, process.gid),
         )?;
         let root = match &translated.image_root {
+            // The gofer reads the image as runsc's user: say so here rather than
+            // let the sandbox fail to start with runsc's own words.
+            Some(image) if !reachable(image, vg_policy::view::NodeKind::Dir, owner) => {
+                anyhow::bail!(
+                    "runsc's user ({}) cannot read the image's root {}: the image store is private to the user who pulled the image; run the image as the user whose workspace it is (not as root), or use --backend native",
+                    owner.map_or_else(|| "this user".to_owned(), |(uid, _)| format!("uid {uid}")),
+                    image.display()
+                );
+            }
             Some(image) => image.clone(),
             None => {
                 let root = bundle.dir.join("rootfs");
@@ -419,6 +428,47 @@ mod tests {
         // The sandbox's /tmp is its own: the host's is not shown.
         assert_eq!(shown_through(Path::new("/tmp"), &view), None);
         assert_eq!(shown_through(Path::new("/home/u"), &view), None);
+    }
+
+    #[test]
+    fn an_image_runscs_user_cannot_read_is_refused_with_the_fix() {
+        let parent = std::env::temp_dir().join(format!("vg-bundle-image-{}", std::process::id()));
+        let image = parent.join("store").join("root");
+        std::fs::create_dir_all(&image).unwrap();
+        let me = std::fs::metadata(&parent).unwrap();
+        // As root, a store private to root and runsc running as `nobody`; otherwise
+        // a store this user cannot search.
+        let (owner, mode) = if me.uid() == 0 {
+            (Some((65534, 65534)), 0o700)
+        } else {
+            (None, 0o000)
+        };
+        std::fs::set_permissions(parent.join("store"), std::fs::Permissions::from_mode(mode))
+            .unwrap();
+        let process = Process {
+            argv: vec!["true".into()],
+            env: Vec::new(),
+            cwd: "/".into(),
+            uid: 0,
+            gid: 0,
+            hostname: "vg".into(),
+        };
+        let view = FsView {
+            ops: vec![vg_policy::MountOp::ImageRoot {
+                lower: image.clone(),
+                size: 1,
+            }],
+        };
+        let err = Bundle::write(&parent, "i", &process, &view, owner)
+            .unwrap_err()
+            .to_string();
+        std::fs::set_permissions(parent.join("store"), std::fs::Permissions::from_mode(0o700))
+            .unwrap();
+        assert!(err.contains("cannot read the image's root"), "{err}");
+        assert!(err.contains("--backend native"), "{err}");
+        // Nothing was left behind.
+        assert!(!parent.join("vectraguard-gvisor-i").exists());
+        std::fs::remove_dir_all(&parent).unwrap();
     }
 
     /// A supervisor started as root must not write or chown in a folder another
