@@ -415,3 +415,28 @@ fn a_tmpdir_inside_the_workspace_is_refused() {
         assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "{out}");
     });
 }
+
+/// The default process cap: `RLIMIT_NPROC` does not count gVisor's processes (each
+/// is a task of its kernel, run by host threads and processes of the sentry), so
+/// it is a pids cgroup where one can be made (as root here) and recorded as not
+/// held where none can.
+#[test]
+fn the_default_process_cap_holds_gvisor_where_a_cgroup_can_be_made() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        sh(runner, &ws, &home, "true").assert_success();
+        let meta = session_metadata(&home.only_session());
+        let by = meta["limits"]["enforced_by"]["pids"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        match runner {
+            Runner::Root => {
+                assert!(by.starts_with("cgroup"), "{meta}");
+                assert_eq!(meta["limits"]["pids"], 4096, "{meta}");
+            }
+            Runner::Unprivileged => assert!(by.starts_with("none"), "{meta}"),
+        }
+    });
+}
