@@ -239,6 +239,7 @@ fn keeper_main(
     let Ok((mut err_r, err_w)) = std::io::pipe() else {
         sys::exit_now(125)
     };
+    let keeper = std::process::id();
     // SAFETY: the keeper has one thread (a copy of the supervisor's only one).
     #[allow(unsafe_code)]
     let forked = unsafe { sys::fork() };
@@ -246,7 +247,7 @@ fn keeper_main(
         Ok(Some(pid)) => pid,
         Ok(None) => {
             drop(err_r);
-            start_child(p, &p.main, p.stdio, err_w, true)
+            start_child(p, &p.main, p.stdio, err_w, true, keeper)
         }
         Err(e) => fail(&mut report, "runtime", format!("cannot fork: {e}")),
     };
@@ -304,30 +305,28 @@ fn run_helper(p: &Prepared, argv: &[CString]) {
     let Ok((err_r, err_w)) = std::io::pipe() else {
         return;
     };
+    let keeper = std::process::id();
     // SAFETY: the keeper has one thread.
     #[allow(unsafe_code)]
     let forked = unsafe { sys::fork() };
     if let Ok(None) = forked {
         drop(err_r);
         let null = p.devnull.as_raw_fd();
-        start_child(p, argv, [null; 3], err_w, false)
+        start_child(p, argv, [null; 3], err_w, false, keeper)
     }
 }
 
-/// In a child of the keeper: dies with the keeper, drops root when asked, and
-/// executes `argv` (the runtime with `main`).
+/// In a child of the keeper (`keeper` is its pid): drops root when asked, dies
+/// with the keeper, and executes `argv` (the runtime with `main`).
 fn start_child(
     p: &Prepared,
     argv: &[CString],
     stdio: [RawFd; 3],
     mut err_w: PipeWriter,
     main: bool,
+    keeper: u32,
 ) -> ! {
     let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EPERM);
-    if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
-        let _ = err_w.write_all(&errno(e).to_le_bytes());
-        sys::exit_now(125);
-    }
     if let Some((uid, gid)) = p.identity {
         let dropped = sys::setgroups(&[])
             .and_then(|()| sys::setresgid(gid))
@@ -336,6 +335,17 @@ fn start_child(
             let _ = err_w.write_all(&errno(e).to_le_bytes());
             sys::exit_now(125);
         }
+    }
+    // After the identity change, which clears the parent-death signal: set before
+    // it, a runtime started as root would outlive a killed keeper (and its sandbox
+    // would run on, unsupervised). Then make sure the keeper did not die between
+    // the fork and here.
+    if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
+        let _ = err_w.write_all(&errno(e).to_le_bytes());
+        sys::exit_now(125);
+    }
+    if std::os::unix::process::parent_id() != keeper {
+        sys::exit_now(125);
     }
     let exec = Exec {
         argv,

@@ -35,6 +35,16 @@ pub fn check(
                     "use --network none, or --backend native for rules",
                 );
             }
+            // runsc runs rootless, and its rootless sandbox always gets a network
+            // namespace of its own: `--network=host` there is the host kernel's stack
+            // in an empty namespace, no network at all, while the record would say
+            // "host".
+            if matches!(spec.network, SandboxNetwork::Host) {
+                return refuse(
+                    "the host's network (--network host)",
+                    "use --network none, or --backend native",
+                );
+            }
             if inspection {
                 return refuse("HTTPS inspection and secrets", "use --backend native");
             }
@@ -496,7 +506,9 @@ fn gvisor(
     // Started as root, runsc runs as the identity the native sandbox would take:
     // neither the sentry nor its file proxy is ever root on the host.
     let identity = crate::host::is_root().then_some((spec.identity.uid, spec.identity.gid));
-    let id = format!("vg-{}-{}", std::process::id(), unique());
+    // Unpredictable: another user cannot make the folder's name first (a refused
+    // start).
+    let id = format!("vg-{}-{}-{}", std::process::id(), unique(), random_hex()?);
     let bundle = gvisor::Bundle::write(&std::env::temp_dir(), &id, &process, &spec.view, identity)?;
     let network = match spec.network {
         SandboxNetwork::Loopback => gvisor::Network::None,
@@ -504,7 +516,7 @@ fn gvisor(
         SandboxNetwork::Tun(_) => bail!("--backend gvisor: the mediated network is not available"),
     };
     let enforced = format!(
-        "backend=gvisor\nruntime={}\nplatform=ptrace\nnetwork={}\ncapabilities=\nno_new_privs=1\nuser={uid}:{gid}\nhost_user={}\n",
+        "backend=gvisor\nruntime={}\nplatform=ptrace\nnetwork={}\ncapabilities=\nno_new_privs=1\nuser={uid}:{gid}\nhost_user={}\nviolations={VIOLATIONS}\n",
         runsc.display(),
         match network {
             gvisor::Network::None => "none",
@@ -513,7 +525,7 @@ fn gvisor(
         identity.map_or_else(|| "self".to_owned(), |(u, _)| u.to_string()),
     );
     // A recorded run's execs and exits come from gVisor's trace points, sent to a
-    // socket in the bundle folder (0700, runsc's user's) that listens before runsc
+    // socket in the bundle folder (0700, still ours) that listens before runsc
     // starts: runsc refuses to start when it cannot connect.
     let sink = if record_execs {
         let path = bundle.trace_socket();
@@ -521,17 +533,12 @@ fn gvisor(
         let config = gvisor::trace::pod_init_config(&path)?;
         std::fs::write(bundle.trace_config(), serde_json::to_vec(&config)?)
             .map_err(|e| anyhow::anyhow!("cannot write gVisor's trace configuration: {e}"))?;
-        if let Some((uid, gid)) = identity {
-            for p in [path.as_path(), bundle.trace_config().as_path()] {
-                std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(|e| {
-                    anyhow::anyhow!("cannot hand {} to uid {uid}: {e}", p.display())
-                })?;
-            }
-        }
         Some(sink)
     } else {
         None
     };
+    // Only now, with everything written, to runsc's user.
+    bundle.hand_over()?;
     let mut runtime = bundle.runtime(&runsc, network, identity, sink.is_some(), enforced);
     // runsc's own debug log, for diagnosing the backend (a folder the user chooses).
     if let Some(dir) = std::env::var_os("VECTRAGUARD_GVISOR_DEBUG_LOG") {
@@ -542,6 +549,24 @@ fn gvisor(
             .insert(2, format!("--debug-log={}/", dir.display()));
     }
     Ok((bundle, runtime, sink))
+}
+
+/// What the record says of refused accesses on gVisor: its kernel refuses writes to
+/// read-only places and the system calls it does not implement itself, and reports
+/// none of them, so the record has no `violation` events, and says so rather than
+/// look like a run that was never refused anything.
+const VIOLATIONS: &str = "not-recorded";
+
+/// Eight random hexadecimal digits.
+fn random_hex() -> Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 4];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| {
+            anyhow::anyhow!("cannot read /dev/urandom for the gVisor bundle's name: {e}")
+        })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// A number unique within this process.

@@ -102,7 +102,19 @@ pub struct Enforced {
 }
 
 /// Decides the mechanisms. `cgroup_name` names the sandbox's cgroup.
-pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Plan> {
+///
+/// `default_pids_in_cgroup`: the default process cap goes into the cgroup rather
+/// than `RLIMIT_NPROC`, for a backend whose processes the rlimit does not count
+/// (gVisor: each of its processes is a task of its kernel, run by host threads and
+/// processes of the sentry, which a fork flood inside would multiply until the
+/// host's pid space is gone). Where no cgroup can be made it falls back as the
+/// native default does, and the backend records what that holds.
+pub fn plan(
+    requested: &Limits,
+    cgroup_name: &str,
+    recording: bool,
+    default_pids_in_cgroup: bool,
+) -> Result<Plan> {
     let best_effort = requested.best_effort.unwrap_or(false);
     let mut enforced_by = BTreeMap::new();
     let mut limits = *requested;
@@ -123,10 +135,13 @@ pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool) -> Result<Pl
             MemorySource::Default
         }
     };
+    if requested.pids.is_none() && default_pids_in_cgroup {
+        limits.pids = Some(DEFAULT_PIDS);
+    }
     let wanted = CgroupLimits {
         memory: limits.memory,
         cpus: requested.cpus,
-        pids: requested.pids,
+        pids: limits.pids,
     };
     let cgroup = (!wanted.is_empty()).then(|| CgroupPlan {
         name: cgroup_name.to_owned(),

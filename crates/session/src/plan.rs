@@ -124,6 +124,7 @@ impl Plan {
                 PLANS.fetch_add(1, Ordering::Relaxed)
             ),
             recording,
+            settings.backend.unwrap_or_default() == vg_policy::Backend::Gvisor,
         )?;
         let options = ViewOptions {
             mounts: mounts.clone(),

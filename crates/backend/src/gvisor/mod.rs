@@ -55,11 +55,14 @@ pub struct Bundle {
     dir: PathBuf,
     id: String,
     image: bool,
+    /// The user runsc will run as, when that is not us: see [`Bundle::hand_over`].
+    owner: Option<(u32, u32)>,
 }
 
 impl Bundle {
     /// Writes the bundle for `process` seeing `view`, in a new private folder under
-    /// `parent`, owned by `owner` (the user runsc will run as, when that is not us).
+    /// `parent`, for runsc running as `owner` (when that is not us). The folder stays
+    /// ours until [`Bundle::hand_over`].
     pub fn write(
         parent: &Path,
         id: &str,
@@ -67,6 +70,15 @@ impl Bundle {
         view: &FsView,
         owner: Option<(u32, u32)>,
     ) -> Result<Bundle> {
+        let real_parent = std::fs::canonicalize(parent)
+            .with_context(|| format!("cannot resolve the folder {}", parent.display()))?;
+        if let Some(mount) = shown_through(&real_parent, view) {
+            anyhow::bail!(
+                "the gVisor bundle's folder {} (TMPDIR) would be visible inside the sandbox through the mount of {}, where the command could change runsc's state: set TMPDIR to a folder outside every mounted path",
+                real_parent.display(),
+                mount.display()
+            );
+        }
         let dir = parent.join(format!("vectraguard-gvisor-{id}"));
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -77,6 +89,7 @@ impl Bundle {
             dir,
             id: id.to_owned(),
             image: false,
+            owner,
         };
         let empty = bundle.dir.join("empty");
         std::fs::write(&empty, b"").context("cannot write the bundle's empty file")?;
@@ -87,6 +100,15 @@ impl Bundle {
             (process.uid, process.gid),
         )?;
         let root = match &translated.image_root {
+            // The gofer reads the image as runsc's user: say so here rather than
+            // let the sandbox fail to start with runsc's own words.
+            Some(image) if !reachable(image, vg_policy::view::NodeKind::Dir, owner) => {
+                anyhow::bail!(
+                    "runsc's user ({}) cannot read the image's root {}: the image store is private to the user who pulled the image; run the image as the user whose workspace it is (not as root), or use --backend native",
+                    owner.map_or_else(|| "this user".to_owned(), |(uid, _)| format!("uid {uid}")),
+                    image.display()
+                );
+            }
             Some(image) => image.clone(),
             None => {
                 let root = bundle.dir.join("rootfs");
@@ -102,18 +124,29 @@ impl Bundle {
             .mode(0o700)
             .create(bundle.dir.join("state"))
             .context("cannot create runsc's state folder")?;
-        if let Some((uid, gid)) = owner {
-            for entry in walk(&bundle.dir) {
-                std::os::unix::fs::lchown(&entry, Some(uid), Some(gid))
-                    .with_context(|| format!("cannot hand {} to uid {uid}", entry.display()))?;
-            }
-        }
         bundle.image = translated.image_root.is_some();
         Ok(bundle)
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Gives the bundle to the user runsc runs as (when that is not us), once
+    /// everything in it is written: the folder itself last. Until then the folder is
+    /// ours and private (0700), so no other user can swap what we write or chown
+    /// for a link; once it is theirs, nothing more is written or changed in it (a
+    /// root supervisor writing or chowning in a folder another user owns would
+    /// follow the links that user plants).
+    pub fn hand_over(&self) -> Result<()> {
+        let Some((uid, gid)) = self.owner else {
+            return Ok(());
+        };
+        for entry in walk(&self.dir).iter().rev() {
+            std::os::unix::fs::lchown(entry, Some(uid), Some(gid))
+                .with_context(|| format!("cannot hand {} to uid {uid}", entry.display()))?;
+        }
+        Ok(())
     }
 
     /// Where the trace socket goes (see [`trace`]).
@@ -196,6 +229,19 @@ impl Drop for Bundle {
     }
 }
 
+/// The host folder bound into `view` that holds `folder` (a real path), if any:
+/// what is made in `folder` is then visible, and maybe writable, inside the sandbox.
+fn shown_through<'a>(folder: &Path, view: &'a FsView) -> Option<&'a Path> {
+    view.ops.iter().find_map(|op| match op {
+        vg_policy::MountOp::Bind { src, .. } | vg_policy::MountOp::Overlay { lower: src, .. }
+            if folder.starts_with(src) =>
+        {
+            Some(src.as_path())
+        }
+        _ => None,
+    })
+}
+
 /// Whether runsc's user — `owner`, else this process — can open `path` (a file:
 /// read it; a folder: search it). For another user, by the mode bits of `path` and
 /// every folder above it, as that user without supplementary groups (the keeper
@@ -230,7 +276,8 @@ fn reachable(path: &Path, kind: vg_policy::view::NodeKind, owner: Option<(u32, u
     parents_ok && own
 }
 
-/// Every path under `dir`, `dir` included, without following links.
+/// Every path under `dir`, `dir` first, parents before their entries, without
+/// following links.
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = vec![dir.to_path_buf()];
     let mut i = 0;
@@ -335,5 +382,146 @@ pub fn probe(path: Option<&OsStr>) -> Probe {
         version,
         platform,
         error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    #[test]
+    fn a_bundle_folder_inside_a_mount_is_seen_through_it() {
+        let view = FsView {
+            ops: vec![
+                vg_policy::MountOp::Bind {
+                    src: "/usr".into(),
+                    dst: "/usr".into(),
+                    read_only: true,
+                    kind: vg_policy::view::NodeKind::Dir,
+                    dev: false,
+                },
+                vg_policy::MountOp::Tmpfs {
+                    dst: "/tmp".into(),
+                    size: 1,
+                    mode: 0o1777,
+                    owner: None,
+                },
+                vg_policy::MountOp::Bind {
+                    src: "/home/u/ws".into(),
+                    dst: "/ws".into(),
+                    read_only: false,
+                    kind: vg_policy::view::NodeKind::Dir,
+                    dev: false,
+                },
+            ],
+        };
+        assert_eq!(
+            shown_through(Path::new("/home/u/ws/.tmp"), &view),
+            Some(Path::new("/home/u/ws"))
+        );
+        assert_eq!(
+            shown_through(Path::new("/usr/tmp"), &view),
+            Some(Path::new("/usr"))
+        );
+        // The sandbox's /tmp is its own: the host's is not shown.
+        assert_eq!(shown_through(Path::new("/tmp"), &view), None);
+        assert_eq!(shown_through(Path::new("/home/u"), &view), None);
+    }
+
+    #[test]
+    fn an_image_runscs_user_cannot_read_is_refused_with_the_fix() {
+        let parent = std::env::temp_dir().join(format!("vg-bundle-image-{}", std::process::id()));
+        let image = parent.join("store").join("root");
+        std::fs::create_dir_all(&image).unwrap();
+        let me = std::fs::metadata(&parent).unwrap();
+        // As root, a store private to root and runsc running as `nobody`; otherwise
+        // a store this user cannot search.
+        let (owner, mode) = if me.uid() == 0 {
+            (Some((65534, 65534)), 0o700)
+        } else {
+            (None, 0o000)
+        };
+        std::fs::set_permissions(parent.join("store"), std::fs::Permissions::from_mode(mode))
+            .unwrap();
+        let process = Process {
+            argv: vec!["true".into()],
+            env: Vec::new(),
+            cwd: "/".into(),
+            uid: 0,
+            gid: 0,
+            hostname: "vg".into(),
+        };
+        let view = FsView {
+            ops: vec![vg_policy::MountOp::ImageRoot {
+                lower: image.clone(),
+                size: 1,
+            }],
+        };
+        let err = Bundle::write(&parent, "i", &process, &view, owner)
+            .unwrap_err()
+            .to_string();
+        std::fs::set_permissions(parent.join("store"), std::fs::Permissions::from_mode(0o700))
+            .unwrap();
+        assert!(err.contains("cannot read the image's root"), "{err}");
+        assert!(err.contains("--backend native"), "{err}");
+        // Nothing was left behind.
+        assert!(!parent.join("vectraguard-gvisor-i").exists());
+        std::fs::remove_dir_all(&parent).unwrap();
+    }
+
+    /// A supervisor started as root must not write or chown in a folder another
+    /// user already owns (that user could swap an entry for a link to a host file):
+    /// the bundle stays ours and private until handed over, the folder itself last.
+    #[test]
+    fn the_bundle_stays_ours_and_private_until_handed_over() {
+        let parent = std::env::temp_dir().join(format!("vg-bundle-test-{}", std::process::id()));
+        std::fs::create_dir_all(&parent).unwrap();
+        let me = std::fs::metadata(&parent).unwrap();
+        let ours = (me.uid(), me.gid());
+        // Only root can give files away: as root, to `nobody`.
+        let owner = if me.uid() == 0 { (65534, 65534) } else { ours };
+        let process = Process {
+            argv: vec!["true".into()],
+            env: Vec::new(),
+            cwd: "/".into(),
+            uid: 0,
+            gid: 0,
+            hostname: "vg".into(),
+        };
+        let bundle = Bundle::write(
+            &parent,
+            "t",
+            &process,
+            &FsView { ops: Vec::new() },
+            Some(owner),
+        )
+        .unwrap();
+        // What the session writes after `write` (the trace configuration).
+        std::fs::write(bundle.trace_config(), b"{}").unwrap();
+        let owners = || {
+            walk(bundle.dir())
+                .into_iter()
+                .map(|p| {
+                    let m = p.symlink_metadata().unwrap();
+                    (p, (m.uid(), m.gid()))
+                })
+                .collect::<Vec<_>>()
+        };
+        let before = owners();
+        assert!(before.len() >= 5, "{before:?}");
+        assert!(before.iter().all(|(_, o)| *o == ours), "{before:?}");
+        assert_eq!(
+            std::fs::metadata(bundle.dir()).unwrap().mode() & 0o777,
+            0o700
+        );
+        bundle.hand_over().unwrap();
+        let after = owners();
+        assert!(after.iter().all(|(_, o)| *o == owner), "{after:?}");
+        let dir = bundle.dir().to_path_buf();
+        drop(bundle);
+        assert!(!dir.exists());
+        std::fs::remove_dir(&parent).unwrap();
     }
 }

@@ -3,8 +3,11 @@
 //! unprivileged test user: the posture inside, the filesystem view, the network,
 //! limits, time-out, exit codes, the record, refusals, and attacks that must fail.
 
+use std::time::Duration;
+
 use super::harness::{
-    RecordsHome, Runner, Vg, Workspace, each_identity, home_secret, session_metadata,
+    RecordsHome, Runner, Vg, Workspace, assert_no_process_left, each_identity, home_secret,
+    host_processes_with, session_metadata, wait_until,
 };
 
 /// `vectraguard sandbox run --backend gvisor [options] -- cmd…`, recorded in `home`.
@@ -80,6 +83,8 @@ fn the_command_runs_on_gvisors_kernel_without_privileges_and_not_as_root() {
         assert_eq!(layers["backend"], "gvisor", "{meta}");
         assert_eq!(layers["capabilities"], serde_json::json!([]), "{meta}");
         assert_eq!(layers["no_new_privs"], true, "{meta}");
+        // gVisor reports no refused access: the record says so.
+        assert_eq!(layers["violations"], "not-recorded", "{meta}");
         // runsc, its sentry and its gofer ran as the sandbox's user, never as root.
         assert_eq!(
             layers["host_user"].to_string().trim_matches('"'),
@@ -145,6 +150,11 @@ fn the_network_is_loopback_only_and_the_mediated_network_is_refused() {
         let refused = gvisor(runner, &ws, &home, &["--network", "allow"], &["true"]);
         refused.assert_code(125);
         refused.assert_stderr_contains("--backend gvisor: the mediated network");
+        // runsc rootless has no way to the host's network: refused, not a sandbox
+        // without network recorded as one with the host's.
+        let host = gvisor(runner, &ws, &home, &["--network", "host"], &["true"]);
+        host.assert_code(125);
+        host.assert_stderr_contains("--backend gvisor: the host's network");
     });
 }
 
@@ -347,5 +357,91 @@ fn escapes_tried_from_inside_gvisor_fail() {
         assert_ne!(out.field("mount"), "OK", "{out}");
         assert_eq!(out.field("root_home"), "False", "{out}");
         assert_eq!(out.field("kmsg"), "no", "{out}");
+    });
+}
+
+/// A SIGKILL to vectraguard ends runsc, its sentry and its gofer too: the keeper's
+/// children die with it even after dropping root (a credential change clears the
+/// parent-death signal), so no sandbox runs on unsupervised.
+#[test]
+fn sigkill_of_vectraguard_ends_runsc_and_the_sentry() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let mut vg = Vg::new(runner, ws.path());
+        vg.args([
+            "sandbox",
+            "run",
+            "--backend",
+            "gvisor",
+            "--",
+            "sleep",
+            "300",
+        ])
+        .records_home(&home);
+        let running = vg.spawn();
+        // runsc's command line names the bundle, named after vectraguard's pid.
+        let marker = format!("vectraguard-gvisor-vg-{}-", running.pid());
+        let started = wait_until(Duration::from_secs(20), || {
+            host_processes_with(&marker)
+                .iter()
+                .any(|(_, cmdline)| cmdline.contains("runsc-sandbox"))
+        });
+        assert!(started, "gVisor's sandbox never started");
+        running.signal("KILL");
+        let out = running.finish(Duration::from_secs(10));
+        assert_eq!(out.code(), None, "vectraguard was not killed\n{out}");
+        assert_no_process_left(&marker, &out);
+        // The killed supervisor could not remove its bundle folder.
+        for entry in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
+            if entry.file_name().to_string_lossy().contains(&marker) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    });
+}
+
+/// The bundle folder (runsc's state, the trace socket, the skeleton root) is made
+/// in TMPDIR: one inside the workspace would let the command rewrite runsc's state,
+/// which the signal and stop commands read. Refused, with the fix.
+#[test]
+fn a_tmpdir_inside_the_workspace_is_refused() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let tmp = ws.mkdir(".tmp");
+        let mut vg = Vg::new(runner, ws.path());
+        vg.args(["sandbox", "run", "--backend", "gvisor", "--", "true"])
+            .env("TMPDIR", &tmp.display().to_string())
+            .records_home(&home);
+        let out = vg.run();
+        out.assert_code(125);
+        out.assert_stderr_contains("set TMPDIR to a folder outside every mounted path");
+        assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "{out}");
+    });
+}
+
+/// The default process cap: `RLIMIT_NPROC` does not count gVisor's processes (each
+/// is a task of its kernel, run by host threads and processes of the sentry), so
+/// it is a pids cgroup where one can be made (as root here) and recorded as not
+/// held where none can.
+#[test]
+fn the_default_process_cap_holds_gvisor_where_a_cgroup_can_be_made() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        sh(runner, &ws, &home, "true").assert_success();
+        let meta = session_metadata(&home.only_session());
+        let by = meta["limits"]["enforced_by"]["pids"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        match runner {
+            Runner::Root => {
+                assert!(by.starts_with("cgroup"), "{meta}");
+                assert_eq!(meta["limits"]["pids"], 4096, "{meta}");
+            }
+            Runner::Unprivileged => assert!(by.starts_with("none"), "{meta}"),
+        }
     });
 }
