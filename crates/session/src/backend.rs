@@ -210,7 +210,6 @@ pub fn limits(
     backend: Backend,
     asked_memory: bool,
     asked_pids: bool,
-    asked_disk: bool,
     plan: &mut crate::limits::Plan,
     enforced: &mut crate::limits::Enforced,
 ) -> Result<()> {
@@ -221,20 +220,6 @@ pub fn limits(
     enforced
         .enforced_by
         .insert("ptys", format!("{backend}'s own terminals"));
-    // This runsc ignores a tmpfs's size (its pages are the sentry's memory, which
-    // the memory cgroup holds): --disk cannot be enforced as such.
-    if backend == Backend::Gvisor {
-        if asked_disk {
-            bail!(
-                "--backend {backend}: --disk cannot be enforced (gVisor's tmpfs ignores its size; what /tmp and $HOME hold counts against --memory instead); drop --disk, or use --backend native"
-            );
-        }
-        enforced.enforced_by.insert(
-            "disk",
-            "none (gVisor's tmpfs ignores sizes; its pages count against the memory limit)"
-                .to_owned(),
-        );
-    }
     // The watchdog sums the resident memory of the sandbox's processes, which does
     // not see the pages of gVisor's memory file: only a cgroup holds gVisor.
     if let Some(limit) = enforced.watchdog.take() {

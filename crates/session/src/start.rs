@@ -32,7 +32,6 @@ pub fn start(mut plan: Plan) -> Result<Running, Error> {
         plan.backend,
         plan.settings.limits.memory.is_some(),
         plan.settings.limits.pids.is_some(),
-        plan.settings.limits.disk.is_some(),
         &mut plan.limits,
         &mut enforced,
     )?;

@@ -218,6 +218,29 @@ fn exit_codes_output_and_every_exec_are_recorded_and_the_record_verifies() {
     });
 }
 
+/// `--disk` sizes gVisor's tmpfs for /tmp and $HOME as natively.
+#[test]
+fn the_disk_limit_holds_the_private_folders() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let out = gvisor(
+            runner,
+            &ws,
+            &home,
+            &["--disk", "10m"],
+            &[
+                "sh",
+                "-c",
+                "head -c 20000000 /dev/zero > /tmp/big || echo tmp=full; \
+                 head -c 20000000 /dev/zero > \"$HOME/big\" || echo home=full",
+            ],
+        );
+        assert_eq!(out.field("tmp"), "full", "{out}");
+        assert_eq!(out.field("home"), "full", "{out}");
+    });
+}
+
 #[test]
 fn the_time_out_stops_the_sandbox() {
     each_identity(|runner| {
@@ -288,11 +311,6 @@ fn what_gvisor_cannot_enforce_is_refused_naming_the_backend_and_the_fix() {
                 &["--violations", "all"][..],
                 &["true"][..],
                 "--violations all",
-            ),
-            (
-                &["--disk", "10m"][..],
-                &["true"][..],
-                "--disk cannot be enforced",
             ),
         ] {
             let out = gvisor(runner, &ws, &home, options, cmd);
