@@ -351,8 +351,24 @@ pub fn probe(path: Option<&OsStr>) -> Probe {
         .ok()
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.lines().next().map(str::to_owned));
-    let state =
-        std::env::temp_dir().join(format!("vectraguard-gvisor-probe-{}", std::process::id()));
+    // A private folder of our own (made here, 0700, never one found in place: the
+    // temporary folder is shared), removed after the trial.
+    let mut salt = [0u8; 8];
+    let _ = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut salt));
+    let salt: String = salt.iter().map(|b| format!("{b:02x}")).collect();
+    let state = std::env::temp_dir().join(format!(
+        "vectraguard-gvisor-probe-{}-{salt}",
+        std::process::id()
+    ));
+    if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&state) {
+        return Probe {
+            runsc: Some(runsc),
+            version,
+            platform: None,
+            error: Some(format!("cannot make a folder for the trial run: {e}")),
+        };
+    }
     let trial = std::process::Command::new(&runsc)
         .arg("--root")
         .arg(&state)
