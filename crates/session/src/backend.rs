@@ -10,7 +10,9 @@ use vg_policy::Backend;
 use vg_sandbox::cgroup::Cgroup;
 use vg_sandbox::{SandboxNetwork, SandboxSpec};
 
-/// What a backend cannot do, checked while planning (pure).
+/// What a backend cannot do, checked while planning (pure): the first refusal in
+/// the table below, naming the backend and the fix. Learning comes first: it opens
+/// the network, which would otherwise be refused instead.
 pub fn check(
     backend: Backend,
     spec: &SandboxSpec,
@@ -19,100 +21,56 @@ pub fn check(
     inspection: bool,
     violations_all: bool,
 ) -> Result<()> {
-    let refuse = |what: &str, fix: &str| -> Result<()> {
-        bail!("--backend {backend}: {what} is not available on this backend; {fix}")
-    };
-    match backend {
-        Backend::Native => Ok(()),
-        Backend::Gvisor => {
-            // Before the network: learning opens it.
-            if learn {
-                return refuse("learning mode (--learn)", "use --backend native");
-            }
-            if matches!(spec.network, SandboxNetwork::Tun(_)) {
-                return refuse(
-                    "the mediated network (--network allow, rules)",
-                    "use --network none, or --backend native for rules",
-                );
-            }
-            // runsc runs rootless, and its rootless sandbox always gets a network
-            // namespace of its own: `--network=host` there is the host kernel's stack
-            // in an empty namespace, no network at all, while the record would say
-            // "host".
-            if matches!(spec.network, SandboxNetwork::Host) {
-                return refuse(
-                    "the host's network (--network host)",
-                    "use --network none, or --backend native",
-                );
-            }
-            if inspection {
-                return refuse("HTTPS inspection and secrets", "use --backend native");
-            }
-            if spec.tty {
-                return refuse(
-                    "a terminal (sandbox shell, run -t)",
-                    "run without -t, or use --backend native",
-                );
-            }
-            if spec.persistent {
-                return refuse(
-                    "a persistent sandbox (sandbox create)",
-                    "use --backend native",
-                );
-            }
-            if gate {
-                return refuse(
-                    "holding execs for approval (--ask)",
-                    "use --ask never, or --backend native",
-                );
-            }
-            if violations_all {
-                return refuse(
-                    "reporting refused file accesses (--violations all)",
-                    "remove it, or use --backend native",
-                );
-            }
-            Ok(())
+    if backend == Backend::Native {
+        return Ok(());
+    }
+    // (asked for, what, the fix): what only the native sandbox has.
+    let refusals = [
+        (learn, "learning mode (--learn)", "use --backend native"),
+        (
+            matches!(spec.network, SandboxNetwork::Tun(_)),
+            "the mediated network (--network allow, rules)",
+            "use --network none, or --backend native for rules",
+        ),
+        // runsc runs rootless, and its rootless sandbox always gets a network
+        // namespace of its own: `--network=host` there is the host kernel's stack in
+        // an empty namespace, no network at all, while the record would say "host".
+        (
+            backend == Backend::Gvisor && matches!(spec.network, SandboxNetwork::Host),
+            "the host's network (--network host)",
+            "use --network none, or --backend native",
+        ),
+        (
+            inspection,
+            "HTTPS inspection and secrets",
+            "use --backend native",
+        ),
+        (
+            spec.tty,
+            "a terminal (sandbox shell, run -t)",
+            "run without -t, or use --backend native",
+        ),
+        (
+            spec.persistent,
+            "a persistent sandbox (sandbox create)",
+            "use --backend native",
+        ),
+        (
+            gate,
+            "holding execs for approval (--ask)",
+            "use --ask never, or --backend native",
+        ),
+        (
+            violations_all,
+            "reporting refused file accesses (--violations all)",
+            "remove it, or use --backend native",
+        ),
+    ];
+    match refusals.iter().find(|(asked, ..)| *asked) {
+        Some((_, what, fix)) => {
+            bail!("--backend {backend}: {what} is not available on this backend; {fix}")
         }
-        Backend::Docker | Backend::Podman => {
-            if learn {
-                return refuse("learning mode (--learn)", "use --backend native");
-            }
-            if matches!(spec.network, SandboxNetwork::Tun(_)) {
-                return refuse(
-                    "the mediated network (--network allow, rules)",
-                    "use --network none, or --backend native for rules",
-                );
-            }
-            if inspection {
-                return refuse("HTTPS inspection and secrets", "use --backend native");
-            }
-            if spec.tty {
-                return refuse(
-                    "a terminal (sandbox shell, run -t)",
-                    "run without -t, or use --backend native",
-                );
-            }
-            if spec.persistent {
-                return refuse(
-                    "a persistent sandbox (sandbox create)",
-                    "use --backend native",
-                );
-            }
-            if gate {
-                return refuse(
-                    "holding execs for approval (--ask)",
-                    "use --ask never, or --backend native",
-                );
-            }
-            if violations_all {
-                return refuse(
-                    "reporting refused file accesses (--violations all)",
-                    "remove it, or use --backend native",
-                );
-            }
-            Ok(())
-        }
+        None => Ok(()),
     }
 }
 
@@ -558,4 +516,73 @@ fn random_hex() -> Result<String> {
 fn unique() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(network: SandboxNetwork) -> SandboxSpec {
+        SandboxSpec {
+            hostname: "vg".into(),
+            argv: vec!["true".into()],
+            env: Vec::new(),
+            workdir: "/".into(),
+            view: vg_policy::FsView { ops: Vec::new() },
+            identity: vg_policy::Identity {
+                uid: 1000,
+                gid: 1000,
+                name: "u".into(),
+                home: "/home/u".into(),
+            },
+            inside: None,
+            trace_exec: false,
+            trace_files: false,
+            trace_file_changes: false,
+            report_refusals: false,
+            rlimit_nproc: None,
+            watch_full: Vec::new(),
+            tty: false,
+            network,
+            persistent: false,
+        }
+    }
+
+    #[test]
+    fn other_backends_refuse_what_only_the_native_sandbox_has_naming_the_fix() {
+        let none = spec(SandboxNetwork::Loopback);
+        for backend in Backend::ALL {
+            assert!(
+                check(backend, &none, false, false, false, false).is_ok(),
+                "{backend}"
+            );
+        }
+        let refused = |backend, spec: &SandboxSpec, learn, gate| {
+            check(backend, spec, learn, gate, false, false)
+                .unwrap_err()
+                .to_string()
+        };
+        let e = refused(Backend::Gvisor, &none, false, true);
+        assert!(
+            e.starts_with("--backend gvisor: holding execs") && e.contains("--ask never"),
+            "{e}"
+        );
+        let e = refused(Backend::Podman, &none, false, true);
+        assert!(e.starts_with("--backend podman:"), "{e}");
+        // Learning is named first: it is what opened the network.
+        let tun = spec(SandboxNetwork::Tun(vg_sandbox::TunConfig {
+            name: "tun0",
+            address: std::net::Ipv4Addr::new(10, 0, 0, 2),
+            netmask: std::net::Ipv4Addr::new(255, 255, 255, 0),
+            gateway: std::net::Ipv4Addr::new(10, 0, 0, 1),
+            mtu: 1500,
+        }));
+        assert!(refused(Backend::Docker, &tun, true, false).contains("learning mode"));
+        assert!(refused(Backend::Docker, &tun, false, false).contains("the mediated network"));
+        // The host's network: refused on gVisor only (rootless runsc has none).
+        let host = spec(SandboxNetwork::Host);
+        assert!(refused(Backend::Gvisor, &host, false, false).contains("--network host"));
+        assert!(check(Backend::Docker, &host, false, false, false, false).is_ok());
+        assert!(check(Backend::Native, &tun, true, true, true, true).is_ok());
+    }
 }

@@ -4,7 +4,9 @@
 //! tested as root; as the unprivileged test user, Docker's refusal (no access to its
 //! daemon) must name the fix.
 
-use super::harness::{RecordsHome, Runner, Vg, Workspace, each_identity, session_metadata};
+use super::harness::{
+    RecordsHome, Runner, Vg, Workspace, each_identity, session_metadata, status_field,
+};
 
 const IMAGE: &str = "vectraguard-test/busybox:1";
 
@@ -23,13 +25,6 @@ fn engine_run(
         .args(cmd)
         .records_home(home);
     vg.run()
-}
-
-fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .map(str::trim)
 }
 
 /// Every container the engine knows, by name, to check that none is left.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::harness::{
     RecordsHome, Runner, Vg, Workspace, assert_no_process_left, each_identity, home_secret,
-    host_processes_with, session_metadata, wait_until,
+    host_processes_with, session_metadata, status_field, wait_until,
 };
 
 /// `vectraguard sandbox run --backend gvisor [options] -- cmd…`, recorded in `home`.
@@ -29,13 +29,6 @@ fn gvisor(
 
 fn sh(runner: Runner, ws: &Workspace, home: &RecordsHome, script: &str) -> super::harness::Output {
     gvisor(runner, ws, home, &[], &["sh", "-c", script])
-}
-
-fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .map(str::trim)
 }
 
 #[test]

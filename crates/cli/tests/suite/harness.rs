@@ -986,6 +986,14 @@ impl Drop for Running {
     }
 }
 
+/// The value of `Key:` in /proc/self/status text.
+pub fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
 /// `vectraguard sandbox run [options] -- cmd...` in `ws`, run to completion.
 pub fn run(runner: Runner, ws: &Workspace, options: &[&str], cmd: &[&str]) -> Output {
     Vg::sandbox(runner, ws, options, cmd).run()

@@ -2,15 +2,7 @@
 
 use std::os::unix::fs::MetadataExt;
 
-use super::harness::{Workspace, each_identity, sh};
-
-/// The value of `Key:` in /proc/self/status text.
-fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .map(str::trim)
-}
+use super::harness::{Workspace, each_identity, sh, status_field};
 
 #[test]
 fn no_new_privs_seccomp_filter_and_no_capabilities() {
