@@ -223,7 +223,16 @@ pub fn engine_limits(plan: &mut crate::plan::Plan) -> Result<()> {
         return Ok(());
     };
     let engine = container.engine;
-    let info = vg_backend::engine::probe(engine)?;
+    // The engine's answer and the image's presence, asked at once (each is a client
+    // start: tens of milliseconds for Docker, more for Podman). Both threads are
+    // joined before the sandbox is spawned.
+    let image = container.image.clone();
+    let (info, present) = std::thread::scope(|s| {
+        let present = s.spawn(|| vg_backend::engine::require_image(engine, &image));
+        (vg_backend::engine::probe(engine), present.join())
+    });
+    let info = info?;
+    present.map_err(|_| anyhow::anyhow!("the image check of {image} failed unexpectedly"))??;
     let name = engine.backend_name();
     if !info.limits.memory && default_memory && container.memory.take().is_some() {
         plan.limits.limits.memory = None;
@@ -341,8 +350,8 @@ fn engine(
             }
         )
     })?;
-    // The engine was probed and its limits checked while starting (`engine_limits`).
-    engine::require_image(container.engine, &container.image)?;
+    // The engine was probed, the image found and the limits checked while starting
+    // (`engine_limits`).
     let dir = std::env::temp_dir().join(format!("{}.files", container.name));
     std::fs::DirBuilder::new()
         .mode(0o700)
