@@ -1,7 +1,9 @@
 //! The session's backends: what runs the planned sandbox. The native sandbox is the
-//! default; gVisor runs the same plan through `runsc` (`vg_backend::gvisor`). Each
-//! backend gets the same `Plan`: what one cannot enforce is refused here, naming
-//! the backend and the fix, never ignored.
+//! default; gVisor runs the same plan through `runsc` (`vg_backend::gvisor`), Docker
+//! and Podman as a container through their clients (`vg_backend::engine`), each
+//! under the keeper of `vg_sandbox::runtime`. Each backend gets the same `Plan`:
+//! what one cannot enforce is refused here, naming the backend and the fix, never
+//! ignored.
 
 use std::os::fd::RawFd;
 
@@ -180,13 +182,12 @@ pub fn limits(
         .insert("ptys", format!("{backend}'s own terminals"));
     // The watchdog sums the resident memory of the sandbox's processes, which does
     // not see the pages of gVisor's memory file: only a cgroup holds gVisor.
-    if let Some(limit) = enforced.watchdog.take() {
+    if enforced.watchdog.take().is_some() {
         if asked_memory && !plan.best_effort {
             bail!(
                 "--backend {backend}: --memory needs a memory cgroup (none could be made here); run as root or with a delegated cgroup v2 subtree, pass --best-effort-limits to run without the cap, or use --backend native"
             );
         }
-        let _ = limit;
         plan.limits.memory = None;
         enforced.enforced_by.insert(
             "memory",
