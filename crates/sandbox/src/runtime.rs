@@ -149,10 +149,7 @@ pub fn spawn_runtime(
     stdio: [RawFd; 3],
     cgroup: Option<&crate::cgroup::Cgroup>,
 ) -> Result<Sandbox, SandboxError> {
-    let threads = std::fs::read_dir("/proc/self/task").map_or(1, Iterator::count);
-    if threads > 1 {
-        return Err(SetupError::Threads { threads }.into());
-    }
+    crate::spawn::one_thread()?;
     let prepared = Prepared::new(spec, stdio)?;
     let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL]].concat());
     sys::sigmask_set(&signals).map_err(SetupError::SignalMask)?;

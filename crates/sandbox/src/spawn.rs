@@ -120,10 +120,7 @@ pub fn spawn_in(
     // `clone` copies only this thread, and init allocates: the contract below is
     // checked, not assumed, so that a library caller with threads gets an error
     // rather than an init that hangs on a lock copied in its held state.
-    let threads = std::fs::read_dir("/proc/self/task").map_or(1, Iterator::count);
-    if threads > 1 {
-        return Err(SetupError::Threads { threads }.into());
-    }
+    one_thread()?;
     let mut prepared = Prepared::new(spec, stdio)?;
     let mut notify_parent = None;
     if spec.trace_exec
@@ -245,6 +242,16 @@ impl Sandbox {
             stop: Arc::new(AtomicU8::new(STOP_NONE)),
         }
     }
+}
+
+/// A sandbox's first process is a copy of the calling thread: with other threads
+/// alive, it could wait for ever on a lock one of them held when it was copied.
+pub(crate) fn one_thread() -> Result<(), SetupError> {
+    let threads = std::fs::read_dir("/proc/self/task").map_or(1, Iterator::count);
+    if threads > 1 {
+        return Err(SetupError::Threads { threads });
+    }
+    Ok(())
 }
 
 fn write_id_maps(pid: libc::pid_t, id: &Identity, inside: (u32, u32)) -> Result<(), SetupError> {

@@ -461,7 +461,10 @@ fn gvisor(
     let identity = crate::host::is_root().then_some((spec.identity.uid, spec.identity.gid));
     // Unpredictable: another user cannot make the folder's name first (a refused
     // start).
-    let id = format!("vg-{}-{}-{}", std::process::id(), unique(), random_hex()?);
+    let salt = gvisor::random_hex().map_err(|e| {
+        anyhow::anyhow!("cannot read /dev/urandom for the gVisor bundle's name: {e}")
+    })?;
+    let id = format!("vg-{}-{}-{salt}", std::process::id(), unique());
     let bundle = gvisor::Bundle::write(&std::env::temp_dir(), &id, &process, &spec.view, identity)?;
     let network = match spec.network {
         SandboxNetwork::Loopback => gvisor::Network::None,
@@ -509,18 +512,6 @@ fn gvisor(
 /// none of them, so the record has no `violation` events, and says so rather than
 /// look like a run that was never refused anything.
 const VIOLATIONS: &str = "not-recorded";
-
-/// Eight random hexadecimal digits.
-fn random_hex() -> Result<String> {
-    use std::io::Read;
-    let mut bytes = [0u8; 4];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| {
-            anyhow::anyhow!("cannot read /dev/urandom for the gVisor bundle's name: {e}")
-        })?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
 
 /// A number unique within this process.
 fn unique() -> u64 {

@@ -321,6 +321,15 @@ fn write_skeleton(root: &Path, entries: &[bundle::SkeletonEntry]) -> Result<()> 
     Ok(())
 }
 
+/// Sixteen random hexadecimal digits, for names in shared folders that nobody can
+/// guess and claim first.
+pub fn random_hex() -> std::io::Result<String> {
+    let mut bytes = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// What `doctor` reports about gVisor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
@@ -353,22 +362,27 @@ pub fn probe(path: Option<&OsStr>) -> Probe {
         .and_then(|s| s.lines().next().map(str::to_owned));
     // A private folder of our own (made here, 0700, never one found in place: the
     // temporary folder is shared), removed after the trial.
-    let mut salt = [0u8; 8];
-    let _ = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut salt));
-    let salt: String = salt.iter().map(|b| format!("{b:02x}")).collect();
-    let state = std::env::temp_dir().join(format!(
-        "vectraguard-gvisor-probe-{}-{salt}",
-        std::process::id()
-    ));
-    if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&state) {
-        return Probe {
-            runsc: Some(runsc),
-            version,
-            platform: None,
-            error: Some(format!("cannot make a folder for the trial run: {e}")),
-        };
-    }
+    let made = random_hex().and_then(|salt| {
+        let state = std::env::temp_dir().join(format!(
+            "vectraguard-gvisor-probe-{}-{salt}",
+            std::process::id()
+        ));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&state)
+            .map(|()| state)
+    });
+    let state = match made {
+        Ok(state) => state,
+        Err(e) => {
+            return Probe {
+                runsc: Some(runsc),
+                version,
+                platform: None,
+                error: Some(format!("cannot make a folder for the trial run: {e}")),
+            };
+        }
+    };
     let trial = std::process::Command::new(&runsc)
         .arg("--root")
         .arg(&state)
