@@ -169,6 +169,8 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
         user: o.user.clone(),
         network,
         backend,
+        // A config file's key only: no flag sets it.
+        exec_check: None,
         mounts: o
             .mounts
             .iter()

@@ -9,6 +9,7 @@ pub mod agents;
 pub mod backend;
 pub mod config;
 pub mod env;
+pub mod exec_check;
 pub mod identity;
 pub mod landlock;
 pub mod limits;
@@ -23,6 +24,7 @@ pub mod violation;
 
 pub use backend::Backend;
 pub use env::Environment;
+pub use exec_check::ExecCheck;
 pub use identity::Identity;
 pub use landlock::LandlockRules;
 pub use limits::Limits;

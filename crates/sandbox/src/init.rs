@@ -187,6 +187,7 @@ fn setup(
         p.seccomp.len(),
         [
             (p.trace_exec, "exec"),
+            (p.trace_exit, "exit"),
             (p.trace_files, "files"),
             (p.trace_file_changes && !p.trace_files, "file-changes"),
             (p.report_refusals, "refusals"),

@@ -29,6 +29,8 @@ pub(crate) struct Prepared {
     pub switch_identity: bool,
     pub stdio: [RawFd; 3],
     pub trace_exec: bool,
+    /// `exit_group` goes to the listener too ([`crate::trace::Exits::Trap`]).
+    pub trace_exit: bool,
     pub trace_files: bool,
     pub trace_file_changes: bool,
     pub report_refusals: bool,
@@ -97,6 +99,7 @@ impl Prepared {
             landlock: spec.view.landlock_rules(),
             seccomp: seccomp::compile(vg_seccomp::ProfileOptions {
                 trace_exec: spec.trace_exec,
+                trace_exit: spec.trace_exec && spec.exits == crate::trace::Exits::Trap,
                 trace_files: spec.trace_files,
                 trace_file_changes: spec.trace_file_changes,
                 report_refusals: spec.report_refusals,
@@ -113,6 +116,7 @@ impl Prepared {
             switch_identity: invoker == 0,
             stdio,
             trace_exec: spec.trace_exec,
+            trace_exit: spec.trace_exec && spec.exits == crate::trace::Exits::Trap,
             trace_files: spec.trace_files,
             trace_file_changes: spec.trace_file_changes,
             report_refusals: spec.report_refusals,

@@ -224,12 +224,29 @@ pub fn limits() -> Vec<Check> {
 /// Whether this kernel (5.14+) counts RLIMIT_NPROC per user namespace, which makes
 /// it a per-sandbox process cap.
 pub fn nproc_counts_per_namespace() -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    kernel_at_least(5, 14)
+}
+
+/// Whether the running kernel's version is at least `major.minor` (read once).
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    static VERSION: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        kernel_version(&release)
+    }) >= (major, minor)
+}
+
+/// `major.minor` of a kernel release such as `6.1.0-18-amd64`; `(0, 0)` when it
+/// cannot be read, so that no feature is assumed.
+fn kernel_version(release: &str) -> (u32, u32) {
     let mut numbers = release
         .trim()
         .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|p| p.parse::<u32>().ok());
-    (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0)) >= (5, 14)
+        .map(|p| p.parse::<u32>().ok());
+    match (numbers.next().flatten(), numbers.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor),
+        _ => (0, 0),
+    }
 }
 
 /// The layer name of [`tun`], which `doctor` shows as optional.
@@ -330,4 +347,19 @@ pub fn all() -> Vec<Check> {
     out.push(tun());
     out.push(image_root());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kernel_version;
+
+    #[test]
+    fn kernel_versions_are_read_from_releases() {
+        assert_eq!(kernel_version("6.1.0-18-amd64\n"), (6, 1));
+        assert_eq!(kernel_version("6.18.44-fc-v782"), (6, 18));
+        assert_eq!(kernel_version("5.14"), (5, 14));
+        assert_eq!(kernel_version("6"), (0, 0));
+        assert_eq!(kernel_version(""), (0, 0));
+        assert!((6, 15) <= kernel_version("6.15.0") && (6, 15) > kernel_version("6.9.12"));
+    }
 }

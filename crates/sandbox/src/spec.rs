@@ -43,8 +43,13 @@ pub struct SandboxSpec {
     /// `identity`'s on the host. `None`: the same numbers as on the host. An image's
     /// root user is `Some((0, 0))`: root inside, an unprivileged user outside.
     pub inside: Option<(u32, u32)>,
-    /// Send every exec and exit to the supervisor ([`Sandbox::exec_listener`]).
+    /// Send every exec to the supervisor ([`Sandbox::exec_listener`]), and each
+    /// traced program's exit the way `exits` says.
     pub trace_exec: bool,
+    /// How the supervisor learns how traced programs ended (with `trace_exec`);
+    /// [`crate::trace::Exits::Pidfd`] needs [`crate::trace::Exits::pidfd_available`].
+    /// The tracer must be served with the same.
+    pub exits: crate::trace::Exits,
     /// Also send the path-based file calls (the open family, create, rename, link,
     /// remove, truncate: `vg_seccomp::TRACED_FILE_SYSCALLS`) to the supervisor, which
     /// records each as a [`crate::trace::TraceEvent::File`] and lets it run. Needs

@@ -1,9 +1,12 @@
 //! Exec tracing through seccomp user notification.
 //!
-//! The sandbox's filter sends `execve`, `execveat` and `exit_group` to a listener that
-//! the supervisor holds, outside the sandbox. For each one we read what the program is
+//! The sandbox's filter sends `execve` and `execveat` to a listener that the
+//! supervisor holds, outside the sandbox. For each one we read what the program is
 //! about to run (path, argv, cwd, pid, parent) and hand it to a callback, whose
-//! [`Verdict`] lets the system call continue or fails it. This is the single decision
+//! [`Verdict`] lets the system call continue or fails it. How each program ended is
+//! read from its pidfd once it has been reaped, or, on kernels that cannot tell that
+//! (before Linux 6.15), from its `exit_group`, which the filter then sends too (see
+//! [`Exits`]). This is the single decision
 //! point, outside the sandbox, where an approval gate holds a program before it
 //! starts: the traced process waits, blocked in `execve`, until the callback returns.
 //!
@@ -84,7 +87,7 @@ pub enum TraceEvent {
     },
     Exit {
         pid: i32,
-        status: i32,
+        status: ExitStatus,
     },
     /// The program a traced exec started is not the file its `Exec` event named:
     /// another thread changed the path between our read and the kernel's. `ran` is
@@ -134,6 +137,52 @@ pub enum TraceEvent {
         /// nearest ancestor's. `None` when the tracer does not know it.
         exe: Option<Vec<u8>>,
     },
+}
+
+/// How a traced program ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal ended it (seen only through [`Exits::Pidfd`]: a program killed by a
+    /// signal never calls `exit_group`).
+    Signal(i32),
+}
+
+impl ExitStatus {
+    /// From a wait status, as `waitpid` and `PIDFD_INFO_EXIT` report it.
+    pub fn from_wait_status(status: i32) -> Self {
+        if libc::WIFSIGNALED(status) {
+            ExitStatus::Signal(libc::WTERMSIG(status))
+        } else {
+            ExitStatus::Code(libc::WEXITSTATUS(status))
+        }
+    }
+}
+
+/// How the exits of traced programs reach the supervisor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exits {
+    /// The filter sends `exit_group` to the listener (every kernel): each traced
+    /// program waits for a second round trip as it exits, and while it waits the
+    /// program it runs is compared with the file its exec line named (which a
+    /// path changed by another thread or process during the exec would make
+    /// differ). Where pidfds keep exit statuses, a program killed by a signal
+    /// (which never calls `exit_group`) has its exit read from its pidfd.
+    Trap,
+    /// Only from each traced process's pidfd once it has been reaped
+    /// ([`Exits::pidfd_available`]): no program waits for the supervisor as it
+    /// exits; what ran is compared with the exec line only if the same process
+    /// executes again.
+    Pidfd,
+}
+
+impl Exits {
+    /// Whether the kernel keeps a reaped process's exit status for the holders of
+    /// its pidfds (`PIDFD_INFO_EXIT`, Linux 6.15+).
+    pub fn pidfd_available() -> bool {
+        crate::probe::kernel_at_least(6, 15)
+    }
 }
 
 /// When [`serve`]'s `between` hook runs.
@@ -214,7 +263,11 @@ impl PartialEq for Verdict {
 /// Serves notifications until every sandboxed process is gone.
 ///
 /// `Exit` events are reported only for processes whose `Exec` was reported: a
-/// forked subshell that never executes a program is not a command. With `inspect`,
+/// forked subshell that never executes a program is not a command. `exits` must be
+/// what the sandbox's filter was built for ([`crate::SandboxSpec::exits`]). With
+/// [`Exits::Pidfd`] an exit is reported once its process has been reaped: before the
+/// next notification is handled (so that a parent's next exec comes after its
+/// child's exit), or within [`IDLE`] in a quiet sandbox. With `inspect`,
 /// each `Exec` also carries its file and, for a `#!` script, its interpreter chain
 /// (an approval gate rates and checks them; plain recording does not need them).
 ///
@@ -229,6 +282,7 @@ impl PartialEq for Verdict {
 pub fn serve(
     listener: OwnedFd,
     inspect: bool,
+    exits: Exits,
     mut on_event: impl FnMut(TraceEvent) -> Verdict,
     mut between: impl FnMut(Between) -> bool,
 ) {
@@ -246,18 +300,53 @@ pub fn serve(
     let _ = sys::raise_open_files_limit();
     let mut tracked = Tracked {
         inspect,
+        exits: (exits == Exits::Pidfd || Exits::pidfd_available()).then(ExitWatch::new),
         ..Tracked::default()
     };
     let mut backlog = false;
+    // No notification for IDLE: the tracer then also wakes for exits. While the
+    // sandbox is busy they are collected before each notification instead, which
+    // costs no wake-up of its own (and a process is often not reaped yet the
+    // instant its pidfd says it exited).
+    let mut quiet = false;
     loop {
-        match sys::poll_hup_within(fd, backlog.then_some(IDLE)) {
+        let watching = tracked
+            .exits
+            .as_ref()
+            .filter(|_| !tracked.by_host_pid.is_empty());
+        let timeout = [
+            backlog.then_some(IDLE),
+            watching.filter(|_| !quiet).map(|_| IDLE),
+            tracked.exits.as_ref().and_then(ExitWatch::retry_in),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let also = watching
+            .filter(|_| quiet)
+            .and_then(|w| w.epoll.as_ref())
+            .map(AsFd::as_fd);
+        match sys::poll_hup_within(fd, also, timeout) {
             Ok(sys::Polled::Readable) => {}
+            Ok(sys::Polled::AlsoReadable) => {
+                report_exits(&mut tracked, &mut on_event);
+                backlog = between(Between::Answered);
+                continue;
+            }
             Ok(sys::Polled::TimedOut) => {
+                report_exits(&mut tracked, &mut on_event);
+                quiet = true;
                 backlog = between(Between::Idle);
                 continue;
             }
-            Ok(sys::Polled::HungUp) | Err(_) => return,
+            Ok(sys::Polled::HungUp) | Err(_) => {
+                // Every sandboxed process is gone and reaped: the last exits.
+                report_last_exits(&mut tracked, &mut on_event);
+                return;
+            }
         }
+        quiet = false;
+        report_exits(&mut tracked, &mut on_event);
         let Ok(notif) = sys::notif_recv(fd) else {
             // ENOENT: the task died before we received it; go on.
             continue;
@@ -500,6 +589,118 @@ struct Tracked {
     /// The host pid of the sandbox's init, where the search for a process's program
     /// stops (see [`Tracked::exe_of`]); looked up once.
     init_host: Option<u32>,
+    /// With [`Exits::Pidfd`]: how exits are found.
+    exits: Option<ExitWatch>,
+}
+
+/// Exits read from tracked processes' pidfds ([`Exits::Pidfd`]).
+struct ExitWatch {
+    /// The pidfds of tracked processes, each known by its host pid: readable once
+    /// its process exited. `None` if the set could not be made; the exits are then
+    /// found by the sweep in [`Tracked::insert`] and at the end.
+    epoll: Option<sys::Epoll>,
+    /// Reused for the tokens of readable pidfds.
+    ready: Vec<u64>,
+    /// Host pids of processes that exited and were not reaped yet (the kernel keeps
+    /// an exit status for pidfds only from then): asked again after `retry`.
+    unreaped: Vec<u32>,
+    /// Grows while no unreaped process is reaped, so that a parent that never
+    /// reaps its child does not keep the tracer awake.
+    retry: std::time::Duration,
+}
+
+impl ExitWatch {
+    const FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(1);
+    const LAST_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+    fn new() -> Self {
+        Self {
+            epoll: sys::Epoll::new().ok(),
+            ready: Vec::new(),
+            unreaped: Vec::new(),
+            retry: Self::FIRST_RETRY,
+        }
+    }
+
+    /// When to look again at processes not reaped yet.
+    fn retry_in(&self) -> Option<std::time::Duration> {
+        (!self.unreaped.is_empty()).then_some(self.retry)
+    }
+}
+
+/// Reports the exits of tracked processes that have been reaped since the last
+/// call ([`Exits::Pidfd`]). Their pidfds are closed once the notification at hand
+/// is answered.
+fn report_exits(tracked: &mut Tracked, on_event: &mut impl FnMut(TraceEvent) -> Verdict) {
+    // Out of `tracked` while its entries are looked up and removed.
+    let Some(mut watch) = tracked.exits.take() else {
+        return;
+    };
+    let mut pids = std::mem::take(&mut watch.unreaped);
+    let waited = pids.len();
+    if let Some(epoll) = watch.epoll.as_mut() {
+        watch.ready.clear();
+        let _ = epoll.ready(&mut watch.ready);
+        pids.extend(watch.ready.iter().filter_map(|t| u32::try_from(*t).ok()));
+    }
+    let mut progress = false;
+    for (i, host_pid) in pids.into_iter().enumerate() {
+        let Some(entry) = tracked.by_host_pid.get(&host_pid) else {
+            continue;
+        };
+        if i >= waited
+            && let Some(epoll) = &watch.epoll
+        {
+            // Level-triggered: it would be readable again at every look.
+            let _ = epoll.remove(entry.pidfd.as_fd());
+        }
+        match sys::pidfd_exit_status(entry.pidfd.as_fd()) {
+            Ok(None) => {
+                // Exited (its pidfd said so), not reaped yet.
+                watch.unreaped.push(host_pid);
+                continue;
+            }
+            Ok(Some(status)) => {
+                progress |= i < waited;
+                on_event(TraceEvent::Exit {
+                    pid: entry.ns,
+                    status: ExitStatus::from_wait_status(status),
+                });
+            }
+            // Nothing to learn about this process any more.
+            Err(_) => {}
+        }
+        if let Some(entry) = tracked.by_host_pid.remove(&host_pid) {
+            tracked.retired.push(entry);
+        }
+    }
+    watch.retry = if progress || waited == 0 {
+        ExitWatch::FIRST_RETRY
+    } else {
+        (watch.retry * 2).min(ExitWatch::LAST_RETRY)
+    };
+    tracked.exits = Some(watch);
+}
+
+/// Reports the exits of every process still tracked, once all are gone and reaped
+/// ([`Exits::Pidfd`]): the newest first, since a process usually outlives the
+/// ones it started (pids inside grow as processes start).
+fn report_last_exits(tracked: &mut Tracked, on_event: &mut impl FnMut(TraceEvent) -> Verdict) {
+    if tracked.exits.is_none() {
+        return;
+    }
+    let mut last: Vec<(i32, ExitStatus)> = tracked
+        .by_host_pid
+        .drain()
+        .filter_map(|(_, entry)| {
+            let status = sys::pidfd_exit_status(entry.pidfd.as_fd()).ok()??;
+            Some((entry.ns, ExitStatus::from_wait_status(status)))
+        })
+        .collect();
+    last.sort_by_key(|(pid, _)| std::cmp::Reverse(*pid));
+    for (pid, status) in last {
+        on_event(TraceEvent::Exit { pid, status });
+    }
 }
 
 /// The sandbox's pid namespace, as far as it has been looked for.
@@ -577,12 +778,42 @@ impl Tracked {
                 .and_then(|p| p.file.as_ref())
                 .map(|f| (f.dev, f.ino)),
         };
+        if let Some(epoll) = self.exits.as_ref().and_then(|w| w.epoll.as_ref()) {
+            let _ = epoll.add(entry.pidfd.as_fd(), u64::from(host_pid));
+        }
         self.by_host_pid.insert(host_pid, entry);
         if self.by_host_pid.len() >= self.sweep_at.max(Self::FIRST_SWEEP) {
-            self.by_host_pid
-                .retain(|_, e| !sys::pidfd_exited(e.pidfd.as_fd()));
+            self.sweep();
             self.sweep_at = self.by_host_pid.len() * 2;
         }
+    }
+
+    /// Drops the entries of processes that exited unseen: killed by a signal
+    /// ([`Exits::Trap`]), or, reaped, when their pidfds could not be watched
+    /// ([`Exits::Pidfd`], whose exits are then reported after the notification).
+    fn sweep(&mut self) {
+        let pidfd = self.exits.is_some();
+        let found = &mut self.found;
+        self.by_host_pid.retain(|_, e| {
+            if !sys::pidfd_exited(e.pidfd.as_fd()) {
+                return true;
+            }
+            if !pidfd {
+                return false;
+            }
+            match sys::pidfd_exit_status(e.pidfd.as_fd()) {
+                // A zombie: its exit is reported once its parent reaps it.
+                Ok(None) => true,
+                Ok(Some(status)) => {
+                    found.push(TraceEvent::Exit {
+                        pid: e.ns,
+                        status: ExitStatus::from_wait_status(status),
+                    });
+                    false
+                }
+                Err(_) => false,
+            }
+        });
     }
 
     /// Forgets an exiting process, returning its sandbox pid if it was tracked.
@@ -798,7 +1029,7 @@ fn describe(n: &sys::SeccompNotif, tracked: &mut Tracked) -> Described {
         libc::SYS_exit_group => match tracked.remove_exiting(n.pid) {
             Some(pid) => Described::Event(TraceEvent::Exit {
                 pid,
-                status: i32::try_from(n.args[0] & 0xff).unwrap_or(0),
+                status: ExitStatus::Code(i32::try_from(n.args[0] & 0xff).unwrap_or(0)),
             }),
             None => Described::Nothing,
         },

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use vg_policy::view::{HostEntry, HostLayout, NodeKind, SECRET_PATHS, SYSTEM_DIRS, ViewOptions};
 use vg_policy::{FsView, Identity};
-use vg_sandbox::trace::{FileAccess, TraceEvent, Verdict};
+use vg_sandbox::trace::{ExitStatus, Exits, FileAccess, TraceEvent, Verdict};
 use vg_sandbox::{SandboxNetwork, SandboxSpec, Termination};
 
 /// Set in the copy of this binary that runs as the unprivileged user.
@@ -63,6 +63,11 @@ const CASES: &[Case] = &[
     Case {
         name: "file_tracing_needs_exec_tracing",
         run: file_tracing_needs_exec_tracing,
+        ignored: false,
+    },
+    Case {
+        name: "exits_are_reported_with_their_status",
+        run: exits_are_reported_with_their_status,
         ignored: false,
     },
     Case {
@@ -357,10 +362,95 @@ fn without_the_options_nothing_new_is_reported(id: &Identity) {
     assert_eq!(run.stdout, REFUSALS_OUTPUT, "{run:?}");
     assert!(run.denied().is_empty(), "{run:?}");
     assert!(
-        run.enforced.contains("seccomp_notify=exec\n"),
+        run.enforced.contains("seccomp_notify=exec,exit\n"),
         "{}",
         run.enforced
     );
+}
+
+/// Each traced program's exit comes with how it ended, after its exec and before
+/// the next program its parent starts; through pidfds also a death by a signal and
+/// the exit of a process its parent reaps late.
+fn exits_are_reported_with_their_status(id: &Identity) {
+    // The last child is reaped 300 ms after it exited: a zombie meanwhile.
+    let script = "/bin/true; /bin/false; /bin/sh -c 'kill -KILL $$'; \
+        /usr/bin/python3 -I -S -c 'import os,time
+p = os.fork()
+if p == 0: os.execv(\"/bin/sh\", [\"sh\", \"-c\", \"exit 5\"])
+time.sleep(0.3)
+os.waitpid(p, 0)'; /bin/sleep 0.2";
+    for exits in [Exits::Pidfd, Exits::Trap] {
+        if exits == Exits::Pidfd && !Exits::pidfd_available() {
+            continue;
+        }
+        let run = run(
+            id,
+            &["/bin/sh", "-c", script],
+            Options {
+                exits,
+                ..Options::EXEC_ONLY
+            },
+        );
+        run.assert_success();
+        let exit_of = |program: &str| -> Vec<(usize, ExitStatus)> {
+            let pids = run.exec_pids(program.as_bytes());
+            run.events
+                .iter()
+                .enumerate()
+                .filter_map(|(i, e)| match e {
+                    TraceEvent::Exit { pid, status } if pids.contains(pid) => Some((i, *status)),
+                    _ => None,
+                })
+                .collect()
+        };
+        let exec_at = |program: &str| {
+            run.events
+                .iter()
+                .position(
+                    |e| matches!(e, TraceEvent::Exec { path, .. } if path == program.as_bytes()),
+                )
+                .unwrap_or_else(|| panic!("no exec of {program}: {run:?}"))
+        };
+        let true_exit = exit_of("/bin/true");
+        assert_eq!(true_exit.len(), 1, "{exits:?} {run:?}");
+        assert_eq!(true_exit[0].1, ExitStatus::Code(0), "{run:?}");
+        assert!(exec_at("/bin/true") < true_exit[0].0, "{run:?}");
+        assert!(true_exit[0].0 < exec_at("/bin/false"), "in order: {run:?}");
+        assert_eq!(
+            exit_of("/bin/false")
+                .iter()
+                .map(|e| e.1)
+                .collect::<Vec<_>>(),
+            [ExitStatus::Code(1)],
+            "{run:?}"
+        );
+        assert_eq!(
+            exit_of("/bin/sleep")
+                .iter()
+                .map(|e| e.1)
+                .collect::<Vec<_>>(),
+            [ExitStatus::Code(0)],
+            "{run:?}"
+        );
+        // Three execs of /bin/sh: the script (exit 0), the one killed, the one that
+        // exits 5 while its parent does not reap it yet.
+        let mut sh: Vec<ExitStatus> = exit_of("/bin/sh").iter().map(|e| e.1).collect();
+        sh.sort_by_key(|s| format!("{s:?}"));
+        let mut expected = vec![ExitStatus::Code(0), ExitStatus::Code(5)];
+        // A program killed by a signal never calls exit_group: only its pidfd tells.
+        if Exits::pidfd_available() {
+            expected.push(ExitStatus::Signal(9));
+        }
+        assert_eq!(sh, expected, "{exits:?}: {run:?}");
+        // The script outlives its last program, whichever way exits are found.
+        let script_pid = run.exec_pids(b"/bin/sh")[0];
+        let script_exit = run
+            .events
+            .iter()
+            .position(|e| matches!(e, TraceEvent::Exit { pid, .. } if *pid == script_pid))
+            .unwrap_or_else(|| panic!("no exit of the script: {run:?}"));
+        assert!(exit_of("/bin/sleep")[0].0 < script_exit, "{run:?}");
+    }
 }
 
 fn file_tracing_needs_exec_tracing(id: &Identity) {
@@ -369,11 +459,13 @@ fn file_tracing_needs_exec_tracing(id: &Identity) {
             exec: false,
             files: true,
             refusals: false,
+            exits: Exits::Trap,
         },
         Options {
             exec: false,
             files: false,
             refusals: true,
+            exits: Exits::Trap,
         },
     ] {
         wait_single_threaded();
@@ -444,6 +536,7 @@ struct Options {
     exec: bool,
     files: bool,
     refusals: bool,
+    exits: Exits,
 }
 
 impl Options {
@@ -451,16 +544,19 @@ impl Options {
         exec: true,
         files: false,
         refusals: false,
+        exits: Exits::Trap,
     };
     const FILES: Self = Self {
         exec: true,
         files: true,
         refusals: false,
+        exits: Exits::Trap,
     };
     const REFUSALS: Self = Self {
         exec: true,
         files: false,
         refusals: true,
+        exits: Exits::Trap,
     };
 }
 
@@ -502,7 +598,7 @@ impl std::fmt::Debug for Run {
         for event in &self.events {
             match event {
                 TraceEvent::Exec { pid, path, .. } => writeln!(f, "  exec {pid} {}", text(path))?,
-                TraceEvent::Exit { pid, status } => writeln!(f, "  exit {pid} {status}")?,
+                TraceEvent::Exit { pid, status } => writeln!(f, "  exit {pid} {status:?}")?,
                 TraceEvent::File {
                     pid,
                     syscall,
@@ -627,6 +723,7 @@ fn run(id: &Identity, argv: &[&str], options: Options) -> Run {
             vg_sandbox::trace::serve(
                 listener,
                 false,
+                options.exits,
                 |event| {
                     events.lock().unwrap().push(event);
                     Verdict::Continue
@@ -684,6 +781,7 @@ fn spec(id: &Identity, argv: &[&str], options: Options) -> SandboxSpec {
         identity: id.clone(),
         inside: None,
         trace_exec: options.exec,
+        exits: options.exits,
         trace_files: options.files,
         trace_file_changes: false,
         report_refusals: options.refusals,

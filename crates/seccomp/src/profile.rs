@@ -30,11 +30,15 @@ pub const TERMINAL_IOCTLS_DENIED: [u64; 5] = [
 /// data and applies each option on its own.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProfileOptions {
-    /// Route `execve`/`execveat` — and `exit_group`, which carries a program's
-    /// exit status — to the seccomp user-notification supervisor
-    /// (`SECCOMP_RET_USER_NOTIF`) instead of allowing them, so every exec and
-    /// its status can be recorded.
+    /// Route `execve`/`execveat` to the seccomp user-notification supervisor
+    /// (`SECCOMP_RET_USER_NOTIF`) instead of allowing them, so every exec can be
+    /// recorded.
     pub trace_exec: bool,
+    /// Route `exit_group`, which carries a program's exit status, to the listener
+    /// too: how exits are seen where the kernel cannot tell the supervisor a
+    /// process's status after it was reaped (before Linux 6.15). Each program then
+    /// waits for a second round trip as it exits.
+    pub trace_exit: bool,
     /// Route the path-based file system calls of [`TRACED_FILE_SYSCALLS`] to the
     /// listener instead of allowing them, so that every file opened, created,
     /// renamed or removed can be recorded (learning mode). The supervisor lets each
@@ -67,7 +71,11 @@ impl ProfileOptions {
     /// `ENOSYS`, so its installer must ask for a listener (and serve it) exactly
     /// when this holds.
     pub const fn notifies(self) -> bool {
-        self.trace_exec || self.trace_files || self.trace_file_changes || self.report_refusals
+        self.trace_exec
+            || self.trace_exit
+            || self.trace_files
+            || self.trace_file_changes
+            || self.report_refusals
     }
 }
 
@@ -95,7 +103,7 @@ pub const TRACED_FILE_SYSCALLS: &[Syscall] = &[
 pub enum NotifiedCall {
     /// `execve` or `execveat` ([`ProfileOptions::trace_exec`]).
     Exec,
-    /// `exit_group` ([`ProfileOptions::trace_exec`]).
+    /// `exit_group` ([`ProfileOptions::trace_exit`]).
     Exit,
     /// One of [`TRACED_FILE_SYSCALLS`] ([`ProfileOptions::trace_files`]): to be let
     /// go once recorded.
@@ -472,7 +480,12 @@ fn special_rules(opts: ProfileOptions) -> Vec<SyscallRule> {
     };
     rules.push(SyscallRule::always(sys!(SYS_execve), exec));
     rules.push(SyscallRule::always(sys!(SYS_execveat), exec));
-    rules.push(SyscallRule::always(sys!(SYS_exit_group), exec));
+    let exit = if opts.trace_exit {
+        Action::Notify
+    } else {
+        Action::Allow
+    };
+    rules.push(SyscallRule::always(sys!(SYS_exit_group), exit));
     rules
 }
 
@@ -546,12 +559,13 @@ mod tests {
 
     /// Every combination of the options.
     fn all_options() -> Vec<ProfileOptions> {
-        (0..16u8)
+        (0..32u8)
             .map(|bits| ProfileOptions {
                 trace_exec: bits & 1 != 0,
                 trace_files: bits & 2 != 0,
                 report_refusals: bits & 4 != 0,
                 trace_file_changes: bits & 8 != 0,
+                trace_exit: bits & 16 != 0,
             })
             .collect()
     }
@@ -820,17 +834,26 @@ mod tests {
     }
 
     #[test]
-    fn exec_is_notified_only_when_traced() {
-        for (trace_exec, expected) in [(false, ALLOW), (true, Action::Notify)] {
-            let (filter, prog) = compiled(ProfileOptions {
-                trace_exec,
-                ..ProfileOptions::default()
-            });
-            for exec in [sys!(SYS_execve), sys!(SYS_execveat), sys!(SYS_exit_group)] {
-                assert_eq!(call(&prog, exec, args(0, 0)), expected);
-                assert_eq!(filter.action_for(exec.nr, [0; 6]), expected);
+    fn exec_and_exit_are_notified_only_when_traced() {
+        for trace_exec in [false, true] {
+            for trace_exit in [false, true] {
+                let (filter, prog) = compiled(ProfileOptions {
+                    trace_exec,
+                    trace_exit,
+                    ..ProfileOptions::default()
+                });
+                for (call_, traced) in [
+                    (sys!(SYS_execve), trace_exec),
+                    (sys!(SYS_execveat), trace_exec),
+                    (sys!(SYS_exit_group), trace_exit),
+                ] {
+                    let expected = if traced { Action::Notify } else { ALLOW };
+                    assert_eq!(call(&prog, call_, args(0, 0)), expected, "{}", call_.name);
+                    assert_eq!(filter.action_for(call_.nr, [0; 6]), expected);
+                }
+                assert_eq!(call(&prog, sys!(SYS_exit), args(0, 0)), ALLOW);
+                assert_eq!(call(&prog, sys!(SYS_read), args(0, 0)), ALLOW);
             }
-            assert_eq!(call(&prog, sys!(SYS_read), args(0, 0)), ALLOW);
         }
     }
 
@@ -893,6 +916,7 @@ mod tests {
         });
         let (_, everything) = compiled(ProfileOptions {
             trace_exec: true,
+            trace_exit: true,
             trace_files: true,
             trace_file_changes: true,
             report_refusals: true,
@@ -914,6 +938,7 @@ mod tests {
 
     const REPORTING: ProfileOptions = ProfileOptions {
         trace_exec: true,
+        trace_exit: false,
         trace_files: false,
         trace_file_changes: false,
         report_refusals: true,
@@ -1142,7 +1167,8 @@ mod tests {
                         continue;
                     }
                     match notified_call(i64::from(nr)) {
-                        NotifiedCall::Exec | NotifiedCall::Exit => assert!(opts.trace_exec),
+                        NotifiedCall::Exec => assert!(opts.trace_exec),
+                        NotifiedCall::Exit => assert!(opts.trace_exit),
                         NotifiedCall::File(s) => {
                             assert!(opts.trace_files || opts.trace_file_changes);
                             assert_eq!(s.nr, nr);

@@ -215,6 +215,7 @@ impl Plan {
             view,
             identity,
             trace_exec: traced,
+            exits: exits(settings.exec_check.unwrap_or_default()),
             // Every recorded run reports refused changes and system calls
             // (`violation` events), refused reads too with `--violations all`; a
             // learning run traces and keeps every access (record/observe.rs).
@@ -315,6 +316,17 @@ pub fn checked_hostname(name: &str) -> Result<String> {
         );
     }
     Ok(name.to_owned())
+}
+
+/// How the tracer learns the exits of recorded programs, for the `exec_check` asked:
+/// from pidfds where the kernel keeps exit statuses for them, else (and for a check
+/// at exit) from each program's `exit_group`.
+pub fn exits(check: vg_policy::ExecCheck) -> vg_sandbox::trace::Exits {
+    use vg_sandbox::trace::Exits;
+    match check {
+        vg_policy::ExecCheck::NextExec if Exits::pidfd_available() => Exits::Pidfd,
+        _ => Exits::Trap,
+    }
 }
 
 #[cfg(test)]

@@ -216,7 +216,7 @@ fn start_recorded(
     let terminal = session.attach(
         &mut sandbox,
         output,
-        spec.trace_exec,
+        spec.trace_exec.then_some(spec.exits),
         plan.limits.output_caps(),
         network
             .policy

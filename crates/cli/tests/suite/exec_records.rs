@@ -6,7 +6,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::harness::{
-    Output, PYTHON, RecordsHome, Runner, Vg, Workspace, each_identity, unique, wait_until,
+    Output, PYTHON, RecordsHome, Runner, TempDir, Vg, Workspace, chown_to, each_identity,
+    session_metadata, unique, wait_until,
 };
 
 fn commands(dir: &Path) -> String {
@@ -440,15 +441,39 @@ with open("ran", "w") as f:
         f.write("%d %s\n" % (pid, prog))
 "#;
 
-/// ATTACK (records): an exec whose path is swapped as it happens must not leave the
-/// record claiming the wrong program ran: an `exec-mismatch` event names what did.
+/// A user config (in an `XDG_CONFIG_HOME` of the runner's) with `exec_check = CHECK`.
+fn exec_check_config(runner: Runner, check: &str) -> TempDir {
+    let invoker = runner.invoker();
+    let xdg = TempDir::owned_by("xdg", &invoker, 0o700);
+    let config = xdg.write(
+        "vectraguard/config.toml",
+        format!("exec_check = \"{check}\"\n"),
+    );
+    chown_to(&xdg.join("vectraguard"), &invoker);
+    chown_to(&config, &invoker);
+    xdg
+}
+
+/// ATTACK (records): with `exec_check = "exit"`, an exec whose path is swapped as it
+/// happens must not leave the record claiming the wrong program ran: an
+/// `exec-mismatch` event names what did.
 #[test]
 fn a_path_swapped_as_the_exec_happens_is_recorded_as_a_mismatch() {
     each_identity(|runner| {
         let ws = Workspace::new();
         ws.write("swap.py", PATH_SWAP);
         let home = RecordsHome::new(runner);
-        run_recorded(runner, &ws, &home, &[], &[PYTHON, "swap.py"]).assert_success();
+        let xdg = exec_check_config(runner, "exit");
+        Vg::sandbox(runner, &ws, &[], &[PYTHON, "swap.py"])
+            .records_home(&home)
+            .env("XDG_CONFIG_HOME", &xdg.arg(""))
+            .run()
+            .assert_success();
+        let meta = session_metadata(&home.only_session());
+        assert_eq!(
+            meta["layers"]["seccomp_notify"], "exec,exit,file-changes,refusals",
+            "{meta}"
+        );
         let dir = home.only_session();
         let log = commands(&dir);
         let mismatched: std::collections::BTreeMap<String, String> = events(&dir)
@@ -714,5 +739,105 @@ fn a_quiet_sandbox_has_its_last_execs_and_exits_written_and_chained() {
             seen,
             "[{runner}] the marker's exit and sleep's exec were not written and chained while the session ran: {out}"
         );
+    });
+}
+
+/// By default (`exec_check = "next-exec"`) no program waits for the supervisor as it
+/// exits where the kernel keeps exit statuses for pidfds (Linux 6.15+): the filter
+/// does not send `exit_group`, and every exit is still recorded with how it ended,
+/// a death by a signal included, after its exec and before its parent's next one.
+#[test]
+fn exits_are_recorded_with_how_they_ended_without_trapping_them() {
+    let pidfd_exits = vg_sandbox::trace::Exits::pidfd_available();
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        run_recorded(
+            runner,
+            &ws,
+            &home,
+            &[],
+            &[
+                "/bin/sh",
+                "-c",
+                "/bin/true; /bin/false; /bin/sh -c 'kill -KILL $$'; /bin/echo end",
+            ],
+        )
+        .assert_success();
+        let dir = home.only_session();
+        let meta = session_metadata(&dir);
+        let notified = if pidfd_exits {
+            "exec,file-changes,refusals"
+        } else {
+            "exec,exit,file-changes,refusals"
+        };
+        assert_eq!(meta["layers"]["seccomp_notify"], notified, "{meta}");
+        let log = commands(&dir);
+        let lines: Vec<&str> = log.lines().collect();
+        let exit_of = |argv: &str| {
+            let exec = execs_of(&log, argv);
+            assert_eq!(exec.len(), 1, "{argv}: {log}");
+            let pid = field(exec[0], "pid");
+            let at = lines.iter().position(|l| *l == exec[0]).unwrap();
+            lines
+                .iter()
+                .enumerate()
+                .find(|(_, l)| l.contains(" exit ") && field(l, "pid") == pid)
+                .map(|(i, l)| {
+                    assert!(i > at, "{argv}: exit before exec\n{log}");
+                    (
+                        i,
+                        l.split_once(&format!("pid={pid} ")).unwrap().1.to_owned(),
+                    )
+                })
+        };
+        let (true_at, true_exit) = exit_of("/bin/true").unwrap_or_else(|| panic!("{log}"));
+        assert_eq!(true_exit, "status=0", "{log}");
+        let false_exec = lines
+            .iter()
+            .position(|l| *l == execs_of(&log, "/bin/false")[0])
+            .unwrap();
+        assert!(true_at < false_exec, "in order:\n{log}");
+        assert_eq!(
+            exit_of("/bin/false").map(|e| e.1).as_deref(),
+            Some("status=1"),
+            "{log}"
+        );
+        assert_eq!(
+            exit_of("/bin/echo").map(|e| e.1).as_deref(),
+            Some("status=0"),
+            "{log}"
+        );
+        // Seen only through its pidfd: a program killed by a signal never exits.
+        let killed = exit_of("/bin/sh -c 'kill -KILL $$'").map(|e| e.1);
+        let expected = pidfd_exits.then(|| "signal=9".to_owned());
+        assert_eq!(killed, expected, "{log}");
+        Vg::new(runner, ws.path())
+            .args(["logs", "verify", "last"])
+            .records_home(&home)
+            .run()
+            .assert_success();
+    });
+}
+
+/// `exec_check` is the user's to set: a project file, which the sandbox can write,
+/// cannot, and a wrong value is named with the fix.
+#[test]
+fn exec_check_is_refused_in_a_project_file_and_checked() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write("vectraguard.toml", "exec_check = \"exit\"\n");
+        let home = RecordsHome::new(runner);
+        let out = run_recorded(runner, &ws, &home, &[], &["/bin/true"]);
+        out.assert_code(125);
+        out.assert_stderr_contains("'exec_check' cannot be set in a project file");
+        let ws = Workspace::new();
+        let xdg = exec_check_config(runner, "sometimes");
+        let out = Vg::sandbox(runner, &ws, &[], &["/bin/true"])
+            .records_home(&home)
+            .env("XDG_CONFIG_HOME", &xdg.arg(""))
+            .run();
+        out.assert_code(125);
+        out.assert_stderr_contains("unknown exec_check \"sometimes\"");
     });
 }

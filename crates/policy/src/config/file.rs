@@ -107,6 +107,7 @@ read_only = ["/etc"]
 workdir = "/workspace"
 user = "1000:1000"
 backend = "gvisor"
+exec_check = "exit"
 env_files = [".env", "/etc/app.env"]
 ask = "high"
 approval_timeout = "45s"
@@ -128,6 +129,7 @@ env = ["CI=1"]
             user: Some("1000:1000".into()),
             network: None,
             backend: Some(crate::Backend::Gvisor),
+            exec_check: Some(crate::ExecCheck::Exit),
             network_rules: Vec::new(),
             add_hosts: Vec::new(),
             tls_passthrough: Vec::new(),

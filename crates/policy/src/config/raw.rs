@@ -58,6 +58,7 @@ pub(super) struct RawSettings {
     pub(super) user: Text,
     pub(super) network: Text,
     pub(super) backend: Text,
+    pub(super) exec_check: Text,
     #[serde(default)]
     pub(super) network_rules: TextList,
     #[serde(default)]
@@ -102,6 +103,7 @@ pub(super) struct RawFile {
     user: Text,
     network: Text,
     backend: Text,
+    exec_check: Text,
     #[serde(default)]
     network_rules: TextList,
     #[serde(default)]
@@ -147,6 +149,7 @@ impl RawFile {
             user,
             network,
             backend,
+            exec_check,
             network_rules,
             add_hosts,
             tls_passthrough,
@@ -181,6 +184,7 @@ impl RawFile {
             user,
             network,
             backend,
+            exec_check,
             network_rules,
             add_hosts,
             tls_passthrough,

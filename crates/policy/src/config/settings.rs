@@ -25,6 +25,8 @@ pub struct Settings {
     pub network: Option<NetworkMode>,
     /// What runs the command (`--backend`, `backend = …`): the native sandbox when unset.
     pub backend: Option<crate::Backend>,
+    /// When a recorded program is compared with its `exec` line (`exec_check = …`).
+    pub exec_check: Option<crate::ExecCheck>,
     /// In precedence order (first match wins); see the module documentation.
     pub network_rules: Vec<Rule>,
     /// `--add-host` pins, in order; for the same name the last one wins.
@@ -73,6 +75,7 @@ impl Settings {
             user,
             network,
             backend,
+            exec_check,
             network_rules,
             add_hosts,
             tls_passthrough,
@@ -94,6 +97,7 @@ impl Settings {
         replace_if_set(&mut self.user, user);
         replace_if_set(&mut self.network, network);
         replace_if_set(&mut self.backend, backend);
+        replace_if_set(&mut self.exec_check, exec_check);
         // The first matching rule decides, so the higher layer's go in front; for pins
         // the last one of a name wins, so theirs go after ours.
         self.network_rules.splice(0..0, network_rules);

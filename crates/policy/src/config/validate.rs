@@ -84,6 +84,7 @@ impl<'a> Document<'a> {
             user,
             network,
             backend,
+            exec_check,
             network_rules,
             add_hosts,
             tls_passthrough,
@@ -168,6 +169,7 @@ impl<'a> Document<'a> {
             user: user.map(|u| self.user(u)).transpose()?,
             network: network.map(|n| self.network(n)).transpose()?,
             backend: backend.map(|b| self.backend(b)).transpose()?,
+            exec_check: exec_check.map(|c| self.exec_check(c)).transpose()?,
             network_rules: network_rules
                 .into_iter()
                 .map(|r| self.network_rule(r))
@@ -290,6 +292,24 @@ impl<'a> Document<'a> {
             ));
         }
         Ok(mode)
+    }
+
+    fn exec_check(&self, value: Spanned<String>) -> Result<crate::ExecCheck, ConfigError> {
+        let check = value
+            .get_ref()
+            .parse::<crate::ExecCheck>()
+            .map_err(|e| self.error(value.span(), e.to_string(), key_hint("exec_check")))?;
+        if self.project.is_some() {
+            // The sandbox can write the project file: it must not choose how closely
+            // its own programs are checked.
+            return Err(self.error(
+                value.span(),
+                "'exec_check' cannot be set in a project file: the sandbox can write that file"
+                    .to_owned(),
+                format!("move it to {USER_FILE_HINT}"),
+            ));
+        }
+        Ok(check)
     }
 
     fn backend(&self, value: Spanned<String>) -> Result<crate::Backend, ConfigError> {

@@ -1,7 +1,7 @@
 //! Descriptors: closing, duplicating, close-on-exec, pipes, polling, passing descriptors over unix sockets.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use libc::{c_int, c_long, c_uint};
 
@@ -145,29 +145,38 @@ pub enum Polled {
     Readable,
     HungUp,
     TimedOut,
+    /// Only the second descriptor given to [`poll_hup_within`] is readable.
+    AlsoReadable,
 }
 
-/// Waits until `fd` is readable or hung up, or `timeout` (`None`: no limit) passed.
-/// A descriptor both readable and hung up is readable: what is queued is read first.
+/// Waits until `fd` is readable or hung up, `also` (when given) is readable, or
+/// `timeout` (`None`: no limit) passed. A descriptor both readable and hung up is
+/// readable: what is queued is read first.
 pub fn poll_hup_within(
     fd: BorrowedFd<'_>,
+    also: Option<BorrowedFd<'_>>,
     timeout: Option<std::time::Duration>,
 ) -> io::Result<Polled> {
-    let mut pfd = libc::pollfd {
+    let mut pfds = [fd, also.unwrap_or(fd)].map(|fd| libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
-    };
+    });
+    let count: libc::nfds_t = if also.is_some() { 2 } else { 1 };
     let millis = timeout.map_or(-1, |t| c_int::try_from(t.as_millis()).unwrap_or(c_int::MAX));
     loop {
-        // SAFETY: pfd is a valid pollfd array of length 1.
-        let ret = unsafe { libc::poll(&mut pfd, 1, millis) };
+        // SAFETY: pfds is a valid pollfd array of at least `count` entries.
+        let ret = unsafe { libc::poll(pfds.as_mut_ptr(), count, millis) };
         if ret == 0 {
             return Ok(Polled::TimedOut);
         }
         if ret > 0 {
-            let hung_up = pfd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
-                && pfd.revents & libc::POLLIN == 0;
+            let [first, second] = pfds;
+            if first.revents == 0 && count == 2 && second.revents != 0 {
+                return Ok(Polled::AlsoReadable);
+            }
+            let hung_up = first.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+                && first.revents & libc::POLLIN == 0;
             return Ok(if hung_up {
                 Polled::HungUp
             } else {
@@ -227,4 +236,82 @@ pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     let flags = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
     // SAFETY: as above.
     check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(drop)
+}
+
+/// An epoll set of descriptors watched for readability, each known by a token.
+pub struct Epoll {
+    fd: OwnedFd,
+    /// Where [`Epoll::ready`] has the kernel write, reused.
+    events: Vec<libc::epoll_event>,
+}
+
+impl Epoll {
+    /// Tokens [`Epoll::ready`] returns at most per call.
+    const BATCH: usize = 64;
+
+    pub fn new() -> io::Result<Self> {
+        // SAFETY: epoll_create1 takes a flag and returns a new descriptor or -1.
+        let fd = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        Ok(Self {
+            // SAFETY: the kernel just returned this descriptor, which nothing else owns.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; Self::BATCH],
+        })
+    }
+
+    /// Watches `fd` for readability (level-triggered). Closing `fd` stops the watch.
+    pub fn add(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
+        let mut event = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
+        // SAFETY: both descriptors are open; event is a valid epoll_event.
+        check(unsafe {
+            libc::epoll_ctl(
+                self.fd.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                fd.as_raw_fd(),
+                &mut event,
+            )
+        })
+        .map(drop)
+    }
+
+    /// Stops watching `fd`.
+    pub fn remove(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        // SAFETY: both descriptors are open; DEL ignores the event argument.
+        check(unsafe {
+            libc::epoll_ctl(
+                self.fd.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd.as_raw_fd(),
+                std::ptr::null_mut(),
+            )
+        })
+        .map(drop)
+    }
+
+    /// Adds the tokens of watched descriptors readable now (up to a batch; call
+    /// again for more), without waiting.
+    pub fn ready(&mut self, tokens: &mut Vec<u64>) -> io::Result<()> {
+        let len = c_int::try_from(self.events.len()).unwrap_or(c_int::MAX);
+        // SAFETY: events is a valid array of `len` epoll_events; a zero timeout
+        // never blocks.
+        let n = check(unsafe {
+            libc::epoll_wait(self.fd.as_raw_fd(), self.events.as_mut_ptr(), len, 0)
+        })?;
+        tokens.extend(
+            self.events
+                .iter()
+                .take(usize::try_from(n).unwrap_or(0))
+                .map(|e| e.u64),
+        );
+        Ok(())
+    }
+}
+
+impl AsFd for Epoll {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }

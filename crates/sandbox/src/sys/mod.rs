@@ -25,7 +25,7 @@ pub use creds::{
     capset_empty, getgid, getuid, setfsgid, setfsuid, setgroups, setresgid, setresuid,
 };
 pub use fd::{
-    Polled, cloexec_from, close_all_except, close_range, dup2, keep_on_exec, peer_closed,
+    Epoll, Polled, cloexec_from, close_all_except, close_range, dup2, keep_on_exec, peer_closed,
     poll_hup_within, recv_fd, send_fd, seqpacket_pair, set_nonblocking, set_pipe_size,
 };
 pub use fs::{
@@ -41,7 +41,8 @@ pub use mount::{
 pub use msg::{poll_read, recv_msg, send_msg, signalfd, signalfd_read};
 pub use net::{iface_configure, loopback_up, tun_create};
 pub use pidfd::{
-    pidfd_exited, pidfd_open, pidfd_parent, pidfd_send_signal, pidns_host_pid, pidns_tgid,
+    pidfd_exit_status, pidfd_exited, pidfd_open, pidfd_parent, pidfd_send_signal, pidns_host_pid,
+    pidns_tgid,
 };
 pub use process::{
     clone_fork, execve, exit_now, fork, kill, prctl, raise_open_files_limit, read_process_memory,

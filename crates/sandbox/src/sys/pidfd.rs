@@ -86,6 +86,32 @@ pub fn pidfd_parent(pidfd: BorrowedFd<'_>) -> io::Result<u32> {
     Ok(info.ppid)
 }
 
+const PIDFD_INFO_EXIT: u64 = 8;
+
+/// How the process behind a pidfd ended, as a wait status, once it has been reaped
+/// (`PIDFD_INFO_EXIT`, Linux 6.15+): `None` while it runs or is a zombie, and on a
+/// kernel without it. Works for any process, not only our children.
+pub fn pidfd_exit_status(pidfd: BorrowedFd<'_>) -> io::Result<Option<c_int>> {
+    let mut info = PidfdInfo {
+        mask: PIDFD_INFO_EXIT,
+        ..PidfdInfo::default()
+    };
+    // SAFETY: info is a pidfd_info of the size encoded in the ioctl number.
+    let got = check(unsafe {
+        libc::ioctl(
+            pidfd.as_raw_fd(),
+            PIDFD_GET_INFO,
+            &mut info as *mut PidfdInfo,
+        )
+    });
+    match got {
+        Ok(_) => Ok((info.mask & PIDFD_INFO_EXIT != 0).then_some(info.exit_code)),
+        // A reaped process whose exit was not kept: nothing more to learn.
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// `_IOR(0xb7, 0x9, int)`: `NS_GET_TGID_IN_PIDNS` (Linux 6.8+).
 const NS_GET_TGID_IN_PIDNS: c_ulong = 0x8004_B709;
 

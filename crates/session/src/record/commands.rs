@@ -209,7 +209,11 @@ impl CommandsLog {
             }
             TraceEvent::Exit { pid, status } => {
                 if self.live.remove(&pid) {
-                    self.traced_exit(pid, CommandExit::Code(status), shared);
+                    let exit = match status {
+                        trace::ExitStatus::Code(code) => CommandExit::Code(code),
+                        trace::ExitStatus::Signal(signal) => CommandExit::Signal(signal),
+                    };
+                    self.traced_exit(pid, exit, shared);
                 }
             }
             // Only traced when the session asks for them, which it does not yet.

@@ -359,7 +359,7 @@ impl Session {
         &mut self,
         sandbox: &mut vg_sandbox::Sandbox,
         output: Output,
-        trace: bool,
+        trace: Option<trace::Exits>,
         caps: OutputCaps,
         network: Option<(
             vg_netstack::PolicyHandle,
@@ -434,7 +434,9 @@ impl Session {
                 Err(e) => shared.fail("network mediator", e),
             }
         }
-        if trace && let Some(listener) = sandbox.exec_listener() {
+        if let Some(exits) = trace
+            && let Some(listener) = sandbox.exec_listener()
+        {
             let shared = Arc::clone(&shared);
             let gate = self.gate.clone();
             let mut observer = self.observer.take();
@@ -447,6 +449,7 @@ impl Session {
                 trace::serve(
                     listener,
                     gate.is_some(),
+                    exits,
                     |event| {
                         // File accesses and refused calls were answered already.
                         if let Some(observer) = observer.as_mut()
