@@ -607,11 +607,16 @@ struct ExitWatch {
     /// Grows while no unreaped process is reaped, so that a parent that never
     /// reaps its child does not keep the tracer awake.
     retry: std::time::Duration,
+    /// When the unreaped are next asked about, if there are more than
+    /// [`ExitWatch::ASKED_EACH_TIME`]: a sandbox full of zombies must not cost each
+    /// exec one question per zombie.
+    retry_at: std::time::Instant,
 }
 
 impl ExitWatch {
     const FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(1);
     const LAST_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+    const ASKED_EACH_TIME: usize = 64;
 
     fn new() -> Self {
         Self {
@@ -619,12 +624,16 @@ impl ExitWatch {
             ready: Vec::new(),
             unreaped: Vec::new(),
             retry: Self::FIRST_RETRY,
+            retry_at: std::time::Instant::now(),
         }
     }
 
     /// When to look again at processes not reaped yet.
     fn retry_in(&self) -> Option<std::time::Duration> {
-        (!self.unreaped.is_empty()).then_some(self.retry)
+        (!self.unreaped.is_empty()).then(|| {
+            self.retry_at
+                .saturating_duration_since(std::time::Instant::now())
+        })
     }
 }
 
@@ -636,7 +645,16 @@ fn report_exits(tracked: &mut Tracked, on_event: &mut impl FnMut(TraceEvent) -> 
     let Some(mut watch) = tracked.exits.take() else {
         return;
     };
-    let mut pids = std::mem::take(&mut watch.unreaped);
+    // A few unreaped are asked about every time: a parent that just reaped its
+    // child is about to start the next program, whose exec line must come after
+    // that exit. Many are asked about when their time comes.
+    let now = std::time::Instant::now();
+    let had_none = watch.unreaped.is_empty();
+    let mut pids = if watch.unreaped.len() <= ExitWatch::ASKED_EACH_TIME || now >= watch.retry_at {
+        std::mem::take(&mut watch.unreaped)
+    } else {
+        Vec::new()
+    };
     let waited = pids.len();
     if let Some(epoll) = watch.epoll.as_mut() {
         watch.ready.clear();
@@ -674,11 +692,14 @@ fn report_exits(tracked: &mut Tracked, on_event: &mut impl FnMut(TraceEvent) -> 
             tracked.retired.push(entry);
         }
     }
-    watch.retry = if progress || waited == 0 {
-        ExitWatch::FIRST_RETRY
-    } else {
-        (watch.retry * 2).min(ExitWatch::LAST_RETRY)
-    };
+    if waited > 0 || (had_none && !watch.unreaped.is_empty()) {
+        watch.retry = if progress || waited == 0 {
+            ExitWatch::FIRST_RETRY
+        } else {
+            (watch.retry * 2).min(ExitWatch::LAST_RETRY)
+        };
+        watch.retry_at = now + watch.retry;
+    }
     tracked.exits = Some(watch);
 }
 
