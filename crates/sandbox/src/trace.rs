@@ -277,8 +277,9 @@ impl PartialEq for Verdict {
 /// e.g. chain entries to batch); if it did, it runs again with [`Between::Idle`]
 /// once no notification came for [`IDLE`], and the tracer then waits without limit.
 ///
-/// `File` and `Denied` events are reported after their call was answered; the
-/// verdict `on_event` returns for them is ignored.
+/// `File` and `Denied` events are reported after their call was answered, and so are
+/// `Exec` events without `inspect` (recorded, not decided: the exec never waits for
+/// the callback); the verdict `on_event` returns for them is ignored.
 pub fn serve(
     listener: OwnedFd,
     inspect: bool,
@@ -388,6 +389,14 @@ pub fn serve(
             Described::Nothing => None,
         };
         match event {
+            Some(event @ TraceEvent::Exec { .. }) if !tracked.inspect => {
+                // Recorded, not decided: let it go first, as an exit. The kernel
+                // accepts the answer only while the call waits, which also tells
+                // that what was read belongs to this call.
+                if sys::notif_continue(fd, notif.id).is_ok() {
+                    on_event(event);
+                }
+            }
             Some(event @ TraceEvent::Exec { .. }) if sys::notif_id_valid(fd, notif.id) => {
                 match on_event(event) {
                     Verdict::Defer(deferred) => {
@@ -589,8 +598,11 @@ struct Tracked {
     /// The host pid of the sandbox's init, where the search for a process's program
     /// stops (see [`Tracked::exe_of`]); looked up once.
     init_host: Option<u32>,
-    /// With [`Exits::Pidfd`]: how exits are found.
+    /// Where exits are read from pidfds: how they are found.
     exits: Option<ExitWatch>,
+    /// Host pids of processes whose pidfds join `exits`' set once the notification
+    /// at hand is answered.
+    to_watch: Vec<u32>,
 }
 
 /// Exits read from tracked processes' pidfds ([`Exits::Pidfd`]).
@@ -772,6 +784,13 @@ impl Tracked {
     fn let_go(&mut self) {
         self.retired.clear();
         self.closing.clear();
+        if let Some(epoll) = self.exits.as_ref().and_then(|w| w.epoll.as_ref()) {
+            for host_pid in self.to_watch.drain(..) {
+                if let Some(entry) = self.by_host_pid.get(&host_pid) {
+                    let _ = epoll.add(entry.pidfd.as_fd(), u64::from(host_pid));
+                }
+            }
+        }
     }
 
     /// The sandbox pid of a live tracked process.
@@ -799,8 +818,10 @@ impl Tracked {
                 .and_then(|p| p.file.as_ref())
                 .map(|f| (f.dev, f.ino)),
         };
-        if let Some(epoll) = self.exits.as_ref().and_then(|w| w.epoll.as_ref()) {
-            let _ = epoll.add(entry.pidfd.as_fd(), u64::from(host_pid));
+        if self.exits.is_some() {
+            // Watched once the exec is answered (see `let_go`): an exit already
+            // past by then is reported all the same (the set is level-triggered).
+            self.to_watch.push(host_pid);
         }
         self.by_host_pid.insert(host_pid, entry);
         if self.by_host_pid.len() >= self.sweep_at.max(Self::FIRST_SWEEP) {
