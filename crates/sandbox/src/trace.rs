@@ -657,15 +657,18 @@ fn report_exits(tracked: &mut Tracked, on_event: &mut impl FnMut(TraceEvent) -> 
     let Some(mut watch) = tracked.exits.take() else {
         return;
     };
-    // A few unreaped are asked about every time: a parent that just reaped its
+    // The newest unreaped are asked about every time: a parent that just reaped its
     // child is about to start the next program, whose exec line must come after
-    // that exit. Many are asked about when their time comes.
+    // that exit. The rest (zombies left by parents that do not reap) are asked about
+    // when their time comes.
     let now = std::time::Instant::now();
     let had_none = watch.unreaped.is_empty();
-    let mut pids = if watch.unreaped.len() <= ExitWatch::ASKED_EACH_TIME || now >= watch.retry_at {
+    let all = watch.unreaped.len() <= ExitWatch::ASKED_EACH_TIME || now >= watch.retry_at;
+    let mut pids = if all {
         std::mem::take(&mut watch.unreaped)
     } else {
-        Vec::new()
+        let newest = watch.unreaped.len() - ExitWatch::ASKED_EACH_TIME;
+        watch.unreaped.split_off(newest)
     };
     let waited = pids.len();
     if let Some(epoll) = watch.epoll.as_mut() {
@@ -704,7 +707,7 @@ fn report_exits(tracked: &mut Tracked, on_event: &mut impl FnMut(TraceEvent) -> 
             tracked.retired.push(entry);
         }
     }
-    if waited > 0 || (had_none && !watch.unreaped.is_empty()) {
+    if (all && waited > 0) || (had_none && !watch.unreaped.is_empty()) {
         watch.retry = if progress || waited == 0 {
             ExitWatch::FIRST_RETRY
         } else {
@@ -715,21 +718,38 @@ fn report_exits(tracked: &mut Tracked, on_event: &mut impl FnMut(TraceEvent) -> 
     tracked.exits = Some(watch);
 }
 
-/// Reports the exits of every process still tracked, once all are gone and reaped
-/// ([`Exits::Pidfd`]): the newest first, since a process usually outlives the
-/// ones it started (pids inside grow as processes start).
+/// How long the tracer waits, once the listener hangs up, for the last processes'
+/// exit statuses: the kernel lets go of a task's filter as it starts to exit, before
+/// it is killed (what the command left running is killed as it exits) and reaped.
+const LAST_EXITS: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reports the exits of every process still tracked, once the listener hung up (every
+/// sandboxed process is exiting): the newest first, since a process usually outlives
+/// the ones it started (pids inside grow as processes start). Each is waited for
+/// until it has been reaped, up to [`LAST_EXITS`] in all.
 fn report_last_exits(tracked: &mut Tracked, on_event: &mut impl FnMut(TraceEvent) -> Verdict) {
     if tracked.exits.is_none() {
         return;
     }
-    let mut last: Vec<(i32, ExitStatus)> = tracked
-        .by_host_pid
-        .drain()
-        .filter_map(|(_, entry)| {
-            let status = sys::pidfd_exit_status(entry.pidfd.as_fd()).ok()??;
-            Some((entry.ns, ExitStatus::from_wait_status(status)))
-        })
-        .collect();
+    let deadline = std::time::Instant::now() + LAST_EXITS;
+    let mut pause = std::time::Duration::from_micros(200);
+    let mut waiting: Vec<Entry> = tracked.by_host_pid.drain().map(|(_, e)| e).collect();
+    let mut last: Vec<(i32, ExitStatus)> = Vec::new();
+    loop {
+        waiting.retain(|entry| match sys::pidfd_exit_status(entry.pidfd.as_fd()) {
+            Ok(Some(status)) => {
+                last.push((entry.ns, ExitStatus::from_wait_status(status)));
+                false
+            }
+            Ok(None) => true,
+            Err(_) => false,
+        });
+        if waiting.is_empty() || std::time::Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(50));
+    }
     last.sort_by_key(|(pid, _)| std::cmp::Reverse(*pid));
     for (pid, status) in last {
         on_event(TraceEvent::Exit { pid, status });
@@ -805,6 +825,22 @@ impl Tracked {
         // The process runs its previous program until this exec: check that one. What
         // it runs now is what that exec named, or (first exec after a fork) its
         // parent's: known without reading /proc, which costs more than the rest.
+        // An entry whose process is gone (its exit not reported yet) is another
+        // process's that had this host pid: reported, never checked against this one.
+        if let Some(old) = self.by_host_pid.get(&host_pid)
+            && sys::pidfd_exited(old.pidfd.as_fd())
+            && let Some(old) = self.by_host_pid.remove(&host_pid)
+        {
+            if self.exits.is_some()
+                && let Ok(Some(status)) = sys::pidfd_exit_status(old.pidfd.as_fd())
+            {
+                self.found.push(TraceEvent::Exit {
+                    pid: old.ns,
+                    status: ExitStatus::from_wait_status(status),
+                });
+            }
+            self.retired.push(old);
+        }
         entry.before = match self.by_host_pid.remove(&host_pid) {
             Some(old) => {
                 self.check(host_pid, &old);
@@ -903,16 +939,16 @@ impl Tracked {
         let Some(root) = self.root(libc::pid_t::try_from(host_pid).unwrap_or(0)) else {
             return false;
         };
-        let Ok(c_path) = std::ffi::CString::new(path) else {
-            return false;
-        };
-        let Ok(fd) = sys::openat2(root, &c_path, libc::O_RDONLY, sys::RESOLVE_IN_ROOT) else {
+        // Looked up with O_PATH and read only if it is a regular file: the path is
+        // the sandbox's to choose, and opening a FIFO for reading would block the
+        // tracer (and every exec with it), a device could act.
+        let Some(file) = ExecFile::open_in(root, b"/", path) else {
             return false;
         };
         let mut head = [0u8; 2];
         use std::os::unix::fs::FileExt;
-        let file = std::fs::File::from(fd);
-        matches!(file.read_at(&mut head, 0), Ok(2)) && head == *b"#!"
+        file.reader()
+            .is_ok_and(|r| matches!(r.read_at(&mut head, 0), Ok(2)) && head == *b"#!")
     }
 
     /// [`Self::remove`] for the task calling `exit_group`, which may be a thread

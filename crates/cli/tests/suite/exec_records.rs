@@ -841,3 +841,127 @@ fn exec_check_is_refused_in_a_project_file_and_checked() {
         out.assert_stderr_contains("unknown exec_check \"sometimes\"");
     });
 }
+
+/// A process whose parent is init execs a FIFO with its own argv (recorded, then
+/// refused by the kernel), then execs `/bin/true`: checking the first exec then looks
+/// at the FIFO, and opening it for reading would block until a writer came.
+const FIFO_EXEC: &str = r#"
+import os, sys, time
+fifo = "/tmp/f"
+os.mkfifo(fifo)
+if os.fork() == 0:
+    if os.fork() == 0:
+        while os.getppid() != 1:
+            time.sleep(0.001)
+        try:
+            os.execv(fifo, sys.orig_argv)
+        except OSError:
+            pass
+        os.execv("/bin/true", ["true"])
+    os._exit(0)
+os.wait()
+time.sleep(0.5)
+pid = os.fork()
+if pid == 0:
+    os.execv("/bin/echo", ["echo", "echo ran"])
+os.waitpid(pid, 0)
+"#;
+
+/// ATTACK (records): a FIFO named by an exec must not stall the tracer (and with it
+/// every exec in the sandbox) when what ran is checked; found by the red team, where
+/// the session hung until something wrote to the FIFO.
+#[test]
+fn an_exec_of_a_fifo_does_not_stall_the_tracer() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write("fifo.py", FIFO_EXEC);
+        let home = RecordsHome::new(runner);
+        let out = run_recorded(runner, &ws, &home, &[], &[PYTHON, "fifo.py"]);
+        out.assert_success();
+        assert!(out.stdout.contains("echo ran"), "{out}");
+        let dir = home.only_session();
+        let log = commands(&dir);
+        assert_eq!(execs_of(&log, "true").len(), 1, "{log}");
+        let mismatches: Vec<Value> = events(&dir)
+            .into_iter()
+            .filter(|e| e["type"] == "exec-mismatch")
+            .collect();
+        assert!(mismatches.is_empty(), "{mismatches:?}\n{log}");
+    });
+}
+
+/// What the command leaves running is killed when it exits; those programs' exits
+/// are recorded too (found by the red team: the tracer gave up on them when the
+/// sandbox's last process let go of the filter, before they had been reaped).
+#[test]
+fn programs_killed_when_the_command_ends_have_their_exit_recorded() {
+    let pidfd_exits = vg_sandbox::trace::Exits::pidfd_available();
+    each_identity(|runner| {
+        for _ in 0..4 {
+            let ws = Workspace::new();
+            let home = RecordsHome::new(runner);
+            run_recorded(
+                runner,
+                &ws,
+                &home,
+                &[],
+                &["/bin/sh", "-c", "/bin/sleep 100 & /bin/sleep 0.2; exit 0"],
+            )
+            .assert_success();
+            let log = commands(&home.only_session());
+            let exec = execs_of(&log, "/bin/sleep 100");
+            assert_eq!(exec.len(), 1, "{log}");
+            let pid = field(exec[0], "pid");
+            let exits: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains(" exit ") && field(l, "pid") == pid)
+                .collect();
+            if pidfd_exits {
+                assert_eq!(exits.len(), 1, "{log}");
+                assert!(exits[0].ends_with(" signal=9"), "{log}");
+            } else {
+                assert!(exits.is_empty(), "{log}");
+            }
+        }
+    });
+}
+
+/// 70 processes are left unreaped (zombies), then ten programs run one after the
+/// other: each one's exit is still written before the next one's exec.
+const ZOMBIES_THEN_SEQUENCE: &str = r#"
+import os
+for _ in range(70):
+    if os.fork() == 0:
+        os.execv("/bin/true", ["true"])
+for i in range(10):
+    pid = os.fork()
+    if pid == 0:
+        os.execv("/bin/echo", ["echo", "m%d" % i])
+    os.waitpid(pid, 0)
+"#;
+
+/// Found by the red team: with more than 64 zombies, exits were asked about on a
+/// timer only, so a program's exit could be written after its parent's next exec.
+#[test]
+fn exits_stay_in_order_in_a_sandbox_full_of_zombies() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        ws.write("zombies.py", ZOMBIES_THEN_SEQUENCE);
+        let home = RecordsHome::new(runner);
+        run_recorded(runner, &ws, &home, &[], &[PYTHON, "zombies.py"]).assert_success();
+        let log = commands(&home.only_session());
+        let lines: Vec<&str> = log.lines().collect();
+        for i in 0..9 {
+            let exec = execs_of(&log, &format!("echo m{i}"));
+            assert_eq!(exec.len(), 1, "{log}");
+            let pid = field(exec[0], "pid");
+            let exit_at = lines
+                .iter()
+                .position(|l| l.contains(" exit ") && field(l, "pid") == pid)
+                .unwrap_or_else(|| panic!("no exit of m{i}:\n{log}"));
+            let next = execs_of(&log, &format!("echo m{}", i + 1))[0];
+            let next_at = lines.iter().position(|l| *l == next).unwrap();
+            assert!(exit_at < next_at, "m{i}'s exit after m{}'s exec:\n{log}", i + 1);
+        }
+    });
+}
