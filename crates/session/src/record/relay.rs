@@ -20,13 +20,6 @@ use crate::limits::OutputCaps;
 /// Relay buffer: large reads keep per-chunk costs (hashing, two writes) small.
 const RELAY_BUFFER: usize = 1 << 20;
 
-/// The first read's buffer: a command that prints little or nothing (most of them)
-/// then costs no 1 MiB mapping, whose unmapping at the relay's end (a TLB shootdown
-/// across the supervisor's threads) sat on the way to every run's exit. Below the
-/// allocator's mapping threshold. A first read that fills it is followed by reads
-/// of [`RELAY_BUFFER`].
-const FIRST_READ: usize = 16 << 10;
-
 /// Which output stream a relay carries.
 #[derive(Debug, Clone, Copy)]
 pub enum Stream {
@@ -180,19 +173,10 @@ pub(super) fn relay(
     // Two chunks in flight at most; spent buffers come back for reuse.
     let (spare_tx, spare_rx) = std::sync::mpsc::channel::<Vec<u8>>();
     let mut to_show: Option<(SyncSender<Chunk>, JoinHandle<()>)> = None;
-    let mut first = true;
     loop {
-        let mut buf = if first {
-            vec![0u8; FIRST_READ]
-        } else {
-            // The first, small buffer is not reused when it comes back.
-            spare_rx
-                .try_recv()
-                .ok()
-                .filter(|spare| spare.len() >= RELAY_BUFFER)
-                .unwrap_or_else(|| vec![0u8; RELAY_BUFFER])
-        };
-        first = false;
+        let mut buf = spare_rx
+            .try_recv()
+            .unwrap_or_else(|_| vec![0u8; RELAY_BUFFER]);
         let n = match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
