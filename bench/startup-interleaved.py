@@ -3,10 +3,12 @@
 round, so that load changing during a sitting lands on every command alike (on a shared
 machine, hyperfine's 40 runs in a row of one command, then the next, do not compare).
 
-Usage: VG_BASELINE=/path/to/older/vectraguard bench/startup-interleaved.py [ROUNDS]
+Usage: VG_BASELINE=/path/to/older/vectraguard [VG_SESSIONS=N] bench/startup-interleaved.py [ROUNDS]
 Run as root (the workspace is given to nobody, as in bench/startup.sh). Prints medians
 and the ratios to bubblewrap and to the baseline; `--memory unlimited` rows show what
-the default memory cap's cgroup costs."""
+the default memory cap's cgroup costs. VG_SESSIONS=N starts with N (empty) session
+folders in the records folder, as a user who keeps their sessions has: what a start
+reads of that folder shows there."""
 import os, random, shutil, statistics, subprocess, sys, tempfile, time
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 50
@@ -17,6 +19,12 @@ ws = tempfile.mkdtemp(prefix="vg-bench.")
 os.environ["VECTRAGUARD_HOME"] = ws + ".home"
 if os.getuid() == 0:
     os.chown(ws, 65534, 65534)
+prefill = int(os.environ.get("VG_SESSIONS", "0"))
+if prefill:
+    logs = os.path.join(ws + ".home", "logs")
+    os.makedirs(logs, mode=0o700)
+    for i in range(prefill):
+        os.mkdir(os.path.join(logs, "session-20250101T000000Z-%06x" % i), 0o700)
 os.chmod(ws, 0o755)
 run = lambda vg, *flags: [vg, "sandbox", "run", *flags, "--", "/bin/true"]
 cmds = {
@@ -43,7 +51,7 @@ finally:
     shutil.rmtree(ws, ignore_errors=True)
     shutil.rmtree(ws + ".home", ignore_errors=True)
 m = {k: statistics.median(v) for k, v in times.items()}
-print(f"startup, interleaved, median of {rounds} rounds")
+print(f"startup, interleaved, median of {rounds} rounds" + (f", {prefill} sessions kept" if prefill else ""))
 for k in cmds:
     print(f"  {k:30s} {m[k]:7.2f} ms  ({m[k] / m['bwrap']:4.2f}x bwrap)")
 if base:

@@ -16,23 +16,23 @@ use crate::metadata::{Metadata, Status, Summary, SummaryFields};
 use crate::verify::{self, VerifyReport};
 use crate::writer::SessionWriter;
 
-/// Which sessions `list` returns; `None` fields do not filter.
-/// The name prefix of a session folder being made (`.partial-PID-ID`): never a
-/// session, so listing skips it.
-const STAGING: &str = ".partial-";
+/// The name prefix, in the records folder's `layout::PENDING` folder, of a session
+/// folder being made (`partial-PID-ID`): never a session.
+const STAGING: &str = "partial-";
 
 /// Removes the staging folders of supervisors that are gone (killed while making
-/// their session's folder). A folder whose pid was reused stays until that process
-/// is gone too.
-fn remove_abandoned(root: &Path) {
-    let Ok(entries) = fs::read_dir(root) else {
+/// their session's folder), from `dir` (the `.pending` folder, or with the legacy
+/// `prefix` the records folder itself). A folder whose pid was reused stays until that
+/// process is gone too.
+fn remove_abandoned(root: &Path, dir: &Path, prefix: &str) {
+    let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     for entry in entries.filter_map(Result::ok) {
         let name = entry.file_name();
         let Some((pid, id)) = name
             .to_str()
-            .and_then(|n| n.strip_prefix(STAGING))
+            .and_then(|n| n.strip_prefix(prefix))
             .and_then(|rest| rest.split_once('-'))
             .and_then(|(pid, id)| Some((pid.parse::<u32>().ok()?, id)))
         else {
@@ -59,16 +59,30 @@ fn kinds(entries: &[fs::DirEntry]) -> Vec<(std::ffi::OsString, bool)> {
 }
 
 /// Removes the replaced metadata versions kept by runs that are gone
-/// (`layout::retire`): after `logs rm` or `prune`, so that nothing of a removed
-/// session stays in the records folder, and at each session's start
+/// (`layout::retire`), from the `.pending` folder alone: at each session's start
 /// ([`SessionStore::remove_retired`]).
 fn remove_retired_in(root: &Path) {
-    if let Ok(entries) = fs::read_dir(root) {
+    let pending = root.join(layout::PENDING);
+    if let Ok(entries) = fs::read_dir(&pending) {
         let entries: Vec<fs::DirEntry> = entries.filter_map(Result::ok).collect();
-        layout::remove_retired(root, &kinds(&entries));
+        layout::remove_retired(&pending, layout::RETIRED, &kinds(&entries));
     }
 }
 
+/// After `logs rm` or `prune`, so that nothing of a removed session stays behind:
+/// [`remove_retired_in`], and what earlier versions left in the records folder
+/// itself (`layout::LEGACY_STAGING`, `layout::LEGACY_RETIRED`), which a removal reads
+/// anyway.
+fn remove_leftovers_in(root: &Path) {
+    remove_retired_in(root);
+    remove_abandoned(root, root, layout::LEGACY_STAGING);
+    if let Ok(entries) = fs::read_dir(root) {
+        let entries: Vec<fs::DirEntry> = entries.filter_map(Result::ok).collect();
+        layout::remove_retired(root, layout::LEGACY_RETIRED, &kinds(&entries));
+    }
+}
+
+/// Which sessions `list` returns; `None` fields do not filter.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListFilter {
     pub agent: Option<String>,
@@ -235,7 +249,11 @@ impl SessionStore {
                 });
             }
         }
-        layout::probe_writable(root).map_err(|source| RecordsError::RootNotWritable {
+        // Made once, then only looked at: a probe file created and removed at each
+        // start cost an inode allocation and a removal on every run. A folder that
+        // stops accepting files later fails `create`'s staging folder, reported the
+        // same way.
+        layout::pending_dir(root).map_err(|source| RecordsError::RootNotWritable {
             path: root.to_owned(),
             source,
         })?;
@@ -274,7 +292,13 @@ impl SessionStore {
         mut meta: Metadata,
         sinks: Vec<Arc<dyn EventSink>>,
     ) -> Result<SessionWriter, RecordsError> {
-        remove_abandoned(&self.root);
+        let pending =
+            layout::pending_dir(&self.root).map_err(|source| RecordsError::RootNotWritable {
+                path: self.root.clone(),
+                source,
+            })?;
+        // Reads the `.pending` folder only, not the sessions beside it.
+        remove_abandoned(&self.root, &pending, STAGING);
         // The folder is made under a staging name and renamed once its files and
         // first metadata are written: a supervisor killed in between leaves no
         // half-made session, only a staging folder that a later `create` removes.
@@ -282,9 +306,7 @@ impl SessionStore {
         let (dir, staging) = loop {
             let id = layout::new_session_id(meta.start_time)?;
             let dir = self.root.join(&id);
-            let staging = self
-                .root
-                .join(format!("{STAGING}{}-{id}", std::process::id()));
+            let staging = pending.join(format!("{STAGING}{}-{id}", std::process::id()));
             let taken = dir.exists();
             match layout::create_private_dir(&staging) {
                 Ok(()) if !taken => {
@@ -303,6 +325,18 @@ impl SessionStore {
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 16 => {
                     attempts += 1
+                }
+                // What the probe file of `open` used to find out.
+                Err(source)
+                    if matches!(
+                        source.kind(),
+                        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+                    ) =>
+                {
+                    return Err(RecordsError::RootNotWritable {
+                        path: self.root.clone(),
+                        source,
+                    });
                 }
                 Err(source) => return Err(RecordsError::CreateSession { path: dir, source }),
             }
@@ -538,7 +572,7 @@ impl SessionStore {
             path: dir.to_owned(),
             source,
         })?;
-        remove_retired_in(&self.root);
+        remove_leftovers_in(&self.root);
         Ok(())
     }
 
@@ -585,7 +619,7 @@ impl SessionStore {
             })?;
             removed.push(p.dir.clone());
         }
-        remove_retired_in(&self.root);
+        remove_leftovers_in(&self.root);
         Ok(removed)
     }
 

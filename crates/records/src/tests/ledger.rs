@@ -241,7 +241,7 @@ fn a_session_is_not_started_when_the_ledger_cannot_be_written() {
     let names: Vec<String> = fs::read_dir(store.root())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| !n.starts_with(crate::layout::RETIRED))
+        .filter(|n| n != crate::layout::PENDING)
         .collect();
     assert_eq!(names.len(), 2, "{names:?}");
     assert!(

@@ -426,12 +426,18 @@ fn list_of_two_thousand_sessions() {
 fn a_session_folder_appears_whole_and_abandoned_staging_folders_go() {
     let (tmp, store) = store("staging");
     let root = tmp.path().join("logs");
-    // What a supervisor killed while making its folder leaves, and one still at it.
-    let abandoned = root.join(".partial-999999999-session-20250101T000000Z-abcdef");
-    let ours = root.join(format!(
-        ".partial-{}-session-20250101T000000Z-fedcba",
+    // What a supervisor killed while making its folder leaves, and one still at it,
+    // in the `.pending` folder beside the sessions.
+    let pending = root.join(crate::layout::PENDING);
+    let abandoned = pending.join("partial-999999999-session-20250101T000000Z-abcdef");
+    let ours = pending.join(format!(
+        "partial-{}-session-20250101T000000Z-fedcba",
         std::process::id()
     ));
+    // And what an earlier version left in the records folder itself: a removal
+    // (which reads that folder anyway) takes it, a start does not look.
+    let legacy = root.join(".partial-999999999-session-20250101T000000Z-0a0b0c");
+    fs::create_dir_all(&legacy).unwrap();
     fs::create_dir_all(&abandoned).unwrap();
     fs::write(abandoned.join("integrity.log"), "").unwrap();
     fs::create_dir_all(&ours).unwrap();
@@ -449,6 +455,16 @@ fn a_session_folder_appears_whole_and_abandoned_staging_folders_go() {
         "a live supervisor's staging folder was removed"
     );
     assert_eq!(store.list(&ListFilter::default()).unwrap().len(), 1);
+    assert!(legacy.exists());
+    let other = store.create(sample_meta()).unwrap();
+    let other_dir = other.dir().to_owned();
+    other.finish(End::exited(0)).unwrap();
+    store.remove_dir(&other_dir, false).unwrap();
+    assert!(
+        !legacy.exists(),
+        "a legacy staging folder outlived a removal"
+    );
+    assert!(ours.exists());
 }
 
 /// What a front end's own index reads: the folders alone, then one summary at a
@@ -489,7 +505,7 @@ fn replaced_metadata_is_kept_until_a_later_run_and_then_removed() {
     let (_tmp, store) = store("retired");
     let root = store.root().to_owned();
     let retired = |root: &Path| -> Vec<String> {
-        let mut names: Vec<String> = fs::read_dir(root)
+        let mut names: Vec<String> = fs::read_dir(root.join(crate::layout::PENDING))
             .unwrap()
             .filter_map(|e| e.unwrap().file_name().into_string().ok())
             .filter(|n| n.starts_with(crate::layout::RETIRED))
@@ -507,7 +523,7 @@ fn replaced_metadata_is_kept_until_a_later_run_and_then_removed() {
     w.finish(End::exited(0)).unwrap();
     let kept = retired(&root);
     assert_eq!(kept.len(), 2, "{kept:?}");
-    let first = fs::read_to_string(root.join(&kept[0])).unwrap();
+    let first = fs::read_to_string(root.join(crate::layout::PENDING).join(&kept[0])).unwrap();
     assert!(first.contains("\"running\""), "{first}");
     assert!(!first.contains("renamed"), "{first}");
     // The session itself is whole, and the only session listed.
@@ -516,20 +532,26 @@ fn replaced_metadata_is_kept_until_a_later_run_and_then_removed() {
     // Ours stay while we live; a dead supervisor's go at a later session's start
     // (whose supervisor calls this on a thread of its own).
     let dead = dead_process().pid;
+    let pending = root.join(crate::layout::PENDING);
     fs::write(
-        root.join(format!("{}{dead}-0", crate::layout::RETIRED)),
+        pending.join(format!("{}{dead}-0", crate::layout::RETIRED)),
         "{}",
     )
     .unwrap();
+    // A legacy version in the records folder itself is not looked for at a start.
+    let legacy = root.join(format!("{}{dead}-9", crate::layout::LEGACY_RETIRED));
+    fs::write(&legacy, "{}").unwrap();
     store.remove_retired();
     assert_eq!(retired(&root), kept);
+    assert!(legacy.exists());
     // And with a removal: nothing of a removed session stays behind.
     fs::write(
-        root.join(format!("{}{dead}-1", crate::layout::RETIRED)),
+        pending.join(format!("{}{dead}-1", crate::layout::RETIRED)),
         "{}",
     )
     .unwrap();
     store.remove_dir(&dir, false).unwrap();
+    assert!(!legacy.exists(), "a legacy kept version outlived a removal");
     assert!(
         retired(&root).iter().all(|n| n.starts_with(&format!(
             "{}{}-",
