@@ -961,7 +961,11 @@ fn exits_stay_in_order_in_a_sandbox_full_of_zombies() {
                 .unwrap_or_else(|| panic!("no exit of m{i}:\n{log}"));
             let next = execs_of(&log, &format!("echo m{}", i + 1))[0];
             let next_at = lines.iter().position(|l| *l == next).unwrap();
-            assert!(exit_at < next_at, "m{i}'s exit after m{}'s exec:\n{log}", i + 1);
+            assert!(
+                exit_at < next_at,
+                "m{i}'s exit after m{}'s exec:\n{log}",
+                i + 1
+            );
         }
     });
 }

@@ -255,8 +255,12 @@ fn presence_in(root: BorrowedFd<'_>, path: &[u8]) -> (Presence, Option<FileId>, 
         // real exec.
         Err(_) => (Presence::Present, None, None),
         Ok(fd) => {
+            // Only a regular file can be executed: the exec of anything else (a
+            // FIFO, a device, a folder) fails, and the process goes on running what
+            // it ran, which must not be taken for a changed path.
             let file = sys::fstat(std::os::fd::AsFd::as_fd(&fd))
                 .ok()
+                .filter(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG)
                 .map(|st| FileId {
                     dev: st.st_dev,
                     ino: st.st_ino,
