@@ -10,13 +10,6 @@ use smoltcp::wire::{IpAddress, IpListenEndpoint};
 use super::Stack;
 use super::flow::{Flow, FlowState, describe};
 
-/// Bytes read from a destination in one pass of the pump, before the stack runs and
-/// sends them: four segments of the link's MTU. The stack copies them into packets
-/// while they are still in the processor's cache (reading until the send buffer was
-/// full, 1 MiB, left the first of them evicted by the time they were sent), and one
-/// busy connection cannot keep the others waiting for a whole buffer's worth.
-const PASS_READ: usize = 256 << 10;
-
 impl Stack {
     /// Moves bytes for every flow; true if the stack has new work (data or state).
     pub(super) fn pump_flows(&mut self) -> bool {
@@ -172,18 +165,12 @@ impl Stack {
             flow.stream.shutdown_write();
             flow.sandbox_fin_passed = true;
         }
-        // Destination → sandbox, at most PASS_READ bytes before the stack sends them.
-        let mut read = 0;
-        while flow.readable && !flow.host_eof && socket.can_send() && read < PASS_READ {
+        // Destination → sandbox.
+        while flow.readable && !flow.host_eof && socket.can_send() {
             let stream = &flow.stream;
-            let room = PASS_READ - read;
-            match transfer(socket.send(|buf| {
-                let end = buf.len().min(room);
-                counted((&*stream).read(&mut buf[..end]))
-            })) {
+            match transfer(socket.send(|buf| counted((&*stream).read(buf)))) {
                 Transfer::Moved(n) => {
                     flow.bytes_in += n as u64;
-                    read += n;
                     progressed |= n > 0;
                 }
                 Transfer::End => {
