@@ -9,12 +9,12 @@
 
 /// All buffers of one session's connections together, both ways.
 pub(crate) const TOTAL: usize = 32 << 20;
-/// Buffer size each way of a connection while the budget has room. The send buffer
-/// bounds what is in flight to the sandbox: 1 MiB is 16 segments of the link's MTU,
-/// so a bulk transfer neither waits for the sandbox's ACKs nor splits a segment at
-/// the ring's end more than once every 16 (a half-size buffer measured 10 % of a
-/// download's packets cut short there).
-pub(crate) const FULL: usize = 1 << 20;
+/// Buffer size each way of a connection while the budget has room. Each new
+/// connection's buffers are zeroed when allocated (the allocator hands back freed
+/// memory, which must be cleared): 1 MiB each way doubled that, a third of the
+/// mediator's time on a run of short connections, for no download speed-up that
+/// could be told from the noise.
+pub(crate) const FULL: usize = 512 << 10;
 /// Buffer size each way once the budget is tight: still a working TCP window.
 pub(crate) const SMALL: usize = 32 << 10;
 
@@ -73,9 +73,9 @@ mod tests {
         // 16 MiB of full grants, then 16 MiB of small ones, then nothing.
         let full = grants.iter().filter(|&&g| g == FULL).count();
         let small = grants.iter().filter(|&&g| g == SMALL).count();
-        assert_eq!((full, small), (8, 256), "{grants:?}");
+        assert_eq!((full, small), (16, 256), "{grants:?}");
         assert_eq!(grants.len(), full + small, "only the two sizes");
-        assert!(grants[..8].iter().all(|&g| g == FULL), "full ones first");
+        assert!(grants[..16].iter().all(|&g| g == FULL), "full ones first");
         assert_eq!(budget.used(), TOTAL);
         assert_eq!(budget.grant(), None);
         // The stack's connection limit fits: 256 connections always get buffers.
