@@ -295,6 +295,7 @@ impl Stack {
     fn advance(&mut self) {
         loop {
             self.iface.poll(now(), &mut self.device, &mut self.sockets);
+            self.device.flush();
             for (handle, buffers) in self.retired.drain(..) {
                 self.sockets.remove(handle);
                 self.budget.release(buffers);
