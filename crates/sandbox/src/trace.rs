@@ -341,7 +341,7 @@ pub fn serve(
                 continue;
             }
             Ok(sys::Polled::HungUp) | Err(_) => {
-                // Every sandboxed process is gone and reaped: the last exits.
+                // Every sandboxed process is exiting: the last exits, each once reaped.
                 report_last_exits(&mut tracked, &mut on_event);
                 return;
             }
@@ -822,9 +822,6 @@ impl Tracked {
     /// `parent`: the host pid of the process's parent, whose program a forked process
     /// runs until its first exec. `entry.before` is found here.
     fn insert(&mut self, host_pid: u32, parent: u32, mut entry: Entry) {
-        // The process runs its previous program until this exec: check that one. What
-        // it runs now is what that exec named, or (first exec after a fork) its
-        // parent's: known without reading /proc, which costs more than the rest.
         // An entry whose process is gone (its exit not reported yet) is another
         // process's that had this host pid: reported, never checked against this one.
         if let Some(old) = self.by_host_pid.get(&host_pid)
@@ -841,6 +838,9 @@ impl Tracked {
             }
             self.retired.push(old);
         }
+        // The process runs its previous program until this exec: check that one. What
+        // it runs now is what that exec named, or (first exec after a fork) its
+        // parent's: known without reading /proc, which costs more than the rest.
         entry.before = match self.by_host_pid.remove(&host_pid) {
             Some(old) => {
                 self.check(host_pid, &old);
