@@ -687,7 +687,7 @@ fn report_exits(tracked: &mut Tracked, on_event: &mut impl FnMut(TraceEvent) -> 
             // Level-triggered: it would be readable again at every look.
             let _ = epoll.remove(entry.pidfd.as_fd());
         }
-        match sys::pidfd_exit_status(entry.pidfd.as_fd()) {
+        match entry.ended() {
             Ok(None) => {
                 // Exited (its pidfd said so), not reaped yet.
                 watch.unreaped.push(host_pid);
@@ -695,10 +695,7 @@ fn report_exits(tracked: &mut Tracked, on_event: &mut impl FnMut(TraceEvent) -> 
             }
             Ok(Some(status)) => {
                 progress |= i < waited;
-                on_event(TraceEvent::Exit {
-                    pid: entry.ns,
-                    status: ExitStatus::from_wait_status(status),
-                });
+                on_event(entry.exit(status));
             }
             // Nothing to learn about this process any more.
             Err(_) => {}
@@ -734,11 +731,11 @@ fn report_last_exits(tracked: &mut Tracked, on_event: &mut impl FnMut(TraceEvent
     let deadline = std::time::Instant::now() + LAST_EXITS;
     let mut pause = std::time::Duration::from_micros(200);
     let mut waiting: Vec<Entry> = tracked.by_host_pid.drain().map(|(_, e)| e).collect();
-    let mut last: Vec<(i32, ExitStatus)> = Vec::new();
+    let mut last: Vec<(i32, TraceEvent)> = Vec::new();
     loop {
-        waiting.retain(|entry| match sys::pidfd_exit_status(entry.pidfd.as_fd()) {
+        waiting.retain(|entry| match entry.ended() {
             Ok(Some(status)) => {
-                last.push((entry.ns, ExitStatus::from_wait_status(status)));
+                last.push((entry.ns, entry.exit(status)));
                 false
             }
             Ok(None) => true,
@@ -751,8 +748,8 @@ fn report_last_exits(tracked: &mut Tracked, on_event: &mut impl FnMut(TraceEvent
         pause = (pause * 2).min(std::time::Duration::from_millis(50));
     }
     last.sort_by_key(|(pid, _)| std::cmp::Reverse(*pid));
-    for (pid, status) in last {
-        on_event(TraceEvent::Exit { pid, status });
+    for (_, exit) in last {
+        on_event(exit);
     }
 }
 
@@ -780,6 +777,23 @@ struct Entry {
     /// The path that exec named (absolute when it could be looked up inside), to name
     /// the program behind a file access or a refusal.
     exe: Vec<u8>,
+}
+
+impl Entry {
+    /// How its process ended, once it has been reaped (`Ok(None)` before, and where
+    /// the kernel keeps no exit status for pidfds); an error when nothing more can be
+    /// learned about it.
+    fn ended(&self) -> std::io::Result<Option<ExitStatus>> {
+        Ok(sys::pidfd_exit_status(self.pidfd.as_fd())?.map(ExitStatus::from_wait_status))
+    }
+
+    /// The event of its exit.
+    fn exit(&self, status: ExitStatus) -> TraceEvent {
+        TraceEvent::Exit {
+            pid: self.ns,
+            status,
+        }
+    }
 }
 
 fn argv_hash<'a>(argv: impl IntoIterator<Item = &'a [u8]>) -> u64 {
@@ -829,12 +843,9 @@ impl Tracked {
             && let Some(old) = self.by_host_pid.remove(&host_pid)
         {
             if self.exits.is_some()
-                && let Ok(Some(status)) = sys::pidfd_exit_status(old.pidfd.as_fd())
+                && let Ok(Some(status)) = old.ended()
             {
-                self.found.push(TraceEvent::Exit {
-                    pid: old.ns,
-                    status: ExitStatus::from_wait_status(status),
-                });
+                self.found.push(old.exit(status));
             }
             self.retired.push(old);
         }
@@ -879,14 +890,11 @@ impl Tracked {
             if !pidfd {
                 return false;
             }
-            match sys::pidfd_exit_status(e.pidfd.as_fd()) {
+            match e.ended() {
                 // A zombie: its exit is reported once its parent reaps it.
                 Ok(None) => true,
                 Ok(Some(status)) => {
-                    found.push(TraceEvent::Exit {
-                        pid: e.ns,
-                        status: ExitStatus::from_wait_status(status),
-                    });
+                    found.push(e.exit(status));
                     false
                 }
                 Err(_) => false,
