@@ -426,12 +426,13 @@ pub fn serve(
     }
 }
 
-/// A traced file call: its paths read while it waits, then let go, then reported.
+/// A traced file call: its paths and who made it read while it waits, then let
+/// go, then reported.
 ///
-/// Only the reads a path needs happen while the call waits; who made it (the pid
-/// inside, the program) is looked up once it runs again: the process cannot be gone
-/// and its pid reused within those microseconds in any practical sense, and at worst
-/// that would make the pid 0 or the program unknown.
+/// Who made it (the pid inside, the program) is looked up while the call waits
+/// too: once let go, the process may exit before the lookup (a loaded machine
+/// delays this thread for milliseconds), which would leave the record with pid 0
+/// and no program. The lookups are a map read and an ioctl or two.
 fn serve_file(
     fd: std::os::fd::BorrowedFd<'_>,
     notif: &sys::SeccompNotif,
@@ -448,18 +449,20 @@ fn serve_file(
     let root = (tracked.root.is_none() && !named.is_empty())
         .then(|| std::fs::File::open(format!("/proc/{}/root", notif.pid)).ok())
         .flatten();
+    let who = (!named.is_empty()).then(|| {
+        let pid = tracked.pid_inside(notif.pid);
+        (pid, tracked.exe_of(notif.pid, pid))
+    });
     // Let go whatever was read: observation only, the kernel decides the call. The
     // kernel accepts the answer only while the call still waits, which also tells
     // that what was read is this call's (not a dead task's, its pid since reused).
     let waited = sys::notif_continue(fd, notif.id).is_ok();
-    if named.is_empty() || !waited {
+    let (Some((pid, exe)), true) = (who, waited) else {
         return;
-    }
+    };
     if let Some(root) = root {
         tracked.root = Some(OwnedFd::from(root));
     }
-    let pid = tracked.pid_inside(notif.pid);
-    let exe = tracked.exe_of(notif.pid, pid);
     let root = tracked.shared_root();
     for access::Named { path, access } in named {
         let _ = on_event(TraceEvent::File {
@@ -480,8 +483,12 @@ fn serve_refusal(
     tracked: &mut Tracked,
     on_event: &mut impl FnMut(TraceEvent) -> Verdict,
 ) {
+    // Who made the call, looked up while it waits: once answered, the process may
+    // exit before the lookup (as a program whose call failed often does at once).
+    let pid = tracked.pid_inside(notif.pid);
+    let exe = tracked.exe_of(notif.pid, pid);
     // Accepted only while the call waits: otherwise the task is gone and the call
-    // never happened.
+    // never happened; it also tells that what was looked up is this task's.
     if sys::notif_fail(fd, notif.id, libc::EPERM).is_err() {
         return;
     }
@@ -490,8 +497,6 @@ fn serve_refusal(
         .ok()
         .and_then(vg_seccomp::syscalls::by_number)
         .map_or_else(|| format!("syscall_{nr}"), |s| s.name.to_owned());
-    let pid = tracked.pid_inside(notif.pid);
-    let exe = tracked.exe_of(notif.pid, pid);
     let _ = on_event(TraceEvent::Denied {
         pid,
         nr,

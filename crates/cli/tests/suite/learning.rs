@@ -664,6 +664,59 @@ const SYS_UNSHARE: u32 = 272;
 const SYS_UNSHARE: u32 = 97;
 const CLONE_NEWUSER: u32 = 0x1000_0000;
 
+/// Who made a refused call is looked up while the call waits: a process that exits
+/// the moment its call fails (most do) is still named, by pid and program.
+#[test]
+fn who_made_a_refused_call_is_recorded_though_it_exits_at_once() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let records = RecordsHome::new(runner);
+        let u = unique();
+        const CHILDREN: usize = 40;
+        let script = py(&format!(
+            r#"
+kids = []
+for i in range({CHILDREN}):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            open("/usr/vg-e2e-{u}-%d" % i, "x")
+        except OSError:
+            pass
+        if i == 0:
+            sc({SYS_UNSHARE}, {CLONE_NEWUSER})
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+"#
+        ));
+        let out = Vg::sandbox(runner, &ws, &[], &[PYTHON, "-c", &script])
+            .records_home(&records)
+            .run();
+        out.assert_success();
+        let found = violations(&records.only_session());
+        let files: Vec<&Value> = found
+            .iter()
+            .filter(|v| {
+                v["path"]
+                    .as_str()
+                    .is_some_and(|p| p.contains(&u.to_string()))
+            })
+            .collect();
+        assert_eq!(files.len(), CHILDREN, "{found:#?}");
+        let unshare: Vec<&Value> = found.iter().filter(|v| v["syscall"] == "unshare").collect();
+        assert_eq!(unshare.len(), 1, "{found:#?}");
+        for v in files.iter().chain(&unshare) {
+            assert!(
+                v["pid"].as_i64().is_some_and(|p| p > 2)
+                    && v["exe"].as_str().is_some_and(|e| e.contains("python3")),
+                "a violation without who made it: {v:#}"
+            );
+        }
+    });
+}
+
 #[test]
 fn violations_are_recorded_in_normal_runs() {
     each_identity(|runner| {
