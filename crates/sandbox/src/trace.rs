@@ -1179,12 +1179,13 @@ fn describe_exec(
                 "its path goes through a /proc link whose file cannot be named (run the file by its path, or with execveat(fd, \"\", AT_EMPTY_PATH))".into(),
             );
         }
+        Presence::NoDescriptor => return Err(OUT_OF_DESCRIPTORS.into()),
         Presence::Present => {}
     }
     // An exec from a thread other than the main one: once it succeeds, the kernel
     // gives the thread its process's pid, so the exec (and the exit to come) belong to
     // the process, by its thread group id.
-    let who = identify(host_pid, tracked).ok_or("cannot find the process's pid in the sandbox")?;
+    let who = identify(host_pid, tracked)?;
     let (pid, parent) = (who.pid, who.parent);
     let ppid = tracked
         .ns_pid(parent)
@@ -1257,6 +1258,10 @@ fn describe_exec(
     }))
 }
 
+/// Why an exec is refused when the tracer is out of descriptors: each live traced
+/// process holds one, and reading an exec opens a few more.
+const OUT_OF_DESCRIPTORS: &str = "Vectra Guard's tracer has no file descriptor left to record it (each running process in the sandbox holds one): raise the open-files limit (`ulimit -n`) of the shell that starts vectraguard, or run fewer processes at once";
+
 /// The process of a task that is calling exec.
 struct Identity {
     /// Its pid inside the sandbox: the thread group's, which the exec'ing thread
@@ -1272,35 +1277,46 @@ struct Identity {
 /// Who `host_task` is: from a pidfd (fdinfo and `PIDFD_GET_INFO`) where the kernel
 /// offers one, else from `/proc` (also for a thread other than the main one, which
 /// `pidfd_open` refuses).
-fn identify(host_task: libc::pid_t, tracked: &mut Tracked) -> Option<Identity> {
-    let host_tgid = u32::try_from(host_task).ok()?;
-    if let Ok(pidfd) = sys::pidfd_open(host_task)
+fn identify(host_task: libc::pid_t, tracked: &mut Tracked) -> Result<Identity, &'static str> {
+    const UNKNOWN: &str = "cannot find the process's pid in the sandbox";
+    let host_tgid = u32::try_from(host_task).map_err(|_| UNKNOWN)?;
+    let opened = sys::pidfd_open(host_task);
+    if let Err(e) = &opened
+        && resolve::is_out_of_descriptors(e)
+    {
+        return Err(OUT_OF_DESCRIPTORS);
+    }
+    if let Ok(pidfd) = opened
         && let Ok(parent) = sys::pidfd_parent(pidfd.as_fd())
         && let Some(pid) = tracked
             .inside_pid(host_task)
             .or_else(|| pidfd_info_text(&pidfd, tracked).and_then(|info| ns_pid(&info)))
     {
-        return Some(Identity {
+        return Ok(Identity {
             pid,
             parent,
             host_tgid,
             pidfd: Some(pidfd),
         });
     }
-    let status = std::fs::read_to_string(format!("/proc/{host_task}/status")).ok()?;
+    let status = match std::fs::read_to_string(format!("/proc/{host_task}/status")) {
+        Ok(status) => status,
+        Err(e) if resolve::is_out_of_descriptors(&e) => return Err(OUT_OF_DESCRIPTORS),
+        Err(_) => return Err(UNKNOWN),
+    };
     let number = |key: &str| {
         status
             .lines()
             .find_map(|l| l.strip_prefix(key))
             .and_then(|v| v.trim().parse::<u32>().ok())
     };
-    let parent = number("PPid:")?;
-    let host_tgid = number("Tgid:")?;
-    let pid = innermost(&status, "NStgid:")?;
+    let parent = number("PPid:").ok_or(UNKNOWN)?;
+    let host_tgid = number("Tgid:").ok_or(UNKNOWN)?;
+    let pid = innermost(&status, "NStgid:").ok_or(UNKNOWN)?;
     let pidfd = libc::pid_t::try_from(host_tgid)
         .ok()
         .and_then(|tgid| sys::pidfd_open(tgid).ok());
-    Some(Identity {
+    Ok(Identity {
         pid,
         parent,
         host_tgid,

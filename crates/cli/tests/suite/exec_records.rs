@@ -635,6 +635,50 @@ fn a_thousand_processes_at_once_are_all_recorded_at_the_usual_descriptor_limit()
     });
 }
 
+/// Past the hard limit of open files the tracer cannot record another process: the
+/// exec is refused (fail closed) and the refusal says why and what to do, not that
+/// the process's pid could not be found.
+#[test]
+fn an_exec_the_tracer_has_no_descriptor_for_is_refused_with_the_reason() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &[],
+            &[
+                "sh",
+                "-c",
+                "i=0; while [ $i -lt 200 ]; do sleep 2 & i=$((i+1)); done; wait; echo all-done",
+            ],
+        )
+        .records_home(&home)
+        .through_shell(r#"ulimit -n 128 && exec "$@""#)
+        .run();
+        out.assert_stderr_contains("no file descriptor left")
+            .assert_stderr_contains("ulimit -n");
+        assert!(
+            !out.stderr.contains("cannot find the process's pid"),
+            "[{runner}] {out}"
+        );
+        let dir = home.only_session();
+        let refused = events(&dir)
+            .into_iter()
+            .filter(|e| {
+                e["type"] == "failure"
+                    && e["error"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("no file descriptor left"))
+            })
+            .count();
+        assert!(refused > 0, "[{runner}] {out}");
+        // Fewer sleeps ran than were asked for: the refused ones never ran unrecorded.
+        let sleeps = execs_of(&commands(&dir), "sleep 2").len();
+        assert!(sleeps < 200, "[{runner}] {sleeps} sleeps recorded");
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // Batched writes: an exec line is written just after its exec was let go, an exit
 // line with the next exec line, and chain entries several at a time.

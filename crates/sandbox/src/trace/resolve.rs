@@ -26,6 +26,9 @@ pub(super) enum Presence {
     /// Reached through a `/proc` link to an open file or directory (`/proc/PID/cwd/x`)
     /// that cannot be named from outside: not run, since it could not be recorded.
     ThroughProcLink,
+    /// The supervisor has no descriptor left to look it up with (EMFILE, ENFILE):
+    /// not run, since what runs could not be checked.
+    NoDescriptor,
 }
 
 /// The file an exec names and its honest name for the record.
@@ -241,6 +244,11 @@ fn descriptor_link(host_pid: libc::pid_t, path: &[u8]) -> Option<Lookup> {
     })
 }
 
+/// Whether an error says the supervisor (or the system) has no descriptor left.
+pub(super) fn is_out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
 fn presence_in(root: BorrowedFd<'_>, path: &[u8]) -> (Presence, Option<FileId>, Option<OwnedFd>) {
     let Ok(c_path) = CString::new(path) else {
         return (Presence::Present, None, None);
@@ -251,6 +259,7 @@ fn presence_in(root: BorrowedFd<'_>, path: &[u8]) -> (Presence, Option<FileId>, 
         }
         // A scoped lookup meeting a magic link (`/proc/PID/cwd/…`) fails with EXDEV.
         Err(e) if e.raw_os_error() == Some(libc::EXDEV) => (Presence::ThroughProcLink, None, None),
+        Err(e) if is_out_of_descriptors(&e) => (Presence::NoDescriptor, None, None),
         // Any other error (permissions, loops) is for the kernel to decide on the
         // real exec.
         Err(_) => (Presence::Present, None, None),
