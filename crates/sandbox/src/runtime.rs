@@ -12,10 +12,17 @@
 //! kill`), [`TERMINATE_ALL`] into its terminate-everything command, and reports the
 //! runtime's exit status, which is the command's. Each process it starts dies with
 //! it (`PR_SET_PDEATHSIG`), so a SIGKILL to the keeper ends the runtime too.
+//!
+//! With [`RuntimeSpec::tun`] (gVisor under `--network allow`), the keeper first
+//! makes a user and network namespace of its own, as the runtime's user, whose only
+//! way out is a TUN interface, and sends that interface's packet side to the
+//! supervisor as native init does ([`Sandbox::tun`]): the runtime and everything it
+//! starts live in that namespace, so whatever leaves the sandbox goes through the
+//! supervisor's mediator.
 
 use std::ffi::CString;
 use std::io::{PipeReader, PipeWriter, Read, Write};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::PathBuf;
 
 use crate::error::{SandboxError, SetupError};
@@ -47,6 +54,12 @@ pub struct RuntimeSpec {
     /// The command's pid as the sandbox numbers it, when the runtime fixes it (gVisor:
     /// 1), reported as init reports the command's.
     pub command_pid: Option<i32>,
+    /// Run the runtime (and its signal commands) in a user and network namespace
+    /// the keeper makes, whose only interface besides loopback is this TUN
+    /// interface; the keeper is root of that user namespace (mapped to the
+    /// runtime's user, [`Self::identity`] or ours) and sends the interface's packet
+    /// side first, for [`Sandbox::tun`].
+    pub tun: Option<crate::spec::TunConfig>,
 }
 
 /// Stands for the signal's number in [`RuntimeSpec::signal`].
@@ -65,6 +78,9 @@ struct Prepared {
     devnull: std::fs::File,
     stdio: [RawFd; 3],
     command_pid: Option<i32>,
+    tun: Option<crate::spec::TunConfig>,
+    /// The keeper's end of the socket the TUN descriptor is sent on.
+    notify: Option<std::os::fd::OwnedFd>,
 }
 
 fn cstrings<'a>(
@@ -135,6 +151,8 @@ impl Prepared {
                 .map_err(SetupError::Fork)?,
             stdio,
             command_pid: spec.command_pid,
+            tun: spec.tun,
+            notify: None,
         })
     }
 }
@@ -150,7 +168,13 @@ pub fn spawn_runtime(
     cgroup: Option<&crate::cgroup::Cgroup>,
 ) -> Result<Sandbox, SandboxError> {
     crate::spawn::one_thread()?;
-    let prepared = Prepared::new(spec, stdio)?;
+    let mut prepared = Prepared::new(spec, stdio)?;
+    let mut notify_parent = None;
+    if spec.tun.is_some() {
+        let (parent, child) = sys::seqpacket_pair().map_err(SetupError::Fork)?;
+        prepared.notify = Some(child);
+        notify_parent = Some(parent);
+    }
     let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL]].concat());
     sys::sigmask_set(&signals).map_err(SetupError::SignalMask)?;
     let entry = match cgroup {
@@ -173,6 +197,7 @@ pub fn spawn_runtime(
     };
     drop(sync_r);
     drop(report_w);
+    drop(prepared.notify.take());
     let supervisor_moves = entry.is_none();
     drop(entry);
     let pidfd = match sys::pidfd_open(pid) {
@@ -193,7 +218,13 @@ pub fn spawn_runtime(
         let _ = sys::waitpid(pid, 0);
         return Err(e.into());
     }
-    Ok(Sandbox::from_keeper(pid, pidfd, sync_w, report_r))
+    Ok(Sandbox::from_keeper(
+        pid,
+        pidfd,
+        sync_w,
+        report_r,
+        notify_parent,
+    ))
 }
 
 /// The keeper: never returns.
@@ -233,6 +264,23 @@ fn keeper_main(
     if !matches!(sync.read(&mut go), Ok(1)) {
         sys::exit_now(125);
     }
+    // With a TUN interface, the identity is taken here, by the keeper itself, before
+    // it makes the namespaces: they are then owned by the runtime's user, never by
+    // root, and the runtime's children are root only of them.
+    let identity_in_child = match (p.tun, &p.notify) {
+        (Some(tun), Some(notify)) => {
+            if let Err((layer, message)) = private_network(p, tun, notify.as_fd()) {
+                fail(&mut report, layer, message);
+            }
+            None
+        }
+        (Some(_), None) => fail(
+            &mut report,
+            "network namespace",
+            "no socket to send the TUN interface on".into(),
+        ),
+        (None, _) => p.identity,
+    };
     let Ok((mut err_r, err_w)) = std::io::pipe() else {
         sys::exit_now(125)
     };
@@ -244,7 +292,7 @@ fn keeper_main(
         Ok(Some(pid)) => pid,
         Ok(None) => {
             drop(err_r);
-            start_child(p, &p.main, p.stdio, err_w, true, keeper)
+            start_child(p, identity_in_child, &p.main, p.stdio, err_w, true, keeper)
         }
         Err(e) => fail(&mut report, "runtime", format!("cannot fork: {e}")),
     };
@@ -281,11 +329,11 @@ fn keeper_main(
             Err(_) => sys::exit_now(125),
         };
         if sig == TERMINATE_ALL {
-            run_helper(p, &p.terminate_all);
+            run_helper(p, identity_in_child, &p.terminate_all);
             continue;
         }
         if let Some(i) = FORWARDED_SIGNALS.iter().position(|&s| s == sig) {
-            run_helper(p, &p.signals[i]);
+            run_helper(p, identity_in_child, &p.signals[i]);
             continue;
         }
         while let Ok(Some((pid, status))) = sys::waitpid(-1, libc::WNOHANG) {
@@ -297,8 +345,82 @@ fn keeper_main(
     }
 }
 
+/// In the keeper, with [`RuntimeSpec::tun`]: takes the runtime's identity (when
+/// started as root), makes a user namespace whose root is that user and a network
+/// namespace it owns, creates and addresses the TUN interface there with the
+/// default route through it, and sends its packet side on `notify`. The error is
+/// the layer and what failed.
+fn private_network(
+    p: &Prepared,
+    tun: crate::spec::TunConfig,
+    notify: std::os::fd::BorrowedFd<'_>,
+) -> Result<(), (&'static str, String)> {
+    let ns = "network namespace";
+    if let Some((uid, gid)) = p.identity {
+        sys::setgroups(&[])
+            .and_then(|()| sys::setresgid(gid))
+            .and_then(|()| sys::setresuid(uid))
+            .map_err(|e| ("privilege drop", format!("cannot switch to uid {uid}: {e}")))?;
+        // The identity change cleared the parent-death signal.
+        sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0).map_err(|e| {
+            (
+                "runtime",
+                format!("cannot set the parent-death signal: {e}"),
+            )
+        })?;
+    }
+    let (uid, gid) = (sys::getuid(), sys::getgid());
+    sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET).map_err(|e| {
+        (
+            ns,
+            format!(
+                "cannot make the runtime's user and network namespaces: {e} (hint: {})",
+                crate::spawn::namespace_hint(&e)
+            ),
+        )
+    })?;
+    // Root of the new user namespace is the runtime's user: the runtime gets the
+    // capabilities it needs there, over nothing of the host's.
+    let write = |file: &str, text: String| {
+        std::fs::write(format!("/proc/self/{file}"), text)
+            .map_err(|e| (ns, format!("cannot write the keeper's {file}: {e}")))
+    };
+    // Dropped from root, the keeper is not dumpable, so its /proc files are root's
+    // and not its own to write: dumpable only while it writes them.
+    let dumpable = |on: bool| {
+        sys::prctl(libc::PR_SET_DUMPABLE, libc::c_ulong::from(on), 0)
+            .map_err(|e| (ns, format!("cannot set the keeper's dumpable flag: {e}")))
+    };
+    if p.identity.is_some() {
+        dumpable(true)?;
+    }
+    write("setgroups", "deny".into())?;
+    write("uid_map", format!("0 {uid} 1\n"))?;
+    write("gid_map", format!("0 {gid} 1\n"))?;
+    if p.identity.is_some() {
+        dumpable(false)?;
+    }
+    sys::loopback_up().map_err(|e| (ns, format!("cannot bring up loopback: {e}")))?;
+    let fd =
+        sys::tun_create(tun.name).map_err(|e| (ns, SetupError::Tun { source: e }.to_string()))?;
+    sys::iface_configure(
+        tun.name,
+        tun.address,
+        tun.netmask,
+        i32::from(tun.mtu),
+        tun.gateway,
+    )
+    .map_err(|e| (ns, format!("cannot configure {}: {e}", tun.name)))?;
+    sys::send_fd(notify, fd.as_fd()).map_err(|e| {
+        (
+            ns,
+            format!("cannot send the TUN interface to the supervisor: {e}"),
+        )
+    })
+}
+
 /// Starts one of the signal commands, its stdio on `/dev/null`; reaped with the rest.
-fn run_helper(p: &Prepared, argv: &[CString]) {
+fn run_helper(p: &Prepared, identity: Option<(u32, u32)>, argv: &[CString]) {
     let Ok((err_r, err_w)) = std::io::pipe() else {
         return;
     };
@@ -309,14 +431,15 @@ fn run_helper(p: &Prepared, argv: &[CString]) {
     if let Ok(None) = forked {
         drop(err_r);
         let null = p.devnull.as_raw_fd();
-        start_child(p, argv, [null; 3], err_w, false, keeper)
+        start_child(p, identity, argv, [null; 3], err_w, false, keeper)
     }
 }
 
-/// In a child of the keeper (`keeper` is its pid): drops root when asked, dies
-/// with the keeper, and executes `argv` (the runtime with `main`).
+/// In a child of the keeper (`keeper` is its pid): drops root to `identity` when
+/// given, dies with the keeper, and executes `argv` (the runtime with `main`).
 fn start_child(
     p: &Prepared,
+    identity: Option<(u32, u32)>,
     argv: &[CString],
     stdio: [RawFd; 3],
     mut err_w: PipeWriter,
@@ -324,7 +447,7 @@ fn start_child(
     keeper: u32,
 ) -> ! {
     let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EPERM);
-    if let Some((uid, gid)) = p.identity {
+    if let Some((uid, gid)) = identity {
         let dropped = sys::setgroups(&[])
             .and_then(|()| sys::setresgid(gid))
             .and_then(|()| sys::setresuid(uid));
@@ -378,6 +501,7 @@ mod tests {
                 "TERM".into(),
             ],
             command_pid: Some(1),
+            tun: None,
         }
     }
 

@@ -29,10 +29,11 @@ pub fn check(
     // (asked for, what, the fix): what only the native sandbox has.
     let refusals = [
         (learn, "learning mode (--learn)", "use --backend native"),
+        // gVisor runs the mediated network behind the same mediator (see `gvisor`).
         (
-            matches!(spec.network, SandboxNetwork::Tun(_)),
+            backend != Backend::Gvisor && matches!(spec.network, SandboxNetwork::Tun(_)),
             "the mediated network (--network allow, rules)",
-            "use --network none, or --backend native for rules",
+            "use --network none, or --backend native or gvisor for rules",
         ),
         // runsc runs rootless, and its rootless sandbox always gets a network
         // namespace of its own: `--network=host` there is the host kernel's stack in
@@ -418,6 +419,7 @@ exec_records=none
             name.clone(),
         ],
         command_pid: None,
+        tun: None,
     };
     Ok((
         EngineRun {
@@ -465,18 +467,32 @@ fn gvisor(
         anyhow::anyhow!("cannot read /dev/urandom for the gVisor bundle's name: {e}")
     })?;
     let id = format!("vg-{}-{}-{salt}", std::process::id(), unique());
-    let bundle = gvisor::Bundle::write(&std::env::temp_dir(), &id, &process, &spec.view, identity)?;
+    // The mediated network: runsc's host-network passthrough in the keeper's own
+    // network namespace, whose only way out is the TUN interface our mediator serves
+    // (`vg_sandbox::runtime`).
     let network = match spec.network {
         SandboxNetwork::Loopback => gvisor::Network::None,
         SandboxNetwork::Host => gvisor::Network::Host,
-        SandboxNetwork::Tun(_) => bail!("--backend gvisor: the mediated network is not available"),
+        SandboxNetwork::Tun(tun) => gvisor::Network::Mediated(tun),
     };
+    let bundle = gvisor::Bundle::write(
+        &std::env::temp_dir(),
+        &id,
+        &process,
+        &spec.view,
+        identity,
+        network,
+    )?;
     let enforced = format!(
-        "backend=gvisor\nruntime={}\nplatform=ptrace\nnetwork={}\ncapabilities=\nno_new_privs=1\nuser={uid}:{gid}\nhost_user={}\nviolations={VIOLATIONS}\n",
+        "backend=gvisor\nruntime={}\nplatform=ptrace\nnetwork={}\n{}capabilities=\nno_new_privs=1\nuser={uid}:{gid}\nhost_user={}\nviolations={VIOLATIONS}\n",
         runsc.display(),
-        match network {
-            gvisor::Network::None => "none",
-            gvisor::Network::Host => "host",
+        network.name(),
+        if matches!(network, gvisor::Network::Mediated(_)) {
+            // Said in the record: the sentry's sockets are host sockets, in a
+            // namespace whose only way out is the TUN interface.
+            "gvisor_netstack=host-in-private-namespace\n"
+        } else {
+            ""
         },
         identity.map_or_else(|| "self".to_owned(), |(u, _)| u.to_string()),
     );
@@ -495,7 +511,7 @@ fn gvisor(
     };
     // Only now, with everything written, to runsc's user.
     bundle.hand_over()?;
-    let mut runtime = bundle.runtime(&runsc, network, identity, sink.is_some(), enforced);
+    let mut runtime = bundle.runtime(&runsc, identity, sink.is_some(), enforced);
     // runsc's own debug log, for diagnosing the backend (a folder the user chooses).
     if let Some(dir) = std::env::var_os("VECTRAGUARD_GVISOR_DEBUG_LOG") {
         let dir = std::path::PathBuf::from(dir);

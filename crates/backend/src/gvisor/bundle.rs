@@ -250,8 +250,15 @@ pub struct Process {
 
 /// The bundle's `config.json`: `root` is the skeleton folder (or the image's root),
 /// relative to the bundle or absolute.
-pub fn config(process: &Process, view: &Translated, root: &Path) -> Value {
+/// `own_netns`: the sandbox gets a network namespace of its own (empty but for
+/// gVisor's loopback); without it, it stays in runsc's (the mediated network's).
+pub fn config(process: &Process, view: &Translated, root: &Path, own_netns: bool) -> Value {
     let no_caps: Vec<String> = Vec::new();
+    let namespaces: Vec<Value> = ["pid", "network", "ipc", "uts", "mount"]
+        .into_iter()
+        .filter(|ns| own_netns || *ns != "network")
+        .map(|ns| json!({ "type": ns }))
+        .collect();
     json!({
         "ociVersion": "1.0.2",
         "process": {
@@ -270,10 +277,7 @@ pub fn config(process: &Process, view: &Translated, root: &Path) -> Value {
         "hostname": process.hostname,
         "mounts": view.mounts,
         "linux": {
-            "namespaces": [
-                {"type": "pid"}, {"type": "network"}, {"type": "ipc"},
-                {"type": "uts"}, {"type": "mount"},
-            ],
+            "namespaces": namespaces,
         },
     })
 }
@@ -490,7 +494,7 @@ mod tests {
             gid: 1000,
             hostname: "vg".into(),
         };
-        let c = config(&p, &t, Path::new("root"));
+        let c = config(&p, &t, Path::new("root"), true);
         assert_eq!(c["process"]["noNewPrivileges"], true);
         for set in [
             "bounding",
@@ -509,6 +513,13 @@ mod tests {
                 .as_array()
                 .unwrap()
                 .contains(&json!({"type": "network"}))
+        );
+        // The mediated network: the sandbox stays in the keeper's network namespace
+        // (whose only way out is the TUN), every other namespace still its own.
+        let mediated = config(&p, &t, Path::new("root"), false);
+        assert_eq!(
+            mediated["linux"]["namespaces"],
+            json!([{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}])
         );
     }
 }

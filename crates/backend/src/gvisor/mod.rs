@@ -25,6 +25,24 @@ pub enum Network {
     None,
     /// The host's network, through the sentry's host-network passthrough.
     Host,
+    /// The mediated network (`--network allow`): the sentry's host-network
+    /// passthrough (`runsc --network=host`), with runsc started by the keeper in a
+    /// user and network namespace of its own whose only interface besides loopback
+    /// is this TUN interface, served by the supervisor's mediator
+    /// ([`vg_sandbox::runtime::RuntimeSpec::tun`]). The sandbox then joins no
+    /// namespace of the host's, and its sockets reach nothing but the mediator.
+    Mediated(vg_sandbox::TunConfig),
+}
+
+impl Network {
+    /// What the record's `layers` say.
+    pub fn name(self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::Host => "host",
+            Network::Mediated(_) => "tun",
+        }
+    }
 }
 
 /// Finds `runsc` on `path` (the front end's `PATH`), then in the usual folders.
@@ -57,18 +75,20 @@ pub struct Bundle {
     image: bool,
     /// The user runsc will run as, when that is not us: see [`Bundle::hand_over`].
     owner: Option<(u32, u32)>,
+    network: Network,
 }
 
 impl Bundle {
     /// Writes the bundle for `process` seeing `view`, in a new private folder under
-    /// `parent`, for runsc running as `owner` (when that is not us). The folder stays
-    /// ours until [`Bundle::hand_over`].
+    /// `parent`, for runsc running as `owner` (when that is not us), with `network`.
+    /// The folder stays ours until [`Bundle::hand_over`].
     pub fn write(
         parent: &Path,
         id: &str,
         process: &Process,
         view: &FsView,
         owner: Option<(u32, u32)>,
+        network: Network,
     ) -> Result<Bundle> {
         let real_parent = std::fs::canonicalize(parent)
             .with_context(|| format!("cannot resolve the folder {}", parent.display()))?;
@@ -90,6 +110,7 @@ impl Bundle {
             id: id.to_owned(),
             image: false,
             owner,
+            network,
         };
         let empty = bundle.dir.join("empty");
         std::fs::write(&empty, b"").context("cannot write the bundle's empty file")?;
@@ -116,7 +137,11 @@ impl Bundle {
                 root
             }
         };
-        let config = bundle::config(process, &translated, &root);
+        // With the mediated network the sandbox stays in the keeper's network
+        // namespace, whose only way out is the TUN interface; otherwise it gets an
+        // empty one of its own.
+        let own_netns = !matches!(network, Network::Mediated(_));
+        let config = bundle::config(process, &translated, &root, own_netns);
         let text = serde_json::to_vec_pretty(&config).context("cannot encode config.json")?;
         std::fs::write(bundle.dir.join("config.json"), text)
             .context("cannot write the bundle's config.json")?;
@@ -176,16 +201,16 @@ impl Bundle {
     pub fn runtime(
         &self,
         runsc: &Path,
-        network: Network,
         identity: Option<(u32, u32)>,
         trace: bool,
         enforced: String,
     ) -> RuntimeSpec {
         let mut argv = self.flags(runsc);
         argv.push(
-            match network {
+            match self.network {
                 Network::None => "--network=none",
-                Network::Host => "--network=host",
+                // The mediated network's namespace is the host's as runsc sees it.
+                Network::Host | Network::Mediated(_) => "--network=host",
             }
             .into(),
         );
@@ -219,6 +244,10 @@ impl Bundle {
             terminate_all,
             // The container's first process is the sandbox's pid 1.
             command_pid: Some(1),
+            tun: match self.network {
+                Network::Mediated(tun) => Some(tun),
+                Network::None | Network::Host => None,
+            },
         }
     }
 }
@@ -489,7 +518,7 @@ mod tests {
                 size: 1,
             }],
         };
-        let err = Bundle::write(&parent, "i", &process, &view, owner)
+        let err = Bundle::write(&parent, "i", &process, &view, owner, Network::None)
             .unwrap_err()
             .to_string();
         std::fs::set_permissions(parent.join("store"), std::fs::Permissions::from_mode(0o700))
@@ -526,6 +555,7 @@ mod tests {
             &process,
             &FsView { ops: Vec::new() },
             Some(owner),
+            Network::None,
         )
         .unwrap();
         // What the session writes after `write` (the trace configuration).
