@@ -234,6 +234,7 @@ fn keeper_main(
     mut sync: PipeReader,
     mut report: PipeWriter,
 ) -> ! {
+    let supervisor = std::os::unix::process::parent_id();
     let fail = |report: &mut PipeWriter, layer: &str, message: String| -> ! {
         let _ = Message::SetupFailed {
             layer: layer.to_owned(),
@@ -269,7 +270,7 @@ fn keeper_main(
     // root, and the runtime's children are root only of them.
     let identity_in_child = match (p.tun, &p.notify) {
         (Some(tun), Some(notify)) => {
-            if let Err((layer, message)) = private_network(p, tun, notify.as_fd()) {
+            if let Err((layer, message)) = private_network(p, supervisor, tun, notify.as_fd()) {
                 fail(&mut report, layer, message);
             }
             None
@@ -345,13 +346,14 @@ fn keeper_main(
     }
 }
 
-/// In the keeper, with [`RuntimeSpec::tun`]: takes the runtime's identity (when
-/// started as root), makes a user namespace whose root is that user and a network
+/// In the keeper (whose parent is `supervisor`), with [`RuntimeSpec::tun`]: takes
+/// the runtime's identity (when started as root), makes a user namespace whose root is that user and a network
 /// namespace it owns, creates and addresses the TUN interface there with the
 /// default route through it, and sends its packet side on `notify`. The error is
 /// the layer and what failed.
 fn private_network(
     p: &Prepared,
+    supervisor: u32,
     tun: crate::spec::TunConfig,
     notify: std::os::fd::BorrowedFd<'_>,
 ) -> Result<(), (&'static str, String)> {
@@ -361,13 +363,17 @@ fn private_network(
             .and_then(|()| sys::setresgid(gid))
             .and_then(|()| sys::setresuid(uid))
             .map_err(|e| ("privilege drop", format!("cannot switch to uid {uid}: {e}")))?;
-        // The identity change cleared the parent-death signal.
+        // The identity change cleared the parent-death signal: set again, then make
+        // sure the supervisor did not die meanwhile.
         sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0).map_err(|e| {
             (
                 "runtime",
                 format!("cannot set the parent-death signal: {e}"),
             )
         })?;
+        if std::os::unix::process::parent_id() != supervisor {
+            sys::exit_now(125);
+        }
     }
     let (uid, gid) = (sys::getuid(), sys::getgid());
     sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET).map_err(|e| {

@@ -597,6 +597,10 @@ mod tests {
         }));
         assert!(refused(Backend::Docker, &tun, true, false).contains("learning mode"));
         assert!(refused(Backend::Docker, &tun, false, false).contains("the mediated network"));
+        assert!(refused(Backend::Podman, &tun, false, false).contains("the mediated network"));
+        // gVisor runs it behind the same mediator; learning is still refused there.
+        assert!(check(Backend::Gvisor, &tun, false, false, false, false).is_ok());
+        assert!(refused(Backend::Gvisor, &tun, true, false).contains("learning mode"));
         // The host's network: refused on gVisor only (rootless runsc has none).
         let host = spec(SandboxNetwork::Host);
         assert!(refused(Backend::Gvisor, &host, false, false).contains("--network host"));
