@@ -632,36 +632,40 @@ fn escapes_tried_from_inside_gvisor_fail() {
 #[test]
 fn sigkill_of_vectraguard_ends_runsc_and_the_sentry() {
     each_identity(|runner| {
-        let ws = Workspace::new();
-        let home = RecordsHome::new(runner);
-        let mut vg = Vg::new(runner, ws.path());
-        vg.args([
-            "sandbox",
-            "run",
-            "--backend",
-            "gvisor",
-            "--",
-            "sleep",
-            "300",
-        ])
-        .records_home(&home);
-        let running = vg.spawn();
-        // runsc's command line names the bundle, named after vectraguard's pid.
-        let marker = format!("vectraguard-gvisor-vg-{}-", running.pid());
-        let started = wait_until(Duration::from_secs(20), || {
-            host_processes_with(&marker)
-                .iter()
-                .any(|(_, cmdline)| cmdline.contains("runsc-sandbox"))
-        });
-        assert!(started, "gVisor's sandbox never started");
-        running.signal("KILL");
-        let out = running.finish(Duration::from_secs(10));
-        assert_eq!(out.code(), None, "vectraguard was not killed\n{out}");
-        assert_no_process_left(&marker, &out);
-        // The killed supervisor could not remove its bundle folder.
-        for entry in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
-            if entry.file_name().to_string_lossy().contains(&marker) {
-                let _ = std::fs::remove_dir_all(entry.path());
+        // With the mediated network, the keeper has taken the sandbox's identity
+        // itself and made the namespaces runsc runs in: it must die with us too.
+        for network in ["none", "allow"] {
+            let ws = Workspace::new();
+            let home = RecordsHome::new(runner);
+            let mut vg = Vg::new(runner, ws.path());
+            vg.args([
+                "sandbox",
+                "run",
+                "--backend",
+                "gvisor",
+                "--network",
+                network,
+            ])
+            .args(["--", "sleep", "300"])
+            .records_home(&home);
+            let running = vg.spawn();
+            // runsc's command line names the bundle, named after vectraguard's pid.
+            let marker = format!("vectraguard-gvisor-vg-{}-", running.pid());
+            let started = wait_until(Duration::from_secs(20), || {
+                host_processes_with(&marker)
+                    .iter()
+                    .any(|(_, cmdline)| cmdline.contains("runsc-sandbox"))
+            });
+            assert!(started, "gVisor's sandbox never started ({network})");
+            running.signal("KILL");
+            let out = running.finish(Duration::from_secs(10));
+            assert_eq!(out.code(), None, "vectraguard was not killed\n{out}");
+            assert_no_process_left(&marker, &out);
+            // The killed supervisor could not remove its bundle folder.
+            for entry in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
+                if entry.file_name().to_string_lossy().contains(&marker) {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
             }
         }
     });
