@@ -60,6 +60,12 @@ pub struct RuntimeSpec {
     /// runtime's user, [`Self::identity`] or ours) and sends the interface's packet
     /// side first, for [`Sandbox::tun`].
     pub tun: Option<crate::spec::TunConfig>,
+    /// The runtime's console socket (`runsc run --console-socket`): the keeper
+    /// listens there before starting the runtime, takes the terminal's master side
+    /// the runtime sends, and passes it to the supervisor (after the TUN interface)
+    /// for [`Sandbox::tty_master`]. The runtime then gets `/dev/null` as its own
+    /// stdio: the user's terminal is never handed to it.
+    pub console: Option<PathBuf>,
 }
 
 /// Stands for the signal's number in [`RuntimeSpec::signal`].
@@ -79,7 +85,8 @@ struct Prepared {
     stdio: [RawFd; 3],
     command_pid: Option<i32>,
     tun: Option<crate::spec::TunConfig>,
-    /// The keeper's end of the socket the TUN descriptor is sent on.
+    console: Option<PathBuf>,
+    /// The keeper's end of the socket the TUN and terminal descriptors are sent on.
     notify: Option<std::os::fd::OwnedFd>,
 }
 
@@ -152,6 +159,7 @@ impl Prepared {
             stdio,
             command_pid: spec.command_pid,
             tun: spec.tun,
+            console: spec.console.clone(),
             notify: None,
         })
     }
@@ -170,7 +178,7 @@ pub fn spawn_runtime(
     crate::spawn::one_thread()?;
     let mut prepared = Prepared::new(spec, stdio)?;
     let mut notify_parent = None;
-    if spec.tun.is_some() {
+    if spec.tun.is_some() || spec.console.is_some() {
         let (parent, child) = sys::seqpacket_pair().map_err(SetupError::Fork)?;
         prepared.notify = Some(child);
         notify_parent = Some(parent);
@@ -265,22 +273,49 @@ fn keeper_main(
     if !matches!(sync.read(&mut go), Ok(1)) {
         sys::exit_now(125);
     }
-    // With a TUN interface, the identity is taken here, by the keeper itself, before
-    // it makes the namespaces: they are then owned by the runtime's user, never by
-    // root, and the runtime's children are root only of them.
-    let identity_in_child = match (p.tun, &p.notify) {
-        (Some(tun), Some(notify)) => {
-            if let Err((layer, message)) = private_network(p, supervisor, tun, notify.as_fd()) {
-                fail(&mut report, layer, message);
-            }
-            None
-        }
-        (Some(_), None) => fail(
+    // With a TUN interface or a console socket, the identity is taken here, by the
+    // keeper itself: the namespaces it makes are then owned by the runtime's user,
+    // never by root, and the runtime's children are root only of them; the console
+    // socket is the runtime's user's to connect to.
+    let own_identity = p.tun.is_some() || p.console.is_some();
+    if own_identity && let Err((layer, message)) = take_identity(p, supervisor) {
+        fail(&mut report, layer, message);
+    }
+    let notify = match (&p.notify, own_identity) {
+        (Some(notify), true) => Some(notify.as_fd()),
+        (None, true) => fail(
             &mut report,
-            "network namespace",
-            "no socket to send the TUN interface on".into(),
+            "runtime",
+            "no socket to send the sandbox's descriptors on".into(),
         ),
-        (None, _) => p.identity,
+        (_, false) => None,
+    };
+    if let (Some(tun), Some(notify)) = (p.tun, notify)
+        && let Err((layer, message)) = private_network(p, tun, notify)
+    {
+        fail(&mut report, layer, message);
+    }
+    let console = match &p.console {
+        Some(path) => match std::os::unix::net::UnixListener::bind(path)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        {
+            Ok(listener) => Some(listener),
+            Err(e) => fail(
+                &mut report,
+                "terminal",
+                format!(
+                    "cannot listen on the console socket {}: {e}",
+                    path.display()
+                ),
+            ),
+        },
+        None => None,
+    };
+    let identity_in_child = if own_identity { None } else { p.identity };
+    let stdio = if console.is_some() {
+        [p.devnull.as_raw_fd(); 3]
+    } else {
+        p.stdio
     };
     let Ok((mut err_r, err_w)) = std::io::pipe() else {
         sys::exit_now(125)
@@ -293,7 +328,7 @@ fn keeper_main(
         Ok(Some(pid)) => pid,
         Ok(None) => {
             drop(err_r);
-            start_child(p, identity_in_child, &p.main, p.stdio, err_w, true, keeper)
+            start_child(p, identity_in_child, &p.main, stdio, err_w, true, keeper)
         }
         Err(e) => fail(&mut report, "runtime", format!("cannot fork: {e}")),
     };
@@ -302,6 +337,8 @@ fn keeper_main(
     // end-of-file once the last writer in the sandbox is gone.
     let mut keep = vec![report.as_raw_fd(), err_r.as_raw_fd(), sync.as_raw_fd()];
     keep.push(p.devnull.as_raw_fd());
+    keep.extend(notify.map(|n| n.as_raw_fd()));
+    keep.extend(console.as_ref().map(AsRawFd::as_raw_fd));
     // SAFETY: the keeper never returns (it ends in exit_now), so descriptors closed
     // here that objects still own are never used or dropped again.
     #[allow(unsafe_code)]
@@ -314,6 +351,25 @@ fn keeper_main(
         sys::exit_now(0);
     }
     drop(err_r);
+    if let (Some(listener), Some(notify)) = (&console, notify) {
+        match pass_console(listener, notify, main) {
+            Ok(()) => {}
+            // The runtime ended before it sent a terminal: its status says why.
+            Err(Some(status)) => {
+                let _ = Message::Exited(status).send(&mut report);
+                sys::exit_now(0);
+            }
+            Err(None) => fail(
+                &mut report,
+                "terminal",
+                "cannot pass the runtime's terminal to the supervisor".into(),
+            ),
+        }
+    }
+    drop(console);
+    if let Some(path) = &p.console {
+        let _ = std::fs::remove_file(path);
+    }
     if Message::Ready(p.enforced.clone())
         .send(&mut report)
         .is_err()
@@ -346,35 +402,41 @@ fn keeper_main(
     }
 }
 
-/// In the keeper (whose parent is `supervisor`), with [`RuntimeSpec::tun`]: takes
-/// the runtime's identity (when started as root), makes a user namespace whose root is that user and a network
-/// namespace it owns, creates and addresses the TUN interface there with the
-/// default route through it, and sends its packet side on `notify`. The error is
-/// the layer and what failed.
+/// In the keeper (whose parent is `supervisor`): takes the runtime's identity when
+/// started as root. The error is the layer and what failed.
+fn take_identity(p: &Prepared, supervisor: u32) -> Result<(), (&'static str, String)> {
+    let Some((uid, gid)) = p.identity else {
+        return Ok(());
+    };
+    sys::setgroups(&[])
+        .and_then(|()| sys::setresgid(gid))
+        .and_then(|()| sys::setresuid(uid))
+        .map_err(|e| ("privilege drop", format!("cannot switch to uid {uid}: {e}")))?;
+    // The identity change cleared the parent-death signal: set again, then make
+    // sure the supervisor did not die meanwhile.
+    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0).map_err(|e| {
+        (
+            "runtime",
+            format!("cannot set the parent-death signal: {e}"),
+        )
+    })?;
+    if std::os::unix::process::parent_id() != supervisor {
+        sys::exit_now(125);
+    }
+    Ok(())
+}
+
+/// In the keeper, with [`RuntimeSpec::tun`], once it has the runtime's identity:
+/// makes a user namespace whose root is that user and a network namespace it owns,
+/// creates and addresses the TUN interface there with the default route through
+/// it, and sends its packet side on `notify`. The error is the layer and what
+/// failed.
 fn private_network(
     p: &Prepared,
-    supervisor: u32,
     tun: crate::spec::TunConfig,
     notify: std::os::fd::BorrowedFd<'_>,
 ) -> Result<(), (&'static str, String)> {
     let ns = "network namespace";
-    if let Some((uid, gid)) = p.identity {
-        sys::setgroups(&[])
-            .and_then(|()| sys::setresgid(gid))
-            .and_then(|()| sys::setresuid(uid))
-            .map_err(|e| ("privilege drop", format!("cannot switch to uid {uid}: {e}")))?;
-        // The identity change cleared the parent-death signal: set again, then make
-        // sure the supervisor did not die meanwhile.
-        sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0).map_err(|e| {
-            (
-                "runtime",
-                format!("cannot set the parent-death signal: {e}"),
-            )
-        })?;
-        if std::os::unix::process::parent_id() != supervisor {
-            sys::exit_now(125);
-        }
-    }
     let (uid, gid) = (sys::getuid(), sys::getgid());
     sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET).map_err(|e| {
         (
@@ -423,6 +485,32 @@ fn private_network(
             format!("cannot send the TUN interface to the supervisor: {e}"),
         )
     })
+}
+
+/// Waits for the runtime (`main`) to connect to the console socket and send its
+/// terminal's master side, and passes that on to the supervisor. `Err(Some(status))`
+/// when the runtime ended first, `Err(None)` when the terminal could not be passed.
+fn pass_console(
+    listener: &std::os::unix::net::UnixListener,
+    notify: std::os::fd::BorrowedFd<'_>,
+    main: libc::pid_t,
+) -> Result<(), Option<i32>> {
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                // The runtime's socket is blocking for the one message it sends.
+                stream.set_nonblocking(false).map_err(|_| None)?;
+                let master = sys::recv_fd(stream.as_fd()).ok().flatten().ok_or(None)?;
+                return sys::send_fd(notify, master.as_fd()).map_err(|_| None);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return Err(None),
+        }
+        if let Ok(Some((_, status))) = sys::waitpid(main, libc::WNOHANG) {
+            return Err(Some(status));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// Starts one of the signal commands, its stdio on `/dev/null`; reaped with the rest.
@@ -508,6 +596,7 @@ mod tests {
             ],
             command_pid: Some(1),
             tun: None,
+            console: None,
         }
     }
 

@@ -48,10 +48,11 @@ pub fn check(
             "HTTPS inspection and secrets",
             "use --backend native",
         ),
+        // gVisor's terminal comes from runsc's console socket (see `gvisor`).
         (
-            spec.tty,
+            backend != Backend::Gvisor && spec.tty,
             "a terminal (sandbox shell, run -t)",
-            "run without -t, or use --backend native",
+            "run without -t, or use --backend native or gvisor",
         ),
         (
             spec.persistent,
@@ -420,6 +421,7 @@ exec_records=none
         ],
         command_pid: None,
         tun: None,
+        console: None,
     };
     Ok((
         EngineRun {
@@ -457,6 +459,7 @@ fn gvisor(
         uid,
         gid,
         hostname: spec.hostname.clone(),
+        terminal: spec.tty,
     };
     // Started as root, runsc runs as the identity the native sandbox would take:
     // neither the sentry nor its file proxy is ever root on the host.
@@ -601,6 +604,11 @@ mod tests {
         // gVisor runs it behind the same mediator; learning is still refused there.
         assert!(check(Backend::Gvisor, &tun, false, false, false, false).is_ok());
         assert!(refused(Backend::Gvisor, &tun, true, false).contains("learning mode"));
+        // A terminal: runsc's console socket on gVisor; not on the engines.
+        let mut tty = spec(SandboxNetwork::Loopback);
+        tty.tty = true;
+        assert!(check(Backend::Gvisor, &tty, false, false, false, false).is_ok());
+        assert!(refused(Backend::Docker, &tty, false, false).contains("a terminal"));
         // The host's network: refused on gVisor only (rootless runsc has none).
         let host = spec(SandboxNetwork::Host);
         assert!(refused(Backend::Gvisor, &host, false, false).contains("--network host"));

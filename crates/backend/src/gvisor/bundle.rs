@@ -246,6 +246,8 @@ pub struct Process {
     pub uid: u32,
     pub gid: u32,
     pub hostname: String,
+    /// On a terminal that runsc makes and sends to its console socket.
+    pub terminal: bool,
 }
 
 /// The bundle's `config.json`: `root` is the skeleton folder (or the image's root),
@@ -262,7 +264,7 @@ pub fn config(process: &Process, view: &Translated, root: &Path, own_netns: bool
     json!({
         "ociVersion": "1.0.2",
         "process": {
-            "terminal": false,
+            "terminal": process.terminal,
             "user": {"uid": process.uid, "gid": process.gid},
             "args": process.argv,
             "env": process.env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
@@ -493,6 +495,7 @@ mod tests {
             uid: 1000,
             gid: 1000,
             hostname: "vg".into(),
+            terminal: false,
         };
         let c = config(&p, &t, Path::new("root"), true);
         assert_eq!(c["process"]["noNewPrivileges"], true);
@@ -505,6 +508,7 @@ mod tests {
         ] {
             assert_eq!(c["process"]["capabilities"][set], json!([]), "{set}");
         }
+        assert_eq!(c["process"]["terminal"], false);
         assert_eq!(c["process"]["env"], json!(["PATH=/usr/bin"]));
         assert_eq!(c["process"]["user"], json!({"uid": 1000, "gid": 1000}));
         assert_eq!(c["root"], json!({"path": "root", "readonly": true}));

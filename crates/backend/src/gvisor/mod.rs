@@ -76,6 +76,8 @@ pub struct Bundle {
     /// The user runsc will run as, when that is not us: see [`Bundle::hand_over`].
     owner: Option<(u32, u32)>,
     network: Network,
+    /// The command's terminal comes from runsc through [`Bundle::console_socket`].
+    terminal: bool,
 }
 
 impl Bundle {
@@ -111,6 +113,7 @@ impl Bundle {
             image: false,
             owner,
             network,
+            terminal: process.terminal,
         };
         let empty = bundle.dir.join("empty");
         std::fs::write(&empty, b"").context("cannot write the bundle's empty file")?;
@@ -179,6 +182,12 @@ impl Bundle {
         self.dir.join("trace.sock")
     }
 
+    /// Where runsc sends the terminal's master side (`--console-socket`): the
+    /// keeper listens there.
+    pub fn console_socket(&self) -> PathBuf {
+        self.dir.join("console.sock")
+    }
+
     /// Where the trace configuration goes (`--pod-init-config`).
     pub fn trace_config(&self) -> PathBuf {
         self.dir.join("trace.json")
@@ -228,8 +237,14 @@ impl Bundle {
             "run".into(),
             "--bundle".into(),
             self.dir.display().to_string(),
-            self.id.clone(),
         ]);
+        if self.terminal {
+            argv.extend([
+                "--console-socket".into(),
+                self.console_socket().display().to_string(),
+            ]);
+        }
+        argv.push(self.id.clone());
         let mut signal = self.flags(runsc);
         signal.extend(["kill".into(), self.id.clone(), SIGNAL_PLACEHOLDER.into()]);
         let mut terminate_all = self.flags(runsc);
@@ -248,6 +263,7 @@ impl Bundle {
                 Network::Mediated(tun) => Some(tun),
                 Network::None | Network::Host => None,
             },
+            console: self.terminal.then(|| self.console_socket()),
         }
     }
 }
@@ -511,6 +527,7 @@ mod tests {
             uid: 0,
             gid: 0,
             hostname: "vg".into(),
+            terminal: false,
         };
         let view = FsView {
             ops: vec![vg_policy::MountOp::ImageRoot {
@@ -548,6 +565,7 @@ mod tests {
             uid: 0,
             gid: 0,
             hostname: "vg".into(),
+            terminal: false,
         };
         let bundle = Bundle::write(
             &parent,

@@ -554,7 +554,6 @@ fn what_gvisor_cannot_enforce_is_refused_naming_the_backend_and_the_fix() {
         for (options, cmd, says) in [
             (&["--ask", "high"][..], &["true"][..], "--ask never"),
             (&["--learn", "p"][..], &["true"][..], "learning mode"),
-            (&["-t"][..], &["true"][..], "a terminal"),
             (
                 &["--violations", "all"][..],
                 &["true"][..],
