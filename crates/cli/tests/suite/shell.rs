@@ -408,6 +408,42 @@ fn tiocsti_from_the_shell_does_not_reach_the_outer_terminal() {
     });
 }
 
+/// The same injection from a gVisor shell: whatever gVisor's kernel does with
+/// TIOCSTI on the terminal runsc made, it must not reach the outer terminal.
+#[test]
+fn tiocsti_from_a_gvisor_shell_does_not_reach_the_outer_terminal() {
+    if !require_tools(&[TMUX, BASH, ("/usr/bin/runsc", "runsc")]) {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let marker = format!("/tmp/vg-injected-gvisor-{}", unique());
+        let t = Tmux::start(ws.path(), "bash --norc --noprofile", 100, 30);
+        let (mut args, prompt) = shell_args_tagged("sti");
+        args.extend(["--backend".to_owned(), "gvisor".to_owned()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        t.line(&format!(
+            "{}; echo outer-after-$((1+1))",
+            vectraguard_command(runner, &home, &args)
+        ));
+        t.wait_for(&prompt);
+        let inject = format!(
+            "import fcntl, termios, errno\nfor c in 'touch {marker}\\n':\n    try:\n        fcntl.ioctl(0, termios.TIOCSTI, c.encode())\n    except OSError as e:\n        r = errno.errorcode[e.errno]\n    else:\n        r = 'INJECTED'\nprint('tiocsti=' + r)"
+        );
+        ws.write("inject.py", inject);
+        t.line("python3 inject.py");
+        let screen = t.wait_for("tiocsti=");
+        t.line("exit");
+        t.wait_for("outer-after-2");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !Path::new(&marker).exists(),
+            "an injected command ran outside\n{screen}"
+        );
+    });
+}
+
 #[test]
 fn the_outer_terminal_is_restored_on_every_exit_path() {
     if !require_tools(&[TMUX, BASH]) {
