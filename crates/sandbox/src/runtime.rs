@@ -359,11 +359,20 @@ fn keeper_main(
                 let _ = Message::Exited(status).send(&mut report);
                 sys::exit_now(0);
             }
-            Err(None) => fail(
-                &mut report,
-                "terminal",
-                "cannot pass the runtime's terminal to the supervisor".into(),
-            ),
+            Err(None) => {
+                // Nothing of the command may run on without its terminal relayed:
+                // the runtime goes, and its sandbox with it (attached, it dies
+                // with the runtime).
+                let _ = sys::kill(main, libc::SIGKILL);
+                fail(
+                    &mut report,
+                    "terminal",
+                    format!(
+                        "the runtime sent no terminal to its console socket within {} s, or it could not be passed on; run without -t to see the runtime's own error",
+                        CONSOLE_WAIT.as_secs()
+                    ),
+                )
+            }
         }
     }
     drop(console);
@@ -487,15 +496,22 @@ fn private_network(
     })
 }
 
+/// How long the runtime may take to send its terminal: the supervisor waits for it
+/// before its time-out runs, so a runtime that hangs before sending must not hang
+/// the session.
+const CONSOLE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Waits for the runtime (`main`) to connect to the console socket and send its
 /// terminal's master side, and passes that on to the supervisor. `Err(Some(status))`
-/// when the runtime ended first, `Err(None)` when the terminal could not be passed.
+/// when the runtime ended first, `Err(None)` when the terminal could not be passed
+/// or did not come within [`CONSOLE_WAIT`].
 fn pass_console(
     listener: &std::os::unix::net::UnixListener,
     notify: std::os::fd::BorrowedFd<'_>,
     main: libc::pid_t,
 ) -> Result<(), Option<i32>> {
-    loop {
+    let deadline = std::time::Instant::now() + CONSOLE_WAIT;
+    while std::time::Instant::now() < deadline {
         match listener.accept() {
             Ok((stream, _)) => {
                 // The runtime's socket is blocking for the one message it sends.
@@ -511,6 +527,7 @@ fn pass_console(
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+    Err(None)
 }
 
 /// Starts one of the signal commands, its stdio on `/dev/null`; reaped with the rest.
