@@ -285,6 +285,12 @@ report("raw", attempt(raw))
 def packet():
     socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
 report("packet", attempt(packet))
+def ping():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+    s.settimeout(2)
+    s.sendto(b"\x08\0\xf7\xff\0\0\0\0", ("192.0.2.1", 0))
+    s.recv(64)
+report("ping", attempt(ping))
 def udp():
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     u.settimeout(2)
@@ -319,8 +325,9 @@ report("ifaces", ",".join(sorted(n for _, n in socket.if_nameindex())))
         ] {
             assert_eq!(out.field(key), "ECONNREFUSED", "{key}\n{out}");
         }
-        // No raw or packet socket: gVisor has no CAP_NET_RAW to give.
-        for key in ["raw", "packet"] {
+        // No raw, packet or ping socket: gVisor has no CAP_NET_RAW to give, and
+        // the namespace allows no ping sockets.
+        for key in ["raw", "packet", "ping"] {
             assert_ne!(out.field(key), "OK", "{key}\n{out}");
         }
         // Other UDP and DNS to another server go nowhere.
