@@ -602,4 +602,82 @@ mod tests {
         assert!(!dir.exists());
         std::fs::remove_dir(&parent).unwrap();
     }
+
+    /// The mediated network is runsc's host passthrough in the keeper's own
+    /// namespace (with the TUN interface for the keeper to make, and no network
+    /// namespace in config.json); a terminal is runsc's console socket, which the
+    /// keeper serves.
+    #[test]
+    fn the_mediated_network_and_a_terminal_are_the_keepers_to_set_up() {
+        let parent = std::env::temp_dir().join(format!("vg-bundle-net-{}", std::process::id()));
+        std::fs::create_dir_all(&parent).unwrap();
+        let tun = vg_sandbox::TunConfig {
+            name: "tun0",
+            address: std::net::Ipv4Addr::new(198, 18, 0, 2),
+            netmask: std::net::Ipv4Addr::new(255, 255, 255, 0),
+            gateway: std::net::Ipv4Addr::new(198, 18, 0, 1),
+            mtu: 65520,
+        };
+        let process = |terminal| Process {
+            argv: vec!["sh".into()],
+            env: Vec::new(),
+            cwd: "/".into(),
+            uid: 0,
+            gid: 0,
+            hostname: "vg".into(),
+            terminal,
+        };
+        let runsc = Path::new("/usr/bin/runsc");
+        let view = FsView { ops: Vec::new() };
+        let config = |b: &Bundle| -> serde_json::Value {
+            serde_json::from_slice(&std::fs::read(b.dir().join("config.json")).unwrap()).unwrap()
+        };
+        let mediated = Bundle::write(
+            &parent,
+            "m",
+            &process(true),
+            &view,
+            None,
+            Network::Mediated(tun),
+        )
+        .unwrap();
+        let spec = mediated.runtime(runsc, None, false, String::new());
+        assert!(
+            spec.argv.contains(&"--network=host".to_owned()),
+            "{:?}",
+            spec.argv
+        );
+        assert_eq!(spec.tun, Some(tun));
+        let console = mediated.console_socket().display().to_string();
+        let at = spec
+            .argv
+            .iter()
+            .position(|a| a == "--console-socket")
+            .unwrap();
+        assert_eq!(spec.argv[at + 1], console);
+        // The container's id stays last, after run's own flags.
+        assert_eq!(spec.argv.last().unwrap(), "m");
+        assert_eq!(spec.console, Some(mediated.console_socket()));
+        let c = config(&mediated);
+        assert_eq!(c["process"]["terminal"], true);
+        assert!(
+            !c["linux"]["namespaces"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!({"type": "network"}))
+        );
+        let plain =
+            Bundle::write(&parent, "p", &process(false), &view, None, Network::None).unwrap();
+        let spec = plain.runtime(runsc, None, false, String::new());
+        assert!(
+            spec.argv.contains(&"--network=none".to_owned()),
+            "{:?}",
+            spec.argv
+        );
+        assert!(!spec.argv.contains(&"--console-socket".to_owned()));
+        assert_eq!((spec.tun, spec.console), (None, None));
+        assert_eq!(config(&plain)["process"]["terminal"], false);
+        drop((mediated, plain));
+        std::fs::remove_dir(&parent).unwrap();
+    }
 }
