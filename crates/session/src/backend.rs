@@ -43,8 +43,9 @@ pub fn check(
             "the host's network (--network host)",
             "use --network none, or --backend native",
         ),
+        // gVisor's mediator hands connections to the same inspector.
         (
-            inspection,
+            inspection && backend != Backend::Gvisor,
             "HTTPS inspection and secrets",
             "use --backend native",
         ),
@@ -609,6 +610,15 @@ mod tests {
         tty.tty = true;
         assert!(check(Backend::Gvisor, &tty, false, false, false, false).is_ok());
         assert!(refused(Backend::Docker, &tty, false, false).contains("a terminal"));
+        // HTTPS inspection: the same inspector behind gVisor's mediator; not on the
+        // engines.
+        assert!(check(Backend::Gvisor, &tun, false, false, true, false).is_ok());
+        assert!(
+            check(Backend::Podman, &none, false, false, true, false)
+                .unwrap_err()
+                .to_string()
+                .contains("HTTPS inspection")
+        );
         // The host's network: refused on gVisor only (rootless runsc has none).
         let host = spec(SandboxNetwork::Host);
         assert!(refused(Backend::Gvisor, &host, false, false).contains("--network host"));
