@@ -12,10 +12,17 @@
 //! kill`), [`TERMINATE_ALL`] into its terminate-everything command, and reports the
 //! runtime's exit status, which is the command's. Each process it starts dies with
 //! it (`PR_SET_PDEATHSIG`), so a SIGKILL to the keeper ends the runtime too.
+//!
+//! With [`RuntimeSpec::tun`] (gVisor under `--network allow`), the keeper first
+//! makes a user and network namespace of its own, as the runtime's user, whose only
+//! way out is a TUN interface, and sends that interface's packet side to the
+//! supervisor as native init does ([`Sandbox::tun`]): the runtime and everything it
+//! starts live in that namespace, so whatever leaves the sandbox goes through the
+//! supervisor's mediator.
 
 use std::ffi::CString;
 use std::io::{PipeReader, PipeWriter, Read, Write};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::PathBuf;
 
 use crate::error::{SandboxError, SetupError};
@@ -47,6 +54,18 @@ pub struct RuntimeSpec {
     /// The command's pid as the sandbox numbers it, when the runtime fixes it (gVisor:
     /// 1), reported as init reports the command's.
     pub command_pid: Option<i32>,
+    /// Run the runtime (and its signal commands) in a user and network namespace
+    /// the keeper makes, whose only interface besides loopback is this TUN
+    /// interface; the keeper is root of that user namespace (mapped to the
+    /// runtime's user, [`Self::identity`] or ours) and sends the interface's packet
+    /// side first, for [`Sandbox::tun`].
+    pub tun: Option<crate::spec::TunConfig>,
+    /// The runtime's console socket (`runsc run --console-socket`): the keeper
+    /// listens there before starting the runtime, takes the terminal's master side
+    /// the runtime sends, and passes it to the supervisor (after the TUN interface)
+    /// for [`Sandbox::tty_master`]. The runtime then gets `/dev/null` as its own
+    /// stdio: the user's terminal is never handed to it.
+    pub console: Option<PathBuf>,
 }
 
 /// Stands for the signal's number in [`RuntimeSpec::signal`].
@@ -65,6 +84,10 @@ struct Prepared {
     devnull: std::fs::File,
     stdio: [RawFd; 3],
     command_pid: Option<i32>,
+    tun: Option<crate::spec::TunConfig>,
+    console: Option<PathBuf>,
+    /// The keeper's end of the socket the TUN and terminal descriptors are sent on.
+    notify: Option<std::os::fd::OwnedFd>,
 }
 
 fn cstrings<'a>(
@@ -135,6 +158,9 @@ impl Prepared {
                 .map_err(SetupError::Fork)?,
             stdio,
             command_pid: spec.command_pid,
+            tun: spec.tun,
+            console: spec.console.clone(),
+            notify: None,
         })
     }
 }
@@ -150,7 +176,13 @@ pub fn spawn_runtime(
     cgroup: Option<&crate::cgroup::Cgroup>,
 ) -> Result<Sandbox, SandboxError> {
     crate::spawn::one_thread()?;
-    let prepared = Prepared::new(spec, stdio)?;
+    let mut prepared = Prepared::new(spec, stdio)?;
+    let mut notify_parent = None;
+    if spec.tun.is_some() || spec.console.is_some() {
+        let (parent, child) = sys::seqpacket_pair().map_err(SetupError::Fork)?;
+        prepared.notify = Some(child);
+        notify_parent = Some(parent);
+    }
     let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL]].concat());
     sys::sigmask_set(&signals).map_err(SetupError::SignalMask)?;
     let entry = match cgroup {
@@ -173,6 +205,7 @@ pub fn spawn_runtime(
     };
     drop(sync_r);
     drop(report_w);
+    drop(prepared.notify.take());
     let supervisor_moves = entry.is_none();
     drop(entry);
     let pidfd = match sys::pidfd_open(pid) {
@@ -193,7 +226,13 @@ pub fn spawn_runtime(
         let _ = sys::waitpid(pid, 0);
         return Err(e.into());
     }
-    Ok(Sandbox::from_keeper(pid, pidfd, sync_w, report_r))
+    Ok(Sandbox::from_keeper(
+        pid,
+        pidfd,
+        sync_w,
+        report_r,
+        notify_parent,
+    ))
 }
 
 /// The keeper: never returns.
@@ -203,6 +242,7 @@ fn keeper_main(
     mut sync: PipeReader,
     mut report: PipeWriter,
 ) -> ! {
+    let supervisor = std::os::unix::process::parent_id();
     let fail = |report: &mut PipeWriter, layer: &str, message: String| -> ! {
         let _ = Message::SetupFailed {
             layer: layer.to_owned(),
@@ -233,6 +273,50 @@ fn keeper_main(
     if !matches!(sync.read(&mut go), Ok(1)) {
         sys::exit_now(125);
     }
+    // With a TUN interface or a console socket, the identity is taken here, by the
+    // keeper itself: the namespaces it makes are then owned by the runtime's user,
+    // never by root, and the runtime's children are root only of them; the console
+    // socket is the runtime's user's to connect to.
+    let own_identity = p.tun.is_some() || p.console.is_some();
+    if own_identity && let Err((layer, message)) = take_identity(p, supervisor) {
+        fail(&mut report, layer, message);
+    }
+    let notify = match (&p.notify, own_identity) {
+        (Some(notify), true) => Some(notify.as_fd()),
+        (None, true) => fail(
+            &mut report,
+            "runtime",
+            "no socket to send the sandbox's descriptors on".into(),
+        ),
+        (_, false) => None,
+    };
+    if let (Some(tun), Some(notify)) = (p.tun, notify)
+        && let Err((layer, message)) = private_network(p, tun, notify)
+    {
+        fail(&mut report, layer, message);
+    }
+    let console = match &p.console {
+        Some(path) => match std::os::unix::net::UnixListener::bind(path)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        {
+            Ok(listener) => Some(listener),
+            Err(e) => fail(
+                &mut report,
+                "terminal",
+                format!(
+                    "cannot listen on the console socket {}: {e}",
+                    path.display()
+                ),
+            ),
+        },
+        None => None,
+    };
+    let identity_in_child = if own_identity { None } else { p.identity };
+    let stdio = if console.is_some() {
+        [p.devnull.as_raw_fd(); 3]
+    } else {
+        p.stdio
+    };
     let Ok((mut err_r, err_w)) = std::io::pipe() else {
         sys::exit_now(125)
     };
@@ -244,7 +328,7 @@ fn keeper_main(
         Ok(Some(pid)) => pid,
         Ok(None) => {
             drop(err_r);
-            start_child(p, &p.main, p.stdio, err_w, true, keeper)
+            start_child(p, identity_in_child, &p.main, stdio, err_w, true, keeper)
         }
         Err(e) => fail(&mut report, "runtime", format!("cannot fork: {e}")),
     };
@@ -253,6 +337,8 @@ fn keeper_main(
     // end-of-file once the last writer in the sandbox is gone.
     let mut keep = vec![report.as_raw_fd(), err_r.as_raw_fd(), sync.as_raw_fd()];
     keep.push(p.devnull.as_raw_fd());
+    keep.extend(notify.map(|n| n.as_raw_fd()));
+    keep.extend(console.as_ref().map(AsRawFd::as_raw_fd));
     // SAFETY: the keeper never returns (it ends in exit_now), so descriptors closed
     // here that objects still own are never used or dropped again.
     #[allow(unsafe_code)]
@@ -265,6 +351,34 @@ fn keeper_main(
         sys::exit_now(0);
     }
     drop(err_r);
+    if let (Some(listener), Some(notify)) = (&console, notify) {
+        match pass_console(listener, notify, main) {
+            Ok(()) => {}
+            // The runtime ended before it sent a terminal: its status says why.
+            Err(Some(status)) => {
+                let _ = Message::Exited(status).send(&mut report);
+                sys::exit_now(0);
+            }
+            Err(None) => {
+                // Nothing of the command may run on without its terminal relayed:
+                // the runtime goes, and its sandbox with it (attached, it dies
+                // with the runtime).
+                let _ = sys::kill(main, libc::SIGKILL);
+                fail(
+                    &mut report,
+                    "terminal",
+                    format!(
+                        "the runtime sent no terminal to its console socket within {} s, or it could not be passed on; run without -t to see the runtime's own error",
+                        CONSOLE_WAIT.as_secs()
+                    ),
+                )
+            }
+        }
+    }
+    drop(console);
+    if let Some(path) = &p.console {
+        let _ = std::fs::remove_file(path);
+    }
     if Message::Ready(p.enforced.clone())
         .send(&mut report)
         .is_err()
@@ -281,11 +395,11 @@ fn keeper_main(
             Err(_) => sys::exit_now(125),
         };
         if sig == TERMINATE_ALL {
-            run_helper(p, &p.terminate_all);
+            run_helper(p, identity_in_child, &p.terminate_all);
             continue;
         }
         if let Some(i) = FORWARDED_SIGNALS.iter().position(|&s| s == sig) {
-            run_helper(p, &p.signals[i]);
+            run_helper(p, identity_in_child, &p.signals[i]);
             continue;
         }
         while let Ok(Some((pid, status))) = sys::waitpid(-1, libc::WNOHANG) {
@@ -297,8 +411,127 @@ fn keeper_main(
     }
 }
 
+/// In the keeper (whose parent is `supervisor`): takes the runtime's identity when
+/// started as root. The error is the layer and what failed.
+fn take_identity(p: &Prepared, supervisor: u32) -> Result<(), (&'static str, String)> {
+    let Some((uid, gid)) = p.identity else {
+        return Ok(());
+    };
+    sys::setgroups(&[])
+        .and_then(|()| sys::setresgid(gid))
+        .and_then(|()| sys::setresuid(uid))
+        .map_err(|e| ("privilege drop", format!("cannot switch to uid {uid}: {e}")))?;
+    // The identity change cleared the parent-death signal: set again, then make
+    // sure the supervisor did not die meanwhile.
+    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0).map_err(|e| {
+        (
+            "runtime",
+            format!("cannot set the parent-death signal: {e}"),
+        )
+    })?;
+    if std::os::unix::process::parent_id() != supervisor {
+        sys::exit_now(125);
+    }
+    Ok(())
+}
+
+/// In the keeper, with [`RuntimeSpec::tun`], once it has the runtime's identity:
+/// makes a user namespace whose root is that user and a network namespace it owns,
+/// creates and addresses the TUN interface there with the default route through
+/// it, and sends its packet side on `notify`. The error is the layer and what
+/// failed.
+fn private_network(
+    p: &Prepared,
+    tun: crate::spec::TunConfig,
+    notify: std::os::fd::BorrowedFd<'_>,
+) -> Result<(), (&'static str, String)> {
+    let ns = "network namespace";
+    let (uid, gid) = (sys::getuid(), sys::getgid());
+    sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET).map_err(|e| {
+        (
+            ns,
+            format!(
+                "cannot make the runtime's user and network namespaces: {e} (hint: {})",
+                crate::spawn::namespace_hint(&e)
+            ),
+        )
+    })?;
+    // Root of the new user namespace is the runtime's user: the runtime gets the
+    // capabilities it needs there, over nothing of the host's.
+    let write = |file: &str, text: String| {
+        std::fs::write(format!("/proc/self/{file}"), text)
+            .map_err(|e| (ns, format!("cannot write the keeper's {file}: {e}")))
+    };
+    // Dropped from root, the keeper is not dumpable, so its /proc files are root's
+    // and not its own to write: dumpable only while it writes them.
+    let dumpable = |on: bool| {
+        sys::prctl(libc::PR_SET_DUMPABLE, libc::c_ulong::from(on), 0)
+            .map_err(|e| (ns, format!("cannot set the keeper's dumpable flag: {e}")))
+    };
+    if p.identity.is_some() {
+        dumpable(true)?;
+    }
+    write("setgroups", "deny".into())?;
+    write("uid_map", format!("0 {uid} 1\n"))?;
+    write("gid_map", format!("0 {gid} 1\n"))?;
+    if p.identity.is_some() {
+        dumpable(false)?;
+    }
+    sys::loopback_up().map_err(|e| (ns, format!("cannot bring up loopback: {e}")))?;
+    let fd =
+        sys::tun_create(tun.name).map_err(|e| (ns, SetupError::Tun { source: e }.to_string()))?;
+    sys::iface_configure(
+        tun.name,
+        tun.address,
+        tun.netmask,
+        i32::from(tun.mtu),
+        tun.gateway,
+    )
+    .map_err(|e| (ns, format!("cannot configure {}: {e}", tun.name)))?;
+    sys::send_fd(notify, fd.as_fd()).map_err(|e| {
+        (
+            ns,
+            format!("cannot send the TUN interface to the supervisor: {e}"),
+        )
+    })
+}
+
+/// How long the runtime may take to send its terminal: the supervisor waits for it
+/// before its time-out runs, so a runtime that hangs before sending must not hang
+/// the session.
+const CONSOLE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Waits for the runtime (`main`) to connect to the console socket and send its
+/// terminal's master side, and passes that on to the supervisor. `Err(Some(status))`
+/// when the runtime ended first, `Err(None)` when the terminal could not be passed
+/// or did not come within [`CONSOLE_WAIT`].
+fn pass_console(
+    listener: &std::os::unix::net::UnixListener,
+    notify: std::os::fd::BorrowedFd<'_>,
+    main: libc::pid_t,
+) -> Result<(), Option<i32>> {
+    let deadline = std::time::Instant::now() + CONSOLE_WAIT;
+    while std::time::Instant::now() < deadline {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                // The runtime's socket is blocking for the one message it sends.
+                stream.set_nonblocking(false).map_err(|_| None)?;
+                let master = sys::recv_fd(stream.as_fd()).ok().flatten().ok_or(None)?;
+                return sys::send_fd(notify, master.as_fd()).map_err(|_| None);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return Err(None),
+        }
+        if let Ok(Some((_, status))) = sys::waitpid(main, libc::WNOHANG) {
+            return Err(Some(status));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Err(None)
+}
+
 /// Starts one of the signal commands, its stdio on `/dev/null`; reaped with the rest.
-fn run_helper(p: &Prepared, argv: &[CString]) {
+fn run_helper(p: &Prepared, identity: Option<(u32, u32)>, argv: &[CString]) {
     let Ok((err_r, err_w)) = std::io::pipe() else {
         return;
     };
@@ -309,14 +542,15 @@ fn run_helper(p: &Prepared, argv: &[CString]) {
     if let Ok(None) = forked {
         drop(err_r);
         let null = p.devnull.as_raw_fd();
-        start_child(p, argv, [null; 3], err_w, false, keeper)
+        start_child(p, identity, argv, [null; 3], err_w, false, keeper)
     }
 }
 
-/// In a child of the keeper (`keeper` is its pid): drops root when asked, dies
-/// with the keeper, and executes `argv` (the runtime with `main`).
+/// In a child of the keeper (`keeper` is its pid): drops root to `identity` when
+/// given, dies with the keeper, and executes `argv` (the runtime with `main`).
 fn start_child(
     p: &Prepared,
+    identity: Option<(u32, u32)>,
     argv: &[CString],
     stdio: [RawFd; 3],
     mut err_w: PipeWriter,
@@ -324,7 +558,7 @@ fn start_child(
     keeper: u32,
 ) -> ! {
     let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EPERM);
-    if let Some((uid, gid)) = p.identity {
+    if let Some((uid, gid)) = identity {
         let dropped = sys::setgroups(&[])
             .and_then(|()| sys::setresgid(gid))
             .and_then(|()| sys::setresuid(uid));
@@ -378,6 +612,8 @@ mod tests {
                 "TERM".into(),
             ],
             command_pid: Some(1),
+            tun: None,
+            console: None,
         }
     }
 

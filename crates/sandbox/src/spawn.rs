@@ -225,16 +225,17 @@ pub fn spawn_in(
 
 impl Sandbox {
     /// A sandbox whose "init" is another runtime's keeper (`runtime.rs`): it speaks
-    /// the same report protocol and sends no descriptors.
+    /// the same report protocol and sends, on `notify`, only the TUN interface.
     pub(crate) fn from_keeper(
         pid: libc::pid_t,
         pidfd: OwnedFd,
         alive: PipeWriter,
         report: PipeReader,
+        notify: Option<OwnedFd>,
     ) -> Self {
         Sandbox {
             pid,
-            notify: None,
+            notify,
             _alive: alive,
             report,
             early: Vec::new(),

@@ -29,10 +29,11 @@ pub fn check(
     // (asked for, what, the fix): what only the native sandbox has.
     let refusals = [
         (learn, "learning mode (--learn)", "use --backend native"),
+        // gVisor runs the mediated network behind the same mediator (see `gvisor`).
         (
-            matches!(spec.network, SandboxNetwork::Tun(_)),
+            backend != Backend::Gvisor && matches!(spec.network, SandboxNetwork::Tun(_)),
             "the mediated network (--network allow, rules)",
-            "use --network none, or --backend native for rules",
+            "use --network none, or --backend native or gvisor for rules",
         ),
         // runsc runs rootless, and its rootless sandbox always gets a network
         // namespace of its own: `--network=host` there is the host kernel's stack in
@@ -42,15 +43,17 @@ pub fn check(
             "the host's network (--network host)",
             "use --network none, or --backend native",
         ),
+        // gVisor's mediator hands connections to the same inspector.
         (
-            inspection,
+            inspection && backend != Backend::Gvisor,
             "HTTPS inspection and secrets",
             "use --backend native",
         ),
+        // gVisor's terminal comes from runsc's console socket (see `gvisor`).
         (
-            spec.tty,
+            backend != Backend::Gvisor && spec.tty,
             "a terminal (sandbox shell, run -t)",
-            "run without -t, or use --backend native",
+            "run without -t, or use --backend native or gvisor",
         ),
         (
             spec.persistent,
@@ -418,6 +421,8 @@ exec_records=none
             name.clone(),
         ],
         command_pid: None,
+        tun: None,
+        console: None,
     };
     Ok((
         EngineRun {
@@ -455,6 +460,7 @@ fn gvisor(
         uid,
         gid,
         hostname: spec.hostname.clone(),
+        terminal: spec.tty,
     };
     // Started as root, runsc runs as the identity the native sandbox would take:
     // neither the sentry nor its file proxy is ever root on the host.
@@ -465,18 +471,32 @@ fn gvisor(
         anyhow::anyhow!("cannot read /dev/urandom for the gVisor bundle's name: {e}")
     })?;
     let id = format!("vg-{}-{}-{salt}", std::process::id(), unique());
-    let bundle = gvisor::Bundle::write(&std::env::temp_dir(), &id, &process, &spec.view, identity)?;
+    // The mediated network: runsc's host-network passthrough in the keeper's own
+    // network namespace, whose only way out is the TUN interface our mediator serves
+    // (`vg_sandbox::runtime`).
     let network = match spec.network {
         SandboxNetwork::Loopback => gvisor::Network::None,
         SandboxNetwork::Host => gvisor::Network::Host,
-        SandboxNetwork::Tun(_) => bail!("--backend gvisor: the mediated network is not available"),
+        SandboxNetwork::Tun(tun) => gvisor::Network::Mediated(tun),
     };
+    let bundle = gvisor::Bundle::write(
+        &std::env::temp_dir(),
+        &id,
+        &process,
+        &spec.view,
+        identity,
+        network,
+    )?;
     let enforced = format!(
-        "backend=gvisor\nruntime={}\nplatform=ptrace\nnetwork={}\ncapabilities=\nno_new_privs=1\nuser={uid}:{gid}\nhost_user={}\nviolations={VIOLATIONS}\n",
+        "backend=gvisor\nruntime={}\nplatform=ptrace\nnetwork={}\n{}capabilities=\nno_new_privs=1\nuser={uid}:{gid}\nhost_user={}\nviolations={VIOLATIONS}\n",
         runsc.display(),
-        match network {
-            gvisor::Network::None => "none",
-            gvisor::Network::Host => "host",
+        network.name(),
+        if matches!(network, gvisor::Network::Mediated(_)) {
+            // Said in the record: the sentry's sockets are host sockets, in a
+            // namespace whose only way out is the TUN interface.
+            "gvisor_netstack=host-in-private-namespace\n"
+        } else {
+            ""
         },
         identity.map_or_else(|| "self".to_owned(), |(u, _)| u.to_string()),
     );
@@ -495,7 +515,7 @@ fn gvisor(
     };
     // Only now, with everything written, to runsc's user.
     bundle.hand_over()?;
-    let mut runtime = bundle.runtime(&runsc, network, identity, sink.is_some(), enforced);
+    let mut runtime = bundle.runtime(&runsc, identity, sink.is_some(), enforced);
     // runsc's own debug log, for diagnosing the backend (a folder the user chooses).
     if let Some(dir) = std::env::var_os("VECTRAGUARD_GVISOR_DEBUG_LOG") {
         let dir = std::path::PathBuf::from(dir);
@@ -581,6 +601,24 @@ mod tests {
         }));
         assert!(refused(Backend::Docker, &tun, true, false).contains("learning mode"));
         assert!(refused(Backend::Docker, &tun, false, false).contains("the mediated network"));
+        assert!(refused(Backend::Podman, &tun, false, false).contains("the mediated network"));
+        // gVisor runs it behind the same mediator; learning is still refused there.
+        assert!(check(Backend::Gvisor, &tun, false, false, false, false).is_ok());
+        assert!(refused(Backend::Gvisor, &tun, true, false).contains("learning mode"));
+        // A terminal: runsc's console socket on gVisor; not on the engines.
+        let mut tty = spec(SandboxNetwork::Loopback);
+        tty.tty = true;
+        assert!(check(Backend::Gvisor, &tty, false, false, false, false).is_ok());
+        assert!(refused(Backend::Docker, &tty, false, false).contains("a terminal"));
+        // HTTPS inspection: the same inspector behind gVisor's mediator; not on the
+        // engines.
+        assert!(check(Backend::Gvisor, &tun, false, false, true, false).is_ok());
+        assert!(
+            check(Backend::Podman, &none, false, false, true, false)
+                .unwrap_err()
+                .to_string()
+                .contains("HTTPS inspection")
+        );
         // The host's network: refused on gVisor only (rootless runsc has none).
         let host = spec(SandboxNetwork::Host);
         assert!(refused(Backend::Gvisor, &host, false, false).contains("--network host"));

@@ -246,16 +246,25 @@ pub struct Process {
     pub uid: u32,
     pub gid: u32,
     pub hostname: String,
+    /// On a terminal that runsc makes and sends to its console socket.
+    pub terminal: bool,
 }
 
 /// The bundle's `config.json`: `root` is the skeleton folder (or the image's root),
 /// relative to the bundle or absolute.
-pub fn config(process: &Process, view: &Translated, root: &Path) -> Value {
+/// `own_netns`: the sandbox gets a network namespace of its own (empty but for
+/// gVisor's loopback); without it, it stays in runsc's (the mediated network's).
+pub fn config(process: &Process, view: &Translated, root: &Path, own_netns: bool) -> Value {
     let no_caps: Vec<String> = Vec::new();
+    let namespaces: Vec<Value> = ["pid", "network", "ipc", "uts", "mount"]
+        .into_iter()
+        .filter(|ns| own_netns || *ns != "network")
+        .map(|ns| json!({ "type": ns }))
+        .collect();
     json!({
         "ociVersion": "1.0.2",
         "process": {
-            "terminal": false,
+            "terminal": process.terminal,
             "user": {"uid": process.uid, "gid": process.gid},
             "args": process.argv,
             "env": process.env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
@@ -270,10 +279,7 @@ pub fn config(process: &Process, view: &Translated, root: &Path) -> Value {
         "hostname": process.hostname,
         "mounts": view.mounts,
         "linux": {
-            "namespaces": [
-                {"type": "pid"}, {"type": "network"}, {"type": "ipc"},
-                {"type": "uts"}, {"type": "mount"},
-            ],
+            "namespaces": namespaces,
         },
     })
 }
@@ -489,8 +495,9 @@ mod tests {
             uid: 1000,
             gid: 1000,
             hostname: "vg".into(),
+            terminal: false,
         };
-        let c = config(&p, &t, Path::new("root"));
+        let c = config(&p, &t, Path::new("root"), true);
         assert_eq!(c["process"]["noNewPrivileges"], true);
         for set in [
             "bounding",
@@ -501,6 +508,7 @@ mod tests {
         ] {
             assert_eq!(c["process"]["capabilities"][set], json!([]), "{set}");
         }
+        assert_eq!(c["process"]["terminal"], false);
         assert_eq!(c["process"]["env"], json!(["PATH=/usr/bin"]));
         assert_eq!(c["process"]["user"], json!({"uid": 1000, "gid": 1000}));
         assert_eq!(c["root"], json!({"path": "root", "readonly": true}));
@@ -509,6 +517,13 @@ mod tests {
                 .as_array()
                 .unwrap()
                 .contains(&json!({"type": "network"}))
+        );
+        // The mediated network: the sandbox stays in the keeper's network namespace
+        // (whose only way out is the TUN), every other namespace still its own.
+        let mediated = config(&p, &t, Path::new("root"), false);
+        assert_eq!(
+            mediated["linux"]["namespaces"],
+            json!([{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}])
         );
     }
 }

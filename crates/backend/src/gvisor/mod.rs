@@ -25,6 +25,24 @@ pub enum Network {
     None,
     /// The host's network, through the sentry's host-network passthrough.
     Host,
+    /// The mediated network (`--network allow`): the sentry's host-network
+    /// passthrough (`runsc --network=host`), with runsc started by the keeper in a
+    /// user and network namespace of its own whose only interface besides loopback
+    /// is this TUN interface, served by the supervisor's mediator
+    /// ([`vg_sandbox::runtime::RuntimeSpec::tun`]). The sandbox then joins no
+    /// namespace of the host's, and its sockets reach nothing but the mediator.
+    Mediated(vg_sandbox::TunConfig),
+}
+
+impl Network {
+    /// What the record's `layers` say.
+    pub fn name(self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::Host => "host",
+            Network::Mediated(_) => "tun",
+        }
+    }
 }
 
 /// Finds `runsc` on `path` (the front end's `PATH`), then in the usual folders.
@@ -57,18 +75,22 @@ pub struct Bundle {
     image: bool,
     /// The user runsc will run as, when that is not us: see [`Bundle::hand_over`].
     owner: Option<(u32, u32)>,
+    network: Network,
+    /// The command's terminal comes from runsc through [`Bundle::console_socket`].
+    terminal: bool,
 }
 
 impl Bundle {
     /// Writes the bundle for `process` seeing `view`, in a new private folder under
-    /// `parent`, for runsc running as `owner` (when that is not us). The folder stays
-    /// ours until [`Bundle::hand_over`].
+    /// `parent`, for runsc running as `owner` (when that is not us), with `network`.
+    /// The folder stays ours until [`Bundle::hand_over`].
     pub fn write(
         parent: &Path,
         id: &str,
         process: &Process,
         view: &FsView,
         owner: Option<(u32, u32)>,
+        network: Network,
     ) -> Result<Bundle> {
         let real_parent = std::fs::canonicalize(parent)
             .with_context(|| format!("cannot resolve the folder {}", parent.display()))?;
@@ -90,6 +112,8 @@ impl Bundle {
             id: id.to_owned(),
             image: false,
             owner,
+            network,
+            terminal: process.terminal,
         };
         let empty = bundle.dir.join("empty");
         std::fs::write(&empty, b"").context("cannot write the bundle's empty file")?;
@@ -116,7 +140,11 @@ impl Bundle {
                 root
             }
         };
-        let config = bundle::config(process, &translated, &root);
+        // With the mediated network the sandbox stays in the keeper's network
+        // namespace, whose only way out is the TUN interface; otherwise it gets an
+        // empty one of its own.
+        let own_netns = !matches!(network, Network::Mediated(_));
+        let config = bundle::config(process, &translated, &root, own_netns);
         let text = serde_json::to_vec_pretty(&config).context("cannot encode config.json")?;
         std::fs::write(bundle.dir.join("config.json"), text)
             .context("cannot write the bundle's config.json")?;
@@ -154,6 +182,12 @@ impl Bundle {
         self.dir.join("trace.sock")
     }
 
+    /// Where runsc sends the terminal's master side (`--console-socket`): the
+    /// keeper listens there.
+    pub fn console_socket(&self) -> PathBuf {
+        self.dir.join("console.sock")
+    }
+
     /// Where the trace configuration goes (`--pod-init-config`).
     pub fn trace_config(&self) -> PathBuf {
         self.dir.join("trace.json")
@@ -176,16 +210,16 @@ impl Bundle {
     pub fn runtime(
         &self,
         runsc: &Path,
-        network: Network,
         identity: Option<(u32, u32)>,
         trace: bool,
         enforced: String,
     ) -> RuntimeSpec {
         let mut argv = self.flags(runsc);
         argv.push(
-            match network {
+            match self.network {
                 Network::None => "--network=none",
-                Network::Host => "--network=host",
+                // The mediated network's namespace is the host's as runsc sees it.
+                Network::Host | Network::Mediated(_) => "--network=host",
             }
             .into(),
         );
@@ -203,8 +237,14 @@ impl Bundle {
             "run".into(),
             "--bundle".into(),
             self.dir.display().to_string(),
-            self.id.clone(),
         ]);
+        if self.terminal {
+            argv.extend([
+                "--console-socket".into(),
+                self.console_socket().display().to_string(),
+            ]);
+        }
+        argv.push(self.id.clone());
         let mut signal = self.flags(runsc);
         signal.extend(["kill".into(), self.id.clone(), SIGNAL_PLACEHOLDER.into()]);
         let mut terminate_all = self.flags(runsc);
@@ -219,6 +259,11 @@ impl Bundle {
             terminate_all,
             // The container's first process is the sandbox's pid 1.
             command_pid: Some(1),
+            tun: match self.network {
+                Network::Mediated(tun) => Some(tun),
+                Network::None | Network::Host => None,
+            },
+            console: self.terminal.then(|| self.console_socket()),
         }
     }
 }
@@ -482,6 +527,7 @@ mod tests {
             uid: 0,
             gid: 0,
             hostname: "vg".into(),
+            terminal: false,
         };
         let view = FsView {
             ops: vec![vg_policy::MountOp::ImageRoot {
@@ -489,7 +535,7 @@ mod tests {
                 size: 1,
             }],
         };
-        let err = Bundle::write(&parent, "i", &process, &view, owner)
+        let err = Bundle::write(&parent, "i", &process, &view, owner, Network::None)
             .unwrap_err()
             .to_string();
         std::fs::set_permissions(parent.join("store"), std::fs::Permissions::from_mode(0o700))
@@ -519,6 +565,7 @@ mod tests {
             uid: 0,
             gid: 0,
             hostname: "vg".into(),
+            terminal: false,
         };
         let bundle = Bundle::write(
             &parent,
@@ -526,6 +573,7 @@ mod tests {
             &process,
             &FsView { ops: Vec::new() },
             Some(owner),
+            Network::None,
         )
         .unwrap();
         // What the session writes after `write` (the trace configuration).
@@ -552,6 +600,84 @@ mod tests {
         let dir = bundle.dir().to_path_buf();
         drop(bundle);
         assert!(!dir.exists());
+        std::fs::remove_dir(&parent).unwrap();
+    }
+
+    /// The mediated network is runsc's host passthrough in the keeper's own
+    /// namespace (with the TUN interface for the keeper to make, and no network
+    /// namespace in config.json); a terminal is runsc's console socket, which the
+    /// keeper serves.
+    #[test]
+    fn the_mediated_network_and_a_terminal_are_the_keepers_to_set_up() {
+        let parent = std::env::temp_dir().join(format!("vg-bundle-net-{}", std::process::id()));
+        std::fs::create_dir_all(&parent).unwrap();
+        let tun = vg_sandbox::TunConfig {
+            name: "tun0",
+            address: std::net::Ipv4Addr::new(198, 18, 0, 2),
+            netmask: std::net::Ipv4Addr::new(255, 255, 255, 0),
+            gateway: std::net::Ipv4Addr::new(198, 18, 0, 1),
+            mtu: 65520,
+        };
+        let process = |terminal| Process {
+            argv: vec!["sh".into()],
+            env: Vec::new(),
+            cwd: "/".into(),
+            uid: 0,
+            gid: 0,
+            hostname: "vg".into(),
+            terminal,
+        };
+        let runsc = Path::new("/usr/bin/runsc");
+        let view = FsView { ops: Vec::new() };
+        let config = |b: &Bundle| -> serde_json::Value {
+            serde_json::from_slice(&std::fs::read(b.dir().join("config.json")).unwrap()).unwrap()
+        };
+        let mediated = Bundle::write(
+            &parent,
+            "m",
+            &process(true),
+            &view,
+            None,
+            Network::Mediated(tun),
+        )
+        .unwrap();
+        let spec = mediated.runtime(runsc, None, false, String::new());
+        assert!(
+            spec.argv.contains(&"--network=host".to_owned()),
+            "{:?}",
+            spec.argv
+        );
+        assert_eq!(spec.tun, Some(tun));
+        let console = mediated.console_socket().display().to_string();
+        let at = spec
+            .argv
+            .iter()
+            .position(|a| a == "--console-socket")
+            .unwrap();
+        assert_eq!(spec.argv[at + 1], console);
+        // The container's id stays last, after run's own flags.
+        assert_eq!(spec.argv.last().unwrap(), "m");
+        assert_eq!(spec.console, Some(mediated.console_socket()));
+        let c = config(&mediated);
+        assert_eq!(c["process"]["terminal"], true);
+        assert!(
+            !c["linux"]["namespaces"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!({"type": "network"}))
+        );
+        let plain =
+            Bundle::write(&parent, "p", &process(false), &view, None, Network::None).unwrap();
+        let spec = plain.runtime(runsc, None, false, String::new());
+        assert!(
+            spec.argv.contains(&"--network=none".to_owned()),
+            "{:?}",
+            spec.argv
+        );
+        assert!(!spec.argv.contains(&"--console-socket".to_owned()));
+        assert_eq!((spec.tun, spec.console), (None, None));
+        assert_eq!(config(&plain)["process"]["terminal"], false);
+        drop((mediated, plain));
         std::fs::remove_dir(&parent).unwrap();
     }
 }

@@ -5,10 +5,14 @@
 
 use std::time::Duration;
 
+use std::sync::atomic::Ordering;
+
 use super::harness::{
-    RecordsHome, Runner, Vg, Workspace, assert_no_process_left, each_identity, home_secret,
-    host_processes_with, session_metadata, status_field, wait_until,
+    PYTHON, RecordsHome, Runner, Vg, Workspace, assert_no_process_left, each_identity, home_secret,
+    host_processes_with, py, session_metadata, status_field, wait_until,
 };
+use super::live::{counting_server, events as live_events, start_live, vg as live_vg};
+use super::mediated_network::{HttpServer, network_events};
 
 /// `vectraguard sandbox run --backend gvisor [options] -- cmd…`, recorded in `home`.
 fn gvisor(
@@ -118,7 +122,7 @@ fn home_secrets_are_invisible_and_writes_outside_the_workspace_are_lost() {
 }
 
 #[test]
-fn the_network_is_loopback_only_and_the_mediated_network_is_refused() {
+fn the_network_is_loopback_only_and_the_hosts_network_is_refused() {
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
@@ -140,14 +144,272 @@ fn the_network_is_loopback_only_and_the_mediated_network_is_refused() {
         out.assert_success();
         assert_eq!(out.field("ifaces"), "lo", "{out}");
         assert!(out.field("out").starts_with("refused"), "{out}");
-        let refused = gvisor(runner, &ws, &home, &["--network", "allow"], &["true"]);
-        refused.assert_code(125);
-        refused.assert_stderr_contains("--backend gvisor: the mediated network");
         // runsc rootless has no way to the host's network: refused, not a sandbox
         // without network recorded as one with the host's.
         let host = gvisor(runner, &ws, &home, &["--network", "host"], &["true"]);
         host.assert_code(125);
         host.assert_stderr_contains("--backend gvisor: the host's network");
+    });
+}
+
+/// What a session's network events say, without times and sizes: the same run on
+/// both backends must give the same list.
+fn decisions(events: &[serde_json::Value]) -> Vec<String> {
+    let mut out: Vec<String> = events
+        .iter()
+        .filter(|e| e["event"] != "close")
+        .map(|e| {
+            [
+                "event", "decision", "name", "qtype", "address", "port", "protocol", "rule",
+            ]
+            .iter()
+            .map(|k| format!("{k}={}", e[*k]))
+            .collect::<Vec<_>>()
+            .join(" ")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_mediated_network_lets_an_allowed_name_through_and_records_it_as_natively() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let marker = format!("gvisor-through-the-mediator-{}", super::harness::unique());
+        // Larger than one segment and one socket buffer, so the relay loops.
+        let mut body = marker.clone().into_bytes();
+        body.resize(200_000, b'x');
+        let web = HttpServer::start(body);
+        let p = web.port;
+        let script = py(&format!(
+            r#"
+import urllib.request
+data = urllib.request.urlopen("http://web.test:{p}/", timeout=20).read()
+report("body", data[:{n}].decode())
+report("size", len(data))
+def other():
+    socket.create_connection(("web.test", 1), timeout=5).close()
+report("other_port", attempt(other))
+try:
+    socket.getaddrinfo("denied.test", 80, socket.AF_INET)
+    report("denied_name", "resolved")
+except socket.gaierror:
+    report("denied_name", "gaierror")
+"#,
+            n = marker.len()
+        ));
+        let options = [
+            "--network",
+            "allow",
+            "--add-host",
+            "web.test:127.0.0.1",
+            "--add-host",
+            "denied.test:127.0.0.1",
+            "--allow",
+            &format!("web.test:{p}"),
+        ];
+        let mut seen = Vec::new();
+        for backend in ["gvisor", "native"] {
+            let home = RecordsHome::new(runner);
+            let mut vg = Vg::new(runner, ws.path());
+            vg.args(["sandbox", "run", "--backend", backend])
+                .args(options)
+                .args(["--", PYTHON, "-c", &script])
+                .records_home(&home);
+            let out = vg.run();
+            out.assert_success();
+            assert_eq!(out.field("body"), marker, "{backend}\n{out}");
+            assert_eq!(out.field("size"), "200000", "{backend}\n{out}");
+            assert_eq!(out.field("other_port"), "ECONNREFUSED", "{backend}\n{out}");
+            assert_eq!(out.field("denied_name"), "gaierror", "{backend}\n{out}");
+            // The refusals' notes, on the user's stderr.
+            out.assert_stderr_contains("refused web.test:1");
+            out.assert_stderr_contains("refused the name denied.test");
+            let events = network_events(&home);
+            let close = events
+                .iter()
+                .find(|e| e["event"] == "close" && e["name"] == "web.test")
+                .unwrap_or_else(|| panic!("{backend}: no close event\n{events:#?}"));
+            assert!(close["bytes_in"].as_u64().unwrap() >= 200_000, "{close}");
+            let meta = session_metadata(&home.only_session());
+            assert_eq!(meta["network"]["mode"], "allow", "{meta}");
+            if backend == "gvisor" {
+                assert_eq!(meta["layers"]["backend"], "gvisor", "{meta}");
+                assert_eq!(meta["layers"]["network"], "tun", "{meta}");
+            }
+            seen.push(decisions(&events));
+        }
+        assert_eq!(web.accepted.load(Ordering::SeqCst), 2);
+        // The same questions, answers, connections, decisions and rules.
+        assert_eq!(
+            seen[0], seen[1],
+            "gvisor's network events differ from native's"
+        );
+        assert!(
+            seen[0]
+                .iter()
+                .any(|l| l.starts_with("event=\"connect\" decision=\"allow\" name=\"web.test\"")),
+            "{:#?}",
+            seen[0]
+        );
+    });
+}
+
+#[test]
+fn escapes_from_gvisors_mediated_network_fail_and_are_recorded() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        // A server on the host's loopback that no rule allows.
+        let (port, accepted) = counting_server();
+        let script = py(&format!(
+            r#"
+def tcp(host, port):
+    def go():
+        socket.create_connection((host, port), timeout=5).close()
+    return go
+report("loopback", attempt(tcp("127.0.0.1", {port})))
+report("gateway", attempt(tcp("198.18.0.1", {port})))
+report("private", attempt(tcp("10.255.255.1", 80)))
+report("metadata", attempt(tcp("169.254.169.254", 80)))
+def v6():
+    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    s.settimeout(3)
+    s.connect(("::1", {port}))
+report("ipv6_loopback", attempt(v6))
+def raw():
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    s.sendto(b"\x08\0\xf7\xff\0\0\0\0", ("192.0.2.1", 0))
+report("raw", attempt(raw))
+def packet():
+    socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+report("packet", attempt(packet))
+def ping():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+    s.settimeout(2)
+    s.sendto(b"\x08\0\xf7\xff\0\0\0\0", ("192.0.2.1", 0))
+    s.recv(64)
+report("ping", attempt(ping))
+def udp():
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.settimeout(2)
+    u.sendto(b"x", ("192.0.2.7", 9999))
+    u.recv(16)
+report("udp", attempt(udp))
+def dns_elsewhere():
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.settimeout(2)
+    u.sendto(b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01", ("192.0.2.53", 53))
+    u.recv(512)
+report("dns_elsewhere", attempt(dns_elsewhere))
+report("ifaces", ",".join(sorted(n for _, n in socket.if_nameindex())))
+"#
+        ));
+        let out = gvisor(
+            runner,
+            &ws,
+            &home,
+            &["--network", "allow", "--allow", "0.0.0.0/0"],
+            &[PYTHON, "-c", &script],
+        );
+        out.assert_success();
+        // Loopback is the sandbox's own; the mediator refuses private addresses and
+        // its own, even under a rule that allows every address.
+        for key in [
+            "loopback",
+            "gateway",
+            "private",
+            "metadata",
+            "ipv6_loopback",
+        ] {
+            assert_eq!(out.field(key), "ECONNREFUSED", "{key}\n{out}");
+        }
+        // No raw, packet or ping socket: gVisor has no CAP_NET_RAW to give, and
+        // the namespace allows no ping sockets.
+        for key in ["raw", "packet", "ping"] {
+            assert_ne!(out.field(key), "OK", "{key}\n{out}");
+        }
+        // Other UDP and DNS to another server go nowhere.
+        for key in ["udp", "dns_elsewhere"] {
+            assert_ne!(out.field(key), "OK", "{key}\n{out}");
+        }
+        assert_eq!(out.field("ifaces"), "lo,tun0", "{out}");
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            0,
+            "the host's server was reached"
+        );
+        let events = network_events(&home);
+        let refused = |pred: &dyn Fn(&serde_json::Value) -> bool| {
+            events.iter().any(|e| e["decision"] == "deny" && pred(e))
+        };
+        for addr in ["198.18.0.1", "10.255.255.1", "169.254.169.254"] {
+            assert!(
+                refused(&|e| e["event"] == "connect" && e["address"] == addr),
+                "no refusal of {addr}\n{events:#?}"
+            );
+        }
+        for addr in ["192.0.2.7", "192.0.2.53"] {
+            assert!(
+                refused(&|e| e["address"] == addr && e["protocol"] == "udp"),
+                "no refusal of UDP to {addr}\n{events:#?}"
+            );
+        }
+    });
+}
+
+#[test]
+fn net_allow_and_deny_change_a_running_gvisor_sessions_rules() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let name = format!("gvisor-net-{}", super::harness::unique());
+        let (port, accepted) = counting_server();
+        // Retries until a connection succeeds, then until one fails.
+        let script = format!(
+            r#"
+i=0; until (exec 3<>/dev/tcp/echo.test/{port}) 2>/dev/null; do i=$((i+1)); [ $i -gt 300 ] && {{ echo never-allowed; exit 1; }}; sleep 0.1; done
+echo allowed
+i=0; while (exec 3<>/dev/tcp/echo.test/{port}) 2>/dev/null; do i=$((i+1)); [ $i -gt 300 ] && {{ echo never-denied; exit 1; }}; sleep 0.1; done
+echo denied
+"#
+        );
+        let (running, socket) = start_live(
+            runner,
+            &ws,
+            &home,
+            &name,
+            &[
+                "--backend",
+                "gvisor",
+                "--network",
+                "allow",
+                "--add-host",
+                "echo.test:127.0.0.1",
+            ],
+            &["bash", "-c", &script],
+        );
+        let target = format!("echo.test:{port}");
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(accepted.load(Ordering::SeqCst), 0);
+        live_vg(runner, &ws, &home, &["net", "allow", &name, &target])
+            .assert_success()
+            .assert_stdout_contains(&format!("allow {target}"));
+        let through = wait_until(Duration::from_secs(30), || {
+            accepted.load(Ordering::SeqCst) > 0
+        });
+        assert!(through, "the allowed name never got through");
+        live_vg(runner, &ws, &home, &["net", "deny", &name, &target]).assert_success();
+        let out = running.finish(Duration::from_secs(60));
+        out.assert_success();
+        assert_eq!(out.lines(), ["allowed", "denied"], "{out}");
+        let added: Vec<serde_json::Value> = live_events(socket.parent().unwrap())
+            .into_iter()
+            .filter(|e| e["type"] == "network" && e["event"] == "rule-added")
+            .collect();
+        assert_eq!(added.len(), 2, "{added:?}");
+        assert_eq!(added[1]["rule"], format!("deny {target}"), "{added:?}");
     });
 }
 
@@ -299,7 +561,6 @@ fn what_gvisor_cannot_enforce_is_refused_naming_the_backend_and_the_fix() {
         for (options, cmd, says) in [
             (&["--ask", "high"][..], &["true"][..], "--ask never"),
             (&["--learn", "p"][..], &["true"][..], "learning mode"),
-            (&["-t"][..], &["true"][..], "a terminal"),
             (
                 &["--violations", "all"][..],
                 &["true"][..],
@@ -377,36 +638,40 @@ fn escapes_tried_from_inside_gvisor_fail() {
 #[test]
 fn sigkill_of_vectraguard_ends_runsc_and_the_sentry() {
     each_identity(|runner| {
-        let ws = Workspace::new();
-        let home = RecordsHome::new(runner);
-        let mut vg = Vg::new(runner, ws.path());
-        vg.args([
-            "sandbox",
-            "run",
-            "--backend",
-            "gvisor",
-            "--",
-            "sleep",
-            "300",
-        ])
-        .records_home(&home);
-        let running = vg.spawn();
-        // runsc's command line names the bundle, named after vectraguard's pid.
-        let marker = format!("vectraguard-gvisor-vg-{}-", running.pid());
-        let started = wait_until(Duration::from_secs(20), || {
-            host_processes_with(&marker)
-                .iter()
-                .any(|(_, cmdline)| cmdline.contains("runsc-sandbox"))
-        });
-        assert!(started, "gVisor's sandbox never started");
-        running.signal("KILL");
-        let out = running.finish(Duration::from_secs(10));
-        assert_eq!(out.code(), None, "vectraguard was not killed\n{out}");
-        assert_no_process_left(&marker, &out);
-        // The killed supervisor could not remove its bundle folder.
-        for entry in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
-            if entry.file_name().to_string_lossy().contains(&marker) {
-                let _ = std::fs::remove_dir_all(entry.path());
+        // With the mediated network, the keeper has taken the sandbox's identity
+        // itself and made the namespaces runsc runs in: it must die with us too.
+        for network in ["none", "allow"] {
+            let ws = Workspace::new();
+            let home = RecordsHome::new(runner);
+            let mut vg = Vg::new(runner, ws.path());
+            vg.args([
+                "sandbox",
+                "run",
+                "--backend",
+                "gvisor",
+                "--network",
+                network,
+            ])
+            .args(["--", "sleep", "300"])
+            .records_home(&home);
+            let running = vg.spawn();
+            // runsc's command line names the bundle, named after vectraguard's pid.
+            let marker = format!("vectraguard-gvisor-vg-{}-", running.pid());
+            let started = wait_until(Duration::from_secs(20), || {
+                host_processes_with(&marker)
+                    .iter()
+                    .any(|(_, cmdline)| cmdline.contains("runsc-sandbox"))
+            });
+            assert!(started, "gVisor's sandbox never started ({network})");
+            running.signal("KILL");
+            let out = running.finish(Duration::from_secs(10));
+            assert_eq!(out.code(), None, "vectraguard was not killed\n{out}");
+            assert_no_process_left(&marker, &out);
+            // The killed supervisor could not remove its bundle folder.
+            for entry in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
+                if entry.file_name().to_string_lossy().contains(&marker) {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
             }
         }
     });

@@ -75,10 +75,28 @@ fn bash(
     options: &[String],
     script: &str,
 ) -> Vg {
-    let mut vg = Vg::sandbox(runner, ws, &strs(options), &["/bin/bash", "-c", script]);
+    bash_on("native", runner, ws, home, options, script)
+}
+
+/// [`bash`] on `backend`.
+fn bash_on(
+    backend: &str,
+    runner: Runner,
+    ws: &Workspace,
+    home: &RecordsHome,
+    options: &[String],
+    script: &str,
+) -> Vg {
+    let mut all = vec!["--backend".to_owned(), backend.to_owned()];
+    all.extend(options.iter().cloned());
+    let mut vg = Vg::sandbox(runner, ws, &strs(&all), &["/bin/bash", "-c", script]);
     vg.records_home(home);
     vg
 }
+
+/// The backends that run HTTPS inspection: gVisor's sandbox is served by the same
+/// mediator and inspector (its tests below run on both).
+const INSPECTING_BACKENDS: [&str; 2] = ["native", "gvisor"];
 
 /// A shell line running `command` with every line of its output (stdout and stderr)
 /// prefixed by `label.`, for [`Answer::parse`].
@@ -173,129 +191,135 @@ fn curl_gets_what_its_rule_allows_and_403_for_other_methods_and_paths() {
         return;
     }
     each_identity(|runner| {
-        let ws = Workspace::new();
-        let home = RecordsHome::new(runner);
-        let ca = TestCa::new("curl");
-        let api = ca.serve(&["api.test"]);
-        let port = api.port;
-        let mut options = pinned(&ca, &["api.test"]);
-        let rule = format!("GET,HEAD https://api.test:{port}/echo/**");
-        allowing(&mut options, std::slice::from_ref(&rule));
-        let query_value = format!("qv{}", unique());
-        let url = |p: &str| api.url("api.test", p);
-        let curl =
-            |method: &str, path: &str| Client::Curl.shell(method, &url(path), &["X-Test: 1"]);
-        let script = [
-            labeled(
-                "get",
-                &curl("GET", &format!("/echo/a/b?token={query_value}&page=2")),
-            ),
-            labeled("head", &curl("HEAD", "/echo/a")),
-            labeled("folder", &curl("GET", "/echo")),
-            labeled("post", &curl("POST", "/echo/a")),
-            labeled("delete", &curl("DELETE", "/echo/a")),
-            labeled("path", &curl("GET", "/download?bytes=10")),
-            labeled("prefix", &curl("GET", "/echoes")),
-            // Dot segments, raw and encoded, that a server would resolve out of /echo.
-            format!(
-                "curl -sS --path-as-is -o /dev/null -w 'dotdot.status=%{{http_code}}\\n' {}\n",
-                url("/echo/../download?bytes=10")
-            ),
-            format!(
-                "curl -sS --path-as-is -o /dev/null -w 'encoded.status=%{{http_code}}\\n' {}\n",
-                url("/echo/%2e%2e/download?bytes=10")
-            ),
-        ]
-        .concat();
-        let out = bash(runner, &ws, &home, &options, &script).run();
-        out.assert_success();
-
-        let get = Answer::parse(&out.stdout, "get.");
-        assert_eq!(get.status, Some(200), "{out}");
-        let echo = get.json();
-        assert_eq!(echo["method"], "GET");
-        assert_eq!(echo["path"], "/echo/a/b");
-        assert_eq!(echo["query"], format!("token={query_value}&page=2"));
-        assert_eq!(echo["headers"]["x-test"], "1");
-        assert_eq!(
-            Answer::parse(&out.stdout, "head.").status,
-            Some(200),
-            "{out}"
-        );
-        assert_eq!(
-            Answer::parse(&out.stdout, "folder.").status,
-            Some(200),
-            "a trailing /** also matches the folder itself\n{out}"
-        );
-        for label in ["post", "delete", "path", "prefix"] {
-            assert_refused(&Answer::parse(&out.stdout, &format!("{label}.")), &out);
+        for backend in INSPECTING_BACKENDS {
+            curl_rules_on(runner, backend);
         }
-        for label in ["dotdot", "encoded"] {
-            let status = out.field(&format!("{label}.status"));
-            assert!(
-                status == "403" || status == "400",
-                "{label}: a dot segment reached past the rule ({status})\n{out}"
-            );
-        }
-
-        // The server saw only what the rule allows.
-        let seen = api.seen();
-        for request in &seen {
-            assert!(
-                matches!(request["method"].as_str(), Some("GET" | "HEAD")),
-                "{request}"
-            );
-            let path = request["path"].as_str().unwrap();
-            assert!(path == "/echo" || path.starts_with("/echo/"), "{request}");
-            assert!(!path.contains(".."), "{request}");
-        }
-        assert_eq!(seen.len(), 3, "{seen:#?}");
-
-        // Each request is recorded; query values are not.
-        let events = http_events(&home);
-        let get = exchange(&events, "GET", "/echo/a/b");
-        assert_eq!(get["host"], "api.test", "{get}");
-        assert_eq!(get["port"], port, "{get}");
-        assert_eq!(get["scheme"], "https", "{get}");
-        assert_eq!(
-            get["path"], "/echo/a/b?token=REDACTED&page=REDACTED",
-            "{get}"
-        );
-        assert_eq!(get["status"], 200, "{get}");
-        assert_eq!(get["decision"], "allow", "{get}");
-        assert!(get["rule"].as_str().unwrap().contains(&rule), "{get}");
-        assert!(get["bytes_in"].as_u64().unwrap() > 0, "{get}");
-        assert!(get["bytes_out"].is_u64(), "{get}");
-        assert!(get["duration_ms"].is_u64(), "{get}");
-        assert_eq!(get["secrets"], serde_json::json!([]), "{get}");
-        assert!(get["exfiltration"].is_null(), "{get}");
-        assert!(get["error"].is_null(), "{get}");
-        assert_eq!(exchange(&events, "HEAD", "/echo/a")["status"], 200);
-        let post = exchange(&events, "POST", "/echo/a");
-        assert_eq!(post["status"], 403, "{post}");
-        assert_eq!(post["decision"], "deny", "{post}");
-        assert!(!post["reason"].as_str().unwrap_or("").is_empty(), "{post}");
-        let path = exchange(&events, "GET", "/download");
-        assert_eq!(path["decision"], "deny", "{path}");
-        assert_eq!(path["path"], "/download?bytes=REDACTED", "{path}");
-        let text = std::fs::read_to_string(home.only_session().join("events.jsonl")).unwrap();
-        assert!(!text.contains(&query_value), "a query value was recorded");
-
-        let table = show_network(runner, &home, ws.path());
-        assert!(
-            table
-                .lines()
-                .any(|l| l.contains("GET") && l.contains("/echo/a/b") && l.contains("200")),
-            "{table}"
-        );
-        assert!(
-            table
-                .lines()
-                .any(|l| l.contains("POST") && l.contains("/echo/a") && l.contains("403")),
-            "{table}"
-        );
-        assert!(!table.contains(&query_value), "{table}");
     });
+}
+
+/// The body of the test above, on `backend`.
+fn curl_rules_on(runner: Runner, backend: &str) {
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let ca = TestCa::new("curl");
+    let api = ca.serve(&["api.test"]);
+    let port = api.port;
+    let mut options = pinned(&ca, &["api.test"]);
+    let rule = format!("GET,HEAD https://api.test:{port}/echo/**");
+    allowing(&mut options, std::slice::from_ref(&rule));
+    let query_value = format!("qv{}", unique());
+    let url = |p: &str| api.url("api.test", p);
+    let curl = |method: &str, path: &str| Client::Curl.shell(method, &url(path), &["X-Test: 1"]);
+    let script = [
+        labeled(
+            "get",
+            &curl("GET", &format!("/echo/a/b?token={query_value}&page=2")),
+        ),
+        labeled("head", &curl("HEAD", "/echo/a")),
+        labeled("folder", &curl("GET", "/echo")),
+        labeled("post", &curl("POST", "/echo/a")),
+        labeled("delete", &curl("DELETE", "/echo/a")),
+        labeled("path", &curl("GET", "/download?bytes=10")),
+        labeled("prefix", &curl("GET", "/echoes")),
+        // Dot segments, raw and encoded, that a server would resolve out of /echo.
+        format!(
+            "curl -sS --path-as-is -o /dev/null -w 'dotdot.status=%{{http_code}}\\n' {}\n",
+            url("/echo/../download?bytes=10")
+        ),
+        format!(
+            "curl -sS --path-as-is -o /dev/null -w 'encoded.status=%{{http_code}}\\n' {}\n",
+            url("/echo/%2e%2e/download?bytes=10")
+        ),
+    ]
+    .concat();
+    let out = bash_on(backend, runner, &ws, &home, &options, &script).run();
+    out.assert_success();
+
+    let get = Answer::parse(&out.stdout, "get.");
+    assert_eq!(get.status, Some(200), "{out}");
+    let echo = get.json();
+    assert_eq!(echo["method"], "GET");
+    assert_eq!(echo["path"], "/echo/a/b");
+    assert_eq!(echo["query"], format!("token={query_value}&page=2"));
+    assert_eq!(echo["headers"]["x-test"], "1");
+    assert_eq!(
+        Answer::parse(&out.stdout, "head.").status,
+        Some(200),
+        "{out}"
+    );
+    assert_eq!(
+        Answer::parse(&out.stdout, "folder.").status,
+        Some(200),
+        "a trailing /** also matches the folder itself\n{out}"
+    );
+    for label in ["post", "delete", "path", "prefix"] {
+        assert_refused(&Answer::parse(&out.stdout, &format!("{label}.")), &out);
+    }
+    for label in ["dotdot", "encoded"] {
+        let status = out.field(&format!("{label}.status"));
+        assert!(
+            status == "403" || status == "400",
+            "{label}: a dot segment reached past the rule ({status})\n{out}"
+        );
+    }
+
+    // The server saw only what the rule allows.
+    let seen = api.seen();
+    for request in &seen {
+        assert!(
+            matches!(request["method"].as_str(), Some("GET" | "HEAD")),
+            "{request}"
+        );
+        let path = request["path"].as_str().unwrap();
+        assert!(path == "/echo" || path.starts_with("/echo/"), "{request}");
+        assert!(!path.contains(".."), "{request}");
+    }
+    assert_eq!(seen.len(), 3, "{seen:#?}");
+
+    // Each request is recorded; query values are not.
+    let events = http_events(&home);
+    let get = exchange(&events, "GET", "/echo/a/b");
+    assert_eq!(get["host"], "api.test", "{get}");
+    assert_eq!(get["port"], port, "{get}");
+    assert_eq!(get["scheme"], "https", "{get}");
+    assert_eq!(
+        get["path"], "/echo/a/b?token=REDACTED&page=REDACTED",
+        "{get}"
+    );
+    assert_eq!(get["status"], 200, "{get}");
+    assert_eq!(get["decision"], "allow", "{get}");
+    assert!(get["rule"].as_str().unwrap().contains(&rule), "{get}");
+    assert!(get["bytes_in"].as_u64().unwrap() > 0, "{get}");
+    assert!(get["bytes_out"].is_u64(), "{get}");
+    assert!(get["duration_ms"].is_u64(), "{get}");
+    assert_eq!(get["secrets"], serde_json::json!([]), "{get}");
+    assert!(get["exfiltration"].is_null(), "{get}");
+    assert!(get["error"].is_null(), "{get}");
+    assert_eq!(exchange(&events, "HEAD", "/echo/a")["status"], 200);
+    let post = exchange(&events, "POST", "/echo/a");
+    assert_eq!(post["status"], 403, "{post}");
+    assert_eq!(post["decision"], "deny", "{post}");
+    assert!(!post["reason"].as_str().unwrap_or("").is_empty(), "{post}");
+    let path = exchange(&events, "GET", "/download");
+    assert_eq!(path["decision"], "deny", "{path}");
+    assert_eq!(path["path"], "/download?bytes=REDACTED", "{path}");
+    let text = std::fs::read_to_string(home.only_session().join("events.jsonl")).unwrap();
+    assert!(!text.contains(&query_value), "a query value was recorded");
+
+    let table = show_network(runner, &home, ws.path());
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("GET") && l.contains("/echo/a/b") && l.contains("200")),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("POST") && l.contains("/echo/a") && l.contains("403")),
+        "{table}"
+    );
+    assert!(!table.contains(&query_value), "{table}");
 }
 
 #[test]
@@ -719,108 +743,115 @@ fn a_secret_is_swapped_in_for_its_host_only_and_never_seen_inside() {
         return;
     }
     each_identity(|runner| {
-        let ws = Workspace::new();
-        let home = RecordsHome::new(runner);
-        let ca = TestCa::new("secret");
-        let api = ca.serve(&["api.test"]);
-        let other = ca.serve(&["other.test"]);
-        let secret = format!("sk-live-{}", unique());
-        let mut options = pinned(&ca, &["api.test", "other.test"]);
-        allowing(
-            &mut options,
-            &[
-                format!("GET https://api.test:{}/**", api.port),
-                format!("GET https://other.test:{}/**", other.port),
-            ],
-        );
-        options.push("--secret".into());
-        options.push("TOKEN=env:VG_E2E_TOKEN@api.test".into());
-        // /status/* answers without echoing: the sandbox never gets the value back.
-        let script = format!(
-            r#"echo "len=${{#TOKEN}}"
+        for backend in INSPECTING_BACKENDS {
+            secret_swapped_in_on(runner, backend);
+        }
+    });
+}
+
+/// The body of the test above, on `backend`.
+fn secret_swapped_in_on(runner: Runner, backend: &str) {
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let ca = TestCa::new("secret");
+    let api = ca.serve(&["api.test"]);
+    let other = ca.serve(&["other.test"]);
+    let secret = format!("sk-live-{}", unique());
+    let mut options = pinned(&ca, &["api.test", "other.test"]);
+    allowing(
+        &mut options,
+        &[
+            format!("GET https://api.test:{}/**", api.port),
+            format!("GET https://other.test:{}/**", other.port),
+        ],
+    );
+    options.push("--secret".into());
+    options.push("TOKEN=env:VG_E2E_TOKEN@api.test".into());
+    // /status/* answers without echoing: the sandbox never gets the value back.
+    let script = format!(
+        r#"echo "len=${{#TOKEN}}"
 echo "placeholder=$TOKEN"
 curl -sS -o /dev/null -w 'bearer=%{{http_code}}\n' -H "Authorization: Bearer $TOKEN" {a}/status/200
 curl -sS -o /dev/null -w 'basic=%{{http_code}}\n' -u "user:$TOKEN" {a}/status/201
 curl -sS -o /dev/null -w 'custom=%{{http_code}}\n' -H "X-Api-Key: $TOKEN" {a}/status/202
 echo "echoed=$(curl -sS -H "Authorization: Bearer $TOKEN" {a}/echo/bound)"
 {unbound}"#,
-            a = api.url("api.test", ""),
-            unbound = labeled(
-                "unbound",
-                &format!(
-                    r#"curl -sS -w '\nstatus=%{{http_code}}\n' -H "Authorization: Bearer $TOKEN" {}/echo/x | sed '1s/^/body=/'"#,
-                    other.url("other.test", "")
-                )
-            ),
-        );
-        let out = bash(runner, &ws, &home, &options, &script)
-            .env("VG_E2E_TOKEN", &secret)
-            .run();
-        out.assert_success();
-        let placeholder = out.field("placeholder");
-        assert_eq!(out.field("len"), secret.len().to_string(), "{out}");
-        assert_ne!(placeholder, secret);
-        assert_eq!(out.field("bearer"), "200", "{out}");
-        assert_eq!(out.field("basic"), "201", "{out}");
-        assert_eq!(out.field("custom"), "202", "{out}");
-        assert_refused(&Answer::parse(&out.stdout, "unbound."), &out);
+        a = api.url("api.test", ""),
+        unbound = labeled(
+            "unbound",
+            &format!(
+                r#"curl -sS -w '\nstatus=%{{http_code}}\n' -H "Authorization: Bearer $TOKEN" {}/echo/x | sed '1s/^/body=/'"#,
+                other.url("other.test", "")
+            )
+        ),
+    );
+    let out = bash_on(backend, runner, &ws, &home, &options, &script)
+        .env("VG_E2E_TOKEN", &secret)
+        .run();
+    out.assert_success();
+    let placeholder = out.field("placeholder");
+    assert_eq!(out.field("len"), secret.len().to_string(), "{out}");
+    assert_ne!(placeholder, secret);
+    assert_eq!(out.field("bearer"), "200", "{out}");
+    assert_eq!(out.field("basic"), "201", "{out}");
+    assert_eq!(out.field("custom"), "202", "{out}");
+    assert_refused(&Answer::parse(&out.stdout, "unbound."), &out);
 
-        // The bound host got the value, in every form.
-        let header = |path: &str, name: &str| {
-            let seen = api.seen_under(path);
-            assert_eq!(seen.len(), 1, "{seen:#?}");
-            seen[0]["headers"][name].as_str().unwrap().to_owned()
-        };
-        assert_eq!(
-            header("/status/200", "authorization"),
-            format!("Bearer {secret}")
-        );
-        let basic = base64::engine::general_purpose::STANDARD.encode(format!("user:{secret}"));
-        assert_eq!(
-            header("/status/201", "authorization"),
-            format!("Basic {basic}")
-        );
-        assert_eq!(header("/status/202", "x-api-key"), secret);
-        // An echo of the value comes back as the placeholder.
-        assert_eq!(
-            header("/echo/bound", "authorization"),
-            format!("Bearer {secret}")
-        );
-        let echoed: Value = serde_json::from_str(&out.field("echoed")).unwrap();
-        assert_eq!(
-            echoed["headers"]["authorization"],
-            format!("Bearer {placeholder}"),
-            "{out}"
-        );
-        // The other host got nothing: not the value, not the placeholder.
-        assert!(other.seen().is_empty(), "{:#?}", other.seen());
+    // The bound host got the value, in every form.
+    let header = |path: &str, name: &str| {
+        let seen = api.seen_under(path);
+        assert_eq!(seen.len(), 1, "{seen:#?}");
+        seen[0]["headers"][name].as_str().unwrap().to_owned()
+    };
+    assert_eq!(
+        header("/status/200", "authorization"),
+        format!("Bearer {secret}")
+    );
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("user:{secret}"));
+    assert_eq!(
+        header("/status/201", "authorization"),
+        format!("Basic {basic}")
+    );
+    assert_eq!(header("/status/202", "x-api-key"), secret);
+    // An echo of the value comes back as the placeholder.
+    assert_eq!(
+        header("/echo/bound", "authorization"),
+        format!("Bearer {secret}")
+    );
+    let echoed: Value = serde_json::from_str(&out.field("echoed")).unwrap();
+    assert_eq!(
+        echoed["headers"]["authorization"],
+        format!("Bearer {placeholder}"),
+        "{out}"
+    );
+    // The other host got nothing: not the value, not the placeholder.
+    assert!(other.seen().is_empty(), "{:#?}", other.seen());
 
-        assert_nowhere(&secret, &out, &home);
-        assert_nowhere(&basic, &out, &home);
-        let events = http_events(&home);
-        let bearer = exchange(&events, "GET", "/status/200");
-        assert_eq!(bearer["secrets"], serde_json::json!(["TOKEN"]), "{bearer}");
-        assert!(bearer["exfiltration"].is_null(), "{bearer}");
-        assert_eq!(
-            exchange(&events, "GET", "/status/201")["secrets"],
-            serde_json::json!(["TOKEN"])
-        );
-        let unbound = exchange(&events, "GET", "/echo/x");
-        assert_eq!(unbound["host"], "other.test", "{unbound}");
-        assert_eq!(unbound["decision"], "deny", "{unbound}");
-        assert_eq!(unbound["status"], 403, "{unbound}");
-        assert_eq!(unbound["exfiltration"], "TOKEN", "{unbound}");
-        let meta = session_metadata(&home.only_session());
-        let inspection = &meta["network"]["inspection"];
-        assert_eq!(
-            inspection["secrets"]["TOKEN"],
-            serde_json::json!(["api.test"]),
-            "{meta:#}"
-        );
-        let table = show_network(runner, &home, ws.path());
-        assert!(table.contains("EXFILTRATION"), "{table}");
-        assert!(!table.contains(&secret), "{table}");
-    });
+    assert_nowhere(&secret, &out, &home);
+    assert_nowhere(&basic, &out, &home);
+    let events = http_events(&home);
+    let bearer = exchange(&events, "GET", "/status/200");
+    assert_eq!(bearer["secrets"], serde_json::json!(["TOKEN"]), "{bearer}");
+    assert!(bearer["exfiltration"].is_null(), "{bearer}");
+    assert_eq!(
+        exchange(&events, "GET", "/status/201")["secrets"],
+        serde_json::json!(["TOKEN"])
+    );
+    let unbound = exchange(&events, "GET", "/echo/x");
+    assert_eq!(unbound["host"], "other.test", "{unbound}");
+    assert_eq!(unbound["decision"], "deny", "{unbound}");
+    assert_eq!(unbound["status"], 403, "{unbound}");
+    assert_eq!(unbound["exfiltration"], "TOKEN", "{unbound}");
+    let meta = session_metadata(&home.only_session());
+    let inspection = &meta["network"]["inspection"];
+    assert_eq!(
+        inspection["secrets"]["TOKEN"],
+        serde_json::json!(["api.test"]),
+        "{meta:#}"
+    );
+    let table = show_network(runner, &home, ws.path());
+    assert!(table.contains("EXFILTRATION"), "{table}");
+    assert!(!table.contains(&secret), "{table}");
 }
 
 #[test]

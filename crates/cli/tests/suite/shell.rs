@@ -253,6 +253,93 @@ fn an_interactive_shell_runs_commands_resizes_and_keeps_ctrl_c_inside() {
     });
 }
 
+/// `sandbox shell --backend gvisor`: the terminal is one runsc makes and sends to
+/// its console socket; the keeper passes its master side to `vectraguard`, which
+/// relays and records it as natively.
+#[test]
+fn a_gvisor_shell_runs_on_gvisors_kernel_keeps_ctrl_c_inside_and_is_recorded() {
+    if !require_tools(&[TMUX, BASH, ("/usr/bin/runsc", "runsc")]) {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let (mut args, prompt) = shell_args_tagged("gvisor");
+        args.extend(["--backend".to_owned(), "gvisor".to_owned()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let t = Tmux::start(
+            ws.path(),
+            &vectraguard_command(runner, &home, &args),
+            100,
+            30,
+        );
+        t.wait_for(&prompt);
+        t.line("echo kernel=$(uname -r) sum=$((6*7))");
+        let host_kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        let screen = t.wait_for("sum=42");
+        let kernel = screen
+            .lines()
+            .find_map(|l| l.strip_prefix("kernel="))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_default()
+            .to_owned();
+        assert!(!kernel.is_empty(), "{screen}");
+        assert_ne!(
+            kernel,
+            host_kernel.trim(),
+            "the host kernel answered\n{screen}"
+        );
+        // The terminal's size reaches the sandbox, and so does a resize.
+        t.line("stty size");
+        t.wait_for("30 100");
+        let status = t
+            .tmux()
+            .args(["resize-window", "-t", "vg", "-x", "120", "-y", "40"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        std::thread::sleep(Duration::from_millis(300));
+        t.line("stty size");
+        t.wait_for("40 120");
+        // Ctrl-C interrupts the sandboxed foreground job, not the session.
+        t.line("sleep 300; echo not-$((2+2))-interrupted");
+        std::thread::sleep(Duration::from_millis(1000));
+        t.keys(&["C-c"]);
+        t.line("echo still-alive-$((6*7))");
+        let screen = t.wait_for("still-alive-42");
+        assert!(!screen.contains("not-4-interrupted"), "{screen}");
+        t.line("exit 3");
+        t.wait_gone();
+        let dir = home.only_session();
+        let meta = super::harness::session_metadata(&dir);
+        assert_eq!(meta["layers"]["backend"], "gvisor", "{meta}");
+        assert_eq!(meta["exit_code"], 3, "{meta}");
+        // Execs from gVisor's trace points; the sleep ended by the interrupt.
+        let commands = std::fs::read_to_string(dir.join("commands.log")).unwrap();
+        assert!(commands.contains(" -- stty size"), "{commands}");
+        assert!(commands.contains(" -- sleep 300"), "{commands}");
+        assert!(commands.contains("signal=2"), "{commands}");
+        let cast = std::fs::read_to_string(dir.join("tty.cast")).unwrap();
+        let header: serde_json::Value = serde_json::from_str(cast.lines().next().unwrap()).unwrap();
+        assert_eq!(header["width"], 100);
+        assert_eq!(header["height"], 30);
+        assert!(cast.contains("\"r\",\"120x40\""), "no resize event");
+        assert!(cast.contains("\"i\""), "no keystrokes recorded");
+        let id = dir.file_name().unwrap().to_str().unwrap().to_owned();
+        Vg::new(runner, ws.path())
+            .args(["logs", "verify", &id])
+            .records_home(&home)
+            .run()
+            .assert_success();
+        Vg::new(runner, ws.path())
+            .args(["logs", "replay", &id, "--speed", "1000"])
+            .records_home(&home)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("still-alive-42");
+    });
+}
+
 #[test]
 fn a_full_screen_program_draws_and_exits() {
     if !require_tools(&[TMUX, BASH, VI]) {
@@ -317,6 +404,42 @@ fn tiocsti_from_the_shell_does_not_reach_the_outer_terminal() {
         assert!(
             !Path::new(&marker).exists(),
             "an injected command ran outside"
+        );
+    });
+}
+
+/// The same injection from a gVisor shell: whatever gVisor's kernel does with
+/// TIOCSTI on the terminal runsc made, it must not reach the outer terminal.
+#[test]
+fn tiocsti_from_a_gvisor_shell_does_not_reach_the_outer_terminal() {
+    if !require_tools(&[TMUX, BASH, ("/usr/bin/runsc", "runsc")]) {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let marker = format!("/tmp/vg-injected-gvisor-{}", unique());
+        let t = Tmux::start(ws.path(), "bash --norc --noprofile", 100, 30);
+        let (mut args, prompt) = shell_args_tagged("sti");
+        args.extend(["--backend".to_owned(), "gvisor".to_owned()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        t.line(&format!(
+            "{}; echo outer-after-$((1+1))",
+            vectraguard_command(runner, &home, &args)
+        ));
+        t.wait_for(&prompt);
+        let inject = format!(
+            "import fcntl, termios, errno\nfor c in 'touch {marker}\\n':\n    try:\n        fcntl.ioctl(0, termios.TIOCSTI, c.encode())\n    except OSError as e:\n        r = errno.errorcode[e.errno]\n    else:\n        r = 'INJECTED'\nprint('tiocsti=' + r)"
+        );
+        ws.write("inject.py", inject);
+        t.line("python3 inject.py");
+        let screen = t.wait_for("tiocsti=");
+        t.line("exit");
+        t.wait_for("outer-after-2");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !Path::new(&marker).exists(),
+            "an injected command ran outside\n{screen}"
         );
     });
 }
