@@ -314,7 +314,9 @@ pub struct PeerFacts {
 /// engine maps it to another uid).
 pub fn check_peer(facts: &PeerFacts, expected_uid: Option<u32>) -> Result<(), String> {
     if facts.pid <= 0 {
-        return Err("the connecting process is not visible in the supervisor's pid namespace".into());
+        return Err(
+            "the connecting process is not visible in the supervisor's pid namespace".into(),
+        );
     }
     if facts.same_pid_ns {
         return Err(format!(
@@ -494,8 +496,7 @@ mod tests {
             })
         );
         let args = init_args("/s", false, &["--".into()]);
-        let parsed =
-            parse_args(&os(&args.iter().map(String::as_str).collect::<Vec<_>>())).unwrap();
+        let parsed = parse_args(&os(&args.iter().map(String::as_str).collect::<Vec<_>>())).unwrap();
         assert!(!parsed.trace_exit);
         assert_eq!(parsed.argv, os(&["--"]));
     }
@@ -510,7 +511,9 @@ mod tests {
             &[MODE, "--socket", "rel", "--exits", "trap", "--", "x"][..],
             &[MODE, "--exits", "trap", "--", "x"][..],
             &[MODE, "--socket", "/s", "--exits", "maybe", "--", "x"][..],
-            &[MODE, "--socket", "/s", "--exits", "trap", "--what", "--", "x"][..],
+            &[
+                MODE, "--socket", "/s", "--exits", "trap", "--what", "--", "x",
+            ][..],
         ] {
             assert!(parse_args(&os(bad)).is_err(), "{bad:?}");
         }
@@ -531,9 +534,17 @@ mod tests {
             same_pid_ns: true,
             ..ok
         };
-        assert!(check_peer(&host, None).unwrap_err().contains("own pid namespace"));
+        assert!(
+            check_peer(&host, None)
+                .unwrap_err()
+                .contains("own pid namespace")
+        );
         let hidden = PeerFacts { pid: 0, ..ok };
-        assert!(check_peer(&hidden, None).unwrap_err().contains("not visible"));
+        assert!(
+            check_peer(&hidden, None)
+                .unwrap_err()
+                .contains("not visible")
+        );
     }
 
     #[test]

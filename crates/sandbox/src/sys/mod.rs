@@ -46,8 +46,8 @@ pub use pidfd::{
     pidns_tgid,
 };
 pub use process::{
-    clone_fork, execve, exit_now, fork, kill, loaded_objects, prctl, raise_open_files_limit, read_process_memory,
-    sethostname, setrlimit, setsid, unshare, waitpid,
+    clone_fork, execve, exit_now, fork, kill, loaded_objects, prctl, raise_open_files_limit,
+    read_process_memory, sethostname, setrlimit, setsid, unshare, waitpid,
 };
 pub use ptrace::{ptrace_detach, ptrace_interrupt, ptrace_seize_exec};
 pub use seccomp::{

@@ -171,7 +171,9 @@ pub fn loaded_objects() -> Vec<(std::path::PathBuf, bool)> {
                 let name = CStr::from_ptr(info.dlpi_name).to_bytes();
                 if name.first() == Some(&b'/') {
                     let path = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(name));
-                    found.1.push((path, found.0 != 0 && info.dlpi_addr == found.0));
+                    found
+                        .1
+                        .push((path, found.0 != 0 && info.dlpi_addr == found.0));
                 }
             }
         }
