@@ -1179,6 +1179,11 @@ fn describe_exec(
                 "its path goes through a /proc link whose file cannot be named (run the file by its path, or with execveat(fd, \"\", AT_EMPTY_PATH))".into(),
             );
         }
+        Presence::Unnamed => {
+            return Err(
+                "it executes an open descriptor whose file cannot be named from outside (the supervisor cannot read the process's descriptors)".into(),
+            );
+        }
         Presence::Present => {}
     }
     // An exec from a thread other than the main one: once it succeeds, the kernel

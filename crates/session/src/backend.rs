@@ -474,7 +474,7 @@ user={}:{}
 network={}
 exec_records={}
 init={}
-",
+{}",
             container.engine.backend_name(),
             container.image,
             // Our filter, stacked on the engine's profile by our init.
@@ -503,6 +503,14 @@ init={}
                 "engine"
             } else {
                 "none"
+            },
+            // Rootless Podman runs the container's processes as subordinate uids,
+            // whose descriptors we cannot read: an exec of an open descriptor
+            // (`fexecve`, `execveat(fd, "")`, `/proc/self/fd/N`) is refused there.
+            if handshake.is_some() && expected_peer_uid(container.engine, 0).is_none() {
+                "exec_records_limits=descriptor-execs-refused\n"
+            } else {
+                ""
             },
         ),
         signal: vec![

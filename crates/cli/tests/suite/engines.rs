@@ -463,3 +463,53 @@ fn an_environment_that_would_load_code_into_the_init_is_refused() {
         out.assert_stderr_contains("--no-record");
     }
 }
+
+#[test]
+fn rootless_podman_records_execs_and_refuses_what_it_cannot_name() {
+    // The test user's own rootless Podman (its image imported by scripts/test-engines):
+    // the container's processes run as subordinate uids of that user.
+    let runner = Runner::Unprivileged;
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let out = engine_run(
+        runner,
+        &ws,
+        &home,
+        "podman",
+        &[],
+        &[
+            "sh",
+            "-c",
+            "echo one | cat; exec 3</bin/busybox; /proc/self/fd/3 echo by-descriptor; exit 4",
+        ],
+    );
+    out.assert_code(4);
+    assert!(out.stdout.starts_with("one\n"), "{out}");
+    // Its file cannot be named from outside: not run rather than run unrecorded.
+    assert!(!out.stdout.contains("by-descriptor"), "{out}");
+    let dir = home.only_session();
+    let log = commands_log(&dir);
+    let sh = exec_line(
+        &log,
+        "sh -c 'echo one | cat; exec 3</bin/busybox; /proc/self/fd/3 echo by-descriptor; exit 4'",
+    )
+    .unwrap_or_else(|| panic!("no exec of the command\n{log}"));
+    assert_eq!(log_field(sh, "ppid"), "1", "{log}");
+    let cat = exec_line(&log, "cat").unwrap_or_else(|| panic!("no exec of cat\n{log}"));
+    assert_eq!(log_field(cat, "ppid"), log_field(sh, "pid"), "{log}");
+    assert!(exec_line(&log, "echo by-descriptor").is_none(), "{log}");
+    // ... and says why.
+    out.assert_stderr_contains("cannot be named from outside");
+    let meta = session_metadata(&dir);
+    assert_eq!(meta["layers"]["exec_records"], "seccomp-notify", "{meta}");
+    assert_eq!(
+        meta["layers"]["exec_records_limits"], "descriptor-execs-refused",
+        "{meta}"
+    );
+    Vg::new(runner, ws.path())
+        .args(["logs", "verify", "last"])
+        .records_home(&home)
+        .run()
+        .assert_success()
+        .assert_stdout_contains("intact");
+}

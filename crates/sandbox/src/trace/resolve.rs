@@ -26,6 +26,10 @@ pub(super) enum Presence {
     /// Reached through a `/proc` link to an open file or directory (`/proc/PID/cwd/x`)
     /// that cannot be named from outside: not run, since it could not be recorded.
     ThroughProcLink,
+    /// An open descriptor executed (`execveat(fd, "", AT_EMPTY_PATH)`) whose file the
+    /// supervisor cannot name (it cannot read the process's descriptors, e.g. a
+    /// rootless Podman container's, whose processes run as other uids): not run.
+    Unnamed,
 }
 
 /// The file an exec names and its honest name for the record.
@@ -94,7 +98,14 @@ pub(super) fn lookup(
         // The descriptor itself runs: name the file it is open on (a memfd shows as
         // `/memfd:NAME (deleted)`), never what argv[0] claims.
         let link = base.proc_link(host_pid);
-        let exe = read_link(&link).unwrap_or_default();
+        let Some(exe) = read_link(&link) else {
+            return Lookup {
+                presence: Presence::Unnamed,
+                exe: Vec::new(),
+                file: None,
+                opened: None,
+            };
+        };
         return Lookup {
             opened: open_link(&link),
             ..present(exe)
@@ -231,6 +242,18 @@ fn descriptor_link(host_pid: libc::pid_t, path: &[u8]) -> Option<Lookup> {
             file: None,
             opened: open_link(&link),
         },
+        // There, but not ours to read (a rootless Podman container's descriptors):
+        // not run, since it could not be recorded.
+        None if std::fs::read_link(&link)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied) =>
+        {
+            Lookup {
+                presence: Presence::Unnamed,
+                exe: path.to_vec(),
+                file: None,
+                opened: None,
+            }
+        }
         // No such descriptor or process: the kernel fails the exec the same way.
         None => Lookup {
             presence: Presence::Missing,

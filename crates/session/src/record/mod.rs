@@ -140,8 +140,8 @@ impl Relays {
 
 /// How long a container's tracer may go on once its engine client is gone, before
 /// the container is ended: the tracer reports the last exits once they are reaped
-/// (up to `trace::LAST_EXITS`, 2 s, when a process is slow to be).
-const ENGINE_TRACER_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+/// (within milliseconds once the container's PID 1 is gone, which ends the rest).
+const ENGINE_TRACER_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Network events written per session; the rest are counted in one last event.
 const MAX_NETWORK_EVENTS: u64 = 100_000;
