@@ -37,7 +37,11 @@
 //!   passes signals on; without it the command is PID 1, where the kernel drops
 //!   signals it has no handler for and zombies pile up until the end. Both come
 //!   from the host's packages (`tini` with docker.io; `catatonit` for Podman),
-//!   and a missing one fails the run with the engine's message.
+//!   and a missing one fails the run with the engine's message. Not with
+//!   [`ContainerPlan::record_execs`]: our own init is PID 1 then (see
+//!   [`ExecRecording`]), so that no process of the container stands outside its
+//!   filter (a dumpable engine init's memory is writable through `/proc` by any
+//!   process of the same user).
 //! - `--log-driver none`: we relay stdout and stderr ourselves; the engine's log
 //!   driver would keep a second copy of the output (secrets included) on disk.
 //!   Attaching still works.
