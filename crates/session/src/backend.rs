@@ -507,7 +507,7 @@ init={}
             // Rootless Podman runs the container's processes as subordinate uids,
             // whose descriptors we cannot read: an exec of an open descriptor
             // (`fexecve`, `execveat(fd, "")`, `/proc/self/fd/N`) is refused there.
-            if handshake.is_some() && expected_peer_uid(container.engine, 0).is_none() {
+            if handshake.is_some() && rootless(container.engine) {
                 "exec_records_limits=descriptor-execs-refused\n"
             } else {
                 ""
@@ -561,7 +561,15 @@ init={}
 /// container's user, except for rootless Podman (run by a user other than root),
 /// which maps it to one of that user's subordinate uids.
 fn expected_peer_uid(engine: vg_backend::engine::Engine, user: u32) -> Option<u32> {
-    (engine == vg_backend::engine::Engine::Docker || crate::host::is_root()).then_some(user)
+    (!rootless(engine)).then_some(user)
+}
+
+/// Whether the engine runs the container's processes as subordinate uids of ours:
+/// Podman run by a user other than root. (Docker's daemon is root's; a rootless
+/// Docker daemon reached through `DOCKER_HOST` is not told apart here, and its
+/// hand-over is refused by the uid check, failing closed.)
+fn rootless(engine: vg_backend::engine::Engine) -> bool {
+    engine == vg_backend::engine::Engine::Podman && !crate::host::is_root()
 }
 
 /// gVisor's bundle and runsc's command for `spec`.
