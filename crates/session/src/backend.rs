@@ -474,6 +474,7 @@ user={}:{}
 network={}
 exec_records={}
 init={}
+container={}
 {}",
             container.engine.backend_name(),
             container.image,
@@ -507,6 +508,8 @@ init={}
             // Rootless Podman runs the container's processes as subordinate uids,
             // whose descriptors we cannot read: an exec of an open descriptor
             // (`fexecve`, `execveat(fd, "")`, `/proc/self/fd/N`) is refused there.
+            // Its name, to find it with the engine's own tools while it runs.
+            container.name,
             if handshake.is_some() && rootless(container.engine) {
                 "exec_records_limits=descriptor-execs-refused\n"
             } else {

@@ -105,10 +105,14 @@ fn posture_view_network_records_and_exit_codes_on_each_engine() {
             .records_home(&home)
             .run();
         verify.assert_success().assert_stdout_contains("intact");
+        // This session's container, by the name its record gives (other tests'
+        // containers may be running meanwhile).
+        let name = meta["layers"]["container"].as_str().unwrap_or_default();
+        assert!(name.starts_with("vectraguard-"), "{meta}");
         let left = containers(engine);
         assert!(
-            !left.contains("vectraguard-"),
-            "{engine} containers left: {left}"
+            !left.lines().any(|l| l == name),
+            "{engine} container left: {name}"
         );
     }
 }
@@ -512,4 +516,47 @@ fn rootless_podman_records_execs_and_refuses_what_it_cannot_name() {
         .run()
         .assert_success()
         .assert_stdout_contains("intact");
+}
+
+#[test]
+fn a_recorded_container_that_ignores_the_time_out_s_signal_still_ends() {
+    // Its client is killed after the grace; the container, left running, would keep
+    // the tracer serving: the session ends it.
+    let runner = Runner::Root;
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let started = std::time::Instant::now();
+    let out = engine_run(
+        runner,
+        &ws,
+        &home,
+        "docker",
+        &["--timeout", "4s", "--kill-grace", "1s"],
+        &["sh", "-c", "trap '' TERM; while :; do sleep 1; done"],
+    );
+    out.assert_code(124);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}\n{out}",
+        started.elapsed()
+    );
+    let dir = home.only_session();
+    let log = commands_log(&dir);
+    let sh = log
+        .lines()
+        .find(|l| l.contains(" exec ") && log_field(l, "exe") == "/bin/sh")
+        .unwrap_or_else(|| panic!("no exec of the command\n{log}"));
+    assert_eq!(log_field(sh, "ppid"), "1", "{log}");
+    Vg::new(runner, ws.path())
+        .args(["logs", "verify", "last"])
+        .records_home(&home)
+        .run()
+        .assert_success();
+    let meta = session_metadata(&dir);
+    let name = meta["layers"]["container"].as_str().unwrap_or_default();
+    let left = containers("docker");
+    assert!(
+        !name.is_empty() && !left.lines().any(|l| l == name),
+        "container {name:?} left: {left}"
+    );
 }
