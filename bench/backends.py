@@ -11,6 +11,11 @@ syscall-heavy workload's slowdown under gVisor.
   (b) a syscall-heavy workload (100,000 stat calls and 2,000 file creations in
       Python) native vs gVisor, `--no-record`: the slowdown of gVisor's kernel.
 
+      Also `--no-record` (the engine's own init, no exec records) and, with
+      VG_BASELINE=PATH (another build, e.g. main's), that build's recorded start,
+      interleaved with ours. VG_ONLY_ENGINES=1 measures the engine rows alone (and
+      bubblewrap, the yardstick), without (b).
+
 Usage: bench/backends.py [ROUNDS]   (run as root; release build in target/release)"""
 import os, random, shutil, statistics, subprocess, sys, tempfile, time
 
@@ -29,8 +34,11 @@ if os.getuid() == 0:
     os.chown(state_nobody, 65534, 65534)
 
 
-def run(*flags, cmd=("/bin/true",)):
-    return [vg, "sandbox", "run", *flags, "--", *cmd]
+def run(*flags, cmd=("/bin/true",), binary=None):
+    return [binary or vg, "sandbox", "run", *flags, "--", *cmd]
+
+only_engines = bool(os.environ.get("VG_ONLY_ENGINES"))
+baseline = os.environ.get("VG_BASELINE")
 
 
 start = {
@@ -46,11 +54,16 @@ start = {
                               "--ignore-cgroups", "do", "/bin/true"],
     "bwrap": "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent --new-session /bin/true".split(),
 }
-if os.environ.get("VG_ENGINES"):
+if only_engines:
+    start = {"bwrap": start["bwrap"]}
+if os.environ.get("VG_ENGINES") or only_engines:
     image = os.environ.get("VG_IMAGE", "vg-bench-busybox")
     for engine in ("docker", "podman"):
         if shutil.which(engine):
             start[f"{engine} recorded"] = run("--backend", engine, "--image", image)
+            start[f"{engine} no-record"] = run("--backend", engine, "--image", image, "--no-record")
+            if baseline:
+                start[f"{engine} baseline"] = run("--backend", engine, "--image", image, binary=baseline)
             start[f"bare {engine} run"] = [engine, "run", "--rm", "--network", "none", image, "/bin/true"]
 
 workload = (
@@ -80,7 +93,7 @@ def measure(cmds, n, warmup=3):
 
 try:
     m = measure(start, rounds)
-    h = measure(heavy, max(3, rounds // 5), warmup=1)
+    h = None if only_engines else measure(heavy, max(3, rounds // 5), warmup=1)
 finally:
     shutil.rmtree(ws, ignore_errors=True)
     shutil.rmtree(ws + ".home", ignore_errors=True)
@@ -89,12 +102,18 @@ finally:
 print(f"(a) start of /bin/true, interleaved, median of {rounds} rounds")
 for k in start:
     print(f"  {k:22s} {m[k]:8.2f} ms  ({m[k] / m['bwrap']:5.2f}x bwrap)")
-print(f"  gvisor recorded / bare runsc do  {m['gvisor recorded'] / m['bare runsc do']:5.2f}x  (target <= 1.2x)")
-print(f"  gvisor no-record / bare runsc do {m['gvisor no-record'] / m['bare runsc do']:5.2f}x")
-print(f"  gvisor recorded / bare runsc do as the same user  {m['gvisor recorded'] / m['bare runsc do, nobody']:5.2f}x")
-print(f"  gvisor no-record / bare runsc do as the same user {m['gvisor no-record'] / m['bare runsc do, nobody']:5.2f}x")
+if not only_engines:
+    print(f"  gvisor recorded / bare runsc do  {m['gvisor recorded'] / m['bare runsc do']:5.2f}x  (target <= 1.2x)")
+    print(f"  gvisor no-record / bare runsc do {m['gvisor no-record'] / m['bare runsc do']:5.2f}x")
+    print(f"  gvisor recorded / bare runsc do as the same user  {m['gvisor recorded'] / m['bare runsc do, nobody']:5.2f}x")
+    print(f"  gvisor no-record / bare runsc do as the same user {m['gvisor no-record'] / m['bare runsc do, nobody']:5.2f}x")
 for engine in ("docker", "podman"):
     if f"{engine} recorded" in m:
-        print(f"  {engine} recorded / bare {engine} run {m[engine + ' recorded'] / m['bare ' + engine + ' run']:5.2f}x  (target <= 1.1x)")
-print(f"(b) syscall-heavy workload, median of {max(3, rounds // 5)} rounds")
-print(f"  native {h['native']:8.1f} ms   gvisor {h['gvisor']:8.1f} ms   slowdown {h['gvisor'] / h['native']:5.2f}x")
+        bare = m['bare ' + engine + ' run']
+        print(f"  {engine} recorded / bare {engine} run {m[engine + ' recorded'] / bare:5.2f}x  (target <= 1.1x)")
+        print(f"  {engine} no-record / bare {engine} run {m[engine + ' no-record'] / bare:5.2f}x")
+        if baseline:
+            print(f"  {engine} baseline recorded / bare {engine} run {m[engine + ' baseline'] / bare:5.2f}x")
+if h:
+    print(f"(b) syscall-heavy workload, median of {max(3, rounds // 5)} rounds")
+    print(f"  native {h['native']:8.1f} ms   gvisor {h['gvisor']:8.1f} ms   slowdown {h['gvisor'] / h['native']:5.2f}x")

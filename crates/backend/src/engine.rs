@@ -16,9 +16,14 @@ pub mod seccomp;
 
 pub use cli::{
     ContainerState, EngineError, EngineInfo, LimitSupport, PreparedRun, check_limits, client_path,
-    containers_with_label, image_present, inspect, prepare_run, probe, remove, require_image, stop,
+    containers_with_label, image_config, image_present, inspect, prepare_run, probe, remove,
+    require_image, stop,
 };
-pub use plan::{ContainerPlan, EngineMount, EngineNetwork, PlanError, env_file_contents, run_args};
+pub use plan::{
+    ContainerPlan, EngineMount, EngineNetwork, ExecRecording, INIT_DIR, INIT_LIB, INIT_PROGRAM,
+    INIT_RUN, ImageConfig, LOADER_VARIABLES, PlanError, check_loader_environment,
+    env_file_contents, resolve_command, run_args,
+};
 pub use seccomp::{SeccompExportError, seccomp_profile};
 
 /// A container engine, driven through its command-line client.

@@ -25,6 +25,14 @@ use cli::{Cli, Command, SandboxCommand};
 pub use vg_session::exit::EXIT_FAILURE;
 
 fn main() {
+    // Started as a container's init (`--backend docker|podman`, recorded): before
+    // anything else, with nothing parsed, no thread and no file opened.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if args.first().map(std::ffi::OsString::as_os_str)
+        == Some(vg_sandbox::engine_init::MODE.as_ref())
+    {
+        vg_sandbox::engine_init::main(&args);
+    }
     let parsed = Cli::command()
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));

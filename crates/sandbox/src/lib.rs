@@ -11,6 +11,7 @@
 
 mod caps;
 pub mod cgroup;
+pub mod engine_init;
 pub mod error;
 pub mod fdpass;
 mod idmap;

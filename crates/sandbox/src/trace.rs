@@ -1180,6 +1180,11 @@ fn describe_exec(
             );
         }
         Presence::NoDescriptor => return Err(OUT_OF_DESCRIPTORS.into()),
+        Presence::Unnamed => {
+            return Err(
+                "it executes an open descriptor whose file cannot be named from outside (the supervisor cannot read the process's descriptors)".into(),
+            );
+        }
         Presence::Present => {}
     }
     // An exec from a thread other than the main one: once it succeeds, the kernel

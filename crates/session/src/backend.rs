@@ -231,12 +231,16 @@ pub fn engine_limits(plan: &mut crate::plan::Plan) -> Result<()> {
     // start: tens of milliseconds for Docker, more for Podman). Both threads are
     // joined before the sandbox is spawned.
     let image = container.image.clone();
-    let (info, present) = std::thread::scope(|s| {
-        let present = s.spawn(|| vg_backend::engine::require_image(engine, &image));
-        (vg_backend::engine::probe(engine), present.join())
+    let (info, config) = std::thread::scope(|s| {
+        let config = s.spawn(|| vg_backend::engine::image_config(engine, &image));
+        (vg_backend::engine::probe(engine), config.join())
     });
     let info = info?;
-    present.map_err(|_| anyhow::anyhow!("the image check of {image} failed unexpectedly"))??;
+    let config =
+        config.map_err(|_| anyhow::anyhow!("the image check of {image} failed unexpectedly"))??;
+    if plan.spec.trace_exec {
+        container.record_execs = Some(exec_recording(container, &config, plan.spec.exits)?);
+    }
     let name = engine.backend_name();
     if !info.limits.memory && default_memory && container.memory.take().is_some() {
         plan.limits.limits.memory = None;
@@ -269,6 +273,52 @@ pub fn engine_limits(plan: &mut crate::plan::Plan) -> Result<()> {
     Ok(())
 }
 
+/// Our init as the container's entrypoint, so that its execs are recorded (see
+/// `vg_sandbox::engine_init`): the command the engine would have run (the image's
+/// entrypoint and command by Docker's rules), this program and the files it needs,
+/// and the private folder where the hand-over socket will be.
+fn exec_recording(
+    container: &vg_backend::engine::ContainerPlan,
+    image: &vg_backend::engine::ImageConfig,
+    exits: vg_sandbox::trace::Exits,
+) -> Result<vg_backend::engine::ExecRecording> {
+    use vg_backend::engine;
+    let name = container.engine.backend_name();
+    let command = engine::resolve_command(container.entrypoint.as_deref(), &container.argv, image)
+        .map_err(|e| anyhow::anyhow!("--backend {name}: {e}"))?;
+    let files = vg_sandbox::engine_init::host_files().map_err(|e| {
+        anyhow::anyhow!(
+            "--backend {name}: cannot find this program's own files, which record the container's execs: {e}"
+        )
+    })?;
+    if files.loader.is_some() {
+        engine::check_loader_environment(&image.env, &container.env)
+            .map_err(|e| anyhow::anyhow!("--backend {name}: {e}"))?;
+    }
+    let socket = format!(
+        "{}/{}",
+        engine::INIT_RUN,
+        vg_sandbox::engine_init::SOCKET_NAME
+    );
+    Ok(engine::ExecRecording {
+        program: files.program,
+        loader: files.loader,
+        libraries: files.libraries,
+        socket_dir: engine_dir(&container.name).join("init"),
+        init_args: vg_sandbox::engine_init::init_args(
+            &socket,
+            exits == vg_sandbox::trace::Exits::Trap,
+            &command,
+        ),
+    })
+}
+
+/// A container's private folder on the host (0700): its seccomp profile, its
+/// environment file, and the folder of the hand-over socket.
+fn engine_dir(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("{name}.files"))
+}
+
 /// A started backend's own state, kept until the session ends.
 #[derive(Debug, Default)]
 pub struct Held {
@@ -279,6 +329,8 @@ pub struct Held {
     /// A container engine's run: its private files, and the container, removed
     /// when the session ends (also when its client was killed before `--rm` could).
     pub container: Option<EngineRun>,
+    /// The hand-over of the container's exec listener, until the record takes it.
+    pub engine_trace: Option<crate::record::EngineTrace>,
 }
 
 /// A container started through an engine's client.
@@ -329,8 +381,9 @@ pub fn spawn(
             let Some(container) = container else {
                 bail!("--backend {backend}: no container was planned");
             };
-            let (run, runtime) = engine(container)?;
+            let (run, runtime, trace) = engine(container)?;
             held.container = Some(run);
+            held.engine_trace = trace;
             Ok(vg_sandbox::runtime::spawn_runtime(&runtime, stdio, cgroup)?)
         }
     }
@@ -340,7 +393,11 @@ pub fn spawn(
 /// environment written to a private folder first.
 fn engine(
     container: &vg_backend::engine::ContainerPlan,
-) -> Result<(EngineRun, vg_sandbox::runtime::RuntimeSpec)> {
+) -> Result<(
+    EngineRun,
+    vg_sandbox::runtime::RuntimeSpec,
+    Option<crate::record::EngineTrace>,
+)> {
     use std::os::unix::fs::DirBuilderExt;
     use vg_backend::engine;
     let program = engine::client_path(container.engine).ok_or_else(|| {
@@ -356,11 +413,34 @@ fn engine(
     })?;
     // The engine was probed, the image found and the limits checked while starting
     // (`engine_limits`).
-    let dir = std::env::temp_dir().join(format!("{}.files", container.name));
+    let dir = engine_dir(&container.name);
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    // The hand-over socket's folder: bound read-only into the container, so open to
+    // the container's user (any uid on the host); its parent keeps everyone else on
+    // the host out. It listens before the client starts.
+    let handshake = match &container.record_execs {
+        Some(rec) => std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(&rec.socket_dir)
+            .and_then(|()| {
+                std::fs::set_permissions(
+                    &rec.socket_dir,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o755),
+                )
+            })
+            .and_then(|()| vg_sandbox::engine_init::Handshake::bind(&rec.socket_dir))
+            .map(Some)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot make the socket that receives the container's exec listener in {}: {e}",
+                    rec.socket_dir.display()
+                )
+            })?,
+        None => None,
+    };
     let profile = dir.join("seccomp.json");
     let rules = vg_seccomp::default_profile(vg_seccomp::ProfileOptions::default());
     let json = engine::seccomp_profile(&rules)?;
@@ -391,19 +471,52 @@ runtime={client}
 image={}
 capabilities=
 no_new_privs=1
-seccomp_mode=engine-profile
+seccomp_mode={}
 read_only_root=1
 user={}:{}
 network={}
-exec_records=none
-",
+exec_records={}
+init={}
+container={}
+{}",
             container.engine.backend_name(),
             container.image,
+            // Our filter, stacked on the engine's profile by our init.
+            if handshake.is_some() {
+                "engine-profile+filter+notify"
+            } else {
+                "engine-profile"
+            },
             container.user.0,
             container.user.1,
             match container.network {
                 engine::EngineNetwork::None => "none",
                 engine::EngineNetwork::Host => "host",
+            },
+            // What holds, and only that: no exec runs unless the init's listener
+            // was handed over (it waits for our go), and an exec the tracer cannot
+            // read is refused.
+            if handshake.is_some() {
+                "seccomp-notify"
+            } else {
+                "none"
+            },
+            if handshake.is_some() {
+                "vectraguard"
+            } else if container.init {
+                "engine"
+            } else {
+                "none"
+            },
+            // Rootless Podman runs the container's processes as subordinate uids,
+            // whose descriptors we cannot read: an exec of an open descriptor
+            // (`fexecve`, `execveat(fd, "")`, `/proc/self/fd/N`) is refused there.
+            // Its name, to find it with the engine's own tools while it runs.
+            container.name,
+            if handshake.is_some() && rootless(container.engine) {
+                "exec_records_limits=descriptor-execs-refused\n"
+            } else {
+                ""
             },
         ),
         signal: vec![
@@ -424,6 +537,22 @@ exec_records=none
         tun: None,
         console: None,
     };
+    let trace = handshake.map(|handshake| {
+        let program = program.clone();
+        let name = name.clone();
+        crate::record::EngineTrace {
+            handshake,
+            expected_uid: expected_peer_uid(container.engine, container.user.0),
+            end_container: Box::new(move || {
+                let _ = std::process::Command::new(program)
+                    .args(["rm", "-f", &name])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status();
+            }),
+        }
+    });
     Ok((
         EngineRun {
             engine: container.engine,
@@ -432,7 +561,23 @@ exec_records=none
             dir,
         },
         runtime,
+        trace,
     ))
+}
+
+/// The uid the container's init has on the host, where it is known: the
+/// container's user, except for rootless Podman (run by a user other than root),
+/// which maps it to one of that user's subordinate uids.
+fn expected_peer_uid(engine: vg_backend::engine::Engine, user: u32) -> Option<u32> {
+    (!rootless(engine)).then_some(user)
+}
+
+/// Whether the engine runs the container's processes as subordinate uids of ours:
+/// Podman run by a user other than root. (Docker's daemon is root's; a rootless
+/// Docker daemon reached through `DOCKER_HOST` is not told apart here, and its
+/// hand-over is refused by the uid check, failing closed.)
+fn rootless(engine: vg_backend::engine::Engine) -> bool {
+    engine == vg_backend::engine::Engine::Podman && !crate::host::is_root()
 }
 
 /// gVisor's bundle and runsc's command for `spec`.

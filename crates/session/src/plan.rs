@@ -204,9 +204,12 @@ impl Plan {
             .into());
         }
         let backend = settings.backend.unwrap_or_default();
-        // Another backend's command is not traced by our seccomp filter (gVisor's
-        // execs come from its own trace points).
-        let traced = recording && backend == vg_policy::Backend::Native;
+        // gVisor's execs come from its own trace points; a container's from our
+        // filter, installed by our init in the container (`backend.rs`), which
+        // traces execs only: the engine's own seccomp profile answers a refused call
+        // before ours could report it, and file calls are not traced there.
+        let traced = recording && backend != vg_policy::Backend::Gvisor;
+        let native_traced = traced && backend == vg_policy::Backend::Native;
         let spec = SandboxSpec {
             hostname,
             argv,
@@ -219,10 +222,10 @@ impl Plan {
             // Every recorded run reports refused changes and system calls
             // (`violation` events), refused reads too with `--violations all`; a
             // learning run traces and keeps every access (record/observe.rs).
-            trace_files: traced
+            trace_files: native_traced
                 && (learn.is_some() || request.violations == crate::request::Violations::All),
-            trace_file_changes: traced,
-            report_refusals: traced,
+            trace_file_changes: native_traced,
+            report_refusals: native_traced,
             rlimit_nproc: limits.rlimit_nproc,
             watch_full,
             tty: request.tty,

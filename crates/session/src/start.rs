@@ -156,6 +156,18 @@ fn start_recorded(
     if let Some(sink) = held.sink.take() {
         session.gvisor_trace(sink);
     }
+    if let Some(engine) = held.engine_trace.take()
+        && let Err(error) = session.engine_trace(engine)
+    {
+        if let Ok((sandbox, _)) = &spawned {
+            let _ = sandbox.killer().kill();
+        }
+        drop(raw);
+        if let Err(e) = session.failed_to_start(&error) {
+            crate::diag::error(format_args!("{e:#}"));
+        }
+        return Err(in_session(error));
+    }
     let (mut sandbox, output) = match spawned {
         Ok(started) => started,
         Err(error) => {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::Engine;
-use super::plan::{ContainerPlan, PlanError, env_file_contents, run_args};
+use super::plan::{ContainerPlan, ImageConfig, PlanError, env_file_contents, run_args};
 
 /// How long a query of the engine (`info`, `image inspect`, `rm`) may take.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -328,6 +328,48 @@ pub fn require_image(engine: Engine, image: &str) -> Result<(), EngineError> {
     }
 }
 
+/// The image's entrypoint, command and environment, as the engine will use them;
+/// a missing image is [`EngineError::ImageMissing`].
+pub fn image_config(engine: Engine, image: &str) -> Result<ImageConfig, EngineError> {
+    let missing = || EngineError::ImageMissing {
+        engine,
+        image: image.to_owned(),
+    };
+    if image.starts_with('-') {
+        return Err(missing());
+    }
+    let args = ["image", "inspect", "--format", "{{json .Config}}", image];
+    let out = call(engine, &args, QUERY_TIMEOUT)?;
+    if !out.status.success() {
+        let lower = out.stderr.to_lowercase();
+        if lower.contains("no such image") || lower.contains("image not known") {
+            return Err(missing());
+        }
+        return Err(failure(engine, &args, out));
+    }
+    let config = json_of(engine, &args, &out.stdout)?;
+    Ok(parse_image_config(&config))
+}
+
+/// An image's `.Config` (pure): absent or `null` lists are empty.
+fn parse_image_config(config: &Value) -> ImageConfig {
+    let list = |key: &str| -> Vec<String> {
+        config[key]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    ImageConfig {
+        entrypoint: list("Entrypoint"),
+        cmd: list("Cmd"),
+        env: list("Env"),
+    }
+}
+
 /// An environment file, removed when dropped.
 #[derive(Debug)]
 struct EnvFile(PathBuf);
@@ -504,6 +546,27 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn image_configs_are_read_with_absent_lists_empty() {
+        let config = serde_json::json!({
+            "Entrypoint": ["/bin/tini", "--"],
+            "Cmd": null,
+            "Env": ["PATH=/bin", "A=b=c"],
+        });
+        assert_eq!(
+            parse_image_config(&config),
+            ImageConfig {
+                entrypoint: vec!["/bin/tini".into(), "--".into()],
+                cmd: vec![],
+                env: vec!["PATH=/bin".into(), "A=b=c".into()],
+            }
+        );
+        assert_eq!(
+            parse_image_config(&serde_json::json!({})),
+            ImageConfig::default()
+        );
+    }
 
     #[test]
     fn failures_are_told_apart_by_the_engines_words() {

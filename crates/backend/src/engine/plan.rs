@@ -37,7 +37,11 @@
 //!   passes signals on; without it the command is PID 1, where the kernel drops
 //!   signals it has no handler for and zombies pile up until the end. Both come
 //!   from the host's packages (`tini` with docker.io; `catatonit` for Podman),
-//!   and a missing one fails the run with the engine's message.
+//!   and a missing one fails the run with the engine's message. Not with
+//!   [`ContainerPlan::record_execs`]: our own init is PID 1 then (see
+//!   [`ExecRecording`]), so that no process of the container stands outside its
+//!   filter (a dumpable engine init's memory is writable through `/proc` by any
+//!   process of the same user).
 //! - `--log-driver none`: we relay stdout and stderr ourselves; the engine's log
 //!   driver would keep a second copy of the output (secrets included) on disk.
 //!   Attaching still works.
@@ -137,6 +141,109 @@ pub struct ContainerPlan {
     pub tty: bool,
     /// Seconds between the stop signal and SIGKILL when the engine stops it.
     pub stop_timeout: Option<u32>,
+    /// Our own init as the entrypoint, recording every exec (replaces the engine's
+    /// init and the entrypoint; see [`ExecRecording`]).
+    pub record_execs: Option<ExecRecording>,
+}
+
+/// Where our init's files are in the container: a folder of their own at the root,
+/// bound read-only (the image's root is read-only too).
+pub const INIT_DIR: &str = "/.vectraguard";
+/// The program, in [`INIT_DIR`].
+pub const INIT_PROGRAM: &str = "/.vectraguard/vectraguard";
+/// Its loader and libraries, each under its own name.
+pub const INIT_LIB: &str = "/.vectraguard/lib";
+/// The folder of the hand-over socket.
+pub const INIT_RUN: &str = "/.vectraguard/run";
+
+/// Vectra Guard's own init (`vg_sandbox::engine_init`) as the container's PID 1:
+/// it installs our seccomp filter with a listener, hands the listener to the
+/// supervisor over a socket, and runs [`Self::command`] once told to go.
+///
+/// Why through the host's loader: the init is this very program, linked against the
+/// host's glibc, and an image may have no glibc (busybox, distroless) or another
+/// version. Binding the host's loader and the libraries it mapped for us, and
+/// starting the program through that loader (`ld.so --inhibit-cache --library-path
+/// DIR PROGRAM`), runs it in any image without a second, static build to ship and
+/// keep in step; `--inhibit-cache` and `--library-path` keep the image's
+/// `/etc/ld.so.cache` and `LD_LIBRARY_PATH` out of it. The loader still reads
+/// `LD_PRELOAD` and `LD_AUDIT` from the environment, which would load the image's
+/// code into the init before its filter: an environment with those (or the
+/// loader's other code- or run-changing variables) is refused
+/// ([`check_loader_environment`]). A static program needs no loader and is started
+/// directly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecRecording {
+    /// This program on the host.
+    pub program: PathBuf,
+    /// Its dynamic loader on the host (`None`: a static program).
+    pub loader: Option<PathBuf>,
+    /// The libraries the loader maps for it, on the host.
+    pub libraries: Vec<PathBuf>,
+    /// The host folder of the hand-over socket (bound read-only at [`INIT_RUN`]).
+    pub socket_dir: PathBuf,
+    /// The init's arguments after the program (see `vg_sandbox::engine_init::init_args`).
+    pub init_args: Vec<String>,
+}
+
+/// What an image's configuration says of its command and environment (`ENGINE image
+/// inspect`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageConfig {
+    pub entrypoint: Vec<String>,
+    pub cmd: Vec<String>,
+    /// `NAME=VALUE`.
+    pub env: Vec<String>,
+}
+
+/// The command the engine would run, by Docker's rules (pure): `entrypoint` `None`
+/// keeps the image's entrypoint, with `argv` as its arguments or the image's `Cmd`
+/// when `argv` is empty; `Some("")` clears it (`argv` is the whole command);
+/// `Some(program)` replaces it (and the image's `Cmd` with it).
+pub fn resolve_command(
+    entrypoint: Option<&str>,
+    argv: &[String],
+    image: &ImageConfig,
+) -> Result<Vec<String>, PlanError> {
+    let command: Vec<String> = match entrypoint {
+        Some("") => argv.to_vec(),
+        Some(program) => std::iter::once(program.to_owned())
+            .chain(argv.iter().cloned())
+            .collect(),
+        None if argv.is_empty() => image.entrypoint.iter().chain(&image.cmd).cloned().collect(),
+        None => image.entrypoint.iter().chain(argv).cloned().collect(),
+    };
+    if command.is_empty() {
+        return Err(PlanError::NoCommand);
+    }
+    Ok(command)
+}
+
+/// The dynamic loader's variables that load code into a program or keep it from
+/// running (glibc's `LD_TRACE_LOADED_OBJECTS` lists the libraries instead).
+pub const LOADER_VARIABLES: [&str; 4] = [
+    "LD_PRELOAD",
+    "LD_AUDIT",
+    "LD_TRACE_LOADED_OBJECTS",
+    "LD_PROFILE",
+];
+
+/// Refuses an environment (the image's, then the session's) that would change what
+/// the loader starting our init runs (see [`ExecRecording`]), whatever the value.
+pub fn check_loader_environment(
+    image_env: &[String],
+    env: &[(String, String)],
+) -> Result<(), PlanError> {
+    let names = image_env
+        .iter()
+        .map(|kv| kv.split_once('=').map_or(kv.as_str(), |(k, _)| k))
+        .chain(env.iter().map(|(k, _)| k.as_str()));
+    for name in names {
+        if LOADER_VARIABLES.contains(&name) {
+            return Err(PlanError::LoaderVariable(name.to_owned()));
+        }
+    }
+    Ok(())
 }
 
 impl ContainerPlan {
@@ -166,6 +273,7 @@ impl ContainerPlan {
             stdin: true,
             tty: false,
             stop_timeout: None,
+            record_execs: None,
         }
     }
 }
@@ -223,6 +331,10 @@ pub enum PlanError {
     Cpus(f64),
     #[error("tmpfs mode {0:o} is not a file mode (at most 7777 octal)")]
     TmpfsMode(u32),
+    #[error(
+        "the container's environment sets {0}, which would load other code into the init that records its execs (or keep it from running): remove it from the image or the environment, run with --no-record, or use --backend native"
+    )]
+    LoaderVariable(String),
     #[error(
         "{engine} cannot enforce the {what} on this host (its kernel or cgroups lack it): drop the limit, or use the native backend"
     )]
@@ -320,7 +432,15 @@ pub fn run_args(plan: &ContainerPlan, env_file: Option<&Path>) -> Result<Vec<OsS
         push(&["--rm"]);
     }
     push(&["--name", &plan.name, "--pull", "never"]);
-    match plan.entrypoint.as_deref() {
+    let recorded = match &plan.record_execs {
+        Some(rec) => Some(init_command(rec)?),
+        None => None,
+    };
+    let entrypoint = match &recorded {
+        Some((entrypoint, _, _)) => Some(entrypoint.as_str()),
+        None => plan.entrypoint.as_deref(),
+    };
+    match entrypoint {
         Some("") if plan.argv.is_empty() => return Err(PlanError::NoCommand),
         Some(e) if e.starts_with('[') || has_control(e) => {
             return Err(PlanError::Entrypoint(e.to_owned(), plan.engine));
@@ -329,6 +449,13 @@ pub fn run_args(plan: &ContainerPlan, env_file: Option<&Path>) -> Result<Vec<OsS
         None => {}
     }
     if let Some(index) = plan.argv.iter().position(|s| s.contains('\0')) {
+        return Err(PlanError::ArgvNul { index });
+    }
+    let (argv, init_mounts) = match recorded {
+        Some((_, argv, mounts)) => (argv, mounts),
+        None => (plan.argv.clone(), Vec::new()),
+    };
+    if let Some(index) = argv.iter().position(|s| s.contains('\0')) {
         return Err(PlanError::ArgvNul { index });
     }
     let user = format!("{}:{}", plan.user.0, plan.user.1);
@@ -377,7 +504,10 @@ pub fn run_args(plan: &ContainerPlan, env_file: Option<&Path>) -> Result<Vec<OsS
         }
         push(&["--cpus", &cpus.to_string()]);
     }
-    if plan.init {
+    // Our init is PID 1 when it records: no other process of the container may
+    // stand outside its filter (the engine's init would, and a process of the same
+    // user can write a dumpable process's memory through /proc).
+    if plan.init && plan.record_execs.is_none() {
         push(&["--init"]);
     }
     push(&["--log-driver", "none", "--no-healthcheck"]);
@@ -390,7 +520,7 @@ pub fn run_args(plan: &ContainerPlan, env_file: Option<&Path>) -> Result<Vec<OsS
         }
         push(&["--label", &format!("{key}={value}")]);
     }
-    for mount in &plan.mounts {
+    for mount in plan.mounts.iter().chain(&init_mounts) {
         push(&["--mount", &mount_arg(mount)?]);
     }
     if plan.stdin {
@@ -400,8 +530,48 @@ pub fn run_args(plan: &ContainerPlan, env_file: Option<&Path>) -> Result<Vec<OsS
         push(&["--tty"]);
     }
     push(&[&plan.image]);
-    push(&plan.argv.iter().map(String::as_str).collect::<Vec<_>>());
+    push(&argv.iter().map(String::as_str).collect::<Vec<_>>());
     Ok(a)
+}
+
+/// Our init's entrypoint, arguments and read-only binds (see [`ExecRecording`]).
+fn init_command(rec: &ExecRecording) -> Result<(String, Vec<String>, Vec<EngineMount>), PlanError> {
+    let inside = |dir: &str, host: &Path| -> Result<PathBuf, PlanError> {
+        match host.file_name() {
+            Some(name) => Ok(Path::new(dir).join(name)),
+            None => Err(PlanError::MountPath {
+                what: "a file of the recording init",
+                path: host.to_owned(),
+                why: "it has no file name",
+            }),
+        }
+    };
+    let bind = |src: &Path, dst: PathBuf| EngineMount::Bind {
+        src: src.to_owned(),
+        dst,
+        read_only: true,
+    };
+    let mut mounts = vec![
+        bind(&rec.program, PathBuf::from(INIT_PROGRAM)),
+        bind(&rec.socket_dir, PathBuf::from(INIT_RUN)),
+    ];
+    let mut argv = Vec::new();
+    let entrypoint = match &rec.loader {
+        Some(loader) => {
+            let ld = inside(INIT_LIB, loader)?;
+            mounts.push(bind(loader, ld.clone()));
+            for lib in &rec.libraries {
+                mounts.push(bind(lib, inside(INIT_LIB, lib)?));
+            }
+            argv.extend(
+                ["--inhibit-cache", "--library-path", INIT_LIB, INIT_PROGRAM].map(String::from),
+            );
+            ld.to_string_lossy().into_owned()
+        }
+        None => INIT_PROGRAM.to_owned(),
+    };
+    argv.extend(rec.init_args.iter().cloned());
+    Ok((entrypoint, argv, mounts))
 }
 
 fn mount_arg(mount: &EngineMount) -> Result<String, PlanError> {
@@ -736,6 +906,138 @@ mod tests {
         assert_eq!(
             args[args.len() - 2..],
             [OsString::from("--rm"), "$(x) ; `y`".into()]
+        );
+    }
+
+    fn recording(loader: bool) -> ExecRecording {
+        ExecRecording {
+            program: "/opt/vg/bin/vectraguard".into(),
+            loader: loader.then(|| "/lib64/ld-linux-x86-64.so.2".into()),
+            libraries: vec![
+                "/lib/x86_64-linux-gnu/libc.so.6".into(),
+                "/lib/x86_64-linux-gnu/libgcc_s.so.1".into(),
+            ],
+            socket_dir: "/tmp/vg-1.files/init".into(),
+            init_args: vec![
+                "__init".into(),
+                "--".into(),
+                "sh".into(),
+                "-c".into(),
+                "x".into(),
+            ],
+        }
+    }
+
+    #[test]
+    fn the_recording_init_is_the_entrypoint_through_the_host_s_loader() {
+        let mut p = plan();
+        p.record_execs = Some(recording(true));
+        let args = strings(run_args(&p, Some(Path::new("/e"))).unwrap());
+        assert!(
+            args.windows(2)
+                .any(|w| w == ["--entrypoint", "/.vectraguard/lib/ld-linux-x86-64.so.2"]),
+            "{args:?}"
+        );
+        // Our init is PID 1: not the engine's.
+        assert!(!args.iter().any(|a| a == "--init"), "{args:?}");
+        for mount in [
+            "type=bind,src=/opt/vg/bin/vectraguard,dst=/.vectraguard/vectraguard,readonly",
+            "type=bind,src=/tmp/vg-1.files/init,dst=/.vectraguard/run,readonly",
+            "type=bind,src=/lib64/ld-linux-x86-64.so.2,dst=/.vectraguard/lib/ld-linux-x86-64.so.2,readonly",
+            "type=bind,src=/lib/x86_64-linux-gnu/libc.so.6,dst=/.vectraguard/lib/libc.so.6,readonly",
+            "type=bind,src=/lib/x86_64-linux-gnu/libgcc_s.so.1,dst=/.vectraguard/lib/libgcc_s.so.1,readonly",
+        ] {
+            assert!(args.windows(2).any(|w| w == ["--mount", mount]), "{mount}");
+        }
+        // The plan's own mounts stay.
+        assert!(
+            args.iter()
+                .any(|a| a == "type=bind,src=/home/u/w,dst=/work")
+        );
+        let image = args.iter().position(|a| a == "img:1").unwrap();
+        assert_eq!(
+            args[image + 1..],
+            [
+                "--inhibit-cache",
+                "--library-path",
+                "/.vectraguard/lib",
+                "/.vectraguard/vectraguard",
+                "__init",
+                "--",
+                "sh",
+                "-c",
+                "x"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_static_init_is_started_directly() {
+        let mut p = plan();
+        p.record_execs = Some(recording(false));
+        let args = strings(run_args(&p, Some(Path::new("/e"))).unwrap());
+        assert!(
+            args.windows(2)
+                .any(|w| w == ["--entrypoint", "/.vectraguard/vectraguard"])
+        );
+        assert!(
+            !args.iter().any(|a| a.contains("/.vectraguard/lib")),
+            "{args:?}"
+        );
+        let image = args.iter().position(|a| a == "img:1").unwrap();
+        assert_eq!(args[image + 1..], ["__init", "--", "sh", "-c", "x"]);
+        // Without recording the engine's init stays.
+        p.record_execs = None;
+        let args = strings(run_args(&p, Some(Path::new("/e"))).unwrap());
+        assert!(args.iter().any(|a| a == "--init"));
+        // A bind the syntax cannot carry is refused here too.
+        let mut rec = recording(true);
+        rec.socket_dir = "/tmp/a,b".into();
+        p.record_execs = Some(rec);
+        assert!(matches!(
+            run_args(&p, Some(Path::new("/e"))),
+            Err(PlanError::MountPath { .. })
+        ));
+    }
+
+    #[test]
+    fn the_command_follows_docker_s_rules() {
+        let image = ImageConfig {
+            entrypoint: vec!["/entry".into(), "-x".into()],
+            cmd: vec!["default".into()],
+            env: vec![],
+        };
+        let argv = vec!["a".to_owned(), "b".into()];
+        let r = |e: Option<&str>, argv: &[String]| resolve_command(e, argv, &image);
+        assert_eq!(r(None, &[]).unwrap(), ["/entry", "-x", "default"]);
+        assert_eq!(r(None, &argv).unwrap(), ["/entry", "-x", "a", "b"]);
+        assert_eq!(r(Some(""), &argv).unwrap(), ["a", "b"]);
+        assert_eq!(r(Some("/p"), &argv).unwrap(), ["/p", "a", "b"]);
+        assert_eq!(r(Some("/p"), &[]).unwrap(), ["/p"]);
+        assert_eq!(r(Some(""), &[]), Err(PlanError::NoCommand));
+        assert_eq!(
+            resolve_command(None, &[], &ImageConfig::default()),
+            Err(PlanError::NoCommand)
+        );
+    }
+
+    #[test]
+    fn loader_variables_are_refused_from_either_environment() {
+        assert_eq!(
+            check_loader_environment(&["PATH=/bin".into(), "LD_LIBRARY_PATH=/x".into()], &[]),
+            Ok(())
+        );
+        assert_eq!(
+            check_loader_environment(&["LD_PRELOAD=/evil.so".into()], &[]),
+            Err(PlanError::LoaderVariable("LD_PRELOAD".into()))
+        );
+        assert_eq!(
+            check_loader_environment(&["LD_TRACE_LOADED_OBJECTS".into()], &[]),
+            Err(PlanError::LoaderVariable("LD_TRACE_LOADED_OBJECTS".into()))
+        );
+        assert_eq!(
+            check_loader_environment(&[], &[("LD_AUDIT".into(), String::new())]),
+            Err(PlanError::LoaderVariable("LD_AUDIT".into()))
         );
     }
 }

@@ -3,6 +3,10 @@
 //! (run by `scripts/test`). The engines run rootful here: the runs themselves are
 //! tested as root; as the unprivileged test user, Docker's refusal (no access to its
 //! daemon) must name the fix.
+//!
+//! Execs are recorded by our own init as the container's PID 1
+//! (`vg_sandbox::engine_init`); the attack test below runs a static program (built
+//! here with gcc, bound in with the workspace) that tries to run programs unseen.
 
 use super::harness::{
     RecordsHome, Runner, Vg, Workspace, each_identity, session_metadata, status_field,
@@ -93,17 +97,22 @@ fn posture_view_network_records_and_exit_codes_on_each_engine() {
         );
         let meta = session_metadata(&dir);
         assert_eq!(meta["layers"]["backend"], engine, "{meta}");
-        assert_eq!(meta["layers"]["exec_records"], "none", "{meta}");
+        assert_eq!(meta["layers"]["exec_records"], "seccomp-notify", "{meta}");
+        assert_eq!(meta["layers"]["init"], "vectraguard", "{meta}");
         assert_eq!(meta["exit_code"], 3, "{meta}");
         let verify = Vg::new(runner, ws.path())
             .args(["logs", "verify", "last"])
             .records_home(&home)
             .run();
         verify.assert_success().assert_stdout_contains("intact");
+        // This session's container, by the name its record gives (other tests'
+        // containers may be running meanwhile).
+        let name = meta["layers"]["container"].as_str().unwrap_or_default();
+        assert!(name.starts_with("vectraguard-"), "{meta}");
         let left = containers(engine);
         assert!(
-            !left.contains("vectraguard-"),
-            "{engine} containers left: {left}"
+            !left.lines().any(|l| l == name),
+            "{engine} container left: {name}"
         );
     }
 }
@@ -201,4 +210,353 @@ fn refusals_name_the_backend_and_the_fix() {
         missing.assert_code(125);
         missing.assert_stderr_contains("vectraguard-test/absent:1");
     });
+}
+
+fn commands_log(dir: &std::path::Path) -> String {
+    std::fs::read_to_string(dir.join("commands.log")).unwrap_or_default()
+}
+
+/// The value of `key=` in a `commands.log` line.
+fn log_field<'a>(line: &'a str, key: &str) -> &'a str {
+    line.split(' ')
+        .find_map(|w| w.strip_prefix(key).and_then(|w| w.strip_prefix('=')))
+        .unwrap_or_default()
+}
+
+/// The `exec` line whose command ends with `argv`.
+fn exec_line<'a>(log: &'a str, argv: &str) -> Option<&'a str> {
+    log.lines()
+        .find(|l| l.contains(" exec ") && l.ends_with(&format!(" -- {argv}")))
+}
+
+#[test]
+fn every_exec_and_exit_in_the_container_is_in_commands_log_on_each_engine() {
+    let runner = Runner::Root;
+    for engine in ["docker", "podman"] {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let out = engine_run(
+            runner,
+            &ws,
+            &home,
+            engine,
+            &[],
+            &["sh", "-c", "echo one | cat; /bin/true; exit 4"],
+        );
+        out.assert_code(4);
+        assert_eq!(out.stdout, "one\n", "{engine}\n{out}");
+        let dir = home.only_session();
+        let log = commands_log(&dir);
+        let sh = exec_line(&log, "sh -c 'echo one | cat; /bin/true; exit 4'")
+            .unwrap_or_else(|| panic!("{engine}: no exec of the command\n{log}"));
+        // The command is the child of our init, PID 1 of the container.
+        assert_eq!(log_field(sh, "ppid"), "1", "{engine}\n{log}");
+        assert_eq!(log_field(sh, "exe"), "/bin/sh", "{engine}\n{log}");
+        assert_eq!(
+            log_field(sh, "cwd"),
+            ws.path().to_str().unwrap(),
+            "{engine}"
+        );
+        let sh_pid = log_field(sh, "pid");
+        for child in ["cat", "/bin/true"] {
+            let line = exec_line(&log, child)
+                .unwrap_or_else(|| panic!("{engine}: no exec of {child}\n{log}"));
+            assert_eq!(log_field(line, "ppid"), sh_pid, "{engine} {child}\n{log}");
+            let pid = log_field(line, "pid");
+            assert!(
+                log.contains(&format!(" exit pid={pid} status=0")),
+                "{engine}: no exit of {child}\n{log}"
+            );
+        }
+        assert!(
+            log.contains(&format!(" exit pid={sh_pid} status=4")),
+            "{engine}: no exit of the command\n{log}"
+        );
+        // Nothing of our init's own start is recorded as the command's.
+        assert!(!log.contains("vectraguard"), "{engine}\n{log}");
+        let meta = session_metadata(&dir);
+        assert_eq!(meta["layers"]["exec_records"], "seccomp-notify", "{meta}");
+        assert_eq!(
+            meta["layers"]["seccomp"], "engine-profile+filter+notify",
+            "{meta}"
+        );
+        Vg::new(runner, ws.path())
+            .args(["logs", "verify", "last"])
+            .records_home(&home)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("intact");
+        // Unrecorded, the engine's own init runs the command as before.
+        let plain = engine_run(
+            runner,
+            &ws,
+            &home,
+            engine,
+            &["--no-record"],
+            &["sh", "-c", "exit 5"],
+        );
+        plain.assert_code(5);
+        // A missing program: the shell's status and a line naming it.
+        let missing = engine_run(runner, &ws, &home, engine, &[], &["no-such-program"]);
+        missing.assert_code(127);
+        missing.assert_stderr_contains("cannot run no-such-program");
+    }
+}
+
+/// Tries every way around the exec records it can think of from inside the
+/// container, printing `NAME=RESULT errno=E` for the attempts and running `echo
+/// marker-WAY` for each way to exec: each marker printed must be in commands.log.
+const ESCAPE: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char *const env[] = {"PATH=/bin", NULL};
+static void report(const char *what, long r) {
+  int e = errno;
+  printf("%s=%ld errno=%d\n", what, r, r < 0 ? e : 0);
+  fflush(stdout);
+}
+static void in_child(void (*exec_it)(void)) {
+  pid_t pid = fork();
+  if (pid == 0) { exec_it(); _exit(0); }
+  int st; waitpid(pid, &st, 0);
+}
+static void by_execveat(void) {
+  int fd = open("/bin/busybox", O_PATH);
+  char *argv[] = {"echo", "marker-execveat", NULL};
+  syscall(SYS_execveat, fd, "", argv, env, AT_EMPTY_PATH);
+}
+static void by_proc_fd(void) {
+  int fd = open("/bin/busybox", O_RDONLY);
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  char *argv[] = {"echo", "marker-procfd", NULL};
+  execve(path, argv, env);
+}
+static void *thread_exec(void *arg) {
+  char *argv[] = {"echo", "marker-thread", NULL};
+  execve("/bin/busybox", argv, env);
+  return arg;
+}
+static void by_thread(void) {
+  pthread_t t;
+  pthread_create(&t, NULL, thread_exec, NULL);
+  pthread_join(t, NULL);
+}
+static void by_own_listener(void) {
+  struct sock_filter f[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF)};
+  struct sock_fprog prog = {1, f};
+  report("own_listener", syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                                 SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog));
+  char *argv[] = {"echo", "marker-listener", NULL};
+  execve("/bin/busybox", argv, env);
+}
+int main(void) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  strcpy(a.sun_path, "/.vectraguard/run/init.sock");
+  report("connect", connect(socket(AF_UNIX, SOCK_STREAM, 0), (struct sockaddr *)&a, sizeof a));
+  report("bind", bind(socket(AF_UNIX, SOCK_STREAM, 0), (struct sockaddr *)&a, sizeof a));
+  report("create", open("/.vectraguard/run/x", O_CREAT | O_WRONLY, 0600));
+  report("init_mem", open("/proc/1/mem", O_RDWR));
+  report("init_fd", open("/proc/1/fd/0", O_RDONLY));
+  report("kill_init", kill(1, SIGKILL));
+  in_child(by_execveat);
+  in_child(by_proc_fd);
+  in_child(by_thread);
+  in_child(by_own_listener);
+  char *argv[] = {"echo", "marker-last", NULL};
+  execve("/bin/busybox", argv, env);
+  return 1;
+}
+"#;
+
+#[test]
+fn a_program_in_the_container_cannot_exec_unrecorded() {
+    let runner = Runner::Root;
+    let ws = Workspace::new();
+    let source = ws.join("escape.c");
+    std::fs::write(&source, ESCAPE).unwrap();
+    let built = std::process::Command::new("gcc")
+        .args(["-static", "-pthread", "-O1", "-o"])
+        .arg(ws.join("escape"))
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "gcc (scripts/test installs it with libc6-dev): {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    for engine in ["docker", "podman"] {
+        let home = RecordsHome::new(runner);
+        let out = engine_run(runner, &ws, &home, engine, &[], &["./escape"]);
+        out.assert_success();
+        let log = commands_log(&home.only_session());
+        // The hand-over socket is gone and its folder cannot be written.
+        for (what, errno) in [
+            ("connect", libc::ENOENT),
+            ("bind", libc::EROFS),
+            ("create", libc::EROFS),
+        ] {
+            assert_eq!(
+                out.field(what),
+                format!("-1 errno={errno}"),
+                "{engine} {what}\n{out}"
+            );
+        }
+        // Our init cannot be read, written or killed from inside.
+        assert_eq!(
+            out.field("init_mem"),
+            format!("-1 errno={}", libc::EACCES),
+            "{engine}\n{out}"
+        );
+        assert_eq!(
+            out.field("init_fd"),
+            format!("-1 errno={}", libc::EACCES),
+            "{engine}\n{out}"
+        );
+        // The kernel drops a signal to its namespace's init from inside: the
+        // session goes on (marker-last below).
+        // A second listener in the chain is refused (EBUSY): the execs stay ours.
+        assert_eq!(
+            out.field("own_listener"),
+            format!("-1 errno={}", libc::EBUSY),
+            "{engine}\n{out}"
+        );
+        for way in ["execveat", "procfd", "thread", "listener", "last"] {
+            let marker = format!("marker-{way}");
+            assert!(
+                out.lines().contains(&marker.as_str()),
+                "{engine}: {marker} did not run\n{out}"
+            );
+            let line = exec_line(&log, &format!("echo {marker}"))
+                .unwrap_or_else(|| panic!("{engine}: {marker} ran unrecorded\n{log}"));
+            assert_eq!(log_field(line, "exe"), "/bin/busybox", "{engine}\n{log}");
+        }
+    }
+}
+
+#[test]
+fn an_environment_that_would_load_code_into_the_init_is_refused() {
+    let runner = Runner::Root;
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    for engine in ["docker", "podman"] {
+        let out = engine_run(
+            runner,
+            &ws,
+            &home,
+            engine,
+            &["--env", "LD_PRELOAD=/tmp/evil.so"],
+            &["true"],
+        );
+        out.assert_code(125);
+        out.assert_stderr_contains("LD_PRELOAD");
+        out.assert_stderr_contains("--no-record");
+    }
+}
+
+#[test]
+fn rootless_podman_records_execs_and_refuses_what_it_cannot_name() {
+    // The test user's own rootless Podman (its image imported by scripts/test-engines):
+    // the container's processes run as subordinate uids of that user.
+    let runner = Runner::Unprivileged;
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let out = engine_run(
+        runner,
+        &ws,
+        &home,
+        "podman",
+        &[],
+        &[
+            "sh",
+            "-c",
+            "echo one | cat; exec 3</bin/busybox; /proc/self/fd/3 echo by-descriptor; exit 4",
+        ],
+    );
+    out.assert_code(4);
+    assert!(out.stdout.starts_with("one\n"), "{out}");
+    // Its file cannot be named from outside: not run rather than run unrecorded.
+    assert!(!out.stdout.contains("by-descriptor"), "{out}");
+    let dir = home.only_session();
+    let log = commands_log(&dir);
+    let sh = exec_line(
+        &log,
+        "sh -c 'echo one | cat; exec 3</bin/busybox; /proc/self/fd/3 echo by-descriptor; exit 4'",
+    )
+    .unwrap_or_else(|| panic!("no exec of the command\n{log}"));
+    assert_eq!(log_field(sh, "ppid"), "1", "{log}");
+    let cat = exec_line(&log, "cat").unwrap_or_else(|| panic!("no exec of cat\n{log}"));
+    assert_eq!(log_field(cat, "ppid"), log_field(sh, "pid"), "{log}");
+    assert!(exec_line(&log, "echo by-descriptor").is_none(), "{log}");
+    // ... and says why.
+    out.assert_stderr_contains("cannot be named from outside");
+    let meta = session_metadata(&dir);
+    assert_eq!(meta["layers"]["exec_records"], "seccomp-notify", "{meta}");
+    assert_eq!(
+        meta["layers"]["exec_records_limits"], "descriptor-execs-refused",
+        "{meta}"
+    );
+    Vg::new(runner, ws.path())
+        .args(["logs", "verify", "last"])
+        .records_home(&home)
+        .run()
+        .assert_success()
+        .assert_stdout_contains("intact");
+}
+
+#[test]
+fn a_recorded_container_that_ignores_the_time_out_s_signal_still_ends() {
+    // Its client is killed after the grace; the container, left running, would keep
+    // the tracer serving: the session ends it.
+    let runner = Runner::Root;
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let started = std::time::Instant::now();
+    let out = engine_run(
+        runner,
+        &ws,
+        &home,
+        "docker",
+        &["--timeout", "4s", "--kill-grace", "1s"],
+        &["sh", "-c", "trap '' TERM; while :; do sleep 1; done"],
+    );
+    out.assert_code(124);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}\n{out}",
+        started.elapsed()
+    );
+    let dir = home.only_session();
+    let log = commands_log(&dir);
+    let sh = log
+        .lines()
+        .find(|l| l.contains(" exec ") && log_field(l, "exe") == "/bin/sh")
+        .unwrap_or_else(|| panic!("no exec of the command\n{log}"));
+    assert_eq!(log_field(sh, "ppid"), "1", "{log}");
+    Vg::new(runner, ws.path())
+        .args(["logs", "verify", "last"])
+        .records_home(&home)
+        .run()
+        .assert_success();
+    let meta = session_metadata(&dir);
+    let name = meta["layers"]["container"].as_str().unwrap_or_default();
+    let left = containers("docker");
+    assert!(
+        !name.is_empty() && !left.lines().any(|l| l == name),
+        "container {name:?} left: {left}"
+    );
 }

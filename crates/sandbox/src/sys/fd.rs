@@ -315,3 +315,34 @@ impl AsFd for Epoll {
         self.fd.as_fd()
     }
 }
+
+/// The credentials (pid, uid, gid) of a connected unix socket's peer, as the kernel
+/// recorded them at `connect(2)`, in this process's namespaces.
+pub fn peer_cred(sock: BorrowedFd<'_>) -> io::Result<(libc::pid_t, u32, u32)> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: u32::MAX,
+        gid: u32::MAX,
+    };
+    let mut len = libc::socklen_t::try_from(std::mem::size_of::<libc::ucred>())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `sock` is a live descriptor; `cred` and `len` are writable and `len`
+    // is `cred`'s exact size, so the kernel writes at most that much.
+    check(unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &raw mut len,
+        )
+    })?;
+    Ok((cred.pid, cred.uid, cred.gid))
+}
+
+/// Shuts a socket down both ways: a thread blocked in `accept` on a listening
+/// socket returns (`EINVAL`).
+pub fn shutdown(sock: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: `sock` is a live descriptor; shutdown takes no pointers.
+    check(unsafe { libc::shutdown(sock.as_raw_fd(), libc::SHUT_RDWR) }).map(drop)
+}

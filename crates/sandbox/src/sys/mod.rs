@@ -26,7 +26,8 @@ pub use creds::{
 };
 pub use fd::{
     Epoll, Polled, cloexec_from, close_all_except, close_range, dup2, keep_on_exec, peer_closed,
-    poll_hup_within, recv_fd, send_fd, seqpacket_pair, set_nonblocking, set_pipe_size,
+    peer_cred, poll_hup_within, recv_fd, send_fd, seqpacket_pair, set_nonblocking, set_pipe_size,
+    shutdown,
 };
 pub use fs::{
     RESOLVE_BENEATH, RESOLVE_IN_ROOT, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, fchdir, fchownat,
@@ -45,8 +46,8 @@ pub use pidfd::{
     pidns_tgid,
 };
 pub use process::{
-    clone_fork, execve, exit_now, fork, kill, prctl, raise_open_files_limit, read_process_memory,
-    sethostname, setrlimit, setsid, unshare, waitpid,
+    clone_fork, execve, exit_now, fork, kill, loaded_objects, prctl, raise_open_files_limit,
+    read_process_memory, sethostname, setrlimit, setsid, unshare, waitpid,
 };
 pub use ptrace::{ptrace_detach, ptrace_interrupt, ptrace_seize_exec};
 pub use seccomp::{

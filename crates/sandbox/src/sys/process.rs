@@ -146,3 +146,43 @@ pub fn setrlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<
     // SAFETY: lim is a valid rlimit.
     check(unsafe { libc::setrlimit(resource, &lim) }).map(drop)
 }
+
+/// The files this process's dynamic loader mapped: `(path, is_loader)` for each
+/// object with an absolute name, in load order (the program itself, which the
+/// kernel mapped, and the vDSO, which is no file, have none). The loader is the
+/// object loaded at the auxiliary vector's `AT_BASE`. Empty for a static program.
+pub fn loaded_objects() -> Vec<(std::path::PathBuf, bool)> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: getauxval reads this process's auxiliary vector; 0 when absent.
+    let base = unsafe { libc::getauxval(libc::AT_BASE) };
+    let mut found: (u64, Vec<(std::path::PathBuf, bool)>) = (base, Vec::new());
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> c_int {
+        // SAFETY: `data` is the `found` tuple below, alive and not otherwise borrowed
+        // during dl_iterate_phdr; `info` is valid for this call, and its name is
+        // null or a NUL-terminated string the loader keeps for the object's life.
+        unsafe {
+            let found = &mut *data.cast::<(u64, Vec<(std::path::PathBuf, bool)>)>();
+            let info = &*info;
+            if !info.dlpi_name.is_null() {
+                let name = CStr::from_ptr(info.dlpi_name).to_bytes();
+                if name.first() == Some(&b'/') {
+                    let path = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(name));
+                    found
+                        .1
+                        .push((path, found.0 != 0 && info.dlpi_addr == found.0));
+                }
+            }
+        }
+        0
+    }
+    // SAFETY: the callback only reads what the loader passes and writes to `found`,
+    // which outlives the call.
+    unsafe {
+        libc::dl_iterate_phdr(Some(each), (&raw mut found).cast());
+    }
+    found.1
+}

@@ -29,6 +29,10 @@ pub(super) enum Presence {
     /// The supervisor has no descriptor left to look it up with (EMFILE, ENFILE):
     /// not run, since what runs could not be checked.
     NoDescriptor,
+    /// An open descriptor executed (`execveat(fd, "", AT_EMPTY_PATH)`) whose file the
+    /// supervisor cannot name (it cannot read the process's descriptors, e.g. a
+    /// rootless Podman container's, whose processes run as other uids): not run.
+    Unnamed,
 }
 
 /// The file an exec names and its honest name for the record.
@@ -97,7 +101,14 @@ pub(super) fn lookup(
         // The descriptor itself runs: name the file it is open on (a memfd shows as
         // `/memfd:NAME (deleted)`), never what argv[0] claims.
         let link = base.proc_link(host_pid);
-        let exe = read_link(&link).unwrap_or_default();
+        let Some(exe) = read_link(&link) else {
+            return Lookup {
+                presence: Presence::Unnamed,
+                exe: Vec::new(),
+                file: None,
+                opened: None,
+            };
+        };
         return Lookup {
             opened: open_link(&link),
             ..present(exe)
@@ -234,6 +245,18 @@ fn descriptor_link(host_pid: libc::pid_t, path: &[u8]) -> Option<Lookup> {
             file: None,
             opened: open_link(&link),
         },
+        // There, but not ours to read (a rootless Podman container's descriptors):
+        // not run, since it could not be recorded.
+        None if std::fs::read_link(&link)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied) =>
+        {
+            Lookup {
+                presence: Presence::Unnamed,
+                exe: path.to_vec(),
+                file: None,
+                opened: None,
+            }
+        }
         // No such descriptor or process: the kernel fails the exec the same way.
         None => Lookup {
             presence: Presence::Missing,

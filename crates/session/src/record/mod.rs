@@ -138,6 +138,11 @@ impl Relays {
     }
 }
 
+/// How long a container's tracer may go on once its engine client is gone, before
+/// the container is ended: the tracer reports the last exits once they are reaped
+/// (within milliseconds once the container's PID 1 is gone, which ends the rest).
+const ENGINE_TRACER_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Network events written per session; the rest are counted in one last event.
 const MAX_NETWORK_EVENTS: u64 = 100_000;
 
@@ -199,6 +204,66 @@ fn disk_full(error: &str) -> bool {
 /// What the tracer's thread leaves: the commands it logged and what it observed.
 type Traced = (Arc<Mutex<CommandsLog>>, Option<observe::Observed>);
 
+/// The tracer's thread: serves the sandbox's exec listener into `commands.log` (and
+/// the observer and the gate, when there are), until every sandboxed process is gone.
+fn serve_listener(
+    listener: std::os::fd::OwnedFd,
+    shared: &Arc<Shared>,
+    gate: Option<Arc<crate::gate::Gate>>,
+    mut observer: Option<Box<observe::Observer>>,
+    caps: OutputCaps,
+    exits: trace::Exits,
+) -> Traced {
+    let log = CommandsLog::new(caps.shown);
+    let log = Arc::new(Mutex::new(match gate {
+        Some(_) => log,
+        None => log.batching(),
+    }));
+    trace::serve(
+        listener,
+        gate.is_some(),
+        exits,
+        |event| {
+            // File accesses and refused calls were answered already.
+            if let Some(observer) = observer.as_mut()
+                && observer.observe(shared, &event)
+            {
+                return trace::Verdict::Continue;
+            }
+            match &gate {
+                Some(gate) => held::screen(gate, &log, shared, event),
+                None => lock(&log).record(shared, event),
+            }
+        },
+        // What can wait is written and chained in batches, while the sandbox runs or
+        // once it is idle.
+        |moment| lock(&log).between(shared, moment),
+    );
+    lock(&log).flush(shared);
+    let observed = observer.map(|o| o.finish(shared));
+    (log, observed)
+}
+
+/// A container's exec listener still to be handed over (`vg_sandbox::engine_init`).
+pub struct EngineTrace {
+    pub handshake: vg_sandbox::engine_init::Handshake,
+    /// The container's user as the host sees it, where known (see
+    /// `vg_sandbox::engine_init::check_peer`).
+    pub expected_uid: Option<u32>,
+    /// Ends the container, for a session whose engine client is gone while the
+    /// container still runs (its processes would keep the tracer serving).
+    pub end_container: Box<dyn FnOnce() + Send>,
+}
+
+impl std::fmt::Debug for EngineTrace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineTrace")
+            .field("handshake", &self.handshake)
+            .field("expected_uid", &self.expected_uid)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A session being recorded.
 pub struct Session {
     writer: Arc<SessionWriter>,
@@ -230,6 +295,13 @@ pub struct Session {
     gvisor_sink: Option<vg_backend::gvisor::trace::Sink>,
     /// Ends that thread's serving once the sandbox is gone.
     gvisor_stop: Option<vg_backend::gvisor::trace::StopHandle>,
+    /// A container's listener hand-over, completed on the tracer's thread.
+    engine_handshake: Option<(vg_sandbox::engine_init::Handshake, Option<u32>)>,
+    /// Ends a hand-over still waiting, and the container, once the session is over.
+    engine_stop: Option<(
+        vg_sandbox::engine_init::StopHandle,
+        Box<dyn FnOnce() + Send>,
+    )>,
 }
 
 impl Session {
@@ -275,6 +347,8 @@ impl Session {
             gate: None,
             gvisor_sink: None,
             gvisor_stop: None,
+            engine_handshake: None,
+            engine_stop: None,
             prompt: None,
             cleanup: Some(cleanup),
         })
@@ -353,6 +427,22 @@ impl Session {
     pub fn gvisor_trace(&mut self, sink: vg_backend::gvisor::trace::Sink) {
         self.gvisor_stop = Some(sink.stop_handle());
         self.gvisor_sink = Some(sink);
+    }
+
+    /// The execs and exits of a Docker or Podman container come from the listener its
+    /// init hands over, served from [`Session::attach`] on the tracer's thread.
+    pub fn engine_trace(&mut self, engine: EngineTrace) -> Result<()> {
+        let EngineTrace {
+            handshake,
+            expected_uid,
+            end_container,
+        } = engine;
+        let stop = handshake
+            .stop_handle()
+            .context("cannot keep a handle on the exec listener's socket")?;
+        self.engine_stop = Some((stop, end_container));
+        self.engine_handshake = Some((handshake, expected_uid));
+        Ok(())
     }
 
     pub fn attach(
@@ -439,36 +529,32 @@ impl Session {
         {
             let shared = Arc::clone(&shared);
             let gate = self.gate.clone();
-            let mut observer = self.observer.take();
+            let observer = self.observer.take();
             self.tracer = Some(std::thread::spawn(move || {
-                let log = CommandsLog::new(caps.shown);
-                let log = Arc::new(Mutex::new(match gate {
-                    Some(_) => log,
-                    None => log.batching(),
-                }));
-                trace::serve(
-                    listener,
-                    gate.is_some(),
-                    exits,
-                    |event| {
-                        // File accesses and refused calls were answered already.
-                        if let Some(observer) = observer.as_mut()
-                            && observer.observe(&shared, &event)
-                        {
-                            return trace::Verdict::Continue;
+                serve_listener(listener, &shared, gate, observer, caps, exits)
+            }));
+        }
+        // A container's init hands its listener over once it runs: accepted on the
+        // tracer's thread, then served as the native sandbox's.
+        if let (Some(exits), Some((handshake, expected_uid))) =
+            (trace, self.engine_handshake.take())
+        {
+            let shared = Arc::clone(&shared);
+            let gate = self.gate.clone();
+            let observer = self.observer.take();
+            self.tracer = Some(std::thread::spawn(move || {
+                match handshake.accept(expected_uid) {
+                    Ok(handover) => {
+                        serve_listener(handover.listener, &shared, gate, observer, caps, exits)
+                    }
+                    Err(e) => {
+                        // The init got no go: the command did not run.
+                        if !matches!(e, vg_sandbox::engine_init::HandshakeError::Stopped) {
+                            shared.fail("exec records", e);
                         }
-                        match &gate {
-                            Some(gate) => held::screen(gate, &log, &shared, event),
-                            None => lock(&log).record(&shared, event),
-                        }
-                    },
-                    // What can wait is written and chained in batches, while the
-                    // sandbox runs or once it is idle.
-                    |moment| lock(&log).between(&shared, moment),
-                );
-                lock(&log).flush(&shared);
-                let observed = observer.map(|o| o.finish(&shared));
-                (log, observed)
+                        (Arc::new(Mutex::new(CommandsLog::new(caps.shown))), None)
+                    }
+                }
             }));
         }
         if let Some(sink) = self.gvisor_sink.take() {
@@ -641,6 +727,22 @@ impl Session {
         // The sandbox is gone: gVisor's sink reads what is queued and returns.
         if let Some(stop) = self.gvisor_stop.take() {
             stop.stop();
+        }
+        // The engine's client is gone: a hand-over still waiting never comes. The
+        // tracer serves until the container's last process is gone, which is soon
+        // after the client saw it end; a container left running (its client killed
+        // at the time-out's end) is ended, or the tracer would serve it forever.
+        if let Some((stop, end_container)) = self.engine_stop.take() {
+            stop.stop();
+            let until = std::time::Instant::now() + ENGINE_TRACER_GRACE;
+            while self.tracer.as_ref().is_some_and(|t| !t.is_finished())
+                && std::time::Instant::now() < until
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            if self.tracer.as_ref().is_some_and(|t| !t.is_finished()) {
+                end_container();
+            }
         }
         let (commands, observed) = match self.tracer.take().and_then(|t| t.join().ok()) {
             Some((log, observed)) => (Some(log), observed.unwrap_or_default()),

@@ -1,0 +1,608 @@
+//! Vectra Guard's own init inside a Docker or Podman container, so that the
+//! container's execs reach the same tracer as the native sandbox's.
+//!
+//! The engines' clients give no way to hand us a seccomp listener, so the container's
+//! entrypoint is this program (bound read-only into the container, see
+//! `vg_backend::engine::ExecRecording`), started in [`MODE`]. As the container's
+//! PID 1 it:
+//! 1. compiles the same filter as the native sandbox's (`vg_seccomp`'s default
+//!    profile with `trace_exec`, and `trace_exit` when the session reads exits that
+//!    way), stacked on top of the engine's seccomp profile;
+//! 2. connects to the supervisor's socket, bound read-only into the container;
+//! 3. installs the filter with a user-notification listener (the container already
+//!    has `no_new_privs`; it is set again, which costs nothing) and sends the listener
+//!    over the socket; the kernel refuses any later listener in the same chain
+//!    (`EBUSY`), so nothing the command starts can take the execs over;
+//! 4. makes itself non-dumpable (no process of the container can read or write its
+//!    memory) and waits for the supervisor's go, which comes only once the
+//!    supervisor has checked the peer, holds the listener, and has removed the socket;
+//! 5. forks the command with the image's argv, environment and working directory
+//!    unchanged, and stays as PID 1: it reaps orphans, passes the signals the engine
+//!    sends on to the command's process group, and exits with the command's status
+//!    (`128+N` for a signal, as the engines' own inits do).
+//!
+//! Every step fails closed: the command is not run, and the step that failed is
+//! named on stderr (the session's `stderr.log`), exit status 125.
+//!
+//! The supervisor's end is [`Handshake`]: it accepts one connection, checks the peer
+//! with `SO_PEERCRED` (a process of another pid namespace, the container's user where
+//! that is known), checks that the descriptor is a seccomp listener, removes the
+//! socket, and says go.
+
+use std::ffi::{CString, OsString};
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::init::{Exec, exec_command};
+use crate::spec::FORWARDED_SIGNALS;
+use crate::sys;
+
+/// The program's first argument that starts it as the container's init.
+pub const MODE: &str = "__vectraguard-container-init";
+
+/// The hand-over socket's name in its folder.
+pub const SOCKET_NAME: &str = "init.sock";
+
+/// What the init sends with the listener.
+const HELLO: &[u8] = b"vectraguard-exec-listener/1";
+
+/// The supervisor's go.
+const GO: u8 = b'g';
+
+/// How long the supervisor waits for the listener once the init has connected: it
+/// sends it right away, so a peer that does not is refused rather than waited for.
+const HANDOVER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How the kernel names a seccomp listener's file (`/proc/self/fd/N`).
+const LISTENER_LINK: &[u8] = b"anon_inode:seccomp notify";
+
+/// The init's arguments after the program's name: [`MODE`], the socket (a path
+/// inside the container), whether exits go to the listener, then the command.
+pub fn init_args(socket: &str, trace_exit: bool, command: &[String]) -> Vec<String> {
+    let mut args = vec![
+        MODE.to_owned(),
+        "--socket".to_owned(),
+        socket.to_owned(),
+        "--exits".to_owned(),
+        if trace_exit { "trap" } else { "pidfd" }.to_owned(),
+        "--".to_owned(),
+    ];
+    args.extend(command.iter().cloned());
+    args
+}
+
+/// What [`init_args`] said, read back by the init.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitArgs {
+    pub socket: PathBuf,
+    pub trace_exit: bool,
+    pub argv: Vec<OsString>,
+}
+
+/// Reads the arguments [`init_args`] wrote (`args` starts with [`MODE`]).
+pub fn parse_args(args: &[OsString]) -> Result<InitArgs, String> {
+    let mut it = args.iter();
+    if it.next().map(OsString::as_os_str) != Some(MODE.as_ref()) {
+        return Err(format!("the first argument is not {MODE}"));
+    }
+    let (mut socket, mut trace_exit) = (None, None);
+    loop {
+        let Some(flag) = it.next() else {
+            return Err("the arguments end before `--` and the command".into());
+        };
+        let value = || it.clone().next().cloned();
+        match flag.to_str() {
+            Some("--") => break,
+            Some("--socket") => socket = value().map(PathBuf::from),
+            Some("--exits") => {
+                trace_exit = match value().as_ref().and_then(|v| v.to_str()) {
+                    Some("trap") => Some(true),
+                    Some("pidfd") => Some(false),
+                    other => return Err(format!("unknown --exits value {other:?}")),
+                }
+            }
+            _ => return Err(format!("unknown argument {flag:?}")),
+        }
+        it.next();
+    }
+    let argv: Vec<OsString> = it.cloned().collect();
+    match (socket, trace_exit) {
+        (Some(socket), Some(trace_exit)) if socket.is_absolute() && !argv.is_empty() => {
+            Ok(InitArgs {
+                socket,
+                trace_exit,
+                argv,
+            })
+        }
+        (Some(_), Some(_)) if argv.is_empty() => Err("no command after `--`".into()),
+        _ => Err("--socket (an absolute path) and --exits are required".into()),
+    }
+}
+
+/// The init's main: never returns. `args` are the program's arguments after its
+/// name, starting with [`MODE`].
+pub fn main(args: &[OsString]) -> ! {
+    let fail = |step: &str, error: &dyn std::fmt::Display| -> ! {
+        let _ = writeln!(
+            std::io::stderr(),
+            "vectraguard: error: the container's recording init could not {step}: {error}; the command was not run (exec records need it: run with --no-record, or use --backend native)"
+        );
+        sys::exit_now(125)
+    };
+    let a = parse_args(args).unwrap_or_else(|e| fail("read its arguments", &e));
+    // Blocked before anything else: as PID 1 these are received by `sigwait` only
+    // (a signal with no handler would otherwise be dropped by the kernel).
+    let set = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD]].concat());
+    if let Err(e) = sys::sigmask_set(&set) {
+        fail("block signals", &e);
+    }
+    if let Err(e) = sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0) {
+        fail("set no_new_privs", &e);
+    }
+    let program = crate::seccomp::compile(vg_seccomp::ProfileOptions {
+        trace_exec: true,
+        trace_exit: a.trace_exit,
+        ..vg_seccomp::ProfileOptions::default()
+    })
+    .unwrap_or_else(|e| fail("compile the seccomp filter", &e));
+    let mut sock = UnixStream::connect(&a.socket).unwrap_or_else(|e| {
+        fail(
+            &format!("connect to the supervisor at {}", a.socket.display()),
+            &e,
+        )
+    });
+    let listener = match crate::seccomp::install(&program, true) {
+        Ok(Some(listener)) => listener,
+        Ok(None) => fail("install the seccomp filter", &"no listener was made"),
+        Err(e) => fail("install the seccomp filter", &e),
+    };
+    if let Err(e) = crate::fdpass::send(sock.as_fd(), HELLO, &[listener.as_fd()]) {
+        fail("hand the exec listener to the supervisor", &e);
+    }
+    // Never inherited (the kernel makes it close-on-exec), and not kept either.
+    drop(listener);
+    if let Err(e) = sys::prctl(libc::PR_SET_DUMPABLE, 0, 0) {
+        fail("make itself non-dumpable", &e);
+    }
+    let mut go = [0u8; 1];
+    match sock.read(&mut go) {
+        Ok(1) if go[0] == GO => {}
+        Ok(_) => fail(
+            "get the supervisor's go",
+            &"the supervisor refused the hand-over (its record names why)",
+        ),
+        Err(e) => fail("get the supervisor's go", &e),
+    }
+    drop(sock);
+    let argv = cstrings(a.argv.into_iter()).unwrap_or_else(|e| fail("read the command", &e));
+    let envp = cstrings(std::env::vars_os().map(|(k, v)| {
+        let mut kv = k.into_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        OsString::from_vec(kv)
+    }))
+    .unwrap_or_else(|e| fail("read the environment", &e));
+    // `execvp`'s search, in the image's PATH (as the engine's runtime would).
+    let path = std::env::var_os("PATH")
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    let path_dirs = cstrings(
+        path.as_bytes()
+            .split(|b| *b == b':')
+            .filter(|d| !d.is_empty())
+            .map(|d| OsString::from_vec(d.to_vec())),
+    )
+    .unwrap_or_else(|e| fail("read PATH", &e));
+    let (mut err_r, err_w) = std::io::pipe().unwrap_or_else(|e| fail("make a pipe", &e));
+    // SAFETY: this process has one thread (nothing here starts one), so the child
+    // may do anything before it execs.
+    #[allow(unsafe_code)]
+    let forked = unsafe { sys::fork() };
+    let main = match forked {
+        Ok(Some(pid)) => pid,
+        Ok(None) => {
+            drop(err_r);
+            let exec = Exec {
+                argv: &argv,
+                envp: &envp,
+                path_dirs: &path_dirs,
+                cwd: None,
+            };
+            exec_command(&exec, err_w, [0, 1, 2], false)
+        }
+        Err(e) => fail("fork the command", &e),
+    };
+    drop(err_w);
+    let mut errno = [0u8; 4];
+    if let Ok(4) = err_r.read(&mut errno) {
+        let errno = i32::from_le_bytes(errno);
+        let _ = writeln!(
+            std::io::stderr(),
+            "vectraguard: cannot run {}: {}",
+            String::from_utf8_lossy(argv[0].as_bytes()),
+            std::io::Error::from_raw_os_error(errno.abs())
+        );
+    }
+    drop(err_r);
+    loop {
+        let sig = match sys::sigwait(&set) {
+            Ok((sig, _)) => sig,
+            Err(_) => sys::exit_now(125),
+        };
+        if sig != libc::SIGCHLD {
+            // Like a terminal: to the command's whole process group.
+            if sys::kill(-main, sig).is_err() {
+                let _ = sys::kill(main, sig);
+            }
+            continue;
+        }
+        while let Ok(Some((pid, status))) = sys::waitpid(-1, libc::WNOHANG) {
+            if pid == main {
+                // Exiting ends the pid namespace: the kernel kills what is left.
+                sys::exit_now(exit_code(status));
+            }
+        }
+    }
+}
+
+/// The exit status a container's init reports for its command's wait status:
+/// the code, or `128+N` for a signal.
+pub fn exit_code(status: i32) -> i32 {
+    if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        libc::WEXITSTATUS(status)
+    }
+}
+
+fn cstrings(items: impl Iterator<Item = OsString>) -> Result<Vec<CString>, String> {
+    items
+        .map(|s| CString::new(s.into_vec()).map_err(|_| "a NUL byte in it".to_owned()))
+        .collect()
+}
+
+/// The files the init needs on the host: this program, and when it is dynamically
+/// linked, its loader and the libraries the loader mapped (bound into the
+/// container under their own names, and started through that loader, so that an
+/// image without glibc, or with another one, runs it the same).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostFiles {
+    pub program: PathBuf,
+    pub loader: Option<PathBuf>,
+    pub libraries: Vec<PathBuf>,
+}
+
+/// [`HostFiles`] of the running program.
+pub fn host_files() -> std::io::Result<HostFiles> {
+    let program = std::fs::read_link("/proc/self/exe")?;
+    let mut loader = None;
+    let mut libraries = Vec::new();
+    for (path, is_loader) in sys::loaded_objects() {
+        if is_loader {
+            loader = Some(path);
+        } else if path != program && !libraries.contains(&path) {
+            libraries.push(path);
+        }
+    }
+    Ok(HostFiles {
+        program,
+        loader,
+        libraries,
+    })
+}
+
+/// What the supervisor knows of the process that connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerFacts {
+    /// Its pid in the supervisor's pid namespace (0: not visible there).
+    pub pid: i32,
+    /// Its uid in the supervisor's user namespace.
+    pub uid: u32,
+    /// It runs in the supervisor's own pid namespace (a container never does).
+    pub same_pid_ns: bool,
+}
+
+/// Whether the peer may hand over the container's listener (pure): a process of
+/// the container (visible to us, in a pid namespace of its own) running as the
+/// container's user where that is known on the host (`expected_uid`; a rootless
+/// engine maps it to another uid).
+pub fn check_peer(facts: &PeerFacts, expected_uid: Option<u32>) -> Result<(), String> {
+    if facts.pid <= 0 {
+        return Err(
+            "the connecting process is not visible in the supervisor's pid namespace".into(),
+        );
+    }
+    if facts.same_pid_ns {
+        return Err(format!(
+            "the connecting process (pid {}) runs in the supervisor's own pid namespace, not in the container",
+            facts.pid
+        ));
+    }
+    match expected_uid {
+        Some(uid) if uid != facts.uid => Err(format!(
+            "the connecting process (pid {}) runs as uid {}, not as the container's user {uid}",
+            facts.pid, facts.uid
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Why the hand-over failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    /// The session ended before the container's init connected.
+    #[error("the session ended before the container's init connected")]
+    Stopped,
+    #[error("the hand-over of the container's exec listener failed: {0}")]
+    Failed(String),
+}
+
+/// The container's listener, handed over.
+#[derive(Debug)]
+pub struct Handover {
+    /// The seccomp listener, to serve with [`crate::trace::serve`].
+    pub listener: OwnedFd,
+    /// The init's pid in the supervisor's pid namespace.
+    pub pid: i32,
+}
+
+/// The supervisor's end: a socket the container's init connects to once.
+#[derive(Debug)]
+pub struct Handshake {
+    listener: UnixListener,
+    path: PathBuf,
+    stopped: Arc<AtomicBool>,
+}
+
+/// Ends a [`Handshake::accept`] that waits (the session is over).
+#[derive(Debug, Clone)]
+pub struct StopHandle {
+    fd: Arc<OwnedFd>,
+    stopped: Arc<AtomicBool>,
+}
+
+impl StopHandle {
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        let _ = sys::shutdown(self.fd.as_fd());
+    }
+}
+
+impl Handshake {
+    /// Listens at `dir/`[`SOCKET_NAME`]. `dir` is bound read-only into the container,
+    /// and must be reachable by no one else on the host (its parent is private):
+    /// the socket itself is open to every user (`0666`) because the container's user
+    /// may be any uid on the host, and connecting needs write permission on it.
+    pub fn bind(dir: &Path) -> std::io::Result<Self> {
+        let path = dir.join(SOCKET_NAME);
+        let listener = UnixListener::bind(&path)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
+        Ok(Self {
+            listener,
+            path,
+            stopped: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    pub fn stop_handle(&self) -> std::io::Result<StopHandle> {
+        Ok(StopHandle {
+            fd: Arc::new(self.listener.as_fd().try_clone_to_owned()?),
+            stopped: Arc::clone(&self.stopped),
+        })
+    }
+
+    /// Waits for the init, checks it, takes its listener, removes the socket (so
+    /// nothing in the container can use it afterwards), and says go. Refused: the
+    /// init gets no go and does not run the command.
+    pub fn accept(self, expected_uid: Option<u32>) -> Result<Handover, HandshakeError> {
+        let failed = |what: String| HandshakeError::Failed(what);
+        let stream = loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => break stream,
+                Err(_) if self.stopped.load(Ordering::SeqCst) => {
+                    return Err(HandshakeError::Stopped);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(failed(format!("accept: {e}"))),
+            }
+        };
+        // One connection only: the socket goes (see `Drop`) before anything else is
+        // read.
+        drop(self);
+        let (pid, uid, _) = sys::peer_cred(stream.as_fd())
+            .map_err(|e| failed(format!("cannot read the peer's credentials: {e}")))?;
+        let same_pid_ns = pid > 0 && same_pid_namespace(pid);
+        check_peer(
+            &PeerFacts {
+                pid,
+                uid,
+                same_pid_ns,
+            },
+            expected_uid,
+        )
+        .map_err(failed)?;
+        stream
+            .set_read_timeout(Some(HANDOVER_TIMEOUT))
+            .map_err(|e| failed(format!("cannot set a time-out: {e}")))?;
+        let mut buf = [0u8; 64];
+        let (n, fds) = crate::fdpass::recv(stream.as_fd(), &mut buf)
+            .map_err(|e| failed(format!("no listener came from pid {pid}: {e}")))?;
+        let [listener] = <[OwnedFd; 1]>::try_from(fds).map_err(|fds| {
+            failed(format!(
+                "pid {pid} sent {} descriptors instead of one",
+                fds.len()
+            ))
+        })?;
+        if &buf[..n] != HELLO {
+            return Err(failed(format!("pid {pid} did not say what it sent")));
+        }
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", listener.as_raw_fd()))
+            .map_err(|e| failed(format!("cannot look at the descriptor: {e}")))?;
+        if link.as_os_str().as_bytes() != LISTENER_LINK {
+            return Err(failed(format!(
+                "pid {pid} sent {} instead of a seccomp listener",
+                link.display()
+            )));
+        }
+        (&stream)
+            .write_all(&[GO])
+            .map_err(|e| failed(format!("cannot say go: {e}")))?;
+        Ok(Handover { listener, pid })
+    }
+}
+
+impl Drop for Handshake {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Whether `pid` is in our own pid namespace.
+fn same_pid_namespace(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &str| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
+    match (id(&format!("/proc/{pid}/ns/pid")), id("/proc/self/ns/pid")) {
+        (Some(theirs), Some(ours)) => theirs == ours,
+        // Not knowing counts as the same: refused.
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn arguments_read_back_as_written() {
+        let command = vec!["sh".to_owned(), "-c".into(), "echo --socket".into()];
+        let args = init_args("/.vectraguard/run/init.sock", true, &command);
+        let parsed = parse_args(&os(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+        assert_eq!(
+            parsed,
+            Ok(InitArgs {
+                socket: "/.vectraguard/run/init.sock".into(),
+                trace_exit: true,
+                argv: os(&["sh", "-c", "echo --socket"]),
+            })
+        );
+        let args = init_args("/s", false, &["--".into()]);
+        let parsed = parse_args(&os(&args.iter().map(String::as_str).collect::<Vec<_>>())).unwrap();
+        assert!(!parsed.trace_exit);
+        assert_eq!(parsed.argv, os(&["--"]));
+    }
+
+    #[test]
+    fn bad_arguments_are_refused() {
+        for bad in [
+            &[][..],
+            &["other"][..],
+            &[MODE, "--socket", "/s", "--exits", "trap"][..],
+            &[MODE, "--socket", "/s", "--exits", "trap", "--"][..],
+            &[MODE, "--socket", "rel", "--exits", "trap", "--", "x"][..],
+            &[MODE, "--exits", "trap", "--", "x"][..],
+            &[MODE, "--socket", "/s", "--exits", "maybe", "--", "x"][..],
+            &[
+                MODE, "--socket", "/s", "--exits", "trap", "--what", "--", "x",
+            ][..],
+        ] {
+            assert!(parse_args(&os(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_container_process_of_the_expected_user_may_hand_over() {
+        let ok = PeerFacts {
+            pid: 4242,
+            uid: 1000,
+            same_pid_ns: false,
+        };
+        assert_eq!(check_peer(&ok, Some(1000)), Ok(()));
+        assert_eq!(check_peer(&ok, None), Ok(()));
+        let e = check_peer(&ok, Some(1001)).unwrap_err();
+        assert!(e.contains("uid 1000") && e.contains("user 1001"), "{e}");
+        let host = PeerFacts {
+            same_pid_ns: true,
+            ..ok
+        };
+        assert!(
+            check_peer(&host, None)
+                .unwrap_err()
+                .contains("own pid namespace")
+        );
+        let hidden = PeerFacts { pid: 0, ..ok };
+        assert!(
+            check_peer(&hidden, None)
+                .unwrap_err()
+                .contains("not visible")
+        );
+    }
+
+    #[test]
+    fn exit_codes_are_the_engines_init_s() {
+        assert_eq!(exit_code(3 << 8), 3);
+        assert_eq!(exit_code(libc::SIGKILL), 137);
+        assert_eq!(exit_code(libc::SIGTERM), 143);
+    }
+
+    #[test]
+    fn this_test_program_s_files_are_found() {
+        let files = host_files().unwrap();
+        assert!(files.program.is_absolute());
+        // Test binaries are linked dynamically against glibc here.
+        let loader = files.loader.clone().expect("a loader");
+        assert!(loader.is_absolute() && loader.exists(), "{loader:?}");
+        assert!(
+            files
+                .libraries
+                .iter()
+                .any(|l| l.file_name().is_some_and(|n| n == "libc.so.6")),
+            "{files:?}"
+        );
+        assert!(!files.libraries.contains(&loader));
+    }
+
+    #[test]
+    fn a_handshake_from_our_own_pid_namespace_is_refused_and_the_socket_removed() {
+        let dir = std::env::temp_dir().join(format!("vg-hs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let hs = Handshake::bind(&dir).unwrap();
+        let path = dir.join(SOCKET_NAME);
+        let client = std::thread::spawn(move || {
+            let mut s = UnixStream::connect(&path).unwrap();
+            let mut b = [0u8; 1];
+            // No go: the connection is closed.
+            matches!(s.read(&mut b), Ok(0) | Err(_))
+        });
+        let e = hs.accept(None).unwrap_err();
+        assert!(e.to_string().contains("own pid namespace"), "{e}");
+        assert!(client.join().unwrap());
+        assert!(!dir.join(SOCKET_NAME).exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_stopped_handshake_returns() {
+        let dir = std::env::temp_dir().join(format!("vg-hs-stop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let hs = Handshake::bind(&dir).unwrap();
+        let stop = hs.stop_handle().unwrap();
+        let waiting = std::thread::spawn(move || hs.accept(None));
+        std::thread::sleep(Duration::from_millis(50));
+        stop.stop();
+        assert!(matches!(
+            waiting.join().unwrap(),
+            Err(HandshakeError::Stopped)
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
