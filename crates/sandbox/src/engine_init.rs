@@ -336,8 +336,11 @@ pub fn check_peer(facts: &PeerFacts, expected_uid: Option<u32>) -> Result<(), St
 /// Why the hand-over failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HandshakeError {
-    /// The session ended before the container's init connected.
-    #[error("the session ended before the container's init connected")]
+    /// The session ended before the container's init connected: whatever ran in
+    /// the container, if anything did, ran without our filter.
+    #[error(
+        "the container ended before Vectra Guard's init in it handed over its exec listener, so nothing it ran was recorded"
+    )]
     Stopped,
     #[error("the hand-over of the container's exec listener failed: {0}")]
     Failed(String),

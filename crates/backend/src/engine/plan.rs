@@ -147,8 +147,17 @@ pub struct ContainerPlan {
 }
 
 /// Where our init's files are in the container: a folder of their own at the root,
-/// bound read-only (the image's root is read-only too).
+/// a fresh tmpfs ([`INIT_DIR_SIZE`], mode 0555) holding only the read-only binds
+/// below, so that nothing the image has there shows through (the loader looks in
+/// `glibc-hwcaps/…`, `tls/` and `x86_64/` under its library path before the path
+/// itself: an image's files there would replace our libraries).
 pub const INIT_DIR: &str = "/.vectraguard";
+/// The size of [`INIT_DIR`]'s tmpfs: it holds only mount points.
+pub const INIT_DIR_SIZE: u64 = 64 * 1024;
+/// The file glibc's loader reads for libraries to load into every program, even one
+/// it is asked to start directly: an empty file is bound over the image's, which
+/// would load the image's code into our init before its filter.
+pub const LOADER_PRELOAD_FILE: &str = "/etc/ld.so.preload";
 /// The program, in [`INIT_DIR`].
 pub const INIT_PROGRAM: &str = "/.vectraguard/vectraguard";
 /// Its loader and libraries, each under its own name.
@@ -166,10 +175,12 @@ pub const INIT_RUN: &str = "/.vectraguard/run";
 /// starting the program through that loader (`ld.so --inhibit-cache --library-path
 /// DIR PROGRAM`), runs it in any image without a second, static build to ship and
 /// keep in step; `--inhibit-cache` and `--library-path` keep the image's
-/// `/etc/ld.so.cache` and `LD_LIBRARY_PATH` out of it. The loader still reads
-/// `LD_PRELOAD` and `LD_AUDIT` from the environment, which would load the image's
-/// code into the init before its filter: an environment with those (or the
-/// loader's other code- or run-changing variables) is refused
+/// `/etc/ld.so.cache` and `LD_LIBRARY_PATH` out of it, a tmpfs at [`INIT_DIR`] the
+/// image's files under it, and `/dev/null` bound over [`LOADER_PRELOAD_FILE`] the
+/// image's preload list. The loader still reads `LD_PRELOAD`, `LD_AUDIT` and
+/// `GLIBC_TUNABLES` from the environment, which would load the image's code into the
+/// init before its filter or change how the loader runs: an environment with those
+/// (or the loader's other code- or run-changing variables) is refused
 /// ([`check_loader_environment`]). A static program needs no loader and is started
 /// directly.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,11 +232,14 @@ pub fn resolve_command(
 
 /// The dynamic loader's variables that load code into a program or keep it from
 /// running (glibc's `LD_TRACE_LOADED_OBJECTS` lists the libraries instead).
-pub const LOADER_VARIABLES: [&str; 4] = [
+pub const LOADER_VARIABLES: [&str; 5] = [
     "LD_PRELOAD",
     "LD_AUDIT",
     "LD_TRACE_LOADED_OBJECTS",
     "LD_PROFILE",
+    // The loader's tunables (its own parser has had memory-safety bugs, and some
+    // change which library folders it searches).
+    "GLIBC_TUNABLES",
 ];
 
 /// Refuses an environment (the image's, then the session's) that would change what
@@ -521,7 +535,7 @@ pub fn run_args(plan: &ContainerPlan, env_file: Option<&Path>) -> Result<Vec<OsS
         push(&["--label", &format!("{key}={value}")]);
     }
     for mount in plan.mounts.iter().chain(&init_mounts) {
-        push(&["--mount", &mount_arg(mount)?]);
+        push(&["--mount", &mount_arg(mount, plan.engine)?]);
     }
     if plan.stdin {
         push(&["--interactive"]);
@@ -551,7 +565,13 @@ fn init_command(rec: &ExecRecording) -> Result<(String, Vec<String>, Vec<EngineM
         dst,
         read_only: true,
     };
+    // The tmpfs first: both engines mount a parent before what is mounted in it.
     let mut mounts = vec![
+        EngineMount::Tmpfs {
+            dst: PathBuf::from(INIT_DIR),
+            size: INIT_DIR_SIZE,
+            mode: 0o555,
+        },
         bind(&rec.program, PathBuf::from(INIT_PROGRAM)),
         bind(&rec.socket_dir, PathBuf::from(INIT_RUN)),
     ];
@@ -559,6 +579,10 @@ fn init_command(rec: &ExecRecording) -> Result<(String, Vec<String>, Vec<EngineM
     let entrypoint = match &rec.loader {
         Some(loader) => {
             let ld = inside(INIT_LIB, loader)?;
+            mounts.push(bind(
+                Path::new("/dev/null"),
+                PathBuf::from(LOADER_PRELOAD_FILE),
+            ));
             mounts.push(bind(loader, ld.clone()));
             for lib in &rec.libraries {
                 mounts.push(bind(lib, inside(INIT_LIB, lib)?));
@@ -574,7 +598,7 @@ fn init_command(rec: &ExecRecording) -> Result<(String, Vec<String>, Vec<EngineM
     Ok((entrypoint, argv, mounts))
 }
 
-fn mount_arg(mount: &EngineMount) -> Result<String, PlanError> {
+fn mount_arg(mount: &EngineMount, engine: Engine) -> Result<String, PlanError> {
     Ok(match mount {
         EngineMount::Bind {
             src,
@@ -598,7 +622,14 @@ fn mount_arg(mount: &EngineMount) -> Result<String, PlanError> {
                 return Err(PlanError::TmpfsMode(*mode));
             }
             // Both engines read the mode as octal digits.
-            format!("type=tmpfs,dst={dst},tmpfs-size={size},tmpfs-mode={mode:o}")
+            let mut arg = format!("type=tmpfs,dst={dst},tmpfs-size={size},tmpfs-mode={mode:o}");
+            // Podman copies what the image has at `dst` into a new tmpfs unless told
+            // not to; Docker never does. A fresh tmpfs must be empty on both: our
+            // init's folder must show nothing of the image's (see `INIT_DIR`).
+            if engine == Engine::Podman {
+                arg.push_str(",notmpcopyup");
+            }
+            arg
         }
     })
 }
@@ -940,7 +971,31 @@ mod tests {
         );
         // Our init is PID 1: not the engine's.
         assert!(!args.iter().any(|a| a == "--init"), "{args:?}");
+        // Nothing of the image shows under our folder (its tmpfs is mounted first),
+        // and the image's preload list is empty for the loader.
+        let mounts: Vec<&String> = args
+            .windows(2)
+            .filter(|w| w[0] == "--mount")
+            .map(|w| &w[1])
+            .collect();
+        let tmpfs = mounts
+            .iter()
+            .position(|m| *m == "type=tmpfs,dst=/.vectraguard,tmpfs-size=65536,tmpfs-mode=555");
+        let first_bind = mounts.iter().position(|m| m.contains("dst=/.vectraguard/"));
+        assert!(tmpfs.is_some() && tmpfs < first_bind, "{mounts:?}");
+        // Podman would copy the image's files into it unless told not to.
+        let mut podman = p.clone();
+        podman.engine = Engine::Podman;
+        let args = strings(run_args(&podman, Some(Path::new("/e"))).unwrap());
+        assert!(
+            args.iter()
+                .any(|a| a
+                    == "type=tmpfs,dst=/.vectraguard,tmpfs-size=65536,tmpfs-mode=555,notmpcopyup"),
+            "{args:?}"
+        );
+        let args = strings(run_args(&p, Some(Path::new("/e"))).unwrap());
         for mount in [
+            "type=bind,src=/dev/null,dst=/etc/ld.so.preload,readonly",
             "type=bind,src=/opt/vg/bin/vectraguard,dst=/.vectraguard/vectraguard,readonly",
             "type=bind,src=/tmp/vg-1.files/init,dst=/.vectraguard/run,readonly",
             "type=bind,src=/lib64/ld-linux-x86-64.so.2,dst=/.vectraguard/lib/ld-linux-x86-64.so.2,readonly",
@@ -982,6 +1037,11 @@ mod tests {
         );
         assert!(
             !args.iter().any(|a| a.contains("/.vectraguard/lib")),
+            "{args:?}"
+        );
+        assert!(
+            args.iter()
+                .any(|a| a.starts_with("type=tmpfs,dst=/.vectraguard,")),
             "{args:?}"
         );
         let image = args.iter().position(|a| a == "img:1").unwrap();
@@ -1038,6 +1098,10 @@ mod tests {
         assert_eq!(
             check_loader_environment(&[], &[("LD_AUDIT".into(), String::new())]),
             Err(PlanError::LoaderVariable("LD_AUDIT".into()))
+        );
+        assert_eq!(
+            check_loader_environment(&["GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2".into()], &[]),
+            Err(PlanError::LoaderVariable("GLIBC_TUNABLES".into()))
         );
     }
 }

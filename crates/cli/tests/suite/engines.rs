@@ -468,6 +468,100 @@ fn an_environment_that_would_load_code_into_the_init_is_refused() {
     }
 }
 
+/// A library the loader would load into every program, announcing itself when it
+/// runs as a container's PID 1 (our init, before its filter).
+const PRELOADED: &str = r#"
+#include <unistd.h>
+__attribute__((constructor)) static void announce(void) {
+    if (getpid() == 1) write(2, "HIJACKED-INIT\n", 14);
+}
+"#;
+
+/// An image that tries to load its own code into our init through the host's
+/// loader (red team, session 13): an `/etc/ld.so.preload` naming its library, and
+/// files under our own folder where the loader looks before our libraries
+/// (`/.vectraguard/lib/glibc-hwcaps/…`). Neither reaches the init: the preload list
+/// is empty for it and the folder is a tmpfs holding only our binds.
+#[test]
+fn an_image_cannot_load_its_code_into_the_recording_init() {
+    let runner = Runner::Root;
+    let ws = Workspace::new();
+    let root = ws.join("rootfs");
+    let hwcaps = root.join(".vectraguard/lib/glibc-hwcaps/x86-64-v2");
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    std::fs::create_dir_all(&hwcaps).unwrap();
+    std::fs::copy("/bin/busybox", root.join("bin/busybox")).unwrap();
+    for applet in ["sh", "cat", "ls", "echo"] {
+        std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
+    }
+    let source = ws.join("preloaded.c");
+    std::fs::write(&source, PRELOADED).unwrap();
+    let built = std::process::Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(root.join("preloaded.so"))
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    std::fs::write(root.join("etc/ld.so.preload"), "/preloaded.so\n").unwrap();
+    std::fs::copy(root.join("preloaded.so"), hwcaps.join("libc.so.6")).unwrap();
+    let tar = ws.join("rootfs.tar");
+    let packed = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(&root)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(packed.success());
+    let image = format!("vectraguard-test/preload-{}:1", super::harness::unique());
+    for engine in ["docker", "podman"] {
+        let imported = std::process::Command::new(engine)
+            .args(["import", "--change", "ENV PATH=/bin"])
+            .arg(&tar)
+            .arg(&image)
+            .output()
+            .unwrap();
+        assert!(imported.status.success(), "{engine} import: {imported:?}");
+        let home = RecordsHome::new(runner);
+        let mut vg = Vg::new(runner, ws.path());
+        vg.args([
+            "sandbox",
+            "run",
+            "--backend",
+            engine,
+            "--image",
+            &image,
+            "--",
+        ])
+        .args([
+            "sh",
+            "-c",
+            "echo preload=[$(cat /etc/ld.so.preload)]; ls /.vectraguard/lib",
+        ])
+        .records_home(&home);
+        let out = vg.run();
+        let _ = std::process::Command::new(engine)
+            .args(["rmi", "-f", &image])
+            .output();
+        out.assert_success();
+        assert!(!out.stderr.contains("HIJACKED"), "{engine}\n{out}");
+        assert!(out.stdout.contains("preload=[]"), "{engine}\n{out}");
+        assert!(!out.stdout.contains("glibc-hwcaps"), "{engine}\n{out}");
+        let log = commands_log(&home.only_session());
+        assert!(
+            exec_line(&log, "cat /etc/ld.so.preload").is_some(),
+            "{engine}\n{log}"
+        );
+    }
+}
+
 #[test]
 fn rootless_podman_records_execs_and_refuses_what_it_cannot_name() {
     // The test user's own rootless Podman (its image imported by scripts/test-engines):

@@ -548,10 +548,12 @@ impl Session {
                         serve_listener(handover.listener, &shared, gate, observer, caps, exits)
                     }
                     Err(e) => {
-                        // The init got no go: the command did not run.
-                        if !matches!(e, vg_sandbox::engine_init::HandshakeError::Stopped) {
-                            shared.fail("exec records", e);
-                        }
+                        // Even a container that ended before its init connected is a
+                        // failure of the record: our init would have connected before
+                        // running anything, so something else ran there (an image's
+                        // code the loader took in, say), or nothing did; either way
+                        // the record cannot say what ran.
+                        shared.fail("exec records", e);
                         (Arc::new(Mutex::new(CommandsLog::new(caps.shown))), None)
                     }
                 }
