@@ -236,10 +236,7 @@ pub fn main(args: &[OsString]) -> ! {
             Err(_) => sys::exit_now(125),
         };
         if sig != libc::SIGCHLD {
-            // Like a terminal: to the command's whole process group.
-            if sys::kill(-main, sig).is_err() {
-                let _ = sys::kill(main, sig);
-            }
+            crate::init::forward_signal(main, sig);
             continue;
         }
         while let Ok(Some((pid, status))) = sys::waitpid(-1, libc::WNOHANG) {

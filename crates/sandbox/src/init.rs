@@ -286,10 +286,7 @@ fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::Owned
             continue;
         }
         if sig != libc::SIGCHLD {
-            // Like a terminal, deliver to the command's whole process group.
-            if sys::kill(-main, sig).is_err() {
-                let _ = sys::kill(main, sig);
-            }
+            forward_signal(main, sig);
             continue;
         }
         while let Ok(Some((pid, status))) = sys::waitpid(-1, libc::WNOHANG) {
@@ -333,6 +330,14 @@ pub(crate) struct Exec<'a> {
     /// The working directory to change to first (a persistent sandbox's command);
     /// `None`: init's own (the workdir).
     pub cwd: Option<&'a CString>,
+}
+
+/// Passes a signal init was sent on as a terminal would: to the command's whole
+/// process group, or to the command alone when it left its group.
+pub(crate) fn forward_signal(main: libc::pid_t, sig: libc::c_int) {
+    if sys::kill(-main, sig).is_err() {
+        let _ = sys::kill(main, sig);
+    }
 }
 
 /// In a forked child: makes `stdio` its 0-2 (with `tty`, the controlling terminal
