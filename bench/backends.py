@@ -3,7 +3,8 @@
 each backend in the same sitting, against the runtime used directly, and a
 syscall-heavy workload's slowdown under gVisor.
 
-  (a) start: `sandbox run [--backend B] -- /bin/true`, recorded and `--no-record`,
+  (a) start: `sandbox run [--backend B] -- /bin/true`, recorded and `--no-record`
+      (gVisor also with `--network allow`, the mediated network),
       against bare `runsc --rootless --network=none do /bin/true` (the target: our
       gVisor start <= 1.2x bare runsc) and bubblewrap; with VG_ENGINES=1 also
       docker and podman (`docker run --rm --network none IMAGE /bin/true`, image
@@ -46,6 +47,8 @@ start = {
     "native no-record": run("--no-record"),
     "gvisor recorded": run("--backend", "gvisor"),
     "gvisor no-record": run("--backend", "gvisor", "--no-record"),
+    # The mediated network: the keeper's namespaces and TUN, and the mediator.
+    "gvisor recorded, network allow": run("--backend", "gvisor", "--network", "allow"),
     "bare runsc do": [runsc, "--root", state, "--rootless", "--network=none", "--ignore-cgroups", "do", "/bin/true"],
     # As the user our backend runs runsc as (the workspace's owner, nobody here):
     # rootless runsc then re-executes itself in a user namespace, as ours does.

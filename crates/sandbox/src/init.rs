@@ -333,10 +333,19 @@ pub(crate) struct Exec<'a> {
 }
 
 /// Passes a signal init was sent on as a terminal would: to the command's whole
-/// process group, or to the command alone when it left its group.
+/// process group, or to the command alone when it left its group. A hang-up or a
+/// termination is followed by SIGCONT, as a terminal's hang-up and the shells'
+/// `kill` do: a stopped command would otherwise keep it pending, and the session
+/// alive, for ever.
 pub(crate) fn forward_signal(main: libc::pid_t, sig: libc::c_int) {
-    if sys::kill(-main, sig).is_err() {
-        let _ = sys::kill(main, sig);
+    let send = |sig| {
+        if sys::kill(-main, sig).is_err() {
+            let _ = sys::kill(main, sig);
+        }
+    };
+    send(sig);
+    if matches!(sig, libc::SIGHUP | libc::SIGTERM) {
+        send(libc::SIGCONT);
     }
 }
 

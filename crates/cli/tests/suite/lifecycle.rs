@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::harness::{
-    Vg, Workspace, assert_no_process_left, each_identity, host_processes_running, run, sh, unique,
-    wait_until,
+    Vg, Workspace, assert_no_process_left, each_identity, host_processes_running,
+    host_processes_with, run, sh, unique, wait_until,
 };
 
 #[test]
@@ -129,6 +129,36 @@ fn sigterm_to_vectraguard_ends_the_command_and_exits_143() {
         let out = running.finish(Duration::from_secs(10));
         out.assert_code(143);
         assert_no_process_left(&sleep, &out);
+    });
+}
+
+/// A command that stopped itself (SIGSTOP, as job control leaves one) still ends
+/// when vectraguard is hung up on or terminated: the signal is followed by SIGCONT,
+/// or it would stay pending, and the session alive, for ever (red team, session 13).
+#[test]
+fn a_stopped_command_ends_when_vectraguard_is_hung_up_on_or_terminated() {
+    each_identity(|runner| {
+        for (signal, code) in [("HUP", 129), ("TERM", 143)] {
+            let ws = Workspace::new();
+            let seconds = format!("61.{}", unique());
+            let script = format!("sleep {seconds} & kill -STOP $$; wait");
+            let running = Vg::sandbox(runner, &ws, &[], &["sh", "-c", &script]).spawn();
+            let sleep = format!("sleep {seconds}");
+            let stopped = wait_until(Duration::from_secs(10), || {
+                host_processes_with(&script).iter().any(|(pid, _)| {
+                    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                        s.rsplit(')')
+                            .next()
+                            .is_some_and(|r| r.trim_start().starts_with('T'))
+                    })
+                })
+            });
+            assert!(stopped, "the sandboxed shell never stopped itself");
+            running.signal(signal);
+            let out = running.finish(Duration::from_secs(10));
+            out.assert_code(code);
+            assert_no_process_left(&sleep, &out);
+        }
     });
 }
 
