@@ -80,6 +80,8 @@ struct Prepared {
     enforced: String,
     /// One command per forwarded signal, in [`FORWARDED_SIGNALS`]' order.
     signals: Vec<Vec<CString>>,
+    /// The signal command with SIGCONT, run after a forwarded SIGHUP or SIGTERM.
+    cont: Vec<CString>,
     terminate_all: Vec<CString>,
     devnull: std::fs::File,
     stdio: [RawFd; 3],
@@ -120,6 +122,7 @@ impl Prepared {
         }
         let signals = FORWARDED_SIGNALS
             .iter()
+            .chain(&[libc::SIGCONT])
             .map(|sig| {
                 let number = sig.to_string();
                 cstrings(
@@ -133,7 +136,11 @@ impl Prepared {
                     "the signal command",
                 )
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
+        let (cont, signals) = signals
+            .split_last()
+            .map(|(cont, signals)| (cont.clone(), signals.to_vec()))
+            .unwrap_or_default();
         let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         Ok(Prepared {
             main: cstrings(
@@ -147,6 +154,7 @@ impl Prepared {
             identity: spec.identity,
             enforced: spec.enforced.clone(),
             signals,
+            cont,
             terminate_all: cstrings(
                 spec.terminate_all.iter().map(String::as_str),
                 "the terminate command",
@@ -395,11 +403,21 @@ fn keeper_main(
             Err(_) => sys::exit_now(125),
         };
         if sig == TERMINATE_ALL {
-            run_helper(p, identity_in_child, &p.terminate_all);
+            let _ = run_helper(p, identity_in_child, &p.terminate_all);
             continue;
         }
         if let Some(i) = FORWARDED_SIGNALS.iter().position(|&s| s == sig) {
-            run_helper(p, identity_in_child, &p.signals[i]);
+            let sent = run_helper(p, identity_in_child, &p.signals[i]);
+            // As init does (`init::forward_signal`): a stopped command would keep a
+            // hang-up or a termination pending, and the session alive, for ever.
+            // SIGCONT only once the signal is sent: sent first, it could let the
+            // command run on and end before the signal reaches it.
+            if matches!(sig, libc::SIGHUP | libc::SIGTERM) {
+                if let Some(pid) = sent {
+                    let _ = sys::waitpid(pid, 0);
+                }
+                run_helper(p, identity_in_child, &p.cont);
+            }
             continue;
         }
         while let Ok(Some((pid, status))) = sys::waitpid(-1, libc::WNOHANG) {
@@ -531,18 +549,22 @@ fn pass_console(
 }
 
 /// Starts one of the signal commands, its stdio on `/dev/null`; reaped with the rest.
-fn run_helper(p: &Prepared, identity: Option<(u32, u32)>, argv: &[CString]) {
+fn run_helper(p: &Prepared, identity: Option<(u32, u32)>, argv: &[CString]) -> Option<libc::pid_t> {
     let Ok((err_r, err_w)) = std::io::pipe() else {
-        return;
+        return None;
     };
     let keeper = std::process::id();
     // SAFETY: the keeper has one thread.
     #[allow(unsafe_code)]
     let forked = unsafe { sys::fork() };
-    if let Ok(None) = forked {
-        drop(err_r);
-        let null = p.devnull.as_raw_fd();
-        start_child(p, identity, argv, [null; 3], err_w, false, keeper)
+    match forked {
+        Ok(None) => {
+            drop(err_r);
+            let null = p.devnull.as_raw_fd();
+            start_child(p, identity, argv, [null; 3], err_w, false, keeper)
+        }
+        Ok(Some(pid)) => Some(pid),
+        Err(_) => None,
     }
 }
 
@@ -628,6 +650,15 @@ mod tests {
         assert_eq!(
             p.signals[term].last().unwrap().to_str().unwrap(),
             libc::SIGTERM.to_string()
+        );
+        // And SIGCONT's, sent after a hang-up or a termination.
+        assert_eq!(
+            p.cont.last().unwrap().to_str().unwrap(),
+            libc::SIGCONT.to_string()
+        );
+        assert_eq!(
+            p.cont[..p.cont.len() - 1],
+            p.signals[term][..p.cont.len() - 1]
         );
     }
 

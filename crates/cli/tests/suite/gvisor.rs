@@ -677,6 +677,33 @@ fn sigkill_of_vectraguard_ends_runsc_and_the_sentry() {
     });
 }
 
+/// A command that stopped itself still ends when vectraguard is terminated: the
+/// keeper follows the signal with SIGCONT through `runsc kill`, as init does
+/// natively (red team, session 13).
+#[test]
+fn a_stopped_command_on_gvisor_ends_when_vectraguard_is_terminated() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let mut vg = Vg::new(runner, ws.path());
+        vg.args(["sandbox", "run", "--backend", "gvisor", "--"])
+            .args([
+                "sh",
+                "-c",
+                "touch stopping && kill -STOP $$; echo continued",
+            ])
+            .records_home(&home);
+        let running = vg.spawn();
+        let stopping = wait_until(Duration::from_secs(20), || ws.join("stopping").exists());
+        assert!(stopping, "the command never ran");
+        // Let it reach its stop.
+        std::thread::sleep(Duration::from_millis(500));
+        running.signal("TERM");
+        let out = running.finish(Duration::from_secs(15));
+        out.assert_code(143);
+    });
+}
+
 /// The bundle folder (runsc's state, the trace socket, the skeleton root) is made
 /// in TMPDIR: one inside the workspace would let the command rewrite runsc's state,
 /// which the signal and stop commands read. Refused, with the fix.
