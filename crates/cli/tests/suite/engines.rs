@@ -181,7 +181,6 @@ fn refusals_name_the_backend_and_the_fix() {
         for (options, says) in [
             (&["--network", "allow"][..], "the mediated network"),
             (&["-t"][..], "a terminal"),
-            (&["--ask", "high"][..], "--ask never"),
         ] {
             let out = engine_run(runner, &ws, &home, "podman", options, &["true"]);
             out.assert_code(125);
@@ -559,6 +558,53 @@ fn an_image_cannot_load_its_code_into_the_recording_init() {
             exec_line(&log, "cat /etc/ld.so.preload").is_some(),
             "{engine}\n{log}"
         );
+    }
+}
+
+/// `--ask` on a recorded container: our init hands its listener to the native
+/// tracer, so a risky exec in the container is held until approved, and runs only
+/// then; denied, it never runs.
+#[test]
+fn a_risky_exec_in_a_container_is_held_until_approved() {
+    let runner = Runner::Root;
+    for engine in ["docker", "podman"] {
+        for verdict in ["approve", "deny"] {
+            let ws = Workspace::new();
+            let home = RecordsHome::new(runner);
+            let name = format!("gate-{engine}-{verdict}-{}", super::harness::unique());
+            let (running, _) = super::live::start_live(
+                runner,
+                &ws,
+                &home,
+                &name,
+                &["--backend", engine, "--image", IMAGE, "--ask", "high"],
+                &["sh", "-c", "rm -rf /tmp/held; echo rm=$? > rm-status"],
+            );
+            let pending = super::approval::first_pending(runner, &ws, &home, &name);
+            assert_eq!(pending["level"], "CRITICAL", "{pending}");
+            assert!(!ws.exists("rm-status"), "{engine}: it ran before approval");
+            let id = pending["id"].to_string();
+            super::live::vg(runner, &ws, &home, &[verdict, &name, &id]).assert_success();
+            let out = running.finish(std::time::Duration::from_secs(30));
+            match verdict {
+                "approve" => {
+                    out.assert_success();
+                    assert_eq!(ws.read("rm-status").as_deref(), Some("rm=0\n"), "{engine}");
+                }
+                _ => {
+                    out.assert_code(126);
+                    assert!(!ws.exists("rm-status"), "{engine}: a denied exec ran");
+                }
+            }
+            let log = commands_log(&home.only_session());
+            let line = exec_line(&log, "sh -c 'rm -rf /tmp/held; echo rm=$? > rm-status'")
+                .unwrap_or_else(|| panic!("{engine}: no exec line\n{log}"));
+            assert_eq!(
+                line.contains("denied="),
+                verdict == "deny",
+                "{engine}\n{log}"
+            );
+        }
     }
 }
 
