@@ -120,27 +120,24 @@ impl Prepared {
                 ));
             }
         }
+        let signal_command = |sig: libc::c_int| {
+            let number = sig.to_string();
+            cstrings(
+                spec.signal.iter().map(|a| {
+                    if a == SIGNAL_PLACEHOLDER {
+                        number.as_str()
+                    } else {
+                        a.as_str()
+                    }
+                }),
+                "the signal command",
+            )
+        };
         let signals = FORWARDED_SIGNALS
             .iter()
-            .chain(&[libc::SIGCONT])
-            .map(|sig| {
-                let number = sig.to_string();
-                cstrings(
-                    spec.signal.iter().map(|a| {
-                        if a == SIGNAL_PLACEHOLDER {
-                            number.as_str()
-                        } else {
-                            a.as_str()
-                        }
-                    }),
-                    "the signal command",
-                )
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let (cont, signals) = signals
-            .split_last()
-            .map(|(cont, signals)| (cont.clone(), signals.to_vec()))
-            .unwrap_or_default();
+            .map(|&sig| signal_command(sig))
+            .collect::<Result<_, _>>()?;
+        let cont = signal_command(libc::SIGCONT)?;
         let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         Ok(Prepared {
             main: cstrings(
