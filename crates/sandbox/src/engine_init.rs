@@ -251,11 +251,7 @@ pub fn main(args: &[OsString]) -> ! {
 /// The exit status a container's init reports for its command's wait status:
 /// the code, or `128+N` for a signal.
 pub fn exit_code(status: i32) -> i32 {
-    if libc::WIFSIGNALED(status) {
-        128 + libc::WTERMSIG(status)
-    } else {
-        libc::WEXITSTATUS(status)
-    }
+    crate::spawn::decode_status(status).exit_code()
 }
 
 fn cstrings(items: impl Iterator<Item = OsString>) -> Result<Vec<CString>, String> {
