@@ -8,8 +8,11 @@
 //! - [`seccomp`]: [`seccomp_profile`], vg-seccomp's rule model as the engines'
 //!   seccomp JSON;
 //! - [`cli`]: what runs the engine's client: [`probe`], [`image_present`],
-//!   [`prepare_run`], [`stop`], [`remove`], [`inspect`].
+//!   [`prepare_run`], [`stop`], [`remove`], [`inspect`];
+//! - [`api`]: Docker's daemon asked over its socket for `info` and an image's
+//!   config, where the client would ask that socket (a client start saved each).
 
+pub mod api;
 pub mod cli;
 pub mod plan;
 pub mod seccomp;

@@ -227,6 +227,50 @@ fn probe_and_images() {
     }
 }
 
+/// Docker's daemon asked over its socket (`engine::api`) says what its client says:
+/// the version and limits `probe` reads, an image's config, and a missing image.
+#[test]
+fn dockers_socket_answers_as_its_client_does() {
+    let Some(image) = setup() else { return };
+    use vg_backend::engine::api;
+    let socket = api::ClientConfig::default().socket().unwrap();
+    let timeout = Duration::from_secs(30);
+    let client = |args: &[&str]| {
+        let out = Command::new("docker").args(args).output().unwrap();
+        assert!(out.status.success(), "docker {args:?}: {out:?}");
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let info = api::info(&socket, timeout).expect("the daemon answers on its socket");
+    let theirs = client(&["info", "--format", "{{json .}}"]);
+    for key in [
+        "ServerVersion",
+        "SecurityOptions",
+        "DefaultRuntime",
+        "MemoryLimit",
+        "SwapLimit",
+        "PidsLimit",
+        "CpuCfsQuota",
+    ] {
+        assert_eq!(info[key], theirs[key], "{key}");
+    }
+    assert_eq!(
+        probe(Engine::Docker).unwrap().server_version,
+        theirs["ServerVersion"].as_str().unwrap()
+    );
+    // The client leaves empty fields out, the daemon writes them as null: the
+    // fields a session reads (a missing one reads as null).
+    let config = api::image_config(&socket, image, timeout).unwrap().unwrap();
+    let theirs = client(&["image", "inspect", "--format", "{{json .Config}}", image]);
+    assert_eq!(config["Env"], serde_json::json!(["PATH=/bin"]));
+    for key in ["Entrypoint", "Cmd", "Env"] {
+        assert_eq!(config[key], theirs[key], "{key}");
+    }
+    assert_eq!(
+        api::image_config(&socket, "vectraguard-test/absent:0", timeout),
+        Some(Err(()))
+    );
+}
+
 #[test]
 fn posture_inside() {
     let Some(image) = setup() else { return };

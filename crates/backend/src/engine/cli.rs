@@ -235,6 +235,12 @@ fn json_of(engine: Engine, what: &[&str], stdout: &[u8]) -> Result<Value, Engine
 /// Whether the engine can run containers: its client is installed, its daemon
 /// (Docker) answers, and what it is (version, rootless, default runtime).
 pub fn probe(engine: Engine) -> Result<EngineInfo, EngineError> {
+    if let Some(info) = docker_socket(engine)
+        .and_then(|socket| super::api::info(&socket, QUERY_TIMEOUT))
+        .and_then(|info| parse_info(engine, &info))
+    {
+        return Ok(info);
+    }
     let args = ["info", "--format", "{{json .}}"];
     let out = call(engine, &args, QUERY_TIMEOUT)?;
     if !out.status.success() {
@@ -337,6 +343,11 @@ pub fn image_config(engine: Engine, image: &str) -> Result<ImageConfig, EngineEr
     };
     if image.starts_with('-') {
         return Err(missing());
+    }
+    match docker_socket(engine).and_then(|s| super::api::image_config(&s, image, QUERY_TIMEOUT)) {
+        Some(Ok(config)) => return Ok(parse_image_config(&config)),
+        Some(Err(())) => return Err(missing()),
+        None => {}
     }
     let args = ["image", "inspect", "--format", "{{json .Config}}", image];
     let out = call(engine, &args, QUERY_TIMEOUT)?;
@@ -534,6 +545,16 @@ pub fn containers_with_label(
 }
 
 /// The client program's path on `PATH`, if installed (for `doctor`).
+/// Docker's socket, where a query may go there instead of through the client (see
+/// `api`): only when the client is installed, so that a missing client is still
+/// reported as such.
+fn docker_socket(engine: Engine) -> Option<PathBuf> {
+    if engine != Engine::Docker || client_path(engine).is_none() {
+        return None;
+    }
+    super::api::ClientConfig::from_env().socket()
+}
+
 pub fn client_path(engine: Engine) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
