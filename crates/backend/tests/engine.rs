@@ -205,7 +205,13 @@ fn probe_and_images() {
             limits.memory && limits.swap && limits.pids && limits.cpus,
             "{engine}: {limits:?}"
         );
-        check_limits(&plan(engine, image, &["true"]), &info).unwrap();
+        check_limits(&plan(engine, image, &["true"]), info.limits).unwrap();
+        // What a run asks (cheaper for root's Podman) is what the engine says.
+        assert_eq!(
+            vg_backend::engine::limit_support(engine).unwrap(),
+            info.limits,
+            "{engine}"
+        );
         assert!(image_present(engine, image).unwrap());
         let absent = "vectraguard-test/absent:0";
         assert!(!image_present(engine, absent).unwrap());

@@ -229,29 +229,29 @@ pub fn engine_limits(plan: &mut crate::plan::Plan) -> Result<()> {
         return Ok(());
     };
     let engine = container.engine;
-    // The engine's answer and the image's presence, asked at once (each is a client
-    // start: tens of milliseconds for Docker, more for Podman). Both threads are
-    // joined before the sandbox is spawned.
+    // The limits the engine holds and the image's config, asked at once (Docker's
+    // over its socket, a millisecond each; Podman's image through its client, tens
+    // of milliseconds). Both threads are joined before the sandbox is spawned.
     let image = container.image.clone();
-    let (info, config) = std::thread::scope(|s| {
+    let (limits, config) = std::thread::scope(|s| {
         let config = s.spawn(|| vg_backend::engine::image_config(engine, &image));
-        (vg_backend::engine::probe(engine), config.join())
+        (vg_backend::engine::limit_support(engine), config.join())
     });
-    let info = info?;
+    let limits = limits?;
     let config =
         config.map_err(|_| anyhow::anyhow!("the image check of {image} failed unexpectedly"))??;
     if plan.spec.trace_exec {
         container.record_execs = Some(exec_recording(container, &config, plan.spec.exits)?);
     }
     let name = engine.backend_name();
-    if !info.limits.memory && default_memory && container.memory.take().is_some() {
+    if !limits.memory && default_memory && container.memory.take().is_some() {
         plan.limits.limits.memory = None;
         plan.limits.enforced_by.insert(
             "memory",
             format!("none ({name} cannot hold a memory limit here)"),
         );
     }
-    if !info.limits.pids && !asked_pids && container.pids.take().is_some() {
+    if !limits.pids && !asked_pids && container.pids.take().is_some() {
         plan.limits.limits.pids = None;
         plan.limits.enforced_by.insert(
             "pids",
@@ -259,7 +259,7 @@ pub fn engine_limits(plan: &mut crate::plan::Plan) -> Result<()> {
         );
     }
     // Whatever is left and cannot be held is refused.
-    vg_backend::engine::check_limits(container, &info)?;
+    vg_backend::engine::check_limits(container, limits)?;
     let by = format!("{name} (its cgroups)");
     for (limit, set) in [
         ("memory", container.memory.is_some()),

@@ -88,7 +88,7 @@ pub struct EngineInfo {
 /// Which limits an engine can enforce on this host. Docker ignores a limit its
 /// kernel lacks, with a warning on the client's stderr (the command's stderr to
 /// us): [`check_limits`] refuses such a plan instead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LimitSupport {
     pub memory: bool,
     /// Swap accounting, which `--memory-swap` needs.
@@ -98,8 +98,7 @@ pub struct LimitSupport {
 }
 
 /// Refuses a plan asking for a limit the engine cannot hold here (pure).
-pub fn check_limits(plan: &ContainerPlan, info: &EngineInfo) -> Result<(), PlanError> {
-    let l = info.limits;
+pub fn check_limits(plan: &ContainerPlan, l: LimitSupport) -> Result<(), PlanError> {
     let asked = [
         ("memory limit", plan.memory.is_some(), l.memory),
         (
@@ -116,7 +115,7 @@ pub fn check_limits(plan: &ContainerPlan, info: &EngineInfo) -> Result<(), PlanE
     {
         Some((what, ..)) => Err(PlanError::Unenforceable {
             what,
-            engine: info.engine,
+            engine: plan.engine,
         }),
         None => Ok(()),
     }
@@ -259,6 +258,54 @@ pub fn probe(engine: Engine) -> Result<EngineInfo, EngineError> {
             Path::new("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").exists();
     }
     Ok(parsed)
+}
+
+/// Which limits the engine can hold for a run: what [`probe`] says, except for
+/// Podman run by root on this host, whose answer is the host's cgroup controllers
+/// (its cgroups are made by root from the same hierarchy), read directly: `podman
+/// info` takes about half a second, most of it asking dpkg for the versions of
+/// conmon, runc and slirp4netns, which a run does not need.
+pub fn limit_support(engine: Engine) -> Result<LimitSupport, EngineError> {
+    let remote = ["CONTAINER_HOST", "CONTAINER_CONNECTION"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
+    // Podman is rootless for any other user: then only its own answer will do.
+    let root = vg_sandbox::real_ids().0 == 0;
+    if engine == Engine::Podman
+        && root
+        && !remote
+        && client_path(engine).is_some()
+        && let Some(limits) = host_cgroup_limits(Path::new("/sys/fs/cgroup"))
+    {
+        return Ok(limits);
+    }
+    Ok(probe(engine)?.limits)
+}
+
+/// The limits root's cgroups can hold on this host, from the cgroup file system
+/// mounted at `root`: cgroup v2's root controllers, or v1's hierarchies (a hybrid
+/// layout's empty v2 hierarchy holds nothing, as Podman reports it). `None` when
+/// neither can be read.
+fn host_cgroup_limits(root: &Path) -> Option<LimitSupport> {
+    if let Ok(list) = fs::read_to_string(root.join("cgroup.controllers")) {
+        let has = |c: &str| list.split_whitespace().any(|x| x == c);
+        return Some(LimitSupport {
+            memory: has("memory"),
+            swap: has("memory"),
+            pids: has("pids"),
+            cpus: has("cpu"),
+        });
+    }
+    // A v1 controller is there when its hierarchy is mounted (the root group has
+    // no `pids.max`); swap accounting when the memory root has the memsw files.
+    let file = |f: &str| root.join(f).is_file();
+    let limits = LimitSupport {
+        memory: file("memory/cgroup.procs"),
+        swap: file("memory/memory.memsw.limit_in_bytes"),
+        pids: file("pids/cgroup.procs"),
+        cpus: file("cpu/cgroup.procs"),
+    };
+    (limits != LimitSupport::default()).then_some(limits)
 }
 
 /// [`EngineInfo`] from `ENGINE info --format '{{json .}}'`; `None` without a
@@ -695,22 +742,15 @@ mod tests {
             pids: true,
             cpus: true,
         };
-        let info = |limits| EngineInfo {
-            engine: Engine::Docker,
-            server_version: "1".into(),
-            rootless: false,
-            default_runtime: "runc".into(),
-            limits,
-        };
         let mut plan = ContainerPlan::new(Engine::Docker, "i", vec!["true".into()], "ab");
-        let no_swap = info(LimitSupport { swap: false, ..all });
-        assert_eq!(check_limits(&plan, &no_swap), Ok(()), "nothing asked");
+        let no_swap = LimitSupport { swap: false, ..all };
+        assert_eq!(check_limits(&plan, no_swap), Ok(()), "nothing asked");
         plan.memory = Some(64 << 20);
         assert!(matches!(
-            check_limits(&plan, &no_swap),
+            check_limits(&plan, no_swap),
             Err(PlanError::Unenforceable { what, .. }) if what.starts_with("swap")
         ));
-        assert_eq!(check_limits(&plan, &info(all)), Ok(()));
+        assert_eq!(check_limits(&plan, all), Ok(()));
         plan.pids = Some(10);
         plan.cpus = Some(0.5);
         for (limits, name) in [
@@ -724,9 +764,51 @@ mod tests {
                 "memory",
             ),
         ] {
-            let err = check_limits(&plan, &info(limits)).unwrap_err();
+            let err = check_limits(&plan, limits).unwrap_err();
             assert!(err.to_string().contains(name), "{err}");
         }
+    }
+
+    #[test]
+    fn roots_cgroup_limits_come_from_the_hosts_hierarchies() {
+        let dir = std::env::temp_dir().join(format!("vg-cgroup-limits-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let touch = |f: &str| {
+            let path = dir.join(f);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, "").unwrap();
+        };
+        // Nothing readable: no answer (Podman's own is asked then).
+        fs::create_dir_all(&dir).unwrap();
+        assert_eq!(host_cgroup_limits(&dir), None);
+        // cgroup v1, without swap accounting and without the cpu hierarchy.
+        touch("memory/cgroup.procs");
+        touch("pids/cgroup.procs");
+        let v1 = host_cgroup_limits(&dir).unwrap();
+        assert_eq!(
+            v1,
+            LimitSupport {
+                memory: true,
+                swap: false,
+                pids: true,
+                cpus: false
+            }
+        );
+        touch("memory/memory.memsw.limit_in_bytes");
+        touch("cpu/cgroup.procs");
+        assert!(host_cgroup_limits(&dir).unwrap().swap);
+        // cgroup v2: the root's controllers win over anything else there.
+        fs::write(dir.join("cgroup.controllers"), "cpuset cpu io pids\n").unwrap();
+        assert_eq!(
+            host_cgroup_limits(&dir).unwrap(),
+            LimitSupport {
+                memory: false,
+                swap: false,
+                pids: true,
+                cpus: true
+            }
+        );
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
