@@ -102,6 +102,18 @@ fn agent_start_refuses_what_it_cannot_run_with_a_clear_error() {
 /// the model asks for runs inside the sandbox and is recorded under the agent's name.
 #[test]
 fn a_real_agent_cli_runs_its_tool_calls_inside_the_sandbox() {
+    each_identity(|runner| codex_makes_the_proof(runner, &[]));
+}
+
+/// `agent start --backend gvisor`: the same real agent CLI, its model reached through
+/// gVisor's mediated network with the key swapped in outside, its tool calls run and
+/// recorded by gVisor's kernel.
+#[test]
+fn a_real_agent_cli_runs_on_gvisor() {
+    each_identity(|runner| codex_makes_the_proof(runner, &["--backend", "gvisor"]));
+}
+
+fn codex_makes_the_proof(runner: super::harness::Runner, backend: &[&str]) {
     let root =
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-tools/codex");
     let root = root.canonicalize().unwrap_or(root);
@@ -109,7 +121,7 @@ fn a_real_agent_cli_runs_its_tool_calls_inside_the_sandbox() {
         root.join("node_modules/.bin/codex").exists(),
         "codex is missing: scripts/test installs it in target/test-tools/codex"
     );
-    each_identity(|runner| {
+    {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
         let port = super::harness::free_port();
@@ -147,9 +159,9 @@ fn a_real_agent_cli_runs_its_tool_calls_inside_the_sandbox() {
             .records_home(&home)
             .env("OPENAI_API_KEY", &key)
             .env("OPENAI_BASE_URL", &format!("http://model.test:{port}/v1"))
+            .args(["agent", "start"])
+            .args(backend)
             .args([
-                "agent",
-                "start",
                 "--name",
                 "codex-bot",
                 "--preset",
@@ -210,7 +222,10 @@ fn a_real_agent_cli_runs_its_tool_calls_inside_the_sandbox() {
             commands.contains("exec --skip-git-repo-check --sandbox danger-full-access"),
             "{commands}"
         );
-    });
+        if !backend.is_empty() {
+            assert_eq!(meta["layers"]["backend"], backend[1], "{meta}");
+        }
+    }
 }
 
 /// Red team: run by root, `agent start` created (and chowned) the preset's folders in
