@@ -29,11 +29,15 @@ pub fn check(
     // (asked for, what, the fix): what only the native sandbox has.
     let refusals = [
         (learn, "learning mode (--learn)", "use --backend native"),
-        // gVisor runs the mediated network behind the same mediator (see `gvisor`).
+        // gVisor and the engines run the mediated network behind the same mediator
+        // (see `gvisor`, `vg_sandbox::engine_net`). A container's interface is made
+        // before our init's go, so the engines need our init: the recorded run's.
         (
-            backend != Backend::Gvisor && matches!(spec.network, SandboxNetwork::Tun(_)),
-            "the mediated network (--network allow, rules)",
-            "use --network none, or --backend native or gvisor for rules",
+            engine_of(backend).is_some()
+                && matches!(spec.network, SandboxNetwork::Tun(_))
+                && !spec.trace_exec,
+            "the mediated network (--network allow, rules) without a record (--no-record)",
+            "remove --no-record (the container's network is attached by the recording init), or use --backend native or gvisor",
         ),
         // runsc runs rootless, and its rootless sandbox always gets a network
         // namespace of its own: `--network=host` there is the host kernel's stack in
@@ -137,9 +141,9 @@ pub fn container(
     plan.network = match spec.network {
         SandboxNetwork::Loopback => EngineNetwork::None,
         SandboxNetwork::Host => EngineNetwork::Host,
-        SandboxNetwork::Tun(_) => {
-            bail!("--backend {backend}: the mediated network is not available")
-        }
+        // A namespace with only loopback, where the supervisor makes the mediated
+        // network's interface before our init's go (`vg_sandbox::engine_net`).
+        SandboxNetwork::Tun(_) => EngineNetwork::None,
     };
     let disk = limits.disk;
     plan.mounts = [std::path::PathBuf::from("/tmp"), spec.identity.home.clone()]
@@ -161,6 +165,33 @@ pub fn container(
     plan.cpus = limits.limits.cpus;
     plan.labels = vec![("vectraguard".into(), "1".into())];
     Ok(plan)
+}
+
+/// The generated `/etc` files a container gets (`etc.rs` writes them): with the
+/// mediated network, `/etc/resolv.conf`, which names the mediator's DNS, bound
+/// read-only over the image's (the engine's own would name none, or the host's
+/// servers). The engine keeps its own `/etc/hosts` and `/etc/hostname`.
+pub fn engine_etc(
+    container: &mut vg_backend::engine::ContainerPlan,
+    network: SandboxNetwork,
+    generated: &[vg_policy::MountOp],
+) {
+    if !matches!(network, SandboxNetwork::Tun(_)) {
+        return;
+    }
+    for op in generated {
+        if let vg_policy::MountOp::Bind { src, dst, .. } = op
+            && dst == std::path::Path::new("/etc/resolv.conf")
+        {
+            container
+                .mounts
+                .push(vg_backend::engine::EngineMount::Bind {
+                    src: src.clone(),
+                    dst: dst.clone(),
+                    read_only: true,
+                });
+        }
+    }
 }
 
 /// Limits whose native mechanism does not hold another backend. The memory
@@ -383,7 +414,7 @@ pub fn spawn(
             let Some(container) = container else {
                 bail!("--backend {backend}: no container was planned");
             };
-            let (run, runtime, trace) = engine(container)?;
+            let (run, runtime, trace) = engine(container, spec.network)?;
             held.container = Some(run);
             held.engine_trace = trace;
             Ok(vg_sandbox::runtime::spawn_runtime(&runtime, stdio, cgroup)?)
@@ -395,6 +426,7 @@ pub fn spawn(
 /// environment written to a private folder first.
 fn engine(
     container: &vg_backend::engine::ContainerPlan,
+    network: SandboxNetwork,
 ) -> Result<(
     EngineRun,
     vg_sandbox::runtime::RuntimeSpec,
@@ -443,6 +475,18 @@ fn engine(
             })?,
         None => None,
     };
+    let tun = match network {
+        SandboxNetwork::Tun(tun) => Some(tun),
+        SandboxNetwork::Loopback | SandboxNetwork::Host => None,
+    };
+    // Checked while planning (`check`); without the init nothing would make the
+    // interface, and the container would have no network at all.
+    if tun.is_some() && handshake.is_none() {
+        bail!(
+            "--backend {}: the mediated network needs Vectra Guard's init in the container (a recorded run)",
+            container.engine.backend_name()
+        );
+    }
     let profile = dir.join("seccomp.json");
     let rules = vg_seccomp::default_profile(vg_seccomp::ProfileOptions::default());
     let json = engine::seccomp_profile(&rules)?;
@@ -491,9 +535,11 @@ container={}
             },
             container.user.0,
             container.user.1,
-            match container.network {
-                engine::EngineNetwork::None => "none",
-                engine::EngineNetwork::Host => "host",
+            match (container.network, tun.is_some()) {
+                // Said as the native sandbox's: the interface the mediator serves.
+                (_, true) => format!("tun\nnetwork_attach={}", vg_sandbox::engine_net::ATTACH),
+                (engine::EngineNetwork::None, false) => "none".to_owned(),
+                (engine::EngineNetwork::Host, false) => "host".to_owned(),
             },
             // What holds, and only that: no exec runs unless the init's listener
             // was handed over (it waits for our go), and an exec the tracer cannot
@@ -545,6 +591,7 @@ container={}
         crate::record::EngineTrace {
             handshake,
             expected_uid: expected_peer_uid(container.engine, container.user.0),
+            tun,
             end_container: Box::new(move || {
                 let _ = std::process::Command::new(program)
                     .args(["rm", "-f", &name])

@@ -1,0 +1,149 @@
+//! Another process's network namespace: its descriptor, the user namespace that
+//! owns it, and a TUN interface made there by a short-lived forked helper, so that
+//! the caller never enters that namespace itself.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use libc::c_int;
+
+use super::check;
+
+/// `SO_PEERPIDFD` (Linux 6.5): a pidfd of a unix socket's peer, the process that
+/// connected (asm-generic value, as on x86-64 and arm64).
+const SO_PEERPIDFD: c_int = 77;
+
+/// `NS_GET_USERNS`, `_IO(0xb7, 0x1)`: the user namespace owning a namespace.
+const NS_GET_USERNS: libc::c_ulong = 0xb701;
+
+/// A pidfd of the process that connected to `sock` (`SO_PEERPIDFD`): the very
+/// process, never another one that got its pid later.
+pub fn peer_pidfd(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let mut fd: c_int = -1;
+    let mut len = libc::socklen_t::try_from(std::mem::size_of::<c_int>())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `sock` is live; `fd` and `len` are writable and `len` is `fd`'s size.
+    check(unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            (&raw mut fd).cast(),
+            &raw mut len,
+        )
+    })?;
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    // SAFETY: the kernel just made this descriptor for us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The user namespace that owns the namespace `ns` (`NS_GET_USERNS`).
+pub fn ns_owner(ns: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    // SAFETY: an ioctl without an argument on a live namespace descriptor.
+    let fd = check(unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS) })?;
+    // SAFETY: the kernel just made this descriptor for us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// What the helper of [`tun_in_namespace`] was doing when it failed.
+pub const TUN_STEPS: [&str; 5] = [
+    "join the user namespace that owns the container's network namespace",
+    "join the container's network namespace",
+    "create the TUN interface there",
+    "configure the TUN interface",
+    "send the TUN interface back",
+];
+
+/// The TUN interface's settings, as [`super::iface_configure`] takes them.
+#[derive(Debug, Clone, Copy)]
+pub struct TunSettings<'a> {
+    pub name: &'a str,
+    pub address: std::net::Ipv4Addr,
+    pub netmask: std::net::Ipv4Addr,
+    pub mtu: i32,
+    pub gateway: std::net::Ipv4Addr,
+}
+
+/// Creates and configures the TUN interface `tun.name` in the network namespace
+/// `netns` (after joining `userns` first when given: the user namespace that owns
+/// it, where ours has no capabilities), and returns its packet descriptor.
+///
+/// The work is done by a forked child, which joins the namespaces, makes the
+/// interface as the native sandbox's init does, sends the descriptor over a
+/// socket pair, and exits: the calling process (which may have threads) never
+/// leaves its own namespaces. On failure the error says the step (an index into
+/// [`TUN_STEPS`]) and the child's errno.
+pub fn tun_in_namespace(
+    userns: Option<BorrowedFd<'_>>,
+    netns: BorrowedFd<'_>,
+    tun: TunSettings<'_>,
+) -> Result<OwnedFd, (usize, io::Error)> {
+    let setup = |e: io::Error| (usize::MAX, e);
+    let (ours, theirs) = super::seqpacket_pair().map_err(setup)?;
+    // SAFETY: the child only makes system calls on memory it already has (stack
+    // values and the borrowed descriptors): no allocation, no lock, nothing a
+    // thread of the parent could have held at the fork; it ends in `_exit`.
+    let forked = unsafe { super::fork() }.map_err(setup)?;
+    let Some(child) = forked else {
+        drop(ours);
+        if let Err((step, e)) = helper(userns, netns, tun, theirs.as_fd()) {
+            let mut report = [0u8; 5];
+            report[0] = u8::try_from(step).unwrap_or(u8::MAX);
+            report[1..].copy_from_slice(&e.raw_os_error().unwrap_or(0).to_le_bytes());
+            // SAFETY: writes five bytes from a live stack buffer.
+            unsafe { libc::write(theirs.as_raw_fd(), report.as_ptr().cast(), report.len()) };
+            super::exit_now(1);
+        }
+        super::exit_now(0);
+    };
+    drop(theirs);
+    // One message: the descriptor, or the report of the step that failed. The
+    // child's end closes when it exits, so this read always returns.
+    let mut report = [0u8; 5];
+    let got = loop {
+        match super::recv_msg(ours.as_fd(), &mut report) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => break other,
+        }
+    };
+    let _ = loop {
+        match super::waitpid(child, 0) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => break other,
+        }
+    };
+    match got {
+        Ok((_, fds)) if fds.len() == 1 => fds
+            .into_iter()
+            .next()
+            .ok_or_else(|| setup(io::Error::from_raw_os_error(libc::EPROTO))),
+        Ok((5, _)) => {
+            let errno = i32::from_le_bytes([report[1], report[2], report[3], report[4]]);
+            Err((usize::from(report[0]), io::Error::from_raw_os_error(errno)))
+        }
+        Ok(_) => Err(setup(io::Error::from_raw_os_error(libc::EPROTO))),
+        Err(e) => Err(setup(e)),
+    }
+}
+
+/// The forked helper's work (see [`tun_in_namespace`]).
+fn helper(
+    userns: Option<BorrowedFd<'_>>,
+    netns: BorrowedFd<'_>,
+    tun: TunSettings<'_>,
+    reply: BorrowedFd<'_>,
+) -> Result<(), (usize, io::Error)> {
+    if let Some(userns) = userns {
+        // SAFETY: setns takes a live namespace descriptor and a flag.
+        check(unsafe { libc::setns(userns.as_raw_fd(), libc::CLONE_NEWUSER) })
+            .map_err(|e| (0, e))?;
+    }
+    // SAFETY: as above.
+    check(unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) }).map_err(|e| (1, e))?;
+    let fd = super::tun_create(tun.name).map_err(|e| (2, e))?;
+    super::iface_configure(tun.name, tun.address, tun.netmask, tun.mtu, tun.gateway)
+        .map_err(|e| (3, e))?;
+    super::send_fd(reply, fd.as_fd()).map_err(|e| (4, e))
+}
