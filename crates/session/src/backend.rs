@@ -765,6 +765,42 @@ mod tests {
     }
 
     #[test]
+    fn a_container_on_the_mediated_network_gets_the_generated_resolv_conf_only() {
+        use vg_backend::engine::{ContainerPlan, Engine, EngineMount};
+        let generated: Vec<vg_policy::MountOp> = ["resolv.conf", "hosts", "hostname"]
+            .iter()
+            .map(|name| vg_policy::MountOp::Bind {
+                src: format!("/tmp/etc/{name}").into(),
+                dst: format!("/etc/{name}").into(),
+                read_only: true,
+                kind: vg_policy::view::NodeKind::File,
+                dev: false,
+            })
+            .collect();
+        let tun = SandboxNetwork::Tun(vg_sandbox::TunConfig {
+            name: "tun0",
+            address: std::net::Ipv4Addr::new(198, 18, 0, 2),
+            netmask: std::net::Ipv4Addr::new(255, 255, 255, 0),
+            gateway: std::net::Ipv4Addr::new(198, 18, 0, 1),
+            mtu: 1500,
+        });
+        let mut plan = ContainerPlan::new(Engine::Docker, "img", vec!["true".into()], "c");
+        engine_etc(&mut plan, tun, &generated);
+        assert_eq!(
+            plan.mounts,
+            [EngineMount::Bind {
+                src: "/tmp/etc/resolv.conf".into(),
+                dst: "/etc/resolv.conf".into(),
+                read_only: true,
+            }]
+        );
+        // Other networks keep the engine's own.
+        let mut plan = ContainerPlan::new(Engine::Podman, "img", vec!["true".into()], "c");
+        engine_etc(&mut plan, SandboxNetwork::Loopback, &generated);
+        assert!(plan.mounts.is_empty());
+    }
+
+    #[test]
     fn other_backends_refuse_what_only_the_native_sandbox_has_naming_the_fix() {
         let none = spec(SandboxNetwork::Loopback);
         for backend in Backend::ALL {
@@ -799,8 +835,20 @@ mod tests {
             mtu: 1500,
         }));
         assert!(refused(Backend::Docker, &tun, true, false).contains("learning mode"));
-        assert!(refused(Backend::Docker, &tun, false, false).contains("the mediated network"));
-        assert!(refused(Backend::Podman, &tun, false, false).contains("the mediated network"));
+        // The engines attach it through the recording init: refused without a record
+        // (no exec records), run with one.
+        for engine in [Backend::Docker, Backend::Podman] {
+            let e = refused(engine, &tun, false, false);
+            assert!(
+                e.contains("the mediated network") && e.contains("remove --no-record"),
+                "{e}"
+            );
+            let mut recorded = tun.clone();
+            recorded.trace_exec = true;
+            assert!(check(engine, &recorded, false, false, false, false).is_ok());
+        }
+        // Without a record, gVisor's keeper still attaches it.
+        assert!(check(Backend::Gvisor, &tun, false, false, false, false).is_ok());
         // gVisor runs it behind the same mediator; learning is still refused there.
         assert!(check(Backend::Gvisor, &tun, false, false, false, false).is_ok());
         assert!(refused(Backend::Gvisor, &tun, true, false).contains("learning mode"));

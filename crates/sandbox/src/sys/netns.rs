@@ -147,3 +147,74 @@ fn helper(
         .map_err(|e| (3, e))?;
     super::send_fd(reply, fd.as_fd()).map_err(|e| (4, e))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn settings() -> TunSettings<'static> {
+        TunSettings {
+            name: "vgnstest0",
+            address: std::net::Ipv4Addr::new(198, 18, 0, 2),
+            netmask: std::net::Ipv4Addr::new(255, 255, 255, 0),
+            mtu: 1500,
+            gateway: std::net::Ipv4Addr::new(198, 18, 0, 1),
+        }
+    }
+
+    /// A process in a network namespace of its own (root only), and that
+    /// namespace.
+    fn other_namespace() -> Option<(std::process::Child, std::fs::File)> {
+        if super::super::getuid() != 0 {
+            return None;
+        }
+        let child = std::process::Command::new("unshare")
+            .args(["-n", "sleep", "30"])
+            .spawn()
+            .unwrap();
+        let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+        let path = format!("/proc/{}/ns/net", child.id());
+        for _ in 0..200 {
+            if std::fs::read_link(&path).is_ok_and(|ns| ns != own) {
+                return Some((child, std::fs::File::open(&path).unwrap()));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("unshare -n never made its namespace");
+    }
+
+    #[test]
+    fn the_interface_is_made_in_the_other_namespace_and_not_in_ours() {
+        let Some((mut child, netns)) = other_namespace() else {
+            return;
+        };
+        let fd = tun_in_namespace(None, netns.as_fd(), settings()).unwrap();
+        let theirs = std::fs::read_to_string(format!("/proc/{}/net/dev", child.id())).unwrap();
+        let ours = std::fs::read_to_string("/proc/self/net/dev").unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(theirs.contains("vgnstest0:"), "{theirs}");
+        assert!(!ours.contains("vgnstest0:"), "{ours}");
+        // The packet side of a TUN device.
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
+        assert_eq!(link, std::path::Path::new("/dev/net/tun"));
+    }
+
+    #[test]
+    fn a_failed_step_is_named_with_its_errno() {
+        let Some((mut child, netns)) = other_namespace() else {
+            return;
+        };
+        // Our own user namespace cannot be joined (EINVAL): the helper stops at the
+        // first step and says so; nothing is made.
+        let own = std::fs::File::open("/proc/self/ns/user").unwrap();
+        let (step, e) = tun_in_namespace(Some(own.as_fd()), netns.as_fd(), settings()).unwrap_err();
+        let theirs = std::fs::read_to_string(format!("/proc/{}/net/dev", child.id())).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(TUN_STEPS[step], TUN_STEPS[0]);
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        assert!(!theirs.contains("vgnstest0:"), "{theirs}");
+    }
+}
