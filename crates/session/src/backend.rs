@@ -47,11 +47,15 @@ pub fn check(
             "the host's network (--network host)",
             "use --network none, or --backend native",
         ),
-        // gVisor's mediator hands connections to the same inspector.
+        // gVisor's mediator hands connections to the same inspector. A container's
+        // mediator could too, but the session CA must be added to the image's own
+        // trust bundle, which is in the engine's store (not on this host's disk,
+        // where `inspection::bundles` reads it): refused rather than trusted by
+        // nothing, or bound over the image's roots with the host's.
         (
             inspection && backend != Backend::Gvisor,
             "HTTPS inspection and secrets",
-            "use --backend native",
+            "use --backend native or gvisor",
         ),
         // gVisor's terminal comes from runsc's console socket (see `gvisor`).
         (

@@ -169,7 +169,7 @@ mod tests {
         if super::super::getuid() != 0 {
             return None;
         }
-        let child = std::process::Command::new("unshare")
+        let mut child = std::process::Command::new("unshare")
             .args(["-n", "sleep", "30"])
             .spawn()
             .unwrap();
@@ -181,6 +181,8 @@ mod tests {
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("unshare -n never made its namespace");
     }
 

@@ -179,10 +179,23 @@ impl Shared {
     /// must not go on unrecorded.
     fn fail(&self, what: &str, error: impl std::fmt::Display) {
         let error = error.to_string();
-        let message = format!("cannot write the session record ({what}: {error})");
+        self.stop(
+            format!("cannot write the session record ({what}: {error})"),
+            &error,
+        );
+    }
+
+    /// A layer of the sandbox could not be put in place before its command ran:
+    /// said once, the sandbox stopped (nothing of the command's has run).
+    fn fail_layer(&self, layer: &str, error: impl std::fmt::Display) {
+        let error = error.to_string();
+        self.stop(format!("{layer}: {error}"), &error);
+    }
+
+    fn stop(&self, message: String, error: &str) {
         if self.broken.set(message.clone()).is_ok() {
             crate::diag::error(format_args!("{message}; stopping the sandbox"));
-            if disk_full(&error) {
+            if disk_full(error) {
                 crate::diag::note(format_args!(
                     "the disk holding {} is full: the record ends where it filled (`vectraguard logs verify` reports it as interrupted, everything before verifies); free space there or set VECTRAGUARD_HOME to a disk with room",
                     self.writer.dir().display()
@@ -284,7 +297,7 @@ fn engine_network(
     };
     let fd = vg_sandbox::engine_net::attach_tun(peer.socket, peer.pid, tun).map_err(|e| {
         format!(
-            "cannot attach the mediated network to the container: {e} (use --network none, or --backend native or gvisor)"
+            "cannot attach it to the container ({e}), so nothing was run; use --network none, or --backend native or gvisor"
         )
     })?;
     let mediator = start(fd).map_err(|e| format!("cannot start the network mediator: {e}"))?;
@@ -601,7 +614,7 @@ impl Session {
                         return Ok(());
                     };
                     engine_network(peer, tun, start, &slot)
-                        .inspect_err(|e| shared.fail("the mediated network", e))
+                        .inspect_err(|e| shared.fail_layer("the mediated network", e))
                 });
                 match attached {
                     Ok(handover) => {
