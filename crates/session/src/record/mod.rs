@@ -575,8 +575,12 @@ impl Session {
                 vg_netstack::Mediator::start_with_gate(tun, policy, record, names, interceptor)
             }
         });
-        if let Some(tun) = sandbox.tun()
+        // Asked only with a network to mediate, and not of a container (whose
+        // interface is made before its init's go, below): `tun` takes init's next
+        // descriptor, which would otherwise be the exec listener.
+        if self.engine_tun.is_none()
             && let Some(start) = start_mediator.take()
+            && let Some(tun) = sandbox.tun()
         {
             match start(tun) {
                 Ok(mediator) => *slot_lock(&self.mediator) = Some(mediator),
