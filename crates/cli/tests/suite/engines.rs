@@ -7,6 +7,10 @@
 //! Execs are recorded by our own init as the container's PID 1
 //! (`vg_sandbox::engine_init`); the attack test below runs a static program (built
 //! here with gcc, bound in with the workspace) that tries to run programs unseen.
+//!
+//! The mediated network (`--network allow`) is tested on each engine as root and on
+//! the test user's rootless Podman: an allowed name through the mediator, recorded
+//! as natively; escapes that must fail (another static program); live rules.
 
 use super::harness::{
     RecordsHome, Runner, Vg, Workspace, each_identity, session_metadata, status_field,

@@ -191,13 +191,33 @@ mod tests {
         let Some((mut child, netns)) = other_namespace() else {
             return;
         };
+        let ns = |p: &str| std::fs::read_link(p).unwrap();
+        let before = (
+            ns("/proc/thread-self/ns/net"),
+            ns("/proc/thread-self/ns/user"),
+        );
         let fd = tun_in_namespace(None, netns.as_fd(), settings()).unwrap();
+        // The caller never left its own namespaces (the helper did the work).
+        let after = (
+            ns("/proc/thread-self/ns/net"),
+            ns("/proc/thread-self/ns/user"),
+        );
         let theirs = std::fs::read_to_string(format!("/proc/{}/net/dev", child.id())).unwrap();
+        let route = std::fs::read_to_string(format!("/proc/{}/net/route", child.id())).unwrap();
         let ours = std::fs::read_to_string("/proc/self/net/dev").unwrap();
         let _ = child.kill();
         let _ = child.wait();
+        assert_eq!(before, after);
         assert!(theirs.contains("vgnstest0:"), "{theirs}");
         assert!(!ours.contains("vgnstest0:"), "{ours}");
+        // The default route through the gateway (198.18.0.1, in the kernel's byte
+        // order) on the interface, as the native sandbox's init makes it.
+        assert!(
+            route
+                .lines()
+                .any(|l| l.starts_with("vgnstest0\t00000000\t010012C6")),
+            "{route}"
+        );
         // The packet side of a TUN device.
         let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
         assert_eq!(link, std::path::Path::new("/dev/net/tun"));
