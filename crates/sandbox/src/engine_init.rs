@@ -15,7 +15,9 @@
 //!    (`EBUSY`), so nothing the command starts can take the execs over;
 //! 4. makes itself non-dumpable (no process of the container can read or write its
 //!    memory) and waits for the supervisor's go, which comes only once the
-//!    supervisor has checked the peer, holds the listener, and has removed the socket;
+//!    supervisor has checked the peer, holds the listener, and has removed the socket
+//!    (with the mediated network, also made `tun0` in the container's network
+//!    namespace and started the mediator on it: `crate::engine_net`);
 //! 5. forks the command with the image's argv, environment and working directory
 //!    unchanged, and stays as PID 1: it reaps orphans, passes the signals the engine
 //!    sends on to the command's process group, and exits with the command's status
