@@ -15,7 +15,9 @@
 //!    (`EBUSY`), so nothing the command starts can take the execs over;
 //! 4. makes itself non-dumpable (no process of the container can read or write its
 //!    memory) and waits for the supervisor's go, which comes only once the
-//!    supervisor has checked the peer, holds the listener, and has removed the socket;
+//!    supervisor has checked the peer, holds the listener, and has removed the socket
+//!    (with the mediated network, also made `tun0` in the container's network
+//!    namespace and started the mediator on it: `crate::engine_net`);
 //! 5. forks the command with the image's argv, environment and working directory
 //!    unchanged, and stays as PID 1: it reaps orphans, passes the signals the engine
 //!    sends on to the command's process group, and exits with the command's status
@@ -348,6 +350,15 @@ pub struct Handover {
     pub pid: i32,
 }
 
+/// The container's init, checked, still waiting for the go.
+#[derive(Debug)]
+pub struct Peer<'a> {
+    /// Its connection (its pidfd comes from there, `crate::engine_net`).
+    pub socket: std::os::fd::BorrowedFd<'a>,
+    /// Its pid in the supervisor's pid namespace.
+    pub pid: i32,
+}
+
 /// The supervisor's end: a socket the container's init connects to once.
 #[derive(Debug)]
 pub struct Handshake {
@@ -397,6 +408,18 @@ impl Handshake {
     /// nothing in the container can use it afterwards), and says go. Refused: the
     /// init gets no go and does not run the command.
     pub fn accept(self, expected_uid: Option<u32>) -> Result<Handover, HandshakeError> {
+        self.accept_then(expected_uid, |_| Ok(()))
+    }
+
+    /// [`Handshake::accept`], with `before_go` run once the peer and its listener
+    /// are checked and before the go: what must be in place before anything in the
+    /// container runs (its network, `crate::engine_net`). Its error refuses the
+    /// hand-over.
+    pub fn accept_then(
+        self,
+        expected_uid: Option<u32>,
+        before_go: impl FnOnce(&Peer<'_>) -> Result<(), String>,
+    ) -> Result<Handover, HandshakeError> {
         let failed = |what: String| HandshakeError::Failed(what);
         let stream = loop {
             match self.listener.accept() {
@@ -446,6 +469,11 @@ impl Handshake {
                 link.display()
             )));
         }
+        before_go(&Peer {
+            socket: stream.as_fd(),
+            pid,
+        })
+        .map_err(failed)?;
         (&stream)
             .write_all(&[GO])
             .map_err(|e| failed(format!("cannot say go: {e}")))?;

@@ -12,6 +12,7 @@
 mod caps;
 pub mod cgroup;
 pub mod engine_init;
+pub mod engine_net;
 pub mod error;
 pub mod fdpass;
 mod idmap;

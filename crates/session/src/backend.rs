@@ -29,11 +29,15 @@ pub fn check(
     // (asked for, what, the fix): what only the native sandbox has.
     let refusals = [
         (learn, "learning mode (--learn)", "use --backend native"),
-        // gVisor runs the mediated network behind the same mediator (see `gvisor`).
+        // gVisor and the engines run the mediated network behind the same mediator
+        // (see `gvisor`, `vg_sandbox::engine_net`). A container's interface is made
+        // before our init's go, so the engines need our init: the recorded run's.
         (
-            backend != Backend::Gvisor && matches!(spec.network, SandboxNetwork::Tun(_)),
-            "the mediated network (--network allow, rules)",
-            "use --network none, or --backend native or gvisor for rules",
+            engine_of(backend).is_some()
+                && matches!(spec.network, SandboxNetwork::Tun(_))
+                && !spec.trace_exec,
+            "the mediated network (--network allow, rules) without a record (--no-record)",
+            "remove --no-record (the container's network is attached by the recording init), or use --backend native or gvisor",
         ),
         // runsc runs rootless, and its rootless sandbox always gets a network
         // namespace of its own: `--network=host` there is the host kernel's stack in
@@ -43,11 +47,15 @@ pub fn check(
             "the host's network (--network host)",
             "use --network none, or --backend native",
         ),
-        // gVisor's mediator hands connections to the same inspector.
+        // gVisor's mediator hands connections to the same inspector. A container's
+        // mediator could too, but the session CA must be added to the image's own
+        // trust bundle, which is in the engine's store (not on this host's disk,
+        // where `inspection::bundles` reads it): refused rather than trusted by
+        // nothing, or bound over the image's roots with the host's.
         (
             inspection && backend != Backend::Gvisor,
             "HTTPS inspection and secrets",
-            "use --backend native",
+            "use --backend native or gvisor",
         ),
         // gVisor's terminal comes from runsc's console socket (see `gvisor`).
         (
@@ -137,9 +145,9 @@ pub fn container(
     plan.network = match spec.network {
         SandboxNetwork::Loopback => EngineNetwork::None,
         SandboxNetwork::Host => EngineNetwork::Host,
-        SandboxNetwork::Tun(_) => {
-            bail!("--backend {backend}: the mediated network is not available")
-        }
+        // A namespace with only loopback, where the supervisor makes the mediated
+        // network's interface before our init's go (`vg_sandbox::engine_net`).
+        SandboxNetwork::Tun(_) => EngineNetwork::None,
     };
     let disk = limits.disk;
     plan.mounts = [std::path::PathBuf::from("/tmp"), spec.identity.home.clone()]
@@ -161,6 +169,33 @@ pub fn container(
     plan.cpus = limits.limits.cpus;
     plan.labels = vec![("vectraguard".into(), "1".into())];
     Ok(plan)
+}
+
+/// The generated `/etc` files a container gets (`etc.rs` writes them): with the
+/// mediated network, `/etc/resolv.conf`, which names the mediator's DNS, bound
+/// read-only over the image's (the engine's own would name none, or the host's
+/// servers). The engine keeps its own `/etc/hosts` and `/etc/hostname`.
+pub fn engine_etc(
+    container: &mut vg_backend::engine::ContainerPlan,
+    network: SandboxNetwork,
+    generated: &[vg_policy::MountOp],
+) {
+    if !matches!(network, SandboxNetwork::Tun(_)) {
+        return;
+    }
+    for op in generated {
+        if let vg_policy::MountOp::Bind { src, dst, .. } = op
+            && dst == std::path::Path::new("/etc/resolv.conf")
+        {
+            container
+                .mounts
+                .push(vg_backend::engine::EngineMount::Bind {
+                    src: src.clone(),
+                    dst: dst.clone(),
+                    read_only: true,
+                });
+        }
+    }
 }
 
 /// Limits whose native mechanism does not hold another backend. The memory
@@ -383,7 +418,7 @@ pub fn spawn(
             let Some(container) = container else {
                 bail!("--backend {backend}: no container was planned");
             };
-            let (run, runtime, trace) = engine(container)?;
+            let (run, runtime, trace) = engine(container, spec.network)?;
             held.container = Some(run);
             held.engine_trace = trace;
             Ok(vg_sandbox::runtime::spawn_runtime(&runtime, stdio, cgroup)?)
@@ -395,6 +430,7 @@ pub fn spawn(
 /// environment written to a private folder first.
 fn engine(
     container: &vg_backend::engine::ContainerPlan,
+    network: SandboxNetwork,
 ) -> Result<(
     EngineRun,
     vg_sandbox::runtime::RuntimeSpec,
@@ -443,6 +479,18 @@ fn engine(
             })?,
         None => None,
     };
+    let tun = match network {
+        SandboxNetwork::Tun(tun) => Some(tun),
+        SandboxNetwork::Loopback | SandboxNetwork::Host => None,
+    };
+    // Checked while planning (`check`); without the init nothing would make the
+    // interface, and the container would have no network at all.
+    if tun.is_some() && handshake.is_none() {
+        bail!(
+            "--backend {}: the mediated network needs Vectra Guard's init in the container (a recorded run)",
+            container.engine.backend_name()
+        );
+    }
     let profile = dir.join("seccomp.json");
     let rules = vg_seccomp::default_profile(vg_seccomp::ProfileOptions::default());
     let json = engine::seccomp_profile(&rules)?;
@@ -491,9 +539,11 @@ container={}
             },
             container.user.0,
             container.user.1,
-            match container.network {
-                engine::EngineNetwork::None => "none",
-                engine::EngineNetwork::Host => "host",
+            match (container.network, tun.is_some()) {
+                // Said as the native sandbox's: the interface the mediator serves.
+                (_, true) => format!("tun\nnetwork_attach={}", vg_sandbox::engine_net::ATTACH),
+                (engine::EngineNetwork::None, false) => "none".to_owned(),
+                (engine::EngineNetwork::Host, false) => "host".to_owned(),
             },
             // What holds, and only that: no exec runs unless the init's listener
             // was handed over (it waits for our go), and an exec the tracer cannot
@@ -545,6 +595,7 @@ container={}
         crate::record::EngineTrace {
             handshake,
             expected_uid: expected_peer_uid(container.engine, container.user.0),
+            tun,
             end_container: Box::new(move || {
                 let _ = std::process::Command::new(program)
                     .args(["rm", "-f", &name])
@@ -718,6 +769,42 @@ mod tests {
     }
 
     #[test]
+    fn a_container_on_the_mediated_network_gets_the_generated_resolv_conf_only() {
+        use vg_backend::engine::{ContainerPlan, Engine, EngineMount};
+        let generated: Vec<vg_policy::MountOp> = ["resolv.conf", "hosts", "hostname"]
+            .iter()
+            .map(|name| vg_policy::MountOp::Bind {
+                src: format!("/tmp/etc/{name}").into(),
+                dst: format!("/etc/{name}").into(),
+                read_only: true,
+                kind: vg_policy::view::NodeKind::File,
+                dev: false,
+            })
+            .collect();
+        let tun = SandboxNetwork::Tun(vg_sandbox::TunConfig {
+            name: "tun0",
+            address: std::net::Ipv4Addr::new(198, 18, 0, 2),
+            netmask: std::net::Ipv4Addr::new(255, 255, 255, 0),
+            gateway: std::net::Ipv4Addr::new(198, 18, 0, 1),
+            mtu: 1500,
+        });
+        let mut plan = ContainerPlan::new(Engine::Docker, "img", vec!["true".into()], "c");
+        engine_etc(&mut plan, tun, &generated);
+        assert_eq!(
+            plan.mounts,
+            [EngineMount::Bind {
+                src: "/tmp/etc/resolv.conf".into(),
+                dst: "/etc/resolv.conf".into(),
+                read_only: true,
+            }]
+        );
+        // Other networks keep the engine's own.
+        let mut plan = ContainerPlan::new(Engine::Podman, "img", vec!["true".into()], "c");
+        engine_etc(&mut plan, SandboxNetwork::Loopback, &generated);
+        assert!(plan.mounts.is_empty());
+    }
+
+    #[test]
     fn other_backends_refuse_what_only_the_native_sandbox_has_naming_the_fix() {
         let none = spec(SandboxNetwork::Loopback);
         for backend in Backend::ALL {
@@ -752,8 +839,20 @@ mod tests {
             mtu: 1500,
         }));
         assert!(refused(Backend::Docker, &tun, true, false).contains("learning mode"));
-        assert!(refused(Backend::Docker, &tun, false, false).contains("the mediated network"));
-        assert!(refused(Backend::Podman, &tun, false, false).contains("the mediated network"));
+        // The engines attach it through the recording init: refused without a record
+        // (no exec records), run with one.
+        for engine in [Backend::Docker, Backend::Podman] {
+            let e = refused(engine, &tun, false, false);
+            assert!(
+                e.contains("the mediated network") && e.contains("remove --no-record"),
+                "{e}"
+            );
+            let mut recorded = tun.clone();
+            recorded.trace_exec = true;
+            assert!(check(engine, &recorded, false, false, false, false).is_ok());
+        }
+        // Without a record, gVisor's keeper still attaches it.
+        assert!(check(Backend::Gvisor, &tun, false, false, false, false).is_ok());
         // gVisor runs it behind the same mediator; learning is still refused there.
         assert!(check(Backend::Gvisor, &tun, false, false, false, false).is_ok());
         assert!(refused(Backend::Gvisor, &tun, true, false).contains("learning mode"));

@@ -64,6 +64,9 @@ pub fn start(mut plan: Plan) -> Result<Running, Error> {
     let generated = Generated::write(&files)?;
     if let Some(g) = &generated {
         plan.spec.view.ops.extend(g.mounts());
+        if let Some(container) = &mut plan.container {
+            crate::backend::engine_etc(container, plan.spec.network, &g.mounts());
+        }
     }
     let network = Network { policy, inspection };
     match plan.record.clone() {

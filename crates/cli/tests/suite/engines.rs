@@ -7,6 +7,10 @@
 //! Execs are recorded by our own init as the container's PID 1
 //! (`vg_sandbox::engine_init`); the attack test below runs a static program (built
 //! here with gcc, bound in with the workspace) that tries to run programs unseen.
+//!
+//! The mediated network (`--network allow`) is tested on each engine as root and on
+//! the test user's rootless Podman: an allowed name through the mediator, recorded
+//! as natively; escapes that must fail (another static program); live rules.
 
 use super::harness::{
     RecordsHome, Runner, Vg, Workspace, each_identity, session_metadata, status_field,
@@ -179,7 +183,11 @@ fn refusals_name_the_backend_and_the_fix() {
         no_image.assert_code(125);
         no_image.assert_stderr_contains("--image NAME");
         for (options, says) in [
-            (&["--network", "allow"][..], "the mediated network"),
+            // The container's network is attached by the recording init.
+            (
+                &["--network", "allow", "--no-record"][..],
+                "the mediated network (--network allow, rules) without a record",
+            ),
             (&["-t"][..], "a terminal"),
         ] {
             let out = engine_run(runner, &ws, &home, "podman", options, &["true"]);
@@ -699,4 +707,403 @@ fn a_recorded_container_that_ignores_the_time_out_s_signal_still_ends() {
         !name.is_empty() && !left.lines().any(|l| l == name),
         "container {name:?} left: {left}"
     );
+}
+
+/// Where the mediated network is tested: each engine as root, and the test user's
+/// rootless Podman (whose container network namespace belongs to Podman's user
+/// namespace, which the supervisor's helper joins to make the interface).
+const MEDIATED: [(Runner, &str); 3] = [
+    (Runner::Root, "docker"),
+    (Runner::Root, "podman"),
+    (Runner::Unprivileged, "podman"),
+];
+
+/// The network events' decisions, without the run's own numbers (connection ids,
+/// times, byte counts), sorted: what the mediator was asked and answered.
+fn net_decisions(events: &[serde_json::Value]) -> Vec<String> {
+    let mut out: Vec<String> = events
+        .iter()
+        .filter(|e| e["event"] != "close")
+        .map(|e| {
+            [
+                "event", "decision", "name", "address", "qtype", "rule", "protocol",
+            ]
+            .iter()
+            .filter(|k| !e[**k].is_null())
+            .map(|k| format!("{k}={}", e[*k]))
+            .collect::<Vec<_>>()
+            .join(" ")
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn the_mediated_network_lets_an_allowed_name_through_and_records_it_as_natively() {
+    let marker = format!("engine-through-the-mediator-{}", super::harness::unique());
+    // Larger than one segment and one socket buffer, so the relay loops.
+    let mut body = marker.clone().into_bytes();
+    body.resize(200_000, b'x');
+    let web = super::mediated_network::HttpServer::start(body);
+    let p = web.port;
+    // busybox's own tools, in the image and on the host alike, so that the native
+    // run asks the mediator the same questions.
+    // (No `wget -T`: busybox's static wget crashes with it, natively too.)
+    let script = format!(
+        "B=/bin/busybox; \
+         $B wget -q -O /tmp/body http://web.test:{p}/ && echo body=$($B head -c {n} /tmp/body) && echo size=$($B wc -c < /tmp/body); \
+         $B wget -q -O /tmp/other http://web.test:1/ 2>/dev/null; echo other_port=$?; \
+         $B wget -q -O /tmp/denied http://denied.test:{p}/ 2>/dev/null; echo denied_name=$?",
+        n = marker.len()
+    );
+    let options = [
+        "--network",
+        "allow",
+        "--add-host",
+        "web.test:127.0.0.1",
+        "--add-host",
+        "denied.test:127.0.0.1",
+        "--allow",
+        &format!("web.test:{p}"),
+    ];
+    let mut seen = Vec::new();
+    for (runner, backend) in MEDIATED.into_iter().chain([(Runner::Root, "native")]) {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let mut vg = Vg::new(runner, ws.path());
+        vg.args(["sandbox", "run", "--backend", backend]);
+        if backend != "native" {
+            vg.args(["--image", IMAGE]);
+        }
+        vg.args(options)
+            .args(["--", "/bin/busybox", "sh", "-c", &script])
+            .records_home(&home);
+        let out = vg.run();
+        let what = format!("{backend} as {runner}");
+        out.assert_success();
+        assert_eq!(out.field("body"), marker, "{what}\n{out}");
+        assert_eq!(out.field("size"), "200000", "{what}\n{out}");
+        assert_ne!(out.field("other_port"), "0", "{what}\n{out}");
+        assert_ne!(out.field("denied_name"), "0", "{what}\n{out}");
+        // The refusals' notes, on the user's stderr.
+        out.assert_stderr_contains("refused web.test:1");
+        out.assert_stderr_contains("refused the name denied.test");
+        let events = super::mediated_network::network_events(&home);
+        let close = events
+            .iter()
+            .find(|e| e["event"] == "close" && e["name"] == "web.test")
+            .unwrap_or_else(|| panic!("{what}: no close event\n{events:#?}"));
+        assert!(close["bytes_in"].as_u64().unwrap() >= 200_000, "{close}");
+        let meta = session_metadata(&home.only_session());
+        assert_eq!(meta["network"]["mode"], "allow", "{meta}");
+        assert_eq!(meta["layers"]["network"], "tun", "{what}\n{meta}");
+        if backend != "native" {
+            assert_eq!(meta["layers"]["backend"], backend, "{meta}");
+            assert_eq!(
+                meta["layers"]["network_attach"], "tun0-in-container-netns",
+                "{meta}"
+            );
+            let name = meta["layers"]["container"].as_str().unwrap_or_default();
+            assert!(
+                !containers_of(runner, backend).lines().any(|l| l == name),
+                "{what}: container {name} left"
+            );
+        }
+        Vg::new(runner, ws.path())
+            .args(["logs", "verify", "last"])
+            .records_home(&home)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("intact");
+        seen.push((what, net_decisions(&events)));
+    }
+    assert_eq!(web.accepted.load(std::sync::atomic::Ordering::SeqCst), 4);
+    // The same questions, answers, connections, decisions and rules everywhere.
+    let (native, expected) = seen.pop().unwrap();
+    for (what, decisions) in &seen {
+        assert_eq!(
+            decisions, &expected,
+            "{what}'s network events differ from {native}'s"
+        );
+    }
+    assert!(
+        expected
+            .iter()
+            .any(|l| l.starts_with("event=\"connect\" decision=\"allow\" name=\"web.test\"")),
+        "{expected:#?}"
+    );
+    assert!(
+        expected
+            .iter()
+            .any(|l| l.starts_with("event=\"dns\" decision=\"deny\" name=\"denied.test\"")),
+        "{expected:#?}"
+    );
+}
+
+/// The containers of `engine` that `runner` sees (rootless Podman's are the test
+/// user's own).
+fn containers_of(runner: Runner, engine: &str) -> String {
+    let out = runner
+        .host_command(engine)
+        .args(["ps", "-a", "--format", "{{.Names}}"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A hostile program in a container on the mediated network: every way out other
+/// than the mediator, and every way to change the network, reported as
+/// `key=OK` or `key=-1 errno=N`.
+const NET_ESCAPE: &str = r#"
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void report(const char *key, int ok) {
+  if (ok) printf("%s=OK\n", key); else printf("%s=-1 errno=%d\n", key, errno);
+  fflush(stdout);
+}
+
+/* A TCP connection, waited for at most 5 s. */
+static int tcp(int family, const char *ip, int port) {
+  int s = socket(family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  if (s < 0) return 0;
+  struct sockaddr_storage ss; memset(&ss, 0, sizeof ss);
+  socklen_t len;
+  if (family == AF_INET) {
+    struct sockaddr_in *a = (void *)&ss; a->sin_family = AF_INET; a->sin_port = htons(port);
+    inet_pton(AF_INET, ip, &a->sin_addr); len = sizeof *a;
+  } else {
+    struct sockaddr_in6 *a = (void *)&ss; a->sin6_family = AF_INET6; a->sin6_port = htons(port);
+    inet_pton(AF_INET6, ip, &a->sin6_addr); a->sin6_scope_id = if_nametoindex("tun0"); len = sizeof *a;
+  }
+  if (connect(s, (void *)&ss, len) == 0) return 1;
+  if (errno != EINPROGRESS) return 0;
+  struct pollfd p = {s, POLLOUT, 0};
+  if (poll(&p, 1, 5000) != 1) { errno = ETIMEDOUT; return 0; }
+  int err = 0; socklen_t el = sizeof err;
+  getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el);
+  errno = err;
+  return err == 0;
+}
+
+/* A datagram sent and an answer waited for at most 2 s. */
+static int udp(int type, int proto, const char *ip, int port, const void *msg, size_t n) {
+  int s = socket(AF_INET, type, proto);
+  if (s < 0) return 0;
+  struct timeval tv = {2, 0};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  struct sockaddr_in a; memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET; a.sin_port = htons(port); inet_pton(AF_INET, ip, &a.sin_addr);
+  if (sendto(s, msg, n, 0, (void *)&a, sizeof a) < 0) return 0;
+  char buf[512];
+  return recv(s, buf, sizeof buf, 0) >= 0;
+}
+
+int main(int argc, char **argv) {
+  int port = atoi(argv[1]);
+  report("loopback", tcp(AF_INET, "127.0.0.1", port));
+  report("gateway", tcp(AF_INET, "198.18.0.1", port));
+  report("private", tcp(AF_INET, "10.255.255.1", 80));
+  report("metadata", tcp(AF_INET, "169.254.169.254", 80));
+  report("ipv6_loopback", tcp(AF_INET6, "::1", port));
+  report("ipv6_link", tcp(AF_INET6, "fe80::1", port));
+  static const char ping[] = "\x08\0\xf7\xff\0\0\0\0";
+  report("raw", socket(AF_INET, SOCK_RAW, IPPROTO_ICMP) >= 0);
+  report("packet", socket(AF_PACKET, SOCK_RAW, 0) >= 0);
+  report("ping", udp(SOCK_DGRAM, IPPROTO_ICMP, "192.0.2.1", 0, ping, 8));
+  report("udp", udp(SOCK_DGRAM, 0, "192.0.2.7", 9999, "x", 1));
+  static const char query[] = "\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07" "example\x03" "com\x00\x00\x01\x00\x01";
+  report("dns_elsewhere", udp(SOCK_DGRAM, 0, "192.0.2.53", 53, query, sizeof query - 1));
+  report("tun_device", open("/dev/net/tun", O_RDWR) >= 0);
+  /* Changing the network: another address, a route, tun0 down. */
+  int s = socket(AF_INET, SOCK_DGRAM, 0);
+  struct ifreq ifr; memset(&ifr, 0, sizeof ifr);
+  strcpy(ifr.ifr_name, "tun0");
+  struct sockaddr_in *a = (void *)&ifr.ifr_addr;
+  a->sin_family = AF_INET; inet_pton(AF_INET, "10.0.0.9", &a->sin_addr);
+  report("set_address", ioctl(s, SIOCSIFADDR, &ifr) == 0);
+  struct rtentry rt; memset(&rt, 0, sizeof rt);
+  struct sockaddr_in *d = (void *)&rt.rt_dst; d->sin_family = AF_INET;
+  inet_pton(AF_INET, "10.0.0.0", &d->sin_addr);
+  struct sockaddr_in *m = (void *)&rt.rt_genmask; m->sin_family = AF_INET;
+  inet_pton(AF_INET, "255.0.0.0", &m->sin_addr);
+  rt.rt_flags = RTF_UP; rt.rt_dev = "lo";
+  report("add_route", ioctl(s, SIOCADDRT, &rt) == 0);
+  memset(&ifr, 0, sizeof ifr); strcpy(ifr.ifr_name, "tun0");
+  report("tun_down", ioctl(s, SIOCSIFFLAGS, &ifr) == 0);
+  struct if_nameindex *names = if_nameindex(), *n;
+  printf("ifaces=");
+  for (n = names; n && n->if_name; n++) printf("%s%s", n == names ? "" : ",", n->if_name);
+  printf("\n");
+  return 0;
+}
+"#;
+
+#[test]
+fn escapes_from_a_containers_mediated_network_fail_and_are_recorded() {
+    let build = Workspace::new();
+    let source = build.join("netescape.c");
+    std::fs::write(&source, NET_ESCAPE).unwrap();
+    let program = build.join("netescape");
+    let built = std::process::Command::new("gcc")
+        .args(["-static", "-O1", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "gcc (scripts/test installs it with libc6-dev): {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    for (runner, engine) in MEDIATED {
+        let what = format!("{engine} as {runner}");
+        let ws = Workspace::new();
+        std::fs::copy(&program, ws.join("netescape")).unwrap();
+        let home = RecordsHome::new(runner);
+        // A server on the host's loopback that no rule allows.
+        let (port, accepted) = super::live::counting_server();
+        let out = engine_run(
+            runner,
+            &ws,
+            &home,
+            engine,
+            &["--network", "allow", "--allow", "0.0.0.0/0"],
+            &[
+                "sh",
+                "-c",
+                &format!(
+                    "./netescape {port}; ip link add d0 type dummy 2>/dev/null; echo ip_link=$?; \
+                     ip route del default 2>/dev/null; echo ip_route=$?"
+                ),
+            ],
+        );
+        out.assert_success();
+        // Loopback is the container's own; the mediator refuses private addresses
+        // and its own, even under a rule that allows every address.
+        for key in ["loopback", "gateway", "private", "metadata"] {
+            assert_eq!(
+                out.field(key),
+                format!("-1 errno={}", libc::ECONNREFUSED),
+                "{what} {key}\n{out}"
+            );
+        }
+        // IPv6 loopback is the container's own (Docker's has none), nothing answers
+        // IPv6 on tun0; no raw, packet or ping socket; other UDP and
+        // DNS to another server go nowhere; no TUN device, no change of address,
+        // route or interface (no CAP_NET_ADMIN).
+        for key in [
+            "ipv6_loopback",
+            "ipv6_link",
+            "raw",
+            "packet",
+            "ping",
+            "udp",
+            "dns_elsewhere",
+            "tun_device",
+            "set_address",
+            "add_route",
+            "tun_down",
+        ] {
+            assert_ne!(out.field(key), "OK", "{what} {key}\n{out}");
+        }
+        assert_ne!(out.field("ip_link"), "0", "{what}\n{out}");
+        assert_ne!(out.field("ip_route"), "0", "{what}\n{out}");
+        assert_eq!(out.field("ifaces"), "lo,tun0", "{what}\n{out}");
+        assert_eq!(
+            accepted.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "{what}: the host's server was reached"
+        );
+        let events = super::mediated_network::network_events(&home);
+        let refused = |pred: &dyn Fn(&serde_json::Value) -> bool| {
+            events.iter().any(|e| e["decision"] == "deny" && pred(e))
+        };
+        for addr in ["198.18.0.1", "10.255.255.1", "169.254.169.254"] {
+            assert!(
+                refused(&|e| e["event"] == "connect" && e["address"] == addr),
+                "{what}: no refusal of {addr}\n{events:#?}"
+            );
+        }
+        for addr in ["192.0.2.7", "192.0.2.53"] {
+            assert!(
+                refused(&|e| e["address"] == addr && e["protocol"] == "udp"),
+                "{what}: no refusal of UDP to {addr}\n{events:#?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn net_allow_and_deny_change_a_running_containers_rules() {
+    for (runner, engine) in MEDIATED {
+        let what = format!("{engine} as {runner}");
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let name = format!("engine-net-{}", super::harness::unique());
+        let (port, accepted) = super::live::counting_server();
+        // Retries until a connection succeeds, then until one fails.
+        let script = format!(
+            "i=0; until nc echo.test {port} </dev/null 2>/dev/null; do i=$((i+1)); [ $i -gt 300 ] && {{ echo never-allowed; exit 1; }}; sleep 0.1; done; \
+             echo allowed; \
+             i=0; while nc echo.test {port} </dev/null 2>/dev/null; do i=$((i+1)); [ $i -gt 300 ] && {{ echo never-denied; exit 1; }}; sleep 0.1; done; \
+             echo denied"
+        );
+        let (running, socket) = super::live::start_live(
+            runner,
+            &ws,
+            &home,
+            &name,
+            &[
+                "--backend",
+                engine,
+                "--image",
+                IMAGE,
+                "--network",
+                "allow",
+                "--add-host",
+                "echo.test:127.0.0.1",
+            ],
+            &["sh", "-c", &script],
+        );
+        let target = format!("echo.test:{port}");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        assert_eq!(
+            accepted.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "{what}"
+        );
+        super::live::vg(runner, &ws, &home, &["net", "allow", &name, &target])
+            .assert_success()
+            .assert_stdout_contains(&format!("allow {target}"));
+        let through = super::harness::wait_until(std::time::Duration::from_secs(30), || {
+            accepted.load(std::sync::atomic::Ordering::SeqCst) > 0
+        });
+        assert!(through, "{what}: the allowed name never got through");
+        super::live::vg(runner, &ws, &home, &["net", "deny", &name, &target]).assert_success();
+        let out = running.finish(std::time::Duration::from_secs(60));
+        out.assert_success();
+        assert_eq!(out.lines(), ["allowed", "denied"], "{what}\n{out}");
+        let added: Vec<serde_json::Value> = super::live::events(socket.parent().unwrap())
+            .into_iter()
+            .filter(|e| e["type"] == "network" && e["event"] == "rule-added")
+            .collect();
+        assert_eq!(added.len(), 2, "{what}: {added:?}");
+        assert_eq!(added[1]["rule"], format!("deny {target}"), "{added:?}");
+    }
 }

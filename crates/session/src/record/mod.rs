@@ -179,10 +179,23 @@ impl Shared {
     /// must not go on unrecorded.
     fn fail(&self, what: &str, error: impl std::fmt::Display) {
         let error = error.to_string();
-        let message = format!("cannot write the session record ({what}: {error})");
+        self.stop(
+            format!("cannot write the session record ({what}: {error})"),
+            &error,
+        );
+    }
+
+    /// A layer of the sandbox could not be put in place before its command ran:
+    /// said once, the sandbox stopped (nothing of the command's has run).
+    fn fail_layer(&self, layer: &str, error: impl std::fmt::Display) {
+        let error = error.to_string();
+        self.stop(format!("{layer}: {error}"), &error);
+    }
+
+    fn stop(&self, message: String, error: &str) {
         if self.broken.set(message.clone()).is_ok() {
             crate::diag::error(format_args!("{message}; stopping the sandbox"));
-            if disk_full(&error) {
+            if disk_full(error) {
                 crate::diag::note(format_args!(
                     "the disk holding {} is full: the record ends where it filled (`vectraguard logs verify` reports it as interrupted, everything before verifies); free space there or set VECTRAGUARD_HOME to a disk with room",
                     self.writer.dir().display()
@@ -253,6 +266,9 @@ pub struct EngineTrace {
     /// Ends the container, for a session whose engine client is gone while the
     /// container still runs (its processes would keep the tracer serving).
     pub end_container: Box<dyn FnOnce() + Send>,
+    /// The mediated network's interface, made in the container's network namespace
+    /// before the init's go (`vg_sandbox::engine_net`).
+    pub tun: Option<vg_sandbox::TunConfig>,
 }
 
 impl std::fmt::Debug for EngineTrace {
@@ -260,8 +276,41 @@ impl std::fmt::Debug for EngineTrace {
         f.debug_struct("EngineTrace")
             .field("handshake", &self.handshake)
             .field("expected_uid", &self.expected_uid)
+            .field("tun", &self.tun)
             .finish_non_exhaustive()
     }
+}
+
+/// The mediated network of a container, before its init's go: the interface made
+/// in the container's network namespace, the mediator started on it. Fails closed:
+/// the init gets no go, so nothing runs in the container.
+fn engine_network(
+    peer: &vg_sandbox::engine_init::Peer<'_>,
+    tun: vg_sandbox::TunConfig,
+    start: Option<
+        impl FnOnce(std::os::fd::OwnedFd) -> Result<vg_netstack::Mediator, vg_netstack::Error>,
+    >,
+    slot: &Mutex<Option<vg_netstack::Mediator>>,
+) -> Result<(), String> {
+    let Some(start) = start else {
+        return Err("no network policy came with the mediated network".into());
+    };
+    let fd = vg_sandbox::engine_net::attach_tun(peer.socket, peer.pid, tun).map_err(|e| {
+        format!(
+            "cannot attach it to the container ({e}), so nothing was run; use --network none, or --backend native or gvisor"
+        )
+    })?;
+    let mediator = start(fd).map_err(|e| format!("cannot start the network mediator: {e}"))?;
+    *slot_lock(slot) = Some(mediator);
+    Ok(())
+}
+
+/// The mediator's slot, also after a thread panicked holding it.
+fn slot_lock(
+    slot: &Mutex<Option<vg_netstack::Mediator>>,
+) -> std::sync::MutexGuard<'_, Option<vg_netstack::Mediator>> {
+    slot.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A session being recorded.
@@ -273,8 +322,10 @@ pub struct Session {
     /// Watches file accesses and refused system calls (see `observe.rs`), handed to
     /// the tracer by [`Session::attach`].
     observer: Option<Box<observe::Observer>>,
-    /// Relays and records the sandbox's network in `--network allow` mode.
-    mediator: Option<vg_netstack::Mediator>,
+    /// Relays and records the sandbox's network in `--network allow` mode; started
+    /// in [`Session::attach`], or for a container on the tracer's thread once its
+    /// interface is made.
+    mediator: Arc<Mutex<Option<vg_netstack::Mediator>>>,
     /// The HTTPS inspector the mediator hands connections to, shut down (its last
     /// requests recorded) before the record is finished.
     inspector: Option<Arc<vg_http::Inspector>>,
@@ -297,6 +348,8 @@ pub struct Session {
     gvisor_stop: Option<vg_backend::gvisor::trace::StopHandle>,
     /// A container's listener hand-over, completed on the tracer's thread.
     engine_handshake: Option<(vg_sandbox::engine_init::Handshake, Option<u32>)>,
+    /// The interface to make in the container before its init's go.
+    engine_tun: Option<vg_sandbox::TunConfig>,
     /// Ends a hand-over still waiting, and the container, once the session is over.
     engine_stop: Option<(
         vg_sandbox::engine_init::StopHandle,
@@ -339,7 +392,7 @@ impl Session {
             relays: Vec::new(),
             tracer: None,
             observer: None,
-            mediator: None,
+            mediator: Arc::new(Mutex::new(None)),
             inspector: None,
             network_events_dropped: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             started: false,
@@ -348,6 +401,7 @@ impl Session {
             gvisor_sink: None,
             gvisor_stop: None,
             engine_handshake: None,
+            engine_tun: None,
             engine_stop: None,
             prompt: None,
             cleanup: Some(cleanup),
@@ -436,7 +490,9 @@ impl Session {
             handshake,
             expected_uid,
             end_container,
+            tun,
         } = engine;
+        self.engine_tun = tun;
         let stop = handshake
             .stop_handle()
             .context("cannot keep a handle on the exec listener's socket")?;
@@ -466,9 +522,7 @@ impl Session {
         });
         // Init sends the TUN interface, the exec listener, then the terminal, then
         // says it is ready.
-        if let Some((policy, mut notes, inspection)) = network
-            && let Some(tun) = sandbox.tun()
-        {
+        let mut start_mediator = network.map(|(policy, mut notes, inspection)| {
             // The inspector's requests, under their own cap.
             let interceptor = inspection.map(|inspection| {
                 let events = Arc::clone(&shared);
@@ -517,8 +571,19 @@ impl Session {
                     as Box<dyn vg_netstack::gate::DestinationGate>),
                 _ => None,
             };
-            match vg_netstack::Mediator::start_with_gate(tun, policy, record, names, interceptor) {
-                Ok(mediator) => self.mediator = Some(mediator),
+            move |tun| {
+                vg_netstack::Mediator::start_with_gate(tun, policy, record, names, interceptor)
+            }
+        });
+        // Asked only with a network to mediate, and not of a container (whose
+        // interface is made before its init's go, below): `tun` takes init's next
+        // descriptor, which would otherwise be the exec listener.
+        if self.engine_tun.is_none()
+            && let Some(start) = start_mediator.take()
+            && let Some(tun) = sandbox.tun()
+        {
+            match start(tun) {
+                Ok(mediator) => *slot_lock(&self.mediator) = Some(mediator),
                 // Without the mediator nothing gets out; the session must not go on
                 // as if the network worked.
                 Err(e) => shared.fail("network mediator", e),
@@ -542,8 +607,20 @@ impl Session {
             let shared = Arc::clone(&shared);
             let gate = self.gate.clone();
             let observer = self.observer.take();
+            let network = self
+                .engine_tun
+                .take()
+                .map(|tun| (tun, start_mediator.take()));
+            let slot = Arc::clone(&self.mediator);
             self.tracer = Some(std::thread::spawn(move || {
-                match handshake.accept(expected_uid) {
+                let attached = handshake.accept_then(expected_uid, |peer| {
+                    let Some((tun, start)) = network else {
+                        return Ok(());
+                    };
+                    engine_network(peer, tun, start, &slot)
+                        .inspect_err(|e| shared.fail_layer("the mediated network", e))
+                });
+                match attached {
                     Ok(handover) => {
                         serve_listener(handover.listener, &shared, gate, observer, caps, exits)
                     }
@@ -700,7 +777,7 @@ impl Session {
         // The session is over: nobody may stop it or change its rules any more.
         drop(self.control.take());
         // The sandbox is gone: connections still open are cut and recorded.
-        if let Some(mediator) = self.mediator.take()
+        if let Some(mediator) = slot_lock(&self.mediator).take()
             && let Err(e) = mediator.stop()
             && let Some(shared) = &self.shared
         {
