@@ -4,7 +4,7 @@ each backend in the same sitting, against the runtime used directly, and a
 syscall-heavy workload's slowdown under gVisor.
 
   (a) start: `sandbox run [--backend B] -- /bin/true`, recorded and `--no-record`
-      (gVisor also with `--network allow`, the mediated network),
+      (gVisor, Docker and Podman also with `--network allow`, the mediated network),
       against bare `runsc --rootless --network=none do /bin/true` (the target: our
       gVisor start <= 1.2x bare runsc) and bubblewrap; with VG_ENGINES=1 also
       docker and podman (`docker run --rm --network none IMAGE /bin/true`, image
@@ -65,6 +65,8 @@ if os.environ.get("VG_ENGINES") or only_engines:
         if shutil.which(engine):
             start[f"{engine} recorded"] = run("--backend", engine, "--image", image)
             start[f"{engine} no-record"] = run("--backend", engine, "--image", image, "--no-record")
+            # The mediated network: tun0 made in the container's namespace before the go.
+            start[f"{engine} recorded, network allow"] = run("--backend", engine, "--image", image, "--network", "allow")
             if baseline:
                 start[f"{engine} baseline"] = run("--backend", engine, "--image", image, binary=baseline)
             start[f"bare {engine} run"] = [engine, "run", "--rm", "--network", "none", image, "/bin/true"]
