@@ -154,11 +154,19 @@ pub fn container(
             mode: 0o1777,
         })
         .collect();
-    plan.mounts.extend(mounts.iter().map(|m| EngineMount::Bind {
+    // A `--tmpfs` hides a bind at the same place, as natively (the MCP server's
+    // `/workspace`); the engines refuse two mounts at one destination, so the hidden
+    // bind is left out: the container sees what the native sandbox shows.
+    plan.mounts.extend(
+        mounts
+            .iter()
+            .filter(|m| !tmpfs.contains(&m.container))
+            .map(|m| EngineMount::Bind {
         src: m.host.clone(),
         dst: m.container.clone(),
         read_only: m.read_only,
-    }));
+    }),
+    );
     plan.memory = limits.limits.memory;
     plan.pids = limits.limits.pids;
     plan.cpus = limits.limits.cpus;
