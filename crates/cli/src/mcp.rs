@@ -137,7 +137,10 @@ mod tests {
         }
         for bad in [&["--backend", "gvisor"][..], &["--backend=gvisor"][..]] {
             let e = refuse_other_backends(&opts(bad)).unwrap_err().to_string();
-            assert!(e.contains("--backend gvisor") && e.contains("docker"), "{e}");
+            assert!(
+                e.contains("--backend gvisor") && e.contains("docker"),
+                "{e}"
+            );
         }
     }
 

@@ -43,9 +43,9 @@ use std::time::Duration;
 use crate::init::{Exec, exec_command};
 
 mod persistent;
-pub use persistent::{SpawnerFacts, check_spawner};
 use crate::spec::FORWARDED_SIGNALS;
 use crate::sys;
+pub use persistent::{SpawnerFacts, check_spawner};
 
 /// The program's first argument that starts it as the container's init.
 pub const MODE: &str = "__vectraguard-container-init";
@@ -565,7 +565,15 @@ mod tests {
             })
         );
         // Only last: a command after it is not a persistent init's.
-        let bad = [MODE, "--socket", "/s", "--exits", "trap", "--persistent", "x"];
+        let bad = [
+            MODE,
+            "--socket",
+            "/s",
+            "--exits",
+            "trap",
+            "--persistent",
+            "x",
+        ];
         assert!(parse_args(&os(&bad)).is_err());
         // A command's own `--persistent` argument stays the command's.
         let args = init_args("/s", true, &["--persistent".into()]);

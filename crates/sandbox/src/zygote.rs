@@ -59,8 +59,7 @@ pub(crate) fn serve(mut ending: Ending, sock: &OwnedFd) -> ! {
         let _ = sys::close_range(0, 2);
     }
     let stop = ending.stop_signal();
-    let signals =
-        sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL, stop]].concat());
+    let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL, stop]].concat());
     // A signalfd only reads blocked signals: the native init blocked them already,
     // a container's init blocks them here (as PID 1, an unblocked signal with no
     // handler would be dropped).
@@ -78,8 +77,11 @@ pub(crate) fn serve(mut ending: Ending, sock: &OwnedFd) -> ! {
             sys::exit_now(125)
         };
         if ready[1] != 0 {
-            for signal in sys::signalfd_read(sigfd.as_fd()) {
-                if signal == stop {
+            for (signal, sender) in sys::signalfd_read(sigfd.as_fd()) {
+                // Only from outside the sandbox (the supervisor, the engine: pid 0
+                // here). A blocked signal reaches PID 1 from its own namespace too,
+                // so a command could otherwise stop the whole sandbox.
+                if signal == stop && stops_it(sender) {
                     // A stop: every process in the sandbox, then end once all are gone.
                     stopping = true;
                     let _ = sys::kill(-1, libc::SIGTERM);
@@ -134,6 +136,12 @@ pub(crate) fn serve(mut ending: Ending, sock: &OwnedFd) -> ! {
             None => {}
         }
     }
+}
+
+/// Whether a stop signal from `sender` (its pid in the sandbox's pid namespace)
+/// stops the sandbox: only one from outside it (0: another namespace).
+fn stops_it(sender: u32) -> bool {
+    sender == 0
 }
 
 fn end(ending: &mut Ending, status: i32) -> ! {
@@ -249,5 +257,17 @@ fn start(
             crate::init::exec_command(&exec, err_w, raw, tty)
         }
         Err(e) => Err(errno(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_stop_from_outside_the_sandbox_stops_it() {
+        assert!(stops_it(0));
+        assert!(!stops_it(1));
+        assert!(!stops_it(42));
     }
 }

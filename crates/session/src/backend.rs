@@ -162,10 +162,10 @@ pub fn container(
             .iter()
             .filter(|m| !tmpfs.contains(&m.container))
             .map(|m| EngineMount::Bind {
-        src: m.host.clone(),
-        dst: m.container.clone(),
-        read_only: m.read_only,
-    }),
+                src: m.host.clone(),
+                dst: m.container.clone(),
+                read_only: m.read_only,
+            }),
     );
     plan.memory = limits.limits.memory;
     plan.pids = limits.limits.pids;

@@ -81,7 +81,9 @@ pub(super) fn receive(stream: &UnixStream, init: i32) -> Result<OwnedFd, String>
         )
     })?;
     if &buf[..n] != HELLO {
-        return Err(format!("pid {init} did not say it sent its command channel"));
+        return Err(format!(
+            "pid {init} did not say it sent its command channel"
+        ));
     }
     let maker = sys::peer_cred(channel.as_fd()).map(|(pid, ..)| pid);
     check_spawner(&SpawnerFacts {
@@ -109,7 +111,11 @@ mod tests {
             socket_type: Some(libc::SOCK_STREAM),
             ..ok
         };
-        assert!(check_spawner(&stream).unwrap_err().contains("not a seqpacket"));
+        assert!(
+            check_spawner(&stream)
+                .unwrap_err()
+                .contains("not a seqpacket")
+        );
         let file = SpawnerFacts {
             socket_type: None,
             ..ok
