@@ -57,7 +57,6 @@ const ENGINE_SPAWNER_WAIT: std::time::Duration = std::time::Duration::from_secs(
 
 /// A running session. Dropping it without [`Running::wait`] leaves the record
 /// `running` (reported as `interrupted` once this process is gone).
-
 pub struct Running {
     sandbox: Sandbox,
     mode: Mode,
