@@ -186,3 +186,70 @@ fn gvisor_refuses_a_persistent_sandbox_naming_the_backends_that_have_it() {
     assert_ne!(mcp.code(), Some(0), "{mcp}");
     mcp.assert_stderr_contains("--backend gvisor");
 }
+
+/// `mcp serve --backend docker|podman`, through the client on the official MCP
+/// Python SDK that `mcp.rs` uses: the connection's sandbox is a persistent
+/// container, its calls share it and are recorded in its session, and it is gone
+/// once destroyed.
+#[test]
+fn the_mcp_server_runs_its_sandboxes_as_containers() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join("target/test-tools/mcp/bin/python");
+    assert!(
+        python.exists(),
+        "the MCP Python SDK is missing: scripts/test installs it in target/test-tools/mcp"
+    );
+    let client = root.join("crates/cli/tests/mcp/client.py");
+    for engine in ["docker", "podman"] {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(Runner::Root);
+        let calls = serde_json::json!([
+            {"tool": "code_execute", "args": {"language": "shell", "code": "echo kept > /tmp/s; echo $((6*7))"}},
+            {"tool": "code_execute", "args": {"language": "shell", "code": "cat /tmp/s; exit 4"}},
+            {"tool": "code_destroy_sandbox", "args": {}},
+        ]);
+        let mut cmd = super::harness::Vg::new(Runner::Root, ws.path());
+        cmd.records_home(&home)
+            .args(["mcp", "serve", "--ask", "never", "--"])
+            .args(["--backend", engine, "--image", IMAGE, "--network", "none"])
+            .stdin(calls.to_string())
+            .through_shell(&format!(
+                "exec {} {} stdio \"$@\"",
+                python.display(),
+                client.display()
+            ));
+        let out = cmd.run();
+        out.assert_success();
+        let results: Vec<serde_json::Value> = out
+            .stdout
+            .lines()
+            .skip(1)
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(results.len(), 3, "{engine}\n{out}");
+        let body = |i: usize| &results[i]["structured"];
+        assert_eq!(body(0)["stdout"], "42\n", "{engine}: {}", results[0]);
+        assert_eq!(body(1)["stdout"], "kept\n", "{engine}: {}", results[1]);
+        assert_eq!(body(1)["exit_code"], 4, "{engine}: {}", results[1]);
+        assert_eq!(body(0)["sandbox_id"], body(1)["sandbox_id"]);
+        assert_eq!(results[2]["is_error"], false, "{engine}: {}", results[2]);
+        let session = body(0)["session"].as_str().unwrap_or_default().to_owned();
+        let dir = home.logs().join(&session);
+        let meta = session_metadata(&dir);
+        assert_eq!(meta["layers"]["backend"], engine, "{meta}");
+        let log = std::fs::read_to_string(dir.join("commands.log")).unwrap();
+        assert!(log.contains("cat /tmp/s"), "{engine}:\n{log}");
+        let name = meta["layers"]["container"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            wait_until(std::time::Duration::from_secs(30), || !containers(engine)
+                .lines()
+                .any(|l| l == name)),
+            "{engine} container left after code_destroy_sandbox: {name}"
+        );
+        let verify = vg(Runner::Root, &ws, &home, &["logs", "verify", &session]);
+        verify.assert_success().assert_stdout_contains("intact");
+    }
+}
