@@ -46,8 +46,13 @@ fn host_of(url: &str) -> Result<String> {
     Ok(host.to_owned())
 }
 
-/// The server's sandboxes are persistent (`sandbox create`), which only the native
-/// backend has: another one is refused now rather than at the first call.
+/// The backends whose sandboxes can be persistent (`sandbox create`), as the
+/// server's are: the native one, and Docker and Podman, whose container runs our
+/// init serving the commands.
+const PERSISTENT_BACKENDS: [&str; 3] = ["native", "docker", "podman"];
+
+/// The server's sandboxes are persistent (`sandbox create`), which gVisor does not
+/// have: it is refused now rather than at the first call.
 fn refuse_other_backends(options: &[String]) -> Result<()> {
     let mut it = options.iter();
     while let Some(option) = it.next() {
@@ -57,10 +62,10 @@ fn refuse_other_backends(options: &[String]) -> Result<()> {
             None => continue,
         };
         if let Some(value) = value
-            && value != "native"
+            && !PERSISTENT_BACKENDS.contains(&value)
         {
             anyhow::bail!(
-                "--backend {value}: the MCP server's sandboxes are persistent (`sandbox create`), which only the native backend has; remove --backend {value}"
+                "--backend {value}: the MCP server's sandboxes are persistent (`sandbox create`), which only the native, docker and podman backends have; use one of them"
             );
         }
     }
@@ -124,12 +129,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn other_backends_are_refused_in_either_spelling() {
+    fn backends_without_persistent_sandboxes_are_refused_in_either_spelling() {
         let opts = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert!(refuse_other_backends(&opts(&["--backend", "native", "--pids", "5"])).is_ok());
-        for bad in [&["--backend", "gvisor"][..], &["--backend=docker"][..]] {
+        for good in [&["--backend", "docker"][..], &["--backend=podman"][..]] {
+            assert!(refuse_other_backends(&opts(good)).is_ok(), "{good:?}");
+        }
+        for bad in [&["--backend", "gvisor"][..], &["--backend=gvisor"][..]] {
             let e = refuse_other_backends(&opts(bad)).unwrap_err().to_string();
-            assert!(e.contains("only the native backend"), "{e}");
+            assert!(
+                e.contains("--backend gvisor") && e.contains("docker"),
+                "{e}"
+            );
         }
     }
 

@@ -43,8 +43,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::init::{Exec, exec_command};
+
+mod persistent;
 use crate::spec::FORWARDED_SIGNALS;
 use crate::sys;
+pub use persistent::{SpawnerFacts, check_spawner};
 
 /// The program's first argument that starts it as the container's init.
 pub const MODE: &str = "__vectraguard-container-init";
@@ -80,11 +83,23 @@ pub fn init_args(socket: &str, trace_exit: bool, command: &[String]) -> Vec<Stri
     args
 }
 
+/// The init's arguments for a persistent sandbox: no command, the init serves the
+/// commands the supervisor starts (see `persistent.rs`).
+pub fn persistent_init_args(socket: &str, trace_exit: bool) -> Vec<String> {
+    let mut args = init_args(socket, trace_exit, &[]);
+    // In place of `--` and the command.
+    args.pop();
+    args.push(persistent::FLAG.to_owned());
+    args
+}
+
 /// What [`init_args`] said, read back by the init.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InitArgs {
     pub socket: PathBuf,
     pub trace_exit: bool,
+    /// [`persistent_init_args`]: serve commands (and `argv` is empty).
+    pub persistent: bool,
     pub argv: Vec<OsString>,
 }
 
@@ -94,7 +109,7 @@ pub fn parse_args(args: &[OsString]) -> Result<InitArgs, String> {
     if it.next().map(OsString::as_os_str) != Some(MODE.as_ref()) {
         return Err(format!("the first argument is not {MODE}"));
     }
-    let (mut socket, mut trace_exit) = (None, None);
+    let (mut socket, mut trace_exit, mut persistent) = (None, None, false);
     loop {
         let Some(flag) = it.next() else {
             return Err("the arguments end before `--` and the command".into());
@@ -102,6 +117,11 @@ pub fn parse_args(args: &[OsString]) -> Result<InitArgs, String> {
         let value = || it.clone().next().cloned();
         match flag.to_str() {
             Some("--") => break,
+            // Last, in place of `--` and the command.
+            Some(persistent::FLAG) if it.clone().next().is_none() => {
+                persistent = true;
+                break;
+            }
             Some("--socket") => socket = value().map(PathBuf::from),
             Some("--exits") => {
                 trace_exit = match value().as_ref().and_then(|v| v.to_str()) {
@@ -116,10 +136,13 @@ pub fn parse_args(args: &[OsString]) -> Result<InitArgs, String> {
     }
     let argv: Vec<OsString> = it.cloned().collect();
     match (socket, trace_exit) {
-        (Some(socket), Some(trace_exit)) if socket.is_absolute() && !argv.is_empty() => {
+        (Some(socket), Some(trace_exit))
+            if socket.is_absolute() && (persistent || !argv.is_empty()) =>
+        {
             Ok(InitArgs {
                 socket,
                 trace_exit,
+                persistent,
                 argv,
             })
         }
@@ -181,6 +204,12 @@ pub fn main(args: &[OsString]) -> ! {
             &"the supervisor refused the hand-over (its record names why)",
         ),
         Err(e) => fail("get the supervisor's go", &e),
+    }
+    if a.persistent {
+        match persistent::hand_over(sock) {
+            Ok(channel) => crate::zygote::serve(crate::zygote::Ending::ExitStatus, &channel),
+            Err((step, e)) => fail(step, &e),
+        }
     }
     drop(sock);
     let argv = cstrings(a.argv.into_iter()).unwrap_or_else(|e| fail("read the command", &e));
@@ -348,6 +377,9 @@ pub struct Handover {
     pub listener: OwnedFd,
     /// The init's pid in the supervisor's pid namespace.
     pub pid: i32,
+    /// With [`Handshake::expect_spawner`], the init's command channel (for
+    /// `spawner::Spawner::from_channel`).
+    pub spawner: Option<OwnedFd>,
 }
 
 /// The container's init, checked, still waiting for the go.
@@ -365,6 +397,8 @@ pub struct Handshake {
     listener: UnixListener,
     path: PathBuf,
     stopped: Arc<AtomicBool>,
+    /// A persistent sandbox's init sends its command channel after the go.
+    spawner: bool,
 }
 
 /// Ends a [`Handshake::accept`] that waits (the session is over).
@@ -394,7 +428,16 @@ impl Handshake {
             listener,
             path,
             stopped: Arc::new(AtomicBool::new(false)),
+            spawner: false,
         })
+    }
+
+    /// The init is a persistent sandbox's ([`persistent_init_args`]): after the go,
+    /// [`Handshake::accept`] takes its command channel too, and fails without it.
+    #[must_use]
+    pub fn expect_spawner(mut self) -> Self {
+        self.spawner = true;
+        self
     }
 
     pub fn stop_handle(&self) -> std::io::Result<StopHandle> {
@@ -431,6 +474,7 @@ impl Handshake {
                 Err(e) => return Err(failed(format!("accept: {e}"))),
             }
         };
+        let expect_spawner = self.spawner;
         // One connection only: the socket goes (see `Drop`) before anything else is
         // read.
         drop(self);
@@ -477,7 +521,16 @@ impl Handshake {
         (&stream)
             .write_all(&[GO])
             .map_err(|e| failed(format!("cannot say go: {e}")))?;
-        Ok(Handover { listener, pid })
+        let spawner = if expect_spawner {
+            Some(persistent::receive(&stream, pid).map_err(failed)?)
+        } else {
+            None
+        };
+        Ok(Handover {
+            listener,
+            pid,
+            spawner,
+        })
     }
 }
 
@@ -516,6 +569,7 @@ mod tests {
             Ok(InitArgs {
                 socket: "/.vectraguard/run/init.sock".into(),
                 trace_exit: true,
+                persistent: false,
                 argv: os(&["sh", "-c", "echo --socket"]),
             })
         );
@@ -523,6 +577,37 @@ mod tests {
         let parsed = parse_args(&os(&args.iter().map(String::as_str).collect::<Vec<_>>())).unwrap();
         assert!(!parsed.trace_exit);
         assert_eq!(parsed.argv, os(&["--"]));
+    }
+
+    #[test]
+    fn a_persistent_init_s_arguments_read_back_with_no_command() {
+        let args = persistent_init_args("/.vectraguard/run/init.sock", false);
+        let parsed = parse_args(&os(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+        assert_eq!(
+            parsed,
+            Ok(InitArgs {
+                socket: "/.vectraguard/run/init.sock".into(),
+                trace_exit: false,
+                persistent: true,
+                argv: Vec::new(),
+            })
+        );
+        // Only last: a command after it is not a persistent init's.
+        let bad = [
+            MODE,
+            "--socket",
+            "/s",
+            "--exits",
+            "trap",
+            "--persistent",
+            "x",
+        ];
+        assert!(parse_args(&os(&bad)).is_err());
+        // A command's own `--persistent` argument stays the command's.
+        let args = init_args("/s", true, &["--persistent".into()]);
+        let parsed = parse_args(&os(&args.iter().map(String::as_str).collect::<Vec<_>>())).unwrap();
+        assert!(!parsed.persistent);
+        assert_eq!(parsed.argv, os(&["--persistent"]));
     }
 
     #[test]

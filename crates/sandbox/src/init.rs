@@ -204,7 +204,7 @@ fn setup(
 fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::OwnedFd>) -> ! {
     if p.persistent {
         match &p.notify_sock {
-            Some(sock) => crate::zygote::serve(report, sock),
+            Some(sock) => crate::zygote::serve(crate::zygote::Ending::Report(report), sock),
             None => sys::exit_now(125),
         }
     }

@@ -224,6 +224,12 @@ impl Spawner {
         })
     }
 
+    /// Over a container's init's command channel (`engine_init::Handover::spawner`),
+    /// as for [`crate::Sandbox::spawner`]: starts the reply thread here.
+    pub fn from_channel(sock: OwnedFd) -> std::io::Result<Self> {
+        Self::new(sock)
+    }
+
     /// Starts `command`; returns once init forked it (or could not start it).
     pub fn spawn(&self, command: SpawnCommand) -> Result<Child, SpawnError> {
         let cstrings = |items: Vec<String>, what: &str| {

@@ -23,18 +23,49 @@ struct Started {
     errors: PipeReader,
 }
 
-pub(crate) fn serve(mut report: PipeWriter, sock: &OwnedFd) -> ! {
-    let keep = [report.as_raw_fd(), sock.as_raw_fd()];
+/// How the init serving commands tells that the sandbox ended, and which signal
+/// stops it.
+pub(crate) enum Ending {
+    /// The native sandbox's init: `Exited` on the report pipe to the supervisor;
+    /// the supervisor stops it with [`TERMINATE_ALL`].
+    Report(PipeWriter),
+    /// A container's init (`engine_init`): its exit status is the container's,
+    /// which the engine's client reports; the engine stops it with `SIGTERM`
+    /// (`docker kill --signal 15`, `docker stop`).
+    ExitStatus,
+}
+
+impl Ending {
+    fn stop_signal(&self) -> libc::c_int {
+        match self {
+            Ending::Report(_) => TERMINATE_ALL,
+            Ending::ExitStatus => libc::SIGTERM,
+        }
+    }
+}
+
+pub(crate) fn serve(mut ending: Ending, sock: &OwnedFd) -> ! {
+    let mut keep = vec![sock.as_raw_fd()];
+    if let Ending::Report(report) = &ending {
+        keep.push(report.as_raw_fd());
+    }
     // SAFETY: init never returns; the descriptors closed here that init's plan still
     // owns (the image mount) are never used or dropped again; the report pipe
-    // and the request socket are kept, and 0-2 are the supervisor's stdio inherited
-    // as plain numbers, owned by nothing here.
+    // and the request socket are kept, and 0-2 are the supervisor's (or the
+    // engine's) stdio inherited as plain numbers, owned by nothing here.
     #[allow(unsafe_code)]
     unsafe {
         sys::close_all_except(&keep);
         let _ = sys::close_range(0, 2);
     }
-    let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL]].concat());
+    let stop = ending.stop_signal();
+    let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL, stop]].concat());
+    // A signalfd only reads blocked signals: the native init blocked them already,
+    // a container's init blocks them here (as PID 1, an unblocked signal with no
+    // handler would be dropped).
+    if matches!(ending, Ending::ExitStatus) && sys::sigmask_set(&signals).is_err() {
+        sys::exit_now(125)
+    }
     let Ok(sigfd) = sys::signalfd(&signals) else {
         sys::exit_now(125)
     };
@@ -46,15 +77,18 @@ pub(crate) fn serve(mut report: PipeWriter, sock: &OwnedFd) -> ! {
             sys::exit_now(125)
         };
         if ready[1] != 0 {
-            for signal in sys::signalfd_read(sigfd.as_fd()) {
-                if signal == TERMINATE_ALL {
+            for (signal, sender) in sys::signalfd_read(sigfd.as_fd()) {
+                // Only from outside the sandbox (the supervisor, the engine: pid 0
+                // here). A blocked signal reaches PID 1 from its own namespace too,
+                // so a command could otherwise stop the whole sandbox.
+                if signal == stop && stops_it(sender) {
                     // A stop: every process in the sandbox, then end once all are gone.
                     stopping = true;
                     let _ = sys::kill(-1, libc::SIGTERM);
                 }
             }
             if reap(&mut children, sock) && stopping {
-                end(&mut report, 0);
+                end(&mut ending, 0);
             }
         }
         if ready[0] == 0 {
@@ -64,7 +98,7 @@ pub(crate) fn serve(mut report: PipeWriter, sock: &OwnedFd) -> ! {
             Ok((0, _)) | Err(_) => {
                 // The supervisor is gone or let go: the sandbox ends with it.
                 let _ = sys::kill(-1, libc::SIGKILL);
-                end(&mut report, 0)
+                end(&mut ending, 0)
             }
             Ok(got) => got,
         };
@@ -104,9 +138,20 @@ pub(crate) fn serve(mut report: PipeWriter, sock: &OwnedFd) -> ! {
     }
 }
 
-fn end(report: &mut PipeWriter, status: i32) -> ! {
-    let _ = Message::Exited(status).send(report);
-    sys::exit_now(0)
+/// Whether a stop signal from `sender` (its pid in the sandbox's pid namespace)
+/// stops the sandbox: only one from outside it (0: another namespace).
+fn stops_it(sender: u32) -> bool {
+    sender == 0
+}
+
+fn end(ending: &mut Ending, status: i32) -> ! {
+    match ending {
+        Ending::Report(report) => {
+            let _ = Message::Exited(status).send(report);
+            sys::exit_now(0)
+        }
+        Ending::ExitStatus => sys::exit_now(status),
+    }
 }
 
 /// Reaps every ended process, reporting those init started. True when none is left.
@@ -212,5 +257,17 @@ fn start(
             crate::init::exec_command(&exec, err_w, raw, tty)
         }
         Err(e) => Err(errno(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_stop_from_outside_the_sandbox_stops_it() {
+        assert!(stops_it(0));
+        assert!(!stops_it(1));
+        assert!(!stops_it(42));
     }
 }

@@ -63,10 +63,13 @@ pub fn check(
             "a terminal (sandbox shell, run -t)",
             "run without -t, or use --backend native or gvisor",
         ),
+        // A container's init serves the spawner protocol (`engine_init::persistent`);
+        // runsc gives no channel into its sandbox but `runsc exec`, whose processes
+        // our record could not hold to the same promises.
         (
-            spec.persistent,
+            spec.persistent && backend == Backend::Gvisor,
             "a persistent sandbox (sandbox create)",
-            "use --backend native",
+            "use --backend native, docker or podman",
         ),
         // A recorded container's execs reach the native tracer (our init hands its
         // listener over), which holds them; gVisor's trace points only report.
@@ -159,11 +162,19 @@ pub fn container(
             mode: 0o1777,
         })
         .collect();
-    plan.mounts.extend(mounts.iter().map(|m| EngineMount::Bind {
-        src: m.host.clone(),
-        dst: m.container.clone(),
-        read_only: m.read_only,
-    }));
+    // A `--tmpfs` hides a bind at the same place, as natively (the MCP server's
+    // `/workspace`); the engines refuse two mounts at one destination, so the hidden
+    // bind is left out: the container sees what the native sandbox shows.
+    plan.mounts.extend(
+        mounts
+            .iter()
+            .filter(|m| !tmpfs.contains(&m.container))
+            .map(|m| EngineMount::Bind {
+                src: m.host.clone(),
+                dst: m.container.clone(),
+                read_only: m.read_only,
+            }),
+    );
     plan.memory = limits.limits.memory;
     plan.pids = limits.limits.pids;
     plan.cpus = limits.limits.cpus;
@@ -276,7 +287,19 @@ pub fn engine_limits(plan: &mut crate::plan::Plan) -> Result<()> {
     let config =
         config.map_err(|_| anyhow::anyhow!("the image check of {image} failed unexpectedly"))??;
     if plan.spec.trace_exec {
-        container.record_execs = Some(exec_recording(container, &config, plan.spec.exits)?);
+        container.record_execs = Some(exec_recording(
+            container,
+            &config,
+            plan.spec.exits,
+            plan.spec.persistent,
+        )?);
+    } else if plan.spec.persistent {
+        // Only our init serves a persistent container's commands, and it runs only
+        // where execs are recorded.
+        bail!(
+            "--backend {}: a persistent sandbox needs its execs recorded, which this configuration turns off; record execs, or use --backend native",
+            engine.backend_name()
+        );
     }
     let name = engine.backend_name();
     if !limits.memory && default_memory && container.memory.take().is_some() {
@@ -318,11 +341,18 @@ fn exec_recording(
     container: &vg_backend::engine::ContainerPlan,
     image: &vg_backend::engine::ImageConfig,
     exits: vg_sandbox::trace::Exits,
+    persistent: bool,
 ) -> Result<vg_backend::engine::ExecRecording> {
     use vg_backend::engine;
     let name = container.engine.backend_name();
-    let command = engine::resolve_command(container.entrypoint.as_deref(), &container.argv, image)
-        .map_err(|e| anyhow::anyhow!("--backend {name}: {e}"))?;
+    // A persistent container runs no command of its own: our init serves those
+    // `sandbox exec` starts.
+    let command = if persistent {
+        Vec::new()
+    } else {
+        engine::resolve_command(container.entrypoint.as_deref(), &container.argv, image)
+            .map_err(|e| anyhow::anyhow!("--backend {name}: {e}"))?
+    };
     let files = vg_sandbox::engine_init::host_files().map_err(|e| {
         anyhow::anyhow!(
             "--backend {name}: cannot find this program's own files, which record the container's execs: {e}"
@@ -342,11 +372,18 @@ fn exec_recording(
         loader: files.loader,
         libraries: files.libraries,
         socket_dir: engine_dir(&container.name).join("init"),
-        init_args: vg_sandbox::engine_init::init_args(
-            &socket,
-            exits == vg_sandbox::trace::Exits::Trap,
-            &command,
-        ),
+        init_args: if persistent {
+            vg_sandbox::engine_init::persistent_init_args(
+                &socket,
+                exits == vg_sandbox::trace::Exits::Trap,
+            )
+        } else {
+            vg_sandbox::engine_init::init_args(
+                &socket,
+                exits == vg_sandbox::trace::Exits::Trap,
+                &command,
+            )
+        },
     })
 }
 
@@ -368,6 +405,9 @@ pub struct Held {
     pub container: Option<EngineRun>,
     /// The hand-over of the container's exec listener, until the record takes it.
     pub engine_trace: Option<crate::record::EngineTrace>,
+    /// A persistent container's command channel, which the record's tracer
+    /// receives in the hand-over (`Running::spawner` waits for it).
+    pub engine_spawner: Option<crate::record::SpawnerChannel>,
 }
 
 /// A container started through an engine's client.
@@ -418,8 +458,18 @@ pub fn spawn(
             let Some(container) = container else {
                 bail!("--backend {backend}: no container was planned");
             };
-            let (run, runtime, trace) = engine(container, spec.network)?;
+            let (run, runtime, mut trace) = engine(container, spec.network, spec.persistent)?;
             held.container = Some(run);
+            if spec.persistent {
+                let Some(trace) = trace.as_mut() else {
+                    bail!(
+                        "--backend {backend}: a persistent sandbox needs Vectra Guard's init in the container, which runs only where execs are recorded"
+                    );
+                };
+                let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                trace.spawner = Some(tx);
+                held.engine_spawner = Some(rx);
+            }
             held.engine_trace = trace;
             Ok(vg_sandbox::runtime::spawn_runtime(&runtime, stdio, cgroup)?)
         }
@@ -431,6 +481,7 @@ pub fn spawn(
 fn engine(
     container: &vg_backend::engine::ContainerPlan,
     network: SandboxNetwork,
+    persistent: bool,
 ) -> Result<(
     EngineRun,
     vg_sandbox::runtime::RuntimeSpec,
@@ -470,6 +521,15 @@ fn engine(
                 )
             })
             .and_then(|()| vg_sandbox::engine_init::Handshake::bind(&rec.socket_dir))
+            .map(|handshake| {
+                // Our init serves the persistent sandbox's commands (its arguments
+                // are `persistent_init_args`, see `exec_recording`).
+                if persistent {
+                    handshake.expect_spawner()
+                } else {
+                    handshake
+                }
+            })
             .map(Some)
             .map_err(|e| {
                 anyhow::anyhow!(
@@ -596,6 +656,7 @@ container={}
             handshake,
             expected_uid: expected_peer_uid(container.engine, container.user.0),
             tun,
+            spawner: None,
             end_container: Box::new(move || {
                 let _ = std::process::Command::new(program)
                     .args(["rm", "-f", &name])

@@ -50,6 +50,11 @@ pub struct State {
     pub record_failure: Option<String>,
 }
 
+/// How long a persistent container's start may take until its init has handed over
+/// its command channel (an engine's client start plus the container's, seconds
+/// for rootless Podman on a loaded machine).
+const ENGINE_SPAWNER_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A running session. Dropping it without [`Running::wait`] leaves the record
 /// `running` (reported as `interrupted` once this process is gone).
 pub struct Running {
@@ -131,6 +136,22 @@ impl Running {
     pub fn spawner(&mut self) -> Option<std::io::Result<vg_sandbox::spawner::Spawner>> {
         if !self.plan.spec.persistent {
             return None;
+        }
+        // A container's init hands its channel over to the record's tracer.
+        if let Some(channel) = self._generated.1.engine_spawner.take() {
+            return Some(match channel.recv_timeout(ENGINE_SPAWNER_WAIT) {
+                Ok(Ok(sock)) => vg_sandbox::spawner::Spawner::from_channel(sock),
+                Ok(Err(why)) => Err(std::io::Error::other(why)),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    Err(std::io::Error::other(format!(
+                        "the container's init did not hand over its command channel within {}s (the engine's client or the container is stuck; `vectraguard sandbox stop` it and try again)",
+                        ENGINE_SPAWNER_WAIT.as_secs()
+                    )))
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(std::io::Error::other(
+                    "the container ended before its init handed over its command channel (its log, `sandboxes/NAME.log`, and the session's stderr.log say why)",
+                )),
+            });
         }
         self.sandbox.spawner()
     }

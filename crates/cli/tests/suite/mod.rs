@@ -16,6 +16,7 @@ mod config;
 mod dashboard;
 mod dashboard_browser;
 mod engines;
+mod engines_persistent;
 mod exec_records;
 mod faults;
 mod filesystem;

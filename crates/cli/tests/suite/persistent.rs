@@ -379,3 +379,23 @@ fn commands_cannot_read_the_host_or_each_other_through_proc() {
         assert_eq!(out.stdout, "", "{out}");
     });
 }
+
+/// The init's stop signal sent from inside (a blocked signal reaches PID 1 from its
+/// own namespace) must not stop the sandbox: only the supervisor's does.
+#[test]
+fn a_command_cannot_stop_its_sandbox_by_signalling_init() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &[]);
+        sandbox
+            .exec(&[
+                "sh",
+                "-c",
+                "kill -PWR 1; kill -TERM 1; kill -KILL 1; sleep 0.3",
+            ])
+            .assert_success();
+        sandbox.exec(&["true"]).assert_success();
+        assert_eq!(sandbox.listed()["state"], "running");
+    });
+}

@@ -131,8 +131,9 @@ pub fn signalfd(set: &libc::sigset_t) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Reads the pending signals from a [`signalfd`] descriptor, without blocking.
-pub fn signalfd_read(fd: BorrowedFd<'_>) -> Vec<c_int> {
+/// Every pending signal of a signalfd, each with its sender as this process's pid namespace
+/// sees it (`ssi_pid`): 0 for the kernel or a process outside the namespace.
+pub fn signalfd_read(fd: BorrowedFd<'_>) -> Vec<(c_int, u32)> {
     let mut out = Vec::new();
     loop {
         // SAFETY: signalfd_siginfo is plain data filled by the kernel.
@@ -143,6 +144,6 @@ pub fn signalfd_read(fd: BorrowedFd<'_>) -> Vec<c_int> {
         if n != size as isize {
             return out;
         }
-        out.push(c_int::try_from(info.ssi_signo).unwrap_or(0));
+        out.push((c_int::try_from(info.ssi_signo).unwrap_or(0), info.ssi_pid));
     }
 }

@@ -269,7 +269,13 @@ pub struct EngineTrace {
     /// The mediated network's interface, made in the container's network namespace
     /// before the init's go (`vg_sandbox::engine_net`).
     pub tun: Option<vg_sandbox::TunConfig>,
+    /// A persistent container's: where its init's command channel goes once
+    /// handed over (or why it was not).
+    pub spawner: Option<std::sync::mpsc::SyncSender<Result<std::os::fd::OwnedFd, String>>>,
 }
+
+/// The receiving end of [`EngineTrace::spawner`].
+pub type SpawnerChannel = std::sync::mpsc::Receiver<Result<std::os::fd::OwnedFd, String>>;
 
 impl std::fmt::Debug for EngineTrace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -347,7 +353,12 @@ pub struct Session {
     /// Ends that thread's serving once the sandbox is gone.
     gvisor_stop: Option<vg_backend::gvisor::trace::StopHandle>,
     /// A container's listener hand-over, completed on the tracer's thread.
-    engine_handshake: Option<(vg_sandbox::engine_init::Handshake, Option<u32>)>,
+    #[allow(clippy::type_complexity)]
+    engine_handshake: Option<(
+        vg_sandbox::engine_init::Handshake,
+        Option<u32>,
+        Option<std::sync::mpsc::SyncSender<Result<std::os::fd::OwnedFd, String>>>,
+    )>,
     /// The interface to make in the container before its init's go.
     engine_tun: Option<vg_sandbox::TunConfig>,
     /// Ends a hand-over still waiting, and the container, once the session is over.
@@ -491,13 +502,14 @@ impl Session {
             expected_uid,
             end_container,
             tun,
+            spawner,
         } = engine;
         self.engine_tun = tun;
         let stop = handshake
             .stop_handle()
             .context("cannot keep a handle on the exec listener's socket")?;
         self.engine_stop = Some((stop, end_container));
-        self.engine_handshake = Some((handshake, expected_uid));
+        self.engine_handshake = Some((handshake, expected_uid, spawner));
         Ok(())
     }
 
@@ -601,7 +613,7 @@ impl Session {
         }
         // A container's init hands its listener over once it runs: accepted on the
         // tracer's thread, then served as the native sandbox's.
-        if let (Some(exits), Some((handshake, expected_uid))) =
+        if let (Some(exits), Some((handshake, expected_uid, spawner))) =
             (trace, self.engine_handshake.take())
         {
             let shared = Arc::clone(&shared);
@@ -622,9 +634,16 @@ impl Session {
                 });
                 match attached {
                     Ok(handover) => {
+                        if let (Some(to), Some(channel)) = (&spawner, handover.spawner) {
+                            let _ = to.send(Ok(channel));
+                        }
+                        drop(spawner);
                         serve_listener(handover.listener, &shared, gate, observer, caps, exits)
                     }
                     Err(e) => {
+                        if let Some(to) = &spawner {
+                            let _ = to.send(Err(e.to_string()));
+                        }
                         // Even a container that ended before its init connected is a
                         // failure of the record: our init would have connected before
                         // running anything, so something else ran there (an image's

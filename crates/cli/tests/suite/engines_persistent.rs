@@ -1,0 +1,255 @@
+//! `sandbox create --backend docker|podman`: a persistent container whose init (ours,
+//! `vg_sandbox::engine_init::persistent`) starts each `sandbox exec` command, all of
+//! them recorded in the one session. Rootful engines, tested as root (as in
+//! `engines.rs`).
+
+use super::harness::{
+    Output, RecordsHome, Runner, Workspace, session_metadata, unique, wait_until,
+};
+use super::live::vg;
+
+const IMAGE: &str = "vectraguard-test/busybox:1";
+
+/// A persistent container, removed when the test ends, pass or fail.
+struct Container<'a> {
+    ws: &'a Workspace,
+    home: &'a RecordsHome,
+    name: String,
+}
+
+impl<'a> Container<'a> {
+    fn create(engine: &str, ws: &'a Workspace, home: &'a RecordsHome) -> Self {
+        let name = format!("e{}", unique());
+        let out = vg(
+            Runner::Root,
+            ws,
+            home,
+            &[
+                "sandbox",
+                "create",
+                &name,
+                "--backend",
+                engine,
+                "--image",
+                IMAGE,
+            ],
+        );
+        out.assert_success();
+        Container { ws, home, name }
+    }
+
+    fn exec(&self, command: &[&str]) -> Output {
+        let mut args = vec!["sandbox", "exec", self.name.as_str(), "--"];
+        args.extend_from_slice(command);
+        vg(Runner::Root, self.ws, self.home, &args)
+    }
+}
+
+impl Drop for Container<'_> {
+    fn drop(&mut self) {
+        let _ = vg(
+            Runner::Root,
+            self.ws,
+            self.home,
+            &["sandbox", "rm", "-f", &self.name],
+        );
+    }
+}
+
+fn containers(engine: &str) -> String {
+    let out = std::process::Command::new(engine)
+        .args(["ps", "-a", "--format", "{{.Names}}"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn execs_share_the_container_are_recorded_in_one_session_and_stop_removes_it() {
+    for engine in ["docker", "podman"] {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(Runner::Root);
+        let sandbox = Container::create(engine, &ws, &home);
+        sandbox
+            .exec(&["sh", "-c", "echo kept > /tmp/state"])
+            .assert_success();
+        let out = sandbox.exec(&["sh", "-c", "cat /tmp/state; exit 7"]);
+        out.assert_code(7);
+        assert_eq!(out.stdout, "kept\n", "{engine}\n{out}");
+        sandbox
+            .exec(&["sh", "-c", "kill -TERM $$"])
+            .assert_code(143);
+        sandbox.exec(&["no-such-program"]).assert_code(127);
+        // One session, the container's, holds every command.
+        let dir = home.only_session();
+        let meta = session_metadata(&dir);
+        assert_eq!(meta["layers"]["backend"], engine, "{meta}");
+        assert_eq!(meta["layers"]["init"], "vectraguard", "{meta}");
+        assert_eq!(meta["layers"]["exec_records"], "seccomp-notify", "{meta}");
+        let name = meta["layers"]["container"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(name.starts_with("vectraguard-"), "{meta}");
+        assert!(
+            containers(engine).lines().any(|l| l == name),
+            "{engine}: {name} is not running"
+        );
+        let log = std::fs::read_to_string(dir.join("commands.log")).unwrap();
+        for argv in [
+            "sh -c 'echo kept > /tmp/state'",
+            "sh -c 'cat /tmp/state; exit 7'",
+            "cat /tmp/state",
+        ] {
+            assert!(
+                log.lines()
+                    .any(|l| l.contains(" exec ") && l.ends_with(&format!(" -- {argv}"))),
+                "{engine}: no exec of {argv}:\n{log}"
+            );
+        }
+        vg(
+            Runner::Root,
+            &ws,
+            &home,
+            &["sandbox", "stop", &sandbox.name],
+        )
+        .assert_success();
+        assert!(
+            wait_until(std::time::Duration::from_secs(30), || !containers(engine)
+                .lines()
+                .any(|l| l == name)),
+            "{engine} container left after stop: {name}"
+        );
+        let verify = vg(Runner::Root, &ws, &home, &["logs", "verify", "last"]);
+        verify.assert_success().assert_stdout_contains("intact");
+        let meta = session_metadata(&dir);
+        assert_ne!(meta["status"], "running", "{meta}");
+    }
+}
+
+/// What a hostile command in the container tries against the init's channel and
+/// the container's life: each must fail.
+#[test]
+fn a_command_cannot_reach_the_init_s_channel_or_stop_the_container() {
+    for engine in ["docker", "podman"] {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(Runner::Root);
+        let sandbox = Container::create(engine, &ws, &home);
+        // A command started before, still running, with a pipe from the host.
+        sandbox
+            .exec(&["sh", "-c", "echo $$ > /tmp/pid"])
+            .assert_success();
+        let out = sandbox.exec(&[
+            "sh",
+            "-c",
+            // No socket is open in it (stdin /dev/null, output pipes: the init's
+            // channel is not inherited); the init's descriptors are not
+            // readable; the hand-over socket is gone; signals to the init are not
+            // delivered.
+            "exec </dev/null; ls -l /proc/$$/fd/ > /tmp/fds; echo sockets=$(grep -c socket: /tmp/fds); \
+             ls /proc/1/fd >/dev/null 2>&1 && echo init=open || echo init=closed; \
+             test -e /.vectraguard/run/init.sock && echo sock=there || echo sock=gone; \
+             kill -TERM 1; kill -KILL 1; kill -PWR 1; sleep 0.3; \
+             grep -q '^Seccomp:.*2' /proc/self/status && echo seccomp=on",
+        ]);
+        out.assert_success();
+        assert_eq!(out.field("sockets"), "0", "{engine}\n{out}");
+        assert_eq!(out.field("init"), "closed", "{engine}\n{out}");
+        assert_eq!(out.field("sock"), "gone", "{engine}\n{out}");
+        // The stop signal (SIGTERM, which the engine sends PID 1) from inside is
+        // dropped by the kernel (PID 1 has no handler): the container serves on.
+        let after = sandbox.exec(&["cat", "/tmp/pid"]);
+        after.assert_success();
+        assert_eq!(out.field("seccomp"), "on", "{engine}\n{out}");
+    }
+}
+
+#[test]
+fn gvisor_refuses_a_persistent_sandbox_naming_the_backends_that_have_it() {
+    let ws = Workspace::new();
+    let home = RecordsHome::new(Runner::Root);
+    let out = vg(
+        Runner::Root,
+        &ws,
+        &home,
+        &["sandbox", "create", "g", "--backend", "gvisor"],
+    );
+    assert_ne!(out.code(), Some(0), "{out}");
+    out.assert_stderr_contains("--backend gvisor: a persistent sandbox");
+    out.assert_stderr_contains("docker or podman");
+    let mcp = vg(
+        Runner::Root,
+        &ws,
+        &home,
+        &["mcp", "serve", "--", "--backend", "gvisor"],
+    );
+    assert_ne!(mcp.code(), Some(0), "{mcp}");
+    mcp.assert_stderr_contains("--backend gvisor");
+}
+
+/// `mcp serve --backend docker|podman`, through the client on the official MCP
+/// Python SDK that `mcp.rs` uses: the connection's sandbox is a persistent
+/// container, its calls share it and are recorded in its session, and it is gone
+/// once destroyed.
+#[test]
+fn the_mcp_server_runs_its_sandboxes_as_containers() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join("target/test-tools/mcp/bin/python");
+    assert!(
+        python.exists(),
+        "the MCP Python SDK is missing: scripts/test installs it in target/test-tools/mcp"
+    );
+    let client = root.join("crates/cli/tests/mcp/client.py");
+    for engine in ["docker", "podman"] {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(Runner::Root);
+        let calls = serde_json::json!([
+            {"tool": "code_execute", "args": {"language": "shell", "code": "echo kept > /tmp/s; echo $((6*7))"}},
+            {"tool": "code_execute", "args": {"language": "shell", "code": "cat /tmp/s; exit 4"}},
+            {"tool": "code_destroy_sandbox", "args": {}},
+        ]);
+        let mut cmd = super::harness::Vg::new(Runner::Root, ws.path());
+        cmd.records_home(&home)
+            .args(["mcp", "serve", "--ask", "never", "--"])
+            .args(["--backend", engine, "--image", IMAGE, "--network", "none"])
+            .stdin(calls.to_string())
+            .through_shell(&format!(
+                "exec {} {} stdio \"$@\"",
+                python.display(),
+                client.display()
+            ));
+        let out = cmd.run();
+        out.assert_success();
+        let results: Vec<serde_json::Value> = out
+            .stdout
+            .lines()
+            .skip(1)
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(results.len(), 3, "{engine}\n{out}");
+        let body = |i: usize| &results[i]["structured"];
+        assert_eq!(body(0)["stdout"], "42\n", "{engine}: {}", results[0]);
+        assert_eq!(body(1)["stdout"], "kept\n", "{engine}: {}", results[1]);
+        assert_eq!(body(1)["exit_code"], 4, "{engine}: {}", results[1]);
+        assert_eq!(body(0)["sandbox_id"], body(1)["sandbox_id"]);
+        assert_eq!(results[2]["is_error"], false, "{engine}: {}", results[2]);
+        let session = body(0)["session"].as_str().unwrap_or_default().to_owned();
+        let dir = home.logs().join(&session);
+        let meta = session_metadata(&dir);
+        assert_eq!(meta["layers"]["backend"], engine, "{meta}");
+        let log = std::fs::read_to_string(dir.join("commands.log")).unwrap();
+        assert!(log.contains("cat /tmp/s"), "{engine}:\n{log}");
+        let name = meta["layers"]["container"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            wait_until(std::time::Duration::from_secs(30), || !containers(engine)
+                .lines()
+                .any(|l| l == name)),
+            "{engine} container left after code_destroy_sandbox: {name}"
+        );
+        let verify = vg(Runner::Root, &ws, &home, &["logs", "verify", &session]);
+        verify.assert_success().assert_stdout_contains("intact");
+    }
+}
