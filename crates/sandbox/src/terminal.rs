@@ -42,8 +42,25 @@ impl RawTerminal {
     }
 }
 
+/// Written to the user's terminal when a `-t` session ends: turns off the modes a
+/// sandboxed program may have switched on and left on (by exiting mid-screen, being
+/// killed, or on purpose): the alternate screen, a hidden cursor, application cursor
+/// keys and keypad, mouse and focus reporting, bracketed paste, text attributes.
+/// Each is a "mode off" that is harmless when the mode was not on; none moves the
+/// cursor or clears the screen, so the shell's prompt and scroll-back stay as they
+/// were. It goes to the terminal only, never into the record (the record keeps the
+/// sandbox's bytes exactly). A title or a clipboard (OSC 52) already set cannot be
+/// taken back by any sequence; they are not listed here.
+pub const MODES_OFF: &[u8] = b"\x1b[?1049l\x1b[?1047l\x1b[?25h\x1b[?1l\x1b>\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1004l\x1b[?2004l\x1b[0m";
+
 impl Drop for RawTerminal {
     fn drop(&mut self) {
+        // Stdout, where the relay wrote the sandbox's output: when that is a file,
+        // the modes never reached a terminal.
+        let mut stdout = io::stdout();
+        if sys::is_terminal(stdout.as_fd()) {
+            let _ = stdout.write_all(MODES_OFF).and_then(|()| stdout.flush());
+        }
         if sys::tcsetattr(io::stdin().as_fd(), &self.saved).is_ok() {
             // Restored: the guardian must not restore again (and flush typed-ahead
             // keys) when its pipe closes.
@@ -178,4 +195,48 @@ pub fn copy_size(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> io::Result<Size> {
         rows: ws.ws_row,
         cols: ws.ws_col,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The escape sequences in `bytes`, each from ESC up to its final byte.
+    fn sequences(bytes: &[u8]) -> Vec<String> {
+        let text = std::str::from_utf8(bytes).unwrap();
+        text.split('\x1b')
+            .skip(1)
+            .map(|s| format!("\x1b{s}"))
+            .collect()
+    }
+
+    #[test]
+    fn the_modes_off_turn_off_each_mode_a_sandbox_can_leave_on() {
+        let seqs = sequences(MODES_OFF);
+        for off in [
+            "\x1b[?1049l", // alternate screen
+            "\x1b[?25h",   // cursor shown
+            "\x1b[?1l",    // normal cursor keys
+            "\x1b>",       // normal keypad
+            "\x1b[?1000l", // mouse reporting
+            "\x1b[?1002l",
+            "\x1b[?1003l",
+            "\x1b[?1006l",
+            "\x1b[?1004l", // focus reporting
+            "\x1b[?2004l", // bracketed paste
+            "\x1b[0m",     // text attributes
+        ] {
+            assert!(seqs.iter().any(|s| s == off), "{off:?} missing");
+        }
+        // Only "off"s: no set (`h` other than showing the cursor), no clear, no
+        // cursor move, no full reset, no scroll region (which homes the cursor).
+        for s in &seqs {
+            let ok = s == "\x1b>"
+                || s == "\x1b[0m"
+                || s == "\x1b[?25h"
+                || (s.starts_with("\x1b[?") && s.ends_with('l'));
+            assert!(ok, "{s:?} is not a mode off");
+        }
+        assert_eq!(seqs.concat().as_bytes(), MODES_OFF, "stray bytes");
+    }
 }

@@ -628,6 +628,56 @@ fn an_unrecorded_run_leaves_the_users_terminal_as_it_was() {
     });
 }
 
+/// A `-t` command that leaves the outer terminal in the alternate screen, with the
+/// cursor hidden, mouse reporting and application cursor keys on: the session's end
+/// turns them off on the user's terminal, and the record keeps the command's bytes
+/// as they were.
+#[test]
+fn a_terminal_session_turns_off_the_modes_the_sandbox_left_on() {
+    if !require_tools(&[TMUX, BASH]) {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        ws.write(
+            "modes.sh",
+            "printf '\\033[?1049h\\033[?25l\\033[?1000h\\033[?1h'; echo modes-$((2+3))\n",
+        );
+        let t = Tmux::start(ws.path(), "bash --norc --noprofile", 100, 30);
+        let vg = vectraguard_command(
+            runner,
+            &home,
+            &["sandbox", "run", "-t", "--", "sh", "modes.sh"],
+        );
+        t.line(&format!("{vg}; echo after-$((50+50))"));
+        t.wait_for("after-100");
+        let out = t
+            .tmux()
+            .args([
+                "display-message",
+                "-p",
+                "-t",
+                "vg",
+                "#{alternate_on} #{cursor_flag} #{mouse_any_flag} #{keypad_cursor_flag}",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "0 1 0 0",
+            "alternate screen, cursor shown, mouse, cursor keys after the session"
+        );
+        let cast = std::fs::read_to_string(home.only_session().join("tty.cast")).unwrap();
+        assert!(cast.contains("\\u001b[?1049h"), "{cast}");
+        assert!(cast.contains("modes-5"), "{cast}");
+        assert!(
+            !cast.contains("\\u001b[?1049l"),
+            "the reset was recorded: {cast}"
+        );
+    });
+}
+
 #[test]
 fn a_refusal_note_keeps_the_raw_terminal_in_order() {
     each_identity(|runner| {
