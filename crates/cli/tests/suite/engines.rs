@@ -36,7 +36,7 @@ fn engine_run(
 }
 
 /// Every container the engine knows, by name, to check that none is left.
-fn containers(engine: &str) -> String {
+pub(super) fn containers(engine: &str) -> String {
     let out = std::process::Command::new(engine)
         .args(["ps", "-a", "--format", "{{.Names}}"])
         .output()

@@ -3,6 +3,7 @@
 //! them recorded in the one session. Rootful engines, tested as root (as in
 //! `engines.rs`).
 
+use super::engines::containers;
 use super::harness::{
     Output, RecordsHome, Runner, Workspace, session_metadata, unique, wait_until,
 };
@@ -54,14 +55,6 @@ impl Drop for Container<'_> {
             &["sandbox", "rm", "-f", &self.name],
         );
     }
-}
-
-fn containers(engine: &str) -> String {
-    let out = std::process::Command::new(engine)
-        .args(["ps", "-a", "--format", "{{.Names}}"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]

@@ -342,21 +342,26 @@ pub fn peer_cred(sock: BorrowedFd<'_>) -> io::Result<(libc::pid_t, u32, u32)> {
 
 /// A socket's type (`SOCK_STREAM`, `SOCK_SEQPACKET`…): `getsockopt(SO_TYPE)`.
 pub fn socket_type(sock: BorrowedFd<'_>) -> io::Result<c_int> {
-    let mut kind: c_int = 0;
+    sockopt_int(sock, libc::SO_TYPE)
+}
+
+/// A `SOL_SOCKET` option whose value is one `int` (`SO_TYPE`, `SO_PEERPIDFD`…).
+pub fn sockopt_int(sock: BorrowedFd<'_>, option: c_int) -> io::Result<c_int> {
+    let mut value: c_int = 0;
     let mut len = libc::socklen_t::try_from(std::mem::size_of::<c_int>())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: `sock` is a live descriptor; `kind` and `len` are writable and `len`
-    // is `kind`'s exact size, so the kernel writes at most that much.
+    // SAFETY: `sock` is a live descriptor; `value` and `len` are writable and `len`
+    // is `value`'s exact size, so the kernel writes at most that much.
     check(unsafe {
         libc::getsockopt(
             sock.as_raw_fd(),
             libc::SOL_SOCKET,
-            libc::SO_TYPE,
-            (&raw mut kind).cast(),
+            option,
+            (&raw mut value).cast(),
             &raw mut len,
         )
     })?;
-    Ok(kind)
+    Ok(value)
 }
 
 /// Shuts a socket down both ways: a thread blocked in `accept` on a listening

@@ -19,19 +19,7 @@ const NS_GET_USERNS: libc::c_ulong = 0xb701;
 /// A pidfd of the process that connected to `sock` (`SO_PEERPIDFD`): the very
 /// process, never another one that got its pid later.
 pub fn peer_pidfd(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    let mut fd: c_int = -1;
-    let mut len = libc::socklen_t::try_from(std::mem::size_of::<c_int>())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: `sock` is live; `fd` and `len` are writable and `len` is `fd`'s size.
-    check(unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_PEERPIDFD,
-            (&raw mut fd).cast(),
-            &raw mut len,
-        )
-    })?;
+    let fd = super::fd::sockopt_int(sock, SO_PEERPIDFD)?;
     if fd < 0 {
         return Err(io::Error::from_raw_os_error(libc::ESRCH));
     }
