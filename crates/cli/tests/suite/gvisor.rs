@@ -340,22 +340,7 @@ report("ifaces", ",".join(sorted(n for _, n in socket.if_nameindex())))
             0,
             "the host's server was reached"
         );
-        let events = network_events(&home);
-        let refused = |pred: &dyn Fn(&serde_json::Value) -> bool| {
-            events.iter().any(|e| e["decision"] == "deny" && pred(e))
-        };
-        for addr in ["198.18.0.1", "10.255.255.1", "169.254.169.254"] {
-            assert!(
-                refused(&|e| e["event"] == "connect" && e["address"] == addr),
-                "no refusal of {addr}\n{events:#?}"
-            );
-        }
-        for addr in ["192.0.2.7", "192.0.2.53"] {
-            assert!(
-                refused(&|e| e["address"] == addr && e["protocol"] == "udp"),
-                "no refusal of UDP to {addr}\n{events:#?}"
-            );
-        }
+        super::mediated_network::assert_escapes_refused(&home, "gvisor");
     });
 }
 

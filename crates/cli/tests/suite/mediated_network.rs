@@ -102,6 +102,27 @@ pub(super) fn network_events(home: &RecordsHome) -> Vec<Value> {
         .collect()
 }
 
+/// The escape attempts the gVisor and container escape tests make, each refused in
+/// the session's `network` events: connects to the gateway, a private address and
+/// the metadata address, and UDP to two outside addresses.
+pub(super) fn assert_escapes_refused(home: &RecordsHome, what: &str) {
+    let events = network_events(home);
+    let refused =
+        |pred: &dyn Fn(&Value) -> bool| events.iter().any(|e| e["decision"] == "deny" && pred(e));
+    for addr in ["198.18.0.1", "10.255.255.1", "169.254.169.254"] {
+        assert!(
+            refused(&|e| e["event"] == "connect" && e["address"] == addr),
+            "{what}: no refusal of {addr}\n{events:#?}"
+        );
+    }
+    for addr in ["192.0.2.7", "192.0.2.53"] {
+        assert!(
+            refused(&|e| e["address"] == addr && e["protocol"] == "udp"),
+            "{what}: no refusal of UDP to {addr}\n{events:#?}"
+        );
+    }
+}
+
 fn events_where(events: &[Value], pred: impl Fn(&Value) -> bool) -> Vec<&Value> {
     events.iter().filter(|e| pred(e)).collect()
 }
