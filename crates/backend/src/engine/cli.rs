@@ -594,12 +594,19 @@ pub fn containers_with_label(
 /// The client program's path on `PATH`, if installed (for `doctor`).
 /// Docker's socket, where a query may go there instead of through the client (see
 /// `api`): only when the client is installed, so that a missing client is still
-/// reported as such.
+/// reported as such. Found once per process (the PATH search and the client's
+/// config file), though a session asks two queries.
 fn docker_socket(engine: Engine) -> Option<PathBuf> {
-    if engine != Engine::Docker || client_path(engine).is_none() {
+    static SOCKET: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    if engine != Engine::Docker {
         return None;
     }
-    super::api::ClientConfig::from_env().socket()
+    SOCKET
+        .get_or_init(|| {
+            client_path(engine)?;
+            super::api::ClientConfig::from_env().socket()
+        })
+        .clone()
 }
 
 pub fn client_path(engine: Engine) -> Option<PathBuf> {
