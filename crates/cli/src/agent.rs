@@ -19,7 +19,7 @@ pub fn start(args: AgentStartArgs) -> i32 {
             request.prompt = prompt;
         }),
         Err(e) => {
-            crate::report::error(format_args!("{e:#}"));
+            crate::report::error(format_args!("{}", vg_session::diag::chain(&e)));
             EXIT_FAILURE
         }
     }

@@ -126,7 +126,7 @@ pub fn run(cmd: ImageCommand) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            crate::report::error(format_args!("{e:#}"));
+            crate::report::error(format_args!("{}", vg_session::diag::chain(&e)));
             EXIT_FAILURE
         }
     }

@@ -56,7 +56,7 @@ pub(crate) fn exit_code(body: impl FnOnce() -> Result<()>) -> i32 {
     match body() {
         Ok(()) => 0,
         Err(e) => {
-            crate::report::error(format_args!("{e:#}"));
+            crate::report::error(format_args!("{}", vg_session::diag::chain(&e)));
             EXIT_FAILURE
         }
     }

@@ -94,7 +94,7 @@ fn host(args: CreateArgs) -> i32 {
     let root = match registry::root() {
         Ok(root) => root,
         Err(e) => {
-            tell(format!("error\t{e:#}"));
+            tell(format!("error\t{}", vg_session::diag::chain(&e)));
             return EXIT_FAILURE;
         }
     };
@@ -152,7 +152,7 @@ fn host(args: CreateArgs) -> i32 {
     let host = match started {
         Ok(host) => host,
         Err(e) => {
-            tell(format!("error\t{:#}", e.error));
+            tell(format!("error\t{}", vg_session::diag::chain(&e.error)));
             return e.code;
         }
     };
@@ -160,7 +160,7 @@ fn host(args: CreateArgs) -> i32 {
     entry.session = Some(host.id().to_owned());
     entry.session_dir = records.map(|r| r.join(host.id()));
     if let Err(e) = registry::update(&root, &entry) {
-        tell(format!("error\t{e:#}"));
+        tell(format!("error\t{}", vg_session::diag::chain(&e)));
         return EXIT_FAILURE;
     }
     tell(format!("ready\t{}", host.id()));
@@ -173,7 +173,7 @@ fn host(args: CreateArgs) -> i32 {
     match outcome {
         Ok(_) => 0,
         Err(e) => {
-            crate::report::error(format_args!("{:#}", e.error));
+            crate::report::error(format_args!("{}", vg_session::diag::chain(&e.error)));
             e.code
         }
     }
@@ -230,7 +230,7 @@ pub fn exec(args: ExecArgs) -> i32 {
             code
         }
         Err(e) => {
-            crate::report::error(format_args!("{e:#}"));
+            crate::report::error(format_args!("{}", vg_session::diag::chain(&e)));
             EXIT_FAILURE
         }
     }

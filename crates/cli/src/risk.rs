@@ -47,7 +47,7 @@ pub fn run(cmd: RiskCommand) -> i32 {
     match explain(&args) {
         Ok(()) => 0,
         Err(e) => {
-            crate::report::error(format_args!("{e:#}"));
+            crate::report::error(format_args!("{}", vg_session::diag::chain(&e)));
             EXIT_FAILURE
         }
     }

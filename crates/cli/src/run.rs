@@ -57,7 +57,7 @@ pub fn run_with(args: &RunArgs, adjust: impl FnOnce(&mut vg_session::Request)) -
     let learning = match crate::learn::before(&args.options) {
         Ok(learning) => learning,
         Err(e) => {
-            crate::report::error(format_args!("{e:#}"));
+            crate::report::error(format_args!("{}", vg_session::diag::chain(&e)));
             return crate::EXIT_FAILURE;
         }
     };
@@ -86,14 +86,14 @@ pub fn run_with(args: &RunArgs, adjust: impl FnOnce(&mut vg_session::Request)) -
             if let (Some(learning), Some(learned)) = (&learning, &outcome.learned)
                 && let Err(e) = learning.after(learned)
             {
-                crate::report::error(format_args!("{e:#}"));
+                crate::report::error(format_args!("{}", vg_session::diag::chain(&e)));
                 return crate::EXIT_FAILURE;
             }
             outcome.exit_code
         }
         Err(e) => {
             drop(e.session.as_deref().map(|id| SessionLine::new(id, quiet)));
-            crate::report::error(format_args!("{:#}", e.error));
+            crate::report::error(format_args!("{}", vg_session::diag::chain(&e.error)));
             e.code
         }
     }

@@ -13,7 +13,7 @@ pub use vg_sandbox::{EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND};
 /// Why a session could not be planned, started or completed, with the exit status
 /// it should produce and, once the record exists, the session it was recorded as.
 #[derive(Debug, thiserror::Error)]
-#[error("{error:#}")]
+#[error("{}", crate::diag::chain(error))]
 pub struct Error {
     pub code: i32,
     pub error: anyhow::Error,

@@ -117,7 +117,7 @@ fn start_recorded(
             let session = Session::create(&root, meta)?;
             let id = session.id().to_owned();
             if let Err(e) = session.failed_to_start(&error) {
-                crate::diag::error(format_args!("{e:#}"));
+                crate::diag::error(format_args!("{}", crate::diag::chain(&e)));
             }
             return Err(Error::from(error).in_session(&id));
         }
@@ -167,7 +167,7 @@ fn start_recorded(
         }
         drop(raw);
         if let Err(e) = session.failed_to_start(&error) {
-            crate::diag::error(format_args!("{e:#}"));
+            crate::diag::error(format_args!("{}", crate::diag::chain(&e)));
         }
         return Err(in_session(error));
     }
@@ -176,7 +176,7 @@ fn start_recorded(
         Err(error) => {
             drop(raw);
             if let Err(e) = session.failed_to_start(&error) {
-                crate::diag::error(format_args!("{e:#}"));
+                crate::diag::error(format_args!("{}", crate::diag::chain(&e)));
             }
             return Err(in_session(error));
         }
@@ -205,7 +205,7 @@ fn start_recorded(
         let _ = sandbox.killer().kill();
         drop(raw);
         if let Err(e) = session.failed_to_start(&error) {
-            crate::diag::error(format_args!("{e:#}"));
+            crate::diag::error(format_args!("{}", crate::diag::chain(&e)));
         }
         return Err(in_session(error));
     }

@@ -271,7 +271,7 @@ pub fn run(cmd: LogsCommand) -> i32 {
         // `logs show --stdout | head`: the reader has all it wanted.
         Err(e) if is_broken_pipe(&e) => 0,
         Err(e) => {
-            crate::report::error(format_args!("{e:#}"));
+            crate::report::error(format_args!("{}", vg_session::diag::chain(&e)));
             EXIT_FAILURE
         }
     }

@@ -1099,3 +1099,17 @@ fn net_allow_and_deny_change_a_running_containers_rules() {
         assert_eq!(added[1]["rule"], format!("deny {target}"), "{added:?}");
     }
 }
+
+#[test]
+fn an_engines_refusal_says_its_cause_once() {
+    // The plan's error quotes its cause and reports it as its source too: printed
+    // once, not `…: X: X` as a plain `{:#}` of the chain would.
+    // As root: rootless Podman here refuses every memory limit before this check.
+    let runner = Runner::Root;
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let out = engine_run(runner, &ws, &home, "podman", &["--memory", "1m"], &["true"]);
+    out.assert_code(125);
+    let said = "below the engines' minimum";
+    assert_eq!(out.stderr.matches(said).count(), 1, "{}", out.stderr);
+}

@@ -662,7 +662,7 @@ impl Session {
                 let served =
                     sink.serve(|event| crate::record::gvisor::record(&log, &shared, event));
                 if let Err(e) = served {
-                    shared.fail("gVisor's trace points", format!("{e:#}"));
+                    shared.fail("gVisor's trace points", crate::diag::chain(&e).to_string());
                 }
                 lock(&log).flush(&shared);
                 (log, None)
@@ -728,7 +728,7 @@ impl Session {
             Ok(server) => self.control = Some(Box::new(server)),
             Err(e) => {
                 if let Some(shared) = &self.shared {
-                    shared.fail("control channel", format!("{e:#}"));
+                    shared.fail("control channel", crate::diag::chain(&e).to_string());
                 }
             }
         }
@@ -989,7 +989,7 @@ impl Session {
         if let Some(cleanup) = self.cleanup.take() {
             let _ = cleanup.join();
         }
-        let message = format!("{error:#}");
+        let message = crate::diag::chain(error).to_string();
         self.writer
             .event(Event::new(vg_records::event::kind::FAILURE).with("error", message.clone()))
             .context("cannot write events.jsonl")?;
