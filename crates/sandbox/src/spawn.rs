@@ -77,6 +77,12 @@ impl Killer {
     pub fn kill(&self) -> std::io::Result<()> {
         self.signal(libc::SIGKILL)
     }
+
+    /// Whether the sandbox's init (or another runtime's keeper) has exited, without
+    /// reaping it: for a wait that should not outlast the sandbox.
+    pub fn has_exited(&self) -> bool {
+        sys::pidfd_exited(self.pidfd.as_fd())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

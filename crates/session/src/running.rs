@@ -55,6 +55,34 @@ pub struct State {
 /// for rootless Podman on a loaded machine).
 const ENGINE_SPAWNER_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// The container's command channel from the record's tracer, waited for at most
+/// [`ENGINE_SPAWNER_WAIT`], and no longer than the engine's client runs: a client
+/// that failed (a flag its daemon refused) has nothing more to hand over, and the
+/// tracer, waiting on the hand-over socket, would keep the channel open until then.
+fn receive_until_exit<T>(
+    channel: &std::sync::mpsc::Receiver<T>,
+    client: &vg_sandbox::Killer,
+) -> Result<T, std::sync::mpsc::RecvTimeoutError> {
+    use std::sync::mpsc::RecvTimeoutError;
+    const TICK: std::time::Duration = std::time::Duration::from_millis(100);
+    let deadline = std::time::Instant::now() + ENGINE_SPAWNER_WAIT;
+    loop {
+        match channel.recv_timeout(TICK) {
+            Err(RecvTimeoutError::Timeout) => {}
+            done => return done,
+        }
+        // One more look after the exit: the hand-over may have raced it.
+        if client.has_exited() {
+            return channel
+                .try_recv()
+                .map_err(|_| RecvTimeoutError::Disconnected);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(RecvTimeoutError::Timeout);
+        }
+    }
+}
+
 /// A running session. Dropping it without [`Running::wait`] leaves the record
 /// `running` (reported as `interrupted` once this process is gone).
 pub struct Running {
@@ -139,7 +167,7 @@ impl Running {
         }
         // A container's init hands its channel over to the record's tracer.
         if let Some(channel) = self._generated.1.engine_spawner.take() {
-            return Some(match channel.recv_timeout(ENGINE_SPAWNER_WAIT) {
+            return Some(match receive_until_exit(&channel, &self.sandbox.killer()) {
                 Ok(Ok(sock)) => vg_sandbox::spawner::Spawner::from_channel(sock),
                 Ok(Err(why)) => Err(std::io::Error::other(why)),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {

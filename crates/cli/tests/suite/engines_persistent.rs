@@ -246,3 +246,27 @@ fn the_mcp_server_runs_its_sandboxes_as_containers() {
         verify.assert_success().assert_stdout_contains("intact");
     }
 }
+
+#[test]
+fn a_container_its_engine_refuses_fails_create_at_once() {
+    // Docker's daemon refuses more CPUs than the host has (2 here, 1,024 asked) after the client started:
+    // `create` says the container ended, rather than waiting out the hand-over.
+    let ws = Workspace::new();
+    let home = RecordsHome::new(Runner::Root);
+    let name = format!("e{}", unique());
+    let args = [
+        "sandbox",
+        "create",
+        &name,
+        "--backend",
+        "docker",
+        "--image",
+        IMAGE,
+        "--cpus",
+        "1024",
+    ];
+    let out = vg(Runner::Root, &ws, &home, &args);
+    out.assert_code(125);
+    out.assert_stderr_contains("the container ended before its init handed over");
+    let _ = vg(Runner::Root, &ws, &home, &["sandbox", "rm", "-f", &name]);
+}
