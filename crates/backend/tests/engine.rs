@@ -124,6 +124,7 @@ fn plan(engine: Engine, image: &str, argv: &[&str]) -> ContainerPlan {
         dst: "/tmp".into(),
         size: 16 << 20,
         mode: 0o1777,
+        user_owned: true,
     });
     p.memory = Some(256 << 20);
     p.pids = Some(256);

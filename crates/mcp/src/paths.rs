@@ -47,9 +47,17 @@ pub fn resolve(path: &str) -> Result<String, String> {
 }
 
 /// A shell snippet that sets `$p` to the real path of `$1` (symlinks followed, the
-/// last component may be missing) and fails with status 3 unless it is still inside
-/// the workspace.
-pub const GUARD: &str = r#"p=$(realpath -m -- "$1") || exit 3
+/// trailing components may be missing) and fails with status 3 unless it is still
+/// inside the workspace. `realpath -m` is GNU's; an image with BusyBox (whose
+/// `realpath` takes no options and wants all but the last component to exist) gets
+/// the real path of the deepest part that exists, with the missing rest appended:
+/// what does not exist cannot be a symbolic link. `$1` is absolute (see
+/// [`resolve`]), so it never reads as an option.
+pub const GUARD: &str = r#"p=$(realpath -m -- "$1" 2>/dev/null) || {
+q=$1 r=
+while [ -n "$q" ] && [ ! -e "$q" ] && [ ! -L "$q" ]; do r=/${q##*/}$r; q=${q%/*}; done
+p=$(realpath "${q:-/}")$r || exit 3
+}
 case "$p" in /workspace|/workspace/*) ;; *) echo "$1 leads outside /workspace (to $p)" >&2; exit 3;; esac
 "#;
 

@@ -31,6 +31,19 @@ const MAX_TIMEOUT: u64 = 600;
 /// How long a file tool may take (a FIFO in the workspace never ends a read).
 const FILE_TIMEOUT: Duration = Duration::from_secs(DEFAULT_TIMEOUT);
 
+/// `code_list_files`' script: one line per entry of `$p`, type (f, d, l, p, s, c,
+/// b), size and name, sorted by name. POSIX `sh`, `test` and `stat -c %s` only, so
+/// that it runs on BusyBox images as on GNU systems (GNU `find -printf` would not).
+const LIST: &str = r#"[ -d "$p" ] || { echo "$p is not a folder" >&2; exit 2; }
+for f in "$p"/* "$p"/.[!.]* "$p"/..?*; do
+[ -e "$f" ] || [ -L "$f" ] || continue
+if [ -L "$f" ]; then y=l; elif [ -d "$f" ]; then y=d; elif [ -f "$f" ]; then y=f
+elif [ -p "$f" ]; then y=p; elif [ -S "$f" ]; then y=s; elif [ -c "$f" ]; then y=c
+elif [ -b "$f" ]; then y=b; else y=u; fi
+printf '%s %s %s\n' "$y" "$(stat -c %s "$f")" "${f##*/}"
+done | sort -k3
+"#;
+
 /// Inline in the schema, as seed 002 shows it (an `enum` on the property itself).
 #[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -559,7 +572,7 @@ impl CodeTools {
         Parameters(request): Parameters<ListRequest>,
     ) -> Result<CallToolResult, McpError> {
         let path = paths::resolve(request.path.as_deref().unwrap_or("")).map_err(invalid)?;
-        let script = "find \"$p\" -mindepth 1 -maxdepth 1 -printf '%y %s %P\\n' | sort -k3";
+        let script = LIST;
         self.on_file(request.sandbox_id.as_deref(), path, script, Vec::new())
             .await
     }
@@ -625,6 +638,85 @@ impl ServerHandler for CodeTools {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shells the file tools' scripts must run under: the host's `sh` and, where
+    /// installed, BusyBox's (an image's).
+    fn shells() -> Vec<Vec<&'static str>> {
+        let mut shells = vec![vec!["sh"]];
+        if std::path::Path::new("/bin/busybox").exists() {
+            shells.push(vec!["/bin/busybox", "sh"]);
+        }
+        shells
+    }
+
+    /// Runs `script` with `$p` (or `$1`) set, under `shell`; BusyBox's applets
+    /// (`stat`, `realpath`, `sort`) come first in its `PATH`.
+    fn sh(shell: &[&str], script: &str, arg: &str) -> (i32, String, String) {
+        let bin = tempfile::tempdir().unwrap();
+        if shell[0] == "/bin/busybox" {
+            for applet in ["stat", "realpath", "sort", "printf", "["] {
+                std::os::unix::fs::symlink("/bin/busybox", bin.path().join(applet)).unwrap();
+            }
+        }
+        let path = format!("{}:/usr/bin:/bin", bin.path().display());
+        let out = std::process::Command::new(shell[0])
+            .args(&shell[1..])
+            .args(["-c", script, "sh", arg])
+            .env("PATH", path)
+            .env("p", arg)
+            .env("LC_ALL", "C")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    #[test]
+    fn the_list_script_names_each_entry_s_type_and_size_under_gnu_and_busybox() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("b file"), b"12345").unwrap();
+        std::fs::write(d.join(".hidden"), b"").unwrap();
+        std::fs::write(d.join("..dots"), b"1").unwrap();
+        std::fs::create_dir(d.join("a")).unwrap();
+        std::os::unix::fs::symlink("/etc", d.join("c")).unwrap();
+        let dir_size = std::fs::metadata(d.join("a")).unwrap().len();
+        let want = format!("f 1 ..dots\nf 0 .hidden\nd {dir_size} a\nf 5 b file\nl 4 c\n");
+        for shell in shells() {
+            let (code, out, err) = sh(&shell, LIST, &d.display().to_string());
+            assert_eq!((code, out.as_str()), (0, want.as_str()), "{shell:?}: {err}");
+            let (code, out, err) = sh(&shell, LIST, &d.join("b file").display().to_string());
+            assert_eq!((code, out.as_str()), (2, ""), "{shell:?}");
+            assert!(err.contains("is not a folder"), "{shell:?}: {err}");
+            let empty = tempfile::tempdir().unwrap();
+            let (code, out, _) = sh(&shell, LIST, &empty.path().display().to_string());
+            assert_eq!((code, out.as_str()), (0, ""), "{shell:?}");
+        }
+    }
+
+    #[test]
+    fn the_guard_follows_links_and_keeps_missing_folders_under_gnu_and_busybox() {
+        // The guard as it runs, with a temporary folder standing for /workspace.
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap().join("workspace");
+        std::fs::create_dir(&ws).unwrap();
+        std::os::unix::fs::symlink("/etc", ws.join("out")).unwrap();
+        let ws_text = ws.display().to_string();
+        let guard = paths::GUARD.replace("/workspace", &ws_text) + "echo \"$p\"";
+        for shell in shells() {
+            let new = format!("{ws_text}/x/y/z.txt");
+            let (code, out, err) = sh(&shell, &guard, &new);
+            assert_eq!((code, out.trim()), (0, new.as_str()), "{shell:?}: {err}");
+            let (code, _, err) = sh(&shell, &guard, &format!("{ws_text}/out/passwd"));
+            assert_eq!(code, 3, "{shell:?}: {err}");
+            assert!(err.contains("leads outside"), "{shell:?}: {err}");
+            let (code, _, _) = sh(&shell, &guard, &format!("{ws_text}/out/missing/f"));
+            assert_eq!(code, 3, "{shell:?}");
+        }
+    }
 
     #[test]
     fn package_names_cannot_be_options_paths_or_urls() {

@@ -160,6 +160,7 @@ pub fn container(
             dst,
             size: disk,
             mode: 0o1777,
+            user_owned: true,
         })
         .collect();
     // A `--tmpfs` hides a bind at the same place, as natively (the MCP server's

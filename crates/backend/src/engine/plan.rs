@@ -9,8 +9,10 @@
 //! - `--cap-drop ALL`, `--security-opt no-new-privileges`, `--user UID:GID`:
 //!   no capabilities, no gaining any through set-id files, not root.
 //! - `--security-opt seccomp=PATH`: our rule model ([`super::seccomp_profile`]).
-//! - `--read-only` and tmpfs mounts (`--mount type=tmpfs`, sized, with a mode):
-//!   the image's root cannot be changed; writes go where the plan allows.
+//! - `--read-only` and tmpfs mounts, sized, with a mode (Podman's `--mount
+//!   type=tmpfs`; Docker's `--tmpfs` with `exec` and the user as the owner, see
+//!   `mount_arg`): the image's root cannot be changed; writes go where the plan
+//!   allows, and programs written there run, as natively.
 //! - `--network none|host`, `--cgroupns private`, `--ipc private`: nothing shared
 //!   with the host beyond what the plan asks for.
 //! - `--memory N --memory-swap N`: the same cap with and without swap, so no
@@ -77,8 +79,15 @@ pub enum EngineMount {
         dst: PathBuf,
         read_only: bool,
     },
-    /// A fresh tmpfs of at most `size` bytes at `dst`, its root with `mode`.
-    Tmpfs { dst: PathBuf, size: u64, mode: u32 },
+    /// A fresh tmpfs of at most `size` bytes at `dst`, its root with `mode`, owned
+    /// by the container's user when `user_owned` (as the native sandbox's private
+    /// folders are), else by root. Programs in it may be run, as natively.
+    Tmpfs {
+        dst: PathBuf,
+        size: u64,
+        mode: u32,
+        user_owned: bool,
+    },
 }
 
 /// The container's network.
@@ -535,7 +544,8 @@ pub fn run_args(plan: &ContainerPlan, env_file: Option<&Path>) -> Result<Vec<OsS
         push(&["--label", &format!("{key}={value}")]);
     }
     for mount in plan.mounts.iter().chain(&init_mounts) {
-        push(&["--mount", &mount_arg(mount, plan.engine)?]);
+        let (flag, arg) = mount_arg(mount, plan.engine, plan.user)?;
+        push(&[flag, &arg]);
     }
     if plan.stdin {
         push(&["--interactive"]);
@@ -571,6 +581,7 @@ fn init_command(rec: &ExecRecording) -> Result<(String, Vec<String>, Vec<EngineM
             dst: PathBuf::from(INIT_DIR),
             size: INIT_DIR_SIZE,
             mode: 0o555,
+            user_owned: false,
         },
         bind(&rec.program, PathBuf::from(INIT_PROGRAM)),
         bind(&rec.socket_dir, PathBuf::from(INIT_RUN)),
@@ -598,7 +609,12 @@ fn init_command(rec: &ExecRecording) -> Result<(String, Vec<String>, Vec<EngineM
     Ok((entrypoint, argv, mounts))
 }
 
-fn mount_arg(mount: &EngineMount, engine: Engine) -> Result<String, PlanError> {
+/// The client's flag and its value for one mount.
+fn mount_arg(
+    mount: &EngineMount,
+    engine: Engine,
+    user: (u32, u32),
+) -> Result<(&'static str, String), PlanError> {
     Ok(match mount {
         EngineMount::Bind {
             src,
@@ -611,9 +627,14 @@ fn mount_arg(mount: &EngineMount, engine: Engine) -> Result<String, PlanError> {
             if *read_only {
                 arg.push_str(",readonly");
             }
-            arg
+            ("--mount", arg)
         }
-        EngineMount::Tmpfs { dst, size, mode } => {
+        EngineMount::Tmpfs {
+            dst,
+            size,
+            mode,
+            user_owned,
+        } => {
             let dst = mount_field("the tmpfs destination", dst)?;
             if *size == 0 {
                 return Err(PlanError::Zero { what: "tmpfs size" });
@@ -629,7 +650,28 @@ fn mount_arg(mount: &EngineMount, engine: Engine) -> Result<String, PlanError> {
             if engine == Engine::Podman {
                 arg.push_str(",notmpcopyup");
             }
-            arg
+            // Docker's `--mount type=tmpfs` is always `noexec` (20.10 has no option
+            // against it) and has no owner: with `--workdir` on it, Docker leaves its
+            // root at 0755 owned by root, which the user cannot write. Its `--tmpfs`
+            // takes the kernel's options: `exec`, and the user as the owner. Podman's
+            // `--mount` tmpfs allows programs and keeps the mode (1777 here).
+            if engine == Engine::Docker && *user_owned {
+                if dst.contains(':') {
+                    return Err(PlanError::MountPath {
+                        what: "the tmpfs destination",
+                        path: PathBuf::from(dst),
+                        why: "Docker's --tmpfs separates the destination from its options with `:`",
+                    });
+                }
+                let (uid, gid) = user;
+                return Ok((
+                    "--tmpfs",
+                    format!(
+                        "{dst}:rw,exec,nosuid,nodev,size={size},mode={mode:o},uid={uid},gid={gid}"
+                    ),
+                ));
+            }
+            ("--mount", arg)
         }
     })
 }
@@ -669,6 +711,7 @@ mod tests {
                 dst: "/tmp".into(),
                 size: 1 << 30,
                 mode: 0o1777,
+                user_owned: true,
             },
         ];
         p
@@ -731,8 +774,8 @@ mod tests {
             "type=bind,src=/home/u/w,dst=/work",
             "--mount",
             "type=bind,src=/usr/share/a=b,dst=/data,readonly",
-            "--mount",
-            "type=tmpfs,dst=/tmp,tmpfs-size=1073741824,tmpfs-mode=1777",
+            "--tmpfs",
+            "/tmp:rw,exec,nosuid,nodev,size=1073741824,mode=1777,uid=1000,gid=1001",
             "--interactive",
             "img:1",
             "sh",
@@ -840,6 +883,18 @@ mod tests {
             dst: "/t,mp".into(),
             size: 1,
             mode: 0o700,
+            user_owned: true,
+        }];
+        assert!(matches!(
+            run_args(&p, Some(Path::new("/e"))),
+            Err(PlanError::MountPath { .. })
+        ));
+        // Docker's `--tmpfs DST:OPTIONS` cannot carry a `:` in the destination.
+        p.mounts = vec![EngineMount::Tmpfs {
+            dst: "/t:mp".into(),
+            size: 1,
+            mode: 0o700,
+            user_owned: true,
         }];
         assert!(matches!(
             run_args(&p, Some(Path::new("/e"))),
@@ -879,6 +934,7 @@ mod tests {
                     dst: "/tmp".into(),
                     size,
                     mode,
+                    user_owned: true,
                 }]
             }
         };

@@ -1113,3 +1113,26 @@ fn an_engines_refusal_says_its_cause_once() {
     let said = "below the engines' minimum";
     assert_eq!(out.stderr.matches(said).count(), 1, "{}", out.stderr);
 }
+
+#[test]
+fn private_folders_are_the_users_and_run_programs_on_each_engine() {
+    // As natively: a `--tmpfs` working directory and /tmp are the user's to write,
+    // and a program written there runs (Docker's own tmpfs is root's and noexec).
+    let script =
+        "printf '#!/bin/sh\\necho ran\\n' > s && chmod +x s && ./s && cp s /tmp/t && /tmp/t";
+    each_identity(|runner| {
+        let engines: &[&str] = match runner {
+            Runner::Root => &["docker", "podman"],
+            // Docker's daemon is root's here.
+            Runner::Unprivileged => &["podman"],
+        };
+        for engine in engines {
+            let ws = Workspace::new();
+            let home = RecordsHome::new(runner);
+            let options = ["--tmpfs", "/w", "--workdir", "/w"];
+            let out = engine_run(runner, &ws, &home, engine, &options, &["sh", "-c", script]);
+            out.assert_success();
+            assert_eq!(out.stdout, "ran\nran\n", "{engine}: {out}");
+        }
+    });
+}

@@ -199,6 +199,10 @@ fn the_mcp_server_runs_its_sandboxes_as_containers() {
         let calls = serde_json::json!([
             {"tool": "code_execute", "args": {"language": "shell", "code": "echo kept > /tmp/s; echo $((6*7))"}},
             {"tool": "code_execute", "args": {"language": "shell", "code": "cat /tmp/s; exit 4"}},
+            // The file tools' scripts on a BusyBox image (no GNU realpath or find).
+            {"tool": "code_write_file", "args": {"path": "d/e/f.txt", "content": "filed\n"}},
+            {"tool": "code_read_file", "args": {"path": "d/e/f.txt"}},
+            {"tool": "code_list_files", "args": {"path": "d/e"}},
             {"tool": "code_destroy_sandbox", "args": {}},
         ]);
         let mut cmd = super::harness::Vg::new(Runner::Root, ws.path());
@@ -219,13 +223,16 @@ fn the_mcp_server_runs_its_sandboxes_as_containers() {
             .skip(1)
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
-        assert_eq!(results.len(), 3, "{engine}\n{out}");
+        assert_eq!(results.len(), 6, "{engine}\n{out}");
         let body = |i: usize| &results[i]["structured"];
         assert_eq!(body(0)["stdout"], "42\n", "{engine}: {}", results[0]);
         assert_eq!(body(1)["stdout"], "kept\n", "{engine}: {}", results[1]);
         assert_eq!(body(1)["exit_code"], 4, "{engine}: {}", results[1]);
         assert_eq!(body(0)["sandbox_id"], body(1)["sandbox_id"]);
-        assert_eq!(results[2]["is_error"], false, "{engine}: {}", results[2]);
+        assert_eq!(body(2)["exit_code"], 0, "{engine}: {}", results[2]);
+        assert_eq!(body(3)["stdout"], "filed\n", "{engine}: {}", results[3]);
+        assert_eq!(body(4)["stdout"], "f 6 f.txt\n", "{engine}: {}", results[4]);
+        assert_eq!(results[5]["is_error"], false, "{engine}: {}", results[5]);
         let session = body(0)["session"].as_str().unwrap_or_default().to_owned();
         let dir = home.logs().join(&session);
         let meta = session_metadata(&dir);
