@@ -190,6 +190,10 @@ pub enum SpawnError {
     Usage(String),
     #[error("the sandbox is gone")]
     Gone,
+    /// The command's terminal did not pass the check of a container's
+    /// (`engine_init::check_terminal`): the command was killed before it was relayed.
+    #[error("the sandbox's init sent a terminal that is refused ({0}); the command was stopped")]
+    Terminal(String),
     #[error("cannot start the command: {0}")]
     Failed(std::io::Error),
 }
@@ -205,6 +209,9 @@ pub struct Spawner {
     sock: Arc<OwnedFd>,
     waiting: Waiting,
     next: Arc<AtomicU64>,
+    /// A container's init (its pid in our namespace), whose terminals are checked
+    /// to be of the container's own devpts before they are handed out.
+    container_init: Option<i32>,
 }
 
 impl Spawner {
@@ -221,13 +228,18 @@ impl Spawner {
             sock,
             waiting,
             next: Arc::new(AtomicU64::new(1)),
+            container_init: None,
         })
     }
 
     /// Over a container's init's command channel (`engine_init::Handover::spawner`),
-    /// as for [`crate::Sandbox::spawner`]: starts the reply thread here.
-    pub fn from_channel(sock: OwnedFd) -> std::io::Result<Self> {
-        Self::new(sock)
+    /// as for [`crate::Sandbox::spawner`]: starts the reply thread here. `init` is
+    /// that init's pid in our namespace (`Handover::pid`): a terminal it sends must
+    /// be one of the container's own ([`crate::engine_init::check_terminal`]).
+    pub fn from_channel(sock: OwnedFd, init: i32) -> std::io::Result<Self> {
+        let mut spawner = Self::new(sock)?;
+        spawner.container_init = Some(init);
+        Ok(spawner)
     }
 
     /// Starts `command`; returns once init forked it (or could not start it).
@@ -250,9 +262,10 @@ impl Spawner {
             .into_iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
+        let tty = matches!(command.stdio, SpawnStdio::Terminal);
         let request = Request::Spawn {
             id,
-            tty: matches!(command.stdio, SpawnStdio::Terminal),
+            tty,
             cwd: CString::new(command.cwd.into_os_string().into_encoded_bytes()).map_err(|_| {
                 SpawnError::Usage("the working directory contains a NUL byte".into())
             })?,
@@ -281,13 +294,31 @@ impl Spawner {
         }
         drop(command.stdio);
         match rx.recv() {
-            Ok((Reply::Started { pid, .. }, mut fds)) => Ok(Child {
-                id,
-                pid,
-                terminal: fds.pop(),
-                replies: rx,
-                spawner: self.clone(),
-            }),
+            Ok((Reply::Started { pid, .. }, mut fds)) => {
+                let child = Child {
+                    id,
+                    pid,
+                    terminal: fds.pop(),
+                    replies: rx,
+                    spawner: self.clone(),
+                };
+                let checked = match (&child.terminal, self.container_init) {
+                    (Some(master), Some(init)) => {
+                        crate::engine_init::check_terminal(master.as_fd(), init)
+                    }
+                    (None, _) if tty => Err("none came with the command".into()),
+                    _ => Ok(()),
+                };
+                match checked {
+                    Ok(()) => Ok(child),
+                    Err(why) => {
+                        // Nothing of it is relayed: it goes before it could use a
+                        // terminal nobody watches.
+                        let _ = child.signal(libc::SIGKILL);
+                        Err(SpawnError::Terminal(why))
+                    }
+                }
+            }
             Ok((Reply::Failed { errno, .. }, _)) => {
                 self.lock().remove(&id);
                 Err(SpawnError::Failed(std::io::Error::from_raw_os_error(errno)))

@@ -57,11 +57,14 @@ pub fn check(
             "HTTPS inspection and secrets",
             "use --backend native or gvisor",
         ),
-        // gVisor's terminal comes from runsc's console socket (see `gvisor`).
+        // gVisor's terminal comes from runsc's console socket (see `gvisor`); a
+        // container's from our recording init, which opens it in the container's
+        // devpts and hands it over with its listener (`engine_init::terminal`). The
+        // engine's own terminal would reach the user unrecorded: never used.
         (
-            backend != Backend::Gvisor && spec.tty,
-            "a terminal (sandbox shell, run -t)",
-            "run without -t, or use --backend native or gvisor",
+            engine_of(backend).is_some() && spec.tty && !spec.trace_exec,
+            "a terminal (sandbox shell, run -t) without exec records",
+            "record execs (the container's terminal comes from the recording init), or use --backend native or gvisor",
         ),
         // A container's init serves the spawner protocol (`engine_init::persistent`);
         // runsc gives no channel into its sandbox but `runsc exec`, whose processes
@@ -144,6 +147,9 @@ pub fn container(
     plan.entrypoint = entrypoint;
     plan.env = spec.env.clone();
     plan.workdir = spec.workdir.clone();
+    // With a terminal, the command's input comes from its terminal, which our init
+    // opens in the container; the engine's client gets none of ours.
+    plan.stdin = !spec.tty;
     plan.user = (spec.identity.uid, spec.identity.gid);
     plan.network = match spec.network {
         SandboxNetwork::Loopback => EngineNetwork::None,
@@ -292,6 +298,7 @@ pub fn engine_limits(plan: &mut crate::plan::Plan) -> Result<()> {
             &config,
             plan.spec.exits,
             plan.spec.persistent,
+            plan.spec.tty,
         )?);
     } else if plan.spec.persistent {
         // Only our init serves a persistent container's commands, and it runs only
@@ -336,12 +343,14 @@ pub fn engine_limits(plan: &mut crate::plan::Plan) -> Result<()> {
 /// Our init as the container's entrypoint, so that its execs are recorded (see
 /// `vg_sandbox::engine_init`): the command the engine would have run (the image's
 /// entrypoint and command by Docker's rules), this program and the files it needs,
-/// and the private folder where the hand-over socket will be.
+/// and the private folder where the hand-over socket will be. With `tty`, the init
+/// gives the command a terminal of the container's devpts.
 fn exec_recording(
     container: &vg_backend::engine::ContainerPlan,
     image: &vg_backend::engine::ImageConfig,
     exits: vg_sandbox::trace::Exits,
     persistent: bool,
+    tty: bool,
 ) -> Result<vg_backend::engine::ExecRecording> {
     use vg_backend::engine;
     let name = container.engine.backend_name();
@@ -372,17 +381,21 @@ fn exec_recording(
         loader: files.loader,
         libraries: files.libraries,
         socket_dir: engine_dir(&container.name).join("init"),
-        init_args: if persistent {
-            vg_sandbox::engine_init::persistent_init_args(
+        init_args: match (persistent, tty) {
+            (true, _) => vg_sandbox::engine_init::persistent_init_args(
                 &socket,
                 exits == vg_sandbox::trace::Exits::Trap,
-            )
-        } else {
-            vg_sandbox::engine_init::init_args(
+            ),
+            (false, true) => vg_sandbox::engine_init::terminal_init_args(
                 &socket,
                 exits == vg_sandbox::trace::Exits::Trap,
                 &command,
-            )
+            ),
+            (false, false) => vg_sandbox::engine_init::init_args(
+                &socket,
+                exits == vg_sandbox::trace::Exits::Trap,
+                &command,
+            ),
         },
     })
 }
@@ -458,7 +471,7 @@ pub fn spawn(
             let Some(container) = container else {
                 bail!("--backend {backend}: no container was planned");
             };
-            let (run, runtime, mut trace) = engine(container, spec.network, spec.persistent)?;
+            let (run, runtime, mut trace) = engine(container, spec)?;
             held.container = Some(run);
             if spec.persistent {
                 let Some(trace) = trace.as_mut() else {
@@ -480,8 +493,7 @@ pub fn spawn(
 /// environment written to a private folder first.
 fn engine(
     container: &vg_backend::engine::ContainerPlan,
-    network: SandboxNetwork,
-    persistent: bool,
+    spec: &SandboxSpec,
 ) -> Result<(
     EngineRun,
     vg_sandbox::runtime::RuntimeSpec,
@@ -489,6 +501,7 @@ fn engine(
 )> {
     use std::os::unix::fs::DirBuilderExt;
     use vg_backend::engine;
+    let (network, persistent) = (spec.network, spec.persistent);
     let program = engine::client_path(container.engine).ok_or_else(|| {
         anyhow::anyhow!(
             "--backend {}: the {} client is not installed; install it (Debian: `apt-get install {}`) or use --backend native",
@@ -523,11 +536,12 @@ fn engine(
             .and_then(|()| vg_sandbox::engine_init::Handshake::bind(&rec.socket_dir))
             .map(|handshake| {
                 // Our init serves the persistent sandbox's commands (its arguments
-                // are `persistent_init_args`, see `exec_recording`).
-                if persistent {
-                    handshake.expect_spawner()
-                } else {
-                    handshake
+                // are `persistent_init_args`, see `exec_recording`), or gives the
+                // command a terminal (`terminal_init_args`).
+                match (persistent, spec.tty) {
+                    (true, _) => handshake.expect_spawner(),
+                    (false, true) => handshake.expect_terminal(),
+                    (false, false) => handshake,
                 }
             })
             .map(Some)
@@ -543,6 +557,14 @@ fn engine(
         SandboxNetwork::Tun(tun) => Some(tun),
         SandboxNetwork::Loopback | SandboxNetwork::Host => None,
     };
+    // Checked while planning (`check`): without the init nothing would open the
+    // command's terminal; the engine's own would bypass the record.
+    if spec.tty && handshake.is_none() {
+        bail!(
+            "--backend {}: a terminal needs Vectra Guard's init in the container (a recorded run)",
+            container.engine.backend_name()
+        );
+    }
     // Checked while planning (`check`); without the init nothing would make the
     // interface, and the container would have no network at all.
     if tun.is_some() && handshake.is_none() {
@@ -588,7 +610,7 @@ network={}
 exec_records={}
 init={}
 container={}
-{}",
+{}{}",
             container.engine.backend_name(),
             container.image,
             // Our filter, stacked on the engine's profile by our init.
@@ -627,6 +649,12 @@ container={}
             container.name,
             if handshake.is_some() && rootless(container.engine) {
                 "exec_records_limits=descriptor-execs-refused\n"
+            } else {
+                ""
+            },
+            // Where the terminal comes from: never the engine's own (`--tty`).
+            if spec.tty {
+                "terminal=container-devpts\n"
             } else {
                 ""
             },
@@ -917,11 +945,21 @@ mod tests {
         // gVisor runs it behind the same mediator; learning is still refused there.
         assert!(check(Backend::Gvisor, &tun, false, false, false, false).is_ok());
         assert!(refused(Backend::Gvisor, &tun, true, false).contains("learning mode"));
-        // A terminal: runsc's console socket on gVisor; not on the engines.
+        // A terminal: runsc's console socket on gVisor; on the engines our recording
+        // init's, so only where it runs.
         let mut tty = spec(SandboxNetwork::Loopback);
         tty.tty = true;
         assert!(check(Backend::Gvisor, &tty, false, false, false, false).is_ok());
-        assert!(refused(Backend::Docker, &tty, false, false).contains("a terminal"));
+        for engine in [Backend::Docker, Backend::Podman] {
+            let e = refused(engine, &tty, false, false);
+            assert!(
+                e.contains("a terminal") && e.contains("without exec records"),
+                "{e}"
+            );
+            let mut recorded = tty.clone();
+            recorded.trace_exec = true;
+            assert!(check(engine, &recorded, false, false, false, false).is_ok());
+        }
         // HTTPS inspection: the same inspector behind gVisor's mediator; not on the
         // engines.
         assert!(check(Backend::Gvisor, &tun, false, false, true, false).is_ok());
