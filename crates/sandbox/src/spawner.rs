@@ -26,10 +26,11 @@ pub const MAX_REQUEST: usize = 256 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Request {
     /// Start a command; its stdio comes with the message unless `tty`, when init
-    /// makes a terminal of the sandbox's own devpts for it.
+    /// makes a terminal of the sandbox's own devpts for it, of that size (rows,
+    /// columns), set before the command starts so that its first look finds it.
     Spawn {
         id: u64,
-        tty: bool,
+        tty: Option<(u16, u16)>,
         cwd: CString,
         argv: Vec<CString>,
         env: Vec<CString>,
@@ -69,6 +70,9 @@ impl<'a> Reader<'a> {
     fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
+    }
     fn i32(&mut self) -> Option<i32> {
         Some(i32::from_le_bytes(self.take(4)?.try_into().ok()?))
     }
@@ -98,7 +102,14 @@ impl Request {
             } => {
                 out.push(b'X');
                 out.extend_from_slice(&id.to_le_bytes());
-                out.push(u8::from(*tty));
+                match tty {
+                    Some((rows, cols)) => {
+                        out.push(1);
+                        out.extend_from_slice(&rows.to_le_bytes());
+                        out.extend_from_slice(&cols.to_le_bytes());
+                    }
+                    None => out.push(0),
+                }
                 put(&mut out, cwd.as_bytes());
                 for list in [argv, env] {
                     out.extend_from_slice(&u32::try_from(list.len()).unwrap_or(0).to_le_bytes());
@@ -122,7 +133,10 @@ impl Request {
         match tag {
             b'X' => Some(Request::Spawn {
                 id: r.u64()?,
-                tty: r.take(1)?[0] != 0,
+                tty: match r.take(1)?[0] {
+                    0 => None,
+                    _ => Some((r.u16()?, r.u16()?)),
+                },
                 cwd: r.cstring()?,
                 argv: r.list()?,
                 env: r.list()?,
@@ -167,9 +181,9 @@ impl Reply {
 pub enum SpawnStdio {
     /// These descriptors as its stdin, stdout and stderr.
     Fds([OwnedFd; 3]),
-    /// A terminal of the sandbox's own devpts; its master side is
+    /// A terminal of the sandbox's own devpts, of this size; its master side is
     /// [`Child::terminal`].
-    Terminal,
+    Terminal(crate::terminal::Size),
 }
 
 /// One command to start in a persistent sandbox.
@@ -262,7 +276,10 @@ impl Spawner {
             .into_iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        let tty = matches!(command.stdio, SpawnStdio::Terminal);
+        let tty = match command.stdio {
+            SpawnStdio::Terminal(size) => Some((size.rows, size.cols)),
+            SpawnStdio::Fds(_) => None,
+        };
         let request = Request::Spawn {
             id,
             tty,
@@ -283,7 +300,7 @@ impl Spawner {
         self.lock().insert(id, tx);
         let fds: Vec<BorrowedFd<'_>> = match &command.stdio {
             SpawnStdio::Fds(fds) => fds.iter().map(AsFd::as_fd).collect(),
-            SpawnStdio::Terminal => Vec::new(),
+            SpawnStdio::Terminal(_) => Vec::new(),
         };
         if let Err(e) = sys::send_msg(self.sock.as_fd(), &request, &fds) {
             self.lock().remove(&id);
@@ -306,7 +323,7 @@ impl Spawner {
                     (Some(master), Some(init)) => {
                         crate::engine_init::check_terminal(master.as_fd(), init)
                     }
-                    (None, _) if tty => Err("none came with the command".into()),
+                    (None, _) if tty.is_some() => Err("none came with the command".into()),
                     _ => Ok(()),
                 };
                 match checked {
@@ -436,12 +453,26 @@ mod tests {
     fn requests_and_replies_survive_the_wire() {
         let spawn = Request::Spawn {
             id: 7,
-            tty: true,
+            tty: Some((30, 100)),
             cwd: CString::new("/work").unwrap(),
             argv: vec![CString::new("sh").unwrap(), CString::new("-c").unwrap()],
             env: vec![CString::new("A=b").unwrap()],
         };
-        assert_eq!(Request::decode(&spawn.encode()), Some(spawn));
+        assert_eq!(Request::decode(&spawn.encode()), Some(spawn.clone()));
+        let Request::Spawn {
+            id, cwd, argv, env, ..
+        } = spawn
+        else {
+            unreachable!()
+        };
+        let plain = Request::Spawn {
+            id,
+            tty: None,
+            cwd,
+            argv,
+            env,
+        };
+        assert_eq!(Request::decode(&plain.encode()), Some(plain));
         let signal = Request::Signal { id: 9, signal: 2 };
         assert_eq!(Request::decode(&signal.encode()), Some(signal));
         for reply in [

@@ -346,8 +346,8 @@ fn serve_client(stream: UnixStream, context: &Shared) {
     } else {
         stdin
     };
-    let (stdio, pipes, keys) = if request.tty.is_some() {
-        (SpawnStdio::Terminal, None, Some(stdin))
+    let (stdio, pipes, keys) = if let Some((rows, cols)) = request.tty {
+        (SpawnStdio::Terminal(size(rows, cols)), None, Some(stdin))
     } else {
         let pipes = vg_sandbox::output_pipe().and_then(|out| Ok((out, vg_sandbox::output_pipe()?)));
         let ((out_r, out_w), (err_r, err_w)) = match pipes {
@@ -405,8 +405,8 @@ fn serve_client(stream: UnixStream, context: &Shared) {
                 .relay_output(out_r, err_r, [stdout, stderr]);
         }
         (None, Some(master)) => {
-            if let (Some((rows, cols)), Ok(to_master)) = (request.tty, master.try_clone()) {
-                let _ = vg_sandbox::terminal::set_size(master.as_fd(), size(rows, cols));
+            // Sized by init before the command started (`SpawnStdio::Terminal`).
+            if let (Some(_), Ok(to_master)) = (request.tty, master.try_clone()) {
                 relays = context.recorder.relay_terminal(to_master, stdout);
                 // The client's keys arrive on a pipe; the thread ends with the client.
                 if let (Some(keys), Ok(to_master)) = (keys, master.try_clone()) {
