@@ -824,6 +824,106 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// What `VG_HOSTILE_TERMINAL` names: a process posing as a container's init, in
+    /// a pid namespace of its own (started by
+    /// `a_hostile_init_s_terminal_is_refused` through `unshare`), hands over a real
+    /// seccomp listener and, as its terminal, something else than a pty master of a
+    /// devpts of its own. Does nothing in a normal test run.
+    #[test]
+    fn hostile_init_child() {
+        let (Some(mode), Some(socket)) = (
+            std::env::var_os("VG_HOSTILE_TERMINAL"),
+            std::env::var_os("VG_HOSTILE_SOCKET"),
+        ) else {
+            return;
+        };
+        sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0).unwrap();
+        let program = crate::seccomp::compile(vg_seccomp::ProfileOptions {
+            trace_exec: true,
+            ..vg_seccomp::ProfileOptions::default()
+        })
+        .unwrap();
+        let sock = UnixStream::connect(socket).unwrap();
+        let listener = crate::seccomp::install(&program, true).unwrap().unwrap();
+        // This process's mount namespace is the host's: its pty is one of the host's.
+        let (master, slave) = sys::open_pty().unwrap();
+        let null = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        let fake: Vec<std::os::fd::BorrowedFd<'_>> = match mode.to_str().unwrap() {
+            "host-master" => vec![master.as_fd()],
+            "slave" => vec![slave.as_fd()],
+            "null" => vec![null.as_fd()],
+            "listener" => vec![listener.as_fd()],
+            _ => Vec::new(),
+        };
+        let mut fds = vec![listener.as_fd()];
+        fds.extend(fake);
+        crate::fdpass::send(sock.as_fd(), HELLO_TERMINAL, &fds).unwrap();
+        let mut go = [0u8; 1];
+        // Refused: the connection closes without a go.
+        assert!(matches!((&sock).read(&mut go), Ok(0) | Err(_)));
+    }
+
+    /// A container's init that sends anything but a terminal of its own devpts as
+    /// its terminal (the host's, a slave, a file, its listener again, nothing) gets
+    /// no go: the supervisor never relays the user's keys into it.
+    #[test]
+    fn a_hostile_init_s_terminal_is_refused() {
+        let unshare = |args: &[&str]| {
+            let mut c = std::process::Command::new("unshare");
+            c.args(["--user", "--map-root-user", "--pid", "--fork", "--"])
+                .args(args);
+            c
+        };
+        if !unshare(&["true"]).status().is_ok_and(|s| s.success()) {
+            eprintln!("skipped: unshare cannot make a user and pid namespace here");
+            return;
+        }
+        let exe = std::env::current_exe().unwrap();
+        for (mode, why) in [
+            ("host-master", "this host's own terminals"),
+            ("slave", "not a pseudo-terminal master"),
+            ("null", "1:3, not a pseudo-terminal master"),
+            ("listener", "not a character device"),
+            (
+                "none",
+                "sent 1 descriptors instead of its listener and its terminal",
+            ),
+        ] {
+            let dir = std::env::temp_dir().join(format!("vg-hs-tty-{}-{mode}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let hs = Handshake::bind(&dir).unwrap().expect_terminal();
+            let stop = hs.stop_handle().unwrap();
+            let mut child = unshare(&[
+                exe.to_str().unwrap(),
+                "--exact",
+                "engine_init::tests::hostile_init_child",
+                "--test-threads=1",
+            ])
+            .env("VG_HOSTILE_TERMINAL", mode)
+            .env("VG_HOSTILE_SOCKET", dir.join(SOCKET_NAME))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+            // Never waits for a child that failed before connecting.
+            let watchdog = std::thread::spawn(move || {
+                let status = child.wait().unwrap();
+                stop.stop();
+                status
+            });
+            let e = hs.accept(None).unwrap_err().to_string();
+            assert!(e.contains(why), "{mode}: {e}");
+            assert!(
+                watchdog.join().unwrap().success(),
+                "{mode}: the child failed"
+            );
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+
     #[test]
     fn a_stopped_handshake_returns() {
         let dir = std::env::temp_dir().join(format!("vg-hs-stop-{}", std::process::id()));
