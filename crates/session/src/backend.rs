@@ -215,6 +215,14 @@ pub fn engine_etc(
     }
 }
 
+/// Which limits the user asked for (not defaults), for [`limits`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Asked {
+    pub memory: bool,
+    pub pids: bool,
+    pub ptys: bool,
+}
+
 /// Limits whose native mechanism does not hold another backend. The memory
 /// watchdog (where no cgroup can be made) cannot see gVisor's memory: an asked cap
 /// is refused, the default one recorded as not held.
@@ -225,18 +233,41 @@ pub fn engine_etc(
 /// user asked for is refused; the default one is recorded as not enforced.
 pub fn limits(
     backend: Backend,
-    asked_memory: bool,
-    asked_pids: bool,
+    asked: Asked,
     plan: &mut crate::limits::Plan,
     enforced: &mut crate::limits::Enforced,
 ) -> Result<()> {
     if backend == Backend::Native {
         return Ok(());
     }
-    // Terminals come from the sentry's own devpts, not the host's pool.
-    enforced
-        .enforced_by
-        .insert("ptys", format!("{backend}'s own terminals"));
+    let Asked {
+        memory: asked_memory,
+        pids: asked_pids,
+        ptys: asked_ptys,
+    } = asked;
+    match engine_of(backend) {
+        // Terminals come from the sentry's own devpts, not the host's pool.
+        None => {
+            enforced
+                .enforced_by
+                .insert("ptys", format!("{backend}'s own terminals"));
+        }
+        // A container's devpts is its own instance, but the engines mount it with
+        // no `max=`: only the host's `kernel.pty.max` holds it. An asked cap is
+        // refused rather than recorded as held.
+        Some(engine) => {
+            if asked_ptys {
+                bail!(
+                    "--backend {backend}: --ptys needs a capped devpts, which {} does not mount; drop --ptys, or use --backend native",
+                    engine.display_name()
+                );
+            }
+            enforced.enforced_by.insert(
+                "ptys",
+                format!("none ({backend}'s devpts has no cap; the host's kernel.pty.max holds)"),
+            );
+        }
+    }
     // The watchdog sums the resident memory of the sandbox's processes, which does
     // not see the pages of gVisor's memory file: only a cgroup holds gVisor.
     if enforced.watchdog.take().is_some() {
@@ -891,6 +922,37 @@ mod tests {
         let mut plan = ContainerPlan::new(Engine::Podman, "img", vec!["true".into()], "c");
         engine_etc(&mut plan, SandboxNetwork::Loopback, &generated);
         assert!(plan.mounts.is_empty());
+    }
+
+    #[test]
+    fn an_engine_s_uncapped_devpts_is_recorded_as_such_and_an_asked_cap_refused() {
+        let limits = |backend, ptys| {
+            let mut plan =
+                crate::limits::plan(&vg_policy::Limits::default(), "t", true, false).unwrap();
+            let mut enforced = crate::limits::Enforced {
+                cgroup: None,
+                rlimit_nproc: None,
+                watchdog: None,
+                enforced_by: std::collections::BTreeMap::new(),
+            };
+            let asked = Asked {
+                ptys,
+                ..Asked::default()
+            };
+            limits(backend, asked, &mut plan, &mut enforced).map(|()| enforced.enforced_by)
+        };
+        for backend in [Backend::Docker, Backend::Podman] {
+            let by = limits(backend, false).unwrap();
+            assert!(by["ptys"].starts_with("none ("), "{backend}: {by:?}");
+            let e = limits(backend, true).unwrap_err().to_string();
+            assert!(
+                e.contains("--ptys") && e.contains("--backend native"),
+                "{e}"
+            );
+        }
+        // gVisor's terminals are its sentry's own.
+        let by = limits(Backend::Gvisor, true).unwrap();
+        assert_eq!(by["ptys"], "gvisor's own terminals");
     }
 
     #[test]

@@ -30,8 +30,11 @@ pub fn start(mut plan: Plan) -> Result<Running, Error> {
     let mut enforced = plan.limits.enforce()?;
     crate::backend::limits(
         plan.backend,
-        plan.settings.limits.memory.is_some(),
-        plan.settings.limits.pids.is_some(),
+        crate::backend::Asked {
+            memory: plan.settings.limits.memory.is_some(),
+            pids: plan.settings.limits.pids.is_some(),
+            ptys: plan.settings.limits.ptys.is_some(),
+        },
         &mut plan.limits,
         &mut enforced,
     )?;
