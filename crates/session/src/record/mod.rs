@@ -448,6 +448,9 @@ pub struct Session {
     )>,
     /// The interface to make in the container before its init's go.
     engine_tun: Option<vg_sandbox::TunConfig>,
+    /// A container's terminal's relay: joined once the container is gone (see
+    /// [`Session::finish`]).
+    engine_terminal: Option<JoinHandle<()>>,
     /// Ends a hand-over still waiting, and the container, once the session is over.
     engine_stop: Option<(
         vg_sandbox::engine_init::StopHandle,
@@ -500,6 +503,7 @@ impl Session {
             gvisor_stop: None,
             engine_handshake: None,
             engine_tun: None,
+            engine_terminal: None,
             engine_stop: None,
             prompt: None,
             cleanup: Some(cleanup),
@@ -803,7 +807,7 @@ impl Session {
                     Some(from) => {
                         let shared = Arc::clone(&shared);
                         let slot = Arc::clone(&slot);
-                        self.relays.push(std::thread::spawn(move || {
+                        self.engine_terminal = Some(std::thread::spawn(move || {
                             engine_terminal(&from, &shared, size, caps, &slot);
                         }));
                     }
@@ -926,6 +930,13 @@ impl Session {
                 )
                 .context("cannot write events.jsonl")?;
         }
+        for relay in self.relays.drain(..) {
+            let _ = relay.join();
+        }
+        // The sandbox is gone: gVisor's sink reads what is queued and returns.
+        if let Some(stop) = self.gvisor_stop.take() {
+            stop.stop();
+        }
         // The engine's client is gone: a hand-over still waiting never comes. The
         // tracer serves until the container's last process is gone, which is soon
         // after the client saw it end; a container left running (its client killed
@@ -945,12 +956,8 @@ impl Session {
         // After the container's end: a container's terminal relay reads until the
         // container's last process is gone (one its killed client left running
         // holds the terminal open until it is ended above).
-        for relay in self.relays.drain(..) {
+        if let Some(relay) = self.engine_terminal.take() {
             let _ = relay.join();
-        }
-        // The sandbox is gone: gVisor's sink reads what is queued and returns.
-        if let Some(stop) = self.gvisor_stop.take() {
-            stop.stop();
         }
         let (commands, observed) = match self.tracer.take().and_then(|t| t.join().ok()) {
             Some((log, observed)) => (Some(log), observed.unwrap_or_default()),
