@@ -45,9 +45,11 @@ use std::time::Duration;
 use crate::init::{Exec, exec_command};
 
 mod persistent;
+pub mod terminal;
 use crate::spec::FORWARDED_SIGNALS;
 use crate::sys;
 pub use persistent::{SpawnerFacts, check_spawner};
+pub use terminal::check_terminal;
 
 /// The program's first argument that starts it as the container's init.
 pub const MODE: &str = "__vectraguard-container-init";
@@ -57,6 +59,12 @@ pub const SOCKET_NAME: &str = "init.sock";
 
 /// What the init sends with the listener.
 const HELLO: &[u8] = b"vectraguard-exec-listener/1";
+
+/// What the init sends with the listener and its terminal's master (`-t`).
+const HELLO_TERMINAL: &[u8] = b"vectraguard-exec-listener+terminal/1";
+
+/// The init's flag that gives the command a terminal (see [`terminal`]).
+const TERMINAL_FLAG: &str = "--terminal";
 
 /// The supervisor's go.
 const GO: u8 = b'g';
@@ -83,6 +91,16 @@ pub fn init_args(socket: &str, trace_exit: bool, command: &[String]) -> Vec<Stri
     args
 }
 
+/// [`init_args`] for a command on a terminal of the container's own devpts, whose
+/// master the init sends with its listener (see [`terminal`]).
+pub fn terminal_init_args(socket: &str, trace_exit: bool, command: &[String]) -> Vec<String> {
+    let mut args = init_args(socket, trace_exit, command);
+    // Before `--`: the command's own arguments stay the command's.
+    let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    args.insert(at, TERMINAL_FLAG.to_owned());
+    args
+}
+
 /// The init's arguments for a persistent sandbox: no command, the init serves the
 /// commands the supervisor starts (see `persistent.rs`).
 pub fn persistent_init_args(socket: &str, trace_exit: bool) -> Vec<String> {
@@ -100,6 +118,8 @@ pub struct InitArgs {
     pub trace_exit: bool,
     /// [`persistent_init_args`]: serve commands (and `argv` is empty).
     pub persistent: bool,
+    /// [`terminal_init_args`]: the command runs on a terminal of the container's.
+    pub terminal: bool,
     pub argv: Vec<OsString>,
 }
 
@@ -109,7 +129,7 @@ pub fn parse_args(args: &[OsString]) -> Result<InitArgs, String> {
     if it.next().map(OsString::as_os_str) != Some(MODE.as_ref()) {
         return Err(format!("the first argument is not {MODE}"));
     }
-    let (mut socket, mut trace_exit, mut persistent) = (None, None, false);
+    let (mut socket, mut trace_exit, mut persistent, mut terminal) = (None, None, false, false);
     loop {
         let Some(flag) = it.next() else {
             return Err("the arguments end before `--` and the command".into());
@@ -117,6 +137,11 @@ pub fn parse_args(args: &[OsString]) -> Result<InitArgs, String> {
         let value = || it.clone().next().cloned();
         match flag.to_str() {
             Some("--") => break,
+            // No value.
+            Some(TERMINAL_FLAG) => {
+                terminal = true;
+                continue;
+            }
             // Last, in place of `--` and the command.
             Some(persistent::FLAG) if it.clone().next().is_none() => {
                 persistent = true;
@@ -136,6 +161,11 @@ pub fn parse_args(args: &[OsString]) -> Result<InitArgs, String> {
     }
     let argv: Vec<OsString> = it.cloned().collect();
     match (socket, trace_exit) {
+        // A persistent init's commands get their terminals from the spawner
+        // protocol, each its own.
+        (Some(_), Some(_)) if persistent && terminal => {
+            Err(format!("{TERMINAL_FLAG} is not for a persistent init"))
+        }
         (Some(socket), Some(trace_exit))
             if socket.is_absolute() && (persistent || !argv.is_empty()) =>
         {
@@ -143,6 +173,7 @@ pub fn parse_args(args: &[OsString]) -> Result<InitArgs, String> {
                 socket,
                 trace_exit,
                 persistent,
+                terminal,
                 argv,
             })
         }
@@ -171,6 +202,11 @@ pub fn main(args: &[OsString]) -> ! {
     if let Err(e) = sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0) {
         fail("set no_new_privs", &e);
     }
+    // The command's terminal, from the container's own devpts: opened before anything
+    // of the container could hold its `/dev/ptmx` open for us to take by mistake.
+    let terminal = a.terminal.then(|| {
+        sys::open_pty().unwrap_or_else(|e| fail("open a terminal in the container's /dev/pts", &e))
+    });
     let program = crate::seccomp::compile(vg_seccomp::ProfileOptions {
         trace_exec: true,
         trace_exit: a.trace_exit,
@@ -188,11 +224,24 @@ pub fn main(args: &[OsString]) -> ! {
         Ok(None) => fail("install the seccomp filter", &"no listener was made"),
         Err(e) => fail("install the seccomp filter", &e),
     };
-    if let Err(e) = crate::fdpass::send(sock.as_fd(), HELLO, &[listener.as_fd()]) {
+    let sent = match &terminal {
+        Some((master, _)) => crate::fdpass::send(
+            sock.as_fd(),
+            HELLO_TERMINAL,
+            &[listener.as_fd(), master.as_fd()],
+        ),
+        None => crate::fdpass::send(sock.as_fd(), HELLO, &[listener.as_fd()]),
+    };
+    if let Err(e) = sent {
         fail("hand the exec listener to the supervisor", &e);
     }
-    // Never inherited (the kernel makes it close-on-exec), and not kept either.
+    // Never inherited (the kernel makes it close-on-exec), and not kept either: the
+    // master is the supervisor's alone, nothing in the container reads the terminal.
     drop(listener);
+    let slave = terminal.map(|(master, slave)| {
+        drop(master);
+        slave
+    });
     if let Err(e) = sys::prctl(libc::PR_SET_DUMPABLE, 0, 0) {
         fail("make itself non-dumpable", &e);
     }
@@ -245,11 +294,19 @@ pub fn main(args: &[OsString]) -> ! {
                 path_dirs: &path_dirs,
                 cwd: None,
             };
-            exec_command(&exec, err_w, [0, 1, 2], false)
+            // The terminal as its stdio and controlling terminal (a session of its
+            // own, as natively).
+            match &slave {
+                Some(slave) => exec_command(&exec, err_w, [slave.as_raw_fd(); 3], true),
+                None => exec_command(&exec, err_w, [0, 1, 2], false),
+            }
         }
         Err(e) => fail("fork the command", &e),
     };
     drop(err_w);
+    // The command's alone: once its last process closes it, the supervisor's relay
+    // sees the end.
+    drop(slave);
     let mut errno = [0u8; 4];
     if let Ok(4) = err_r.read(&mut errno) {
         let errno = i32::from_le_bytes(errno);
@@ -380,6 +437,9 @@ pub struct Handover {
     /// With [`Handshake::expect_spawner`], the init's command channel (for
     /// `spawner::Spawner::from_channel`).
     pub spawner: Option<OwnedFd>,
+    /// With [`Handshake::expect_terminal`], the master side of the command's
+    /// terminal, checked ([`check_terminal`]).
+    pub terminal: Option<OwnedFd>,
 }
 
 /// The container's init, checked, still waiting for the go.
@@ -389,6 +449,9 @@ pub struct Peer<'a> {
     pub socket: std::os::fd::BorrowedFd<'a>,
     /// Its pid in the supervisor's pid namespace.
     pub pid: i32,
+    /// With [`Handshake::expect_terminal`], the command's terminal (checked): its
+    /// size is set before the go, so that the command's first look finds it.
+    pub terminal: Option<std::os::fd::BorrowedFd<'a>>,
 }
 
 /// The supervisor's end: a socket the container's init connects to once.
@@ -399,6 +462,8 @@ pub struct Handshake {
     stopped: Arc<AtomicBool>,
     /// A persistent sandbox's init sends its command channel after the go.
     spawner: bool,
+    /// The init sends its command's terminal with the listener.
+    terminal: bool,
 }
 
 /// Ends a [`Handshake::accept`] that waits (the session is over).
@@ -429,6 +494,7 @@ impl Handshake {
             path,
             stopped: Arc::new(AtomicBool::new(false)),
             spawner: false,
+            terminal: false,
         })
     }
 
@@ -437,6 +503,15 @@ impl Handshake {
     #[must_use]
     pub fn expect_spawner(mut self) -> Self {
         self.spawner = true;
+        self
+    }
+
+    /// The init gives its command a terminal ([`terminal_init_args`]): it sends the
+    /// master with its listener, and the hand-over fails without it or when it is not
+    /// a terminal of the container's own ([`check_terminal`]).
+    #[must_use]
+    pub fn expect_terminal(mut self) -> Self {
+        self.terminal = true;
         self
     }
 
@@ -475,6 +550,7 @@ impl Handshake {
             }
         };
         let expect_spawner = self.spawner;
+        let expect_terminal = self.terminal;
         // One connection only: the socket goes (see `Drop`) before anything else is
         // read.
         drop(self);
@@ -494,17 +570,26 @@ impl Handshake {
             .set_read_timeout(Some(HANDOVER_TIMEOUT))
             .map_err(|e| failed(format!("cannot set a time-out: {e}")))?;
         let mut buf = [0u8; 64];
-        let (n, fds) = crate::fdpass::recv(stream.as_fd(), &mut buf)
+        let (n, mut fds) = crate::fdpass::recv(stream.as_fd(), &mut buf)
             .map_err(|e| failed(format!("no listener came from pid {pid}: {e}")))?;
-        let [listener] = <[OwnedFd; 1]>::try_from(fds).map_err(|fds| {
-            failed(format!(
-                "pid {pid} sent {} descriptors instead of one",
+        let (hello, wanted) = if expect_terminal {
+            (HELLO_TERMINAL, "its listener and its terminal")
+        } else {
+            (HELLO, "its listener")
+        };
+        if fds.len() != 1 + usize::from(expect_terminal) {
+            return Err(failed(format!(
+                "pid {pid} sent {} descriptors instead of {wanted}",
                 fds.len()
-            ))
-        })?;
-        if &buf[..n] != HELLO {
-            return Err(failed(format!("pid {pid} did not say what it sent")));
+            )));
         }
+        if &buf[..n] != hello {
+            return Err(failed(format!("pid {pid} did not say it sent {wanted}")));
+        }
+        let terminal = expect_terminal.then(|| fds.pop()).flatten();
+        let Some(listener) = fds.pop() else {
+            return Err(failed(format!("pid {pid} sent no listener")));
+        };
         let link = std::fs::read_link(format!("/proc/self/fd/{}", listener.as_raw_fd()))
             .map_err(|e| failed(format!("cannot look at the descriptor: {e}")))?;
         if link.as_os_str().as_bytes() != LISTENER_LINK {
@@ -513,9 +598,17 @@ impl Handshake {
                 link.display()
             )));
         }
+        if let Some(master) = &terminal {
+            check_terminal(master.as_fd(), pid).map_err(|e| {
+                failed(format!(
+                    "pid {pid} sent a terminal that is not a pseudo-terminal of the container's: {e}"
+                ))
+            })?;
+        }
         before_go(&Peer {
             socket: stream.as_fd(),
             pid,
+            terminal: terminal.as_ref().map(AsFd::as_fd),
         })
         .map_err(failed)?;
         (&stream)
@@ -530,6 +623,7 @@ impl Handshake {
             listener,
             pid,
             spawner,
+            terminal,
         })
     }
 }
@@ -570,6 +664,7 @@ mod tests {
                 socket: "/.vectraguard/run/init.sock".into(),
                 trace_exit: true,
                 persistent: false,
+                terminal: false,
                 argv: os(&["sh", "-c", "echo --socket"]),
             })
         );
@@ -589,6 +684,7 @@ mod tests {
                 socket: "/.vectraguard/run/init.sock".into(),
                 trace_exit: false,
                 persistent: true,
+                terminal: false,
                 argv: Vec::new(),
             })
         );
@@ -608,6 +704,35 @@ mod tests {
         let parsed = parse_args(&os(&args.iter().map(String::as_str).collect::<Vec<_>>())).unwrap();
         assert!(!parsed.persistent);
         assert_eq!(parsed.argv, os(&["--persistent"]));
+    }
+
+    #[test]
+    fn a_terminal_init_s_arguments_read_back() {
+        let command = vec!["sh".to_owned(), "--terminal".into()];
+        let args = terminal_init_args("/s", false, &command);
+        let parsed = parse_args(&os(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+        assert_eq!(
+            parsed,
+            Ok(InitArgs {
+                socket: "/s".into(),
+                trace_exit: false,
+                persistent: false,
+                terminal: true,
+                // The command's own `--terminal` stays the command's.
+                argv: os(&["sh", "--terminal"]),
+            })
+        );
+        // Not for a persistent init, whose commands ask for theirs one by one.
+        let bad = [
+            MODE,
+            "--socket",
+            "/s",
+            "--exits",
+            "trap",
+            TERMINAL_FLAG,
+            "--persistent",
+        ];
+        assert!(parse_args(&os(&bad)).unwrap_err().contains("persistent"));
     }
 
     #[test]
@@ -697,6 +822,106 @@ mod tests {
         assert!(client.join().unwrap());
         assert!(!dir.join(SOCKET_NAME).exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// What `VG_HOSTILE_TERMINAL` names: a process posing as a container's init, in
+    /// a pid namespace of its own (started by
+    /// `a_hostile_init_s_terminal_is_refused` through `unshare`), hands over a real
+    /// seccomp listener and, as its terminal, something else than a pty master of a
+    /// devpts of its own. Does nothing in a normal test run.
+    #[test]
+    fn hostile_init_child() {
+        let (Some(mode), Some(socket)) = (
+            std::env::var_os("VG_HOSTILE_TERMINAL"),
+            std::env::var_os("VG_HOSTILE_SOCKET"),
+        ) else {
+            return;
+        };
+        sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0).unwrap();
+        let program = crate::seccomp::compile(vg_seccomp::ProfileOptions {
+            trace_exec: true,
+            ..vg_seccomp::ProfileOptions::default()
+        })
+        .unwrap();
+        let sock = UnixStream::connect(socket).unwrap();
+        let listener = crate::seccomp::install(&program, true).unwrap().unwrap();
+        // This process's mount namespace is the host's: its pty is one of the host's.
+        let (master, slave) = sys::open_pty().unwrap();
+        let null = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        let fake: Vec<std::os::fd::BorrowedFd<'_>> = match mode.to_str().unwrap() {
+            "host-master" => vec![master.as_fd()],
+            "slave" => vec![slave.as_fd()],
+            "null" => vec![null.as_fd()],
+            "listener" => vec![listener.as_fd()],
+            _ => Vec::new(),
+        };
+        let mut fds = vec![listener.as_fd()];
+        fds.extend(fake);
+        crate::fdpass::send(sock.as_fd(), HELLO_TERMINAL, &fds).unwrap();
+        let mut go = [0u8; 1];
+        // Refused: the connection closes without a go.
+        assert!(matches!((&sock).read(&mut go), Ok(0) | Err(_)));
+    }
+
+    /// A container's init that sends anything but a terminal of its own devpts as
+    /// its terminal (the host's, a slave, a file, its listener again, nothing) gets
+    /// no go: the supervisor never relays the user's keys into it.
+    #[test]
+    fn a_hostile_init_s_terminal_is_refused() {
+        let unshare = |args: &[&str]| {
+            let mut c = std::process::Command::new("unshare");
+            c.args(["--user", "--map-root-user", "--pid", "--fork", "--"])
+                .args(args);
+            c
+        };
+        if !unshare(&["true"]).status().is_ok_and(|s| s.success()) {
+            eprintln!("skipped: unshare cannot make a user and pid namespace here");
+            return;
+        }
+        let exe = std::env::current_exe().unwrap();
+        for (mode, why) in [
+            ("host-master", "this host's own terminals"),
+            ("slave", "not a pseudo-terminal master"),
+            ("null", "1:3, not a pseudo-terminal master"),
+            ("listener", "not a character device"),
+            (
+                "none",
+                "sent 1 descriptors instead of its listener and its terminal",
+            ),
+        ] {
+            let dir = std::env::temp_dir().join(format!("vg-hs-tty-{}-{mode}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let hs = Handshake::bind(&dir).unwrap().expect_terminal();
+            let stop = hs.stop_handle().unwrap();
+            let mut child = unshare(&[
+                exe.to_str().unwrap(),
+                "--exact",
+                "engine_init::tests::hostile_init_child",
+                "--test-threads=1",
+            ])
+            .env("VG_HOSTILE_TERMINAL", mode)
+            .env("VG_HOSTILE_SOCKET", dir.join(SOCKET_NAME))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+            // Never waits for a child that failed before connecting.
+            let watchdog = std::thread::spawn(move || {
+                let status = child.wait().unwrap();
+                stop.stop();
+                status
+            });
+            let e = hs.accept(None).unwrap_err().to_string();
+            assert!(e.contains(why), "{mode}: {e}");
+            assert!(
+                watchdog.join().unwrap().success(),
+                "{mode}: the child failed"
+            );
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
     }
 
     #[test]

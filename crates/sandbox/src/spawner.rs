@@ -26,10 +26,11 @@ pub const MAX_REQUEST: usize = 256 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Request {
     /// Start a command; its stdio comes with the message unless `tty`, when init
-    /// makes a terminal of the sandbox's own devpts for it.
+    /// makes a terminal of the sandbox's own devpts for it, of that size (rows,
+    /// columns), set before the command starts so that its first look finds it.
     Spawn {
         id: u64,
-        tty: bool,
+        tty: Option<(u16, u16)>,
         cwd: CString,
         argv: Vec<CString>,
         env: Vec<CString>,
@@ -69,6 +70,9 @@ impl<'a> Reader<'a> {
     fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
+    }
     fn i32(&mut self) -> Option<i32> {
         Some(i32::from_le_bytes(self.take(4)?.try_into().ok()?))
     }
@@ -98,7 +102,14 @@ impl Request {
             } => {
                 out.push(b'X');
                 out.extend_from_slice(&id.to_le_bytes());
-                out.push(u8::from(*tty));
+                match tty {
+                    Some((rows, cols)) => {
+                        out.push(1);
+                        out.extend_from_slice(&rows.to_le_bytes());
+                        out.extend_from_slice(&cols.to_le_bytes());
+                    }
+                    None => out.push(0),
+                }
                 put(&mut out, cwd.as_bytes());
                 for list in [argv, env] {
                     out.extend_from_slice(&u32::try_from(list.len()).unwrap_or(0).to_le_bytes());
@@ -122,7 +133,10 @@ impl Request {
         match tag {
             b'X' => Some(Request::Spawn {
                 id: r.u64()?,
-                tty: r.take(1)?[0] != 0,
+                tty: match r.take(1)?[0] {
+                    0 => None,
+                    _ => Some((r.u16()?, r.u16()?)),
+                },
                 cwd: r.cstring()?,
                 argv: r.list()?,
                 env: r.list()?,
@@ -167,9 +181,9 @@ impl Reply {
 pub enum SpawnStdio {
     /// These descriptors as its stdin, stdout and stderr.
     Fds([OwnedFd; 3]),
-    /// A terminal of the sandbox's own devpts; its master side is
+    /// A terminal of the sandbox's own devpts, of this size; its master side is
     /// [`Child::terminal`].
-    Terminal,
+    Terminal(crate::terminal::Size),
 }
 
 /// One command to start in a persistent sandbox.
@@ -190,6 +204,10 @@ pub enum SpawnError {
     Usage(String),
     #[error("the sandbox is gone")]
     Gone,
+    /// The command's terminal did not pass the check of a container's
+    /// (`engine_init::check_terminal`): the command was killed before it was relayed.
+    #[error("the sandbox's init sent a terminal that is refused ({0}); the command was stopped")]
+    Terminal(String),
     #[error("cannot start the command: {0}")]
     Failed(std::io::Error),
 }
@@ -205,6 +223,9 @@ pub struct Spawner {
     sock: Arc<OwnedFd>,
     waiting: Waiting,
     next: Arc<AtomicU64>,
+    /// A container's init (its pid in our namespace), whose terminals are checked
+    /// to be of the container's own devpts before they are handed out.
+    container_init: Option<i32>,
 }
 
 impl Spawner {
@@ -221,13 +242,18 @@ impl Spawner {
             sock,
             waiting,
             next: Arc::new(AtomicU64::new(1)),
+            container_init: None,
         })
     }
 
     /// Over a container's init's command channel (`engine_init::Handover::spawner`),
-    /// as for [`crate::Sandbox::spawner`]: starts the reply thread here.
-    pub fn from_channel(sock: OwnedFd) -> std::io::Result<Self> {
-        Self::new(sock)
+    /// as for [`crate::Sandbox::spawner`]: starts the reply thread here. `init` is
+    /// that init's pid in our namespace (`Handover::pid`): a terminal it sends must
+    /// be one of the container's own ([`crate::engine_init::check_terminal`]).
+    pub fn from_channel(sock: OwnedFd, init: i32) -> std::io::Result<Self> {
+        let mut spawner = Self::new(sock)?;
+        spawner.container_init = Some(init);
+        Ok(spawner)
     }
 
     /// Starts `command`; returns once init forked it (or could not start it).
@@ -250,9 +276,13 @@ impl Spawner {
             .into_iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
+        let tty = match command.stdio {
+            SpawnStdio::Terminal(size) => Some((size.rows, size.cols)),
+            SpawnStdio::Fds(_) => None,
+        };
         let request = Request::Spawn {
             id,
-            tty: matches!(command.stdio, SpawnStdio::Terminal),
+            tty,
             cwd: CString::new(command.cwd.into_os_string().into_encoded_bytes()).map_err(|_| {
                 SpawnError::Usage("the working directory contains a NUL byte".into())
             })?,
@@ -270,7 +300,7 @@ impl Spawner {
         self.lock().insert(id, tx);
         let fds: Vec<BorrowedFd<'_>> = match &command.stdio {
             SpawnStdio::Fds(fds) => fds.iter().map(AsFd::as_fd).collect(),
-            SpawnStdio::Terminal => Vec::new(),
+            SpawnStdio::Terminal(_) => Vec::new(),
         };
         if let Err(e) = sys::send_msg(self.sock.as_fd(), &request, &fds) {
             self.lock().remove(&id);
@@ -281,13 +311,31 @@ impl Spawner {
         }
         drop(command.stdio);
         match rx.recv() {
-            Ok((Reply::Started { pid, .. }, mut fds)) => Ok(Child {
-                id,
-                pid,
-                terminal: fds.pop(),
-                replies: rx,
-                spawner: self.clone(),
-            }),
+            Ok((Reply::Started { pid, .. }, mut fds)) => {
+                let child = Child {
+                    id,
+                    pid,
+                    terminal: fds.pop(),
+                    replies: rx,
+                    spawner: self.clone(),
+                };
+                let checked = match (&child.terminal, self.container_init) {
+                    (Some(master), Some(init)) => {
+                        crate::engine_init::check_terminal(master.as_fd(), init)
+                    }
+                    (None, _) if tty.is_some() => Err("none came with the command".into()),
+                    _ => Ok(()),
+                };
+                match checked {
+                    Ok(()) => Ok(child),
+                    Err(why) => {
+                        // Nothing of it is relayed: it goes before it could use a
+                        // terminal nobody watches.
+                        let _ = child.signal(libc::SIGKILL);
+                        Err(SpawnError::Terminal(why))
+                    }
+                }
+            }
             Ok((Reply::Failed { errno, .. }, _)) => {
                 self.lock().remove(&id);
                 Err(SpawnError::Failed(std::io::Error::from_raw_os_error(errno)))
@@ -405,12 +453,26 @@ mod tests {
     fn requests_and_replies_survive_the_wire() {
         let spawn = Request::Spawn {
             id: 7,
-            tty: true,
+            tty: Some((30, 100)),
             cwd: CString::new("/work").unwrap(),
             argv: vec![CString::new("sh").unwrap(), CString::new("-c").unwrap()],
             env: vec![CString::new("A=b").unwrap()],
         };
-        assert_eq!(Request::decode(&spawn.encode()), Some(spawn));
+        assert_eq!(Request::decode(&spawn.encode()), Some(spawn.clone()));
+        let Request::Spawn {
+            id, cwd, argv, env, ..
+        } = spawn
+        else {
+            unreachable!()
+        };
+        let plain = Request::Spawn {
+            id,
+            tty: None,
+            cwd,
+            argv,
+            env,
+        };
+        assert_eq!(Request::decode(&plain.encode()), Some(plain));
         let signal = Request::Signal { id: 9, signal: 2 };
         assert_eq!(Request::decode(&signal.encode()), Some(signal));
         for reply in [

@@ -185,7 +185,7 @@ fn reap(children: &mut HashMap<libc::pid_t, Started>, sock: &OwnedFd) -> bool {
 /// Forks one command. Returns its pid (and a terminal's master), or an errno.
 fn start(
     id: u64,
-    tty: bool,
+    tty: Option<(u16, u16)>,
     cwd: &CString,
     argv: &[CString],
     env: &[CString],
@@ -193,8 +193,15 @@ fn start(
     children: &mut HashMap<libc::pid_t, Started>,
 ) -> Result<(libc::pid_t, Option<OwnedFd>), i32> {
     let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
-    let (stdio, master): (Vec<OwnedFd>, Option<OwnedFd>) = if tty {
+    let (stdio, master): (Vec<OwnedFd>, Option<OwnedFd>) = if let Some((rows, cols)) = tty {
         let (master, slave) = sys::open_pty().map_err(errno)?;
+        let size = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        sys::set_winsize(master.as_fd(), &size).map_err(errno)?;
         (vec![slave], Some(master))
     } else if fds.len() == 3 {
         (fds, None)
@@ -254,7 +261,7 @@ fn start(
                 path_dirs: &path_dirs,
                 cwd: Some(cwd),
             };
-            crate::init::exec_command(&exec, err_w, raw, tty)
+            crate::init::exec_command(&exec, err_w, raw, tty.is_some())
         }
         Err(e) => Err(errno(e)),
     }

@@ -57,11 +57,14 @@ pub fn check(
             "HTTPS inspection and secrets",
             "use --backend native or gvisor",
         ),
-        // gVisor's terminal comes from runsc's console socket (see `gvisor`).
+        // gVisor's terminal comes from runsc's console socket (see `gvisor`); a
+        // container's from our recording init, which opens it in the container's
+        // devpts and hands it over with its listener (`engine_init::terminal`). The
+        // engine's own terminal would reach the user unrecorded: never used.
         (
-            backend != Backend::Gvisor && spec.tty,
-            "a terminal (sandbox shell, run -t)",
-            "run without -t, or use --backend native or gvisor",
+            engine_of(backend).is_some() && spec.tty && !spec.trace_exec,
+            "a terminal (sandbox shell, run -t) without exec records",
+            "record execs (the container's terminal comes from the recording init), or use --backend native or gvisor",
         ),
         // A container's init serves the spawner protocol (`engine_init::persistent`);
         // runsc gives no channel into its sandbox but `runsc exec`, whose processes
@@ -144,6 +147,9 @@ pub fn container(
     plan.entrypoint = entrypoint;
     plan.env = spec.env.clone();
     plan.workdir = spec.workdir.clone();
+    // With a terminal, the command's input comes from its terminal, which our init
+    // opens in the container; the engine's client gets none of ours.
+    plan.stdin = !spec.tty;
     plan.user = (spec.identity.uid, spec.identity.gid);
     plan.network = match spec.network {
         SandboxNetwork::Loopback => EngineNetwork::None,
@@ -210,6 +216,14 @@ pub fn engine_etc(
     }
 }
 
+/// Which limits the user asked for (not defaults), for [`limits`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Asked {
+    pub memory: bool,
+    pub pids: bool,
+    pub ptys: bool,
+}
+
 /// Limits whose native mechanism does not hold another backend. The memory
 /// watchdog (where no cgroup can be made) cannot see gVisor's memory: an asked cap
 /// is refused, the default one recorded as not held.
@@ -220,18 +234,41 @@ pub fn engine_etc(
 /// user asked for is refused; the default one is recorded as not enforced.
 pub fn limits(
     backend: Backend,
-    asked_memory: bool,
-    asked_pids: bool,
+    asked: Asked,
     plan: &mut crate::limits::Plan,
     enforced: &mut crate::limits::Enforced,
 ) -> Result<()> {
     if backend == Backend::Native {
         return Ok(());
     }
-    // Terminals come from the sentry's own devpts, not the host's pool.
-    enforced
-        .enforced_by
-        .insert("ptys", format!("{backend}'s own terminals"));
+    let Asked {
+        memory: asked_memory,
+        pids: asked_pids,
+        ptys: asked_ptys,
+    } = asked;
+    match engine_of(backend) {
+        // Terminals come from the sentry's own devpts, not the host's pool.
+        None => {
+            enforced
+                .enforced_by
+                .insert("ptys", format!("{backend}'s own terminals"));
+        }
+        // A container's devpts is its own instance, but the engines mount it with
+        // no `max=`: only the host's `kernel.pty.max` holds it. An asked cap is
+        // refused rather than recorded as held.
+        Some(engine) => {
+            if asked_ptys {
+                bail!(
+                    "--backend {backend}: --ptys needs a capped devpts, which {} does not mount; drop --ptys, or use --backend native",
+                    engine.display_name()
+                );
+            }
+            enforced.enforced_by.insert(
+                "ptys",
+                format!("none ({backend}'s devpts has no cap; the host's kernel.pty.max holds)"),
+            );
+        }
+    }
     // The watchdog sums the resident memory of the sandbox's processes, which does
     // not see the pages of gVisor's memory file: only a cgroup holds gVisor.
     if enforced.watchdog.take().is_some() {
@@ -293,6 +330,7 @@ pub fn engine_limits(plan: &mut crate::plan::Plan) -> Result<()> {
             &config,
             plan.spec.exits,
             plan.spec.persistent,
+            plan.spec.tty,
         )?);
     } else if plan.spec.persistent {
         // Only our init serves a persistent container's commands, and it runs only
@@ -337,12 +375,14 @@ pub fn engine_limits(plan: &mut crate::plan::Plan) -> Result<()> {
 /// Our init as the container's entrypoint, so that its execs are recorded (see
 /// `vg_sandbox::engine_init`): the command the engine would have run (the image's
 /// entrypoint and command by Docker's rules), this program and the files it needs,
-/// and the private folder where the hand-over socket will be.
+/// and the private folder where the hand-over socket will be. With `tty`, the init
+/// gives the command a terminal of the container's devpts.
 fn exec_recording(
     container: &vg_backend::engine::ContainerPlan,
     image: &vg_backend::engine::ImageConfig,
     exits: vg_sandbox::trace::Exits,
     persistent: bool,
+    tty: bool,
 ) -> Result<vg_backend::engine::ExecRecording> {
     use vg_backend::engine;
     let name = container.engine.backend_name();
@@ -373,17 +413,21 @@ fn exec_recording(
         loader: files.loader,
         libraries: files.libraries,
         socket_dir: engine_dir(&container.name).join("init"),
-        init_args: if persistent {
-            vg_sandbox::engine_init::persistent_init_args(
+        init_args: match (persistent, tty) {
+            (true, _) => vg_sandbox::engine_init::persistent_init_args(
                 &socket,
                 exits == vg_sandbox::trace::Exits::Trap,
-            )
-        } else {
-            vg_sandbox::engine_init::init_args(
+            ),
+            (false, true) => vg_sandbox::engine_init::terminal_init_args(
                 &socket,
                 exits == vg_sandbox::trace::Exits::Trap,
                 &command,
-            )
+            ),
+            (false, false) => vg_sandbox::engine_init::init_args(
+                &socket,
+                exits == vg_sandbox::trace::Exits::Trap,
+                &command,
+            ),
         },
     })
 }
@@ -459,7 +503,7 @@ pub fn spawn(
             let Some(container) = container else {
                 bail!("--backend {backend}: no container was planned");
             };
-            let (run, runtime, mut trace) = engine(container, spec.network, spec.persistent)?;
+            let (run, runtime, mut trace) = engine(container, spec)?;
             held.container = Some(run);
             if spec.persistent {
                 let Some(trace) = trace.as_mut() else {
@@ -481,8 +525,7 @@ pub fn spawn(
 /// environment written to a private folder first.
 fn engine(
     container: &vg_backend::engine::ContainerPlan,
-    network: SandboxNetwork,
-    persistent: bool,
+    spec: &SandboxSpec,
 ) -> Result<(
     EngineRun,
     vg_sandbox::runtime::RuntimeSpec,
@@ -490,6 +533,7 @@ fn engine(
 )> {
     use std::os::unix::fs::DirBuilderExt;
     use vg_backend::engine;
+    let (network, persistent) = (spec.network, spec.persistent);
     let program = engine::client_path(container.engine).ok_or_else(|| {
         anyhow::anyhow!(
             "--backend {}: the {} client is not installed; install it (Debian: `apt-get install {}`) or use --backend native",
@@ -524,11 +568,12 @@ fn engine(
             .and_then(|()| vg_sandbox::engine_init::Handshake::bind(&rec.socket_dir))
             .map(|handshake| {
                 // Our init serves the persistent sandbox's commands (its arguments
-                // are `persistent_init_args`, see `exec_recording`).
-                if persistent {
-                    handshake.expect_spawner()
-                } else {
-                    handshake
+                // are `persistent_init_args`, see `exec_recording`), or gives the
+                // command a terminal (`terminal_init_args`).
+                match (persistent, spec.tty) {
+                    (true, _) => handshake.expect_spawner(),
+                    (false, true) => handshake.expect_terminal(),
+                    (false, false) => handshake,
                 }
             })
             .map(Some)
@@ -544,6 +589,14 @@ fn engine(
         SandboxNetwork::Tun(tun) => Some(tun),
         SandboxNetwork::Loopback | SandboxNetwork::Host => None,
     };
+    // Checked while planning (`check`): without the init nothing would open the
+    // command's terminal; the engine's own would bypass the record.
+    if spec.tty && handshake.is_none() {
+        bail!(
+            "--backend {}: a terminal needs Vectra Guard's init in the container (a recorded run)",
+            container.engine.backend_name()
+        );
+    }
     // Checked while planning (`check`); without the init nothing would make the
     // interface, and the container would have no network at all.
     if tun.is_some() && handshake.is_none() {
@@ -589,7 +642,7 @@ network={}
 exec_records={}
 init={}
 container={}
-{}",
+{}{}",
             container.engine.backend_name(),
             container.image,
             // Our filter, stacked on the engine's profile by our init.
@@ -628,6 +681,12 @@ container={}
             container.name,
             if handshake.is_some() && rootless(container.engine) {
                 "exec_records_limits=descriptor-execs-refused\n"
+            } else {
+                ""
+            },
+            // Where the terminal comes from: never the engine's own (`--tty`).
+            if spec.tty {
+                "terminal=container-devpts\n"
             } else {
                 ""
             },
@@ -867,6 +926,37 @@ mod tests {
     }
 
     #[test]
+    fn an_engine_s_uncapped_devpts_is_recorded_as_such_and_an_asked_cap_refused() {
+        let limits = |backend, ptys| {
+            let mut plan =
+                crate::limits::plan(&vg_policy::Limits::default(), "t", true, false).unwrap();
+            let mut enforced = crate::limits::Enforced {
+                cgroup: None,
+                rlimit_nproc: None,
+                watchdog: None,
+                enforced_by: std::collections::BTreeMap::new(),
+            };
+            let asked = Asked {
+                ptys,
+                ..Asked::default()
+            };
+            limits(backend, asked, &mut plan, &mut enforced).map(|()| enforced.enforced_by)
+        };
+        for backend in [Backend::Docker, Backend::Podman] {
+            let by = limits(backend, false).unwrap();
+            assert!(by["ptys"].starts_with("none ("), "{backend}: {by:?}");
+            let e = limits(backend, true).unwrap_err().to_string();
+            assert!(
+                e.contains("--ptys") && e.contains("--backend native"),
+                "{e}"
+            );
+        }
+        // gVisor's terminals are its sentry's own.
+        let by = limits(Backend::Gvisor, true).unwrap();
+        assert_eq!(by["ptys"], "gvisor's own terminals");
+    }
+
+    #[test]
     fn other_backends_refuse_what_only_the_native_sandbox_has_naming_the_fix() {
         let none = spec(SandboxNetwork::Loopback);
         for backend in Backend::ALL {
@@ -918,11 +1008,21 @@ mod tests {
         // gVisor runs it behind the same mediator; learning is still refused there.
         assert!(check(Backend::Gvisor, &tun, false, false, false, false).is_ok());
         assert!(refused(Backend::Gvisor, &tun, true, false).contains("learning mode"));
-        // A terminal: runsc's console socket on gVisor; not on the engines.
+        // A terminal: runsc's console socket on gVisor; on the engines our recording
+        // init's, so only where it runs.
         let mut tty = spec(SandboxNetwork::Loopback);
         tty.tty = true;
         assert!(check(Backend::Gvisor, &tty, false, false, false, false).is_ok());
-        assert!(refused(Backend::Docker, &tty, false, false).contains("a terminal"));
+        for engine in [Backend::Docker, Backend::Podman] {
+            let e = refused(engine, &tty, false, false);
+            assert!(
+                e.contains("a terminal") && e.contains("without exec records"),
+                "{e}"
+            );
+            let mut recorded = tty.clone();
+            recorded.trace_exec = true;
+            assert!(check(engine, &recorded, false, false, false, false).is_ok());
+        }
         // HTTPS inspection: the same inspector behind gVisor's mediator; not on the
         // engines.
         assert!(check(Backend::Gvisor, &tun, false, false, true, false).is_ok());

@@ -24,8 +24,8 @@ pub(crate) enum Mode {
         /// Our terminal in raw mode (`-t` on a terminal), restored after the record
         /// is complete.
         raw: Option<RawTerminal>,
-        /// The sandbox terminal's master side, for resizing.
-        terminal: Option<File>,
+        /// The sandbox terminal's master side, for resizing (once it is there).
+        terminal: Option<crate::record::TerminalSlot>,
         stdin_is_terminal: bool,
     },
     Unrecorded {
@@ -168,7 +168,7 @@ impl Running {
         // A container's init hands its channel over to the record's tracer.
         if let Some(channel) = self._generated.1.engine_spawner.take() {
             return Some(match receive_until_exit(&channel, &self.sandbox.killer()) {
-                Ok(Ok(sock)) => vg_sandbox::spawner::Spawner::from_channel(sock),
+                Ok(Ok((sock, init))) => vg_sandbox::spawner::Spawner::from_channel(sock, init),
                 Ok(Err(why)) => Err(std::io::Error::other(why)),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                     Err(std::io::Error::other(format!(
@@ -249,7 +249,12 @@ impl Running {
                 let id = session.id().to_owned();
                 let dir = session.dir().to_path_buf();
                 let mut result = sandbox.wait_with(deadline, limits.kill_grace, &mut |sig| {
-                    resize(&session, terminal.as_ref(), sig, stdin_is_terminal)
+                    resize(
+                        &session,
+                        terminal.as_ref().and_then(|slot| slot.get()),
+                        sig,
+                        stdin_is_terminal,
+                    )
                 });
                 memory_hit = watchdog.and_then(Watchdog::finish);
                 if let Some(hit) = &memory_hit {

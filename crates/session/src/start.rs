@@ -30,8 +30,11 @@ pub fn start(mut plan: Plan) -> Result<Running, Error> {
     let mut enforced = plan.limits.enforce()?;
     crate::backend::limits(
         plan.backend,
-        plan.settings.limits.memory.is_some(),
-        plan.settings.limits.pids.is_some(),
+        crate::backend::Asked {
+            memory: plan.settings.limits.memory.is_some(),
+            pids: plan.settings.limits.pids.is_some(),
+            ptys: plan.settings.limits.ptys.is_some(),
+        },
         &mut plan.limits,
         &mut enforced,
     )?;
@@ -238,7 +241,7 @@ fn start_recorded(
             .map(|policy| (policy, notes, network.inspection.as_ref())),
         live_network,
     );
-    if let Some(master) = &terminal
+    if let Some(master) = terminal.as_ref().and_then(|slot| slot.get())
         && stdin_is_terminal
     {
         let _ = vg_sandbox::terminal::copy_size(std::io::stdin().as_fd(), master.as_fd());
@@ -268,14 +271,33 @@ fn spawn(
     held: &mut crate::backend::Held,
 ) -> Result<(Sandbox, Output)> {
     if spec.tty {
-        crate::backend::spawn(backend, container, spec, [0, 1, 2], cgroup, true, held).map(
-            |sandbox| {
-                let size = stdin_is_terminal
-                    .then(|| vg_sandbox::terminal::size(std::io::stdin().as_fd()).ok())
-                    .flatten();
-                (sandbox, Output::Tty { size })
+        let size = stdin_is_terminal
+            .then(|| vg_sandbox::terminal::size(std::io::stdin().as_fd()).ok())
+            .flatten();
+        if container.is_none() {
+            // Init replaces 0-2 by the terminal it opens; nothing of ours reaches
+            // the command.
+            return crate::backend::spawn(backend, container, spec, [0, 1, 2], cgroup, true, held)
+                .map(|sandbox| (sandbox, Output::Tty { size, client: None }));
+        }
+        // A container engine's client never gets our terminal: its input is empty
+        // (the command's comes from the terminal our init opens in the container),
+        // its own output (errors) goes to the record's stderr.
+        let null = std::fs::File::open("/dev/null")
+            .map_err(|e| anyhow::anyhow!("cannot open /dev/null: {e}"))?;
+        let (client_r, client_w) = vg_sandbox::output_pipe()
+            .map_err(|e| anyhow::anyhow!("cannot create the output pipe: {e}"))?;
+        let fds = [null.as_raw_fd(), client_w.as_raw_fd(), client_w.as_raw_fd()];
+        let sandbox = crate::backend::spawn(backend, container, spec, fds, cgroup, true, held)?;
+        // Our copy of the write end must go, or the relay never sees the end.
+        drop(client_w);
+        Ok((
+            sandbox,
+            Output::Tty {
+                size,
+                client: Some(client_r),
             },
-        )
+        ))
     } else {
         // A terminal on our stdin is relayed through a pipe too: handed over, it would
         // let the command write to the screen unrecorded and change the terminal's

@@ -195,7 +195,9 @@ fn refusals_name_the_backend_and_the_fix() {
                 &["--network", "allow", "--no-record"][..],
                 "the mediated network (--network allow, rules) without a record",
             ),
-            (&["-t"][..], "a terminal"),
+            // The engines mount the container's devpts with no cap. (`-t` works:
+            // the terminal is the recording init's, see the terminal tests below.)
+            (&["--ptys", "8"][..], "--ptys needs a capped devpts"),
         ] {
             let out = engine_run(runner, &ws, &home, "podman", options, &["true"]);
             out.assert_code(125);
@@ -1135,4 +1137,280 @@ fn private_folders_are_the_users_and_run_programs_on_each_engine() {
             assert_eq!(out.stdout, "ran\nran\n", "{engine}: {out}");
         }
     });
+}
+
+/// Where a container's terminal is tested: each engine as root, and the test user's
+/// rootless Podman (whose devpts is mounted in Podman's user namespace).
+const TERMINAL_ENGINES: [(Runner, &str); 3] = [
+    (Runner::Root, "docker"),
+    (Runner::Root, "podman"),
+    (Runner::Unprivileged, "podman"),
+];
+
+/// `sandbox shell --backend docker|podman`, driven through a real terminal (tmux, as
+/// in `shell.rs`): the terminal is one our init opens in the container's devpts and
+/// hands over; typed into, resized, interrupted, and recorded as natively.
+#[test]
+fn a_container_shell_on_a_terminal_of_the_container_s_own_is_relayed_and_recorded() {
+    use super::shell::{TMUX, Tmux, shell_args_tagged, vectraguard_command};
+    if !super::harness::require_tools(&[TMUX]) {
+        return;
+    }
+    for (runner, engine) in TERMINAL_ENGINES {
+        let what = format!("{engine} as {runner}");
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let (mut args, prompt) = shell_args_tagged(engine);
+        args.extend(["--backend", engine, "--image", IMAGE].map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let t = Tmux::start(
+            ws.path(),
+            &vectraguard_command(runner, &home, &args),
+            100,
+            30,
+        );
+        t.wait_for(&prompt);
+        t.line("echo typed-$((6*7)); tty");
+        let screen = t.wait_for("typed-42");
+        // A terminal of the container's devpts: its first, not the host's.
+        let screen = if screen.contains("/dev/pts/0") {
+            screen
+        } else {
+            t.wait_for("/dev/pts/0")
+        };
+        assert!(!screen.contains("not a tty"), "{what}\n{screen}");
+        t.line("stty size");
+        t.wait_for("30 100");
+        let status = t
+            .tmux()
+            .args(["resize-window", "-t", "vg", "-x", "120", "-y", "40"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        t.line("stty size");
+        t.wait_for("40 120");
+        // Ctrl-C interrupts the container's foreground job, not the session.
+        t.line("sleep 300; echo not-$((2+2))-interrupted");
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        t.keys(&["C-c"]);
+        t.line("echo still-alive-$((6*7))");
+        let screen = t.wait_for("still-alive-42");
+        assert!(!screen.contains("not-4-interrupted"), "{what}\n{screen}");
+        t.line("exit 3");
+        t.wait_gone();
+        let dir = home.only_session();
+        let meta = session_metadata(&dir);
+        assert_eq!(meta["layers"]["backend"], engine, "{what}: {meta}");
+        assert_eq!(
+            meta["layers"]["terminal"], "container-devpts",
+            "{what}: {meta}"
+        );
+        assert_eq!(meta["exit_code"], 3, "{what}: {meta}");
+        // Every exec, as without a terminal: the shell (our init's child) and what
+        // it ran, the interrupted sleep ended by SIGINT.
+        let log = commands_log(&dir);
+        let sh = log
+            .lines()
+            .find(|l| l.contains(" exec ") && log_field(l, "ppid") == "1")
+            .unwrap_or_else(|| panic!("{what}: no exec of the shell\n{log}"));
+        let sleep = exec_line(&log, "sleep 300")
+            .unwrap_or_else(|| panic!("{what}: no exec of sleep\n{log}"));
+        assert_eq!(
+            log_field(sleep, "ppid"),
+            log_field(sh, "pid"),
+            "{what}\n{log}"
+        );
+        assert!(
+            log.lines().any(|l| l.contains(" exit ")
+                && log_field(l, "pid") == log_field(sleep, "pid")
+                && l.contains("signal=2")),
+            "{what}: the interrupt is not recorded\n{log}"
+        );
+        // The cast: the size, the resize, the keys, and what was shown.
+        let cast = std::fs::read_to_string(dir.join("tty.cast")).unwrap();
+        let header: serde_json::Value = serde_json::from_str(cast.lines().next().unwrap()).unwrap();
+        assert_eq!(header["width"], 100, "{what}");
+        assert_eq!(header["height"], 30, "{what}");
+        assert!(cast.contains("\"r\",\"120x40\""), "{what}: no resize event");
+        assert!(cast.contains("\"i\""), "{what}: no keystrokes recorded");
+        let stdout = std::fs::read_to_string(dir.join("stdout.log")).unwrap();
+        assert!(stdout.contains("still-alive-42"), "{what}: {stdout}");
+        let id = dir.file_name().unwrap().to_str().unwrap().to_owned();
+        Vg::new(runner, ws.path())
+            .args(["logs", "verify", &id])
+            .records_home(&home)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("intact");
+        Vg::new(runner, ws.path())
+            .args(["logs", "replay", &id, "--speed", "1000"])
+            .records_home(&home)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("typed-42")
+            .assert_stdout_contains("still-alive-42");
+        let name = meta["layers"]["container"].as_str().unwrap_or_default();
+        assert!(
+            !name.is_empty() && !containers_of(runner, engine).lines().any(|l| l == name),
+            "{what}: container {name:?} left"
+        );
+    }
+}
+
+/// `sandbox run -t` in a container: the exit status comes back, and the modes a
+/// program left on are turned off on the user's terminal (not in the record).
+#[test]
+fn a_container_run_with_t_gives_back_its_status_and_the_terminal_s_modes() {
+    use super::shell::{TMUX, Tmux, vectraguard_command};
+    if !super::harness::require_tools(&[TMUX, ("/bin/bash", "bash")]) {
+        return;
+    }
+    for (runner, engine) in TERMINAL_ENGINES {
+        let what = format!("{engine} as {runner}");
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        ws.write(
+            "modes.sh",
+            "printf '\\033[?1049h\\033[?25l\\033[?1000h\\033[?1h'; echo modes-$((2+3)); exit 7\n",
+        );
+        let t = Tmux::start(ws.path(), "bash --norc --noprofile", 100, 30);
+        let vg = vectraguard_command(
+            runner,
+            &home,
+            &[
+                "sandbox",
+                "run",
+                "-t",
+                "--backend",
+                engine,
+                "--image",
+                IMAGE,
+                "--",
+                "sh",
+                "modes.sh",
+            ],
+        );
+        t.line(&format!("{vg}; echo status-$?-after-$((50+50))"));
+        t.wait_for("status-7-after-100");
+        let out = t
+            .tmux()
+            .args([
+                "display-message",
+                "-p",
+                "-t",
+                "vg",
+                "#{alternate_on} #{cursor_flag} #{mouse_any_flag} #{keypad_cursor_flag}",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "0 1 0 0",
+            "{what}: alternate screen, cursor shown, mouse, cursor keys after the session"
+        );
+        let dir = home.only_session();
+        let cast = std::fs::read_to_string(dir.join("tty.cast")).unwrap();
+        assert!(cast.contains("\\u001b[?1049h"), "{what}: {cast}");
+        assert!(cast.contains("modes-5"), "{what}: {cast}");
+        assert!(
+            !cast.contains("\\u001b[?1049l"),
+            "{what}: the reset was recorded: {cast}"
+        );
+        assert_eq!(session_metadata(&dir)["exit_code"], 7, "{what}");
+    }
+}
+
+/// Tries to push a command into the terminal with TIOCSTI, byte by byte, and says
+/// what the kernel answered; then holds the terminal's slave open from a process of
+/// its own and says whether the terminal is one of the container's.
+const TIOCSTI: &str = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  const char *cmd = argv[1];
+  int injected = 0, err = 0;
+  for (const char *c = cmd; *c; c++) {
+    if (ioctl(0, TIOCSTI, c) == 0) injected++; else err = errno;
+  }
+  printf("tiocsti injected=%d errno=%d\n", injected, err);
+  return 0;
+}
+"#;
+
+/// A program in the container tries to type into a terminal with TIOCSTI: refused by
+/// our filter, and were it not, it could reach only the container's own terminal,
+/// never the user's. A background process that keeps the terminal's slave open after
+/// the shell exits does not keep the session (nor the user's terminal) held.
+#[test]
+fn a_container_s_program_cannot_type_into_the_user_s_terminal_or_hold_it() {
+    use super::shell::{TMUX, Tmux, vectraguard_command};
+    if !super::harness::require_tools(&[TMUX, ("/bin/bash", "bash")]) {
+        return;
+    }
+    let ws0 = Workspace::new();
+    let source = ws0.join("tiocsti.c");
+    std::fs::write(&source, TIOCSTI).unwrap();
+    let program = ws0.join("tiocsti");
+    let built = std::process::Command::new("gcc")
+        .args(["-static", "-O1", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "gcc (scripts/test installs it with libc6-dev): {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    for (runner, engine) in TERMINAL_ENGINES {
+        let what = format!("{engine} as {runner}");
+        let ws = Workspace::new();
+        std::fs::copy(&program, ws.join("tiocsti")).unwrap();
+        let home = RecordsHome::new(runner);
+        let marker = format!("/tmp/vg-injected-{engine}-{}", super::harness::unique());
+        let t = Tmux::start(ws.path(), "bash --norc --noprofile", 100, 30);
+        // The slave held by a process left in the background past the shell's exit.
+        let script =
+            format!("./tiocsti 'touch {marker}\n'; (sleep 600 </dev/tty >/dev/tty 2>&1 &); exit 0");
+        let vg = vectraguard_command(
+            runner,
+            &home,
+            &[
+                "sandbox",
+                "run",
+                "-t",
+                "--backend",
+                engine,
+                "--image",
+                IMAGE,
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        );
+        let started = std::time::Instant::now();
+        t.line(&format!("{vg}; echo outer-after-$((1+1))"));
+        let screen = t.wait_for("outer-after-2");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{what}: the background process held the session\n{screen}"
+        );
+        assert!(
+            screen.contains(&format!("tiocsti injected=0 errno={}", libc::EPERM)),
+            "{what}\n{screen}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(
+            !std::path::Path::new(&marker).exists(),
+            "{what}: an injected command ran outside"
+        );
+        // The user's terminal still takes its own commands.
+        t.line("echo outer-alive-$((3*3))");
+        t.wait_for("outer-alive-9");
+    }
 }

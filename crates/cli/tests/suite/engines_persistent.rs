@@ -13,6 +13,7 @@ const IMAGE: &str = "vectraguard-test/busybox:1";
 
 /// A persistent container, removed when the test ends, pass or fail.
 struct Container<'a> {
+    runner: Runner,
     ws: &'a Workspace,
     home: &'a RecordsHome,
     name: String,
@@ -20,9 +21,14 @@ struct Container<'a> {
 
 impl<'a> Container<'a> {
     fn create(engine: &str, ws: &'a Workspace, home: &'a RecordsHome) -> Self {
+        Self::create_as(Runner::Root, engine, ws, home)
+    }
+
+    /// Created by `runner` (the test user's is a rootless Podman's container).
+    fn create_as(runner: Runner, engine: &str, ws: &'a Workspace, home: &'a RecordsHome) -> Self {
         let name = format!("e{}", unique());
         let out = vg(
-            Runner::Root,
+            runner,
             ws,
             home,
             &[
@@ -36,20 +42,25 @@ impl<'a> Container<'a> {
             ],
         );
         out.assert_success();
-        Container { ws, home, name }
+        Container {
+            runner,
+            ws,
+            home,
+            name,
+        }
     }
 
     fn exec(&self, command: &[&str]) -> Output {
         let mut args = vec!["sandbox", "exec", self.name.as_str(), "--"];
         args.extend_from_slice(command);
-        vg(Runner::Root, self.ws, self.home, &args)
+        vg(self.runner, self.ws, self.home, &args)
     }
 }
 
 impl Drop for Container<'_> {
     fn drop(&mut self) {
         let _ = vg(
-            Runner::Root,
+            self.runner,
             self.ws,
             self.home,
             &["sandbox", "rm", "-f", &self.name],
@@ -117,6 +128,64 @@ fn execs_share_the_container_are_recorded_in_one_session_and_stop_removes_it() {
         verify.assert_success().assert_stdout_contains("intact");
         let meta = session_metadata(&dir);
         assert_ne!(meta["status"], "running", "{meta}");
+    }
+}
+
+/// `sandbox exec -t` in a persistent container: a terminal our init opens in the
+/// container's devpts for that one command (the spawner protocol, as natively),
+/// sized as the client's, its output in the session's record.
+#[test]
+fn exec_with_t_gets_a_terminal_of_the_container_s_own() {
+    if !super::harness::require_tools(&[("/usr/bin/script", "util-linux")]) {
+        return;
+    }
+    for (runner, engine) in [
+        (Runner::Root, "docker"),
+        (Runner::Root, "podman"),
+        (Runner::Unprivileged, "podman"),
+    ] {
+        let what = format!("{engine} as {runner}");
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Container::create_as(runner, engine, &ws, &home);
+        // `script` gives the client a terminal on stdin, as a person's would be.
+        let mut run = super::harness::Vg::new(runner, ws.path());
+        run.records_home(&home)
+            .args([
+                "sandbox",
+                "exec",
+                "-t",
+                &sandbox.name,
+                "--",
+                "sh",
+                "-c",
+                "tty; stty size; echo to-stderr >&2; echo in-$((6*7)); exit 5",
+            ])
+            .through_shell(
+                "exec script -qec \"stty rows 30 cols 100; $(printf '%q ' \"$@\")\" /dev/null",
+            );
+        let out = run.run();
+        out.assert_code(5);
+        assert!(out.stdout.contains("/dev/pts/0"), "{what}\n{out}");
+        assert!(out.stdout.contains("30 100"), "{what}\n{out}");
+        // Its stderr is the terminal too.
+        assert!(out.stdout.contains("to-stderr"), "{what}\n{out}");
+        assert!(out.stdout.contains("in-42"), "{what}\n{out}");
+        let dir = home.only_session();
+        let stdout = std::fs::read_to_string(dir.join("stdout.log")).unwrap();
+        assert!(stdout.contains("in-42"), "{what}: {stdout}");
+        let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+        assert!(
+            events
+                .lines()
+                .any(|l| l.contains("\"event\":\"started\"") && l.contains("\"tty\":true")),
+            "{what}: {events}"
+        );
+        let log = std::fs::read_to_string(dir.join("commands.log")).unwrap();
+        assert!(log.contains(" -- sh -c 'tty; stty size;"), "{what}: {log}");
+        vg(runner, &ws, &home, &["logs", "verify", "last"])
+            .assert_success()
+            .assert_stdout_contains("intact");
     }
 }
 

@@ -48,13 +48,13 @@ impl Tmux {
         t
     }
 
-    fn tmux(&self) -> Command {
+    pub(super) fn tmux(&self) -> Command {
         let mut c = Command::new("tmux");
         c.arg("-S").arg(&self.socket);
         c
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(super) fn keys(&self, keys: &[&str]) {
         let status = self
             .tmux()
             .args(["send-keys", "-t", "vg"])

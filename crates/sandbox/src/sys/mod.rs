@@ -61,8 +61,9 @@ pub use signal::{
     reset_signal_dispositions, sigmask_block, sigmask_set, sigset, sigtimedwait, sigwait,
 };
 pub use tty::{
-    get_winsize, is_terminal, open_pty, raw_termios, set_controlling_terminal, set_winsize,
-    spawn_terminal_guardian, tcflow_resume, tcgetattr, tcsetattr,
+    get_winsize, is_terminal, open_pty, pty_number, pty_peer, raw_termios,
+    set_controlling_terminal, set_winsize, spawn_terminal_guardian, status_flags, tcflow_resume,
+    tcgetattr, tcsetattr,
 };
 
 fn check(ret: c_int) -> io::Result<c_int> {

@@ -1,7 +1,7 @@
 //! Terminals: pseudo-terminals, termios, window sizes, the guardian that restores a terminal.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use libc::{c_int, pid_t};
 
@@ -22,16 +22,40 @@ pub fn open_pty() -> io::Result<(OwnedFd, OwnedFd)> {
     let unlock: c_int = 0;
     // SAFETY: TIOCSPTLCK reads one int from a live local.
     check(unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock) })?;
+    let slave = pty_peer(master.as_fd(), libc::O_RDWR)?;
+    Ok((master, slave))
+}
+
+/// Opens the slave side of the pseudo-terminal whose master is `master`, through the
+/// master's own devpts (`TIOCGPTPEER`, no path lookup), with `access` (`O_RDONLY`,
+/// `O_RDWR`) and never as a controlling terminal. Fails unless `master` is a pty
+/// master (`ENOTTY`), and while its slave is locked (`EIO`).
+pub fn pty_peer(master: BorrowedFd<'_>, access: c_int) -> io::Result<OwnedFd> {
     // SAFETY: TIOCGPTPEER takes open flags by value and returns a new descriptor.
     let slave = check(unsafe {
         libc::ioctl(
             master.as_raw_fd(),
             libc::TIOCGPTPEER,
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+            access | libc::O_NOCTTY | libc::O_CLOEXEC,
         )
     })?;
     // SAFETY: the kernel just returned this descriptor.
-    Ok((master, unsafe { OwnedFd::from_raw_fd(slave) }))
+    Ok(unsafe { OwnedFd::from_raw_fd(slave) })
+}
+
+/// The number of the pseudo-terminal whose master is `fd` (`TIOCGPTN`, its
+/// `/dev/pts/N`); fails for anything but a pty master.
+pub fn pty_number(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut n: libc::c_uint = 0;
+    // SAFETY: TIOCGPTN writes one unsigned int into a live local.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGPTN, &mut n) })?;
+    Ok(n)
+}
+
+/// The file status flags of `fd` (`F_GETFL`: its access mode, `O_PATH`…).
+pub fn status_flags(fd: BorrowedFd<'_>) -> io::Result<c_int> {
+    // SAFETY: F_GETFL takes no argument and returns the flags.
+    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })
 }
 
 /// Makes the terminal on fd 0 the controlling terminal of this (new) session.

@@ -43,20 +43,6 @@ struct Base {
     kill_grace: Duration,
     /// The uid owning the session's folder: with root, the only one let in.
     owner: u32,
-    /// Why `sandbox exec -t` is refused on this backend (`None`: it is served).
-    no_terminal: Option<&'static str>,
-}
-
-/// Why a backend's persistent sandbox cannot give a command a terminal (pure):
-/// a container's devpts terminal has not been checked to behave as the native
-/// one (window sizes, job control), so it is refused rather than half served.
-fn terminal_refusal(backend: vg_policy::Backend) -> Option<&'static str> {
-    match backend {
-        vg_policy::Backend::Docker | vg_policy::Backend::Podman => Some(
-            "a terminal (-t) is not available in a docker or podman persistent sandbox yet; run the command without -t",
-        ),
-        vg_policy::Backend::Native | vg_policy::Backend::Gvisor => None,
-    }
 }
 
 /// Commands running, and when the last one ended: what the idle time-out watches.
@@ -113,7 +99,6 @@ pub fn create(plan: Plan, idle_timeout: Option<Duration>) -> Result<Host, Error>
     if !plan.spec.persistent {
         return Err(anyhow!("internal: a persistent sandbox needs a persistent plan").into());
     }
-    let no_terminal = terminal_refusal(plan.backend);
     let base_env = plan.spec.env.clone();
     let workdir = plan.spec.workdir.clone();
     let (timeout, kill_grace) = (plan.limits.timeout, plan.limits.kill_grace);
@@ -172,7 +157,6 @@ pub fn create(plan: Plan, idle_timeout: Option<Duration>) -> Result<Host, Error>
             timeout,
             kill_grace,
             owner,
-            no_terminal,
         },
         spawner,
         recorder,
@@ -342,9 +326,6 @@ fn serve_client(stream: UnixStream, context: &Shared) {
     if request.argv.is_empty() {
         return refuse(&stream, "no command to run");
     }
-    if let (Some(_), Some(why)) = (request.tty, base.no_terminal) {
-        return refuse(&stream, why);
-    }
     let _active = context.activity.begin();
     let mut env = base.env.clone();
     for (key, value) in &request.env {
@@ -365,8 +346,8 @@ fn serve_client(stream: UnixStream, context: &Shared) {
     } else {
         stdin
     };
-    let (stdio, pipes, keys) = if request.tty.is_some() {
-        (SpawnStdio::Terminal, None, Some(stdin))
+    let (stdio, pipes, keys) = if let Some((rows, cols)) = request.tty {
+        (SpawnStdio::Terminal(size(rows, cols)), None, Some(stdin))
     } else {
         let pipes = vg_sandbox::output_pipe().and_then(|out| Ok((out, vg_sandbox::output_pipe()?)));
         let ((out_r, out_w), (err_r, err_w)) = match pipes {
@@ -424,8 +405,8 @@ fn serve_client(stream: UnixStream, context: &Shared) {
                 .relay_output(out_r, err_r, [stdout, stderr]);
         }
         (None, Some(master)) => {
-            if let (Some((rows, cols)), Ok(to_master)) = (request.tty, master.try_clone()) {
-                let _ = vg_sandbox::terminal::set_size(master.as_fd(), size(rows, cols));
+            // Sized by init before the command started (`SpawnStdio::Terminal`).
+            if let (Some(_), Ok(to_master)) = (request.tty, master.try_clone()) {
                 relays = context.recorder.relay_terminal(to_master, stdout);
                 // The client's keys arrive on a pipe; the thread ends with the client.
                 if let (Some(keys), Ok(to_master)) = (keys, master.try_clone()) {
@@ -599,18 +580,4 @@ fn client_lines(
         }
     }
     let _ = signaller.signal(libc::SIGHUP);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_containers_refuse_a_command_s_terminal() {
-        for backend in [vg_policy::Backend::Docker, vg_policy::Backend::Podman] {
-            let why = terminal_refusal(backend).unwrap_or_default();
-            assert!(why.contains("without -t"), "{backend}: {why}");
-        }
-        assert_eq!(terminal_refusal(vg_policy::Backend::Native), None);
-    }
 }

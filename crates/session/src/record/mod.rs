@@ -153,9 +153,13 @@ use relay::{ShowTo, Stream, relay, relay_input};
 pub enum Output {
     /// stdout and stderr pipes.
     Pipes(PipeReader, PipeReader),
-    /// A terminal (of the given size, when ours has one): init sends its master.
+    /// A terminal (of the given size, when ours has one): init sends its master (a
+    /// container's init, with its listener).
     Tty {
         size: Option<vg_sandbox::terminal::Size>,
+        /// A container engine's client's own output (its errors, and our init's
+        /// before the command runs): recorded as stderr.
+        client: Option<PipeReader>,
     },
 }
 
@@ -271,11 +275,28 @@ pub struct EngineTrace {
     pub tun: Option<vg_sandbox::TunConfig>,
     /// A persistent container's: where its init's command channel goes once
     /// handed over (or why it was not).
-    pub spawner: Option<std::sync::mpsc::SyncSender<Result<std::os::fd::OwnedFd, String>>>,
+    pub spawner: Option<SpawnerSender>,
 }
 
+/// A persistent container's init's command channel and the init's pid (whose
+/// terminals must be of its devpts), or why it was not handed over.
+pub type SpawnerHandover = Result<(std::os::fd::OwnedFd, i32), String>;
+
+/// The sending end of [`EngineTrace::spawner`].
+pub type SpawnerSender = std::sync::mpsc::SyncSender<SpawnerHandover>;
+
 /// The receiving end of [`EngineTrace::spawner`].
-pub type SpawnerChannel = std::sync::mpsc::Receiver<Result<std::os::fd::OwnedFd, String>>;
+pub type SpawnerChannel = std::sync::mpsc::Receiver<SpawnerHandover>;
+
+/// The sandbox's terminal's master side, for resizing: set once the terminal is
+/// there (natively at once; a container's once its init handed it over).
+pub type TerminalSlot = Arc<OnceLock<File>>;
+
+/// How long a container's init may take to hand its terminal over, from the
+/// session's start (the engine starting the container included): past it, the
+/// session is stopped rather than left with the user's terminal in raw mode and
+/// nothing to type into.
+const ENGINE_TERMINAL_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl std::fmt::Debug for EngineTrace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -319,6 +340,73 @@ fn slot_lock(
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The size a terminal gets when ours has none (our stdin is not a terminal).
+const DEFAULT_TERMINAL_SIZE: vg_sandbox::terminal::Size =
+    vg_sandbox::terminal::Size { rows: 24, cols: 80 };
+
+/// A terminal's record and handles, before its relays start: `tty.cast` begun, the
+/// prompt's redraw and the resizer (in `slot`) set. Returns the descriptor our input
+/// relay writes to; `None` (the sandbox being stopped) when something failed.
+fn open_terminal(
+    shared: &Arc<Shared>,
+    master: &File,
+    size: vg_sandbox::terminal::Size,
+    slot: &OnceLock<File>,
+) -> Option<File> {
+    let term = std::env::var("TERM").unwrap_or_else(|_| "xterm-256color".into());
+    if let Err(e) = shared
+        .writer
+        .start_cast(size.cols, size.rows, &[("TERM", term.as_str())])
+    {
+        shared.fail("tty.cast", e);
+    }
+    let (Ok(input), Ok(resizer)) = (master.try_clone(), master.try_clone()) else {
+        shared.fail("the terminal", "cannot duplicate its descriptor");
+        return None;
+    };
+    if let Some(prompt) = &shared.prompt
+        && let Ok(redraw) = master.try_clone()
+    {
+        prompt.set_master(redraw);
+    }
+    let _ = slot.set(resizer);
+    Some(input)
+}
+
+/// A container's terminal: waits for its init to hand it over (the tracer's thread
+/// passes it on, already sized), then relays it as the native one, its output on
+/// this thread. No terminal within [`ENGINE_TERMINAL_WAIT`] stops the session; none
+/// at all (the hand-over failed, and the tracer recorded why) ends the thread.
+fn engine_terminal(
+    from: &std::sync::mpsc::Receiver<std::os::fd::OwnedFd>,
+    shared: &Arc<Shared>,
+    size: vg_sandbox::terminal::Size,
+    caps: OutputCaps,
+    slot: &OnceLock<File>,
+) {
+    let master = match from.recv_timeout(ENGINE_TERMINAL_WAIT) {
+        Ok(master) => File::from(master),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            shared.fail_layer(
+                "the terminal",
+                format!(
+                    "the container's init handed over no terminal within {} s (the engine is slow or stuck); try again, or run without -t",
+                    ENGINE_TERMINAL_WAIT.as_secs()
+                ),
+            );
+            return;
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+    };
+    let Some(input) = open_terminal(shared, &master, size, slot) else {
+        return;
+    };
+    // Not joined: it sits in read(2) on our stdin until we exit.
+    let in_shared = Arc::downgrade(shared);
+    std::thread::spawn(move || relay_input(input, &in_shared, caps.recorded));
+    relay(master, Stream::Stdout, shared, caps, true, ShowTo::Ours);
+}
+
 /// A session being recorded.
 pub struct Session {
     writer: Arc<SessionWriter>,
@@ -353,14 +441,16 @@ pub struct Session {
     /// Ends that thread's serving once the sandbox is gone.
     gvisor_stop: Option<vg_backend::gvisor::trace::StopHandle>,
     /// A container's listener hand-over, completed on the tracer's thread.
-    #[allow(clippy::type_complexity)]
     engine_handshake: Option<(
         vg_sandbox::engine_init::Handshake,
         Option<u32>,
-        Option<std::sync::mpsc::SyncSender<Result<std::os::fd::OwnedFd, String>>>,
+        Option<SpawnerSender>,
     )>,
     /// The interface to make in the container before its init's go.
     engine_tun: Option<vg_sandbox::TunConfig>,
+    /// A container's terminal's relay: joined once the container is gone (see
+    /// [`Session::finish`]).
+    engine_terminal: Option<JoinHandle<()>>,
     /// Ends a hand-over still waiting, and the container, once the session is over.
     engine_stop: Option<(
         vg_sandbox::engine_init::StopHandle,
@@ -413,6 +503,7 @@ impl Session {
             gvisor_stop: None,
             engine_handshake: None,
             engine_tun: None,
+            engine_terminal: None,
             engine_stop: None,
             prompt: None,
             cleanup: Some(cleanup),
@@ -525,7 +616,7 @@ impl Session {
             Option<&crate::inspection::Prepared>,
         )>,
         live: Option<std::sync::Arc<crate::control::LiveNetwork>>,
-    ) -> Option<File> {
+    ) -> Option<TerminalSlot> {
         let shared = Arc::new(Shared {
             writer: Arc::clone(&self.writer),
             killer: sandbox.killer(),
@@ -611,6 +702,20 @@ impl Session {
                 serve_listener(listener, &shared, gate, observer, caps, exits)
             }));
         }
+        // A container's terminal comes with its init's listener, on the tracer's
+        // thread; it is sized before the init's go, so that the command's first look
+        // finds the size.
+        let terminal_size = match &output {
+            Output::Tty { size, .. } => Some(size.unwrap_or(DEFAULT_TERMINAL_SIZE)),
+            Output::Pipes(..) => None,
+        };
+        let (terminal_to, terminal_from) = match (terminal_size, &self.engine_handshake) {
+            (Some(size), Some(_)) => {
+                let (to, from) = std::sync::mpsc::sync_channel(1);
+                (Some((to, size)), Some(from))
+            }
+            _ => (None, None),
+        };
         // A container's init hands its listener over once it runs: accepted on the
         // tracer's thread, then served as the native sandbox's.
         if let (Some(exits), Some((handshake, expected_uid, spawner))) =
@@ -626,16 +731,25 @@ impl Session {
             let slot = Arc::clone(&self.mediator);
             self.tracer = Some(std::thread::spawn(move || {
                 let attached = handshake.accept_then(expected_uid, |peer| {
-                    let Some((tun, start)) = network else {
-                        return Ok(());
-                    };
-                    engine_network(peer, tun, start, &slot)
-                        .inspect_err(|e| shared.fail_layer("the mediated network", e))
+                    if let Some((tun, start)) = network {
+                        engine_network(peer, tun, start, &slot)
+                            .inspect_err(|e| shared.fail_layer("the mediated network", e))?;
+                    }
+                    if let (Some(master), Some((to, size))) = (peer.terminal, &terminal_to) {
+                        let _ = vg_sandbox::terminal::set_size(master, *size);
+                        let master = master
+                            .try_clone_to_owned()
+                            .map_err(|e| format!("cannot keep the container's terminal: {e}"))?;
+                        let _ = to.send(master);
+                    }
+                    Ok(())
                 });
+                // A terminal thread still waiting learns there is none.
+                drop(terminal_to);
                 match attached {
                     Ok(handover) => {
                         if let (Some(to), Some(channel)) = (&spawner, handover.spawner) {
-                            let _ = to.send(Ok(channel));
+                            let _ = to.send(Ok((channel, handover.pid)));
                         }
                         drop(spawner);
                         serve_listener(handover.listener, &shared, gate, observer, caps, exits)
@@ -678,10 +792,54 @@ impl Session {
                     }));
                 }
             }
-            Output::Tty { size } => {
-                if let Some(master) = sandbox.tty_master().map(File::from) {
-                    self.start_terminal(&shared, master, size, caps, &mut resize);
+            Output::Tty { size, client } => {
+                let size = size.unwrap_or(DEFAULT_TERMINAL_SIZE);
+                if let Some(pipe) = client {
+                    let shared = Arc::clone(&shared);
+                    self.relays.push(std::thread::spawn(move || {
+                        relay(pipe, Stream::Stderr, &shared, caps, false, ShowTo::Ours)
+                    }));
                 }
+                let slot = TerminalSlot::default();
+                match terminal_from {
+                    // Relayed once the container's init has handed it over: on a
+                    // thread of its own, joined at the end as the other relays.
+                    Some(from) => {
+                        let shared = Arc::clone(&shared);
+                        let slot = Arc::clone(&slot);
+                        self.engine_terminal = Some(std::thread::spawn(move || {
+                            engine_terminal(&from, &shared, size, caps, &slot);
+                        }));
+                    }
+                    None => {
+                        if let Some(master) = sandbox.tty_master().map(File::from) {
+                            // At once, before the command (started right after init
+                            // says it is ready) asks for it; later changes come as
+                            // SIGWINCH.
+                            let _ = vg_sandbox::terminal::set_size(master.as_fd(), size);
+                            if let Some(input) = open_terminal(&shared, &master, size, &slot) {
+                                let out_shared = Arc::clone(&shared);
+                                self.relays.push(std::thread::spawn(move || {
+                                    relay(
+                                        master,
+                                        Stream::Stdout,
+                                        &out_shared,
+                                        caps,
+                                        true,
+                                        ShowTo::Ours,
+                                    )
+                                }));
+                                // Not joined: it sits in read(2) on our stdin until we
+                                // exit.
+                                let in_shared = Arc::downgrade(&shared);
+                                std::thread::spawn(move || {
+                                    relay_input(input, &in_shared, caps.recorded)
+                                });
+                            }
+                        }
+                    }
+                }
+                resize = Some(slot);
             }
         }
         // The control channel before init is ready, not after: binding its socket
@@ -732,53 +890,6 @@ impl Session {
                 }
             }
         }
-    }
-
-    /// The terminal's relays: its output to our stdout and the record (stdout.log and
-    /// tty.cast), our stdin to it (and the keystrokes to tty.cast).
-    fn start_terminal(
-        &mut self,
-        shared: &Arc<Shared>,
-        master: File,
-        size: Option<vg_sandbox::terminal::Size>,
-        caps: OutputCaps,
-        resize: &mut Option<File>,
-    ) {
-        let size = size.unwrap_or(vg_sandbox::terminal::Size { rows: 24, cols: 80 });
-        // At once, before the command (started right after init says it is ready)
-        // asks for it; later changes come as SIGWINCH.
-        let _ = vg_sandbox::terminal::set_size(master.as_fd(), size);
-        let term = std::env::var("TERM").unwrap_or_else(|_| "xterm-256color".into());
-        if let Err(e) = self
-            .writer
-            .start_cast(size.cols, size.rows, &[("TERM", term.as_str())])
-        {
-            shared.fail("tty.cast", e);
-        }
-        let (Ok(input), Ok(resizer)) = (master.try_clone(), master.try_clone()) else {
-            shared.fail("the terminal", "cannot duplicate its descriptor");
-            return;
-        };
-        if let Some(prompt) = &self.prompt
-            && let Ok(redraw) = master.try_clone()
-        {
-            prompt.set_master(redraw);
-        }
-        *resize = Some(resizer);
-        let out_shared = Arc::clone(shared);
-        self.relays.push(std::thread::spawn(move || {
-            relay(
-                master,
-                Stream::Stdout,
-                &out_shared,
-                caps,
-                true,
-                ShowTo::Ours,
-            )
-        }));
-        // Not joined: it sits in read(2) on our stdin until we exit.
-        let in_shared = Arc::downgrade(shared);
-        std::thread::spawn(move || relay_input(input, &in_shared, caps.recorded));
     }
 
     /// Waits for the relays and the tracer, then completes the record from how the
@@ -841,6 +952,12 @@ impl Session {
             if self.tracer.as_ref().is_some_and(|t| !t.is_finished()) {
                 end_container();
             }
+        }
+        // After the container's end: a container's terminal relay reads until the
+        // container's last process is gone (one its killed client left running
+        // holds the terminal open until it is ended above).
+        if let Some(relay) = self.engine_terminal.take() {
+            let _ = relay.join();
         }
         let (commands, observed) = match self.tracer.take().and_then(|t| t.join().ok()) {
             Some((log, observed)) => (Some(log), observed.unwrap_or_default()),
