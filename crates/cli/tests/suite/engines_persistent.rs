@@ -198,6 +198,28 @@ fn a_folder_on_stdin_does_not_open_the_host_s_files_to_the_container() {
     }
 }
 
+/// Red team (session 15): the engine's stop signal (SIGTERM) sent to our init with no
+/// sender, which it took for the engine's: by the kernel as an I/O notification
+/// (`F_SETOWN` 1, `F_SETSIG`), or forged with `rt_sigqueueinfo`. Either stopped the
+/// container; the container serves on now.
+#[test]
+fn a_command_cannot_stop_the_container_with_a_stop_signal_that_names_no_sender() {
+    for engine in ["docker", "podman"] {
+        let ws = Workspace::new();
+        super::persistent::build_senderless(&ws);
+        let home = RecordsHome::new(Runner::Root);
+        let sandbox = Container::create(engine, &ws, &home);
+        for how in ["sigio", "queue"] {
+            let out = sandbox.exec(&["./senderless", how, "1", &libc::SIGTERM.to_string()]);
+            out.assert_success();
+            assert_eq!(out.field(how), "sent", "{engine} {how}\n{out}");
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let after = sandbox.exec(&["echo", "served"]);
+            assert_eq!(after.stdout, "served\n", "{engine} {how}\n{after}");
+        }
+    }
+}
+
 #[test]
 fn gvisor_refuses_a_persistent_sandbox_naming_the_backends_that_have_it() {
     let ws = Workspace::new();
