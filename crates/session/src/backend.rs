@@ -141,7 +141,7 @@ pub fn container(
     let Some(engine) = engine_of(backend) else {
         bail!("--backend {backend} is not a container engine");
     };
-    let name = format!("vectraguard-{}-{}", std::process::id(), unique());
+    let name = container_name()?;
     let mut plan = ContainerPlan::new(engine, image, spec.argv.clone(), &name);
     // The image's entrypoint stays unless --entrypoint replaces it (as `docker run`).
     plan.entrypoint = entrypoint;
@@ -853,6 +853,20 @@ fn gvisor(
 const VIOLATIONS: &str = "not-recorded";
 
 /// A number unique within this process.
+/// A new container's name, which also names its private folder in the shared temporary
+/// folder ([`engine_dir`]): this process and a count, and a random part, so that no
+/// other user of the machine can guess it and make that folder first (the run would
+/// then fail: a denial of service on every container session).
+fn container_name() -> Result<String> {
+    let salt = vg_backend::gvisor::random_hex()
+        .map_err(|e| anyhow::anyhow!("cannot read /dev/urandom to name the container: {e}"))?;
+    Ok(format!(
+        "vectraguard-{}-{}-{salt}",
+        std::process::id(),
+        unique()
+    ))
+}
+
 fn unique() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -886,6 +900,29 @@ mod tests {
             tty: false,
             network,
             persistent: false,
+        }
+    }
+
+    /// Red team (session 15): another local user made the private folders the next
+    /// containers of this process would have (`/tmp/vectraguard-PID-N.files`, the pid
+    /// and a count), so every container session failed with "File exists". The name
+    /// has a random part: the folders made in advance are not the container's.
+    #[test]
+    fn a_container_s_private_folder_cannot_be_claimed_in_advance() {
+        let claimed: Vec<_> = (0..unique() + 64)
+            .map(|n| engine_dir(&format!("vectraguard-{}-{n}", std::process::id())))
+            .filter(|dir| std::fs::create_dir(dir).is_ok())
+            .collect();
+        let names: Vec<String> = (0..8).map(|_| container_name().unwrap()).collect();
+        for dir in &claimed {
+            let _ = std::fs::remove_dir(dir);
+        }
+        for name in &names {
+            assert!(!claimed.contains(&engine_dir(name)), "{name}");
+            assert!(
+                name.starts_with(&format!("vectraguard-{}-", std::process::id())),
+                "{name}"
+            );
         }
     }
 

@@ -226,6 +226,69 @@ fn a_command_cannot_reach_the_init_s_channel_or_stop_the_container() {
     }
 }
 
+/// Red team (session 15): `sandbox exec` passes its stdin to the command as it is,
+/// so a folder on stdin (`< DIR`) was the host's file tree inside the container: the
+/// command read and wrote the host's files through `/proc/self/fd/0/…`, which no
+/// Landlock rule stops there. Refused, and nothing runs.
+#[test]
+fn a_folder_on_stdin_does_not_open_the_host_s_files_to_the_container() {
+    for engine in ["docker", "podman"] {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(Runner::Root);
+        let sandbox = Container::create(engine, &ws, &home);
+        let host = Workspace::new();
+        std::fs::write(host.join("secret"), "host-secret\n").unwrap();
+        // Writable by the container's user, as a shared folder would be.
+        std::fs::set_permissions(
+            host.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+        let mut vg = super::harness::Vg::new(Runner::Root, ws.path());
+        vg.records_home(&home)
+            .through_shell(&format!("exec \"$@\" < '{}'", host.path().display()))
+            .args([
+                "sandbox",
+                "exec",
+                &sandbox.name,
+                "--",
+                "sh",
+                "-c",
+                "echo ran; cat /proc/self/fd/0/secret; touch /proc/self/fd/0/planted",
+            ]);
+        let out = vg.run();
+        assert_ne!(out.status.code(), Some(0), "{engine}\n{out}");
+        assert!(out.stderr.contains("stdin is a folder"), "{engine}\n{out}");
+        assert!(!out.stdout.contains("ran"), "{engine}\n{out}");
+        assert!(!out.stdout.contains("host-secret"), "{engine}\n{out}");
+        assert!(!host.join("planted").exists(), "{engine}\n{out}");
+        // The sandbox serves on.
+        sandbox.exec(&["true"]).assert_success();
+    }
+}
+
+/// Red team (session 15): the engine's stop signal (SIGTERM) sent to our init with no
+/// sender, which it took for the engine's: by the kernel as an I/O notification
+/// (`F_SETOWN` 1, `F_SETSIG`), or forged with `rt_sigqueueinfo`. Either stopped the
+/// container; the container serves on now.
+#[test]
+fn a_command_cannot_stop_the_container_with_a_stop_signal_that_names_no_sender() {
+    for engine in ["docker", "podman"] {
+        let ws = Workspace::new();
+        super::persistent::build_senderless(&ws);
+        let home = RecordsHome::new(Runner::Root);
+        let sandbox = Container::create(engine, &ws, &home);
+        for how in ["sigio", "queue"] {
+            let out = sandbox.exec(&["./senderless", how, "1", &libc::SIGTERM.to_string()]);
+            out.assert_success();
+            assert_eq!(out.field(how), "sent", "{engine} {how}\n{out}");
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let after = sandbox.exec(&["echo", "served"]);
+            assert_eq!(after.stdout, "served\n", "{engine} {how}\n{after}");
+        }
+    }
+}
+
 #[test]
 fn gvisor_refuses_a_persistent_sandbox_naming_the_backends_that_have_it() {
     let ws = Workspace::new();

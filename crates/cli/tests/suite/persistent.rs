@@ -380,6 +380,84 @@ fn commands_cannot_read_the_host_or_each_other_through_proc() {
     });
 }
 
+/// A static program that sends signal argv[3] to pid argv[2] with sender pid 0 in its
+/// siginfo, as a signal from outside the pid namespace has: "sigio" has the kernel
+/// send it as an I/O notification (`F_SETOWN`, `F_SETSIG`), "queue" forges it with
+/// `rt_sigqueueinfo` (`SI_QUEUE`, `si_pid` 0).
+const SENDERLESS: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  if (argc < 4) return 2;
+  int target = atoi(argv[2]), sig = atoi(argv[3]);
+  if (!strcmp(argv[1], "sigio")) {
+    int p[2];
+    int ok = pipe(p) == 0 && fcntl(p[0], F_SETOWN, target) == 0 &&
+             fcntl(p[0], F_SETSIG, sig) == 0 &&
+             fcntl(p[0], F_SETFL, O_ASYNC | O_NONBLOCK) == 0 && write(p[1], "x", 1) == 1;
+    printf("sigio=%s\n", ok ? "sent" : "refused");
+  } else {
+    siginfo_t si; memset(&si, 0, sizeof si);
+    si.si_signo = sig; si.si_code = SI_QUEUE; si.si_pid = 0;
+    long r = syscall(SYS_rt_sigqueueinfo, target, sig, &si);
+    printf("queue=%s\n", r == 0 ? "sent" : "refused");
+  }
+  return 0;
+}
+"#;
+
+/// [`SENDERLESS`] built into `ws` as `./senderless` (executable by every user).
+pub(super) fn build_senderless(ws: &Workspace) {
+    let build = Workspace::new();
+    let source = build.join("senderless.c");
+    std::fs::write(&source, SENDERLESS).unwrap();
+    let program = ws.join("senderless");
+    let built = std::process::Command::new("gcc")
+        .args(["-static", "-O1", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "gcc (scripts/test installs it with libc6-dev): {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    std::fs::set_permissions(
+        &program,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+}
+
+/// Red team (session 15): the stop signal sent to init with no sender, which the
+/// init took for the supervisor's (sender 0: outside the namespace): by the kernel
+/// as an I/O notification, or forged with `rt_sigqueueinfo`. Both stopped the
+/// sandbox; only a `kill` from outside does now.
+#[test]
+fn a_command_cannot_stop_its_sandbox_with_a_stop_signal_that_names_no_sender() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        build_senderless(&ws);
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &[]);
+        for how in ["sigio", "queue"] {
+            let out = sandbox.exec(&["./senderless", how, "1", &libc::SIGPWR.to_string()]);
+            out.assert_success();
+            assert_eq!(out.field(how), "sent", "{runner} {how}\n{out}");
+            std::thread::sleep(Duration::from_millis(300));
+            sandbox.exec(&["true"]).assert_success();
+            assert_eq!(sandbox.listed()["state"], "running", "{runner} {how}");
+        }
+    });
+}
+
 /// The init's stop signal sent from inside (a blocked signal reaches PID 1 from its
 /// own namespace) must not stop the sandbox: only the supervisor's does.
 #[test]

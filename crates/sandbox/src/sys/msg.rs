@@ -131,9 +131,23 @@ pub fn signalfd(set: &libc::sigset_t) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Every pending signal of a signalfd, each with its sender as this process's pid namespace
-/// sees it (`ssi_pid`): 0 for the kernel or a process outside the namespace.
-pub fn signalfd_read(fd: BorrowedFd<'_>) -> Vec<(c_int, u32)> {
+/// One signal read from a signalfd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignalInfo {
+    pub signal: c_int,
+    /// The sender as this process's pid namespace sees it (`ssi_pid`): 0 for the
+    /// kernel or a process outside the namespace, but also whatever a process put
+    /// there with `rt_sigqueueinfo` (`SI_QUEUE`): only [`SignalInfo::code`] tells.
+    pub sender: u32,
+    /// How it was sent (`ssi_code`): `SI_USER` for `kill`/`pidfd_send_signal`, whose
+    /// sender the kernel fills in; `SI_QUEUE` and other negative codes for senders
+    /// that chose the fields; positive for the kernel's own (I/O notifications, a
+    /// child's end…).
+    pub code: i32,
+}
+
+/// Every pending signal of a signalfd.
+pub fn signalfd_read(fd: BorrowedFd<'_>) -> Vec<SignalInfo> {
     let mut out = Vec::new();
     loop {
         // SAFETY: signalfd_siginfo is plain data filled by the kernel.
@@ -144,6 +158,10 @@ pub fn signalfd_read(fd: BorrowedFd<'_>) -> Vec<(c_int, u32)> {
         if n != size as isize {
             return out;
         }
-        out.push((c_int::try_from(info.ssi_signo).unwrap_or(0), info.ssi_pid));
+        out.push(SignalInfo {
+            signal: c_int::try_from(info.ssi_signo).unwrap_or(0),
+            sender: info.ssi_pid,
+            code: info.ssi_code,
+        });
     }
 }

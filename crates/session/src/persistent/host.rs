@@ -336,6 +336,10 @@ fn serve_client(stream: UnixStream, context: &Shared) {
         .cwd
         .clone()
         .map_or_else(|| base.workdir.clone(), PathBuf::from);
+    let (stdin, kind) = stdin_kind(stdin);
+    if let Some(why) = stdin_refusal(kind) {
+        return refuse(&stream, why);
+    }
     // The sandbox never holds a terminal of the host: a client's terminal stdin is
     // relayed by the client through a pipe, and refused here otherwise.
     let stdin = if vg_sandbox::terminal::is_terminal(&stdin) {
@@ -526,6 +530,35 @@ fn serve_client(stream: UnixStream, context: &Shared) {
     send(&stream, &line);
 }
 
+/// What a client's stdin is, as far as [`stdin_refusal`] cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StdinKind {
+    Directory,
+    /// A file, pipe, socket, device…, or one `fstat` could not read (it is then
+    /// no folder the sandbox could walk from either: the command's reads fail).
+    Other,
+}
+
+/// Why a client's stdin is not passed to the command (pure): a folder of the host
+/// (`sandbox exec … < DIR`, or an `O_PATH` descriptor of one) would let the command
+/// walk the host's files from it (`/proc/self/fd/0/..`, `openat(0, …)`), which in a
+/// container nothing else stops (red team, session 15).
+fn stdin_refusal(kind: StdinKind) -> Option<&'static str> {
+    (kind == StdinKind::Directory).then_some(
+        "stdin is a folder, which would give the command the host's files from it: redirect a file, or nothing (< /dev/null)",
+    )
+}
+
+/// `stdin`, given back, and its kind.
+fn stdin_kind(stdin: OwnedFd) -> (OwnedFd, StdinKind) {
+    let file = std::fs::File::from(stdin);
+    let kind = match file.metadata() {
+        Ok(meta) if meta.is_dir() => StdinKind::Directory,
+        _ => StdinKind::Other,
+    };
+    (OwnedFd::from(file), kind)
+}
+
 fn size(rows: u16, cols: u16) -> vg_sandbox::terminal::Size {
     vg_sandbox::terminal::Size { rows, cols }
 }
@@ -580,4 +613,21 @@ fn client_lines(
         }
     }
     let _ = signaller.signal(libc::SIGHUP);
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_on_stdin_is_refused_and_anything_else_passed() {
+        let why = stdin_refusal(StdinKind::Directory).unwrap_or_default();
+        assert!(why.contains("stdin is a folder"), "{why}");
+        assert_eq!(stdin_refusal(StdinKind::Other), None);
+        let dir = OwnedFd::from(std::fs::File::open("/").unwrap());
+        assert_eq!(stdin_kind(dir).1, StdinKind::Directory);
+        let null = OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+        assert_eq!(stdin_kind(null).1, StdinKind::Other);
+    }
 }
