@@ -40,7 +40,7 @@ pub use mount::{
     OPEN_TREE_CLONE, fsconfig_create, fsconfig_set, fsmount, fsopen, mount, mount_setattr,
     mount_setattr_idmap, move_mount, open_tree, pivot_root, umount2,
 };
-pub use msg::{SignalInfo, poll_read, recv_msg, send_msg, signalfd, signalfd_read};
+pub use msg::{poll_read, recv_msg, send_msg, signalfd, signalfd_read};
 pub use net::{iface_configure, loopback_up, tun_create};
 pub use netns::{TUN_STEPS, TunSettings, ns_owner, peer_pidfd, tun_in_namespace};
 pub use pidfd::{
