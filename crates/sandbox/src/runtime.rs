@@ -68,6 +68,22 @@ pub struct RuntimeSpec {
     pub console: Option<PathBuf>,
 }
 
+/// Makes `command` run in the user and network namespace of the keeper `keeper`
+/// (a host pid) made for [`RuntimeSpec::tun`], where the runtime runs: a command
+/// that must reach it there (`runsc exec`, whose control socket is an abstract
+/// unix socket of that network namespace). `command` must run as the runtime's
+/// user (the namespace's owner), or as root.
+pub fn in_keeper_namespaces(
+    command: &mut std::process::Command,
+    keeper: i32,
+) -> std::io::Result<()> {
+    let open = |ns: &str| {
+        std::fs::File::open(format!("/proc/{keeper}/ns/{ns}")).map(std::os::fd::OwnedFd::from)
+    };
+    sys::join_before_exec(command, open("user")?, open("net")?);
+    Ok(())
+}
+
 /// Stands for the signal's number in [`RuntimeSpec::signal`].
 pub const SIGNAL_PLACEHOLDER: &str = "{signal}";
 

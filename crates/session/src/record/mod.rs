@@ -42,6 +42,8 @@ pub struct Recorder {
     shared: std::sync::Weak<Shared>,
     caps: OutputCaps,
     dir: std::path::PathBuf,
+    /// gVisor's trace, for a persistent gVisor sandbox's commands.
+    gvisor: std::sync::Weak<gvisor::GvisorLog>,
 }
 
 impl Recorder {
@@ -111,6 +113,25 @@ impl Recorder {
     /// The session's folder.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// A command a persistent gVisor sandbox's host started through `runsc exec`
+    /// as `pid` (inside): its `exec` line in `commands.log`. False when the
+    /// record has no gVisor trace.
+    pub fn gvisor_started(&self, pid: i32, argv: &[String], cwd: &Path) -> bool {
+        match (self.shared.upgrade(), self.gvisor.upgrade()) {
+            (Some(shared), Some(gvisor)) => {
+                gvisor.started(&shared, pid, argv, cwd);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The wait status gVisor's trace points reported for `pid`, waiting up to
+    /// `wait` for the tracer to read it.
+    pub fn gvisor_status(&self, pid: i32, wait: std::time::Duration) -> Option<i32> {
+        self.gvisor.upgrade()?.status(pid, wait)
     }
 }
 
@@ -352,6 +373,8 @@ pub struct Session {
     gvisor_sink: Option<vg_backend::gvisor::trace::Sink>,
     /// Ends that thread's serving once the sandbox is gone.
     gvisor_stop: Option<vg_backend::gvisor::trace::StopHandle>,
+    /// What that thread writes, for a persistent gVisor sandbox's commands.
+    gvisor_log: Option<Arc<gvisor::GvisorLog>>,
     /// A container's listener hand-over, completed on the tracer's thread.
     #[allow(clippy::type_complexity)]
     engine_handshake: Option<(
@@ -411,6 +434,7 @@ impl Session {
             gate: None,
             gvisor_sink: None,
             gvisor_stop: None,
+            gvisor_log: None,
             engine_handshake: None,
             engine_tun: None,
             engine_stop: None,
@@ -480,6 +504,10 @@ impl Session {
             shared: Arc::downgrade(shared),
             caps,
             dir: shared.writer.dir().to_owned(),
+            gvisor: self
+                .gvisor_log
+                .as_ref()
+                .map_or_else(std::sync::Weak::new, Arc::downgrade),
         })
     }
 
@@ -657,15 +685,16 @@ impl Session {
         }
         if let Some(sink) = self.gvisor_sink.take() {
             let shared = Arc::clone(&shared);
+            let gvisor = Arc::new(gvisor::GvisorLog::new(CommandsLog::new(caps.shown)));
+            self.gvisor_log = Some(Arc::clone(&gvisor));
             self.tracer = Some(std::thread::spawn(move || {
-                let log = Arc::new(Mutex::new(CommandsLog::new(caps.shown)));
                 let served =
-                    sink.serve(|event| crate::record::gvisor::record(&log, &shared, event));
+                    sink.serve(|event| crate::record::gvisor::record(&gvisor, &shared, event));
                 if let Err(e) = served {
                     shared.fail("gVisor's trace points", format!("{e:#}"));
                 }
-                lock(&log).flush(&shared);
-                (log, None)
+                lock(&gvisor.log).flush(&shared);
+                (Arc::clone(&gvisor.log), None)
             }));
         }
         let mut resize = None;
