@@ -105,6 +105,13 @@ impl ExecTarget {
         argv
     }
 
+    /// `runsc ps`: the sandbox's processes as a table (see [`processes`]).
+    pub fn ps_argv(&self) -> Vec<String> {
+        let mut argv = self.flags();
+        argv.extend(["ps".into(), self.id.clone()]);
+        argv
+    }
+
     /// `runsc kill` of one process (a pid inside the sandbox).
     pub fn kill_argv(&self, pid: i32, signal: i32) -> Vec<String> {
         let mut argv = self.flags();
@@ -141,6 +148,37 @@ impl ExecTarget {
 /// started): only then does `runsc exec` reach it (pure).
 pub fn is_running(state: &str) -> bool {
     serde_json::from_str::<Value>(state).is_ok_and(|v| v["status"] == "running")
+}
+
+/// The (pid, parent pid) pairs of `runsc ps`'s table (`UID PID PPID …`), its
+/// header and any line it cannot read left out (pure).
+pub fn processes(table: &str) -> Vec<(i32, i32)> {
+    table
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace().skip(1);
+            let pid = fields.next()?.parse().ok()?;
+            let ppid = fields.next()?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect()
+}
+
+/// `root` and every process descended from it, parents before their children:
+/// what a command's signal reaches, since runsc signals one process at a time and
+/// a native command's signal goes to its process group (pure).
+pub fn descendants(processes: &[(i32, i32)], root: i32) -> Vec<i32> {
+    let mut out = vec![root];
+    let mut i = 0;
+    while let Some(&parent) = out.get(i) {
+        i += 1;
+        for &(pid, ppid) in processes {
+            if ppid == parent && pid != parent && !out.contains(&pid) {
+                out.push(pid);
+            }
+        }
+    }
+    out
 }
 
 /// runsc's error message in its error log (JSON lines, `{"msg": …}`): the last.
@@ -251,6 +289,22 @@ mod tests {
             assert_eq!(p["capabilities"][set], json!([]), "{set}");
         }
         assert_eq!(p["terminal"], false);
+    }
+
+    #[test]
+    fn a_signal_reaches_the_command_and_everything_it_started() {
+        let table = "UID       PID       PPID      C         TTY       STIME     TIME      CMD\n\
+0         1         0         0         ?         10:37     0s        sleep\n\
+0         15        0         0         ?         10:51     10ms      sh\n\
+0         16        15        0         ?         10:51     0s        sleep\n\
+0         17        16        0         ?         10:51     20ms      sleep\n\
+0         18        0         0         ?         10:51     0s        other\n";
+        let procs = processes(table);
+        assert_eq!(procs, [(1, 0), (15, 0), (16, 15), (17, 16), (18, 0)]);
+        assert_eq!(descendants(&procs, 15), [15, 16, 17]);
+        // The first process and other commands are never reached.
+        assert_eq!(descendants(&procs, 18), [18]);
+        assert_eq!(descendants(&[], 5), [5]);
     }
 
     #[test]

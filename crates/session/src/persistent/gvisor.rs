@@ -16,7 +16,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use vg_backend::gvisor::exec::{ExecTarget, error_message, is_running, start_errno};
+use vg_backend::gvisor::exec::{
+    ExecTarget, descendants, error_message, is_running, processes, start_errno,
+};
 use vg_sandbox::Termination;
 use vg_sandbox::spawner::SpawnError;
 
@@ -270,28 +272,38 @@ impl Started {
 }
 
 impl Signaller {
-    /// `runsc kill` of the command's process (runsc signals no process group).
+    /// `runsc kill` of the command's process and every process it started (runsc
+    /// signals no process group; natively, the signal goes to the command's).
     pub(super) fn signal(&self, signal: i32) -> std::io::Result<()> {
         if self.pid <= 0 {
             return Ok(());
         }
-        let mut command = runsc_command(
-            &self.target,
-            self.keeper,
-            &self.target.kill_argv(self.pid, signal),
-        )?;
-        let status = command
+        let table = runsc_command(&self.target, self.keeper, &self.target.ps_argv())?
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()?;
+        let procs = processes(&String::from_utf8_lossy(&table.stdout));
+        let mut result = Ok(());
+        // Children before their parents: runsc's signal does not reach a process
+        // once its parent ended and gVisor gave it to the first process (its
+        // `signalProcess` then finds it, and the signal has no effect).
+        for pid in descendants(&procs, self.pid).into_iter().rev() {
+            let status = runsc_command(
+                &self.target,
+                self.keeper,
+                &self.target.kill_argv(pid, signal),
+            )?
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(std::io::Error::other(format!(
-                "runsc kill of pid {} ended with {status}",
-                self.pid
-            )))
+            // The command itself must get it; a child may have ended meanwhile.
+            if !status.success() && pid == self.pid {
+                result = Err(std::io::Error::other(format!(
+                    "runsc kill of pid {pid} ended with {status}"
+                )));
+            }
         }
+        result
     }
 }
