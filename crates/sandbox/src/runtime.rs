@@ -84,6 +84,22 @@ pub fn in_keeper_namespaces(
     Ok(())
 }
 
+/// What a runtime's persistent sandbox runs as its first process (gVisor's, whose
+/// commands come through `runsc exec`): it only reaps the processes the sandbox's
+/// kernel gives it (those whose parent ended), so that none is left a zombie, and
+/// waits forever. It installs no signal handler and opens nothing.
+pub fn reap_forever() -> ! {
+    loop {
+        match sys::waitpid(-1, 0) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+            // No child yet: look again soon (an orphan given to us is reaped
+            // within this pause).
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
+        }
+    }
+}
+
 /// Stands for the signal's number in [`RuntimeSpec::signal`].
 pub const SIGNAL_PLACEHOLDER: &str = "{signal}";
 

@@ -242,9 +242,12 @@ pub fn limits(
     if enforced.rlimit_nproc.is_none() {
         return Ok(());
     }
-    if asked_pids {
+    // As for memory: with --best-effort-limits an asked cap nothing here can hold is
+    // recorded as not held rather than refused (the MCP server's sandboxes ask for
+    // the `code-exec` profile's caps).
+    if asked_pids && !plan.best_effort {
         bail!(
-            "--backend {backend}: --pids needs a pids cgroup here (none could be made); run as root or with a delegated cgroup, drop --pids, or use --backend native"
+            "--backend {backend}: --pids needs a pids cgroup here (none could be made); run as root or with a delegated cgroup, drop --pids, pass --best-effort-limits to run without the cap, or use --backend native"
         );
     }
     enforced.rlimit_nproc = None;

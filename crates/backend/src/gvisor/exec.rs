@@ -35,12 +35,11 @@ use serde_json::{Value, json};
 /// first process, which does nothing but wait (see [`pause`]).
 pub const PAUSE_MODE: &str = "__vectraguard-gvisor-pause";
 
-/// The first process of a persistent gVisor sandbox: waits forever. It installs no
-/// signal handler and opens nothing; the sandbox ends when runsc is told to end it.
+/// The first process of a persistent gVisor sandbox: reaps what it is given and
+/// waits forever (`vg_sandbox::runtime::reap_forever`); the sandbox ends when runsc
+/// is told to end it.
 pub fn pause() -> ! {
-    loop {
-        std::thread::park();
-    }
+    vg_sandbox::runtime::reap_forever()
 }
 
 /// The user and group the first process runs as inside gVisor: neither the

@@ -283,11 +283,9 @@ impl Signaller {
             .stderr(Stdio::null())
             .output()?;
         let procs = processes(&String::from_utf8_lossy(&table.stdout));
+        let tree = descendants(&procs, self.pid);
         let mut result = Ok(());
-        // Children before their parents: runsc's signal does not reach a process
-        // once its parent ended and gVisor gave it to the first process (its
-        // `signalProcess` then finds it, and the signal has no effect).
-        for pid in descendants(&procs, self.pid).into_iter().rev() {
+        for (pid, signal) in signal_steps(&tree, signal) {
             let status = runsc_command(
                 &self.target,
                 self.keeper,
@@ -305,5 +303,59 @@ impl Signaller {
             }
         }
         result
+    }
+}
+
+/// The `runsc kill`s that give `signal` to a command's `tree` (parents before
+/// children) as a process group's signal would reach it all at once (pure):
+/// runsc's signal does not reach a process once its parent ended and gVisor gave
+/// it to the first process (`signalProcess` finds it, and the signal has no
+/// effect), and a parent that outlived its children for a moment would run on.
+/// So: every process stopped, parents first; the signal, children first; every
+/// process continued, children first (a parent continued first would end and
+/// leave its children stopped where no signal reaches them). A stop or continue signal itself is sent as
+/// it is, children first.
+fn signal_steps(tree: &[i32], signal: i32) -> Vec<(i32, i32)> {
+    let jobs = [
+        libc::SIGSTOP,
+        libc::SIGTSTP,
+        libc::SIGTTIN,
+        libc::SIGTTOU,
+        libc::SIGCONT,
+    ];
+    if jobs.contains(&signal) || tree.len() < 2 {
+        return tree.iter().rev().map(|&pid| (pid, signal)).collect();
+    }
+    let stop = tree.iter().map(|&pid| (pid, libc::SIGSTOP));
+    let deliver = tree.iter().rev().map(|&pid| (pid, signal));
+    let cont = tree.iter().rev().map(|&pid| (pid, libc::SIGCONT));
+    stop.chain(deliver).chain(cont).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_is_stopped_signalled_from_its_leaves_and_continued() {
+        assert_eq!(
+            signal_steps(&[5, 6, 7], libc::SIGTERM),
+            [
+                (5, libc::SIGSTOP),
+                (6, libc::SIGSTOP),
+                (7, libc::SIGSTOP),
+                (7, libc::SIGTERM),
+                (6, libc::SIGTERM),
+                (5, libc::SIGTERM),
+                (7, libc::SIGCONT),
+                (6, libc::SIGCONT),
+                (5, libc::SIGCONT),
+            ]
+        );
+        assert_eq!(signal_steps(&[5], libc::SIGINT), [(5, libc::SIGINT)]);
+        assert_eq!(
+            signal_steps(&[5, 6], libc::SIGTSTP),
+            [(6, libc::SIGTSTP), (5, libc::SIGTSTP)]
+        );
     }
 }
