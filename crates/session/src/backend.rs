@@ -705,7 +705,7 @@ type GvisorStart = (
 /// program in its pause mode, as a user of its own, through the host's loader
 /// with its files bound read-only under `/.vectraguard/` (an image has none of
 /// them), as a container's recording init is.
-fn gvisor_pause(user: (u32, u32)) -> Result<(Vec<String>, (u32, u32), Vec<vg_policy::MountOp>)> {
+fn gvisor_pause(user: (u32, u32)) -> Result<GvisorPause> {
     use vg_backend::engine::{INIT_LIB, INIT_PROGRAM};
     let files = vg_sandbox::engine_init::host_files().map_err(|e| {
         anyhow::anyhow!(
@@ -737,7 +737,19 @@ fn gvisor_pause(user: (u32, u32)) -> Result<(Vec<String>, (u32, u32), Vec<vg_pol
     }
     argv.push(INIT_PROGRAM.to_owned());
     argv.push(vg_backend::gvisor::exec::PAUSE_MODE.to_owned());
-    Ok((argv, vg_backend::gvisor::exec::pause_identity(user), binds))
+    Ok(GvisorPause {
+        argv,
+        user: vg_backend::gvisor::exec::pause_identity(user),
+        binds,
+    })
+}
+
+/// A persistent gVisor sandbox's first process: its command line, its user inside
+/// and the read-only binds of its files.
+struct GvisorPause {
+    argv: Vec<String>,
+    user: (u32, u32),
+    binds: Vec<vg_policy::MountOp>,
 }
 
 /// gVisor's bundle and runsc's command for `spec`.
@@ -770,14 +782,14 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
                 "--backend gvisor: a persistent sandbox needs its execs recorded (its commands' ends come from gVisor's trace points); record execs, or use --backend native"
             );
         }
-        let (argv, (puid, pgid), binds) = gvisor_pause((uid, gid))?;
-        process.argv = argv;
+        let pause = gvisor_pause((uid, gid))?;
+        process.argv = pause.argv;
         process.env = Vec::new();
         process.cwd = "/".into();
-        (process.uid, process.gid) = (puid, pgid);
+        (process.uid, process.gid) = pause.user;
         process.terminal = false;
-        view.to_mut().ops.extend(binds);
-        pause_user = Some((puid, pgid));
+        view.to_mut().ops.extend(pause.binds);
+        pause_user = Some(pause.user);
     }
     // Started as root, runsc runs as the identity the native sandbox would take:
     // neither the sentry nor its file proxy is ever root on the host.
