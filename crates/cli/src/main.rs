@@ -33,6 +33,19 @@ fn main() {
     {
         vg_sandbox::engine_init::main(&args);
     }
+    // A gVisor command's terminal (`-t`): a terminal of gVisor's own, made inside.
+    if args.first().map(std::ffi::OsString::as_os_str)
+        == Some(vg_sandbox::gvisor_terminal::MODE.as_ref())
+    {
+        vg_sandbox::gvisor_terminal::main(&args);
+    }
+    // A persistent gVisor sandbox's first process (`--backend gvisor`): it only
+    // keeps the sandbox, inside gVisor, until runsc is told to end it.
+    if args.first().map(std::ffi::OsString::as_os_str)
+        == Some(vg_backend::gvisor::exec::PAUSE_MODE.as_ref())
+    {
+        vg_backend::gvisor::exec::pause();
+    }
     let parsed = Cli::command()
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));

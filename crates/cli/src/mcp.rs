@@ -47,12 +47,12 @@ fn host_of(url: &str) -> Result<String> {
 }
 
 /// The backends whose sandboxes can be persistent (`sandbox create`), as the
-/// server's are: the native one, and Docker and Podman, whose container runs our
-/// init serving the commands.
-const PERSISTENT_BACKENDS: [&str; 3] = ["native", "docker", "podman"];
+/// server's are: the native one, Docker and Podman, whose container runs our init
+/// serving the commands, and gVisor, whose commands start through `runsc exec`.
+const PERSISTENT_BACKENDS: [&str; 4] = ["native", "gvisor", "docker", "podman"];
 
-/// The server's sandboxes are persistent (`sandbox create`), which gVisor does not
-/// have: it is refused now rather than at the first call.
+/// The server's sandboxes are persistent (`sandbox create`): a backend without them
+/// is refused now rather than at the first call.
 fn refuse_other_backends(options: &[String]) -> Result<()> {
     let mut it = options.iter();
     while let Some(option) = it.next() {
@@ -65,7 +65,7 @@ fn refuse_other_backends(options: &[String]) -> Result<()> {
             && !PERSISTENT_BACKENDS.contains(&value)
         {
             anyhow::bail!(
-                "--backend {value}: the MCP server's sandboxes are persistent (`sandbox create`), which only the native, docker and podman backends have; use one of them"
+                "--backend {value}: the MCP server's sandboxes are persistent (`sandbox create`), which only the native, gvisor, docker and podman backends have; use one of them"
             );
         }
     }
@@ -132,15 +132,17 @@ mod tests {
     fn backends_without_persistent_sandboxes_are_refused_in_either_spelling() {
         let opts = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert!(refuse_other_backends(&opts(&["--backend", "native", "--pids", "5"])).is_ok());
-        for good in [&["--backend", "docker"][..], &["--backend=podman"][..]] {
+        for good in [
+            &["--backend", "docker"][..],
+            &["--backend=podman"][..],
+            &["--backend", "gvisor"][..],
+            &["--backend=gvisor"][..],
+        ] {
             assert!(refuse_other_backends(&opts(good)).is_ok(), "{good:?}");
         }
-        for bad in [&["--backend", "gvisor"][..], &["--backend=gvisor"][..]] {
+        for bad in [&["--backend", "kvm"][..], &["--backend=kvm"][..]] {
             let e = refuse_other_backends(&opts(bad)).unwrap_err().to_string();
-            assert!(
-                e.contains("--backend gvisor") && e.contains("docker"),
-                "{e}"
-            );
+            assert!(e.contains("--backend kvm") && e.contains("gvisor"), "{e}");
         }
     }
 

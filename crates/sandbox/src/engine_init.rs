@@ -293,6 +293,7 @@ pub fn main(args: &[OsString]) -> ! {
                 envp: &envp,
                 path_dirs: &path_dirs,
                 cwd: None,
+                keep_session: false,
             };
             // The terminal as its stdio and controlling terminal (a session of its
             // own, as natively).

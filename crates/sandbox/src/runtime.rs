@@ -68,6 +68,38 @@ pub struct RuntimeSpec {
     pub console: Option<PathBuf>,
 }
 
+/// Makes `command` run in the user and network namespace of the keeper `keeper`
+/// (a host pid) made for [`RuntimeSpec::tun`], where the runtime runs: a command
+/// that must reach it there (`runsc exec`, whose control socket is an abstract
+/// unix socket of that network namespace). `command` must run as the runtime's
+/// user (the namespace's owner), or as root.
+pub fn in_keeper_namespaces(
+    command: &mut std::process::Command,
+    keeper: i32,
+) -> std::io::Result<()> {
+    let open = |ns: &str| {
+        std::fs::File::open(format!("/proc/{keeper}/ns/{ns}")).map(std::os::fd::OwnedFd::from)
+    };
+    sys::join_before_exec(command, open("user")?, open("net")?);
+    Ok(())
+}
+
+/// What a runtime's persistent sandbox runs as its first process (gVisor's, whose
+/// commands come through `runsc exec`): it only reaps the processes the sandbox's
+/// kernel gives it (those whose parent ended), so that none is left a zombie, and
+/// waits forever. It installs no signal handler and opens nothing.
+pub fn reap_forever() -> ! {
+    loop {
+        match sys::waitpid(-1, 0) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+            // No child yet: look again soon (an orphan given to us is reaped
+            // within this pause).
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
+        }
+    }
+}
+
 /// Stands for the signal's number in [`RuntimeSpec::signal`].
 pub const SIGNAL_PLACEHOLDER: &str = "{signal}";
 
@@ -602,6 +634,7 @@ fn start_child(
         envp: &p.envp,
         path_dirs: &[],
         cwd: main.then_some(&p.cwd),
+        keep_session: false,
     };
     exec_command(&exec, err_w, stdio, false)
 }

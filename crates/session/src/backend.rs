@@ -66,14 +66,6 @@ pub fn check(
             "a terminal (sandbox shell, run -t) without exec records",
             "record execs (the container's terminal comes from the recording init), or use --backend native or gvisor",
         ),
-        // A container's init serves the spawner protocol (`engine_init::persistent`);
-        // runsc gives no channel into its sandbox but `runsc exec`, whose processes
-        // our record could not hold to the same promises.
-        (
-            spec.persistent && backend == Backend::Gvisor,
-            "a persistent sandbox (sandbox create)",
-            "use --backend native, docker or podman",
-        ),
         // A recorded container's execs reach the native tracer (our init hands its
         // listener over), which holds them; gVisor's trace points only report.
         (
@@ -288,9 +280,12 @@ pub fn limits(
     if enforced.rlimit_nproc.is_none() {
         return Ok(());
     }
-    if asked_pids {
+    // As for memory: with --best-effort-limits an asked cap nothing here can hold is
+    // recorded as not held rather than refused (the MCP server's sandboxes ask for
+    // the `code-exec` profile's caps).
+    if asked_pids && !plan.best_effort {
         bail!(
-            "--backend {backend}: --pids needs a pids cgroup here (none could be made); run as root or with a delegated cgroup, drop --pids, or use --backend native"
+            "--backend {backend}: --pids needs a pids cgroup here (none could be made); run as root or with a delegated cgroup, drop --pids, pass --best-effort-limits to run without the cap, or use --backend native"
         );
     }
     enforced.rlimit_nproc = None;
@@ -453,6 +448,8 @@ pub struct Held {
     /// A persistent container's command channel, which the record's tracer
     /// receives in the hand-over (`Running::spawner` waits for it).
     pub engine_spawner: Option<crate::record::SpawnerChannel>,
+    /// A persistent gVisor sandbox's way in for its commands (`runsc exec`).
+    pub gvisor_exec: Option<vg_backend::gvisor::exec::ExecTarget>,
 }
 
 /// A container started through an engine's client.
@@ -494,9 +491,10 @@ pub fn spawn(
     match backend {
         Backend::Native => Ok(vg_sandbox::spawn_in(spec, stdio, cgroup)?),
         Backend::Gvisor => {
-            let (bundle, runtime, sink) = gvisor(spec, record_execs)?;
+            let (bundle, runtime, sink, exec) = gvisor(spec, record_execs)?;
             held.bundle = Some(bundle);
             held.sink = sink;
+            held.gvisor_exec = exec;
             Ok(vg_sandbox::runtime::spawn_runtime(&runtime, stdio, cgroup)?)
         }
         Backend::Docker | Backend::Podman => {
@@ -754,15 +752,64 @@ fn rootless(engine: vg_backend::engine::Engine) -> bool {
     engine == vg_backend::engine::Engine::Podman && !crate::host::is_root()
 }
 
-/// gVisor's bundle and runsc's command for `spec`.
-fn gvisor(
-    spec: &SandboxSpec,
-    record_execs: bool,
-) -> Result<(
+/// What [`gvisor`] makes: the bundle, runsc's command, the trace sink of a
+/// recorded run and, for a persistent sandbox, the way its commands start.
+type GvisorStart = (
     vg_backend::gvisor::Bundle,
     vg_sandbox::runtime::RuntimeSpec,
     Option<vg_backend::gvisor::trace::Sink>,
-)> {
+    Option<vg_backend::gvisor::exec::ExecTarget>,
+);
+
+/// This program run inside gVisor with `args`: through the host's loader with its
+/// files bound read-only under `/.vectraguard/` (an image has none of them), as a
+/// container's recording init is. For a persistent sandbox's first process
+/// (`vg_backend::gvisor::exec`) and a command's terminal
+/// (`vg_sandbox::gvisor_terminal`).
+fn gvisor_own_program(args: &[String]) -> Result<OwnProgram> {
+    use vg_backend::engine::{INIT_LIB, INIT_PROGRAM};
+    let files = vg_sandbox::engine_init::host_files().map_err(|e| {
+        anyhow::anyhow!(
+            "--backend gvisor: cannot find this program's own files, which a persistent sandbox runs as its first process: {e}"
+        )
+    })?;
+    let bind = |src: &std::path::Path, dst: std::path::PathBuf| vg_policy::MountOp::Bind {
+        src: src.to_owned(),
+        dst,
+        read_only: true,
+        kind: vg_policy::view::NodeKind::File,
+        dev: false,
+    };
+    let lib = |host: &std::path::Path| -> Result<std::path::PathBuf> {
+        host.file_name()
+            .map(|name| std::path::Path::new(INIT_LIB).join(name))
+            .ok_or_else(|| anyhow::anyhow!("--backend gvisor: {} has no file name", host.display()))
+    };
+    let mut binds = vec![bind(&files.program, INIT_PROGRAM.into())];
+    let mut argv = Vec::new();
+    if let Some(loader) = &files.loader {
+        let ld = lib(loader)?;
+        binds.push(bind(loader, ld.clone()));
+        for library in &files.libraries {
+            binds.push(bind(library, lib(library)?));
+        }
+        argv.push(ld.display().to_string());
+        argv.extend(["--inhibit-cache", "--library-path", INIT_LIB].map(String::from));
+    }
+    argv.push(INIT_PROGRAM.to_owned());
+    argv.extend(args.iter().cloned());
+    Ok(OwnProgram { argv, binds })
+}
+
+/// This program inside gVisor: its command line and the read-only binds of its
+/// files.
+struct OwnProgram {
+    argv: Vec<String>,
+    binds: Vec<vg_policy::MountOp>,
+}
+
+/// gVisor's bundle and runsc's command for `spec`.
+fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
     use vg_backend::gvisor;
     let runsc = gvisor::find_runsc(std::env::var_os("PATH").as_deref())?;
     // runsc runs rootless as the sandbox's host user, whose files the gofer shows
@@ -772,7 +819,7 @@ fn gvisor(
     // gives any back) and no_new_privs: it owns what the host user owns, and
     // nothing more. An image's user is kept as the image says.
     let (uid, gid) = spec.inside.unwrap_or((0, 0));
-    let process = gvisor::Process {
+    let mut process = gvisor::Process {
         argv: spec.argv.clone(),
         env: spec.env.clone(),
         cwd: spec.workdir.clone(),
@@ -781,6 +828,34 @@ fn gvisor(
         hostname: spec.hostname.clone(),
         terminal: spec.tty,
     };
+    // A persistent sandbox's commands come later, through `runsc exec`, and their
+    // exact ends from the trace points: its first process only keeps it.
+    let mut view = std::borrow::Cow::Borrowed(&spec.view);
+    let mut pause_user = None;
+    if spec.persistent {
+        if !record_execs {
+            bail!(
+                "--backend gvisor: a persistent sandbox needs its execs recorded (its commands' ends come from gVisor's trace points); record execs, or use --backend native"
+            );
+        }
+        let pause = gvisor_own_program(&[vg_backend::gvisor::exec::PAUSE_MODE.to_owned()])?;
+        let user = vg_backend::gvisor::exec::pause_identity((uid, gid));
+        process.argv = pause.argv;
+        process.env = Vec::new();
+        process.cwd = "/".into();
+        (process.uid, process.gid) = user;
+        process.terminal = false;
+        view.to_mut().ops.extend(pause.binds);
+        pause_user = Some(user);
+    } else if spec.tty {
+        // runsc's terminal is a host one that programs inside do not take for
+        // theirs: the command gets one of gVisor's devpts from our relay.
+        let mut args = vec![vg_sandbox::gvisor_terminal::MODE.to_owned()];
+        args.extend(spec.argv.iter().cloned());
+        let relay = gvisor_own_program(&args)?;
+        process.argv = relay.argv;
+        view.to_mut().ops.extend(relay.binds);
+    }
     // Started as root, runsc runs as the identity the native sandbox would take:
     // neither the sentry nor its file proxy is ever root on the host.
     let identity = crate::host::is_root().then_some((spec.identity.uid, spec.identity.gid));
@@ -802,7 +877,7 @@ fn gvisor(
         &std::env::temp_dir(),
         &id,
         &process,
-        &spec.view,
+        &view,
         identity,
         network,
     )?;
@@ -819,6 +894,13 @@ fn gvisor(
         },
         identity.map_or_else(|| "self".to_owned(), |(u, _)| u.to_string()),
     );
+    // Said in the record: how the commands get in, and who keeps the sandbox.
+    let enforced = match pause_user {
+        Some((puid, pgid)) => format!(
+            "{enforced}persistent_exec=runsc-exec\nexec_no_new_privs=0\nfirst_process_user={puid}:{pgid}\n"
+        ),
+        None => enforced,
+    };
     // A recorded run's execs and exits come from gVisor's trace points, sent to a
     // socket in the bundle folder (0700, still ours) that listens before runsc
     // starts: runsc refuses to start when it cannot connect.
@@ -843,7 +925,10 @@ fn gvisor(
             .argv
             .insert(2, format!("--debug-log={}/", dir.display()));
     }
-    Ok((bundle, runtime, sink))
+    let exec = spec
+        .persistent
+        .then(|| bundle.exec_target(&runsc, identity, (uid, gid)));
+    Ok((bundle, runtime, sink, exec))
 }
 
 /// What the record says of refused accesses on gVisor: its kernel refuses writes to

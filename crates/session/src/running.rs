@@ -184,6 +184,13 @@ impl Running {
         self.sandbox.spawner()
     }
 
+    /// For a persistent gVisor sandbox: how `runsc exec` reaches it, and the
+    /// keeper's host pid (once; later calls get `None`).
+    pub(crate) fn gvisor_exec(&mut self) -> Option<(vg_backend::gvisor::exec::ExecTarget, i32)> {
+        let target = self._generated.1.gvisor_exec.take()?;
+        Some((target, self.sandbox.pid()))
+    }
+
     /// A handle to write into the record while the session runs (recorded only).
     pub fn recorder(&self) -> Option<crate::record::Recorder> {
         match &self.mode {

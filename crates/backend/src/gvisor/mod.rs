@@ -6,6 +6,7 @@
 //! by runsc (seccomp, namespaces, a chroot).
 
 pub mod bundle;
+pub mod exec;
 pub mod trace;
 
 use std::ffi::OsStr;
@@ -191,6 +192,24 @@ impl Bundle {
     /// Where the trace configuration goes (`--pod-init-config`).
     pub fn trace_config(&self) -> PathBuf {
         self.dir.join("trace.json")
+    }
+
+    /// How `runsc exec` and `runsc kill` reach this bundle's sandbox once it runs
+    /// (a persistent sandbox's commands, as `user` inside), with runsc as `run_as`.
+    pub fn exec_target(
+        &self,
+        runsc: &Path,
+        run_as: Option<(u32, u32)>,
+        user: (u32, u32),
+    ) -> exec::ExecTarget {
+        exec::ExecTarget {
+            runsc: runsc.to_owned(),
+            state: self.dir.join("state"),
+            id: self.id.clone(),
+            run_as,
+            user,
+            keeper_namespaces: matches!(self.network, Network::Mediated(_)),
+        }
     }
 
     /// runsc's global flags for this bundle.

@@ -289,29 +289,6 @@ fn a_command_cannot_stop_the_container_with_a_stop_signal_that_names_no_sender()
     }
 }
 
-#[test]
-fn gvisor_refuses_a_persistent_sandbox_naming_the_backends_that_have_it() {
-    let ws = Workspace::new();
-    let home = RecordsHome::new(Runner::Root);
-    let out = vg(
-        Runner::Root,
-        &ws,
-        &home,
-        &["sandbox", "create", "g", "--backend", "gvisor"],
-    );
-    assert_ne!(out.code(), Some(0), "{out}");
-    out.assert_stderr_contains("--backend gvisor: a persistent sandbox");
-    out.assert_stderr_contains("docker or podman");
-    let mcp = vg(
-        Runner::Root,
-        &ws,
-        &home,
-        &["mcp", "serve", "--", "--backend", "gvisor"],
-    );
-    assert_ne!(mcp.code(), Some(0), "{mcp}");
-    mcp.assert_stderr_contains("--backend gvisor");
-}
-
 /// `mcp serve --backend docker|podman`, through the client on the official MCP
 /// Python SDK that `mcp.rs` uses: the connection's sandbox is a persistent
 /// container, its calls share it and are recorded in its session, and it is gone

@@ -557,12 +557,6 @@ fn what_gvisor_cannot_enforce_is_refused_naming_the_backend_and_the_fix() {
             out.assert_stderr_contains("--backend gvisor");
             out.assert_stderr_contains(says);
         }
-        let create = Vg::new(runner, ws.path())
-            .args(["sandbox", "create", "box", "--backend", "gvisor"])
-            .records_home(&home)
-            .run();
-        assert_ne!(create.code(), Some(0), "{create}");
-        create.assert_stderr_contains("persistent sandbox");
         let unknown = Vg::new(runner, ws.path())
             .args(["sandbox", "run", "--backend", "lxc", "--", "true"])
             .records_home(&home)

@@ -22,6 +22,7 @@ mod faults;
 mod filesystem;
 mod first_hour;
 mod gvisor;
+mod gvisor_persistent;
 mod https_inspection;
 mod https_servers;
 mod image_runs;

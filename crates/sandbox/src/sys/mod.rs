@@ -42,14 +42,14 @@ pub use mount::{
 };
 pub use msg::{poll_read, recv_msg, send_msg, signalfd, signalfd_read};
 pub use net::{iface_configure, loopback_up, tun_create};
-pub use netns::{TUN_STEPS, TunSettings, ns_owner, peer_pidfd, tun_in_namespace};
+pub use netns::{TUN_STEPS, TunSettings, join_before_exec, ns_owner, peer_pidfd, tun_in_namespace};
 pub use pidfd::{
     pidfd_exit_status, pidfd_exited, pidfd_open, pidfd_parent, pidfd_send_signal, pidns_host_pid,
     pidns_tgid,
 };
 pub use process::{
-    clone_fork, execve, exit_now, fork, kill, loaded_objects, prctl, raise_open_files_limit,
-    read_process_memory, sethostname, setrlimit, setsid, unshare, waitpid,
+    clone_fork, execve, exit_now, fork, kill, loaded_objects, new_process_group, prctl,
+    raise_open_files_limit, read_process_memory, sethostname, setrlimit, setsid, unshare, waitpid,
 };
 pub use ptrace::{ptrace_detach, ptrace_interrupt, ptrace_seize_exec};
 pub use seccomp::{
@@ -61,9 +61,9 @@ pub use signal::{
     reset_signal_dispositions, sigmask_block, sigmask_set, sigset, sigtimedwait, sigwait,
 };
 pub use tty::{
-    get_winsize, is_terminal, open_pty, pty_number, pty_peer, raw_termios,
-    set_controlling_terminal, set_winsize, spawn_terminal_guardian, status_flags, tcflow_resume,
-    tcgetattr, tcsetattr,
+    foreground_group, get_winsize, is_terminal, open_pty, pty_number, pty_peer, raw_termios,
+    set_controlling_terminal, set_foreground_group, set_winsize, spawn_terminal_guardian,
+    status_flags, take_controlling_terminal, tcflow_resume, tcgetattr, tcsetattr,
 };
 
 fn check(ret: c_int) -> io::Result<c_int> {

@@ -116,6 +116,27 @@ pub fn tun_in_namespace(
     }
 }
 
+/// Makes `command` join the user namespace `userns` and then the network namespace
+/// `netns` just before it executes (after its uid and gid changes), e.g. to reach
+/// an abstract unix socket bound in another process's network namespace.
+pub fn join_before_exec(command: &mut std::process::Command, userns: OwnedFd, netns: OwnedFd) {
+    use std::os::unix::process::CommandExt;
+    let hook = move || -> io::Result<()> {
+        // SAFETY: setns takes a live namespace descriptor (both are owned by this
+        // closure) and a flag.
+        check(unsafe { libc::setns(userns.as_raw_fd(), libc::CLONE_NEWUSER) })?;
+        // SAFETY: as above.
+        check(unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) })?;
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before exec and only makes two
+    // system calls, which are async-signal-safe; it allocates nothing and takes
+    // no lock.
+    unsafe {
+        command.pre_exec(hook);
+    }
+}
+
 /// The forked helper's work (see [`tun_in_namespace`]).
 fn helper(
     userns: Option<BorrowedFd<'_>>,

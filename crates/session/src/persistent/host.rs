@@ -43,6 +43,24 @@ struct Base {
     kill_grace: Duration,
     /// The uid owning the session's folder: with root, the only one let in.
     owner: u32,
+    /// Why `sandbox exec -t` is refused on this backend (`None`: it is served).
+    no_terminal: Option<&'static str>,
+}
+
+/// Why a backend's persistent sandbox cannot give a command a terminal (pure):
+/// gVisor's commands start through `runsc exec`, whose terminal would be runsc's
+/// host terminal, which its programs do not take for one of theirs (no name under
+/// `/dev/pts`, not a controlling terminal); our relay inside serves `sandbox run -t`
+/// only. The native sandbox's and a container's init make one of their devpts.
+fn terminal_refusal(backend: vg_policy::Backend) -> Option<&'static str> {
+    match backend {
+        vg_policy::Backend::Gvisor => Some(
+            "a terminal (-t) is not available in a gvisor persistent sandbox yet; run the command without -t",
+        ),
+        vg_policy::Backend::Native | vg_policy::Backend::Docker | vg_policy::Backend::Podman => {
+            None
+        }
+    }
 }
 
 /// Commands running, and when the last one ended: what the idle time-out watches.
@@ -77,10 +95,92 @@ impl Drop for ActiveGuard {
     }
 }
 
+/// What starts the sandbox's commands: its init (natively, a container's init), or
+/// `runsc exec` (gVisor).
+enum Starter {
+    Init(Spawner),
+    Gvisor(super::gvisor::Starter),
+}
+
+/// A command one of them started.
+enum Started {
+    Init(vg_sandbox::spawner::Child),
+    Gvisor(super::gvisor::Started),
+}
+
+/// Signals a [`Started`] command from any thread.
+#[derive(Clone)]
+enum Signaller {
+    Init(vg_sandbox::spawner::Signaller),
+    Gvisor(super::gvisor::Signaller),
+}
+
+impl Starter {
+    fn spawn(&self, command: SpawnCommand) -> Result<Started, SpawnError> {
+        match self {
+            Starter::Init(spawner) => spawner.spawn(command).map(Started::Init),
+            Starter::Gvisor(starter) => match command.stdio {
+                SpawnStdio::Fds(fds) => starter
+                    .spawn(&command.argv, &command.env, &command.cwd, fds)
+                    .map(Started::Gvisor),
+                SpawnStdio::Terminal(_) => Err(SpawnError::Usage(
+                    "a terminal (-t) is not available in a gvisor persistent sandbox".into(),
+                )),
+            },
+        }
+    }
+}
+
+impl Started {
+    fn id(&self) -> u64 {
+        match self {
+            Started::Init(child) => child.id,
+            Started::Gvisor(started) => started.id,
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        match self {
+            Started::Init(child) => child.pid,
+            Started::Gvisor(started) => started.pid,
+        }
+    }
+
+    fn terminal(&self) -> Option<&OwnedFd> {
+        match self {
+            Started::Init(child) => child.terminal.as_ref(),
+            Started::Gvisor(_) => None,
+        }
+    }
+
+    fn signaller(&self) -> Signaller {
+        match self {
+            Started::Init(child) => Signaller::Init(child.signaller()),
+            Started::Gvisor(started) => Signaller::Gvisor(started.signaller()),
+        }
+    }
+
+    fn wait(self) -> Option<Termination> {
+        match self {
+            Started::Init(child) => child.wait(),
+            Started::Gvisor(started) => started.wait(),
+        }
+    }
+}
+
+impl Signaller {
+    fn signal(&self, signal: i32) -> std::io::Result<()> {
+        match self {
+            Signaller::Init(s) => s.signal(signal),
+            Signaller::Gvisor(s) => s.signal(signal),
+        }
+    }
+}
+
 /// Everything a connection needs.
 struct Shared {
     base: Base,
-    spawner: Spawner,
+    starter: Starter,
     recorder: Recorder,
     activity: Arc<Activity>,
 }
@@ -99,6 +199,7 @@ pub fn create(plan: Plan, idle_timeout: Option<Duration>) -> Result<Host, Error>
     if !plan.spec.persistent {
         return Err(anyhow!("internal: a persistent sandbox needs a persistent plan").into());
     }
+    let no_terminal = terminal_refusal(plan.backend);
     let base_env = plan.spec.env.clone();
     let workdir = plan.spec.workdir.clone();
     let (timeout, kill_grace) = (plan.limits.timeout, plan.limits.kill_grace);
@@ -120,8 +221,15 @@ pub fn create(plan: Plan, idle_timeout: Option<Duration>) -> Result<Host, Error>
         .recorder()
         .ok_or_else(|| anyhow!("internal: a persistent sandbox is always recorded"))
         .map_err(in_session)?;
-    let spawner = match running.spawner() {
-        Some(Ok(spawner)) => spawner,
+    let starter = match running.gvisor_exec() {
+        Some((target, keeper)) => {
+            let starter = super::gvisor::Starter::new(target, keeper, recorder.clone());
+            Some(starter.wait_running().map(|()| Starter::Gvisor(starter)))
+        }
+        None => running.spawner().map(|spawner| spawner.map(Starter::Init)),
+    };
+    let starter = match starter {
+        Some(Ok(starter)) => starter,
         Some(Err(e)) => {
             stop_now(&running);
             return Err(in_session(anyhow!("cannot start serving commands: {e}")));
@@ -157,8 +265,9 @@ pub fn create(plan: Plan, idle_timeout: Option<Duration>) -> Result<Host, Error>
             timeout,
             kill_grace,
             owner,
+            no_terminal,
         },
-        spawner,
+        starter,
         recorder,
         activity: Arc::clone(&activity),
     });
@@ -326,6 +435,9 @@ fn serve_client(stream: UnixStream, context: &Shared) {
     if request.argv.is_empty() {
         return refuse(&stream, "no command to run");
     }
+    if let (Some(_), Some(why)) = (request.tty, base.no_terminal) {
+        return refuse(&stream, why);
+    }
     let _active = context.activity.begin();
     let mut env = base.env.clone();
     for (key, value) in &request.env {
@@ -364,7 +476,7 @@ fn serve_client(stream: UnixStream, context: &Shared) {
             None,
         )
     };
-    let child = match context.spawner.spawn(SpawnCommand {
+    let child = match context.starter.spawn(SpawnCommand {
         argv: request.argv.clone(),
         env,
         cwd: cwd.clone(),
@@ -392,8 +504,8 @@ fn serve_client(stream: UnixStream, context: &Shared) {
     context.recorder.event(
         Event::new(COMMAND)
             .with("event", "started")
-            .with("request", child.id)
-            .with("pid", child.pid)
+            .with("request", child.id())
+            .with("pid", child.pid())
             .with("argv", request.argv.clone())
             .with("cwd", cwd.display().to_string())
             .with("tty", request.tty.is_some())
@@ -401,7 +513,7 @@ fn serve_client(stream: UnixStream, context: &Shared) {
             .with("by_pid", peer.pid),
     );
     let mut relays = crate::record::Relays::default();
-    let terminal = child.terminal.as_ref().and_then(|m| m.try_clone().ok());
+    let terminal = child.terminal().and_then(|m| m.try_clone().ok());
     match (pipes, &terminal) {
         (Some((out_r, err_r)), _) => {
             relays = context
@@ -425,8 +537,8 @@ fn serve_client(stream: UnixStream, context: &Shared) {
     send(
         &stream,
         &HostLine::Started {
-            id: child.id,
-            pid: child.pid,
+            id: child.id(),
+            pid: child.pid(),
         },
     );
     // The client's signals and window sizes; its hangup is the terminal's (SIGHUP).
@@ -462,7 +574,7 @@ fn serve_client(stream: UnixStream, context: &Shared) {
                 }
             });
     }
-    let id = child.id;
+    let id = child.id();
     let termination = child.wait();
     finished.store(true, Ordering::SeqCst);
     drop(terminal);
@@ -585,7 +697,7 @@ fn copy(from: OwnedFd, to: OwnedFd) {
 fn client_lines(
     stream: UnixStream,
     already: &[u8],
-    signaller: &vg_sandbox::spawner::Signaller,
+    signaller: &Signaller,
     master: Option<&OwnedFd>,
 ) {
     let act = |line: &[u8]| match serde_json::from_slice::<ClientLine>(line) {
@@ -629,5 +741,20 @@ mod tests {
         assert_eq!(stdin_kind(dir).1, StdinKind::Directory);
         let null = OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
         assert_eq!(stdin_kind(null).1, StdinKind::Other);
+    }
+
+    #[test]
+    fn only_gvisor_refuses_a_command_s_terminal() {
+        assert!(
+            terminal_refusal(vg_policy::Backend::Gvisor)
+                .is_some_and(|why| why.contains("without -t"))
+        );
+        for backend in [
+            vg_policy::Backend::Native,
+            vg_policy::Backend::Docker,
+            vg_policy::Backend::Podman,
+        ] {
+            assert_eq!(terminal_refusal(backend), None, "{backend}");
+        }
     }
 }

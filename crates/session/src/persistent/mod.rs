@@ -9,6 +9,7 @@
 //!   sandbox still runs.
 
 pub mod client;
+mod gvisor;
 pub mod host;
 pub mod protocol;
 pub mod registry;

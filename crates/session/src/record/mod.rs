@@ -42,6 +42,8 @@ pub struct Recorder {
     shared: std::sync::Weak<Shared>,
     caps: OutputCaps,
     dir: std::path::PathBuf,
+    /// gVisor's trace, for a persistent gVisor sandbox's commands.
+    gvisor: std::sync::Weak<gvisor::GvisorLog>,
 }
 
 impl Recorder {
@@ -111,6 +113,25 @@ impl Recorder {
     /// The session's folder.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// A command a persistent gVisor sandbox's host started through `runsc exec`
+    /// as `pid` (inside): its `exec` line in `commands.log`. False when the
+    /// record has no gVisor trace.
+    pub fn gvisor_started(&self, pid: i32, argv: &[String], cwd: &Path) -> bool {
+        match (self.shared.upgrade(), self.gvisor.upgrade()) {
+            (Some(shared), Some(gvisor)) => {
+                gvisor.started(&shared, pid, argv, cwd);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The wait status gVisor's trace points reported for `pid`, waiting up to
+    /// `wait` for the tracer to read it.
+    pub fn gvisor_status(&self, pid: i32, wait: std::time::Duration) -> Option<i32> {
+        self.gvisor.upgrade()?.status(pid, wait)
     }
 }
 
@@ -440,6 +461,8 @@ pub struct Session {
     gvisor_sink: Option<vg_backend::gvisor::trace::Sink>,
     /// Ends that thread's serving once the sandbox is gone.
     gvisor_stop: Option<vg_backend::gvisor::trace::StopHandle>,
+    /// What that thread writes, for a persistent gVisor sandbox's commands.
+    gvisor_log: Option<Arc<gvisor::GvisorLog>>,
     /// A container's listener hand-over, completed on the tracer's thread.
     engine_handshake: Option<(
         vg_sandbox::engine_init::Handshake,
@@ -501,6 +524,7 @@ impl Session {
             gate: None,
             gvisor_sink: None,
             gvisor_stop: None,
+            gvisor_log: None,
             engine_handshake: None,
             engine_tun: None,
             engine_terminal: None,
@@ -571,6 +595,10 @@ impl Session {
             shared: Arc::downgrade(shared),
             caps,
             dir: shared.writer.dir().to_owned(),
+            gvisor: self
+                .gvisor_log
+                .as_ref()
+                .map_or_else(std::sync::Weak::new, Arc::downgrade),
         })
     }
 
@@ -771,15 +799,16 @@ impl Session {
         }
         if let Some(sink) = self.gvisor_sink.take() {
             let shared = Arc::clone(&shared);
+            let gvisor = Arc::new(gvisor::GvisorLog::new(CommandsLog::new(caps.shown)));
+            self.gvisor_log = Some(Arc::clone(&gvisor));
             self.tracer = Some(std::thread::spawn(move || {
-                let log = Arc::new(Mutex::new(CommandsLog::new(caps.shown)));
                 let served =
-                    sink.serve(|event| crate::record::gvisor::record(&log, &shared, event));
+                    sink.serve(|event| crate::record::gvisor::record(&gvisor, &shared, event));
                 if let Err(e) = served {
                     shared.fail("gVisor's trace points", crate::diag::chain(&e).to_string());
                 }
-                lock(&log).flush(&shared);
-                (log, None)
+                lock(&gvisor.log).flush(&shared);
+                (Arc::clone(&gvisor.log), None)
             }));
         }
         let mut resize = None;

@@ -1,0 +1,325 @@
+//! `sandbox create --backend gvisor`: a persistent gVisor sandbox whose commands
+//! start through `runsc exec` (`vg_backend::gvisor::exec`), all of them recorded in
+//! the one session from gVisor's trace points, as root and as the unprivileged test
+//! user; and `mcp serve` with gVisor sandboxes.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::harness::{
+    Output, RecordsHome, Runner, Vg, Workspace, assert_no_process_left, each_identity,
+    session_metadata, unique, wait_until,
+};
+use super::live::vg;
+
+/// A persistent gVisor sandbox, removed when the test ends, pass or fail.
+struct Sandbox<'a> {
+    runner: Runner,
+    ws: &'a Workspace,
+    home: &'a RecordsHome,
+    name: String,
+}
+
+impl<'a> Sandbox<'a> {
+    fn create(runner: Runner, ws: &'a Workspace, home: &'a RecordsHome, options: &[&str]) -> Self {
+        let name = format!("g{}", unique());
+        let mut args = vec!["sandbox", "create", name.as_str(), "--backend", "gvisor"];
+        args.extend_from_slice(options);
+        vg(runner, ws, home, &args).assert_success();
+        Sandbox {
+            runner,
+            ws,
+            home,
+            name,
+        }
+    }
+
+    fn exec(&self, command: &[&str]) -> Output {
+        let mut args = vec!["sandbox", "exec", self.name.as_str(), "--"];
+        args.extend_from_slice(command);
+        vg(self.runner, self.ws, self.home, &args)
+    }
+
+    fn vg(&self, args: &[&str]) -> Output {
+        vg(self.runner, self.ws, self.home, args)
+    }
+
+    fn listed(&self) -> Value {
+        let out = self.vg(&["sandbox", "ls", "--json"]);
+        out.assert_success();
+        let all: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+        all.into_iter()
+            .find(|e| e["name"] == self.name.as_str())
+            .unwrap_or(Value::Null)
+    }
+
+    /// What marks this sandbox's runsc processes on the host: its bundle folder's
+    /// name holds the host's pid.
+    fn runsc_marker(&self) -> String {
+        let pid = self.listed()["host_pid"].as_i64().unwrap_or_default();
+        assert!(pid > 0, "no host pid listed for {}", self.name);
+        format!("vectraguard-gvisor-vg-{pid}-")
+    }
+}
+
+impl Drop for Sandbox<'_> {
+    fn drop(&mut self) {
+        let _ = vg(
+            self.runner,
+            self.ws,
+            self.home,
+            &["sandbox", "rm", "-f", &self.name],
+        );
+    }
+}
+
+/// The `exec` line of `argv` (quoted as `commands.log` quotes it) and its pid.
+fn exec_pid(log: &str, argv: &str) -> Option<String> {
+    log.lines()
+        .find(|l| l.contains(" exec ") && l.ends_with(&format!(" -- {argv}")))
+        .and_then(|l| l.split_whitespace().find_map(|f| f.strip_prefix("pid=")))
+        .map(str::to_owned)
+}
+
+/// The `exit` line of `pid`, after `pid=`: `status=N` or `signal=N`.
+fn exit_of(log: &str, pid: &str) -> Option<String> {
+    log.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.get(1) == Some(&"exit") && f.get(2) == Some(&format!("pid={pid}").as_str()))
+        .and_then(|f| f.get(3).map(|s| (*s).to_owned()))
+}
+
+#[test]
+fn commands_share_the_sandbox_and_every_exec_and_exit_is_recorded_exactly() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &[]);
+        assert_eq!(sandbox.listed()["state"], "running");
+        sandbox
+            .exec(&["sh", "-c", "echo kept > /tmp/state"])
+            .assert_success();
+        let out = sandbox.exec(&[
+            "sh",
+            "-c",
+            "cat /tmp/state; printf 'a\\tb\\001\\n'; printf 'to stderr\\n' >&2; exit 7",
+        ]);
+        out.assert_code(7);
+        assert_eq!(out.stdout, "kept\na\tb\u{1}\n", "{out}");
+        assert!(out.stderr.contains("to stderr\n"), "{out}");
+        // A signal and the same number as an exit code are told apart.
+        sandbox
+            .exec(&["sh", "-c", "kill -TERM $$"])
+            .assert_code(143);
+        sandbox.exec(&["sh", "-c", "exit 143"]).assert_code(143);
+        let missing = sandbox.exec(&["no-such-program"]);
+        missing.assert_code(127);
+        missing.assert_stderr_contains("no-such-program");
+        // The sandbox's identity, folder and clean environment, as natively.
+        let out = sandbox.exec(&[
+            "sh",
+            "-c",
+            "echo uid=$(id -u); echo cwd=$(pwd); echo caps=$(grep CapEff /proc/self/status | cut -f2); echo secret=${VG_NOT_PASSED:-unset}",
+        ]);
+        out.assert_success();
+        assert_eq!(out.field("uid"), "0", "{out}");
+        assert_eq!(out.field("cwd"), ws.path().display().to_string(), "{out}");
+        assert_eq!(out.field("caps"), "0000000000000000", "{out}");
+        assert_eq!(out.field("secret"), "unset", "{out}");
+        // One session holds every command, its children and their ends.
+        let dir = home.only_session();
+        let meta = session_metadata(&dir);
+        assert_eq!(meta["layers"]["backend"], "gvisor", "{meta}");
+        assert_eq!(meta["layers"]["persistent_exec"], "runsc-exec", "{meta}");
+        let log = std::fs::read_to_string(dir.join("commands.log")).unwrap();
+        let pid = |argv: &str| {
+            exec_pid(&log, argv).unwrap_or_else(|| panic!("no exec of {argv}:\n{log}"))
+        };
+        let top = pid(
+            "sh -c 'cat /tmp/state; printf '\\''a\\tb\\001\\n'\\''; printf '\\''to stderr\\n'\\'' >&2; exit 7'",
+        );
+        assert_eq!(exit_of(&log, &top).as_deref(), Some("status=7"), "{log}");
+        let child = pid("cat /tmp/state");
+        assert!(
+            log.contains(&format!(" exec pid={child} ppid={top} ")),
+            "{log}"
+        );
+        let killed = pid("sh -c 'kill -TERM $$'");
+        assert_eq!(
+            exit_of(&log, &killed).as_deref(),
+            Some("signal=15"),
+            "{log}"
+        );
+        let exited = pid("sh -c 'exit 143'");
+        assert_eq!(
+            exit_of(&log, &exited).as_deref(),
+            Some("status=143"),
+            "{log}"
+        );
+        let stdout = std::fs::read(dir.join("stdout.log")).unwrap();
+        let want: &[u8] = b"kept\na\tb\x01\n";
+        assert!(
+            stdout.windows(want.len()).any(|w| w == want),
+            "{}",
+            String::from_utf8_lossy(&stdout)
+        );
+        // Stop ends runsc and its sandbox; the record is complete and verifies.
+        let marker = sandbox.runsc_marker();
+        sandbox
+            .vg(&["sandbox", "stop", &sandbox.name])
+            .assert_success();
+        assert_eq!(sandbox.listed()["state"], "stopped");
+        assert_no_process_left(&marker, &"runsc after sandbox stop");
+        sandbox
+            .vg(&["logs", "verify", "last"])
+            .assert_success()
+            .assert_stdout_contains("intact");
+        sandbox
+            .vg(&["sandbox", "rm", &sandbox.name])
+            .assert_success();
+        assert_eq!(sandbox.listed(), Value::Null);
+    });
+}
+
+/// What a hostile command tries against the sandbox's first process, which keeps
+/// the sandbox: gVisor does not shield a pid namespace's init from its members,
+/// so it runs as a user no command is.
+#[test]
+fn a_command_cannot_stop_the_sandbox_by_signalling_or_tracing_its_first_process() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &[]);
+        let out = sandbox.exec(&[
+            "sh",
+            "-c",
+            "for s in PWR TERM KILL STOP INT HUP; do kill -$s 1 2>/dev/null && echo sent=$s; done; \
+             kill -KILL -1 2>/dev/null; \
+             echo environ=$(tr '\\0' ' ' < /proc/1/environ); \
+             printf x | dd of=/proc/1/mem bs=1 seek=4096 2>/dev/null && echo mem=written || echo mem=refused; \
+             ls /proc/1/fd >/dev/null 2>&1 && echo fds=open || echo fds=closed; \
+             echo x > /.vectraguard/vectraguard 2>/dev/null && echo program=written || echo program=kept; \
+             sleep 0.3; echo done=1",
+        ]);
+        assert!(!out.stdout.contains("sent="), "{out}");
+        // Its environment holds nothing (gVisor's own HOME), its memory is closed.
+        assert_eq!(out.field("environ"), "HOME=/", "{out}");
+        assert_eq!(out.field("mem"), "refused", "{out}");
+        assert_eq!(out.field("fds"), "closed", "{out}");
+        assert_eq!(out.field("program"), "kept", "{out}");
+        // Through a program's own ptrace too.
+        let traced = sandbox.exec(&[
+            "python3",
+            "-c",
+            "import ctypes; libc = ctypes.CDLL(None, use_errno=True); \
+             print('attach=%d' % libc.ptrace(16, 1, 0, 0))",
+        ]);
+        if traced.code() == Some(0) {
+            assert_eq!(traced.field("attach"), "-1", "{traced}");
+        }
+        sandbox.exec(&["true"]).assert_success();
+        assert_eq!(sandbox.listed()["state"], "running");
+    });
+}
+
+#[test]
+fn a_command_s_time_out_ends_it_and_what_it_started_and_the_sandbox_serves_on() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &["--timeout", "2s"]);
+        let started = Instant::now();
+        let out = sandbox.exec(&["sh", "-c", "sleep 60 & sleep 60; echo not-reached"]);
+        out.assert_code(124);
+        assert!(!out.stdout.contains("not-reached"), "{out}");
+        assert!(started.elapsed() < Duration::from_secs(30), "{out}");
+        // Nothing of it is left, not even a zombie: only the first process and the
+        // listing itself.
+        let mut ps = sandbox.exec(&["ps", "-eo", "pid=,stat=,comm="]);
+        let gone = wait_until(Duration::from_secs(5), || {
+            ps = sandbox.exec(&["ps", "-eo", "pid=,stat=,comm="]);
+            ps.code() == Some(0) && !ps.stdout.contains("sleep")
+        });
+        assert!(gone, "{ps}");
+        sandbox.exec(&["true"]).assert_success();
+    });
+}
+
+#[test]
+fn an_idle_gvisor_sandbox_stops_itself_and_a_terminal_is_refused_naming_the_fix() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &["--idle-timeout", "1s"]);
+        let terminal = sandbox.vg(&["sandbox", "exec", "-t", &sandbox.name, "--", "tty"]);
+        assert_ne!(terminal.code(), Some(0), "{terminal}");
+        terminal.assert_stderr_contains("without -t");
+        let marker = sandbox.runsc_marker();
+        assert!(
+            wait_until(Duration::from_secs(30), || sandbox.listed()["state"]
+                == "stopped"),
+            "{}",
+            sandbox.listed()
+        );
+        assert_no_process_left(&marker, &"runsc after the idle time-out");
+    });
+}
+
+/// `mcp serve --backend gvisor`, through the client on the official MCP Python
+/// SDK that `mcp.rs` uses: the connection's sandbox is a persistent gVisor
+/// sandbox on the mediated network, its calls share it and are recorded in its
+/// session.
+#[test]
+fn the_mcp_server_runs_its_sandboxes_on_gvisor() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join("target/test-tools/mcp/bin/python");
+    assert!(
+        python.exists(),
+        "the MCP Python SDK is missing: scripts/test installs it in target/test-tools/mcp"
+    );
+    let client = root.join("crates/cli/tests/mcp/client.py");
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let calls = serde_json::json!([
+            {"tool": "code_execute", "args": {"language": "shell", "code": "echo kept > /tmp/s; echo $((6*7))"}},
+            {"tool": "code_execute", "args": {"language": "shell", "code": "cat /tmp/s; exit 4"}},
+            {"tool": "code_destroy_sandbox", "args": {}},
+        ]);
+        let mut cmd = Vg::new(runner, ws.path());
+        cmd.records_home(&home)
+            .args(["mcp", "serve", "--ask", "never", "--"])
+            .args(["--backend", "gvisor", "--best-effort-limits"])
+            .stdin(calls.to_string())
+            .through_shell(&format!(
+                "exec {} {} stdio \"$@\"",
+                python.display(),
+                client.display()
+            ));
+        let out = cmd.run();
+        out.assert_success();
+        let results: Vec<Value> = out
+            .stdout
+            .lines()
+            .skip(1)
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(results.len(), 3, "{out}");
+        let body = |i: usize| &results[i]["structured"];
+        assert_eq!(body(0)["stdout"], "42\n", "{}", results[0]);
+        assert_eq!(body(1)["stdout"], "kept\n", "{}", results[1]);
+        assert_eq!(body(1)["exit_code"], 4, "{}", results[1]);
+        assert_eq!(body(0)["sandbox_id"], body(1)["sandbox_id"]);
+        assert_eq!(results[2]["is_error"], false, "{}", results[2]);
+        let session = body(0)["session"].as_str().unwrap_or_default().to_owned();
+        let dir = home.logs().join(&session);
+        let meta = session_metadata(&dir);
+        assert_eq!(meta["layers"]["backend"], "gvisor", "{meta}");
+        assert_eq!(meta["layers"]["network"], "tun", "{meta}");
+        let log = std::fs::read_to_string(dir.join("commands.log")).unwrap();
+        assert!(log.contains("cat /tmp/s"), "{log}");
+        let verify = vg(runner, &ws, &home, &["logs", "verify", &session]);
+        verify.assert_success().assert_stdout_contains("intact");
+    });
+}

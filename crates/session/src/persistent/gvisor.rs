@@ -1,0 +1,361 @@
+//! A persistent gVisor sandbox's commands, started through `runsc exec` (see
+//! `vg_backend::gvisor::exec` for why and what runsc leaves to us).
+//!
+//! Each command gets a private folder of its own (0700, runsc's user's): the OCI
+//! process runsc reads, the pid file it writes and its error log. runsc's stdio is
+//! the command's, which the sentry takes over as the new process's; the command's
+//! `exec` line is written here (no trace point names a process `runsc exec`
+//! creates), its children's and its end come from the trace points as for any
+//! gVisor session, and its exact wait status from the same exit point.
+
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use vg_backend::gvisor::exec::{
+    ExecTarget, descendants, error_message, is_running, processes, start_errno,
+};
+use vg_sandbox::Termination;
+use vg_sandbox::spawner::SpawnError;
+
+use crate::record::Recorder;
+
+/// How long `runsc exec` may take to start a command (a sandbox under load).
+const START_WAIT: Duration = Duration::from_secs(60);
+
+/// How long the tracer may take to read a command's exit point once runsc saw it
+/// end (it was sent before runsc could learn of it).
+const STATUS_WAIT: Duration = Duration::from_secs(2);
+
+/// Starts commands in one persistent gVisor sandbox.
+pub(super) struct Starter {
+    target: Arc<ExecTarget>,
+    /// The keeper's host pid: its namespaces, where runsc runs (mediated network).
+    keeper: i32,
+    recorder: Recorder,
+    next: AtomicU64,
+}
+
+/// A command started by `runsc exec`.
+pub(super) struct Started {
+    pub id: u64,
+    /// Its pid inside the sandbox (0: it could not be started).
+    pub pid: i32,
+    runsc: Child,
+    /// Why it could not be started (as `Termination::ExecFailed` says it).
+    failed: Option<i32>,
+    target: Arc<ExecTarget>,
+    keeper: i32,
+    recorder: Recorder,
+    dir: ExecDir,
+}
+
+/// Signals one [`Started`] command from any thread.
+#[derive(Clone)]
+pub(super) struct Signaller {
+    pid: i32,
+    target: Arc<ExecTarget>,
+    keeper: i32,
+}
+
+/// The command's private folder, removed with it.
+struct ExecDir(PathBuf);
+
+impl Drop for ExecDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Starter {
+    pub(super) fn new(target: ExecTarget, keeper: i32, recorder: Recorder) -> Self {
+        Self {
+            target: Arc::new(target),
+            keeper,
+            recorder,
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// Waits until runsc says the container runs (the keeper reports ready once
+    /// runsc started, before the container has): `runsc exec` reaches it only then.
+    pub(super) fn wait_running(&self) -> std::io::Result<()> {
+        let end = Instant::now() + START_WAIT;
+        loop {
+            let out = runsc_command(&self.target, self.keeper, &self.target.state_argv())?
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .output()?;
+            if is_running(&String::from_utf8_lossy(&out.stdout)) {
+                return Ok(());
+            }
+            if Instant::now() >= end {
+                return Err(std::io::Error::other(format!(
+                    "runsc did not report the sandbox running within {}s",
+                    START_WAIT.as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Starts `argv` with exactly `env`, in `cwd`, with `stdio`; returns once runsc
+    /// says its pid, or that it could not start it.
+    pub(super) fn spawn(
+        &self,
+        argv: &[String],
+        env: &[(String, String)],
+        cwd: &Path,
+        stdio: [OwnedFd; 3],
+    ) -> Result<Started, SpawnError> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let dir = self.exec_dir(id).map_err(SpawnError::Failed)?;
+        let process = dir.0.join("process.json");
+        let pid_file = dir.0.join("pid");
+        let error_log = dir.0.join("error.log");
+        let text = serde_json::to_vec(&self.target.process(argv, env, cwd))
+            .map_err(|e| SpawnError::Usage(format!("cannot encode the command: {e}")))?;
+        std::fs::write(&process, text).map_err(SpawnError::Failed)?;
+        // Given to runsc's user (when that is not us) only once written; nothing
+        // more is written there by us.
+        if let Some((uid, gid)) = self.target.run_as {
+            for path in [&process, &dir.0] {
+                std::os::unix::fs::lchown(path, Some(uid), Some(gid))
+                    .map_err(SpawnError::Failed)?;
+            }
+        }
+        let [stdin, stdout, stderr] = stdio;
+        let mut command = runsc_command(
+            &self.target,
+            self.keeper,
+            &self.target.exec_argv(&process, &pid_file, &error_log),
+        )
+        .map_err(SpawnError::Failed)?;
+        command
+            .stdin(Stdio::from(stdin))
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::from(stderr));
+        let mut runsc = command.spawn().map_err(SpawnError::Failed)?;
+        drop(command);
+        // The pid file is written once the process runs; runsc ending first without
+        // it means it could not start the command.
+        let end = Instant::now() + START_WAIT;
+        let (pid, failed) = loop {
+            if let Some(pid) = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok())
+            {
+                break (pid, None);
+            }
+            match runsc.try_wait() {
+                Ok(Some(_)) => {
+                    // A pid file written just before runsc ended.
+                    if let Some(pid) = std::fs::read_to_string(&pid_file)
+                        .ok()
+                        .and_then(|t| t.trim().parse::<i32>().ok())
+                    {
+                        break (pid, None);
+                    }
+                    let message = std::fs::read_to_string(&error_log)
+                        .ok()
+                        .and_then(|log| error_message(&log))
+                        .unwrap_or_default();
+                    if message.contains("cannot load") || message.contains("loading sandbox") {
+                        return Err(SpawnError::Gone);
+                    }
+                    break (0, Some(start_errno(&message)));
+                }
+                Ok(None) if Instant::now() < end => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Ok(None) | Err(_) => {
+                    let _ = runsc.kill();
+                    let _ = runsc.wait();
+                    return Err(SpawnError::Failed(std::io::Error::other(format!(
+                        "runsc exec did not start the command within {}s",
+                        START_WAIT.as_secs()
+                    ))));
+                }
+            }
+        };
+        if failed.is_none() {
+            self.recorder.gvisor_started(pid, argv, cwd);
+        }
+        Ok(Started {
+            id,
+            pid,
+            runsc,
+            failed,
+            target: Arc::clone(&self.target),
+            keeper: self.keeper,
+            recorder: self.recorder.clone(),
+            dir,
+        })
+    }
+
+    /// A new private folder for command `id` (0700, ours until handed to runsc's
+    /// user), with a name nobody can guess and claim first.
+    fn exec_dir(&self, id: u64) -> std::io::Result<ExecDir> {
+        let salt = vg_backend::gvisor::random_hex()?;
+        let dir = std::env::temp_dir().join(format!(
+            "vectraguard-gvisor-exec-{}-{id}-{salt}",
+            std::process::id()
+        ));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        Ok(ExecDir(dir))
+    }
+}
+
+/// runsc with `argv`, as its user and, for the mediated network, in the keeper's
+/// namespaces, with a clean environment.
+fn runsc_command(target: &ExecTarget, keeper: i32, argv: &[String]) -> std::io::Result<Command> {
+    use std::os::unix::process::CommandExt;
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| std::io::Error::other("no runsc command"))?;
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .current_dir("/");
+    if let Some((uid, gid)) = target.run_as {
+        command.uid(uid).gid(gid);
+    }
+    if target.keeper_namespaces {
+        vg_sandbox::runtime::in_keeper_namespaces(&mut command, keeper)?;
+    }
+    Ok(command)
+}
+
+impl Started {
+    pub(super) fn signaller(&self) -> Signaller {
+        Signaller {
+            pid: self.pid,
+            target: Arc::clone(&self.target),
+            keeper: self.keeper,
+        }
+    }
+
+    /// Waits until it ends; `None` when the sandbox ended first.
+    pub(super) fn wait(mut self) -> Option<Termination> {
+        let code = self.runsc.wait().ok().and_then(|s| s.code());
+        if let Some(errno) = self.failed {
+            return Some(Termination::ExecFailed(errno));
+        }
+        let status = self.recorder.gvisor_status(self.pid, STATUS_WAIT);
+        let _ = &self.dir;
+        match (status, code) {
+            (Some(status), _) if libc::WIFSIGNALED(status) => {
+                Some(Termination::Signalled(libc::WTERMSIG(status)))
+            }
+            (Some(status), _) => Some(Termination::Exited(libc::WEXITSTATUS(status))),
+            // No exit point: the sandbox ended under the command (runsc could not
+            // wait for it), or the point was dropped; runsc's code is then all we
+            // have, and its 128 + N is said as it is.
+            (None, Some(code)) if !self.sandbox_gone() => Some(Termination::Exited(code)),
+            (None, _) => None,
+        }
+    }
+
+    /// Whether runsc failed to wait because the sandbox is gone.
+    fn sandbox_gone(&self) -> bool {
+        std::fs::read_to_string(self.dir.0.join("error.log"))
+            .ok()
+            .and_then(|log| error_message(&log))
+            .is_some()
+    }
+}
+
+impl Signaller {
+    /// `runsc kill` of the command's process and every process it started (runsc
+    /// signals no process group; natively, the signal goes to the command's).
+    pub(super) fn signal(&self, signal: i32) -> std::io::Result<()> {
+        if self.pid <= 0 {
+            return Ok(());
+        }
+        let table = runsc_command(&self.target, self.keeper, &self.target.ps_argv())?
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()?;
+        let procs = processes(&String::from_utf8_lossy(&table.stdout));
+        let tree = descendants(&procs, self.pid);
+        let mut result = Ok(());
+        for (pid, signal) in signal_steps(&tree, signal) {
+            let status = runsc_command(
+                &self.target,
+                self.keeper,
+                &self.target.kill_argv(pid, signal),
+            )?
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+            // The command itself must get it; a child may have ended meanwhile.
+            if !status.success() && pid == self.pid {
+                result = Err(std::io::Error::other(format!(
+                    "runsc kill of pid {pid} ended with {status}"
+                )));
+            }
+        }
+        result
+    }
+}
+
+/// The `runsc kill`s that give `signal` to a command's `tree` (parents before
+/// children) as a process group's signal would reach it all at once (pure):
+/// runsc's signal does not reach a process once its parent ended and gVisor gave
+/// it to the first process (`signalProcess` finds it, and the signal has no
+/// effect), and a parent that outlived its children for a moment would run on.
+/// So: every process stopped, parents first; the signal, children first; every
+/// process continued, children first (a parent continued first would end and
+/// leave its children stopped where no signal reaches them). A stop or continue signal itself is sent as
+/// it is, children first.
+fn signal_steps(tree: &[i32], signal: i32) -> Vec<(i32, i32)> {
+    let jobs = [
+        libc::SIGSTOP,
+        libc::SIGTSTP,
+        libc::SIGTTIN,
+        libc::SIGTTOU,
+        libc::SIGCONT,
+    ];
+    if jobs.contains(&signal) || tree.len() < 2 {
+        return tree.iter().rev().map(|&pid| (pid, signal)).collect();
+    }
+    let stop = tree.iter().map(|&pid| (pid, libc::SIGSTOP));
+    let deliver = tree.iter().rev().map(|&pid| (pid, signal));
+    let cont = tree.iter().rev().map(|&pid| (pid, libc::SIGCONT));
+    stop.chain(deliver).chain(cont).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_is_stopped_signalled_from_its_leaves_and_continued() {
+        assert_eq!(
+            signal_steps(&[5, 6, 7], libc::SIGTERM),
+            [
+                (5, libc::SIGSTOP),
+                (6, libc::SIGSTOP),
+                (7, libc::SIGSTOP),
+                (7, libc::SIGTERM),
+                (6, libc::SIGTERM),
+                (5, libc::SIGTERM),
+                (7, libc::SIGCONT),
+                (6, libc::SIGCONT),
+                (5, libc::SIGCONT),
+            ]
+        );
+        assert_eq!(signal_steps(&[5], libc::SIGINT), [(5, libc::SIGINT)]);
+        assert_eq!(
+            signal_steps(&[5, 6], libc::SIGTSTP),
+            [(6, libc::SIGTSTP), (5, libc::SIGTSTP)]
+        );
+    }
+}
