@@ -10,6 +10,7 @@ mod dns_socket;
 mod flow;
 pub(crate) mod fuzz;
 mod inspect;
+mod pool;
 mod relay;
 
 use std::collections::{HashMap, HashSet};
@@ -31,6 +32,7 @@ use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, IpListenEndpoint};
 use vg_policy::network::OwnAddresses;
 
 use self::flow::{Flow, FlowKey};
+use self::pool::SocketPool;
 use crate::PolicyHandle;
 use crate::addr;
 use crate::book::Book;
@@ -137,6 +139,8 @@ struct Stack {
     /// Sockets of ended flows, removed after the stack had a chance to send their
     /// last segment (a FIN's ACK or a reset), with their buffer grant.
     retired: Vec<(SocketHandle, usize)>,
+    /// Closed sockets of ended flows, their rings reused by the next flows.
+    spare_sockets: SocketPool,
     /// What the open flows' stack buffers may take together.
     budget: BufferBudget,
     book: Book,
@@ -227,6 +231,7 @@ impl Stack {
             by_key: HashMap::new(),
             next_id: 1,
             retired: Vec::new(),
+            spare_sockets: SocketPool::default(),
             budget: BufferBudget::new(budget::TOTAL),
             book: Book::default(),
             policy,
@@ -297,8 +302,11 @@ impl Stack {
             self.iface.poll(now(), &mut self.device, &mut self.sockets);
             self.device.flush();
             for (handle, buffers) in self.retired.drain(..) {
-                self.sockets.remove(handle);
+                let gone = self.sockets.remove(handle);
                 self.budget.release(buffers);
+                if let smoltcp::socket::Socket::Tcp(socket) = gone {
+                    self.spare_sockets.put(buffers, socket);
+                }
             }
             self.serve_dns();
             if !self.pump_flows() {

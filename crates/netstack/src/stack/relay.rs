@@ -57,10 +57,7 @@ impl Stack {
             }
         }
         flow.stream.set_nodelay();
-        let mut socket = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; flow.buffers]),
-            tcp::SocketBuffer::new(vec![0; flow.buffers]),
-        );
+        let mut socket = self.spare_sockets.take(flow.buffers);
         socket.set_nagle_enabled(false);
         socket.set_ack_delay(None);
         let listen = IpListenEndpoint {
