@@ -45,6 +45,8 @@ pub(super) struct Started {
     pub id: u64,
     /// Its pid inside the sandbox (0: it could not be started).
     pub pid: i32,
+    /// The record's mark taken before it was started: only a later exit is its.
+    since: u64,
     runsc: Child,
     /// Why it could not be started (as `Termination::ExecFailed` says it).
     failed: Option<i32>,
@@ -139,6 +141,7 @@ impl Starter {
             .stdin(Stdio::from(stdin))
             .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(stderr));
+        let since = self.recorder.gvisor_mark();
         let mut runsc = command.spawn().map_err(SpawnError::Failed)?;
         drop(command);
         // The pid file is written once the process runs; runsc ending first without
@@ -183,11 +186,12 @@ impl Starter {
             }
         };
         if failed.is_none() {
-            self.recorder.gvisor_started(pid, argv, cwd);
+            self.recorder.gvisor_started(pid, argv, cwd, since);
         }
         Ok(Started {
             id,
             pid,
+            since,
             runsc,
             failed,
             target: Arc::clone(&self.target),
@@ -247,7 +251,10 @@ impl Started {
         if let Some(errno) = self.failed {
             return Some(Termination::ExecFailed(errno));
         }
-        let status = self.recorder.gvisor_status(self.pid, STATUS_WAIT);
+        let status = self
+            .recorder
+            .gvisor_status(self.pid, self.since, STATUS_WAIT)
+            .filter(|status| agrees(*status, code));
         let _ = &self.dir;
         match (status, code) {
             (Some(status), _) if libc::WIFSIGNALED(status) => {
@@ -269,6 +276,18 @@ impl Started {
             .and_then(|log| error_message(&log))
             .is_some()
     }
+}
+
+/// Whether the wait status gVisor reported agrees with runsc's own exit `code`
+/// (a signal N said as 128 + N): the status only tells apart what runsc's code
+/// cannot, and is never taken over it (pure).
+fn agrees(status: i32, code: Option<i32>) -> bool {
+    let said = if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        libc::WEXITSTATUS(status)
+    };
+    code.is_none_or(|code| code == said)
 }
 
 impl Signaller {
@@ -335,6 +354,19 @@ fn signal_steps(tree: &[i32], signal: i32) -> Vec<(i32, i32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gvisor_s_status_is_taken_only_where_runsc_s_code_agrees() {
+        let signalled = |n: i32| n; // a wait status of signal n
+        let exited = |code: i32| code << 8;
+        assert!(agrees(signalled(libc::SIGTERM), Some(143)));
+        assert!(agrees(exited(143), Some(143)));
+        assert!(agrees(exited(0), Some(0)));
+        assert!(agrees(exited(3), None));
+        // A former process's status under the same pid.
+        assert!(!agrees(exited(42), Some(0)));
+        assert!(!agrees(signalled(libc::SIGKILL), Some(0)));
+    }
 
     #[test]
     fn a_tree_is_stopped_signalled_from_its_leaves_and_continued() {
