@@ -268,6 +268,30 @@ fn a_command_s_time_out_ends_it_and_what_it_started_and_the_sandbox_serves_on() 
     });
 }
 
+/// A command that keeps forking while its time-out is sent: runsc signals one
+/// process at a time, after one `runsc ps`, so a child forked between that table
+/// and its parent's stop was left running. Natively the process group's signal
+/// reaches it.
+#[test]
+fn a_time_out_reaches_children_forked_while_it_is_sent() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &["--timeout", "1s"]);
+        for _ in 0..3 {
+            let out = sandbox.exec(&["sh", "-c", "while :; do sleep 1000 & sleep 0.05; done"]);
+            out.assert_code(124);
+            let mut ps = sandbox.exec(&["ps", "-eo", "pid=,ppid=,args="]);
+            let gone = wait_until(Duration::from_secs(5), || {
+                ps = sandbox.exec(&["ps", "-eo", "pid=,ppid=,args="]);
+                ps.code() == Some(0) && !ps.stdout.contains("sleep 1000")
+            });
+            assert!(gone, "{ps}");
+        }
+        sandbox.exec(&["true"]).assert_success();
+    });
+}
+
 #[test]
 fn an_idle_gvisor_sandbox_stops_itself_and_a_terminal_is_refused_naming_the_fix() {
     each_identity(|runner| {

@@ -297,23 +297,28 @@ impl Signaller {
         if self.pid <= 0 {
             return Ok(());
         }
-        let table = runsc_command(&self.target, self.keeper, &self.target.ps_argv())?
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output()?;
-        let procs = processes(&String::from_utf8_lossy(&table.stdout));
-        let tree = descendants(&procs, self.pid);
+        let mut tree = self.tree()?;
+        if !is_job_control(signal) {
+            // Stopped, the tree is only known once no process of it runs: one
+            // forked between `runsc ps` and its parent's stop is in the next table,
+            // never left running past the signal (a time-out's SIGKILL).
+            let mut stopped = Vec::new();
+            for _ in 0..STOP_ROUNDS {
+                let fresh = unstopped(&tree, &stopped);
+                if fresh.is_empty() {
+                    break;
+                }
+                for pid in fresh {
+                    // A process may end meanwhile: only the command's own stop counts.
+                    self.kill(pid, libc::SIGSTOP)?;
+                    stopped.push(pid);
+                }
+                tree = self.tree()?;
+            }
+        }
         let mut result = Ok(());
         for (pid, signal) in signal_steps(&tree, signal) {
-            let status = runsc_command(
-                &self.target,
-                self.keeper,
-                &self.target.kill_argv(pid, signal),
-            )?
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()?;
+            let status = self.kill(pid, signal)?;
             // The command itself must get it; a child may have ended meanwhile.
             if !status.success() && pid == self.pid {
                 result = Err(std::io::Error::other(format!(
@@ -323,32 +328,71 @@ impl Signaller {
         }
         result
     }
+
+    /// The command's process and every process it started, from `runsc ps`.
+    fn tree(&self) -> std::io::Result<Vec<i32>> {
+        let table = runsc_command(&self.target, self.keeper, &self.target.ps_argv())?
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()?;
+        let procs = processes(&String::from_utf8_lossy(&table.stdout));
+        Ok(descendants(&procs, self.pid))
+    }
+
+    fn kill(&self, pid: i32, signal: i32) -> std::io::Result<std::process::ExitStatus> {
+        runsc_command(
+            &self.target,
+            self.keeper,
+            &self.target.kill_argv(pid, signal),
+        )?
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+    }
 }
 
-/// The `runsc kill`s that give `signal` to a command's `tree` (parents before
-/// children) as a process group's signal would reach it all at once (pure):
-/// runsc's signal does not reach a process once its parent ended and gVisor gave
-/// it to the first process (`signalProcess` finds it, and the signal has no
-/// effect), and a parent that outlived its children for a moment would run on.
-/// So: every process stopped, parents first; the signal, children first; every
-/// process continued, children first (a parent continued first would end and
-/// leave its children stopped where no signal reaches them). A stop or continue signal itself is sent as
-/// it is, children first.
-fn signal_steps(tree: &[i32], signal: i32) -> Vec<(i32, i32)> {
-    let jobs = [
+/// How many times the tree is looked at again for processes started before their
+/// parent was stopped: each time, every process known is stopped, so only one a
+/// process forked just before its stop is new; a bound, should that not settle.
+const STOP_ROUNDS: usize = 64;
+
+/// The processes of `tree` not yet in `stopped`, parents first (pure).
+fn unstopped(tree: &[i32], stopped: &[i32]) -> Vec<i32> {
+    tree.iter()
+        .copied()
+        .filter(|pid| !stopped.contains(pid))
+        .collect()
+}
+
+/// A stop or continue signal, sent as it is.
+fn is_job_control(signal: i32) -> bool {
+    [
         libc::SIGSTOP,
         libc::SIGTSTP,
         libc::SIGTTIN,
         libc::SIGTTOU,
         libc::SIGCONT,
-    ];
-    if jobs.contains(&signal) || tree.len() < 2 {
+    ]
+    .contains(&signal)
+}
+
+/// The `runsc kill`s that give `signal` to a command's `tree` (parents before
+/// children), every process of it already stopped, as a process group's signal
+/// would reach it all at once (pure): runsc's signal does not reach a process
+/// once its parent ended and gVisor gave it to the first process (`signalProcess`
+/// finds it, and the signal has no effect), and a parent that outlived its
+/// children for a moment would run on. So: the signal, children first; every
+/// process continued, children first (a parent continued first would end and
+/// leave its children stopped where no signal reaches them). A stop or continue
+/// signal itself is sent as it is, children first, to a tree not stopped.
+fn signal_steps(tree: &[i32], signal: i32) -> Vec<(i32, i32)> {
+    if is_job_control(signal) {
         return tree.iter().rev().map(|&pid| (pid, signal)).collect();
     }
-    let stop = tree.iter().map(|&pid| (pid, libc::SIGSTOP));
     let deliver = tree.iter().rev().map(|&pid| (pid, signal));
     let cont = tree.iter().rev().map(|&pid| (pid, libc::SIGCONT));
-    stop.chain(deliver).chain(cont).collect()
+    deliver.chain(cont).collect()
 }
 
 #[cfg(test)]
@@ -369,13 +413,10 @@ mod tests {
     }
 
     #[test]
-    fn a_tree_is_stopped_signalled_from_its_leaves_and_continued() {
+    fn a_stopped_tree_is_signalled_from_its_leaves_and_continued() {
         assert_eq!(
             signal_steps(&[5, 6, 7], libc::SIGTERM),
             [
-                (5, libc::SIGSTOP),
-                (6, libc::SIGSTOP),
-                (7, libc::SIGSTOP),
                 (7, libc::SIGTERM),
                 (6, libc::SIGTERM),
                 (5, libc::SIGTERM),
@@ -384,10 +425,26 @@ mod tests {
                 (5, libc::SIGCONT),
             ]
         );
-        assert_eq!(signal_steps(&[5], libc::SIGINT), [(5, libc::SIGINT)]);
+        // A lone process was stopped too: it is continued after the signal.
+        assert_eq!(
+            signal_steps(&[5], libc::SIGINT),
+            [(5, libc::SIGINT), (5, libc::SIGCONT)]
+        );
         assert_eq!(
             signal_steps(&[5, 6], libc::SIGTSTP),
             [(6, libc::SIGTSTP), (5, libc::SIGTSTP)]
         );
+        assert!(is_job_control(libc::SIGCONT));
+        assert!(!is_job_control(libc::SIGKILL));
+    }
+
+    #[test]
+    fn a_process_forked_before_its_parent_stopped_is_stopped_in_the_next_round() {
+        assert_eq!(unstopped(&[5, 6], &[]), [5, 6]);
+        // 8 was forked by 6 between `runsc ps` and 6's stop.
+        assert_eq!(unstopped(&[5, 6, 8], &[5, 6]), [8]);
+        assert_eq!(unstopped(&[5, 6, 8], &[5, 6, 8]), Vec::<i32>::new());
+        // One that ended meanwhile is simply no longer in the table.
+        assert_eq!(unstopped(&[5, 8], &[5, 6, 8]), Vec::<i32>::new());
     }
 }
