@@ -33,6 +33,12 @@ fn main() {
     {
         vg_sandbox::engine_init::main(&args);
     }
+    // A gVisor command's terminal (`-t`): a terminal of gVisor's own, made inside.
+    if args.first().map(std::ffi::OsString::as_os_str)
+        == Some(vg_sandbox::gvisor_terminal::MODE.as_ref())
+    {
+        vg_sandbox::gvisor_terminal::main(&args);
+    }
     // A persistent gVisor sandbox's first process (`--backend gvisor`): it only
     // keeps the sandbox, inside gVisor, until runsc is told to end it.
     if args.first().map(std::ffi::OsString::as_os_str)

@@ -244,6 +244,7 @@ pub fn main(args: &[OsString]) -> ! {
                 envp: &envp,
                 path_dirs: &path_dirs,
                 cwd: None,
+                keep_session: false,
             };
             exec_command(&exec, err_w, [0, 1, 2], false)
         }

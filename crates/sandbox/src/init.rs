@@ -239,6 +239,7 @@ fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::Owned
                 envp: &p.envp,
                 path_dirs: &p.path_dirs,
                 cwd: None,
+                keep_session: false,
             };
             exec_command(&exec, err_w, stdio, tty.is_some())
         }
@@ -330,6 +331,9 @@ pub(crate) struct Exec<'a> {
     /// The working directory to change to first (a persistent sandbox's command);
     /// `None`: init's own (the workdir).
     pub cwd: Option<&'a CString>,
+    /// Stay in the caller's session, whose terminal the caller already made this
+    /// process's (gVisor's terminal relay); otherwise a new session.
+    pub keep_session: bool,
 }
 
 /// Passes a signal init was sent on as a terminal would: to the command's whole
@@ -374,7 +378,9 @@ pub(crate) fn exec_command(
     if let Err(e) = sys::prctl(libc::PR_SET_DUMPABLE, 1, 0) {
         fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EPERM));
     }
-    if let Err(e) = sys::setsid() {
+    if !exec.keep_session
+        && let Err(e) = sys::setsid()
+    {
         fail(&mut err_w, e.raw_os_error().unwrap_or(libc::EPERM));
     }
     for (target, &source) in stdio.iter().enumerate() {
@@ -394,7 +400,10 @@ pub(crate) fn exec_command(
             }
         }
     }
-    if tty && let Err(e) = sys::set_controlling_terminal() {
+    if tty
+        && !exec.keep_session
+        && let Err(e) = sys::set_controlling_terminal()
+    {
         fail(&mut err_w, e.raw_os_error().unwrap_or(libc::ENOTTY));
     }
     // Only 0-2 survive the exec (our error pipe closes itself on success).

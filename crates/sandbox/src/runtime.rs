@@ -647,6 +647,7 @@ fn start_child(
         envp: &p.envp,
         path_dirs: &[],
         cwd: main.then_some(&p.cwd),
+        keep_session: false,
     };
     exec_command(&exec, err_w, stdio, false)
 }

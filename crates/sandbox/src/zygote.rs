@@ -253,6 +253,7 @@ fn start(
                 envp: env,
                 path_dirs: &path_dirs,
                 cwd: Some(cwd),
+                keep_session: false,
             };
             crate::init::exec_command(&exec, err_w, raw, tty)
         }

@@ -702,11 +702,12 @@ type GvisorStart = (
     Option<vg_backend::gvisor::exec::ExecTarget>,
 );
 
-/// A persistent gVisor sandbox's first process (`vg_backend::gvisor::exec`): this
-/// program in its pause mode, as a user of its own, through the host's loader
-/// with its files bound read-only under `/.vectraguard/` (an image has none of
-/// them), as a container's recording init is.
-fn gvisor_pause(user: (u32, u32)) -> Result<GvisorPause> {
+/// This program run inside gVisor with `args`: through the host's loader with its
+/// files bound read-only under `/.vectraguard/` (an image has none of them), as a
+/// container's recording init is. For a persistent sandbox's first process
+/// (`vg_backend::gvisor::exec`) and a command's terminal
+/// (`vg_sandbox::gvisor_terminal`).
+fn gvisor_own_program(args: &[String]) -> Result<OwnProgram> {
     use vg_backend::engine::{INIT_LIB, INIT_PROGRAM};
     let files = vg_sandbox::engine_init::host_files().map_err(|e| {
         anyhow::anyhow!(
@@ -737,19 +738,14 @@ fn gvisor_pause(user: (u32, u32)) -> Result<GvisorPause> {
         argv.extend(["--inhibit-cache", "--library-path", INIT_LIB].map(String::from));
     }
     argv.push(INIT_PROGRAM.to_owned());
-    argv.push(vg_backend::gvisor::exec::PAUSE_MODE.to_owned());
-    Ok(GvisorPause {
-        argv,
-        user: vg_backend::gvisor::exec::pause_identity(user),
-        binds,
-    })
+    argv.extend(args.iter().cloned());
+    Ok(OwnProgram { argv, binds })
 }
 
-/// A persistent gVisor sandbox's first process: its command line, its user inside
-/// and the read-only binds of its files.
-struct GvisorPause {
+/// This program inside gVisor: its command line and the read-only binds of its
+/// files.
+struct OwnProgram {
     argv: Vec<String>,
-    user: (u32, u32),
     binds: Vec<vg_policy::MountOp>,
 }
 
@@ -783,14 +779,23 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
                 "--backend gvisor: a persistent sandbox needs its execs recorded (its commands' ends come from gVisor's trace points); record execs, or use --backend native"
             );
         }
-        let pause = gvisor_pause((uid, gid))?;
+        let pause = gvisor_own_program(&[vg_backend::gvisor::exec::PAUSE_MODE.to_owned()])?;
+        let user = vg_backend::gvisor::exec::pause_identity((uid, gid));
         process.argv = pause.argv;
         process.env = Vec::new();
         process.cwd = "/".into();
-        (process.uid, process.gid) = pause.user;
+        (process.uid, process.gid) = user;
         process.terminal = false;
         view.to_mut().ops.extend(pause.binds);
-        pause_user = Some(pause.user);
+        pause_user = Some(user);
+    } else if spec.tty {
+        // runsc's terminal is a host one that programs inside do not take for
+        // theirs: the command gets one of gVisor's devpts from our relay.
+        let mut args = vec![vg_sandbox::gvisor_terminal::MODE.to_owned()];
+        args.extend(spec.argv.iter().cloned());
+        let relay = gvisor_own_program(&args)?;
+        process.argv = relay.argv;
+        view.to_mut().ops.extend(relay.binds);
     }
     // Started as root, runsc runs as the identity the native sandbox would take:
     // neither the sentry nor its file proxy is ever root on the host.

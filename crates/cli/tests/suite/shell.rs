@@ -255,7 +255,8 @@ fn an_interactive_shell_runs_commands_resizes_and_keeps_ctrl_c_inside() {
 
 /// `sandbox shell --backend gvisor`: the terminal is one runsc makes and sends to
 /// its console socket; the keeper passes its master side to `vectraguard`, which
-/// relays and records it as natively.
+/// relays and records it as natively. Inside, the command's terminal is one of
+/// gVisor's devpts that our relay serves (`vg_sandbox::gvisor_terminal`).
 #[test]
 fn a_gvisor_shell_runs_on_gvisors_kernel_keeps_ctrl_c_inside_and_is_recorded() {
     if !require_tools(&[TMUX, BASH, ("/usr/bin/runsc", "runsc")]) {
@@ -289,6 +290,11 @@ fn a_gvisor_shell_runs_on_gvisors_kernel_keeps_ctrl_c_inside_and_is_recorded() {
             host_kernel.trim(),
             "the host kernel answered\n{screen}"
         );
+        // A terminal of gVisor's own: programs take it for theirs (runsc's host
+        // terminal had no name there: `tty` said "not a tty").
+        t.line("echo tty-is-$(tty 2>&1)");
+        let screen = t.wait_for("tty-is-/");
+        assert!(screen.contains("tty-is-/dev/pts/"), "{screen}");
         // The terminal's size reaches the sandbox, and so does a resize.
         t.line("stty size");
         t.wait_for("30 100");

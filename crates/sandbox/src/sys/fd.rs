@@ -46,8 +46,30 @@ pub fn peer_closed(fd: BorrowedFd<'_>) -> bool {
 /// Marks every descriptor from `first` up close-on-exec.
 pub fn cloexec_from(first: c_uint) -> io::Result<()> {
     // SAFETY: close_range takes integers; CLOSE_RANGE_CLOEXEC (4) only sets flags.
-    check_long(unsafe { libc::syscall(libc::SYS_close_range, first, c_uint::MAX, 4 as c_uint) })
-        .map(drop)
+    match check_long(unsafe {
+        libc::syscall(libc::SYS_close_range, first, c_uint::MAX, 4 as c_uint)
+    }) {
+        Ok(_) => Ok(()),
+        // gVisor's kernel (runsc 20221219) knows close_range without its
+        // CLOSE_RANGE_CLOEXEC flag: each open descriptor, as /proc names them.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => {
+            let open: Vec<c_int> = std::fs::read_dir("/proc/self/fd")?
+                .flatten()
+                .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+                .filter(|fd| u32::try_from(*fd).is_ok_and(|fd| fd >= first))
+                .collect();
+            for fd in open {
+                // SAFETY: F_SETFD with an integer flag on a descriptor number; a
+                // number closed meanwhile (the directory's own) fails with EBADF.
+                let ret = unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+                if ret == -1 && io::Error::last_os_error().raw_os_error() != Some(libc::EBADF) {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// A connected pair of `AF_UNIX` datagram-preserving sockets (close-on-exec).

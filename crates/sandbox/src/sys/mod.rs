@@ -48,8 +48,8 @@ pub use pidfd::{
     pidns_tgid,
 };
 pub use process::{
-    clone_fork, execve, exit_now, fork, kill, loaded_objects, prctl, raise_open_files_limit,
-    read_process_memory, sethostname, setrlimit, setsid, unshare, waitpid,
+    clone_fork, execve, exit_now, fork, kill, loaded_objects, new_process_group, prctl,
+    raise_open_files_limit, read_process_memory, sethostname, setrlimit, setsid, unshare, waitpid,
 };
 pub use ptrace::{ptrace_detach, ptrace_interrupt, ptrace_seize_exec};
 pub use seccomp::{
@@ -61,8 +61,9 @@ pub use signal::{
     reset_signal_dispositions, sigmask_block, sigmask_set, sigset, sigtimedwait, sigwait,
 };
 pub use tty::{
-    get_winsize, is_terminal, open_pty, raw_termios, set_controlling_terminal, set_winsize,
-    spawn_terminal_guardian, tcflow_resume, tcgetattr, tcsetattr,
+    foreground_group, get_winsize, is_terminal, open_pty, raw_termios, set_controlling_terminal,
+    set_foreground_group, set_winsize, spawn_terminal_guardian, take_controlling_terminal,
+    tcflow_resume, tcgetattr, tcsetattr,
 };
 
 fn check(ret: c_int) -> io::Result<c_int> {

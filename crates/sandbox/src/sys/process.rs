@@ -72,6 +72,12 @@ pub fn setsid() -> io::Result<()> {
     check(unsafe { libc::setsid() }).map(drop)
 }
 
+/// `setpgid(0, 0)`: this process leads a new process group.
+pub fn new_process_group() -> io::Result<()> {
+    // SAFETY: setpgid takes two integers.
+    check(unsafe { libc::setpgid(0, 0) }).map(drop)
+}
+
 /// Replaces the process image. Returns only on failure.
 pub fn execve(path: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
     let mut a: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();

@@ -23,15 +23,58 @@ pub fn open_pty() -> io::Result<(OwnedFd, OwnedFd)> {
     // SAFETY: TIOCSPTLCK reads one int from a live local.
     check(unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock) })?;
     // SAFETY: TIOCGPTPEER takes open flags by value and returns a new descriptor.
-    let slave = check(unsafe {
+    let slave = match check(unsafe {
         libc::ioctl(
             master.as_raw_fd(),
             libc::TIOCGPTPEER,
             libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
         )
-    })?;
+    }) {
+        Ok(slave) => slave,
+        // gVisor's kernel (runsc 20221219) has no TIOCGPTPEER: the slave by its
+        // number in the same devpts.
+        Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => {
+            let mut number: libc::c_uint = 0;
+            // SAFETY: TIOCGPTN writes one unsigned int into a live local.
+            check(unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut number) })?;
+            let path = std::ffi::CString::new(format!("/dev/pts/{number}"))
+                .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+            // SAFETY: a live C string and flags.
+            check(unsafe {
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+                )
+            })?
+        }
+        Err(e) => return Err(e),
+    };
     // SAFETY: the kernel just returned this descriptor.
     Ok((master, unsafe { OwnedFd::from_raw_fd(slave) }))
+}
+
+/// The foreground process group of the terminal whose master (or replica) is `fd`
+/// (`TIOCGPGRP`).
+pub fn foreground_group(fd: BorrowedFd<'_>) -> io::Result<pid_t> {
+    let mut group: pid_t = 0;
+    // SAFETY: TIOCGPGRP writes one pid_t into a live local.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGPGRP, &mut group) })?;
+    Ok(group)
+}
+
+/// Makes `group` the foreground process group of the terminal `fd` (`TIOCSPGRP`).
+pub fn set_foreground_group(fd: BorrowedFd<'_>, group: pid_t) -> io::Result<()> {
+    // SAFETY: TIOCSPGRP reads one pid_t from a live local.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSPGRP, &group) }).map(drop)
+}
+
+/// Makes the terminal `fd` this session's controlling terminal (`TIOCSCTTY`),
+/// after giving up the one it had (`TIOCNOTTY` on `old`, errors ignored).
+pub fn take_controlling_terminal(old: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: TIOCNOTTY takes no argument.
+    let _ = unsafe { libc::ioctl(old.as_raw_fd(), libc::TIOCNOTTY) };
+    // SAFETY: TIOCSCTTY with the integer argument 0 (do not steal).
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSCTTY, 0) }).map(drop)
 }
 
 /// Makes the terminal on fd 0 the controlling terminal of this (new) session.

@@ -1,0 +1,317 @@
+//! The terminal of a command run on gVisor with `-t` (`sandbox run -t`, `sandbox
+//! shell`): a terminal of gVisor's own devpts, made inside the sandbox by this
+//! program as the sandbox's first process, started in [`MODE`].
+//!
+//! Why: runsc's `--console-socket` terminal is a host pseudo-terminal that the
+//! sentry imports as a host file. Programs inside do not take it for a terminal
+//! of theirs: it has no name (`ttyname` finds no `/dev/pts/N` for it, so `tty`
+//! says "not a tty"), it is nobody's controlling terminal (`ps` shows `?`, no job
+//! control), and `/proc/self/fd` cannot name it. So the first process opens a
+//! pseudo-terminal of gVisor's devpts, starts the command on its replica as the
+//! leader of a new session with it as the controlling terminal, and relays bytes
+//! between runsc's terminal (put in raw mode: one line discipline, the inner one)
+//! and the inner master, the window size included. It passes the signals it is
+//! sent to the command as init does, and ends with the command's status.
+
+use std::ffi::{CString, OsString};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::time::Duration;
+
+use crate::init::{Exec, exec_command};
+use crate::spec::FORWARDED_SIGNALS;
+use crate::sys;
+
+/// The first argument that starts this program as the relay; the command follows.
+pub const MODE: &str = "__vectraguard-gvisor-terminal";
+
+/// How often the relay looks for a new window size on runsc's terminal (the
+/// sentry delivers no SIGWINCH for a host terminal).
+const RESIZE_POLL: Duration = Duration::from_millis(200);
+
+/// How long output may still come once the command ended (a process it left
+/// holds the terminal open).
+const DRAIN: Duration = Duration::from_millis(300);
+
+fn fail(step: &str, e: &dyn std::fmt::Display) -> ! {
+    let _ = writeln!(
+        std::io::stderr(),
+        "vectraguard: the terminal inside gVisor: cannot {step}: {e}"
+    );
+    sys::exit_now(125)
+}
+
+fn cstrings(items: impl Iterator<Item = OsString>) -> Vec<CString> {
+    items
+        .map(|s| CString::new(s.into_vec()).unwrap_or_else(|e| fail("read the command", &e)))
+        .collect()
+}
+
+/// Runs the command `args` (after [`MODE`]) on a terminal of gVisor's devpts;
+/// never returns.
+pub fn main(args: &[OsString]) -> ! {
+    let argv = cstrings(args.iter().skip(1).cloned());
+    if argv.is_empty() {
+        fail("read the command", &"none given");
+    }
+    let envp = cstrings(std::env::vars_os().map(|(k, v)| {
+        let mut kv = k.into_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        OsString::from_vec(kv)
+    }));
+    let path = std::env::var_os("PATH")
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    let path_dirs = cstrings(
+        path.as_bytes()
+            .split(|b| *b == b':')
+            .filter(|d| !d.is_empty())
+            .map(|d| OsString::from_vec(d.to_vec())),
+    );
+    // runsc's terminal, our stdio.
+    let stdin = std::io::stdin();
+    let outer = stdin.as_fd();
+    let saved = sys::tcgetattr(outer).unwrap_or_else(|e| fail("read runsc's terminal", &e));
+    let (master, replica) = sys::open_pty().unwrap_or_else(|e| fail("open a terminal", &e));
+    if let Ok(size) = sys::get_winsize(outer) {
+        let _ = sys::set_winsize(master.as_fd(), &size);
+    }
+    // Signals are taken by `sigwait` below; blocked before any thread or child.
+    let mut waited: Vec<libc::c_int> = FORWARDED_SIGNALS.to_vec();
+    waited.push(libc::SIGCHLD);
+    let set = sys::sigset(&waited);
+    // Also SIGTTOU: the child sets the terminal's foreground group from outside it.
+    let mut blocked = waited.clone();
+    blocked.push(libc::SIGTTOU);
+    sys::sigmask_block(&sys::sigset(&blocked)).unwrap_or_else(|e| fail("block signals", &e));
+    // The inner terminal is this session's (runsc made us its leader): the relay
+    // then reads its foreground group, which gVisor tells only a member of the
+    // session whose terminal it is. A hang-up runsc's terminal sends on the way
+    // is taken with the rest.
+    sys::take_controlling_terminal(outer, replica.as_fd())
+        .unwrap_or_else(|e| fail("take the terminal", &e));
+    let (mut err_r, err_w) = std::io::pipe().unwrap_or_else(|e| fail("make a pipe", &e));
+    // SAFETY: this process has one thread (none was started yet), so the child may
+    // do anything before it execs.
+    #[allow(unsafe_code)]
+    let forked = unsafe { sys::fork() };
+    let command = match forked {
+        Ok(Some(pid)) => pid,
+        Ok(None) => {
+            drop(err_r);
+            drop(master);
+            // A process group of its own, in the terminal's foreground.
+            if sys::new_process_group().is_err()
+                || sys::set_foreground_group(replica.as_fd(), std::process::id().cast_signed())
+                    .is_err()
+            {
+                sys::exit_now(125);
+            }
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&replica);
+            let exec = Exec {
+                argv: &argv,
+                envp: &envp,
+                path_dirs: &path_dirs,
+                cwd: None,
+                keep_session: true,
+            };
+            exec_command(&exec, err_w, [fd, fd, fd], true)
+        }
+        Err(e) => fail("fork the command", &e),
+    };
+    drop(err_w);
+    // One line discipline, the inner terminal's: runsc's passes bytes through.
+    let _ = sys::tcsetattr(outer, &sys::raw_termios(&saved));
+    let mut errno = [0u8; 4];
+    if let Ok(4) = err_r.read(&mut errno) {
+        let errno = i32::from_le_bytes(errno);
+        let _ = writeln!(
+            std::io::stderr(),
+            "vectraguard: cannot run {}: {}",
+            String::from_utf8_lossy(argv[0].as_bytes()),
+            std::io::Error::from_raw_os_error(errno.abs())
+        );
+    }
+    drop(err_r);
+    let output = relay(&master, &replica);
+    let status = loop {
+        let sig = match sys::sigwait(&set) {
+            Ok((sig, _)) => sig,
+            Err(_) => sys::exit_now(125),
+        };
+        if sig != libc::SIGCHLD {
+            forward(&replica, command, sig);
+            continue;
+        }
+        if let Some(status) = reap(command) {
+            break status;
+        }
+    };
+    // What the command wrote last, unless something it left holds the terminal.
+    let end = std::time::Instant::now() + DRAIN;
+    while output.as_ref().is_some_and(|t| !t.is_finished()) && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = sys::tcsetattr(outer, &saved);
+    sys::exit_now(crate::engine_init::exit_code(status))
+}
+
+/// Passes a signal on: a terminal's own (interrupt, quit, suspend: runsc sends
+/// them when its host terminal saw the key) to the inner terminal's foreground
+/// process group, where the key would have sent it; the others as init does.
+fn forward(replica: &OwnedFd, command: libc::pid_t, sig: libc::c_int) {
+    if [libc::SIGINT, libc::SIGQUIT, libc::SIGTSTP].contains(&sig)
+        && let Ok(group) = sys::foreground_group(replica.as_fd())
+        && group > 0
+    {
+        let _ = sys::kill(-group, sig);
+        return;
+    }
+    crate::init::forward_signal(command, sig);
+}
+
+/// Reaps what ended; the command's wait status once it did.
+fn reap(command: libc::pid_t) -> Option<i32> {
+    let mut ended = None;
+    while let Ok(Some((pid, status))) = sys::waitpid(-1, libc::WNOHANG) {
+        if pid == command {
+            ended = Some(status);
+        }
+    }
+    ended
+}
+
+/// The signal a key sends to the terminal's foreground process group, under the
+/// terminal's settings `t` (pure): its interrupt, quit and suspend characters with
+/// `ISIG` on.
+fn key_signal(t: &libc::termios, key: u8) -> Option<libc::c_int> {
+    if t.c_lflag & libc::ISIG == 0 {
+        return None;
+    }
+    [
+        (libc::VINTR, libc::SIGINT),
+        (libc::VQUIT, libc::SIGQUIT),
+        (libc::VSUSP, libc::SIGTSTP),
+    ]
+    .into_iter()
+    .find(|&(at, _)| t.c_cc[at] != 0 && t.c_cc[at] == key)
+    .map(|(_, sig)| sig)
+}
+
+/// Writes keys to the inner terminal's master. gVisor's terminal (runsc 20221219)
+/// turns no key into a signal (its line discipline has no `ISIG`): the interrupt,
+/// quit and suspend keys are turned into their signals here, to the foreground
+/// process group, as a terminal does, and not passed on.
+fn write_keys(master: &OwnedFd, replica: &OwnedFd, keys: &[u8]) -> std::io::Result<()> {
+    let mut to = File::from(master.try_clone()?);
+    let mut start = 0;
+    for (i, &key) in keys.iter().enumerate() {
+        let signal = sys::tcgetattr(master.as_fd())
+            .ok()
+            .and_then(|t| key_signal(&t, key));
+        if let Some(signal) = signal {
+            to.write_all(&keys[start..i])?;
+            start = i + 1;
+            if let Ok(group) = sys::foreground_group(replica.as_fd())
+                && group > 0
+            {
+                let _ = sys::kill(-group, signal);
+            }
+        }
+    }
+    to.write_all(&keys[start..])
+}
+
+/// Starts the threads that copy keys in, output out and the window size across;
+/// returns the output's.
+fn relay(master: &OwnedFd, replica: &OwnedFd) -> Option<std::thread::JoinHandle<()>> {
+    let (Ok(keys_to), Ok(out_from), Ok(size_to), Ok(group_of)) = (
+        master.try_clone(),
+        master.try_clone(),
+        master.try_clone(),
+        replica.try_clone(),
+    ) else {
+        fail("share the terminal", &"cannot duplicate its descriptor")
+    };
+    // runsc's terminal: each `File` below takes a duplicate of its own.
+    let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+    let (Ok(keys_from), Ok(out_to), Ok(size_from)) = (
+        stdin.as_fd().try_clone_to_owned(),
+        stdout.as_fd().try_clone_to_owned(),
+        stdin.as_fd().try_clone_to_owned(),
+    ) else {
+        fail("share runsc's terminal", &"cannot duplicate its descriptor")
+    };
+    let _ = std::thread::Builder::new().spawn(move || {
+        let mut from = File::from(keys_from);
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = from.read(&mut buf) {
+            if write_keys(&keys_to, &group_of, &buf[..n]).is_err() {
+                break;
+            }
+        }
+    });
+    let _ = std::thread::Builder::new().spawn(move || {
+        let mut last = None;
+        loop {
+            if let Ok(size) = sys::get_winsize(size_from.as_fd()) {
+                let now = (size.ws_row, size.ws_col);
+                if last != Some(now) {
+                    let _ = sys::set_winsize(size_to.as_fd(), &size);
+                    last = Some(now);
+                }
+            }
+            std::thread::sleep(RESIZE_POLL);
+        }
+    });
+    std::thread::Builder::new()
+        .spawn(move || {
+            let mut from = File::from(out_from);
+            let mut to = File::from(out_to);
+            let mut buf = [0u8; 16 * 1024];
+            // Ends with EIO once no process holds the replica open.
+            while let Ok(n @ 1..) = from.read(&mut buf) {
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        })
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interrupt_quit_and_suspend_keys_signal_only_with_isig() {
+        let mut t: libc::termios = blank_termios();
+        t.c_cc[libc::VINTR] = 3;
+        t.c_cc[libc::VQUIT] = 0x1c;
+        t.c_cc[libc::VSUSP] = 0x1a;
+        assert_eq!(key_signal(&t, 3), None);
+        t.c_lflag |= libc::ISIG;
+        assert_eq!(key_signal(&t, 3), Some(libc::SIGINT));
+        assert_eq!(key_signal(&t, 0x1c), Some(libc::SIGQUIT));
+        assert_eq!(key_signal(&t, 0x1a), Some(libc::SIGTSTP));
+        assert_eq!(key_signal(&t, b'a'), None);
+        // A disabled character (0) is no key.
+        t.c_cc[libc::VINTR] = 0;
+        assert_eq!(key_signal(&t, 0), None);
+    }
+
+    fn blank_termios() -> libc::termios {
+        libc::termios {
+            c_iflag: 0,
+            c_oflag: 0,
+            c_cflag: 0,
+            c_lflag: 0,
+            c_line: 0,
+            c_cc: [0; libc::NCCS],
+            c_ispeed: 0,
+            c_ospeed: 0,
+        }
+    }
+}
