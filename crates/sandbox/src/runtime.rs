@@ -60,6 +60,13 @@ pub struct RuntimeSpec {
     /// runtime's user, [`Self::identity`] or ours) and sends the interface's packet
     /// side first, for [`Sandbox::tun`].
     pub tun: Option<crate::spec::TunConfig>,
+    /// Run the runtime (and its signal commands) in a user and network namespace
+    /// the keeper makes, as for [`Self::tun`], with loopback only when there is no
+    /// TUN interface: what the runtime binds in its network namespace (runsc's
+    /// control socket, an abstract unix socket that checks no caller) is then out
+    /// of reach of the host's other users, who could otherwise run commands in the
+    /// sandbox, unrecorded, signal or destroy it.
+    pub private_network: bool,
     /// The runtime's console socket (`runsc run --console-socket`): the keeper
     /// listens there before starting the runtime, takes the terminal's master side
     /// the runtime sends, and passes it to the supervisor (after the TUN interface)
@@ -119,6 +126,7 @@ struct Prepared {
     stdio: [RawFd; 3],
     command_pid: Option<i32>,
     tun: Option<crate::spec::TunConfig>,
+    private_network: bool,
     console: Option<PathBuf>,
     /// The keeper's end of the socket the TUN and terminal descriptors are sent on.
     notify: Option<std::os::fd::OwnedFd>,
@@ -196,6 +204,7 @@ impl Prepared {
             stdio,
             command_pid: spec.command_pid,
             tun: spec.tun,
+            private_network: spec.private_network || spec.tun.is_some(),
             console: spec.console.clone(),
             notify: None,
         })
@@ -314,11 +323,13 @@ fn keeper_main(
     // keeper itself: the namespaces it makes are then owned by the runtime's user,
     // never by root, and the runtime's children are root only of them; the console
     // socket is the runtime's user's to connect to.
-    let own_identity = p.tun.is_some() || p.console.is_some();
+    let own_identity = p.private_network || p.console.is_some();
     if own_identity && let Err((layer, message)) = take_identity(p, supervisor) {
         fail(&mut report, layer, message);
     }
-    let notify = match (&p.notify, own_identity) {
+    // Only a TUN interface or a terminal is sent to the supervisor.
+    let sends = p.tun.is_some() || p.console.is_some();
+    let notify = match (&p.notify, sends) {
         (Some(notify), true) => Some(notify.as_fd()),
         (None, true) => fail(
             &mut report,
@@ -327,8 +338,8 @@ fn keeper_main(
         ),
         (_, false) => None,
     };
-    if let (Some(tun), Some(notify)) = (p.tun, notify)
-        && let Err((layer, message)) = private_network(p, tun, notify)
+    if p.private_network
+        && let Err((layer, message)) = private_network(p, p.tun.zip(notify))
     {
         fail(&mut report, layer, message);
     }
@@ -482,15 +493,14 @@ fn take_identity(p: &Prepared, supervisor: u32) -> Result<(), (&'static str, Str
     Ok(())
 }
 
-/// In the keeper, with [`RuntimeSpec::tun`], once it has the runtime's identity:
-/// makes a user namespace whose root is that user and a network namespace it owns,
-/// creates and addresses the TUN interface there with the default route through
-/// it, and sends its packet side on `notify`. The error is the layer and what
-/// failed.
+/// In the keeper, with [`RuntimeSpec::private_network`] (or a TUN interface), once
+/// it has the runtime's identity: makes a user namespace whose root is that user
+/// and a network namespace it owns with loopback up and, given `tun`, creates and
+/// addresses the TUN interface there with the default route through it, and sends
+/// its packet side on the notify socket. The error is the layer and what failed.
 fn private_network(
     p: &Prepared,
-    tun: crate::spec::TunConfig,
-    notify: std::os::fd::BorrowedFd<'_>,
+    tun: Option<(crate::spec::TunConfig, std::os::fd::BorrowedFd<'_>)>,
 ) -> Result<(), (&'static str, String)> {
     let ns = "network namespace";
     let (uid, gid) = (sys::getuid(), sys::getgid());
@@ -525,6 +535,9 @@ fn private_network(
         dumpable(false)?;
     }
     sys::loopback_up().map_err(|e| (ns, format!("cannot bring up loopback: {e}")))?;
+    let Some((tun, notify)) = tun else {
+        return Ok(());
+    };
     let fd =
         sys::tun_create(tun.name).map_err(|e| (ns, SetupError::Tun { source: e }.to_string()))?;
     sys::iface_configure(
@@ -665,6 +678,7 @@ mod tests {
             ],
             command_pid: Some(1),
             tun: None,
+            private_network: false,
             console: None,
         }
     }

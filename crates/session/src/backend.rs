@@ -705,6 +705,7 @@ container={}
         ],
         command_pid: None,
         tun: None,
+        private_network: false,
         console: None,
     };
     let trace = handshake.map(|handshake| {

@@ -64,8 +64,8 @@ pub struct ExecTarget {
     pub run_as: Option<(u32, u32)>,
     /// Who the commands are inside gVisor.
     pub user: (u32, u32),
-    /// runsc runs in the keeper's user and network namespace (the mediated network):
-    /// its control socket (an abstract unix socket) is only reachable there.
+    /// runsc runs in the keeper's user and network namespace (every network but the
+    /// host's): its control socket (an abstract unix socket) is only reachable there.
     pub keeper_namespaces: bool,
 }
 

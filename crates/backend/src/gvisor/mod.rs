@@ -208,8 +208,15 @@ impl Bundle {
             id: self.id.clone(),
             run_as,
             user,
-            keeper_namespaces: matches!(self.network, Network::Mediated(_)),
+            keeper_namespaces: self.keeper_namespaces(),
         }
+    }
+
+    /// Whether runsc runs in a user and network namespace the keeper makes (every
+    /// network but the host's), where its control socket is out of other users'
+    /// reach.
+    fn keeper_namespaces(&self) -> bool {
+        !matches!(self.network, Network::Host)
     }
 
     /// runsc's global flags for this bundle.
@@ -282,6 +289,10 @@ impl Bundle {
                 Network::Mediated(tun) => Some(tun),
                 Network::None | Network::Host => None,
             },
+            // runsc's control socket is an abstract unix socket of runsc's network
+            // namespace, and runsc lets whoever connects run, signal or destroy
+            // anything in the sandbox: on the host's it is every local user's.
+            private_network: self.keeper_namespaces(),
             console: self.terminal.then(|| self.console_socket()),
         }
     }
@@ -695,6 +706,10 @@ mod tests {
         );
         assert!(!spec.argv.contains(&"--console-socket".to_owned()));
         assert_eq!((spec.tun, spec.console), (None, None));
+        // Without a TUN interface too, runsc's control socket is in a network
+        // namespace of its own, out of the host's other users' reach.
+        assert!(spec.private_network);
+        assert!(plain.exec_target(runsc, None, (0, 0)).keeper_namespaces);
         assert_eq!(config(&plain)["process"]["terminal"], false);
         drop((mediated, plain));
         std::fs::remove_dir(&parent).unwrap();

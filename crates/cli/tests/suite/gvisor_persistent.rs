@@ -223,6 +223,28 @@ fn a_command_cannot_stop_the_sandbox_by_signalling_or_tracing_its_first_process(
     });
 }
 
+/// runsc's control socket is an abstract unix socket that checks no caller: bound
+/// in the host's network namespace (`--network none`), any local user could run a
+/// command in the sandbox through it (its start unrecorded), signal or destroy it.
+/// It is bound in a network namespace of runsc's own, and the commands still start.
+#[test]
+fn runsc_s_control_socket_is_not_in_the_host_s_network_namespace() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &[]);
+        sandbox.exec(&["true"]).assert_success();
+        let pid = sandbox.listed()["host_pid"].as_i64().unwrap_or_default();
+        assert!(pid > 0, "no host pid listed for {}", sandbox.name);
+        // The container's id is `vg-<host pid>-…`; runsc names its socket after it.
+        let socket = format!("@runsc-sandbox.vg-{pid}-");
+        let table = std::fs::read_to_string("/proc/net/unix").unwrap();
+        let seen: Vec<&str> = table.lines().filter(|l| l.contains(&socket)).collect();
+        assert!(seen.is_empty(), "{socket} is on the host: {seen:?}");
+        sandbox.exec(&["true"]).assert_success();
+    });
+}
+
 #[test]
 fn a_command_s_time_out_ends_it_and_what_it_started_and_the_sandbox_serves_on() {
     each_identity(|runner| {
@@ -242,6 +264,30 @@ fn a_command_s_time_out_ends_it_and_what_it_started_and_the_sandbox_serves_on() 
             ps.code() == Some(0) && !ps.stdout.contains("sleep")
         });
         assert!(gone, "{ps}");
+        sandbox.exec(&["true"]).assert_success();
+    });
+}
+
+/// A command that keeps forking while its time-out is sent: runsc signals one
+/// process at a time, after one `runsc ps`, so a child forked between that table
+/// and its parent's stop was left running. Natively the process group's signal
+/// reaches it.
+#[test]
+fn a_time_out_reaches_children_forked_while_it_is_sent() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &["--timeout", "1s"]);
+        for _ in 0..3 {
+            let out = sandbox.exec(&["sh", "-c", "while :; do sleep 1000 & sleep 0.05; done"]);
+            out.assert_code(124);
+            let mut ps = sandbox.exec(&["ps", "-eo", "pid=,ppid=,args="]);
+            let gone = wait_until(Duration::from_secs(5), || {
+                ps = sandbox.exec(&["ps", "-eo", "pid=,ppid=,args="]);
+                ps.code() == Some(0) && !ps.stdout.contains("sleep 1000")
+            });
+            assert!(gone, "{ps}");
+        }
         sandbox.exec(&["true"]).assert_success();
     });
 }

@@ -45,6 +45,8 @@ pub(super) struct Started {
     pub id: u64,
     /// Its pid inside the sandbox (0: it could not be started).
     pub pid: i32,
+    /// The record's mark taken before it was started: only a later exit is its.
+    since: u64,
     runsc: Child,
     /// Why it could not be started (as `Termination::ExecFailed` says it).
     failed: Option<i32>,
@@ -139,6 +141,7 @@ impl Starter {
             .stdin(Stdio::from(stdin))
             .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(stderr));
+        let since = self.recorder.gvisor_mark();
         let mut runsc = command.spawn().map_err(SpawnError::Failed)?;
         drop(command);
         // The pid file is written once the process runs; runsc ending first without
@@ -183,11 +186,12 @@ impl Starter {
             }
         };
         if failed.is_none() {
-            self.recorder.gvisor_started(pid, argv, cwd);
+            self.recorder.gvisor_started(pid, argv, cwd, since);
         }
         Ok(Started {
             id,
             pid,
+            since,
             runsc,
             failed,
             target: Arc::clone(&self.target),
@@ -247,7 +251,10 @@ impl Started {
         if let Some(errno) = self.failed {
             return Some(Termination::ExecFailed(errno));
         }
-        let status = self.recorder.gvisor_status(self.pid, STATUS_WAIT);
+        let status = self
+            .recorder
+            .gvisor_status(self.pid, self.since, STATUS_WAIT)
+            .filter(|status| agrees(*status, code));
         let _ = &self.dir;
         match (status, code) {
             (Some(status), _) if libc::WIFSIGNALED(status) => {
@@ -271,6 +278,18 @@ impl Started {
     }
 }
 
+/// Whether the wait status gVisor reported agrees with runsc's own exit `code`
+/// (a signal N said as 128 + N): the status only tells apart what runsc's code
+/// cannot, and is never taken over it (pure).
+fn agrees(status: i32, code: Option<i32>) -> bool {
+    let said = if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        libc::WEXITSTATUS(status)
+    };
+    code.is_none_or(|code| code == said)
+}
+
 impl Signaller {
     /// `runsc kill` of the command's process and every process it started (runsc
     /// signals no process group; natively, the signal goes to the command's).
@@ -278,23 +297,28 @@ impl Signaller {
         if self.pid <= 0 {
             return Ok(());
         }
-        let table = runsc_command(&self.target, self.keeper, &self.target.ps_argv())?
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output()?;
-        let procs = processes(&String::from_utf8_lossy(&table.stdout));
-        let tree = descendants(&procs, self.pid);
+        let mut tree = self.tree()?;
+        if !is_job_control(signal) {
+            // Stopped, the tree is only known once no process of it runs: one
+            // forked between `runsc ps` and its parent's stop is in the next table,
+            // never left running past the signal (a time-out's SIGKILL).
+            let mut stopped = Vec::new();
+            for _ in 0..STOP_ROUNDS {
+                let fresh = unstopped(&tree, &stopped);
+                if fresh.is_empty() {
+                    break;
+                }
+                for pid in fresh {
+                    // A process may end meanwhile: only the command's own stop counts.
+                    self.kill(pid, libc::SIGSTOP)?;
+                    stopped.push(pid);
+                }
+                tree = self.tree()?;
+            }
+        }
         let mut result = Ok(());
         for (pid, signal) in signal_steps(&tree, signal) {
-            let status = runsc_command(
-                &self.target,
-                self.keeper,
-                &self.target.kill_argv(pid, signal),
-            )?
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()?;
+            let status = self.kill(pid, signal)?;
             // The command itself must get it; a child may have ended meanwhile.
             if !status.success() && pid == self.pid {
                 result = Err(std::io::Error::other(format!(
@@ -304,32 +328,71 @@ impl Signaller {
         }
         result
     }
+
+    /// The command's process and every process it started, from `runsc ps`.
+    fn tree(&self) -> std::io::Result<Vec<i32>> {
+        let table = runsc_command(&self.target, self.keeper, &self.target.ps_argv())?
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()?;
+        let procs = processes(&String::from_utf8_lossy(&table.stdout));
+        Ok(descendants(&procs, self.pid))
+    }
+
+    fn kill(&self, pid: i32, signal: i32) -> std::io::Result<std::process::ExitStatus> {
+        runsc_command(
+            &self.target,
+            self.keeper,
+            &self.target.kill_argv(pid, signal),
+        )?
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+    }
 }
 
-/// The `runsc kill`s that give `signal` to a command's `tree` (parents before
-/// children) as a process group's signal would reach it all at once (pure):
-/// runsc's signal does not reach a process once its parent ended and gVisor gave
-/// it to the first process (`signalProcess` finds it, and the signal has no
-/// effect), and a parent that outlived its children for a moment would run on.
-/// So: every process stopped, parents first; the signal, children first; every
-/// process continued, children first (a parent continued first would end and
-/// leave its children stopped where no signal reaches them). A stop or continue signal itself is sent as
-/// it is, children first.
-fn signal_steps(tree: &[i32], signal: i32) -> Vec<(i32, i32)> {
-    let jobs = [
+/// How many times the tree is looked at again for processes started before their
+/// parent was stopped: each time, every process known is stopped, so only one a
+/// process forked just before its stop is new; a bound, should that not settle.
+const STOP_ROUNDS: usize = 64;
+
+/// The processes of `tree` not yet in `stopped`, parents first (pure).
+fn unstopped(tree: &[i32], stopped: &[i32]) -> Vec<i32> {
+    tree.iter()
+        .copied()
+        .filter(|pid| !stopped.contains(pid))
+        .collect()
+}
+
+/// A stop or continue signal, sent as it is.
+fn is_job_control(signal: i32) -> bool {
+    [
         libc::SIGSTOP,
         libc::SIGTSTP,
         libc::SIGTTIN,
         libc::SIGTTOU,
         libc::SIGCONT,
-    ];
-    if jobs.contains(&signal) || tree.len() < 2 {
+    ]
+    .contains(&signal)
+}
+
+/// The `runsc kill`s that give `signal` to a command's `tree` (parents before
+/// children), every process of it already stopped, as a process group's signal
+/// would reach it all at once (pure): runsc's signal does not reach a process
+/// once its parent ended and gVisor gave it to the first process (`signalProcess`
+/// finds it, and the signal has no effect), and a parent that outlived its
+/// children for a moment would run on. So: the signal, children first; every
+/// process continued, children first (a parent continued first would end and
+/// leave its children stopped where no signal reaches them). A stop or continue
+/// signal itself is sent as it is, children first, to a tree not stopped.
+fn signal_steps(tree: &[i32], signal: i32) -> Vec<(i32, i32)> {
+    if is_job_control(signal) {
         return tree.iter().rev().map(|&pid| (pid, signal)).collect();
     }
-    let stop = tree.iter().map(|&pid| (pid, libc::SIGSTOP));
     let deliver = tree.iter().rev().map(|&pid| (pid, signal));
     let cont = tree.iter().rev().map(|&pid| (pid, libc::SIGCONT));
-    stop.chain(deliver).chain(cont).collect()
+    deliver.chain(cont).collect()
 }
 
 #[cfg(test)]
@@ -337,13 +400,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_tree_is_stopped_signalled_from_its_leaves_and_continued() {
+    fn gvisor_s_status_is_taken_only_where_runsc_s_code_agrees() {
+        let signalled = |n: i32| n; // a wait status of signal n
+        let exited = |code: i32| code << 8;
+        assert!(agrees(signalled(libc::SIGTERM), Some(143)));
+        assert!(agrees(exited(143), Some(143)));
+        assert!(agrees(exited(0), Some(0)));
+        assert!(agrees(exited(3), None));
+        // A former process's status under the same pid.
+        assert!(!agrees(exited(42), Some(0)));
+        assert!(!agrees(signalled(libc::SIGKILL), Some(0)));
+    }
+
+    #[test]
+    fn a_stopped_tree_is_signalled_from_its_leaves_and_continued() {
         assert_eq!(
             signal_steps(&[5, 6, 7], libc::SIGTERM),
             [
-                (5, libc::SIGSTOP),
-                (6, libc::SIGSTOP),
-                (7, libc::SIGSTOP),
                 (7, libc::SIGTERM),
                 (6, libc::SIGTERM),
                 (5, libc::SIGTERM),
@@ -352,10 +425,26 @@ mod tests {
                 (5, libc::SIGCONT),
             ]
         );
-        assert_eq!(signal_steps(&[5], libc::SIGINT), [(5, libc::SIGINT)]);
+        // A lone process was stopped too: it is continued after the signal.
+        assert_eq!(
+            signal_steps(&[5], libc::SIGINT),
+            [(5, libc::SIGINT), (5, libc::SIGCONT)]
+        );
         assert_eq!(
             signal_steps(&[5, 6], libc::SIGTSTP),
             [(6, libc::SIGTSTP), (5, libc::SIGTSTP)]
         );
+        assert!(is_job_control(libc::SIGCONT));
+        assert!(!is_job_control(libc::SIGKILL));
+    }
+
+    #[test]
+    fn a_process_forked_before_its_parent_stopped_is_stopped_in_the_next_round() {
+        assert_eq!(unstopped(&[5, 6], &[]), [5, 6]);
+        // 8 was forked by 6 between `runsc ps` and 6's stop.
+        assert_eq!(unstopped(&[5, 6, 8], &[5, 6]), [8]);
+        assert_eq!(unstopped(&[5, 6, 8], &[5, 6, 8]), Vec::<i32>::new());
+        // One that ended meanwhile is simply no longer in the table.
+        assert_eq!(unstopped(&[5, 8], &[5, 6, 8]), Vec::<i32>::new());
     }
 }

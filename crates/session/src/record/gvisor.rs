@@ -27,34 +27,81 @@ const RECENT_EXITS: usize = 4096;
 /// finds its exact wait status here.
 pub(crate) struct GvisorLog {
     pub(super) log: Arc<Mutex<CommandsLog>>,
-    /// (pid, wait status), newest last; only changed with `log` locked, so that an
-    /// exit is both here and in the log, or in neither, for whoever holds `log`.
-    exits: Mutex<VecDeque<(i32, i32)>>,
+    /// The exits, only changed with `log` locked, so that an exit is both here and
+    /// in the log, or in neither, for whoever holds `log`.
+    exits: Mutex<RecentExits>,
     arrived: Condvar,
+}
+
+/// The exits gVisor's trace points reported lately, each numbered in the order
+/// they arrived. A pid is used again once gVisor's run out (2^16 of them, which a
+/// command's threads go through in a couple of minutes, and whose exits no trace
+/// point reports): an exit is only a command's when it arrived after the command
+/// was started ([`Self::mark`] taken before), never a former process's of its pid.
+#[derive(Debug, Default)]
+struct RecentExits {
+    /// How many exits arrived so far.
+    count: u64,
+    /// (arrival number, pid, wait status), newest last.
+    recent: VecDeque<(u64, i32, i32)>,
+}
+
+impl RecentExits {
+    fn push(&mut self, pid: i32, status: i32) {
+        self.count += 1;
+        if self.recent.len() >= RECENT_EXITS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((self.count, pid, status));
+    }
+
+    /// What later exits are told apart from.
+    fn mark(&self) -> u64 {
+        self.count
+    }
+
+    fn position(&self, pid: i32, since: u64) -> Option<usize> {
+        self.recent
+            .iter()
+            .rposition(|&(n, p, _)| p == pid && n > since)
+    }
+
+    /// The wait status of `pid`'s exit that arrived after `since`.
+    fn find(&self, pid: i32, since: u64) -> Option<i32> {
+        self.position(pid, since).map(|at| self.recent[at].2)
+    }
+
+    /// As [`Self::find`], taken out.
+    fn take(&mut self, pid: i32, since: u64) -> Option<i32> {
+        let at = self.position(pid, since)?;
+        self.recent.remove(at).map(|e| e.2)
+    }
 }
 
 impl GvisorLog {
     pub(super) fn new(log: CommandsLog) -> Self {
         Self {
             log: Arc::new(Mutex::new(log)),
-            exits: Mutex::new(VecDeque::new()),
+            exits: Mutex::new(RecentExits::default()),
             arrived: Condvar::new(),
         }
     }
 
-    fn exits(&self) -> std::sync::MutexGuard<'_, VecDeque<(i32, i32)>> {
+    fn exits(&self) -> std::sync::MutexGuard<'_, RecentExits> {
         self.exits.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// A command the host started as `pid`: its `exec` line (the program as the
     /// command line names it, as for the container's first process), and its `exit`
-    /// line at once when gVisor already reported its end.
+    /// line at once when gVisor already reported its end (after `since`, the
+    /// [`Self::mark`] taken before it was started).
     pub(super) fn started(
         &self,
         shared: &Shared,
         pid: i32,
         argv: &[String],
         cwd: &std::path::Path,
+        since: u64,
     ) {
         let mut log = lock(&self.log);
         log.record(
@@ -72,25 +119,27 @@ impl GvisorLog {
                 cwd_id: None,
             },
         );
-        let status = self
-            .exits()
-            .iter()
-            .rev()
-            .find(|(p, _)| *p == pid)
-            .map(|e| e.1);
+        let status = self.exits().find(pid, since);
         if let Some(status) = status {
             log.exited(shared, pid, exit_of(status));
         }
         log.flush(shared);
     }
 
-    /// The wait status gVisor reported for `pid`, waiting up to `wait` for it.
-    pub(super) fn status(&self, pid: i32, wait: Duration) -> Option<i32> {
+    /// What the exits reported from now on are told apart from: taken before a
+    /// command is started, for [`Self::started`] and [`Self::status`].
+    pub(super) fn mark(&self) -> u64 {
+        self.exits().mark()
+    }
+
+    /// The wait status gVisor reported for `pid` after `since`, waiting up to
+    /// `wait` for it.
+    pub(super) fn status(&self, pid: i32, since: u64, wait: Duration) -> Option<i32> {
         let end = Instant::now() + wait;
         let mut exits = self.exits();
         loop {
-            if let Some(at) = exits.iter().rposition(|(p, _)| *p == pid) {
-                return exits.remove(at).map(|e| e.1);
+            if let Some(status) = exits.take(pid, since) {
+                return Some(status);
             }
             let left = end.checked_duration_since(Instant::now())?;
             exits = self
@@ -140,12 +189,7 @@ pub(super) fn record(gvisor: &GvisorLog, shared: &Shared, event: GvisorEvent) {
         GvisorEvent::Exit { pid, status, .. } => {
             let mut log = lock(log);
             log.exited(shared, pid, exit_of(status));
-            let mut exits = gvisor.exits();
-            if exits.len() >= RECENT_EXITS {
-                exits.pop_front();
-            }
-            exits.push_back((pid, status));
-            drop(exits);
+            gvisor.exits().push(pid, status);
             drop(log);
             gvisor.arrived.notify_all();
         }
@@ -175,5 +219,38 @@ pub(super) fn record(gvisor: &GvisorLog, shared: &Shared, event: GvisorEvent) {
 fn gap(shared: &Shared, event: Event) {
     if let Err(e) = shared.writer.event(event) {
         shared.fail("events.jsonl", e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_s_exit_is_one_that_arrived_after_it_was_started() {
+        let mut exits = RecentExits::default();
+        // A former process of pid 7 (gVisor's pids wrapped) ended with 42.
+        exits.push(7, 42 << 8);
+        let since = exits.mark();
+        assert_eq!(exits.find(7, since), None);
+        assert_eq!(exits.take(7, since), None);
+        exits.push(8, 0);
+        exits.push(7, 0);
+        assert_eq!(exits.find(7, since), Some(0));
+        assert_eq!(exits.take(7, since), Some(0));
+        assert_eq!(exits.take(7, since), None);
+        // The former exit is still there for whoever started before it.
+        assert_eq!(exits.take(7, 0), Some(42 << 8));
+    }
+
+    #[test]
+    fn only_the_latest_exits_are_kept() {
+        let mut exits = RecentExits::default();
+        for pid in 0..=i32::try_from(RECENT_EXITS).unwrap() {
+            exits.push(pid, 0);
+        }
+        assert_eq!(exits.recent.len(), RECENT_EXITS);
+        assert_eq!(exits.find(0, 0), None);
+        assert_eq!(exits.find(1, 0), Some(0));
     }
 }

@@ -118,20 +118,28 @@ impl Recorder {
     /// A command a persistent gVisor sandbox's host started through `runsc exec`
     /// as `pid` (inside): its `exec` line in `commands.log`. False when the
     /// record has no gVisor trace.
-    pub fn gvisor_started(&self, pid: i32, argv: &[String], cwd: &Path) -> bool {
+    /// `since` is [`Self::gvisor_mark`] taken before it was started.
+    pub fn gvisor_started(&self, pid: i32, argv: &[String], cwd: &Path, since: u64) -> bool {
         match (self.shared.upgrade(), self.gvisor.upgrade()) {
             (Some(shared), Some(gvisor)) => {
-                gvisor.started(&shared, pid, argv, cwd);
+                gvisor.started(&shared, pid, argv, cwd, since);
                 true
             }
             _ => false,
         }
     }
 
-    /// The wait status gVisor's trace points reported for `pid`, waiting up to
-    /// `wait` for the tracer to read it.
-    pub fn gvisor_status(&self, pid: i32, wait: std::time::Duration) -> Option<i32> {
-        self.gvisor.upgrade()?.status(pid, wait)
+    /// What a persistent gVisor sandbox's host takes just before it starts a
+    /// command: only the exits reported after it can be that command's (a pid is
+    /// used again once gVisor's ran out).
+    pub fn gvisor_mark(&self) -> u64 {
+        self.gvisor.upgrade().map_or(0, |gvisor| gvisor.mark())
+    }
+
+    /// The wait status gVisor's trace points reported for `pid` after `since` (see
+    /// [`Self::gvisor_mark`]), waiting up to `wait` for the tracer to read it.
+    pub fn gvisor_status(&self, pid: i32, since: u64, wait: std::time::Duration) -> Option<i32> {
+        self.gvisor.upgrade()?.status(pid, since, wait)
     }
 }
 
