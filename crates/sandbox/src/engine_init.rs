@@ -279,7 +279,7 @@ pub fn main(args: &[OsString]) -> ! {
             .map(|d| OsString::from_vec(d.to_vec())),
     )
     .unwrap_or_else(|e| fail("read PATH", &e));
-    let (mut err_r, err_w) = std::io::pipe().unwrap_or_else(|e| fail("make a pipe", &e));
+    let (err_r, err_w) = std::io::pipe().unwrap_or_else(|e| fail("make a pipe", &e));
     // SAFETY: this process has one thread (nothing here starts one), so the child
     // may do anything before it execs.
     #[allow(unsafe_code)]
@@ -308,17 +308,7 @@ pub fn main(args: &[OsString]) -> ! {
     // The command's alone: once its last process closes it, the supervisor's relay
     // sees the end.
     drop(slave);
-    let mut errno = [0u8; 4];
-    if let Ok(4) = err_r.read(&mut errno) {
-        let errno = i32::from_le_bytes(errno);
-        let _ = writeln!(
-            std::io::stderr(),
-            "vectraguard: cannot run {}: {}",
-            String::from_utf8_lossy(argv[0].as_bytes()),
-            std::io::Error::from_raw_os_error(errno.abs())
-        );
-    }
-    drop(err_r);
+    crate::init::report_exec_failure(err_r, &argv[0]);
     loop {
         let sig = match sys::sigwait(&set) {
             Ok((sig, _)) => sig,
@@ -879,10 +869,10 @@ mod tests {
                 .args(args);
             c
         };
-        if !unshare(&["true"]).status().is_ok_and(|s| s.success()) {
-            eprintln!("skipped: unshare cannot make a user and pid namespace here");
-            return;
-        }
+        assert!(
+            unshare(&["true"]).status().is_ok_and(|s| s.success()),
+            "unshare (util-linux) cannot make a user and pid namespace here: this test needs one"
+        );
         let exe = std::env::current_exe().unwrap();
         for (mode, why) in [
             ("host-master", "this host's own terminals"),

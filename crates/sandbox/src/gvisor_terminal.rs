@@ -92,7 +92,7 @@ pub fn main(args: &[OsString]) -> ! {
     // is taken with the rest.
     sys::take_controlling_terminal(outer, replica.as_fd())
         .unwrap_or_else(|e| fail("take the terminal", &e));
-    let (mut err_r, err_w) = std::io::pipe().unwrap_or_else(|e| fail("make a pipe", &e));
+    let (err_r, err_w) = std::io::pipe().unwrap_or_else(|e| fail("make a pipe", &e));
     // SAFETY: this process has one thread (none was started yet), so the child may
     // do anything before it execs.
     #[allow(unsafe_code)]
@@ -124,17 +124,7 @@ pub fn main(args: &[OsString]) -> ! {
     drop(err_w);
     // One line discipline, the inner terminal's: runsc's passes bytes through.
     let _ = sys::tcsetattr(outer, &sys::raw_termios(&saved));
-    let mut errno = [0u8; 4];
-    if let Ok(4) = err_r.read(&mut errno) {
-        let errno = i32::from_le_bytes(errno);
-        let _ = writeln!(
-            std::io::stderr(),
-            "vectraguard: cannot run {}: {}",
-            String::from_utf8_lossy(argv[0].as_bytes()),
-            std::io::Error::from_raw_os_error(errno.abs())
-        );
-    }
-    drop(err_r);
+    crate::init::report_exec_failure(err_r, &argv[0]);
     let output = relay(&master, &replica);
     let status = loop {
         let sig = match sys::sigwait(&set) {

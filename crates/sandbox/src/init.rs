@@ -353,6 +353,22 @@ pub(crate) fn forward_signal(main: libc::pid_t, sig: libc::c_int) {
     }
 }
 
+/// In the parent of an [`exec_command`] child: says on stderr why `program` could
+/// not be executed when its errno came back on `err_r` (on success the pipe closes
+/// with nothing in it), then closes the pipe.
+pub(crate) fn report_exec_failure(mut err_r: PipeReader, program: &std::ffi::CStr) {
+    let mut errno = [0u8; 4];
+    if let Ok(4) = err_r.read(&mut errno) {
+        let errno = i32::from_le_bytes(errno);
+        let _ = writeln!(
+            std::io::stderr(),
+            "vectraguard: cannot run {}: {}",
+            String::from_utf8_lossy(program.to_bytes()),
+            std::io::Error::from_raw_os_error(errno.abs())
+        );
+    }
+}
+
 /// In a forked child: makes `stdio` its 0-2 (with `tty`, the controlling terminal
 /// too) and executes `exec`; a failure writes its errno to `err_w` and exits as a
 /// shell would.

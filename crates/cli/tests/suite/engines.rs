@@ -402,19 +402,7 @@ int main(void) {
 fn a_program_in_the_container_cannot_exec_unrecorded() {
     let runner = Runner::Root;
     let ws = Workspace::new();
-    let source = ws.join("escape.c");
-    std::fs::write(&source, ESCAPE).unwrap();
-    let built = std::process::Command::new("gcc")
-        .args(["-static", "-pthread", "-O1", "-o"])
-        .arg(ws.join("escape"))
-        .arg(&source)
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "gcc (scripts/test installs it with libc6-dev): {}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    super::harness::build_static_c(ESCAPE, &ws.join("escape"), &["-pthread"]);
     for engine in ["docker", "podman"] {
         let home = RecordsHome::new(runner);
         let out = engine_run(runner, &ws, &home, engine, &[], &["./escape"]);
@@ -966,20 +954,8 @@ int main(int argc, char **argv) {
 #[test]
 fn escapes_from_a_containers_mediated_network_fail_and_are_recorded() {
     let build = Workspace::new();
-    let source = build.join("netescape.c");
-    std::fs::write(&source, NET_ESCAPE).unwrap();
     let program = build.join("netescape");
-    let built = std::process::Command::new("gcc")
-        .args(["-static", "-O1", "-o"])
-        .arg(&program)
-        .arg(&source)
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "gcc (scripts/test installs it with libc6-dev): {}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    super::harness::build_static_c(NET_ESCAPE, &program, &[]);
     for (runner, engine) in MEDIATED {
         let what = format!("{engine} as {runner}");
         let ws = Workspace::new();
@@ -1352,20 +1328,8 @@ fn a_container_s_program_cannot_type_into_the_user_s_terminal_or_hold_it() {
         return;
     }
     let ws0 = Workspace::new();
-    let source = ws0.join("tiocsti.c");
-    std::fs::write(&source, TIOCSTI).unwrap();
     let program = ws0.join("tiocsti");
-    let built = std::process::Command::new("gcc")
-        .args(["-static", "-O1", "-o"])
-        .arg(&program)
-        .arg(&source)
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "gcc (scripts/test installs it with libc6-dev): {}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    super::harness::build_static_c(TIOCSTI, &program, &[]);
     for (runner, engine) in TERMINAL_ENGINES {
         let what = format!("{engine} as {runner}");
         let ws = Workspace::new();

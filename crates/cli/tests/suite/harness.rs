@@ -1217,3 +1217,24 @@ fn a_missing_tool_fails_the_test_unless_allowed() {
     }
     assert_eq!(missing_tools(&tools[1..], "", "t"), Ok(Vec::new()));
 }
+
+/// The C program `source` built with gcc as a static program at `program` (one that
+/// runs in any image), with `flags` added (`-pthread`); gcc comes from scripts/test.
+pub fn build_static_c(source: &str, program: &Path, flags: &[&str]) {
+    let build = Workspace::new();
+    let file = build.join("program.c");
+    std::fs::write(&file, source).unwrap();
+    let built = Command::new("gcc")
+        .args(["-static", "-O1"])
+        .args(flags)
+        .arg("-o")
+        .arg(program)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "gcc (scripts/test installs it with libc6-dev): {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+}

@@ -414,21 +414,8 @@ int main(int argc, char **argv) {
 
 /// [`SENDERLESS`] built into `ws` as `./senderless` (executable by every user).
 pub(super) fn build_senderless(ws: &Workspace) {
-    let build = Workspace::new();
-    let source = build.join("senderless.c");
-    std::fs::write(&source, SENDERLESS).unwrap();
     let program = ws.join("senderless");
-    let built = std::process::Command::new("gcc")
-        .args(["-static", "-O1", "-o"])
-        .arg(&program)
-        .arg(&source)
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "gcc (scripts/test installs it with libc6-dev): {}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    super::harness::build_static_c(SENDERLESS, &program, &[]);
     std::fs::set_permissions(
         &program,
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
