@@ -29,10 +29,15 @@ impl RawTerminal {
         let tty = stdin.as_fd();
         let saved = sys::tcgetattr(tty)?;
         let (wait_r, wait_w) = std::io::pipe()?;
+        // Stdout, where the relay writes the sandbox's output, gets the modes' reset
+        // (as in `drop`) when it is a terminal.
+        let stdout = io::stdout();
+        let modes_off = sys::is_terminal(stdout.as_fd()).then(|| (stdout.as_fd(), MODES_OFF));
         // SAFETY: `enter`'s contract is to be called before any thread starts (the CLI
         // calls it before spawning the sandbox), so the process has one thread.
         #[allow(unsafe_code)]
-        let guardian = unsafe { sys::spawn_terminal_guardian(tty, &saved, OwnedFd::from(wait_r)) };
+        let guardian =
+            unsafe { sys::spawn_terminal_guardian(tty, &saved, OwnedFd::from(wait_r), modes_off) };
         guardian?;
         sys::tcsetattr(tty, &sys::raw_termios(&saved))?;
         Ok(Self {
@@ -113,7 +118,7 @@ impl SavedTerminals {
             // (the CLI calls it before spawning the sandbox), so the process has one thread.
             #[allow(unsafe_code)]
             let guardian = unsafe {
-                sys::spawn_terminal_guardian(tty.as_fd(), &settings, OwnedFd::from(wait_r))
+                sys::spawn_terminal_guardian(tty.as_fd(), &settings, OwnedFd::from(wait_r), None)
             };
             guardian?;
             saved.push(SavedTerminal {

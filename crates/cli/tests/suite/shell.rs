@@ -684,6 +684,64 @@ fn a_terminal_session_turns_off_the_modes_the_sandbox_left_on() {
     });
 }
 
+/// The same when Vectra Guard is killed with SIGKILL mid-session: its terminal
+/// guardian turns the modes off before it puts the terminal's settings back.
+#[test]
+fn the_modes_are_turned_off_when_vectraguard_is_killed() {
+    if !require_tools(&[TMUX, BASH]) {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        ws.write(
+            "modes.sh",
+            "printf '\\033[?1049h\\033[?25l\\033[?1000h\\033[?1h'; echo modes-$((2+3)); exec sleep 600\n",
+        );
+        let t = Tmux::start(ws.path(), "bash --norc --noprofile", 100, 30);
+        let name = format!("modes-killed-{}", unique());
+        let vg = vectraguard_command(
+            runner,
+            &home,
+            &[
+                "sandbox", "run", "-t", "--name", &name, "--", "sh", "modes.sh",
+            ],
+        );
+        t.line(&format!("{vg}; echo after-$((50+50))"));
+        t.wait_for("modes-5");
+        let pids = super::harness::host_processes_with(&name);
+        // The supervisor, not its terminal guardian (a later fork of it).
+        let vg_pid = pids
+            .iter()
+            .filter(|(_, cmd)| cmd.starts_with(bin()))
+            .map(|(pid, _)| *pid)
+            .min()
+            .expect("the vectraguard process");
+        let status = Command::new("kill")
+            .args(["-KILL", &vg_pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        t.wait_for("after-100");
+        let out = t
+            .tmux()
+            .args([
+                "display-message",
+                "-p",
+                "-t",
+                "vg",
+                "#{alternate_on} #{cursor_flag} #{mouse_any_flag} #{keypad_cursor_flag}",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "0 1 0 0",
+            "alternate screen, cursor shown, mouse, cursor keys after vectraguard was killed"
+        );
+    });
+}
+
 #[test]
 fn a_refusal_note_keeps_the_raw_terminal_in_order() {
     each_identity(|runner| {

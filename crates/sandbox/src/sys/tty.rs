@@ -157,7 +157,9 @@ pub fn set_winsize(fd: BorrowedFd<'_>, ws: &libc::winsize) -> io::Result<()> {
 
 /// Forks a tiny process that restores `saved` on terminal `tty` once `wait` reads
 /// end-of-file, i.e. when every holder of its write end is gone, including when the
-/// supervisor is killed with SIGKILL. Returns the guardian's pid.
+/// supervisor is killed with SIGKILL. With `modes_off`, it first writes those bytes to
+/// that terminal (the sequences turning off what a sandboxed program switched on).
+/// Returns the guardian's pid.
 ///
 /// # Safety
 ///
@@ -166,14 +168,19 @@ pub unsafe fn spawn_terminal_guardian(
     tty: BorrowedFd<'_>,
     saved: &libc::termios,
     wait: OwnedFd,
+    modes_off: Option<(BorrowedFd<'_>, &[u8])>,
 ) -> io::Result<pid_t> {
     // SAFETY: our caller guarantees a single thread (see # Safety).
     match unsafe { fork() }? {
         Some(pid) => Ok(pid),
         None => {
+            let keep: Vec<i32> = [tty.as_raw_fd(), wait.as_raw_fd()]
+                .into_iter()
+                .chain(modes_off.map(|(out, _)| out.as_raw_fd()))
+                .collect();
             // SAFETY: the guardian never returns from this function (it ends in
             // exit_now), so nothing that owned a descriptor it closes is used again.
-            unsafe { close_all_except(&[tty.as_raw_fd(), wait.as_raw_fd()]) };
+            unsafe { close_all_except(&keep) };
             // Ignore the signals a terminal or a process group sends, so that only
             // the end of the supervisor ends the guardian.
             for sig in [
@@ -201,14 +208,32 @@ pub unsafe fn spawn_terminal_guardian(
                 }
             }
             if !done {
-                // SAFETY: resuming output first (a suspended terminal would never drain);
-                // saved is a valid termios; TCSAFLUSH drops unread raw input too.
-                unsafe {
-                    libc::tcflow(tty.as_raw_fd(), libc::TCOON);
-                    libc::tcsetattr(tty.as_raw_fd(), libc::TCSAFLUSH, saved)
-                };
+                // SAFETY: resuming output first (a suspended terminal would never drain,
+                // and the modes' reset could not be written); TCSAFLUSH below drops
+                // unread raw input too.
+                unsafe { libc::tcflow(tty.as_raw_fd(), libc::TCOON) };
+                if let Some((out, bytes)) = modes_off {
+                    write_all_raw(out, bytes);
+                }
+                // SAFETY: saved is a valid termios.
+                unsafe { libc::tcsetattr(tty.as_raw_fd(), libc::TCSAFLUSH, saved) };
             }
             exit_now(0)
+        }
+    }
+}
+
+/// Writes all of `bytes` to `fd`, giving up at the first error other than EINTR: for
+/// the guardian, which has no one left to report to.
+fn write_all_raw(fd: BorrowedFd<'_>, mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        // SAFETY: writing from a live buffer of `bytes.len()` bytes.
+        let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+        match usize::try_from(n) {
+            Ok(0) => return,
+            Ok(n) => bytes = &bytes[n.min(bytes.len())..],
+            Err(_) if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
         }
     }
 }
