@@ -1269,20 +1269,9 @@ fn a_container_run_with_t_gives_back_its_status_and_the_terminal_s_modes() {
         );
         t.line(&format!("{vg}; echo status-$?-after-$((50+50))"));
         t.wait_for("status-7-after-100");
-        let out = t
-            .tmux()
-            .args([
-                "display-message",
-                "-p",
-                "-t",
-                "vg",
-                "#{alternate_on} #{cursor_flag} #{mouse_any_flag} #{keypad_cursor_flag}",
-            ])
-            .output()
-            .unwrap();
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
-            "0 1 0 0",
+            t.modes(),
+            Tmux::MODES_OFF,
             "{what}: alternate screen, cursor shown, mouse, cursor keys after the session"
         );
         let dir = home.only_session();

@@ -54,6 +54,27 @@ impl Tmux {
         c
     }
 
+    /// The pane's alternate screen, cursor shown, mouse reporting and application
+    /// cursor keys flags, as `"A C M K"` (each 0 or 1).
+    pub(super) fn modes(&self) -> String {
+        let out = self
+            .tmux()
+            .args([
+                "display-message",
+                "-p",
+                "-t",
+                "vg",
+                "#{alternate_on} #{cursor_flag} #{mouse_any_flag} #{keypad_cursor_flag}",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// `modes()` of a terminal with every mode off again: the normal screen, the
+    /// cursor shown, no mouse reporting, normal cursor keys.
+    pub(super) const MODES_OFF: &str = "0 1 0 0";
+
     pub(super) fn keys(&self, keys: &[&str]) {
         let status = self
             .tmux()
@@ -658,20 +679,9 @@ fn a_terminal_session_turns_off_the_modes_the_sandbox_left_on() {
         );
         t.line(&format!("{vg}; echo after-$((50+50))"));
         t.wait_for("after-100");
-        let out = t
-            .tmux()
-            .args([
-                "display-message",
-                "-p",
-                "-t",
-                "vg",
-                "#{alternate_on} #{cursor_flag} #{mouse_any_flag} #{keypad_cursor_flag}",
-            ])
-            .output()
-            .unwrap();
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
-            "0 1 0 0",
+            t.modes(),
+            Tmux::MODES_OFF,
             "alternate screen, cursor shown, mouse, cursor keys after the session"
         );
         let cast = std::fs::read_to_string(home.only_session().join("tty.cast")).unwrap();
@@ -723,20 +733,9 @@ fn the_modes_are_turned_off_when_vectraguard_is_killed() {
             .unwrap();
         assert!(status.success());
         t.wait_for("after-100");
-        let out = t
-            .tmux()
-            .args([
-                "display-message",
-                "-p",
-                "-t",
-                "vg",
-                "#{alternate_on} #{cursor_flag} #{mouse_any_flag} #{keypad_cursor_flag}",
-            ])
-            .output()
-            .unwrap();
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
-            "0 1 0 0",
+            t.modes(),
+            Tmux::MODES_OFF,
             "alternate screen, cursor shown, mouse, cursor keys after vectraguard was killed"
         );
     });
