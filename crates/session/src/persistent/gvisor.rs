@@ -62,6 +62,8 @@ pub(super) struct Signaller {
     pid: i32,
     target: Arc<ExecTarget>,
     keeper: i32,
+    /// Its lineage from the trace points (`Recorder::gvisor_lineage`).
+    recorder: Recorder,
 }
 
 /// The command's private folder, removed with it.
@@ -242,6 +244,7 @@ impl Started {
             pid: self.pid,
             target: Arc::clone(&self.target),
             keeper: self.keeper,
+            recorder: self.recorder.clone(),
         }
     }
 
@@ -329,14 +332,21 @@ impl Signaller {
         result
     }
 
-    /// The command's process and every process it started, from `runsc ps`.
+    /// The command's process and every process it started: its tree in `runsc
+    /// ps` (which shows a process whose clone point is not read yet), then the
+    /// rest of its lineage from the trace points (which keeps a process whose
+    /// parent ended, given to the first process where `runsc ps` no longer ties
+    /// it to the command: `(sleep 100 &)`, a double fork, `setsid`).
     fn tree(&self) -> std::io::Result<Vec<i32>> {
         let table = runsc_command(&self.target, self.keeper, &self.target.ps_argv())?
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .output()?;
         let procs = processes(&String::from_utf8_lossy(&table.stdout));
-        Ok(descendants(&procs, self.pid))
+        Ok(with_lineage(
+            descendants(&procs, self.pid),
+            &self.recorder.gvisor_lineage(self.pid),
+        ))
     }
 
     fn kill(&self, pid: i32, signal: i32) -> std::io::Result<std::process::ExitStatus> {
@@ -356,6 +366,16 @@ impl Signaller {
 /// parent was stopped: each time, every process known is stopped, so only one a
 /// process forked just before its stop is new; a bound, should that not settle.
 const STOP_ROUNDS: usize = 64;
+
+/// `tree` (parents first), then what of `lineage` it lacks (pure).
+fn with_lineage(mut tree: Vec<i32>, lineage: &[i32]) -> Vec<i32> {
+    for &pid in lineage {
+        if !tree.contains(&pid) {
+            tree.push(pid);
+        }
+    }
+    tree
+}
 
 /// The processes of `tree` not yet in `stopped`, parents first (pure).
 fn unstopped(tree: &[i32], stopped: &[i32]) -> Vec<i32> {
@@ -436,6 +456,16 @@ mod tests {
         );
         assert!(is_job_control(libc::SIGCONT));
         assert!(!is_job_control(libc::SIGKILL));
+    }
+
+    #[test]
+    fn a_process_given_to_the_first_process_is_still_the_command_s() {
+        // `runsc ps`: 15 (the command) and 16; 18 was 17's, which ended, and is
+        // now 1's: only the lineage ties it to 15.
+        assert_eq!(with_lineage(vec![15, 16], &[15, 16, 18]), [15, 16, 18]);
+        // A process whose clone point is not read yet is in the table.
+        assert_eq!(with_lineage(vec![15, 19], &[15]), [15, 19]);
+        assert_eq!(with_lineage(vec![15], &[]), [15]);
     }
 
     #[test]
