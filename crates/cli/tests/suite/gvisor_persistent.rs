@@ -357,6 +357,72 @@ fn a_time_out_reaches_what_the_command_left_to_the_first_process() {
     });
 }
 
+/// The folders in `/tmp` whose name starts with `prefix`.
+fn tmp_entries(prefix: &str) -> Vec<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with(prefix))
+        .collect()
+}
+
+/// Each command's folder (0700, holding its whole environment in `process.json`)
+/// is in the sandbox's bundle folder, never in `/tmp`, where one was left behind
+/// when the process that made it was killed; it goes when its command ends, here
+/// because its client was SIGKILLed, and with the bundle when the sandbox stops.
+#[test]
+fn a_command_s_folder_is_in_the_sandbox_s_bundle_and_goes_with_it() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &[]);
+        let marker = sandbox.runsc_marker();
+        let bundles = tmp_entries(&marker);
+        let [bundle] = &bundles[..] else {
+            panic!("one bundle folder {marker}* expected in /tmp: {bundles:?}")
+        };
+        let bundle = std::env::temp_dir().join(bundle);
+        let execs = || -> Vec<String> {
+            std::fs::read_dir(&bundle)
+                .map(|d| {
+                    d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                        .filter(|name| name.starts_with("exec-"))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let before = tmp_entries("vectraguard-gvisor-exec-");
+        let client = Vg::new(runner, ws.path())
+            .records_home(&home)
+            .args(["sandbox", "exec", &sandbox.name, "--", "sleep", "1000"])
+            .spawn();
+        assert!(
+            wait_until(Duration::from_secs(30), || execs().len() == 1),
+            "no command folder in {}",
+            bundle.display()
+        );
+        assert_eq!(tmp_entries("vectraguard-gvisor-exec-"), before);
+        client.signal("KILL");
+        let _ = client.finish(Duration::from_secs(10));
+        // The client's hang-up ends the command, and its folder with it.
+        assert!(
+            wait_until(Duration::from_secs(10), || execs().is_empty()),
+            "left: {:?}",
+            execs()
+        );
+        assert_eq!(tmp_entries("vectraguard-gvisor-exec-"), before);
+        sandbox.exec(&["true"]).assert_success();
+        sandbox
+            .vg(&["sandbox", "stop", &sandbox.name])
+            .assert_success();
+        assert!(
+            wait_until(Duration::from_secs(10), || !bundle.exists()),
+            "{} outlived the sandbox",
+            bundle.display()
+        );
+    });
+}
+
 #[test]
 fn an_idle_gvisor_sandbox_stops_itself_and_a_terminal_is_refused_naming_the_fix() {
     each_identity(|runner| {

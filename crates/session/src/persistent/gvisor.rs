@@ -66,12 +66,114 @@ pub(super) struct Signaller {
     recorder: Recorder,
 }
 
+/// The OCI process runsc reads, in a command's folder.
+const PROCESS_FILE: &str = "process.json";
+/// Where runsc writes the command's pid inside the sandbox.
+const PID_FILE: &str = "pid";
+/// runsc's error log (JSON lines).
+const ERROR_LOG: &str = "error.log";
+
 /// The command's private folder, removed with it.
-struct ExecDir(PathBuf);
+///
+/// Started as root, the bundle folder it is in is runsc's user's, who could swap
+/// the folder for a link between its creation and our writes: everything we
+/// write or read in it goes through the folder we made and opened (its owner
+/// checked), never through its path, and refuses a link in it.
+struct ExecDir {
+    path: PathBuf,
+    /// The folder as made: `/proc/self/fd/N/NAME` reaches NAME in it.
+    fd: std::fs::File,
+}
+
+impl ExecDir {
+    fn create(path: PathBuf) -> std::io::Result<Self> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        let fd = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path);
+        let dir = match fd {
+            Ok(fd) => Self { path, fd },
+            Err(e) => {
+                return Err(std::io::Error::other(format!(
+                    "cannot open the command's folder {}: {e}",
+                    path.display()
+                )));
+            }
+        };
+        let meta = dir.fd.metadata()?;
+        // The folder we made is ours and private: another's is never written.
+        if meta.uid() != vg_sandbox::real_ids().0 || meta.mode() & 0o077 != 0 {
+            return Err(std::io::Error::other(format!(
+                "the command's folder {} was replaced by another user's; nothing was written there",
+                dir.path.display()
+            )));
+        }
+        Ok(dir)
+    }
+
+    /// NAME in the folder as made.
+    fn inside(&self, name: &str) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}/{name}", self.fd.as_raw_fd()))
+    }
+
+    /// Writes a new file NAME (never one already there, nor through a link).
+    fn write_new(&self, name: &str, data: &[u8]) -> std::io::Result<()> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(self.inside(name))?;
+        file.write_all(data)
+    }
+
+    /// Gives file NAME, then the folder, to `uid`:`gid` (runsc's user).
+    fn hand_over(&self, name: &str, uid: u32, gid: u32) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(self.inside(name))?;
+        std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
+        std::os::unix::fs::fchown(&self.fd, Some(uid), Some(gid))
+    }
+
+    /// What runsc wrote to NAME (a link in its place is not followed).
+    fn read(&self, name: &str) -> Option<String> {
+        use std::io::Read as _;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(self.inside(name))
+            .ok()?;
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut text = String::new();
+        (&mut file).take(1 << 20).read_to_string(&mut text).ok()?;
+        Some(text)
+    }
+
+    /// The command's pid inside, once runsc wrote it.
+    fn pid(&self) -> Option<i32> {
+        self.read(PID_FILE).and_then(|t| t.trim().parse().ok())
+    }
+
+    /// runsc's last error message.
+    fn error(&self) -> Option<String> {
+        self.read(ERROR_LOG).and_then(|log| error_message(&log))
+    }
+}
 
 impl Drop for ExecDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 
@@ -118,19 +220,18 @@ impl Starter {
     ) -> Result<Started, SpawnError> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let dir = self.exec_dir(id).map_err(SpawnError::Failed)?;
-        let process = dir.0.join("process.json");
-        let pid_file = dir.0.join("pid");
-        let error_log = dir.0.join("error.log");
+        let process = dir.path.join(PROCESS_FILE);
+        let pid_file = dir.path.join(PID_FILE);
+        let error_log = dir.path.join(ERROR_LOG);
         let text = serde_json::to_vec(&self.target.process(argv, env, cwd))
             .map_err(|e| SpawnError::Usage(format!("cannot encode the command: {e}")))?;
-        std::fs::write(&process, text).map_err(SpawnError::Failed)?;
+        dir.write_new(PROCESS_FILE, &text)
+            .map_err(SpawnError::Failed)?;
         // Given to runsc's user (when that is not us) only once written; nothing
         // more is written there by us.
         if let Some((uid, gid)) = self.target.run_as {
-            for path in [&process, &dir.0] {
-                std::os::unix::fs::lchown(path, Some(uid), Some(gid))
-                    .map_err(SpawnError::Failed)?;
-            }
+            dir.hand_over(PROCESS_FILE, uid, gid)
+                .map_err(SpawnError::Failed)?;
         }
         let [stdin, stdout, stderr] = stdio;
         let mut command = runsc_command(
@@ -150,25 +251,16 @@ impl Starter {
         // it means it could not start the command.
         let end = Instant::now() + START_WAIT;
         let (pid, failed) = loop {
-            if let Some(pid) = std::fs::read_to_string(&pid_file)
-                .ok()
-                .and_then(|t| t.trim().parse::<i32>().ok())
-            {
+            if let Some(pid) = dir.pid() {
                 break (pid, None);
             }
             match runsc.try_wait() {
                 Ok(Some(_)) => {
                     // A pid file written just before runsc ended.
-                    if let Some(pid) = std::fs::read_to_string(&pid_file)
-                        .ok()
-                        .and_then(|t| t.trim().parse::<i32>().ok())
-                    {
+                    if let Some(pid) = dir.pid() {
                         break (pid, None);
                     }
-                    let message = std::fs::read_to_string(&error_log)
-                        .ok()
-                        .and_then(|log| error_message(&log))
-                        .unwrap_or_default();
+                    let message = dir.error().unwrap_or_default();
                     if message.contains("cannot load") || message.contains("loading sandbox") {
                         return Err(SpawnError::Gone);
                     }
@@ -204,15 +296,16 @@ impl Starter {
     }
 
     /// A new private folder for command `id` (0700, ours until handed to runsc's
-    /// user), with a name nobody can guess and claim first.
+    /// user) in the sandbox's bundle folder, with a name nobody can guess and
+    /// claim first: it goes with the bundle when the sandbox stops, also when this
+    /// process was killed before it could remove it (in `/tmp`, a folder holding
+    /// the command's environment was left behind).
     fn exec_dir(&self, id: u64) -> std::io::Result<ExecDir> {
+        let bundle = self.target.state.parent().ok_or_else(|| {
+            std::io::Error::other("internal: runsc's state folder has no bundle folder")
+        })?;
         let salt = vg_backend::gvisor::random_hex()?;
-        let dir = std::env::temp_dir().join(format!(
-            "vectraguard-gvisor-exec-{}-{id}-{salt}",
-            std::process::id()
-        ));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        Ok(ExecDir(dir))
+        ExecDir::create(bundle.join(format!("exec-{id}-{salt}")))
     }
 }
 
@@ -274,10 +367,7 @@ impl Started {
 
     /// Whether runsc failed to wait because the sandbox is gone.
     fn sandbox_gone(&self) -> bool {
-        std::fs::read_to_string(self.dir.0.join("error.log"))
-            .ok()
-            .and_then(|log| error_message(&log))
-            .is_some()
+        self.dir.error().is_some()
     }
 }
 
