@@ -402,6 +402,15 @@ fn a_command_s_folder_is_in_the_sandbox_s_bundle_and_goes_with_it() {
             bundle.display()
         );
         assert_eq!(tmp_entries("vectraguard-gvisor-exec-"), before);
+        // runsc has read the command's environment: it is no longer on disk.
+        let folder = bundle.join(&execs()[0]);
+        assert!(
+            wait_until(Duration::from_secs(10), || !folder
+                .join("process.json")
+                .exists()),
+            "{} is still there",
+            folder.join("process.json").display()
+        );
         client.signal("KILL");
         let _ = client.finish(Duration::from_secs(10));
         // The client's hang-up ends the command, and its folder with it.

@@ -160,6 +160,12 @@ impl ExecDir {
         Some(text)
     }
 
+    /// Removes NAME (a link in its place, not what it names).
+    fn remove(&self, name: &str) {
+        // Best effort: what is left goes with the folder.
+        let _ = std::fs::remove_file(self.inside(name));
+    }
+
     /// The command's pid inside, once runsc wrote it.
     fn pid(&self) -> Option<i32> {
         self.read(PID_FILE).and_then(|t| t.trim().parse().ok())
@@ -279,6 +285,10 @@ impl Starter {
                 }
             }
         };
+        // runsc read the process before it started it (or failed to): the
+        // command's environment is not left on disk for as long as it runs, nor
+        // after this process was killed.
+        dir.remove(PROCESS_FILE);
         if failed.is_none() {
             self.recorder.gvisor_started(pid, argv, cwd, since);
         }
