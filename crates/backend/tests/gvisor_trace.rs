@@ -96,7 +96,7 @@ fn strings(v: &[OsString]) -> Vec<String> {
 }
 
 /// Each exec's argv, in order, with its pid and ppid; each exit by pid;
-/// anything else as text.
+/// anything else as text. Clones are checked apart ([`clones`]).
 type Summary = (
     Vec<(i32, Option<i32>, Vec<String>)>,
     BTreeMap<i32, i32>,
@@ -115,10 +115,22 @@ fn summary(events: &[GvisorEvent]) -> Summary {
             GvisorEvent::Exit { pid, status, .. } => {
                 assert!(exits.insert(*pid, *status).is_none(), "two exits of {pid}");
             }
+            GvisorEvent::Clone { .. } => {}
             other_event => other.push(format!("{other_event:?}")),
         }
     }
     (execs, exits, other)
+}
+
+/// Each clone's (creator, child), in order.
+fn clones(events: &[GvisorEvent]) -> Vec<(i32, i32)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            GvisorEvent::Clone { creator, child } => Some((*creator, *child)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The script's execs and exits: the shell as pid 1, three children of it.
@@ -153,6 +165,9 @@ fn check_script_run(code: i32, served: Served, events: &[GvisorEvent], first: &[
         [(execs[1].0, 0), (execs[2].0, 0), (execs[3].0, 3 << 8)]
     );
     assert_eq!(exits.len(), 3, "exits: {exits:?}");
+    // Each child was reported made by the shell before it ran its program.
+    let children: Vec<(i32, i32)> = execs[1..].iter().map(|(pid, _, _)| (1, *pid)).collect();
+    assert_eq!(clones(events), children);
     // The exec points' details: the sentry's resolved path, cwd, root.
     let GvisorEvent::Exec {
         path,
@@ -274,7 +289,12 @@ fn an_exec_too_large_to_send_is_counted_as_dropped() {
     );
     let [dropped, unreported] = &events
         .iter()
-        .filter(|e| !matches!(e, GvisorEvent::Exec { .. } | GvisorEvent::Exit { .. }))
+        .filter(|e| {
+            !matches!(
+                e,
+                GvisorEvent::Exec { .. } | GvisorEvent::Exit { .. } | GvisorEvent::Clone { .. }
+            )
+        })
         .collect::<Vec<_>>()[..]
     else {
         panic!("{other:?}")

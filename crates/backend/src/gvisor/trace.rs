@@ -107,6 +107,12 @@ pub enum GvisorEvent {
         /// `WTERMSIG` apply.
         status: i32,
     },
+    /// `creator` made a new process `child` (fork, vfork, clone without
+    /// `CLONE_THREAD`; also with `CLONE_PARENT`, whose child's parent is the
+    /// creator's parent), reported before the child runs: the lineage that outlives
+    /// reparenting (a child whose parent ended is the first process's, and keeps
+    /// no trace of who made it).
+    Clone { creator: i32, child: i32 },
     /// `pid` executed a program successfully but its exec point never came
     /// (not UTF-8, too large, or dropped): what ran is unknown.
     UnreportedExec { pid: i32, ppid: Option<i32> },

@@ -292,6 +292,146 @@ fn a_time_out_reaches_children_forked_while_it_is_sent() {
     });
 }
 
+/// What a command leaves behind it by ending the processes between: a subshell's
+/// background child (`(sleep &)`), a double fork into a session of its own
+/// (`setsid`), a parent killed under its child, a child in a pid namespace of its
+/// own. gVisor gives each to the first process (or the namespace's), where `runsc
+/// ps` no longer ties it to the command, and has no child subreaper: the time-out
+/// reaches them through the lineage the trace's clone points keep (it missed them
+/// before). What a command leaves behind when it ends by itself lives on, as
+/// natively, until `sandbox stop`, which leaves no runsc process.
+#[test]
+fn a_time_out_reaches_what_the_command_left_to_the_first_process() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &["--timeout", "2s"]);
+        let left = |ps: &Output| {
+            [
+                "sleep 1004",
+                "sleep 1005",
+                "sleep 1006",
+                "sleep 1007",
+                "sleep 1008",
+            ]
+            .into_iter()
+            .filter(|s| ps.stdout.contains(s))
+            .collect::<Vec<_>>()
+        };
+        let out = sandbox.exec(&[
+            "sh",
+            "-c",
+            "(sleep 1004 &); \
+             sh -c 'setsid sh -c \"sleep 1005 & sleep 1006\" &'; \
+             sh -c 'sleep 1007 & kill -9 $$'; \
+             unshare -Urpf sh -c '(sleep 1008 &); sleep 1009' & \
+             sleep 0.5; ps -eo pid=,ppid=,args=; sleep 60",
+        ]);
+        out.assert_code(124);
+        // They ran, given to the first process (1) or the namespace's.
+        assert_eq!(left(&out).len(), 5, "{out}");
+        assert!(
+            out.stdout
+                .lines()
+                .any(|l| l.contains("sleep 1004") && l.split_whitespace().nth(1) == Some("1")),
+            "{out}"
+        );
+        let mut ps = sandbox.exec(&["ps", "-eo", "pid=,ppid=,args="]);
+        let gone = wait_until(Duration::from_secs(5), || {
+            ps = sandbox.exec(&["ps", "-eo", "pid=,ppid=,args="]);
+            ps.code() == Some(0) && left(&ps).is_empty() && !ps.stdout.contains("sleep 1009")
+        });
+        assert!(gone, "left after the time-out: {ps}");
+        // A command that ended by itself leaves its background process, as natively;
+        // stop ends it with the sandbox.
+        sandbox
+            .exec(&["sh", "-c", "(sleep 1004 &); setsid sh -c 'sleep 1005 &'"])
+            .assert_success();
+        let ps = sandbox.exec(&["ps", "-eo", "pid=,ppid=,args="]);
+        assert_eq!(left(&ps), ["sleep 1004", "sleep 1005"], "{ps}");
+        let marker = sandbox.runsc_marker();
+        sandbox
+            .vg(&["sandbox", "stop", &sandbox.name])
+            .assert_success();
+        assert_no_process_left(&marker, &"runsc after sandbox stop");
+    });
+}
+
+/// The folders in `/tmp` whose name starts with `prefix`.
+fn tmp_entries(prefix: &str) -> Vec<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with(prefix))
+        .collect()
+}
+
+/// Each command's folder (0700, holding its whole environment in `process.json`)
+/// is in the sandbox's bundle folder, never in `/tmp`, where one was left behind
+/// when the process that made it was killed; it goes when its command ends, here
+/// because its client was SIGKILLed, and with the bundle when the sandbox stops.
+#[test]
+fn a_command_s_folder_is_in_the_sandbox_s_bundle_and_goes_with_it() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &[]);
+        let marker = sandbox.runsc_marker();
+        let bundles = tmp_entries(&marker);
+        let [bundle] = &bundles[..] else {
+            panic!("one bundle folder {marker}* expected in /tmp: {bundles:?}")
+        };
+        let bundle = std::env::temp_dir().join(bundle);
+        let execs = || -> Vec<String> {
+            std::fs::read_dir(&bundle)
+                .map(|d| {
+                    d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                        .filter(|name| name.starts_with("exec-"))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let before = tmp_entries("vectraguard-gvisor-exec-");
+        let client = Vg::new(runner, ws.path())
+            .records_home(&home)
+            .args(["sandbox", "exec", &sandbox.name, "--", "sleep", "1000"])
+            .spawn();
+        assert!(
+            wait_until(Duration::from_secs(30), || execs().len() == 1),
+            "no command folder in {}",
+            bundle.display()
+        );
+        assert_eq!(tmp_entries("vectraguard-gvisor-exec-"), before);
+        // runsc has read the command's environment: it is no longer on disk.
+        let folder = bundle.join(&execs()[0]);
+        assert!(
+            wait_until(Duration::from_secs(10), || !folder
+                .join("process.json")
+                .exists()),
+            "{} is still there",
+            folder.join("process.json").display()
+        );
+        client.signal("KILL");
+        let _ = client.finish(Duration::from_secs(10));
+        // The client's hang-up ends the command, and its folder with it.
+        assert!(
+            wait_until(Duration::from_secs(10), || execs().is_empty()),
+            "left: {:?}",
+            execs()
+        );
+        assert_eq!(tmp_entries("vectraguard-gvisor-exec-"), before);
+        sandbox.exec(&["true"]).assert_success();
+        sandbox
+            .vg(&["sandbox", "stop", &sandbox.name])
+            .assert_success();
+        assert!(
+            wait_until(Duration::from_secs(10), || !bundle.exists()),
+            "{} outlived the sandbox",
+            bundle.display()
+        );
+    });
+}
+
 #[test]
 fn an_idle_gvisor_sandbox_stops_itself_and_a_terminal_is_refused_naming_the_fix() {
     each_identity(|runner| {

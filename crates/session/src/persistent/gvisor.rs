@@ -62,14 +62,124 @@ pub(super) struct Signaller {
     pid: i32,
     target: Arc<ExecTarget>,
     keeper: i32,
+    /// Its lineage from the trace points (`Recorder::gvisor_lineage`).
+    recorder: Recorder,
 }
 
+/// The OCI process runsc reads, in a command's folder.
+const PROCESS_FILE: &str = "process.json";
+/// Where runsc writes the command's pid inside the sandbox.
+const PID_FILE: &str = "pid";
+/// runsc's error log (JSON lines).
+const ERROR_LOG: &str = "error.log";
+
 /// The command's private folder, removed with it.
-struct ExecDir(PathBuf);
+///
+/// Started as root, the bundle folder it is in is runsc's user's, who could swap
+/// the folder for a link between its creation and our writes: everything we
+/// write or read in it goes through the folder we made and opened (its owner
+/// checked), never through its path, and refuses a link in it.
+struct ExecDir {
+    path: PathBuf,
+    /// The folder as made: `/proc/self/fd/N/NAME` reaches NAME in it.
+    fd: std::fs::File,
+}
+
+impl ExecDir {
+    fn create(path: PathBuf) -> std::io::Result<Self> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        let fd = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path);
+        let dir = match fd {
+            Ok(fd) => Self { path, fd },
+            Err(e) => {
+                return Err(std::io::Error::other(format!(
+                    "cannot open the command's folder {}: {e}",
+                    path.display()
+                )));
+            }
+        };
+        let meta = dir.fd.metadata()?;
+        // The folder we made is ours and private: another's is never written.
+        if meta.uid() != vg_sandbox::real_ids().0 || meta.mode() & 0o077 != 0 {
+            return Err(std::io::Error::other(format!(
+                "the command's folder {} was replaced by another user's; nothing was written there",
+                dir.path.display()
+            )));
+        }
+        Ok(dir)
+    }
+
+    /// NAME in the folder as made.
+    fn inside(&self, name: &str) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}/{name}", self.fd.as_raw_fd()))
+    }
+
+    /// Writes a new file NAME (never one already there, nor through a link).
+    fn write_new(&self, name: &str, data: &[u8]) -> std::io::Result<()> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(self.inside(name))?;
+        file.write_all(data)
+    }
+
+    /// Gives file NAME, then the folder, to `uid`:`gid` (runsc's user).
+    fn hand_over(&self, name: &str, uid: u32, gid: u32) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(self.inside(name))?;
+        std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
+        std::os::unix::fs::fchown(&self.fd, Some(uid), Some(gid))
+    }
+
+    /// What runsc wrote to NAME (a link in its place is not followed).
+    fn read(&self, name: &str) -> Option<String> {
+        use std::io::Read as _;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(self.inside(name))
+            .ok()?;
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut text = String::new();
+        (&mut file).take(1 << 20).read_to_string(&mut text).ok()?;
+        Some(text)
+    }
+
+    /// Removes NAME (a link in its place, not what it names).
+    fn remove(&self, name: &str) {
+        // Best effort: what is left goes with the folder.
+        let _ = std::fs::remove_file(self.inside(name));
+    }
+
+    /// The command's pid inside, once runsc wrote it.
+    fn pid(&self) -> Option<i32> {
+        self.read(PID_FILE).and_then(|t| t.trim().parse().ok())
+    }
+
+    /// runsc's last error message.
+    fn error(&self) -> Option<String> {
+        self.read(ERROR_LOG).and_then(|log| error_message(&log))
+    }
+}
 
 impl Drop for ExecDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 
@@ -116,19 +226,18 @@ impl Starter {
     ) -> Result<Started, SpawnError> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let dir = self.exec_dir(id).map_err(SpawnError::Failed)?;
-        let process = dir.0.join("process.json");
-        let pid_file = dir.0.join("pid");
-        let error_log = dir.0.join("error.log");
+        let process = dir.path.join(PROCESS_FILE);
+        let pid_file = dir.path.join(PID_FILE);
+        let error_log = dir.path.join(ERROR_LOG);
         let text = serde_json::to_vec(&self.target.process(argv, env, cwd))
             .map_err(|e| SpawnError::Usage(format!("cannot encode the command: {e}")))?;
-        std::fs::write(&process, text).map_err(SpawnError::Failed)?;
+        dir.write_new(PROCESS_FILE, &text)
+            .map_err(SpawnError::Failed)?;
         // Given to runsc's user (when that is not us) only once written; nothing
         // more is written there by us.
         if let Some((uid, gid)) = self.target.run_as {
-            for path in [&process, &dir.0] {
-                std::os::unix::fs::lchown(path, Some(uid), Some(gid))
-                    .map_err(SpawnError::Failed)?;
-            }
+            dir.hand_over(PROCESS_FILE, uid, gid)
+                .map_err(SpawnError::Failed)?;
         }
         let [stdin, stdout, stderr] = stdio;
         let mut command = runsc_command(
@@ -148,25 +257,16 @@ impl Starter {
         // it means it could not start the command.
         let end = Instant::now() + START_WAIT;
         let (pid, failed) = loop {
-            if let Some(pid) = std::fs::read_to_string(&pid_file)
-                .ok()
-                .and_then(|t| t.trim().parse::<i32>().ok())
-            {
+            if let Some(pid) = dir.pid() {
                 break (pid, None);
             }
             match runsc.try_wait() {
                 Ok(Some(_)) => {
                     // A pid file written just before runsc ended.
-                    if let Some(pid) = std::fs::read_to_string(&pid_file)
-                        .ok()
-                        .and_then(|t| t.trim().parse::<i32>().ok())
-                    {
+                    if let Some(pid) = dir.pid() {
                         break (pid, None);
                     }
-                    let message = std::fs::read_to_string(&error_log)
-                        .ok()
-                        .and_then(|log| error_message(&log))
-                        .unwrap_or_default();
+                    let message = dir.error().unwrap_or_default();
                     if message.contains("cannot load") || message.contains("loading sandbox") {
                         return Err(SpawnError::Gone);
                     }
@@ -185,6 +285,10 @@ impl Starter {
                 }
             }
         };
+        // runsc read the process before it started it (or failed to): the
+        // command's environment is not left on disk for as long as it runs, nor
+        // after this process was killed.
+        dir.remove(PROCESS_FILE);
         if failed.is_none() {
             self.recorder.gvisor_started(pid, argv, cwd, since);
         }
@@ -202,15 +306,16 @@ impl Starter {
     }
 
     /// A new private folder for command `id` (0700, ours until handed to runsc's
-    /// user), with a name nobody can guess and claim first.
+    /// user) in the sandbox's bundle folder, with a name nobody can guess and
+    /// claim first: it goes with the bundle when the sandbox stops, also when this
+    /// process was killed before it could remove it (in `/tmp`, a folder holding
+    /// the command's environment was left behind).
     fn exec_dir(&self, id: u64) -> std::io::Result<ExecDir> {
+        let bundle = self.target.state.parent().ok_or_else(|| {
+            std::io::Error::other("internal: runsc's state folder has no bundle folder")
+        })?;
         let salt = vg_backend::gvisor::random_hex()?;
-        let dir = std::env::temp_dir().join(format!(
-            "vectraguard-gvisor-exec-{}-{id}-{salt}",
-            std::process::id()
-        ));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        Ok(ExecDir(dir))
+        ExecDir::create(bundle.join(format!("exec-{id}-{salt}")))
     }
 }
 
@@ -242,6 +347,7 @@ impl Started {
             pid: self.pid,
             target: Arc::clone(&self.target),
             keeper: self.keeper,
+            recorder: self.recorder.clone(),
         }
     }
 
@@ -271,10 +377,7 @@ impl Started {
 
     /// Whether runsc failed to wait because the sandbox is gone.
     fn sandbox_gone(&self) -> bool {
-        std::fs::read_to_string(self.dir.0.join("error.log"))
-            .ok()
-            .and_then(|log| error_message(&log))
-            .is_some()
+        self.dir.error().is_some()
     }
 }
 
@@ -329,14 +432,21 @@ impl Signaller {
         result
     }
 
-    /// The command's process and every process it started, from `runsc ps`.
+    /// The command's process and every process it started: its tree in `runsc
+    /// ps` (which shows a process whose clone point is not read yet), then the
+    /// rest of its lineage from the trace points (which keeps a process whose
+    /// parent ended, given to the first process where `runsc ps` no longer ties
+    /// it to the command: `(sleep 100 &)`, a double fork, `setsid`).
     fn tree(&self) -> std::io::Result<Vec<i32>> {
         let table = runsc_command(&self.target, self.keeper, &self.target.ps_argv())?
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .output()?;
         let procs = processes(&String::from_utf8_lossy(&table.stdout));
-        Ok(descendants(&procs, self.pid))
+        Ok(with_lineage(
+            descendants(&procs, self.pid),
+            &self.recorder.gvisor_lineage(self.pid),
+        ))
     }
 
     fn kill(&self, pid: i32, signal: i32) -> std::io::Result<std::process::ExitStatus> {
@@ -356,6 +466,16 @@ impl Signaller {
 /// parent was stopped: each time, every process known is stopped, so only one a
 /// process forked just before its stop is new; a bound, should that not settle.
 const STOP_ROUNDS: usize = 64;
+
+/// `tree` (parents first), then what of `lineage` it lacks (pure).
+fn with_lineage(mut tree: Vec<i32>, lineage: &[i32]) -> Vec<i32> {
+    for &pid in lineage {
+        if !tree.contains(&pid) {
+            tree.push(pid);
+        }
+    }
+    tree
+}
 
 /// The processes of `tree` not yet in `stopped`, parents first (pure).
 fn unstopped(tree: &[i32], stopped: &[i32]) -> Vec<i32> {
@@ -436,6 +556,16 @@ mod tests {
         );
         assert!(is_job_control(libc::SIGCONT));
         assert!(!is_job_control(libc::SIGKILL));
+    }
+
+    #[test]
+    fn a_process_given_to_the_first_process_is_still_the_command_s() {
+        // `runsc ps`: 15 (the command) and 16; 18 was 17's, which ended, and is
+        // now 1's: only the lineage ties it to 15.
+        assert_eq!(with_lineage(vec![15, 16], &[15, 16, 18]), [15, 16, 18]);
+        // A process whose clone point is not read yet is in the table.
+        assert_eq!(with_lineage(vec![15, 19], &[15]), [15, 19]);
+        assert_eq!(with_lineage(vec![15], &[]), [15]);
     }
 
     #[test]

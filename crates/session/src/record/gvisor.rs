@@ -3,7 +3,7 @@
 //! native tracer's. What gVisor does not report is said in `events.jsonl`, never
 //! left as a silent gap.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::os::unix::ffi::OsStringExt;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -21,6 +21,10 @@ pub const TRACE_GAP: &str = "trace-gap";
 /// How many exits [`GvisorLog`] keeps for a persistent sandbox's host to find.
 const RECENT_EXITS: usize = 4096;
 
+/// Live processes whose lineage is kept: far over what gVisor lets a sandbox run
+/// at once (its pids are 16-bit), so reached only after exits went unreported.
+const MAX_LINEAGE: usize = 1 << 20;
+
 /// gVisor's `commands.log` and the exits its trace points reported lately: a
 /// persistent sandbox's host writes the `exec` line of each command it starts
 /// through `runsc exec` (created without an exec, so no trace point names it) and
@@ -31,6 +35,70 @@ pub(crate) struct GvisorLog {
     /// in the log, or in neither, for whoever holds `log`.
     exits: Mutex<RecentExits>,
     arrived: Condvar,
+    lineage: Mutex<Lineage>,
+}
+
+/// Which lineage each live process of the sandbox is of: the process no clone
+/// point created that it descends from by fork and clone — a command `runsc exec`
+/// started, or the first process — whatever became of the processes between
+/// (ended, their children given to the first process, `setsid`, `CLONE_PARENT`).
+/// What a persistent sandbox's time-out must reach: gVisor's process table
+/// (`runsc ps`) shows only today's parents, and gives a process whose parent
+/// ended to the first process, where nothing tells whose it was; gVisor has no
+/// child subreaper (`PR_SET_CHILD_SUBREAPER` is refused with `EINVAL` in runsc
+/// 20221219) that could keep them under a process of ours.
+#[derive(Debug, Default)]
+struct Lineage {
+    /// Live process → its lineage's number.
+    live: HashMap<i32, u64>,
+    /// The last lineage number given.
+    last: u64,
+}
+
+impl Lineage {
+    /// `pid`'s lineage, a new one when it has none (a process no clone point
+    /// created).
+    fn of(&mut self, pid: i32) -> u64 {
+        if let Some(&origin) = self.live.get(&pid) {
+            return origin;
+        }
+        self.last += 1;
+        if self.live.len() < MAX_LINEAGE {
+            self.live.insert(pid, self.last);
+        }
+        self.last
+    }
+
+    /// `creator` made `child`, which joins its lineage (a stale entry of an
+    /// earlier process of that pid, whose exit went unreported, is replaced).
+    fn cloned(&mut self, creator: i32, child: i32) {
+        let origin = self.of(creator);
+        if self.live.len() < MAX_LINEAGE || self.live.contains_key(&child) {
+            self.live.insert(child, origin);
+        }
+    }
+
+    fn exited(&mut self, pid: i32) {
+        self.live.remove(&pid);
+    }
+
+    /// The live processes of `pid`'s lineage, `pid` first; none when `pid`
+    /// itself is not live.
+    fn members(&self, pid: i32) -> Vec<i32> {
+        let Some(&origin) = self.live.get(&pid) else {
+            return Vec::new();
+        };
+        let mut out = vec![pid];
+        let mut rest: Vec<i32> = self
+            .live
+            .iter()
+            .filter(|&(&p, &o)| o == origin && p != pid)
+            .map(|(&p, _)| p)
+            .collect();
+        rest.sort_unstable();
+        out.extend(rest);
+        out
+    }
 }
 
 /// The exits gVisor's trace points reported lately, each numbered in the order
@@ -84,7 +152,19 @@ impl GvisorLog {
             log: Arc::new(Mutex::new(log)),
             exits: Mutex::new(RecentExits::default()),
             arrived: Condvar::new(),
+            lineage: Mutex::new(Lineage::default()),
         }
+    }
+
+    fn lineage(&self) -> std::sync::MutexGuard<'_, Lineage> {
+        self.lineage.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The live processes `pid` started, by fork or clone, directly or through
+    /// processes since ended, as far as the trace points have been read: `pid`
+    /// first, none once `pid` ended.
+    pub(super) fn lineage_of(&self, pid: i32) -> Vec<i32> {
+        self.lineage().members(pid)
     }
 
     fn exits(&self) -> std::sync::MutexGuard<'_, RecentExits> {
@@ -120,8 +200,12 @@ impl GvisorLog {
             },
         );
         let status = self.exits().find(pid, since);
-        if let Some(status) = status {
-            log.exited(shared, pid, exit_of(status));
+        match status {
+            Some(status) => log.exited(shared, pid, exit_of(status)),
+            // A lineage of its own, unless a clone of its already made it one.
+            None => {
+                self.lineage().of(pid);
+            }
         }
         log.flush(shared);
     }
@@ -190,9 +274,11 @@ pub(super) fn record(gvisor: &GvisorLog, shared: &Shared, event: GvisorEvent) {
             let mut log = lock(log);
             log.exited(shared, pid, exit_of(status));
             gvisor.exits().push(pid, status);
+            gvisor.lineage().exited(pid);
             drop(log);
             gvisor.arrived.notify_all();
         }
+        GvisorEvent::Clone { creator, child } => gvisor.lineage().cloned(creator, child),
         GvisorEvent::UnreportedExec { pid, ppid } => gap(
             shared,
             Event::new(TRACE_GAP)
@@ -241,6 +327,45 @@ mod tests {
         assert_eq!(exits.take(7, since), None);
         // The former exit is still there for whoever started before it.
         assert_eq!(exits.take(7, 0), Some(42 << 8));
+    }
+
+    #[test]
+    fn a_lineage_outlives_the_processes_between_and_ends_with_its_first() {
+        let mut l = Lineage::default();
+        // The first process (1) and a command runsc started (15), seen first
+        // through its clone.
+        l.cloned(1, 2);
+        l.cloned(15, 16);
+        l.cloned(16, 17);
+        // 17 forks under CLONE_PARENT, then 16 (a subshell) ends: 18 is given to
+        // the first process, and still 15's.
+        l.cloned(17, 18);
+        l.exited(16);
+        l.exited(17);
+        // A second command, registered before it forked.
+        assert_eq!(l.of(30), l.of(30));
+        l.cloned(30, 31);
+        assert_eq!(l.members(15), [15, 18]);
+        assert_eq!(l.members(30), [30, 31]);
+        assert_eq!(l.members(1), [1, 2]);
+        // A lineage is reached through its first process only while it lives.
+        l.exited(15);
+        assert_eq!(l.members(15), Vec::<i32>::new());
+        // Pid 16 used again by another lineage's fork is that lineage's.
+        l.cloned(31, 16);
+        assert_eq!(l.members(30), [30, 16, 31]);
+    }
+
+    #[test]
+    fn the_lineage_is_bounded() {
+        let mut l = Lineage::default();
+        for child in 2..=i32::try_from(MAX_LINEAGE).unwrap() + 5 {
+            l.cloned(1, child);
+        }
+        assert_eq!(l.live.len(), MAX_LINEAGE);
+        // One already kept still moves to its new lineage.
+        l.cloned(i32::MAX, 3);
+        assert_ne!(l.live[&3], l.live[&2]);
     }
 
     #[test]

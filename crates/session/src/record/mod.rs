@@ -141,6 +141,15 @@ impl Recorder {
     pub fn gvisor_status(&self, pid: i32, since: u64, wait: std::time::Duration) -> Option<i32> {
         self.gvisor.upgrade()?.status(pid, since, wait)
     }
+
+    /// The live processes the command running as `pid` started, however
+    /// reparented since (see `gvisor::Lineage`), as far as the trace points have
+    /// been read: `pid` first; none once it ended or without a gVisor trace.
+    pub fn gvisor_lineage(&self, pid: i32) -> Vec<i32> {
+        self.gvisor
+            .upgrade()
+            .map_or_else(Vec::new, |gvisor| gvisor.lineage_of(pid))
+    }
 }
 
 /// The relays of one command of a persistent sandbox.

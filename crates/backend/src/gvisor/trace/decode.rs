@@ -128,7 +128,12 @@ impl Tracker {
         {
             self.parents.insert(child, parent);
         }
-        Ok(None)
+        // Its creator is the caller even under CLONE_PARENT: what a time-out of the
+        // caller's command must reach, wherever the child is reparented.
+        Ok(Some(GvisorEvent::Clone {
+            creator: ctx.thread_group_id,
+            child,
+        }))
     }
 
     fn exec(&mut self, m: wire::ExecveInfo) -> Result<Option<GvisorEvent>, String> {
@@ -326,6 +331,10 @@ mod tests {
         assert_eq!(
             events,
             [
+                GvisorEvent::Clone {
+                    creator: 1,
+                    child: 2
+                },
                 exec_event(2, Some(1), &["/bin/echo", "hi"]),
                 exit_event(2, 768)
             ]
@@ -345,6 +354,15 @@ mod tests {
         assert_eq!(
             events,
             [
+                GvisorEvent::Clone {
+                    creator: 1,
+                    child: 5
+                },
+                // CLONE_PARENT: 1 is 6's parent, 5 its creator.
+                GvisorEvent::Clone {
+                    creator: 5,
+                    child: 6
+                },
                 exec_event(5, Some(1), &["/a"]),
                 exec_event(6, Some(1), &["/b"])
             ]
@@ -364,10 +382,16 @@ mod tests {
         ]);
         assert_eq!(
             events,
-            [GvisorEvent::UnreportedExec {
-                pid: 3,
-                ppid: Some(1)
-            }]
+            [
+                GvisorEvent::Clone {
+                    creator: 1,
+                    child: 3
+                },
+                GvisorEvent::UnreportedExec {
+                    pid: 3,
+                    ppid: Some(1)
+                }
+            ]
         );
     }
 
