@@ -23,9 +23,9 @@ pub use cli::{
     remove, require_image, stop,
 };
 pub use plan::{
-    ContainerPlan, EngineMount, EngineNetwork, ExecRecording, INIT_DIR, INIT_LIB, INIT_PROGRAM,
-    INIT_RUN, ImageConfig, LOADER_VARIABLES, PlanError, check_loader_environment,
-    env_file_contents, resolve_command, run_args,
+    ContainerPlan, EngineMount, EngineNetwork, ExecRecording, INIT_DIR, INIT_DIR_SIZE, INIT_LIB,
+    INIT_PROGRAM, INIT_RUN, ImageConfig, LOADER_PRELOAD_FILE, LOADER_VARIABLES, PlanError,
+    check_loader_environment, env_file_contents, resolve_command, run_args,
 };
 pub use seccomp::{SeccompExportError, seccomp_profile};
 

@@ -20,6 +20,13 @@ pub fn recv(sock: BorrowedFd<'_>, buf: &mut [u8]) -> std::io::Result<(usize, Vec
     sys::recv_msg(sock, buf)
 }
 
+/// Whether a descriptor received is a path-only one (`O_PATH`): it reads and writes
+/// nothing, but names its file, which whoever holds it may open again through
+/// `/proc/self/fd/N` with their own rights.
+pub fn is_path_only(fd: BorrowedFd<'_>) -> std::io::Result<bool> {
+    Ok(sys::status_flags(fd)? & libc::O_PATH != 0)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -38,6 +45,7 @@ mod tests {
         let (n, fds) = recv(b.as_fd(), &mut buf).unwrap();
         assert_eq!(&buf[..n], b"hello");
         assert_eq!(fds.len(), 2);
+        assert!(!is_path_only(fds[0].as_fd()).unwrap());
         w.write_all(b"x").unwrap();
         let mut got = [0u8; 1];
         std::fs::File::from(fds.into_iter().next().unwrap())
@@ -46,5 +54,18 @@ mod tests {
         assert_eq!(&got, b"x");
         drop(a);
         assert_eq!(recv(b.as_fd(), &mut buf).unwrap().0, 0);
+    }
+
+    #[test]
+    fn a_path_only_descriptor_is_told_from_an_open_one() {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path_only = std::fs::File::options()
+            .read(true)
+            .custom_flags(libc::O_PATH)
+            .open("/etc/passwd")
+            .unwrap();
+        assert!(is_path_only(path_only.as_fd()).unwrap());
+        let open = std::fs::File::open("/etc/passwd").unwrap();
+        assert!(!is_path_only(open.as_fd()).unwrap());
     }
 }

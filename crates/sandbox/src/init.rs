@@ -266,14 +266,14 @@ fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::Owned
     let set = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD, TERMINATE_ALL]].concat());
     let mut full_seen = vec![false; p.watch_full.len()];
     loop {
-        let sig = if p.watch_full.is_empty() {
-            match sys::sigwait(&set) {
-                Ok((sig, _)) => sig,
+        let got = if p.watch_full.is_empty() {
+            match sys::sigwait_info(&set) {
+                Ok(got) => got,
                 Err(_) => sys::exit_now(125),
             }
         } else {
-            match sys::sigtimedwait(&set, WATCH_INTERVAL) {
-                Ok(Some(sig)) => sig,
+            match sys::sigtimedwait_info(&set, WATCH_INTERVAL) {
+                Ok(Some(got)) => got,
                 Ok(None) => {
                     report_full(p, &mut full_seen, &mut report);
                     continue;
@@ -281,9 +281,15 @@ fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::Owned
                 Err(_) => sys::exit_now(125),
             }
         };
+        let sig = got.signal;
         if sig == TERMINATE_ALL {
             // A timeout: every process in the sandbox, not only the command's group.
-            let _ = sys::kill(-1, libc::SIGTERM);
+            // Only the supervisor's: a blocked signal reaches PID 1 from its own
+            // namespace too, and a command could otherwise have init end every
+            // process of the sandbox (red team, session 16).
+            if sent_from_outside(got.sender.into(), got.code) {
+                let _ = sys::kill(-1, libc::SIGTERM);
+            }
             continue;
         }
         if sig != libc::SIGCHLD {
@@ -351,6 +357,16 @@ pub(crate) fn forward_signal(main: libc::pid_t, sig: libc::c_int) {
     if matches!(sig, libc::SIGHUP | libc::SIGTERM) {
         send(libc::SIGCONT);
     }
+}
+
+/// Whether a signal init took came from outside the sandbox by `kill` (or
+/// `pidfd_send_signal`): `SI_USER`, whose sender the kernel fills in, 0 for another
+/// pid namespace. A command can make the kernel send a signal with no sender (an
+/// I/O notification: `F_SETOWN` 1, `F_SETSIG`; a positive code) or forge one with
+/// sender 0 (`rt_sigqueueinfo`, `SI_QUEUE`); its own `kill` names it (red team,
+/// session 15 for a persistent sandbox's init, 16 for a run's).
+pub(crate) fn sent_from_outside(sender: i64, code: i32) -> bool {
+    sender == 0 && code == libc::SI_USER
 }
 
 /// In the parent of an [`exec_command`] child: says on stderr why `program` could
@@ -465,4 +481,23 @@ fn exec_search(p: &Exec<'_>) -> i32 {
         }
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_signal_killed_from_outside_the_sandbox_is_taken_for_the_supervisor_s() {
+        assert!(sent_from_outside(0, libc::SI_USER));
+        // A process of the sandbox's own namespace: its pid is named.
+        assert!(!sent_from_outside(1, libc::SI_USER));
+        assert!(!sent_from_outside(42, libc::SI_USER));
+        // Sender 0 that the kernel or the command wrote, not a kill from outside.
+        assert!(!sent_from_outside(0, libc::SI_QUEUE));
+        // POLL_IN, an I/O notification's (F_SETSIG).
+        assert!(!sent_from_outside(0, 1));
+        assert!(!sent_from_outside(0, libc::SI_KERNEL));
+        assert!(!sent_from_outside(0, libc::SI_TKILL));
+    }
 }

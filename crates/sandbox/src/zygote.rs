@@ -81,7 +81,8 @@ pub(crate) fn serve(mut ending: Ending, sock: &OwnedFd) -> ! {
                 // Only from outside the sandbox (the supervisor, the engine: pid 0
                 // here). A blocked signal reaches PID 1 from its own namespace too,
                 // so a command could otherwise stop the whole sandbox.
-                if got.signal == stop && stops_it(got.sender, got.code) {
+                if got.signal == stop && crate::init::sent_from_outside(got.sender.into(), got.code)
+                {
                     // A stop: every process in the sandbox, then end once all are gone.
                     stopping = true;
                     let _ = sys::kill(-1, libc::SIGTERM);
@@ -136,17 +137,6 @@ pub(crate) fn serve(mut ending: Ending, sock: &OwnedFd) -> ! {
             None => {}
         }
     }
-}
-
-/// Whether a stop signal from `sender` (its pid in the sandbox's pid namespace), sent
-/// the way `code` says, stops the sandbox: only one that `kill` (or
-/// `pidfd_send_signal`) sent from outside it (`SI_USER`, whose sender the kernel
-/// fills in: 0, another namespace). A command can make the kernel send the stop
-/// signal with no sender (an I/O notification: `F_SETOWN` 1, `F_SETSIG`; a positive
-/// code) or forge one with sender 0 (`rt_sigqueueinfo`, `SI_QUEUE`): neither stops it
-/// (red team, session 15).
-fn stops_it(sender: u32, code: i32) -> bool {
-    sender == 0 && code == libc::SI_USER
 }
 
 fn end(ending: &mut Ending, status: i32) -> ! {
@@ -270,23 +260,5 @@ fn start(
             crate::init::exec_command(&exec, err_w, raw, tty.is_some())
         }
         Err(e) => Err(errno(e)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_stop_from_outside_the_sandbox_stops_it() {
-        assert!(stops_it(0, libc::SI_USER));
-        assert!(!stops_it(1, libc::SI_USER));
-        assert!(!stops_it(42, libc::SI_USER));
-        // Sender 0 that the kernel or the command wrote, not a kill from outside.
-        assert!(!stops_it(0, libc::SI_QUEUE));
-        // POLL_IN, an I/O notification's (F_SETSIG).
-        assert!(!stops_it(0, 1));
-        assert!(!stops_it(0, libc::SI_KERNEL));
-        assert!(!stops_it(0, libc::SI_TKILL));
     }
 }

@@ -767,8 +767,10 @@ type GvisorStart = (
 /// container's recording init is. For a persistent sandbox's first process
 /// (`vg_backend::gvisor::exec`) and a command's terminal
 /// (`vg_sandbox::gvisor_terminal`).
-fn gvisor_own_program(args: &[String]) -> Result<OwnProgram> {
-    use vg_backend::engine::{INIT_LIB, INIT_PROGRAM};
+fn gvisor_own_program(args: &[String], image: bool) -> Result<OwnProgram> {
+    use vg_backend::engine::{
+        INIT_DIR, INIT_DIR_SIZE, INIT_LIB, INIT_PROGRAM, LOADER_PRELOAD_FILE,
+    };
     let files = vg_sandbox::engine_init::host_files().map_err(|e| {
         anyhow::anyhow!(
             "--backend gvisor: cannot find this program's own files, which a persistent sandbox runs as its first process: {e}"
@@ -786,10 +788,32 @@ fn gvisor_own_program(args: &[String]) -> Result<OwnProgram> {
             .map(|name| std::path::Path::new(INIT_LIB).join(name))
             .ok_or_else(|| anyhow::anyhow!("--backend gvisor: {} has no file name", host.display()))
     };
-    let mut binds = vec![bind(&files.program, INIT_PROGRAM.into())];
+    let mut binds = Vec::new();
+    // An image's files must not reach our program through the loader, as in a
+    // container (`vg_backend::engine::ExecRecording`): its `/etc/ld.so.preload`,
+    // which the loader reads even for a program it is asked to start, and what it
+    // has under our folder, where the loader looks before our libraries
+    // (`glibc-hwcaps/…`). Its code would run as our first process: the relay of a
+    // `-t` command, or a persistent sandbox's keeper and its user of its own (red
+    // team, session 16). Without an image the root is the host's.
+    if image {
+        binds.push(vg_policy::MountOp::Tmpfs {
+            dst: INIT_DIR.into(),
+            size: INIT_DIR_SIZE,
+            mode: 0o555,
+            owner: None,
+        });
+    }
+    binds.push(bind(&files.program, INIT_PROGRAM.into()));
     let mut argv = Vec::new();
     if let Some(loader) = &files.loader {
         let ld = lib(loader)?;
+        if image {
+            binds.push(bind(
+                std::path::Path::new("/dev/null"),
+                LOADER_PRELOAD_FILE.into(),
+            ));
+        }
         binds.push(bind(loader, ld.clone()));
         for library in &files.libraries {
             binds.push(bind(library, lib(library)?));
@@ -832,6 +856,10 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
     // A persistent sandbox's commands come later, through `runsc exec`, and their
     // exact ends from the trace points: its first process only keeps it.
     let mut view = std::borrow::Cow::Borrowed(&spec.view);
+    let image = matches!(
+        spec.view.ops.first(),
+        Some(vg_policy::MountOp::ImageRoot { .. })
+    );
     let mut pause_user = None;
     if spec.persistent {
         if !record_execs {
@@ -839,7 +867,7 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
                 "--backend gvisor: a persistent sandbox needs its execs recorded (its commands' ends come from gVisor's trace points); record execs, or use --backend native"
             );
         }
-        let pause = gvisor_own_program(&[vg_backend::gvisor::exec::PAUSE_MODE.to_owned()])?;
+        let pause = gvisor_own_program(&[vg_backend::gvisor::exec::PAUSE_MODE.to_owned()], image)?;
         let user = vg_backend::gvisor::exec::pause_identity((uid, gid));
         process.argv = pause.argv;
         process.env = Vec::new();
@@ -853,7 +881,7 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
         // theirs: the command gets one of gVisor's devpts from our relay.
         let mut args = vec![vg_sandbox::gvisor_terminal::MODE.to_owned()];
         args.extend(spec.argv.iter().cloned());
-        let relay = gvisor_own_program(&args)?;
+        let relay = gvisor_own_program(&args, image)?;
         process.argv = relay.argv;
         view.to_mut().ops.extend(relay.binds);
     }

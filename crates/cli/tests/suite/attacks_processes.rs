@@ -281,6 +281,37 @@ sys.exit(7)
     });
 }
 
+/// Red team (session 16): the one-shot init took the supervisor's stop signal
+/// (`TERMINATE_ALL`, a time-out: SIGTERM to every process of the sandbox) from
+/// anyone, a command's `kill -PWR 1` included, and also when it named no sender (an
+/// I/O notification, `F_SETSIG`; `rt_sigqueueinfo`). Only a kill from outside does
+/// now, as in a persistent sandbox.
+#[test]
+fn a_command_cannot_make_init_stop_its_sandbox() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        super::persistent::build_senderless(&ws);
+        let pwr = libc::SIGPWR;
+        for (how, send) in [
+            ("kill", "kill -PWR 1".to_owned()),
+            ("sigio", format!("./senderless sigio 1 {pwr}")),
+            ("queue", format!("./senderless queue 1 {pwr}")),
+        ] {
+            // A process of the sandbox that the stop would end, and the shell itself.
+            let out = super::harness::sh(
+                runner,
+                &ws,
+                &format!(
+                    "sleep 5 & victim=$!; {send} >/dev/null; sleep 0.5; \
+                     kill -0 $victim && echo victim=alive; kill $victim"
+                ),
+            );
+            out.assert_success();
+            assert_eq!(out.field("victim"), "alive", "{runner} {how}\n{out}");
+        }
+    });
+}
+
 #[test]
 fn detached_processes_do_not_survive_the_session() {
     each_identity(|runner| {

@@ -1306,6 +1306,73 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// Red team (session 16): the user's terminal resized while the container started
+/// (before our init handed its terminal over) left the container's terminal at the
+/// size of the start, and `tty.cast` without the resize, until the next one. The
+/// engine's client is made slow here, so that the resize comes then.
+#[test]
+fn a_resize_while_the_container_starts_reaches_its_terminal() {
+    use super::shell::{TMUX, Tmux, vectraguard_command};
+    if !super::harness::require_tools(&[TMUX]) {
+        return;
+    }
+    let runner = Runner::Root;
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let docker = ["/usr/bin/docker", "/usr/local/bin/docker"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("docker");
+    let slow = ws.mkdir("slow-engine");
+    let started = ws.join("run-asked");
+    ws.write_mode(
+        "slow-engine/docker",
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = run ]; then : > '{}'; sleep 2; fi\nexec {docker} \"$@\"\n",
+            started.display()
+        ),
+        0o755,
+    );
+    let command = vectraguard_command(
+        runner,
+        &home,
+        &[
+            "sandbox",
+            "run",
+            "-t",
+            "--backend",
+            "docker",
+            "--image",
+            IMAGE,
+            "--",
+            "sh",
+            "-c",
+            "stty size; sleep 1; echo sized-$((2+3))",
+        ],
+    )
+    .replace(
+        "PATH=/usr/local/bin",
+        &format!("PATH={}:/usr/local/bin", slow.display()),
+    );
+    let t = Tmux::start(ws.path(), &command, 100, 30);
+    // The size is taken just before the engine's client starts.
+    assert!(
+        super::harness::wait_until(std::time::Duration::from_secs(30), || started.exists()),
+        "the engine's client was not started"
+    );
+    let status = t
+        .tmux()
+        .args(["resize-window", "-t", "vg", "-x", "120", "-y", "40"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let screen = t.wait_for("sized-5");
+    assert!(screen.contains("40 120"), "{screen}");
+    t.wait_gone();
+    let cast = std::fs::read_to_string(home.only_session().join("tty.cast")).unwrap();
+    assert!(cast.contains("\"r\",\"120x40\""), "no resize event\n{cast}");
+}
+
 /// A program in the container tries to type into a terminal with TIOCSTI: refused by
 /// our filter, and were it not, it could reach only the container's own terminal,
 /// never the user's. A background process that keeps the terminal's slave open after

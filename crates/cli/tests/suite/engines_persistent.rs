@@ -5,7 +5,7 @@
 
 use super::engines::containers;
 use super::harness::{
-    Output, RecordsHome, Runner, Workspace, session_metadata, unique, wait_until,
+    Output, PYTHON, RecordsHome, Runner, Workspace, session_metadata, unique, wait_until,
 };
 use super::live::vg;
 
@@ -263,6 +263,62 @@ fn a_folder_on_stdin_does_not_open_the_host_s_files_to_the_container() {
         assert!(!out.stdout.contains("host-secret"), "{engine}\n{out}");
         assert!(!host.join("planted").exists(), "{engine}\n{out}");
         // The sandbox serves on.
+        sandbox.exec(&["true"]).assert_success();
+    }
+}
+
+/// Red team (session 16): a host file on `sandbox exec`'s stdin was passed to the
+/// container's command as it was, which opened it again through `/proc/self/fd/0`
+/// with its own rights: for writing, though it was redirected for reading, and from
+/// a path-only (`O_PATH`) descriptor that gives no input at all. A file's bytes now
+/// come through a pipe, and a path-only descriptor is refused.
+#[test]
+fn a_file_on_stdin_is_read_by_the_container_and_never_opened_again() {
+    for engine in ["docker", "podman"] {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(Runner::Root);
+        let sandbox = Container::create(engine, &ws, &home);
+        let host = Workspace::new();
+        // Writable by the container's user, as a shared file would be.
+        let file = host.write_mode("input", "host-input\n", 0o666);
+        std::fs::set_permissions(
+            host.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let reopen = "cat; echo planted >> /proc/self/fd/0 && echo reopened=yes; echo done=yes";
+        let exec = |shell: String| {
+            let mut vg = super::harness::Vg::new(Runner::Root, ws.path());
+            vg.records_home(&home).through_shell(&shell).args([
+                "sandbox",
+                "exec",
+                &sandbox.name,
+                "--",
+                "sh",
+                "-c",
+                reopen,
+            ]);
+            vg.run()
+        };
+        // Redirected for reading: its bytes, and nothing else of it.
+        let out = exec(format!("exec \"$@\" < '{}'", file.display()));
+        out.assert_success();
+        assert!(out.stdout.contains("host-input"), "{engine}\n{out}");
+        assert_eq!(out.field("done"), "yes", "{engine}\n{out}");
+        assert!(!out.stdout.contains("reopened=yes"), "{engine}\n{out}");
+        // A path-only descriptor: refused, nothing runs.
+        let out = exec(format!(
+            "exec {PYTHON} -c 'import os, sys; os.dup2(os.open(sys.argv[1], os.O_PATH), 0); os.execvp(sys.argv[2], sys.argv[2:])' '{}' \"$@\"",
+            file.display()
+        ));
+        assert_ne!(out.status.code(), Some(0), "{engine}\n{out}");
+        assert!(out.stderr.contains("path-only (O_PATH)"), "{engine}\n{out}");
+        assert!(!out.stdout.contains("done=yes"), "{engine}\n{out}");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "host-input\n",
+            "{engine}: the host's file was written"
+        );
         sandbox.exec(&["true"]).assert_success();
     }
 }

@@ -509,3 +509,100 @@ fn the_mcp_server_runs_its_sandboxes_on_gvisor() {
         verify.assert_success().assert_stdout_contains("intact");
     });
 }
+
+/// A library that, loaded into any process, leaves a file in `/tmp` naming the
+/// process and its user.
+const PRELOADED: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void announce(void) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/hijacked-pid%d-uid%d", getpid(), getuid());
+    int fd = open(path, O_CREAT | O_WRONLY, 0644);
+    if (fd >= 0) close(fd);
+}
+"#;
+
+/// Red team (session 16): an image's `/etc/ld.so.preload` loaded its library into
+/// our program, which gVisor runs through the host's loader as the sandbox's first
+/// process (a persistent sandbox's keeper, with the user of its own that no
+/// command can signal; a `-t` command's relay): the image's code ran as it, as it
+/// could not in a container. The preload list is empty now (for the commands too,
+/// as in a container), and our folder a tmpfs holding only our files.
+#[test]
+fn an_image_cannot_load_its_code_into_the_sandbox_s_first_process() {
+    // An image store is its user's: runsc, as the sandbox's user, reads it.
+    let runner = Runner::Unprivileged;
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let root = ws.join("rootfs");
+    for dir in [
+        "bin",
+        "etc",
+        "tmp",
+        ".vectraguard/lib/glibc-hwcaps/x86-64-v2",
+    ] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    std::fs::set_permissions(
+        root.join("tmp"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .unwrap();
+    std::fs::copy("/bin/busybox", root.join("bin/busybox")).unwrap();
+    for applet in ["sh", "cat", "ls", "echo"] {
+        std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
+    }
+    let source = ws.join("preloaded.c");
+    std::fs::write(&source, PRELOADED).unwrap();
+    let built = std::process::Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(root.join("preloaded.so"))
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    std::fs::write(root.join("etc/ld.so.preload"), "/preloaded.so\n").unwrap();
+    // Where the loader looks before our libraries.
+    std::fs::write(
+        root.join(".vectraguard/lib/glibc-hwcaps/x86-64-v2/planted"),
+        "image\n",
+    )
+    .unwrap();
+    let tar = ws.join("rootfs.tar");
+    let packed = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(&root)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(packed.success());
+    std::fs::set_permissions(&tar, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let image = format!("vectraguard-test/gvisor-preload-{}:1", unique());
+    vg(
+        runner,
+        &ws,
+        &home,
+        &["image", "import", &tar.to_string_lossy(), "--tag", &image],
+    )
+    .assert_success();
+    let sandbox = Sandbox::create(runner, &ws, &home, &["--image", &image]);
+    let out = sandbox.exec(&[
+        "sh",
+        "-c",
+        "echo preload=[$(cat /etc/ld.so.preload)]; ls /tmp; ls -R /.vectraguard/lib",
+    ]);
+    out.assert_success();
+    // Empty for the whole sandbox, as in a container.
+    assert!(out.stdout.contains("preload=[]"), "{out}");
+    assert!(!out.stdout.contains("hijacked-pid1-"), "{out}");
+    assert!(!out.stdout.contains("glibc-hwcaps"), "{out}");
+    assert!(!out.stdout.contains("planted"), "{out}");
+}

@@ -215,6 +215,107 @@ mod tests {
         assert_eq!(&buf[..n], b"fresh");
     }
 
+    /// Red team (session 16, held): a socket kept from an orderly close (TIME-WAIT, the
+    /// sandbox's last bytes never read) listens for its next destination only: a
+    /// connection to its last one is not taken, and the one it takes starts empty.
+    #[test]
+    fn a_socket_kept_from_time_wait_takes_only_its_next_destination() {
+        let mut dev = Loopback::new(Medium::Ip);
+        let mut iface = Interface::new(
+            Config::new(HardwareAddress::Ip),
+            &mut dev,
+            Instant::from_millis(0),
+        );
+        iface.update_ip_addrs(|a| {
+            a.push(IpCidr::new(IpAddress::v4(10, 0, 0, 1), 24)).unwrap();
+        });
+        let mut sockets = SocketSet::new(Vec::new());
+        let mut pool = SocketPool::default();
+        let server_at = |port| IpListenEndpoint {
+            addr: Some(IpAddress::v4(10, 0, 0, 1)),
+            port,
+        };
+        let client = |iface: &mut Interface, port: u16, local: u16| {
+            let mut c = tcp::Socket::new(
+                tcp::SocketBuffer::new(vec![0; 4096]),
+                tcp::SocketBuffer::new(vec![0; 4096]),
+            );
+            c.connect(iface.context(), (IpAddress::v4(10, 0, 0, 1), port), local)
+                .unwrap();
+            c
+        };
+        let state = |set: &SocketSet<'static>, h| set.get::<tcp::Socket>(h).state();
+
+        // The first connection, to port 80: the client's bytes stay unread, the server
+        // closes first and ends in TIME-WAIT.
+        let mut server = pool.take(4096);
+        server.listen(server_at(80)).unwrap();
+        let s = sockets.add(server);
+        let c = sockets.add(client(&mut iface, 80, 5000));
+        run(&mut iface, &mut dev, &mut sockets, |set| {
+            state(set, s) == tcp::State::Established && state(set, c) == tcp::State::Established
+        });
+        sockets
+            .get_mut::<tcp::Socket>(c)
+            .send_slice(b"old upload")
+            .unwrap();
+        run(&mut iface, &mut dev, &mut sockets, |set| {
+            set.get::<tcp::Socket>(s).recv_queue() > 0
+        });
+        sockets.get_mut::<tcp::Socket>(s).close();
+        sockets.get_mut::<tcp::Socket>(c).close();
+        run(&mut iface, &mut dev, &mut sockets, |set| {
+            state(set, s) == tcp::State::TimeWait
+        });
+        assert!(
+            sockets.get::<tcp::Socket>(s).can_recv(),
+            "unread bytes kept"
+        );
+        let smoltcp::socket::Socket::Tcp(old) = sockets.remove(s) else {
+            panic!("not a TCP socket");
+        };
+        sockets.remove(c);
+        pool.put(4096, old);
+        assert_eq!(pool.len(), 1, "a TIME-WAIT socket is closed: kept");
+
+        // Reused for port 443: a connection to port 80 again is not taken by it.
+        let mut server = pool.take(4096);
+        assert_eq!(pool.len(), 0);
+        server.listen(server_at(443)).unwrap();
+        let s = sockets.add(server);
+        let stale = sockets.add(client(&mut iface, 80, 5001));
+        run(&mut iface, &mut dev, &mut sockets, |set| {
+            state(set, stale) == tcp::State::Closed
+        });
+        assert_eq!(state(&sockets, s), tcp::State::Listen);
+        let c = sockets.add(client(&mut iface, 443, 5002));
+        run(&mut iface, &mut dev, &mut sockets, |set| {
+            state(set, s) == tcp::State::Established && state(set, c) == tcp::State::Established
+        });
+        let server = sockets.get::<tcp::Socket>(s);
+        assert_eq!(
+            server.remote_endpoint().map(|e| e.port),
+            Some(5002),
+            "the new connection's peer"
+        );
+        assert_eq!(server.local_endpoint().map(|e| e.port), Some(443));
+        assert_eq!(server.recv_queue(), 0);
+        assert_eq!(server.send_queue(), 0);
+        sockets
+            .get_mut::<tcp::Socket>(c)
+            .send_slice(b"new")
+            .unwrap();
+        run(&mut iface, &mut dev, &mut sockets, |set| {
+            set.get::<tcp::Socket>(s).recv_queue() == 3
+        });
+        let mut buf = [0u8; 64];
+        let n = sockets
+            .get_mut::<tcp::Socket>(s)
+            .recv_slice(&mut buf)
+            .unwrap();
+        assert_eq!(&buf[..n], b"new");
+    }
+
     fn pool_socket(buffers: usize) -> tcp::Socket<'static> {
         SocketPool::default().take(buffers)
     }

@@ -459,6 +459,19 @@ fn serve_client(stream: UnixStream, context: &Shared) {
             Ok(null) => OwnedFd::from(null),
             Err(e) => return refuse(&stream, format!("cannot open /dev/null: {e}")),
         }
+    } else if stdin_relayed(kind) && request.tty.is_none() {
+        // Copied until the file ends or the command's side is closed (EPIPE).
+        let (from_host, to_command) = match std::io::pipe() {
+            Ok(pipe) => pipe,
+            Err(e) => return refuse(&stream, format!("cannot create the input pipe: {e}")),
+        };
+        let spawned = std::thread::Builder::new()
+            .name("vg-exec-stdin".into())
+            .spawn(move || copy(stdin, to_command.into()));
+        if let Err(e) = spawned {
+            return refuse(&stream, format!("cannot start the input relay: {e}"));
+        }
+        from_host.into()
     } else {
         stdin
     };
@@ -642,31 +655,69 @@ fn serve_client(stream: UnixStream, context: &Shared) {
     send(&stream, &line);
 }
 
-/// What a client's stdin is, as far as [`stdin_refusal`] cares.
+/// What a client's stdin is, as far as [`stdin_refusal`] and [`stdin_relayed`] care.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum StdinKind {
     Directory,
-    /// A file, pipe, socket, device…, or one `fstat` could not read (it is then
-    /// no folder the sandbox could walk from either: the command's reads fail).
-    Other,
+    /// A path-only descriptor (`O_PATH`) of anything: it gives no input, only a
+    /// name of a host file.
+    PathOnly,
+    /// A file (or block device) of the host, opened: its bytes are the input.
+    File,
+    /// A pipe, socket or character device (a terminal is replaced before): passed
+    /// as it is.
+    Stream,
+    /// One whose flags or type could not be read.
+    Unknown,
 }
 
 /// Why a client's stdin is not passed to the command (pure): a folder of the host
 /// (`sandbox exec … < DIR`, or an `O_PATH` descriptor of one) would let the command
 /// walk the host's files from it (`/proc/self/fd/0/..`, `openat(0, …)`), which in a
-/// container nothing else stops (red team, session 15).
+/// container nothing else stops (red team, session 15); a path-only descriptor of a
+/// file gives no input but lets the command open the host's file again, for writing
+/// too (red team, session 16).
 fn stdin_refusal(kind: StdinKind) -> Option<&'static str> {
-    (kind == StdinKind::Directory).then_some(
-        "stdin is a folder, which would give the command the host's files from it: redirect a file, or nothing (< /dev/null)",
-    )
+    match kind {
+        StdinKind::Directory => Some(
+            "stdin is a folder, which would give the command the host's files from it: redirect a file, or nothing (< /dev/null)",
+        ),
+        StdinKind::PathOnly => Some(
+            "stdin is a path-only (O_PATH) descriptor, which gives no input but would let the command open the host's file again: redirect the file itself, or nothing (< /dev/null)",
+        ),
+        StdinKind::Unknown => Some(
+            "stdin cannot be looked at (its flags or type are unreadable): redirect a file, or nothing (< /dev/null)",
+        ),
+        StdinKind::File | StdinKind::Stream => None,
+    }
+}
+
+/// Whether a client's stdin reaches the command through a pipe that the host fills
+/// (pure): a host file passed as it is could be opened again through
+/// `/proc/self/fd/0` with the command's rights, for writing too, which in a
+/// container no Landlock rule stops (red team, session 16). A stream opened again is
+/// the same stream.
+fn stdin_relayed(kind: StdinKind) -> bool {
+    kind == StdinKind::File
 }
 
 /// `stdin`, given back, and its kind.
 fn stdin_kind(stdin: OwnedFd) -> (OwnedFd, StdinKind) {
+    use std::os::unix::fs::FileTypeExt;
+    let path_only = vg_sandbox::fdpass::is_path_only(stdin.as_fd());
     let file = std::fs::File::from(stdin);
-    let kind = match file.metadata() {
-        Ok(meta) if meta.is_dir() => StdinKind::Directory,
-        _ => StdinKind::Other,
+    let kind = match (path_only, file.metadata()) {
+        (Ok(true), _) => StdinKind::PathOnly,
+        (Ok(false), Ok(meta)) if meta.is_dir() => StdinKind::Directory,
+        (Ok(false), Ok(meta))
+            if meta.file_type().is_fifo()
+                || meta.file_type().is_socket()
+                || meta.file_type().is_char_device() =>
+        {
+            StdinKind::Stream
+        }
+        (Ok(false), Ok(_)) => StdinKind::File,
+        _ => StdinKind::Unknown,
     };
     (OwnedFd::from(file), kind)
 }
@@ -733,14 +784,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_folder_on_stdin_is_refused_and_anything_else_passed() {
+    fn a_folder_or_a_path_on_stdin_is_refused_a_file_relayed_a_stream_passed() {
         let why = stdin_refusal(StdinKind::Directory).unwrap_or_default();
         assert!(why.contains("stdin is a folder"), "{why}");
-        assert_eq!(stdin_refusal(StdinKind::Other), None);
-        let dir = OwnedFd::from(std::fs::File::open("/").unwrap());
-        assert_eq!(stdin_kind(dir).1, StdinKind::Directory);
-        let null = OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
-        assert_eq!(stdin_kind(null).1, StdinKind::Other);
+        let why = stdin_refusal(StdinKind::PathOnly).unwrap_or_default();
+        assert!(why.contains("path-only (O_PATH)"), "{why}");
+        let why = stdin_refusal(StdinKind::Unknown).unwrap_or_default();
+        assert!(why.contains("cannot be looked at"), "{why}");
+        for passed in [StdinKind::File, StdinKind::Stream] {
+            assert_eq!(stdin_refusal(passed), None);
+        }
+        assert!(stdin_relayed(StdinKind::File));
+        assert!(!stdin_relayed(StdinKind::Stream));
+
+        use std::os::unix::fs::OpenOptionsExt;
+        let kind_of = |file: std::fs::File| stdin_kind(OwnedFd::from(file)).1;
+        assert_eq!(
+            kind_of(std::fs::File::open("/").unwrap()),
+            StdinKind::Directory
+        );
+        assert_eq!(
+            kind_of(std::fs::File::open("/dev/null").unwrap()),
+            StdinKind::Stream
+        );
+        assert_eq!(
+            kind_of(std::fs::File::open("/etc/passwd").unwrap()),
+            StdinKind::File
+        );
+        for path in ["/etc/passwd", "/", "/dev/null"] {
+            let path_only = std::fs::File::options()
+                .read(true)
+                .custom_flags(libc::O_PATH)
+                .open(path)
+                .unwrap();
+            assert_eq!(kind_of(path_only), StdinKind::PathOnly, "{path}");
+        }
+        let (r, _w) = std::io::pipe().unwrap();
+        assert_eq!(stdin_kind(r.into()).1, StdinKind::Stream);
     }
 
     #[test]

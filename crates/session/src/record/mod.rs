@@ -418,7 +418,7 @@ fn open_terminal(
 fn engine_terminal(
     from: &std::sync::mpsc::Receiver<std::os::fd::OwnedFd>,
     shared: &Arc<Shared>,
-    size: vg_sandbox::terminal::Size,
+    (size, follow): (vg_sandbox::terminal::Size, bool),
     caps: OutputCaps,
     slot: &OnceLock<File>,
 ) {
@@ -439,6 +439,16 @@ fn engine_terminal(
     let Some(input) = open_terminal(shared, &master, size, slot) else {
         return;
     };
+    // Our terminal resized while the container started had no terminal to pass its
+    // size to (the resizer's slot was empty until now): the size it has now. One
+    // resized from here on is passed on by the resizer (red team, session 16).
+    if follow
+        && let Ok(now) = vg_sandbox::terminal::copy_size(std::io::stdin().as_fd(), master.as_fd())
+        && now != size
+        && let Err(e) = shared.writer.cast_resize(now.cols, now.rows)
+    {
+        shared.fail("tty.cast", e);
+    }
     // Not joined: it sits in read(2) on our stdin until we exit.
     let in_shared = Arc::downgrade(shared);
     std::thread::spawn(move || relay_input(input, &in_shared, caps.recorded));
@@ -839,6 +849,8 @@ impl Session {
                 }
             }
             Output::Tty { size, client } => {
+                // Ours is a terminal: its later sizes are followed.
+                let follow = size.is_some();
                 let size = size.unwrap_or(DEFAULT_TERMINAL_SIZE);
                 if let Some(pipe) = client {
                     let shared = Arc::clone(&shared);
@@ -854,7 +866,7 @@ impl Session {
                         let shared = Arc::clone(&shared);
                         let slot = Arc::clone(&slot);
                         self.engine_terminal = Some(std::thread::spawn(move || {
-                            engine_terminal(&from, &shared, size, caps, &slot);
+                            engine_terminal(&from, &shared, (size, follow), caps, &slot);
                         }));
                     }
                     None => {
