@@ -288,6 +288,25 @@ pub fn gvisor_pids(inside: u64, host_max: Option<u64>) -> GvisorPids {
     }
 }
 
+/// What the record's `layers` say of user namespaces on gVisor (see
+/// `vg_backend::gvisor::bundle::seccomp`): runsc installs the bundle's filter on
+/// the first process, which every process it starts inherits, but not on a
+/// persistent sandbox's commands, which `runsc exec` starts (runsc 20221219,
+/// `runsc/boot/loader.go`) (pure).
+pub fn user_namespaces(persistent: bool) -> &'static str {
+    if persistent {
+        "allowed-in-exec (runsc exec installs no seccomp filter)"
+    } else {
+        "denied-by-oci-seccomp"
+    }
+}
+
+/// What `enforced_by.pids` adds for a persistent gVisor sandbox: its commands can
+/// make a user namespace, where gVisor does not count their processes against the
+/// cap; the host cap then holds, and the sandbox ends when gVisor reaches it (pure).
+pub const GVISOR_EXEC_PIDS_NOTE: &str =
+    "; a command that makes a user namespace steps past it, and only the host cap holds";
+
 /// The host's task space: the lower of `kernel.pid_max` and `kernel.threads-max`
 /// (a thread takes a pid too); `None` when neither can be read.
 pub fn host_task_max() -> Option<u64> {
@@ -968,7 +987,7 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
         network,
     )?;
     let enforced = format!(
-        "backend=gvisor\nruntime={}\nplatform=ptrace\nnetwork={}\n{}capabilities=\nno_new_privs=1\nuser={uid}:{gid}\nhost_user={}\nviolations={VIOLATIONS}\npids={}\nuser_namespaces=denied-by-oci-seccomp\n",
+        "backend=gvisor\nruntime={}\nplatform=ptrace\nnetwork={}\n{}capabilities=\nno_new_privs=1\nuser={uid}:{gid}\nhost_user={}\nviolations={VIOLATIONS}\npids={}\nuser_namespaces={}\n",
         runsc.display(),
         network.name(),
         if matches!(network, gvisor::Network::Mediated(_)) {
@@ -981,6 +1000,7 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
         identity.map_or_else(|| "self".to_owned(), |(u, _)| u.to_string()),
         spec.rlimit_nproc
             .map_or_else(|| "none".to_owned(), |n| format!("gvisor-rlimit-nproc:{n}")),
+        user_namespaces(spec.persistent),
     );
     // Said in the record: how the commands get in, and who keeps the sandbox.
     let enforced = match pause_user {

@@ -550,9 +550,12 @@ mod tests {
             gid: 1000,
             hostname: "vg".into(),
             terminal: false,
+            nproc: None,
         };
         let c = config(&p, &t, Path::new("root"), true);
         assert_eq!(c["process"]["noNewPrivileges"], true);
+        // No cap asked: no rlimit (gVisor's default is unlimited).
+        assert_eq!(c["process"]["rlimits"], json!([]));
         for set in [
             "bounding",
             "effective",

@@ -369,3 +369,126 @@ fn the_mcp_server_runs_its_sandboxes_on_gvisor() {
         verify.assert_success().assert_stdout_contains("intact");
     });
 }
+
+/// The process cap of a persistent gVisor sandbox is gVisor's own kernel's, for
+/// its commands together: 300 at once under the default cap, and `--pids 64`
+/// refusing the 64th task (the first process, under its own user, is not
+/// counted). The record says what the cap does not hold: `runsc exec` installs
+/// no seccomp filter, so a command can make a user namespace.
+#[test]
+fn a_persistent_sandbox_s_process_cap_counts_its_commands_inside_gvisor() {
+    use super::gvisor::MANY;
+    use super::harness::PYTHON;
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &[]);
+        let out = sandbox.exec(&[PYTHON, "-c", MANY, "300"]);
+        out.assert_success();
+        assert!(!out.stdout.contains("refused="), "{out}");
+        assert_eq!(out.field("reaped"), "300", "{out}");
+        // The sandbox lives on.
+        sandbox.exec(&["true"]).assert_success();
+        let capped = Sandbox::create(runner, &ws, &home, &["--pids", "64"]);
+        let out = capped.exec(&[PYTHON, "-c", MANY, "100"]);
+        out.assert_success();
+        assert_eq!(out.field("refused"), "63", "{out}");
+        assert_eq!(out.field("errno"), "11", "{out}");
+        capped.exec(&["true"]).assert_success();
+        let session = capped.listed()["session"].as_str().unwrap().to_owned();
+        let dir = home
+            .sessions()
+            .into_iter()
+            .find(|d| d.to_string_lossy().ends_with(&session))
+            .unwrap();
+        let meta = session_metadata(&dir);
+        let by = meta["limits"]["enforced_by"]["pids"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            by.starts_with(
+                "gvisor-rlimit-nproc (64 tasks inside); a command that makes a user namespace"
+            ),
+            "{meta}"
+        );
+        assert!(
+            meta["layers"]["user_namespaces"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("allowed-in-exec"),
+            "{meta}"
+        );
+    });
+}
+
+/// The pids cgroup of a sandbox run by `sandbox`'s host (root only): the path
+/// under `/sys/fs/cgroup` of the first process listed with `marker`.
+fn pids_cgroup_of(marker: &str) -> Option<std::path::PathBuf> {
+    let (pid, _) = super::harness::host_processes_with(marker)
+        .into_iter()
+        .find(|(_, cmdline)| cmdline.contains("runsc-sandbox"))?;
+    let groups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    groups.lines().find_map(|line| {
+        let mut f = line.splitn(3, ':');
+        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        let path = path.trim_start_matches('/');
+        match controllers {
+            "pids" => Some(std::path::Path::new("/sys/fs/cgroup/pids").join(path)),
+            "" => Some(std::path::Path::new("/sys/fs/cgroup").join(path)),
+            _ => None,
+        }
+        .filter(|dir| dir.join("pids.max").exists())
+    })
+}
+
+/// When gVisor does die (its own host tasks reach the host cap: here lowered by
+/// hand to what it uses already), a `sandbox exec` waiting on a command fails at
+/// once saying so, and `sandbox ls` says stopped, never `starting` (red team 2,
+/// session 15).
+#[test]
+fn a_sandbox_that_dies_fails_its_waiting_exec_at_once_and_is_listed_stopped() {
+    use super::gvisor::MANY;
+    use super::harness::PYTHON;
+    let runner = Runner::Root;
+    if !super::harness::runners().contains(&runner) {
+        return;
+    }
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let sandbox = Sandbox::create(runner, &ws, &home, &[]);
+    let marker = sandbox.runsc_marker();
+    let cgroup = pids_cgroup_of(&marker).expect("no pids cgroup holds gVisor here as root");
+    let mut waiting = Vg::new(runner, ws.path());
+    waiting
+        .args([
+            "sandbox",
+            "exec",
+            sandbox.name.as_str(),
+            "--",
+            "sleep",
+            "300",
+        ])
+        .records_home(&home);
+    let waiting = waiting.spawn();
+    std::thread::sleep(Duration::from_secs(2));
+    let current: u64 = std::fs::read_to_string(cgroup.join("pids.current"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::fs::write(cgroup.join("pids.max"), (current + 8).to_string()).unwrap();
+    let started = Instant::now();
+    let _ = sandbox.exec(&[PYTHON, "-c", MANY, "100"]);
+    let out = waiting.finish(Duration::from_secs(30));
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "the waiting exec hung\n{out}"
+    );
+    out.assert_code(125);
+    out.assert_stderr_contains("the sandbox hung up before the command ended");
+    let stopped = wait_until(Duration::from_secs(10), || {
+        sandbox.listed()["state"] == "stopped"
+    });
+    assert!(stopped, "{}", sandbox.listed());
+    assert_no_process_left(&marker, &out);
+}
