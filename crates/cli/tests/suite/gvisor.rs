@@ -723,7 +723,7 @@ print('reaped=%d' % len(kids))
 "#;
 
 /// The attacks on the process cap from inside: a user namespace first (where
-/// gVisor does not count), threads, many short-lived processes, and a fork flood
+/// gVisor does not count), raising the cap first, threads, many short-lived processes, and a fork flood
 /// of `argv[2]` seconds that retries every refused fork.
 pub(super) const ATTACKS: &str = r#"
 import ctypes, os, sys, threading, time
@@ -732,6 +732,14 @@ if mode == 'userns':
     libc = ctypes.CDLL(None, use_errno=True)
     r = libc.unshare(0x10000000)
     print('unshare=%d\nunshare_errno=%d' % (r, ctypes.get_errno()), flush=True)
+    mode = 'many'
+if mode == 'raise':
+    import resource
+    try:
+        resource.setrlimit(resource.RLIMIT_NPROC, (100000, 100000))
+        print('raise=done')
+    except (ValueError, OSError):
+        print('raise=refused')
     mode = 'many'
 if mode == 'many':
     kids = []
@@ -809,7 +817,7 @@ fn three_hundred_processes_run_at_once_under_the_default_cap() {
 }
 
 /// `--pids N` is N tasks inside gVisor, threads included, whatever a hostile
-/// program tries: a user namespace first, threads, reaped short-lived processes
+/// program tries: a user namespace first, raising its own cap, threads, reaped short-lived processes
 /// (which give their place back), and a fork flood, which is refused with EAGAIN
 /// inside and leaves a live sandbox that ends with its command and a full record.
 #[test]
@@ -838,6 +846,10 @@ fn pids_is_held_inside_gvisor_against_forks_threads_user_namespaces_and_a_flood(
         assert_eq!(out.field("unshare_errno"), "1", "{out}");
         assert_eq!(out.field("refused"), "63", "{out}");
         assert_eq!(out.field("errno"), "11", "{out}");
+        let out = run("raise");
+        out.assert_success();
+        assert_eq!(out.field("raise"), "refused", "{out}");
+        assert_eq!(out.field("refused"), "63", "{out}");
         let out = run("threads");
         out.assert_success();
         assert_eq!(out.field("threads"), "63", "{out}");
@@ -849,7 +861,7 @@ fn pids_is_held_inside_gvisor_against_forks_threads_user_namespaces_and_a_flood(
         let refused: u64 = out.field("flood_refused").parse().unwrap();
         assert!(refused > 0, "the flood was never refused\n{out}");
         let sessions = home.sessions();
-        assert_eq!(sessions.len(), 5, "{sessions:?}");
+        assert_eq!(sessions.len(), 6, "{sessions:?}");
         for session in sessions {
             let meta = session_metadata(&session);
             assert_eq!(meta["limits"]["pids"], 64, "{meta}");

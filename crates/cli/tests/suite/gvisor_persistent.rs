@@ -491,4 +491,15 @@ fn a_sandbox_that_dies_fails_its_waiting_exec_at_once_and_is_listed_stopped() {
     });
     assert!(stopped, "{}", sandbox.listed());
     assert_no_process_left(&marker, &out);
+    // The record says which cap was reached: the host's, on gVisor's own tasks.
+    let dir = std::path::PathBuf::from(sandbox.listed()["session_dir"].as_str().unwrap());
+    let hits = super::limits::limit_hits(&dir, "pids");
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(
+        hits[0]["enforced_by"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("host tasks for gVisor itself"),
+        "{hits:?}"
+    );
 }
