@@ -873,3 +873,72 @@ fn pids_is_held_inside_gvisor_against_forks_threads_user_namespaces_and_a_flood(
         }
     });
 }
+
+/// The pids cgroup (root only) of gVisor's sandbox process whose command line
+/// holds `marker`: its folder under `/sys/fs/cgroup`.
+pub(super) fn pids_cgroup_of(marker: &str) -> Option<std::path::PathBuf> {
+    let (pid, _) = super::harness::host_processes_with(marker)
+        .into_iter()
+        .find(|(_, cmdline)| cmdline.contains("runsc-sandbox"))?;
+    let groups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    groups.lines().find_map(|line| {
+        let mut f = line.splitn(3, ':');
+        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        let path = path.trim_start_matches('/');
+        match controllers {
+            "pids" => Some(std::path::Path::new("/sys/fs/cgroup/pids").join(path)),
+            "" => Some(std::path::Path::new("/sys/fs/cgroup").join(path)),
+            _ => None,
+        }
+        .filter(|dir| dir.join("pids.max").exists())
+    })
+}
+
+/// When gVisor does die (its own host tasks reach the host cap: here lowered by
+/// hand to what it uses already), the run ends at once, saying which cap was
+/// reached and that it was gVisor's, and the record's limit-hit says so too.
+#[test]
+fn a_one_shot_sandbox_that_dies_at_the_host_cap_says_whose_cap_it_was() {
+    let runner = Runner::Root;
+    if !super::harness::runners().contains(&runner) {
+        return;
+    }
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let script = format!("import time; time.sleep(4)\n{MANY}");
+    let mut vg = Vg::new(runner, ws.path());
+    vg.args(["sandbox", "run", "--backend", "gvisor", "--"])
+        .args([PYTHON, "-c", script.as_str(), "100"])
+        .records_home(&home);
+    let running = vg.spawn();
+    let marker = format!("vectraguard-gvisor-vg-{}-", running.pid());
+    let mut cgroup = None;
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            cgroup = pids_cgroup_of(&marker);
+            cgroup.is_some()
+        }),
+        "no pids cgroup holds gVisor here as root"
+    );
+    let cgroup = cgroup.unwrap();
+    let current: u64 = std::fs::read_to_string(cgroup.join("pids.current"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::fs::write(cgroup.join("pids.max"), (current + 8).to_string()).unwrap();
+    let out = running.finish(Duration::from_secs(40));
+    assert_ne!(out.code(), Some(0), "{out}");
+    assert!(!out.stdout.contains("reaped="), "gVisor did not die\n{out}");
+    out.assert_stderr_contains("gVisor's own host tasks reached their cap");
+    let hits = super::limits::limit_hits(&home.only_session(), "pids");
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(
+        hits[0]["enforced_by"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("host tasks for gVisor itself"),
+        "{hits:?}"
+    );
+    assert_no_process_left(&marker, &out);
+}

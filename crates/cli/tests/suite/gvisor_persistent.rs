@@ -421,26 +421,6 @@ fn a_persistent_sandbox_s_process_cap_counts_its_commands_inside_gvisor() {
     });
 }
 
-/// The pids cgroup of a sandbox run by `sandbox`'s host (root only): the path
-/// under `/sys/fs/cgroup` of the first process listed with `marker`.
-fn pids_cgroup_of(marker: &str) -> Option<std::path::PathBuf> {
-    let (pid, _) = super::harness::host_processes_with(marker)
-        .into_iter()
-        .find(|(_, cmdline)| cmdline.contains("runsc-sandbox"))?;
-    let groups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    groups.lines().find_map(|line| {
-        let mut f = line.splitn(3, ':');
-        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
-        let path = path.trim_start_matches('/');
-        match controllers {
-            "pids" => Some(std::path::Path::new("/sys/fs/cgroup/pids").join(path)),
-            "" => Some(std::path::Path::new("/sys/fs/cgroup").join(path)),
-            _ => None,
-        }
-        .filter(|dir| dir.join("pids.max").exists())
-    })
-}
-
 /// When gVisor does die (its own host tasks reach the host cap: here lowered by
 /// hand to what it uses already), a `sandbox exec` waiting on a command fails at
 /// once saying so, and `sandbox ls` says stopped, never `starting` (red team 2,
@@ -457,7 +437,8 @@ fn a_sandbox_that_dies_fails_its_waiting_exec_at_once_and_is_listed_stopped() {
     let home = RecordsHome::new(runner);
     let sandbox = Sandbox::create(runner, &ws, &home, &[]);
     let marker = sandbox.runsc_marker();
-    let cgroup = pids_cgroup_of(&marker).expect("no pids cgroup holds gVisor here as root");
+    let cgroup =
+        super::gvisor::pids_cgroup_of(&marker).expect("no pids cgroup holds gVisor here as root");
     let mut waiting = Vg::new(runner, ws.path());
     waiting
         .args([
