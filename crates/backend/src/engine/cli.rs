@@ -528,6 +528,24 @@ pub fn remove(engine: Engine, name: &str) -> Result<bool, EngineError> {
     }
 }
 
+/// The status both clients exit with when the engine itself failed (a refused
+/// option, a lost connection to the daemon), rather than with the command's.
+pub const ENGINE_FAILED: i32 = 125;
+
+/// Whether a container run with `--rm` is certainly gone once its client has ended
+/// as `end` says (pure), so that nothing needs to remove it after the session.
+///
+/// Docker's client with `--rm` waits for the daemon's removal before it exits (the
+/// daemon removes it also when its start failed), and Podman's removes the container
+/// itself before it exits; both exit with the command's status then. Not so when
+/// the client was killed (a time-out's SIGKILL, a stop with SIGKILL: the container
+/// may still run), exited with [`ENGINE_FAILED`] (its wait for the container may
+/// have broken off), never ran, or the container is kept (`keep`): then it is
+/// removed by name, as before.
+pub fn removed_with_client(keep: bool, end: vg_sandbox::Termination) -> bool {
+    !keep && matches!(end, vg_sandbox::Termination::Exited(code) if code != ENGINE_FAILED)
+}
+
 /// A container's state, as the engine reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerState {
@@ -641,6 +659,37 @@ mod tests {
             parse_image_config(&serde_json::json!({})),
             ImageConfig::default()
         );
+    }
+
+    #[test]
+    fn only_a_client_that_ended_by_itself_has_removed_its_container() {
+        use vg_sandbox::Termination;
+        // The command's own statuses, a signal's 128+N included.
+        for code in [0, 1, 3, 126, 127, 137, 143] {
+            assert!(
+                removed_with_client(false, Termination::Exited(code)),
+                "{code}"
+            );
+        }
+        // The engine's own failure, a killed client, a client that never ran.
+        assert!(!removed_with_client(
+            false,
+            Termination::Exited(ENGINE_FAILED)
+        ));
+        assert!(!removed_with_client(
+            false,
+            Termination::Signalled(libc::SIGKILL)
+        ));
+        assert!(!removed_with_client(
+            false,
+            Termination::Signalled(libc::SIGTERM)
+        ));
+        assert!(!removed_with_client(
+            false,
+            Termination::ExecFailed(libc::ENOENT)
+        ));
+        // A kept container (no `--rm`) is never gone by itself.
+        assert!(!removed_with_client(true, Termination::Exited(0)));
     }
 
     #[test]
