@@ -20,7 +20,8 @@ pub mod seccomp;
 pub use cli::{
     ContainerState, ENGINE_FAILED, EngineError, EngineInfo, LimitSupport, PreparedRun,
     check_limits, client_path, containers_with_label, image_config, image_present, inspect,
-    limit_support, prepare_run, probe, remove, removed_with_client, require_image, stop,
+    limit_support, limit_support_cached, prepare_run, probe, remove, removed_with_client,
+    require_image, stop,
 };
 pub use plan::{
     ContainerPlan, EngineMount, EngineNetwork, ExecRecording, INIT_DIR, INIT_LIB, INIT_PROGRAM,

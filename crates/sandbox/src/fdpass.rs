@@ -20,6 +20,13 @@ pub fn recv(sock: BorrowedFd<'_>, buf: &mut [u8]) -> std::io::Result<(usize, Vec
     sys::recv_msg(sock, buf)
 }
 
+/// The pid, uid and gid of a connected unix socket's peer, as the kernel recorded
+/// them when the peer connected or listened (`SO_PEERCRED`), in this process's
+/// namespaces: pid 0 when the peer's is not visible here.
+pub fn peer_credentials(sock: BorrowedFd<'_>) -> std::io::Result<(i32, u32, u32)> {
+    sys::peer_cred(sock)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -27,6 +34,14 @@ mod tests {
     use std::os::fd::AsFd;
 
     use super::*;
+
+    #[test]
+    fn a_peer_is_known_by_its_credentials() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (pid, uid, gid) = peer_credentials(a.as_fd()).unwrap();
+        assert_eq!(pid, i32::try_from(std::process::id()).unwrap());
+        assert_eq!((uid, gid), crate::real_ids());
+    }
 
     #[test]
     fn descriptors_travel_with_their_message() {

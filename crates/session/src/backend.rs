@@ -309,12 +309,19 @@ pub fn engine_limits(plan: &mut crate::plan::Plan) -> Result<()> {
     };
     let engine = container.engine;
     // The limits the engine holds and the image's config, asked at once (Docker's
-    // over its socket, a millisecond each; Podman's image through its client, tens
-    // of milliseconds). Both threads are joined before the sandbox is spawned.
+    // over its socket: the image's in a millisecond, the limits kept from the last
+    // session with the same daemon, else its `info`, 10-15 ms; Podman's image
+    // through its client, tens of milliseconds). Both threads are joined before the
+    // sandbox is spawned. The engines' folder is hidden from every sandbox
+    // (`mounts::check_engines_hidden`, while planning).
     let image = container.image.clone();
+    let cache = crate::home::engines_root().ok();
     let (limits, config) = std::thread::scope(|s| {
         let config = s.spawn(|| vg_backend::engine::image_config(engine, &image));
-        (vg_backend::engine::limit_support(engine), config.join())
+        (
+            vg_backend::engine::limit_support_cached(engine, cache.as_deref()),
+            config.join(),
+        )
     });
     let limits = limits?;
     let config =

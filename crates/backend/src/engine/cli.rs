@@ -282,6 +282,34 @@ pub fn limit_support(engine: Engine) -> Result<LimitSupport, EngineError> {
     Ok(probe(engine)?.limits)
 }
 
+/// [`limit_support`], with Docker's answer kept in `cache` (a folder of the user's,
+/// see [`super::api::LimitsCache`]) for the daemon that gave it: a session with the
+/// same daemon reads it there instead of asking `info` again. Asked (and kept)
+/// again once another process listens on the socket, after a reboot, or when the
+/// daemon cannot be told apart (not visible in this pid namespace); another
+/// engine, or no cache, is [`limit_support`].
+pub fn limit_support_cached(
+    engine: Engine,
+    cache: Option<&Path>,
+) -> Result<LimitSupport, EngineError> {
+    let cached = cache
+        .zip(docker_socket(engine))
+        .and_then(|(dir, socket)| Some((super::api::LimitsCache::open(dir)?, socket)))
+        .and_then(|(cache, socket)| Some((cache, super::api::DaemonId::of(&socket)?, socket)));
+    let Some((cache, daemon, socket)) = cached else {
+        return limit_support(engine);
+    };
+    if let Some(limits) = cache.get(&daemon) {
+        return Ok(limits);
+    }
+    let limits = limit_support(engine)?;
+    // Kept only when the daemon that answered is the one asked about.
+    if super::api::DaemonId::of(&socket).as_ref() == Some(&daemon) {
+        cache.put(&daemon, limits);
+    }
+    Ok(limits)
+}
+
 /// The limits root's cgroups can hold on this host, from the cgroup file system
 /// mounted at `root`: cgroup v2's root controllers, or v1's hierarchies (a hybrid
 /// layout's empty v2 hierarchy holds nothing, as Podman reports it). `None` when
