@@ -512,7 +512,8 @@ pub fn syscall_names_denied_beyond_docker() -> Vec<&'static str> {
 /// (gVisor gives it orphans): `clone` with any exit signal but `SIGCHLD` (or none,
 /// a thread's) is refused, and `clone3`, whose flags seccomp cannot read, says
 /// `ENOSYS` so that libcs fall back to `clone`. x32 numbers say `ENOSYS`, as
-/// gVisor does for them, never reaching it unfiltered.
+/// gVisor does for them, never reaching it unfiltered. `ptrace` and
+/// `process_vm_*` are refused (see below).
 pub fn gvisor_exec_profile() -> Filter {
     let mut filter = Filter::new(Action::Allow);
     filter.x32_action = Action::Errno(ENOSYS);
@@ -537,6 +538,16 @@ pub fn gvisor_exec_profile() -> Filter {
     }
     filter.push(SyscallRule::always(clone, Action::Errno(EPERM)));
     filter.push(SyscallRule::always(sys!(SYS_clone3), Action::Errno(ENOSYS)));
+    // Another command's launcher runs unfiltered until it installs this: a
+    // command of the same user could otherwise trace it (gVisor lets a process
+    // trace its own user's) and make it choose the signal. Refused natively too.
+    for call in [
+        sys!(SYS_ptrace),
+        sys!(SYS_process_vm_readv),
+        sys!(SYS_process_vm_writev),
+    ] {
+        filter.push(SyscallRule::always(call, Action::Errno(EPERM)));
+    }
     filter
 }
 
@@ -1266,6 +1277,13 @@ mod tests {
             );
         }
         assert_eq!(both(sys!(SYS_clone3), args(0, 0)), Action::Errno(ENOSYS));
+        for call in [
+            sys!(SYS_ptrace),
+            sys!(SYS_process_vm_readv),
+            sys!(SYS_process_vm_writev),
+        ] {
+            assert_eq!(both(call, args(16, 5)), Action::Errno(EPERM), "{call:?}");
+        }
         assert_eq!(both(sys!(SYS_kill), args(1, 9)), Action::Allow);
         assert_eq!(
             filter.action_for(X32_SYSCALL_BIT | 72, args(3, bits(F_SETSIG))),

@@ -901,7 +901,7 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
     // Said in the record: how the commands get in, and who keeps the sandbox.
     let enforced = match pause_user {
         Some((puid, pgid)) => format!(
-            "{enforced}persistent_exec=runsc-exec\nexec_launcher=vectraguard\nexec_no_new_privs=1\nexec_seccomp=io-and-exit-signals\nfirst_process_user={puid}:{pgid}\n"
+            "{enforced}persistent_exec=runsc-exec\nexec_launcher=vectraguard\nexec_no_new_privs=1\nexec_seccomp=io-signals,exit-signals,ptrace\nfirst_process_user={puid}:{pgid}\n"
         ),
         None => enforced,
     };

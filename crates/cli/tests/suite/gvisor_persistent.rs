@@ -516,14 +516,19 @@ fn a_command_cannot_stop_its_sandbox_with_an_io_signal_and_runs_under_no_new_pri
         let out = sandbox.exec(&[
             "python3",
             "-c",
-            "import ctypes, os; l = ctypes.CDLL(None); \
+            "import ctypes, os, subprocess; l = ctypes.CDLL(None); \
              print('nnp=%d' % l.prctl(39, 0, 0, 0, 0)); \
-             print('fds=%s' % ' '.join(sorted(os.listdir('/proc/self/fd'))[:3])); \
+             c = subprocess.Popen(['sleep', '5']); \
+             print('attach=%d' % l.ptrace(16, c.pid, 0, 0)); c.kill(); \
+             print('fds=%s' % ' '.join(sorted(os.listdir('/proc/self/fd'), key=int))); \
              print('env=%s' % ','.join(sorted(k for k in os.environ if k.startswith('LD_') or k.startswith('VECTRAGUARD'))))",
         ]);
         if out.code() == Some(0) {
             assert_eq!(out.field("nnp"), "1", "{out}");
-            assert_eq!(out.field("fds"), "0 1 2", "{out}");
+            // No command may trace another's launcher before its filter.
+            assert_eq!(out.field("attach"), "-1", "{out}");
+            // 3: the listing's own folder.
+            assert_eq!(out.field("fds"), "0 1 2 3", "{out}");
             assert_eq!(out.field("env"), "", "{out}");
         }
         let meta = session_metadata(&home.only_session());
