@@ -39,6 +39,13 @@ fn main() {
     {
         vg_sandbox::gvisor_terminal::main(&args);
     }
+    // A persistent gVisor sandbox's command launcher (`runsc exec`): it sets
+    // no_new_privs and a filter, then executes the command.
+    if args.first().map(std::ffi::OsString::as_os_str)
+        == Some(vg_sandbox::gvisor_launch::MODE.as_ref())
+    {
+        vg_sandbox::gvisor_launch::main(&args);
+    }
     // A persistent gVisor sandbox's first process (`--backend gvisor`): it only
     // keeps the sandbox, inside gVisor, until runsc is told to end it.
     if args.first().map(std::ffi::OsString::as_os_str)

@@ -454,7 +454,7 @@ pub(crate) fn exec_command(
 
 /// `execvp` semantics with the sandbox's PATH: a name without `/` is looked up in
 /// each PATH directory; "not executable" wins over "not found" when both occur.
-fn exec_search(p: &Exec<'_>) -> i32 {
+pub(crate) fn exec_search(p: &Exec<'_>) -> i32 {
     let Some(program) = p.argv.first() else {
         return libc::ENOENT;
     };

@@ -15,6 +15,7 @@ pub mod engine_init;
 pub mod engine_net;
 pub mod error;
 pub mod fdpass;
+pub mod gvisor_launch;
 pub mod gvisor_terminal;
 mod idmap;
 mod init;

@@ -30,8 +30,8 @@ pub use bpf::{BPF_MAXINSNS, CompileError, SockFilter, compile};
 pub use data::SeccompData;
 pub use interp::InterpError;
 pub use profile::{
-    NotifiedCall, ProfileOptions, TRACED_FILE_SYSCALLS, default_profile, notified_call,
-    syscall_names_denied_beyond_docker,
+    NotifiedCall, ProfileOptions, TRACED_FILE_SYSCALLS, default_profile, gvisor_exec_profile,
+    notified_call, syscall_names_denied_beyond_docker,
 };
 pub use rules::{Action, Cmp, Cond, Filter, SyscallRule, Width};
 pub use syscalls::Syscall;

@@ -499,6 +499,65 @@ pub fn syscall_names_denied_beyond_docker() -> Vec<&'static str> {
         .collect()
 }
 
+/// The filter a persistent gVisor sandbox's launcher installs on each command
+/// before it executes it (`vg_sandbox::gvisor_launch`): everything is allowed (the
+/// sentry is the command's kernel and filters nothing it should not serve) but
+/// what lets a command have gVisor send a signal of its choosing to the sandbox's
+/// first process, which ends the sandbox when it ends. gVisor lets an owner whose
+/// effective uid is 0 (the commands' inside gVisor) signal any process through
+/// an I/O notification: the owner set by `F_SETOWN`, `F_SETOWN_EX`, `FIOSETOWN`
+/// or `SIOCSPGRP` gets `SIGIO` (and `SIGURG`), which the first process ignores,
+/// unless `F_SETSIG` chose another, so `F_SETSIG` is refused. A child's exit
+/// signal goes to its parent, the first process once its own parent ended
+/// (gVisor gives it orphans): `clone` with any exit signal but `SIGCHLD` (or none,
+/// a thread's) is refused, and `clone3`, whose flags seccomp cannot read, says
+/// `ENOSYS` so that libcs fall back to `clone`. x32 numbers say `ENOSYS`, as
+/// gVisor does for them, never reaching it unfiltered. `ptrace` and
+/// `process_vm_*` are refused (see below).
+pub fn gvisor_exec_profile() -> Filter {
+    let mut filter = Filter::new(Action::Allow);
+    filter.x32_action = Action::Errno(ENOSYS);
+    filter.push(SyscallRule::when(
+        sys!(SYS_fcntl),
+        vec![Cond::arg32(1, Cmp::Eq(bits(F_SETSIG)))],
+        Action::Errno(EPERM),
+    ));
+    let clone = sys!(SYS_clone);
+    for allowed in [0, bits(libc::SIGCHLD)] {
+        filter.push(SyscallRule::when(
+            clone,
+            vec![Cond::arg32(
+                0,
+                Cmp::MaskedEq {
+                    mask: CSIGNAL,
+                    value: allowed,
+                },
+            )],
+            Action::Allow,
+        ));
+    }
+    filter.push(SyscallRule::always(clone, Action::Errno(EPERM)));
+    filter.push(SyscallRule::always(sys!(SYS_clone3), Action::Errno(ENOSYS)));
+    // Another command's launcher runs unfiltered until it installs this: a
+    // command of the same user could otherwise trace it (gVisor lets a process
+    // trace its own user's) and make it choose the signal. Refused natively too.
+    for call in [
+        sys!(SYS_ptrace),
+        sys!(SYS_process_vm_readv),
+        sys!(SYS_process_vm_writev),
+    ] {
+        filter.push(SyscallRule::always(call, Action::Errno(EPERM)));
+    }
+    filter
+}
+
+/// `fcntl`'s command that chooses an owner's I/O signal (Linux's, which the libc
+/// crate does not name).
+const F_SETSIG: libc::c_int = 10;
+
+/// `clone`'s exit signal field.
+const CSIGNAL: u64 = 0xff;
+
 // Compile-time guard: all syscall numbers above are x86_64 numbers taken from
 // libc for the build target, so building for another target would silently
 // produce a wrong profile.
@@ -1184,5 +1243,51 @@ mod tests {
             }
         }
         assert!(refused_seen > 1000, "{refused_seen}");
+    }
+
+    #[test]
+    fn a_gvisor_command_cannot_choose_an_io_signal_or_an_exit_signal() {
+        let filter = gvisor_exec_profile();
+        let prog = filter.compile().unwrap();
+        let both = |syscall: Syscall, a: [u64; 6]| {
+            let model = filter.action_for(syscall.nr, a);
+            assert_eq!(call(&prog, syscall, a), model, "{syscall:?} {a:?}");
+            model
+        };
+        let fcntl = sys!(SYS_fcntl);
+        assert_eq!(both(fcntl, args(3, bits(F_SETSIG))), Action::Errno(EPERM));
+        // The upper half of an int argument is not read by the kernel.
+        assert_eq!(
+            both(fcntl, args(3, (1 << 32) | bits(F_SETSIG))),
+            Action::Errno(EPERM)
+        );
+        for cmd in [libc::F_SETOWN, libc::F_SETFL, F_SETSIG + 1, libc::F_SETFD] {
+            assert_eq!(both(fcntl, args(3, bits(cmd))), Action::Allow, "{cmd}");
+        }
+        let clone = sys!(SYS_clone);
+        let fork = bits(libc::SIGCHLD);
+        let thread = bits(libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND);
+        assert_eq!(both(clone, args(fork, 0)), Action::Allow);
+        assert_eq!(both(clone, args(thread, 0)), Action::Allow);
+        for sig in [libc::SIGKILL, libc::SIGTERM, libc::SIGPWR, 64] {
+            assert_eq!(
+                both(clone, args(bits(libc::CLONE_PARENT | sig), 0)),
+                Action::Errno(EPERM),
+                "{sig}"
+            );
+        }
+        assert_eq!(both(sys!(SYS_clone3), args(0, 0)), Action::Errno(ENOSYS));
+        for call in [
+            sys!(SYS_ptrace),
+            sys!(SYS_process_vm_readv),
+            sys!(SYS_process_vm_writev),
+        ] {
+            assert_eq!(both(call, args(16, 5)), Action::Errno(EPERM), "{call:?}");
+        }
+        assert_eq!(both(sys!(SYS_kill), args(1, 9)), Action::Allow);
+        assert_eq!(
+            filter.action_for(X32_SYSCALL_BIT | 72, args(3, bits(F_SETSIG))),
+            Action::Errno(ENOSYS)
+        );
     }
 }

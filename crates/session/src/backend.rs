@@ -992,6 +992,7 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
         Some(vg_policy::MountOp::ImageRoot { .. })
     );
     let mut pause_user = None;
+    let mut launcher = Vec::new();
     if spec.persistent {
         if !record_execs {
             bail!(
@@ -1000,6 +1001,8 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
         }
         let pause = gvisor_own_program(&[vg_backend::gvisor::exec::PAUSE_MODE.to_owned()], image)?;
         let user = vg_backend::gvisor::exec::pause_identity((uid, gid));
+        // The same program, without the mode, launches each command.
+        launcher = pause.argv[..pause.argv.len().saturating_sub(1)].to_vec();
         process.argv = pause.argv;
         process.env = Vec::new();
         process.cwd = "/".into();
@@ -1060,7 +1063,7 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
     // Said in the record: how the commands get in, and who keeps the sandbox.
     let enforced = match pause_user {
         Some((puid, pgid)) => format!(
-            "{enforced}persistent_exec=runsc-exec\nexec_no_new_privs=0\nfirst_process_user={puid}:{pgid}\n"
+            "{enforced}persistent_exec=runsc-exec\nexec_launcher=vectraguard\nexec_no_new_privs=1\nexec_seccomp=io-signals,exit-signals,ptrace\nfirst_process_user={puid}:{pgid}\n"
         ),
         None => enforced,
     };
@@ -1090,7 +1093,7 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
     }
     let exec = spec
         .persistent
-        .then(|| bundle.exec_target(&runsc, identity, (uid, gid)));
+        .then(|| bundle.exec_target(&runsc, identity, (uid, gid), launcher));
     Ok((bundle, runtime, sink, exec))
 }
 

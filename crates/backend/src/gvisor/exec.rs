@@ -12,9 +12,12 @@
 //! command writes, unchanged, to the record's relays.
 //!
 //! What runsc leaves to us, and how it is held:
-//! - the process: `--process FILE`, a JSON OCI process with the argv, the whole
-//!   environment, the folder, the user and empty capability sets (no exec can give
-//!   any back); runsc 20221219 carries no `noNewPrivileges` for an exec;
+//! - the process: `--process FILE`, a JSON OCI process: our launcher
+//!   (`vg_sandbox::gvisor_launch`) with the command's argv and whole environment
+//!   as its arguments, the folder, the user and empty capability sets (no exec can
+//!   give any back); runsc 20221219 carries no `noNewPrivileges` for an exec and
+//!   installs no filter, so the launcher sets `no_new_privs` and its filter, then
+//!   executes the command;
 //! - its pid inside: `--internal-pid-file`, written once it started (a command
 //!   that could not be started writes none);
 //! - its end: runsc's own exit status says a signal `N` as `128 + N`, like a shell;
@@ -35,11 +38,12 @@ use serde_json::{Value, json};
 /// first process, which does nothing but wait (see [`pause`]).
 pub const PAUSE_MODE: &str = "__vectraguard-gvisor-pause";
 
-/// The first process of a persistent gVisor sandbox: reaps what it is given and
-/// waits forever (`vg_sandbox::runtime::reap_forever`); the sandbox ends when runsc
-/// is told to end it.
+/// The first process of a persistent gVisor sandbox: ignores the I/O signals a
+/// command may have gVisor send it, reaps what it is given and waits forever
+/// (`vg_sandbox::gvisor_launch::keep_sandbox`); the sandbox ends when runsc is
+/// told to end it.
 pub fn pause() -> ! {
-    vg_sandbox::runtime::reap_forever()
+    vg_sandbox::gvisor_launch::keep_sandbox()
 }
 
 /// The user and group the first process runs as inside gVisor: neither the
@@ -56,6 +60,9 @@ pub fn pause_identity(command: (u32, u32)) -> (u32, u32) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecTarget {
     pub runsc: PathBuf,
+    /// This program inside the sandbox (its loader's command line when it has
+    /// one), which each command is started through (`vg_sandbox::gvisor_launch`).
+    pub launcher: Vec<String>,
     /// runsc's state folder (`--root`).
     pub state: PathBuf,
     /// The container's id.
@@ -124,15 +131,19 @@ impl ExecTarget {
         argv
     }
 
-    /// The OCI process of one command: `argv`, exactly `env`, in `cwd`, as
-    /// [`Self::user`], with no capabilities.
+    /// The OCI process of one command: the launcher, which executes `argv` with
+    /// exactly `env` (given as its arguments: the launcher's own environment is
+    /// empty, so no loader variable acts on it), in `cwd`, as [`Self::user`], with
+    /// no capabilities.
     pub fn process(&self, argv: &[String], env: &[(String, String)], cwd: &Path) -> Value {
         let none: Vec<String> = Vec::new();
+        let mut args = self.launcher.clone();
+        args.extend(vg_sandbox::gvisor_launch::args(argv, env));
         json!({
             "terminal": false,
             "user": {"uid": self.user.0, "gid": self.user.1},
-            "args": argv,
-            "env": env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+            "args": args,
+            "env": none,
             "cwd": cwd,
             "capabilities": {
                 "bounding": none, "effective": none, "inheritable": none,
@@ -237,6 +248,7 @@ mod tests {
     fn runsc_is_told_the_whole_process_and_where_to_write_its_pid() {
         let target = ExecTarget {
             runsc: "/usr/bin/runsc".into(),
+            launcher: vec!["/ld.so".into(), "/.vectraguard/vectraguard".into()],
             state: "/tmp/b/state".into(),
             id: "vg-1".into(),
             run_as: None,
@@ -274,8 +286,20 @@ mod tests {
             &[("A".into(), "b=c".into())],
             Path::new("/w"),
         );
-        assert_eq!(p["args"], json!(["sh", "-c", "true"]));
-        assert_eq!(p["env"], json!(["A=b=c"]));
+        assert_eq!(
+            p["args"],
+            json!([
+                "/ld.so",
+                "/.vectraguard/vectraguard",
+                vg_sandbox::gvisor_launch::MODE,
+                "1",
+                "A=b=c",
+                "sh",
+                "-c",
+                "true"
+            ])
+        );
+        assert_eq!(p["env"], json!([]));
         assert_eq!(p["cwd"], "/w");
         assert_eq!(p["user"], json!({"uid": 0, "gid": 0}));
         for set in [

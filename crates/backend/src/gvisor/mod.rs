@@ -195,15 +195,18 @@ impl Bundle {
     }
 
     /// How `runsc exec` and `runsc kill` reach this bundle's sandbox once it runs
-    /// (a persistent sandbox's commands, as `user` inside), with runsc as `run_as`.
+    /// (a persistent sandbox's commands, as `user` inside, each through
+    /// `launcher`), with runsc as `run_as`.
     pub fn exec_target(
         &self,
         runsc: &Path,
         run_as: Option<(u32, u32)>,
         user: (u32, u32),
+        launcher: Vec<String>,
     ) -> exec::ExecTarget {
         exec::ExecTarget {
             runsc: runsc.to_owned(),
+            launcher,
             state: self.dir.join("state"),
             id: self.id.clone(),
             run_as,
@@ -722,7 +725,11 @@ mod tests {
         // Without a TUN interface too, runsc's control socket is in a network
         // namespace of its own, out of the host's other users' reach.
         assert!(spec.private_network);
-        assert!(plain.exec_target(runsc, None, (0, 0)).keeper_namespaces);
+        assert!(
+            plain
+                .exec_target(runsc, None, (0, 0), Vec::new())
+                .keeper_namespaces
+        );
         assert_eq!(config(&plain)["process"]["terminal"], false);
         drop((mediated, plain));
         std::fs::remove_dir(&parent).unwrap();

@@ -432,6 +432,186 @@ fn a_command_s_folder_is_in_the_sandbox_s_bundle_and_goes_with_it() {
     });
 }
 
+/// A static program that tries, against pid argv[1], every way a command could
+/// have gVisor send a signal on its behalf: an `O_ASYNC` pipe owned by the pid
+/// (`F_SETOWN` with `F_SETSIG` `SIGKILL`; `F_SETOWN`, `F_SETOWN_EX`, `FIOSETOWN`,
+/// `SIOCSPGRP` with the default `SIGIO`), a child whose exit signal is `SIGKILL`
+/// (`CLONE_PARENT`); then says its `no_new_privs` and its effective uid.
+const IO_SIGNALS: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static const char *io_signal(int how, int target) {
+  int p[2], on = 1, ok;
+  if (pipe(p)) return "error";
+  if (how == 0) ok = fcntl(p[0], F_SETOWN, target) == 0 && fcntl(p[0], F_SETSIG, SIGKILL) == 0;
+  else if (how == 1) ok = fcntl(p[0], F_SETOWN, target) == 0;
+  else if (how == 2) { struct f_owner_ex o = {F_OWNER_PID, target}; ok = fcntl(p[0], F_SETOWN_EX, &o) == 0; }
+  else { int t = target; ok = ioctl(p[0], how == 3 ? FIOSETOWN : SIOCSPGRP, &t) == 0; }
+  ok = ok && ioctl(p[0], FIOASYNC, &on) == 0 && write(p[1], "x", 1) == 1;
+  return ok ? "sent" : "refused";
+}
+int main(int argc, char **argv) {
+  if (argc < 2) return 2;
+  int target = atoi(argv[1]);
+  printf("setsig=%s\n", io_signal(0, target));
+  printf("setown=%s\n", io_signal(1, target));
+  printf("setown_ex=%s\n", io_signal(2, target));
+  printf("fiosetown=%s\n", io_signal(3, target));
+  printf("siocspgrp=%s\n", io_signal(4, target));
+  fflush(stdout);
+  long c = syscall(SYS_clone, CLONE_PARENT | SIGKILL, 0, 0, 0, 0);
+  if (c == 0) _exit(0);
+  printf("exit_signal=%s\n", c > 0 ? "allowed" : "refused");
+  printf("nnp=%d\n", prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
+  printf("euid=%d\n", (int)geteuid());
+  return 0;
+}
+"#;
+
+/// Red team (session 16): runsc starts an exec'd command with no filter and no
+/// `no_new_privs`; a command stopped its own sandbox by having gVisor send the
+/// first process `SIGKILL` as an I/O signal (`F_SETOWN` 1, `F_SETSIG`). Each
+/// command now starts through our launcher: `F_SETSIG` and a chosen exit signal
+/// are refused, the I/O signals left (`SIGIO`) are ignored by the first process,
+/// `no_new_privs` holds, and the sandbox serves on.
+#[test]
+fn a_command_cannot_stop_its_sandbox_with_an_io_signal_and_runs_under_no_new_privs() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let program = ws.join("io-signals");
+        super::harness::build_static_c(IO_SIGNALS, &program, &[]);
+        // Set-user-ID, owned by the host's root (nobody's inside gVisor).
+        std::fs::set_permissions(
+            &program,
+            std::os::unix::fs::PermissionsExt::from_mode(0o4755),
+        )
+        .unwrap();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &[]);
+        let out = sandbox.exec(&["./io-signals", "1"]);
+        out.assert_success();
+        assert_eq!(out.field("setsig"), "refused", "{runner}\n{out}");
+        assert_eq!(out.field("exit_signal"), "refused", "{runner}\n{out}");
+        // Sent, and harmless: SIGIO is what the first process ignores.
+        for how in ["setown", "setown_ex", "fiosetown", "siocspgrp"] {
+            assert_eq!(out.field(how), "sent", "{runner} {how}\n{out}");
+        }
+        assert_eq!(out.field("nnp"), "1", "{runner}\n{out}");
+        // The set-user-ID bit gives the command nothing.
+        assert_eq!(out.field("euid"), "0", "{runner}\n{out}");
+        std::thread::sleep(Duration::from_millis(300));
+        sandbox.exec(&["true"]).assert_success();
+        assert_eq!(sandbox.listed()["state"], "running", "{runner}");
+        // A shell's children inherit it; the launcher's own descriptors and
+        // environment are gone.
+        let out = sandbox.exec(&[
+            "python3",
+            "-c",
+            "import ctypes, os, subprocess; l = ctypes.CDLL(None); \
+             print('nnp=%d' % l.prctl(39, 0, 0, 0, 0)); \
+             c = subprocess.Popen(['sleep', '5']); \
+             print('attach=%d' % l.ptrace(16, c.pid, 0, 0)); c.kill(); \
+             print('fds=%s' % ' '.join(sorted(os.listdir('/proc/self/fd'), key=int))); \
+             print('env=%s' % ','.join(sorted(k for k in os.environ if k.startswith('LD_') or k.startswith('VECTRAGUARD'))))",
+        ]);
+        if out.code() == Some(0) {
+            assert_eq!(out.field("nnp"), "1", "{out}");
+            // No command may trace another's launcher before its filter.
+            assert_eq!(out.field("attach"), "-1", "{out}");
+            // 3: the listing's own folder.
+            assert_eq!(out.field("fds"), "0 1 2 3", "{out}");
+            assert_eq!(out.field("env"), "", "{out}");
+        }
+        let meta = session_metadata(&home.only_session());
+        assert_eq!(meta["layers"]["exec_no_new_privs"], 1, "{meta}");
+    });
+}
+
+/// A loader variable in the command's environment acts on the command, never on
+/// the launcher before its filter: the launcher's own environment is empty.
+#[test]
+fn a_loader_variable_does_not_run_before_the_launcher_s_filter() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &[]);
+        let out = sandbox.vg(&[
+            "sandbox",
+            "exec",
+            &sandbox.name,
+            "--env",
+            "LD_DEBUG=libs",
+            "--",
+            "sh",
+            "-c",
+            "echo ld=$LD_DEBUG",
+        ]);
+        out.assert_success();
+        assert_eq!(out.field("ld"), "libs", "{out}");
+        // The loader's debug output names the command's libraries only: the
+        // launcher (bound at /.vectraguard) never read the variable.
+        assert!(!out.stderr.contains("/.vectraguard"), "{out}");
+    });
+}
+
+/// Each command's `exec` line is gVisor's exec point of the launcher's execve:
+/// exactly one per command, with its argv, pid and no parent; the launcher is
+/// never named; a program not found is 127 with the native message.
+#[test]
+fn each_command_has_exactly_one_exec_line_and_the_launcher_none() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &[]);
+        for _ in 0..3 {
+            sandbox.exec(&["true"]).assert_success();
+        }
+        let out = sandbox.exec(&["sh", "-c", "echo pid=$$"]);
+        out.assert_success();
+        let missing = sandbox.exec(&["no-such-program", "x"]);
+        missing.assert_code(127);
+        missing.assert_stderr_contains(
+            "vectraguard: cannot run no-such-program: No such file or directory",
+        );
+        let log = std::fs::read_to_string(home.only_session().join("commands.log")).unwrap();
+        let execs: Vec<&str> = log.lines().filter(|l| l.contains(" exec ")).collect();
+        assert_eq!(
+            execs.iter().filter(|l| l.ends_with(" -- true")).count(),
+            3,
+            "{log}"
+        );
+        let sh: Vec<&&str> = execs
+            .iter()
+            .filter(|l| l.ends_with(" -- sh -c 'echo pid=$$'"))
+            .collect();
+        assert_eq!(sh.len(), 1, "{log}");
+        assert!(
+            sh[0].contains(&format!(" exec pid={} ppid=0 ", out.field("pid"))),
+            "{log}"
+        );
+        assert!(!log.contains("no-such-program"), "{log}");
+        assert!(!log.contains(vg_sandbox::gvisor_launch::MODE), "{log}");
+        // The first process's own exec is the only one of this program.
+        assert_eq!(
+            execs
+                .iter()
+                .filter(|l| l.contains("/.vectraguard/"))
+                .count(),
+            1,
+            "{log}"
+        );
+    });
+}
+
 #[test]
 fn an_idle_gvisor_sandbox_stops_itself_and_a_terminal_is_refused_naming_the_fix() {
     each_identity(|runner| {

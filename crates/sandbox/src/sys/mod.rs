@@ -58,8 +58,8 @@ pub use seccomp::{
     seccomp_action_available, seccomp_set_filter,
 };
 pub use signal::{
-    reset_signal_dispositions, sigmask_block, sigmask_set, sigset, sigtimedwait, sigtimedwait_info,
-    sigwait, sigwait_info,
+    ignore_signal, reset_signal_dispositions, sigmask_block, sigmask_set, sigset, sigtimedwait,
+    sigtimedwait_info, sigwait, sigwait_info,
 };
 pub use tty::{
     foreground_group, get_winsize, is_terminal, open_pty, pty_number, pty_peer, raw_termios,

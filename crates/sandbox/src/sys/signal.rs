@@ -136,3 +136,12 @@ pub fn sigtimedwait_info(
         }
     }
 }
+
+/// Ignores `sig` (a signal this process must survive whoever has it sent).
+pub fn ignore_signal(sig: c_int) -> io::Result<()> {
+    // SAFETY: SIG_IGN is a valid disposition for any catchable signal.
+    if unsafe { libc::signal(sig, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

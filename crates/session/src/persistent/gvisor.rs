@@ -3,10 +3,12 @@
 //!
 //! Each command gets a private folder of its own (0700, runsc's user's): the OCI
 //! process runsc reads, the pid file it writes and its error log. runsc's stdio is
-//! the command's, which the sentry takes over as the new process's; the command's
-//! `exec` line is written here (no trace point names a process `runsc exec`
-//! creates), its children's and its end come from the trace points as for any
-//! gVisor session, and its exact wait status from the same exit point.
+//! the command's, which the sentry takes over as the new process's. runsc starts
+//! our launcher (`vg_sandbox::gvisor_launch`: `no_new_privs`, a filter), which
+//! executes the command: its `exec` line is that execve's trace point (runsc
+//! creates the launcher with no exec, so none names it), its children's and its
+//! end come from the trace points as for any gVisor session, and its exact wait
+//! status from the same exit point.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::DirBuilderExt;
@@ -290,7 +292,7 @@ impl Starter {
         // after this process was killed.
         dir.remove(PROCESS_FILE);
         if failed.is_none() {
-            self.recorder.gvisor_started(pid, argv, cwd, since);
+            self.recorder.gvisor_started(pid, since);
         }
         Ok(Started {
             id,

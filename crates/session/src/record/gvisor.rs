@@ -26,9 +26,10 @@ const RECENT_EXITS: usize = 4096;
 const MAX_LINEAGE: usize = 1 << 20;
 
 /// gVisor's `commands.log` and the exits its trace points reported lately: a
-/// persistent sandbox's host writes the `exec` line of each command it starts
-/// through `runsc exec` (created without an exec, so no trace point names it) and
-/// finds its exact wait status here.
+/// persistent sandbox's host finds the exact wait status of each command it
+/// starts through `runsc exec` here (the command's `exec` line is the trace
+/// point of our launcher's execve of it; the launcher, which runsc created
+/// without an exec, is named by none).
 pub(crate) struct GvisorLog {
     pub(super) log: Arc<Mutex<CommandsLog>>,
     /// The exits, only changed with `log` locked, so that an exit is both here and
@@ -171,43 +172,18 @@ impl GvisorLog {
         self.exits.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A command the host started as `pid`: its `exec` line (the program as the
-    /// command line names it, as for the container's first process), and its `exit`
-    /// line at once when gVisor already reported its end (after `since`, the
-    /// [`Self::mark`] taken before it was started).
-    pub(super) fn started(
-        &self,
-        shared: &Shared,
-        pid: i32,
-        argv: &[String],
-        cwd: &std::path::Path,
-        since: u64,
-    ) {
-        let mut log = lock(&self.log);
-        log.record(
-            shared,
-            TraceEvent::Exec {
-                pid,
-                ppid: 0,
-                cwd: cwd.to_owned(),
-                path: argv.first().cloned().unwrap_or_default().into_bytes(),
-                argv: argv.iter().map(|a| a.clone().into_bytes()).collect(),
-                truncated: false,
-                file: None,
-                script: None,
-                root: None,
-                cwd_id: None,
-            },
-        );
-        let status = self.exits().find(pid, since);
-        match status {
-            Some(status) => log.exited(shared, pid, exit_of(status)),
-            // A lineage of its own, unless a clone of its already made it one.
-            None => {
-                self.lineage().of(pid);
-            }
+    /// A command the host started as `pid` (through our launcher, whose execve
+    /// of the command gVisor's exec point reports: its `exec` and `exit` lines
+    /// come from the trace points, as every other process's): a lineage of its
+    /// own, unless it already ended (after `since`, the [`Self::mark`] taken
+    /// before it was started) or a clone of its already made it one.
+    pub(super) fn started(&self, pid: i32, since: u64) {
+        // The log's lock orders this against the exit's arrival (see `exits`).
+        let log = lock(&self.log);
+        if self.exits().find(pid, since).is_none() {
+            self.lineage().of(pid);
         }
-        log.flush(shared);
+        drop(log);
     }
 
     /// What the exits reported from now on are told apart from: taken before a

@@ -116,16 +116,17 @@ impl Recorder {
     }
 
     /// A command a persistent gVisor sandbox's host started through `runsc exec`
-    /// as `pid` (inside): its `exec` line in `commands.log`. False when the
-    /// record has no gVisor trace.
-    /// `since` is [`Self::gvisor_mark`] taken before it was started.
-    pub fn gvisor_started(&self, pid: i32, argv: &[String], cwd: &Path, since: u64) -> bool {
-        match (self.shared.upgrade(), self.gvisor.upgrade()) {
-            (Some(shared), Some(gvisor)) => {
-                gvisor.started(&shared, pid, argv, cwd, since);
+    /// as `pid` (inside): its lineage is kept from now on (its `exec` line is
+    /// gVisor's exec point of the launcher's execve). False when the record has
+    /// no gVisor trace. `since` is [`Self::gvisor_mark`] taken before it was
+    /// started.
+    pub fn gvisor_started(&self, pid: i32, since: u64) -> bool {
+        match self.gvisor.upgrade() {
+            Some(gvisor) => {
+                gvisor.started(pid, since);
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 
