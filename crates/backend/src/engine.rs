@@ -18,9 +18,10 @@ pub mod plan;
 pub mod seccomp;
 
 pub use cli::{
-    ContainerState, EngineError, EngineInfo, LimitSupport, PreparedRun, check_limits, client_path,
-    containers_with_label, image_config, image_present, inspect, limit_support, prepare_run, probe,
-    remove, require_image, stop,
+    ContainerState, ENGINE_FAILED, EngineError, EngineInfo, LimitSupport, PreparedRun,
+    check_limits, client_path, containers_with_label, image_config, image_present, inspect,
+    limit_support, limit_support_cached, prepare_run, probe, remove, removed_with_client,
+    require_image, stop,
 };
 pub use plan::{
     ContainerPlan, EngineMount, EngineNetwork, ExecRecording, INIT_DIR, INIT_DIR_SIZE, INIT_LIB,

@@ -27,6 +27,13 @@ pub fn is_path_only(fd: BorrowedFd<'_>) -> std::io::Result<bool> {
     Ok(sys::status_flags(fd)? & libc::O_PATH != 0)
 }
 
+/// The pid, uid and gid of a connected unix socket's peer, as the kernel recorded
+/// them when the peer connected or listened (`SO_PEERCRED`), in this process's
+/// namespaces: pid 0 when the peer's is not visible here.
+pub fn peer_credentials(sock: BorrowedFd<'_>) -> std::io::Result<(i32, u32, u32)> {
+    sys::peer_cred(sock)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -34,6 +41,14 @@ mod tests {
     use std::os::fd::AsFd;
 
     use super::*;
+
+    #[test]
+    fn a_peer_is_known_by_its_credentials() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (pid, uid, gid) = peer_credentials(a.as_fd()).unwrap();
+        assert_eq!(pid, i32::try_from(std::process::id()).unwrap());
+        assert_eq!((uid, gid), crate::real_ids());
+    }
 
     #[test]
     fn descriptors_travel_with_their_message() {

@@ -309,12 +309,19 @@ pub fn engine_limits(plan: &mut crate::plan::Plan) -> Result<()> {
     };
     let engine = container.engine;
     // The limits the engine holds and the image's config, asked at once (Docker's
-    // over its socket, a millisecond each; Podman's image through its client, tens
-    // of milliseconds). Both threads are joined before the sandbox is spawned.
+    // over its socket: the image's in a millisecond, the limits kept from the last
+    // session with the same daemon, else its `info`, 10-15 ms; Podman's image
+    // through its client, tens of milliseconds). Both threads are joined before the
+    // sandbox is spawned. The engines' folder is hidden from every sandbox
+    // (`mounts::check_engines_hidden`, while planning).
     let image = container.image.clone();
+    let cache = crate::home::engines_root().ok();
     let (limits, config) = std::thread::scope(|s| {
         let config = s.spawn(|| vg_backend::engine::image_config(engine, &image));
-        (vg_backend::engine::limit_support(engine), config.join())
+        (
+            vg_backend::engine::limit_support_cached(engine, cache.as_deref()),
+            config.join(),
+        )
     });
     let limits = limits?;
     let config =
@@ -452,11 +459,25 @@ pub struct Held {
     pub gvisor_exec: Option<vg_backend::gvisor::exec::ExecTarget>,
 }
 
+impl Held {
+    /// The engine's client ended as `end` says: a container it certainly removed
+    /// (`vg_backend::engine::removed_with_client`) needs no `rm` after the session.
+    pub fn client_ended(&mut self, end: vg_sandbox::Termination) {
+        if let Some(run) = &mut self.container {
+            run.removed = vg_backend::engine::removed_with_client(run.keep, end);
+        }
+    }
+}
+
 /// A container started through an engine's client.
 #[derive(Debug)]
 pub struct EngineRun {
     engine: vg_backend::engine::Engine,
     name: String,
+    /// Run without `--rm` (kept after its command).
+    keep: bool,
+    /// Its client said it is gone ([`Held::client_ended`]); until then it may not be.
+    removed: bool,
     /// Holds the environment file until the client has read it.
     _prepared: vg_backend::engine::PreparedRun,
     dir: std::path::PathBuf,
@@ -465,15 +486,19 @@ pub struct EngineRun {
 impl Drop for EngineRun {
     fn drop(&mut self) {
         // `--rm` has removed it when the client saw it end; when the client was
-        // killed first, the container may still run. `rm -f` in the background:
-        // it costs a client start (tens of milliseconds, more for Podman), which
-        // the session's end need not wait for; nothing of the record depends on it.
-        let _ = std::process::Command::new(self.engine.program())
-            .args(["rm", "-f", &self.name])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn();
+        // killed first (or the session ended without learning how it ended), the
+        // container may still run. `rm -f` in the background: it costs a client
+        // start (tens of milliseconds of CPU, more for Podman), which the session's
+        // end need not wait for; nothing of the record depends on it. Not after a
+        // client that removed it: that start would only compete with what runs next.
+        if !self.removed {
+            let _ = std::process::Command::new(self.engine.program())
+                .args(["rm", "-f", &self.name])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -730,6 +755,8 @@ container={}
         EngineRun {
             engine: container.engine,
             name,
+            keep: container.keep,
+            removed: false,
             _prepared: prepared,
             dir,
         },

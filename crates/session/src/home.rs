@@ -1,5 +1,6 @@
-//! Vectra Guard's own folder and what it holds: the session records (`logs/`) and
-//! the image store (`images/`). The library and the CLI's `logs` and `image`
+//! Vectra Guard's own folder and what it holds: the session records (`logs/`), the
+//! image store (`images/`) and what the container engines' sessions keep
+//! (`engines/`). The library and the CLI's `logs` and `image`
 //! commands find them here, the same way.
 
 use std::path::PathBuf;
@@ -36,6 +37,13 @@ pub fn vectraguard_home(what: &str, holds: &str) -> Result<PathBuf> {
 /// `~/.vectraguard/logs` of the invoking user.
 pub fn records_root() -> Result<PathBuf> {
     Ok(vectraguard_home("the session records", "logs/")?.join("logs"))
+}
+
+/// What the container engines' sessions keep for the next ones (`engines/` in
+/// Vectra Guard's folder): the limits a Docker daemon said it can hold
+/// (`vg_backend::engine::api::LimitsCache`).
+pub fn engines_root() -> Result<PathBuf> {
+    Ok(vectraguard_home("the engines' folder", "engines/")?.join("engines"))
 }
 
 /// The image store: `images/` in Vectra Guard's folder.

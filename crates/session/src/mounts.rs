@@ -1,6 +1,6 @@
 //! Step two of planning: the host paths the sandbox sees. Each mount's host side
 //! must exist and be its own real path; Vectra Guard's own folders (the records, the
-//! image store) must stay out of every sandbox.
+//! image store, the engines' folder) must stay out of every sandbox.
 
 use std::path::{Path, PathBuf};
 
@@ -117,6 +117,16 @@ pub fn check_images_hidden(mounts: &[ResolvedMount]) -> Result<()> {
     match crate::home::images_root() {
         Ok(store) => check_hidden("the image store", &store, mounts),
         // No home to hold a store: there is nothing to hide.
+        Err(_) => Ok(()),
+    }
+}
+
+/// The engines' folder must stay out of every sandbox too: one that could write it
+/// could say a Docker daemon holds limits it does not (it would then drop them).
+pub fn check_engines_hidden(mounts: &[ResolvedMount]) -> Result<()> {
+    match crate::home::engines_root() {
+        Ok(folder) => check_hidden("the engines' folder", &folder, mounts),
+        // No home to hold it: nothing is kept there.
         Err(_) => Ok(()),
     }
 }

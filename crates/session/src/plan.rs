@@ -87,6 +87,7 @@ impl Plan {
 
         let mounts = mounts::resolve_mounts(&settings, &cwd)?;
         mounts::check_images_hidden(&mounts)?;
+        mounts::check_engines_hidden(&mounts)?;
         mounts::check_config_unwritable(&mounts)?;
         let primary = mounts
             .first()

@@ -227,7 +227,7 @@ impl Running {
             mode,
             enforced,
             watchdog,
-            _generated,
+            _generated: mut held_files,
             plan,
         } = self;
         let limits = &plan.limits;
@@ -263,6 +263,9 @@ impl Running {
                         stdin_is_terminal,
                     )
                 });
+                if let Ok(outcome) = &result {
+                    held_files.1.client_ended(outcome.termination);
+                }
                 memory_hit = watchdog.and_then(Watchdog::finish);
                 if let Some(hit) = &memory_hit {
                     killed_by_watchdog(&mut result);
@@ -295,6 +298,9 @@ impl Running {
             }
             Mode::Unrecorded { saved, mediator } => {
                 let mut outcome = sandbox.wait_until(deadline);
+                if let Ok(outcome) = &outcome {
+                    held_files.1.client_ended(outcome.termination);
+                }
                 memory_hit = watchdog.and_then(Watchdog::finish);
                 if memory_hit.is_some() {
                     killed_by_watchdog(&mut outcome);

@@ -173,9 +173,154 @@ pub fn image_config(socket: &Path, image: &str, timeout: Duration) -> Option<Res
     }
 }
 
+/// The daemon behind a socket, as far as this host can tell: the process that
+/// listens on it (its pid and uid as the kernel recorded them at its `listen`, and
+/// its start time, so that a reused pid is another daemon), on this boot. A daemon
+/// answers `info`'s limits the same for as long as it runs: they come from the
+/// host's cgroup hierarchies (which Docker reads once per daemon since 23.0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonId(String);
+
+impl DaemonId {
+    /// Its text (pure): what [`LimitsCache`] keys on.
+    fn new(boot: &str, socket: &Path, pid: i32, uid: u32, start: u64) -> Option<Self> {
+        let socket = socket.to_str()?;
+        // One line of plain fields: nothing that could end a field or the line.
+        let plain =
+            |s: &str| !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control());
+        (pid > 0 && plain(boot) && plain(socket)).then(|| {
+            DaemonId(format!(
+                "boot={boot} socket={socket} pid={pid} uid={uid} start={start}"
+            ))
+        })
+    }
+
+    /// Who listens on `socket` now; `None` when that cannot be told: no answer, or
+    /// a listener outside this pid namespace (pid 0), whose start we cannot read.
+    pub fn of(socket: &Path) -> Option<Self> {
+        use std::os::fd::AsFd;
+        let stream = UnixStream::connect(socket).ok()?;
+        let (pid, uid, _) = vg_sandbox::fdpass::peer_credentials(stream.as_fd()).ok()?;
+        drop(stream);
+        if pid <= 0 {
+            return None;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let start = start_time(&stat)?;
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        DaemonId::new(boot.trim(), socket, pid, uid, start)
+    }
+}
+
+/// A process's start time (clock ticks after boot) from its `/proc/PID/stat` line
+/// (pure): the 22nd field, counted after the command name's closing parenthesis
+/// (the name itself may hold spaces and parentheses).
+fn start_time(stat: &str) -> Option<u64> {
+    let (_, after_name) = stat.rsplit_once(')')?;
+    // Fields 3 onwards follow the name; the start time is field 22.
+    after_name.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// The limits a Docker daemon said it can hold, kept in a file of the user's
+/// (`$VECTRAGUARD_HOME/engines/`) for the next session with the same daemon: its
+/// `info` costs 10-15 ms of the session's start here (the daemon runs `runc
+/// --version` and `docker-init --version` to answer it) and tens of milliseconds of
+/// the daemon's CPU. Read only from a folder that is ours and no one else's to
+/// write, for the daemon it names ([`DaemonId`]); anything else is a miss.
+pub struct LimitsCache {
+    file: PathBuf,
+}
+
+/// The cache file's name in its folder.
+const LIMITS_FILE: &str = "docker-limits.json";
+
+/// The largest cache file read.
+const MAX_CACHE: u64 = 4096;
+
+impl LimitsCache {
+    /// The cache in `dir` (made 0700 when missing), when `dir` is ours and no one
+    /// else's to write; `None` otherwise.
+    pub fn open(dir: &Path) -> Option<Self> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+        let meta = std::fs::symlink_metadata(dir).ok()?;
+        let ours =
+            meta.is_dir() && meta.uid() == vg_sandbox::real_ids().0 && meta.mode() & 0o022 == 0;
+        ours.then(|| LimitsCache {
+            file: dir.join(LIMITS_FILE),
+        })
+    }
+
+    /// What `daemon` said, if this cache holds its answer.
+    pub fn get(&self, daemon: &DaemonId) -> Option<super::LimitSupport> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.file)
+            .ok()?;
+        let mut text = Vec::new();
+        file.take(MAX_CACHE + 1).read_to_end(&mut text).ok()?;
+        if text.len() as u64 > MAX_CACHE {
+            return None;
+        }
+        parse_cached(&text, daemon)
+    }
+
+    /// Keeps `limits` as `daemon`'s answer (best effort: a failure only means the
+    /// next session asks again). Written to a new file, then renamed over the old.
+    pub fn put(&self, daemon: &DaemonId, limits: super::LimitSupport) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let tmp = self.file.with_extension(format!(
+            "tmp-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(cached_text(daemon, limits).as_bytes()))
+            .and_then(|()| std::fs::rename(&tmp, &self.file));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+}
+
+/// The cache file's text for `daemon`'s `limits` (pure).
+fn cached_text(daemon: &DaemonId, limits: super::LimitSupport) -> String {
+    serde_json::json!({
+        "daemon": daemon.0,
+        "memory": limits.memory,
+        "swap": limits.swap,
+        "pids": limits.pids,
+        "cpus": limits.cpus,
+    })
+    .to_string()
+}
+
+/// The limits in a cache file's text, when it is `daemon`'s and has each of them
+/// (pure).
+fn parse_cached(text: &[u8], daemon: &DaemonId) -> Option<super::LimitSupport> {
+    let value: Value = serde_json::from_slice(text).ok()?;
+    if value.get("daemon")?.as_str()? != daemon.0 {
+        return None;
+    }
+    let flag = |name: &str| value.get(name)?.as_bool();
+    Some(super::LimitSupport {
+        memory: flag("memory")?,
+        swap: flag("swap")?,
+        pids: flag("pids")?,
+        cpus: flag("cpus")?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn the_socket_is_asked_only_where_the_client_would_ask_it() {
@@ -207,6 +352,90 @@ mod tests {
         assert_eq!(config(None, None, Some("rootless")), None);
         // The variable names the context over the file.
         assert_eq!(config(None, Some("default"), Some("rootless")), default);
+    }
+
+    #[test]
+    fn a_daemon_is_told_by_its_process_and_boot() {
+        let id = |pid, start| DaemonId::new("b00t", Path::new("/run/docker.sock"), pid, 0, start);
+        let one = id(42, 1000).unwrap();
+        assert_eq!(
+            one.0,
+            "boot=b00t socket=/run/docker.sock pid=42 uid=0 start=1000"
+        );
+        // The same pid started again is another daemon.
+        assert_ne!(id(42, 1001), Some(one.clone()));
+        // A listener whose pid is not visible here cannot be told apart.
+        assert_eq!(id(0, 1000), None);
+        assert_eq!(
+            DaemonId::new("b00t", Path::new("/run/dock er.sock"), 42, 0, 1),
+            None
+        );
+        assert_eq!(DaemonId::new("", Path::new("/d.sock"), 42, 0, 1), None);
+        // The start time is field 22, after a name that may hold `)` and spaces.
+        let stat =
+            "1234 (docker d) x) S 1 1234 1234 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 12 0 98765 100 200";
+        assert_eq!(start_time(stat), Some(98765));
+        assert_eq!(start_time("1234 (short) S 1"), None);
+        assert_eq!(start_time("no name here"), None);
+    }
+
+    #[test]
+    fn cached_limits_are_only_their_own_daemons() {
+        let daemon = DaemonId::new("b", Path::new("/d.sock"), 7, 0, 9).unwrap();
+        let other = DaemonId::new("b", Path::new("/d.sock"), 7, 0, 10).unwrap();
+        let limits = crate::engine::LimitSupport {
+            memory: true,
+            swap: false,
+            pids: true,
+            cpus: false,
+        };
+        let text = cached_text(&daemon, limits);
+        assert_eq!(parse_cached(text.as_bytes(), &daemon), Some(limits));
+        assert_eq!(parse_cached(text.as_bytes(), &other), None);
+        // A field missing or of another type, or no JSON at all: a miss.
+        let partial =
+            serde_json::json!({"daemon": daemon.0, "memory": true, "swap": true, "pids": true});
+        assert_eq!(parse_cached(partial.to_string().as_bytes(), &daemon), None);
+        let typed = serde_json::json!({"daemon": daemon.0, "memory": 1, "swap": true, "pids": true, "cpus": true});
+        assert_eq!(parse_cached(typed.to_string().as_bytes(), &daemon), None);
+        assert_eq!(parse_cached(b"{", &daemon), None);
+
+        // Through a folder: kept, read back, replaced.
+        let dir = tempdir::Dir::new();
+        let cache = LimitsCache::open(&dir.path().join("engines")).unwrap();
+        assert_eq!(cache.get(&daemon), None);
+        cache.put(&daemon, limits);
+        assert_eq!(cache.get(&daemon), Some(limits));
+        assert_eq!(cache.get(&other), None);
+        let all = crate::engine::LimitSupport {
+            memory: true,
+            swap: true,
+            pids: true,
+            cpus: true,
+        };
+        cache.put(&other, all);
+        assert_eq!(cache.get(&other), Some(all));
+        assert_eq!(cache.get(&daemon), None);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("engines"))
+                .unwrap()
+                .count(),
+            1,
+            "no temporary file left"
+        );
+        // A folder others may write is not used.
+        let shared = dir.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(LimitsCache::open(&shared).is_none());
+        // Nor a symlink in place of the file.
+        let linked = LimitsCache::open(&dir.path().join("linked")).unwrap();
+        std::os::unix::fs::symlink(
+            dir.path().join("engines").join(LIMITS_FILE),
+            dir.path().join("linked").join(LIMITS_FILE),
+        )
+        .unwrap();
+        assert_eq!(linked.get(&other), None);
     }
 
     #[test]

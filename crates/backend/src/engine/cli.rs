@@ -282,6 +282,34 @@ pub fn limit_support(engine: Engine) -> Result<LimitSupport, EngineError> {
     Ok(probe(engine)?.limits)
 }
 
+/// [`limit_support`], with Docker's answer kept in `cache` (a folder of the user's,
+/// see [`super::api::LimitsCache`]) for the daemon that gave it: a session with the
+/// same daemon reads it there instead of asking `info` again. Asked (and kept)
+/// again once another process listens on the socket, after a reboot, or when the
+/// daemon cannot be told apart (not visible in this pid namespace); another
+/// engine, or no cache, is [`limit_support`].
+pub fn limit_support_cached(
+    engine: Engine,
+    cache: Option<&Path>,
+) -> Result<LimitSupport, EngineError> {
+    let cached = cache
+        .zip(docker_socket(engine))
+        .and_then(|(dir, socket)| Some((super::api::LimitsCache::open(dir)?, socket)))
+        .and_then(|(cache, socket)| Some((cache, super::api::DaemonId::of(&socket)?, socket)));
+    let Some((cache, daemon, socket)) = cached else {
+        return limit_support(engine);
+    };
+    if let Some(limits) = cache.get(&daemon) {
+        return Ok(limits);
+    }
+    let limits = limit_support(engine)?;
+    // Kept only when the daemon that answered is the one asked about.
+    if super::api::DaemonId::of(&socket).as_ref() == Some(&daemon) {
+        cache.put(&daemon, limits);
+    }
+    Ok(limits)
+}
+
 /// The limits root's cgroups can hold on this host, from the cgroup file system
 /// mounted at `root`: cgroup v2's root controllers, or v1's hierarchies (a hybrid
 /// layout's empty v2 hierarchy holds nothing, as Podman reports it). `None` when
@@ -528,6 +556,24 @@ pub fn remove(engine: Engine, name: &str) -> Result<bool, EngineError> {
     }
 }
 
+/// The status both clients exit with when the engine itself failed (a refused
+/// option, a lost connection to the daemon), rather than with the command's.
+pub const ENGINE_FAILED: i32 = 125;
+
+/// Whether a container run with `--rm` is certainly gone once its client has ended
+/// as `end` says (pure), so that nothing needs to remove it after the session.
+///
+/// Docker's client with `--rm` waits for the daemon's removal before it exits (the
+/// daemon removes it also when its start failed), and Podman's removes the container
+/// itself before it exits; both exit with the command's status then. Not so when
+/// the client was killed (a time-out's SIGKILL, a stop with SIGKILL: the container
+/// may still run), exited with [`ENGINE_FAILED`] (its wait for the container may
+/// have broken off), never ran, or the container is kept (`keep`): then it is
+/// removed by name, as before.
+pub fn removed_with_client(keep: bool, end: vg_sandbox::Termination) -> bool {
+    !keep && matches!(end, vg_sandbox::Termination::Exited(code) if code != ENGINE_FAILED)
+}
+
 /// A container's state, as the engine reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerState {
@@ -641,6 +687,37 @@ mod tests {
             parse_image_config(&serde_json::json!({})),
             ImageConfig::default()
         );
+    }
+
+    #[test]
+    fn only_a_client_that_ended_by_itself_has_removed_its_container() {
+        use vg_sandbox::Termination;
+        // The command's own statuses, a signal's 128+N included.
+        for code in [0, 1, 3, 126, 127, 137, 143] {
+            assert!(
+                removed_with_client(false, Termination::Exited(code)),
+                "{code}"
+            );
+        }
+        // The engine's own failure, a killed client, a client that never ran.
+        assert!(!removed_with_client(
+            false,
+            Termination::Exited(ENGINE_FAILED)
+        ));
+        assert!(!removed_with_client(
+            false,
+            Termination::Signalled(libc::SIGKILL)
+        ));
+        assert!(!removed_with_client(
+            false,
+            Termination::Signalled(libc::SIGTERM)
+        ));
+        assert!(!removed_with_client(
+            false,
+            Termination::ExecFailed(libc::ENOENT)
+        ));
+        // A kept container (no `--rm`) is never gone by itself.
+        assert!(!removed_with_client(true, Termination::Exited(0)));
     }
 
     #[test]

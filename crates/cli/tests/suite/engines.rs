@@ -706,6 +706,86 @@ fn a_recorded_container_that_ignores_the_time_out_s_signal_still_ends() {
     );
 }
 
+/// The session `run` added to `home` (sessions started in the same second sort in
+/// no particular order).
+fn new_session(home: &RecordsHome, run: impl FnOnce()) -> std::path::PathBuf {
+    let before = home.sessions();
+    run();
+    let mut added: Vec<_> = home
+        .sessions()
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .collect();
+    assert_eq!(added.len(), 1, "{added:?}");
+    added.remove(0)
+}
+
+#[test]
+fn dockers_limits_are_kept_for_its_daemon_alone_in_a_folder_no_sandbox_sees() {
+    let runner = Runner::Root;
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let engines = home.logs().parent().unwrap().join("engines");
+    let file = engines.join("docker-limits.json");
+    let read = || -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap()
+    };
+    let memory_by = |dir: &std::path::Path| {
+        session_metadata(dir)["limits"]["enforced_by"]["memory"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let run = || {
+        engine_run(runner, &ws, &home, "docker", &[], &["true"]).assert_success();
+    };
+    let first = new_session(&home, run);
+    assert_eq!(memory_by(&first), "docker (its cgroups)");
+    // The daemon's answer, for the daemon that gave it (its listener's pid as this
+    // host numbers it, root's).
+    let kept = read();
+    let daemon = kept["daemon"].as_str().unwrap().to_owned();
+    let pid: i32 = daemon
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("pid="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(pid > 0 && daemon.contains(" uid=0 "), "{daemon}");
+    for limit in ["memory", "swap", "pids", "cpus"] {
+        assert_eq!(
+            kept[limit], true,
+            "{limit}: this machine's cgroups hold it\n{kept}"
+        );
+    }
+    // Read back for the same daemon: what the file says is what the session goes by
+    // (here a file that says the daemon cannot hold memory: the default cap is then
+    // recorded as not held).
+    let mut planted = kept.clone();
+    planted["memory"] = false.into();
+    std::fs::write(&file, planted.to_string()).unwrap();
+    let second = new_session(&home, run);
+    assert_eq!(
+        memory_by(&second),
+        "none (docker cannot hold a memory limit here)"
+    );
+    // For another daemon (the same pid started again): not believed, asked again,
+    // and the file is this daemon's again.
+    planted["daemon"] = daemon.replace(" start=", " start=1").into();
+    std::fs::write(&file, planted.to_string()).unwrap();
+    let third = new_session(&home, run);
+    assert_eq!(memory_by(&third), "docker (its cgroups)");
+    assert_eq!(read(), kept);
+    // A sandbox that could write the folder could make a later session believe a
+    // limit holds that the daemon drops: a mount of it is refused.
+    let mount = format!("{}:/mnt/engines", engines.display());
+    Vg::sandbox(runner, &ws, &["--mount", &mount], &["true"])
+        .records_home(&home)
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("the engines' folder");
+}
+
 /// Where the mediated network is tested: each engine as root, and the test user's
 /// rootless Podman (whose container network namespace belongs to Podman's user
 /// namespace, which the supervisor's helper joins to make the interface).
