@@ -10,7 +10,7 @@
 //! then accepts them without either side summing every byte, which is most of what
 //! a bulk transfer would otherwise cost.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
@@ -20,6 +20,8 @@ use std::thread::JoinHandle;
 
 use smoltcp::phy::{self, Checksum, DeviceCapabilities, Medium};
 use smoltcp::time::Instant;
+
+use crate::bypass::{self, Bypass, Ends, HEADERS};
 
 /// `sizeof(struct virtio_net_hdr)`.
 const VNET_HDR_LEN: usize = 10;
@@ -54,6 +56,26 @@ impl Packet {
     pub fn bytes(&self) -> &[u8] {
         self.buf.get(VNET_HDR_LEN..self.len).unwrap_or_default()
     }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.buf.get_mut(VNET_HDR_LEN..self.len).unwrap_or_default()
+    }
+}
+
+/// What one [`TunDevice::bypass_send`] did.
+#[derive(Debug)]
+pub(crate) enum Sent {
+    /// Nothing may be sent now (window, end of stream, or not a bypassed connection).
+    Nothing,
+    /// A segment went, with this many bytes sent for the first time.
+    Segment {
+        new: u64,
+    },
+    /// The host socket has nothing more for now.
+    WouldBlock,
+    /// The host socket's end of stream was reached.
+    End,
+    Failed(io::Error),
 }
 
 pub(crate) struct TunDevice {
@@ -64,6 +86,10 @@ pub(crate) struct TunDevice {
     spare: Vec<Vec<u8>>,
     tx: Vec<u8>,
     writer: TunWriter,
+    /// Connections whose data toward the sandbox bypasses the stack (see [`bypass`]).
+    bypass: HashMap<Ends, Bypass>,
+    /// The writer's count of lost packets when last looked at.
+    drops_seen: u64,
 }
 
 impl TunDevice {
@@ -77,7 +103,104 @@ impl TunDevice {
             rx: VecDeque::new(),
             spare: Vec::new(),
             tx: Vec::new(),
+            bypass: HashMap::new(),
+            drops_seen: 0,
         })
+    }
+
+    /// Sends the data of connection `ends` toward the sandbox past the stack from now on.
+    pub fn bypass_insert(&mut self, ends: Ends, state: Bypass) {
+        self.bypass.insert(ends, state);
+    }
+
+    pub fn bypass_remove(&mut self, ends: Ends) {
+        self.bypass.remove(&ends);
+    }
+
+    pub fn bypass_get(&mut self, ends: Ends) -> Option<&mut Bypass> {
+        self.bypass.get_mut(&ends)
+    }
+
+    /// A packet from the sandbox, before the stack sees it: the ACK of a bypassed
+    /// connection is taken in, and moved into the stack's numbers.
+    pub fn bypass_incoming(&mut self, packet: &mut Packet) {
+        if self.bypass.is_empty() {
+            return;
+        }
+        let table = &mut self.bypass;
+        let now = std::time::Instant::now();
+        bypass::incoming(|e| table.get_mut(&e), packet.bytes_mut(), now);
+    }
+
+    /// When the earliest bypassed connection's timer fires.
+    pub fn bypass_deadline(&self) -> Option<std::time::Instant> {
+        self.bypass.values().filter_map(Bypass::deadline).min()
+    }
+
+    /// Fires the timers due at `now`, and sends every bypassed connection back to its
+    /// first unacknowledged byte if the writer lost a packet since last asked (it may
+    /// have been one of theirs). True if any connection has something to redo.
+    pub fn bypass_check(&mut self, now: std::time::Instant) -> bool {
+        let mut fired = false;
+        let drops = self.writer.dropped.load(Ordering::Relaxed);
+        let lost = drops != self.drops_seen;
+        self.drops_seen = drops;
+        for state in self.bypass.values_mut() {
+            fired |= state.expire(now);
+            if lost {
+                state.lost();
+                fired = true;
+            }
+        }
+        fired
+    }
+
+    /// Sends the next segment of connection `ends` toward the sandbox, if it may send
+    /// one: `peek` reads its payload from the host socket (without taking it off) into
+    /// the packet.
+    pub fn bypass_send(
+        &mut self,
+        ends: Ends,
+        now: std::time::Instant,
+        peek: impl FnOnce(&mut [u8]) -> io::Result<usize>,
+    ) -> Sent {
+        let Self { bypass, writer, .. } = self;
+        let Some(state) = bypass.get_mut(&ends) else {
+            return Sent::Nothing;
+        };
+        let Some(plan) = state.plan(now) else {
+            return Sent::Nothing;
+        };
+        let mut buf = writer.buffer();
+        let start = VNET_HDR_LEN + HEADERS;
+        buf.resize(start + plan.len, 0);
+        let n = match peek(&mut buf[start..]) {
+            Ok(0) => {
+                writer.free.push(buf);
+                state.end_of_stream();
+                return Sent::End;
+            }
+            Ok(n) => n.min(plan.len),
+            Err(e) => {
+                writer.free.push(buf);
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock => Sent::WouldBlock,
+                    io::ErrorKind::Interrupted => Sent::Segment { new: 0 },
+                    _ => Sent::Failed(e),
+                };
+            }
+        };
+        buf.truncate(start + n);
+        buf[..VNET_HDR_LEN].fill(0);
+        if bypass::write_headers(&mut buf[VNET_HDR_LEN..], ends, state.numbers(), n).is_none() {
+            writer.free.push(buf);
+            return Sent::Nothing;
+        }
+        offload_tcp_checksum(&mut buf);
+        writer.push(buf);
+        Sent::Segment {
+            new: state.sent(n, now),
+        }
     }
 
     pub fn file(&self) -> &File {
@@ -132,6 +255,7 @@ impl phy::Device for TunDevice {
             spare,
             tx,
             writer,
+            bypass,
             ..
         } = self;
         Some((
@@ -140,6 +264,7 @@ impl phy::Device for TunDevice {
                 file,
                 buf: tx,
                 writer,
+                bypass,
             },
         ))
     }
@@ -149,6 +274,7 @@ impl phy::Device for TunDevice {
             file: &self.file,
             buf: &mut self.tx,
             writer: &mut self.writer,
+            bypass: &mut self.bypass,
         })
     }
 
@@ -188,6 +314,7 @@ pub(crate) struct TxToken<'a> {
     file: &'a File,
     buf: &'a mut Vec<u8>,
     writer: &'a mut TunWriter,
+    bypass: &'a mut HashMap<Ends, Bypass>,
 }
 
 impl phy::TxToken for TxToken<'_> {
@@ -206,6 +333,10 @@ impl phy::TxToken for TxToken<'_> {
         buf.resize(VNET_HDR_LEN + len, 0);
         buf[..VNET_HDR_LEN].fill(0);
         let result = f(&mut buf[VNET_HDR_LEN..]);
+        if !self.bypass.is_empty() {
+            let table = &mut *self.bypass;
+            bypass::outgoing(|e| table.get_mut(&e), &mut buf[VNET_HDR_LEN..]);
+        }
         offload_tcp_checksum(buf);
         match queued {
             Some(buf) => self.writer.push(buf),

@@ -22,6 +22,7 @@
 pub mod addr;
 mod book;
 mod budget;
+mod bypass;
 mod device;
 mod dns;
 mod error;

@@ -20,6 +20,7 @@ mod idmap;
 mod init;
 pub mod inside;
 pub mod landlock;
+pub mod peek;
 mod prepared;
 pub mod probe;
 mod protocol;

@@ -188,6 +188,7 @@ impl Stack {
                 established: false,
                 host_eof: false,
                 sandbox_fin_passed: false,
+                bypass: false,
                 bytes_out: 0,
                 bytes_in: 0,
                 error: None,

@@ -21,6 +21,13 @@ pub(super) struct FlowKey {
     pub(super) dst: SocketAddrV4,
 }
 
+impl FlowKey {
+    /// The connection's key in the device's bypass table.
+    pub(super) fn ends(&self) -> crate::bypass::Ends {
+        (self.src, self.dst)
+    }
+}
+
 pub(super) enum FlowState {
     /// The host's connection to the destination is under way; the sandbox's SYN waits.
     Connecting { syn: Option<Packet> },
@@ -127,6 +134,8 @@ pub(super) struct Flow {
     pub(super) established: bool,
     pub(super) host_eof: bool,
     pub(super) sandbox_fin_passed: bool,
+    /// Its data toward the sandbox goes past the stack (see [`crate::bypass`]).
+    pub(super) bypass: bool,
     pub(super) bytes_out: u64,
     pub(super) bytes_in: u64,
     pub(super) error: Option<String>,
@@ -150,11 +159,14 @@ impl Stack {
                     // Nothing to send, and it must not take another SYN meanwhile.
                     self.sockets.remove(socket);
                     self.budget.release(flow.buffers);
+                    self.device.bypass_remove(flow.key.ends());
                 } else {
                     if flow.error.is_some() && s.is_open() {
                         s.abort();
                     }
-                    self.retired.push((socket, flow.buffers));
+                    // Its last segments (a reset, a FIN's ACK) still need their
+                    // numbers moved: the bypass state goes with the socket.
+                    self.retired.push((socket, flow.buffers, flow.key.ends()));
                 }
                 // A reset from the sandbox reaches the destination as a reset, not as
                 // an orderly close that would make a cut upload look complete.

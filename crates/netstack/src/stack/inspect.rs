@@ -78,6 +78,8 @@ impl Stack {
                         None => return self.new_connection(key, packet, true),
                     }
                 }
+                let mut packet = packet;
+                self.device.bypass_incoming(&mut packet);
                 self.device.enqueue(packet);
             }
             IpProtocol::Udp => {

@@ -138,7 +138,7 @@ struct Stack {
     next_id: u64,
     /// Sockets of ended flows, removed after the stack had a chance to send their
     /// last segment (a FIN's ACK or a reset), with their buffer grant.
-    retired: Vec<(SocketHandle, usize)>,
+    retired: Vec<(SocketHandle, usize, crate::bypass::Ends)>,
     /// Closed sockets of ended flows, their rings reused by the next flows.
     spare_sockets: SocketPool,
     /// What the open flows' stack buffers may take together.
@@ -260,6 +260,15 @@ impl Stack {
                     .iface
                     .poll_delay(now(), &self.sockets)
                     .map(|d| Duration::from_micros(d.total_micros()));
+                // The bypassed connections' timers.
+                let resend = self
+                    .device
+                    .bypass_deadline()
+                    .map(|d| d.saturating_duration_since(std::time::Instant::now()));
+                let stack = match (stack, resend) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
                 // Wake at least every second to expire slow connects.
                 Some(stack.map_or(Duration::from_secs(1), |d| d.min(Duration::from_secs(1))))
             };
@@ -289,6 +298,7 @@ impl Stack {
             self.release_held_names();
             self.release_held_syns();
             self.read_tun()?;
+            self.device.bypass_check(std::time::Instant::now());
             self.advance();
             self.expire_connects();
         }
@@ -301,7 +311,8 @@ impl Stack {
         loop {
             self.iface.poll(now(), &mut self.device, &mut self.sockets);
             self.device.flush();
-            for (handle, buffers) in self.retired.drain(..) {
+            for (handle, buffers, ends) in self.retired.drain(..) {
+                self.device.bypass_remove(ends);
                 let gone = self.sockets.remove(handle);
                 self.budget.release(buffers);
                 if let smoltcp::socket::Socket::Tcp(socket) = gone {

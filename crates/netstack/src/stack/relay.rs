@@ -2,13 +2,15 @@
 //! the stack's socket and the host's, passing on each side's close.
 
 use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
 
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
 use smoltcp::wire::{IpAddress, IpListenEndpoint};
 
 use super::Stack;
-use super::flow::{Flow, FlowState, describe};
+use super::flow::{Flow, FlowState, Upstream, describe};
+use crate::device::{Sent, TunDevice};
 
 impl Stack {
     /// Moves bytes for every flow; true if the stack has new work (data or state).
@@ -67,6 +69,20 @@ impl Stack {
         if let Err(e) = socket.listen(listen) {
             flow.error = Some(format!("cannot accept the connection: {e}"));
             return (false, true);
+        }
+        // A destination's data goes to the sandbox past the stack (see
+        // `crate::bypass`) when its socket can be peeked from an offset; the HTTP
+        // inspector's socket pair, and kernels before 6.9, take the stack's way.
+        if let (Upstream::Tcp(stream), FlowState::Connecting { syn: Some(syn) }) =
+            (&flow.stream, &flow.state)
+            && let Some((mss, shift)) = crate::bypass::syn_offer(syn.bytes())
+            && vg_sandbox::peek::set_offset(stream.as_fd(), 0).is_ok()
+        {
+            self.device.bypass_insert(
+                flow.key.ends(),
+                crate::bypass::Bypass::new(mss, shift, usize::from(crate::addr::MTU)),
+            );
+            flow.bypass = true;
         }
         let handle = self.sockets.add(socket);
         if let FlowState::Connecting { syn: Some(syn) } =
@@ -163,7 +179,17 @@ impl Stack {
             flow.sandbox_fin_passed = true;
         }
         // Destination → sandbox.
-        while flow.readable && !flow.host_eof && socket.can_send() {
+        if flow.bypass {
+            match push_bypass(&mut self.device, flow, socket) {
+                Ok(moved) => progressed |= moved,
+                Err(e) => {
+                    flow.error = Some(describe(&e));
+                    socket.abort();
+                    return (false, true);
+                }
+            }
+        }
+        while !flow.bypass && flow.readable && !flow.host_eof && socket.can_send() {
             let stream = &flow.stream;
             match transfer(socket.send(|buf| counted((&*stream).read(buf)))) {
                 Transfer::Moved(n) => {
@@ -203,6 +229,66 @@ impl Stack {
             _ => (true, progressed),
         }
     }
+}
+
+/// Sends what a bypassed flow may toward the sandbox, straight from the host socket's
+/// queue (see [`crate::bypass`]): drops what the sandbox acknowledged, goes back to the
+/// first unacknowledged byte when asked, peeks segments while the window allows, and
+/// lets the stack close once the destination's end of stream was acknowledged.
+/// Returns whether anything moved.
+fn push_bypass(
+    device: &mut TunDevice,
+    flow: &mut Flow,
+    socket: &mut tcp::Socket<'_>,
+) -> io::Result<bool> {
+    let ends = flow.key.ends();
+    let Upstream::Tcp(stream) = &flow.stream else {
+        return Ok(false);
+    };
+    let fd = stream.as_fd();
+    let Some(state) = device.bypass_get(ends) else {
+        return Ok(false);
+    };
+    let mut progressed = false;
+    let acked = state.to_discard();
+    if acked > 0 {
+        let n = vg_sandbox::peek::discard(fd, usize::try_from(acked).unwrap_or(usize::MAX))?;
+        if n == 0 {
+            return Err(io::Error::other(
+                "bytes the sandbox acknowledged were no longer queued",
+            ));
+        }
+        state.discarded(n as u64);
+        progressed = true;
+    }
+    if state.take_rewind() {
+        vg_sandbox::peek::set_offset(fd, 0)?;
+        flow.readable = true;
+        progressed = true;
+    }
+    // Data only once the handshake is done, and until the stack's FIN.
+    let open = matches!(
+        socket.state(),
+        tcp::State::Established | tcp::State::CloseWait
+    );
+    let now = std::time::Instant::now();
+    while open && flow.readable {
+        match device.bypass_send(ends, now, |buf| stream.peek(buf)) {
+            Sent::Nothing | Sent::End => break,
+            Sent::Segment { new } => {
+                flow.bytes_in += new;
+                progressed = true;
+            }
+            Sent::WouldBlock => flow.readable = false,
+            Sent::Failed(e) => return Err(e),
+        }
+    }
+    if open && !flow.host_eof && device.bypass_get(ends).is_some_and(|s| s.finished()) {
+        flow.host_eof = true;
+        socket.close();
+        progressed = true;
+    }
+    Ok(progressed)
 }
 
 /// Takes the sandbox's first bytes off its socket until its ClientHello (if it sends

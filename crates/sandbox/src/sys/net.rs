@@ -122,3 +122,38 @@ pub fn iface_configure(
     // SAFETY: route is a valid rtentry for a default route through an on-link gateway.
     check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCADDRT, &route) }).map(drop)
 }
+
+/// Sets a socket's `SO_PEEK_OFF`: where the next `MSG_PEEK` read starts, counted from
+/// the head of its receive queue (the kernel moves it on by what each peek returns,
+/// and back by what a plain read takes off the queue).
+pub fn set_peek_offset(fd: std::os::fd::BorrowedFd<'_>, offset: libc::c_int) -> io::Result<()> {
+    let len = libc::socklen_t::try_from(std::mem::size_of::<libc::c_int>())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: the option value is a c_int that outlives the call, `len` its size.
+    check(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEEK_OFF,
+            (&raw const offset).cast(),
+            len,
+        )
+    })
+    .map(drop)
+}
+
+/// Drops up to `len` bytes from the head of a TCP socket's receive queue without
+/// copying them (`MSG_TRUNC`), never blocking; returns how many were dropped.
+pub fn discard(fd: std::os::fd::BorrowedFd<'_>, len: usize) -> io::Result<usize> {
+    // SAFETY: with MSG_TRUNC, TCP drops the bytes without writing to the buffer, so a
+    // null buffer is never dereferenced.
+    let n = unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            std::ptr::null_mut(),
+            len,
+            libc::MSG_TRUNC | libc::MSG_DONTWAIT,
+        )
+    };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
