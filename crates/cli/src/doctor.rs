@@ -45,6 +45,20 @@ pub fn doctor(json: bool) -> i32 {
     i32::from(missing > 0)
 }
 
+/// What holds the process cap on gVisor here: its kernel inside, and a pids
+/// cgroup (where a session can make one) on gVisor's own host tasks.
+fn gvisor_pids() -> String {
+    let default = vg_policy::limits::DEFAULT_PIDS;
+    let pids = vg_session::backend::gvisor_pids(default, vg_session::backend::host_task_max());
+    format!(
+        "processes capped inside by gVisor's kernel (RLIMIT_NPROC, {default} by default), gVisor's own host tasks by a pids cgroup of {} where one can be made{}",
+        pids.host,
+        pids.clamped_to.map_or_else(String::new, |max| format!(
+            " (half of this host's {max} tasks: fewer than gVisor may need for {default} busy processes)"
+        ))
+    )
+}
+
 /// Whether runsc is installed and starts a sandbox here, and on which platform.
 fn gvisor() -> probe::Check {
     let found = vg_backend::gvisor::probe(std::env::var_os("PATH").as_deref());
@@ -56,7 +70,11 @@ fn gvisor() -> probe::Check {
         (Some(runsc), Some(platform), _) => probe::Check {
             layer: GVISOR_LAYER.into(),
             ok: true,
-            detail: format!("{} ({version}), platform {platform}", runsc.display()),
+            detail: format!(
+                "{} ({version}), platform {platform}; {}",
+                runsc.display(),
+                gvisor_pids()
+            ),
             fix: None,
         },
         (None, _, error) => probe::Check {

@@ -138,11 +138,14 @@ fn report_outcome(outcome: &Outcome) {
             hit.processes
         );
     }
-    if hits.pids_max > 0 {
-        eprintln!(
-            "vectraguard: the process limit was reached {} time(s) (fork failed)",
-            hits.pids_max
-        );
+    match (hits.pids_max, outcome.gvisor_host_pids) {
+        (0, _) => {}
+        (n, Some(cap)) => eprintln!(
+            "vectraguard: gVisor's own host tasks reached their cap of {cap} ({n} refused): gVisor could not make a thread or process of its own, and the sandbox ended; run fewer processes at once, give the host more pids (kernel.pid_max), or use --backend native"
+        ),
+        (n, None) => {
+            eprintln!("vectraguard: the process limit was reached {n} time(s) (fork failed)")
+        }
     }
     for hit in &outcome.limit_hits {
         eprintln!("vectraguard: {} is full (--disk limit)", hit.detail);

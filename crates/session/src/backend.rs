@@ -216,14 +216,115 @@ pub struct Asked {
     pub ptys: bool,
 }
 
+/// Host tasks gVisor may use per process inside ([`gvisor_pids`]). Measured with
+/// runsc 20221219 on the ptrace platform (README, "gVisor and the process cap"):
+/// about 5 per sleeping process; a fork flood capped at 64 inside reached 62 per
+/// process after 50 s and 86 after 90 s, since every stub process gains a thread
+/// for each sentry thread that ever ran it.
+pub const GVISOR_HOST_TASKS_PER_PROCESS: u64 = 128;
+
+/// Host tasks of gVisor itself with nothing running inside: runsc, the gofer and
+/// the sentry (37 measured), with room for the sentry's threads.
+pub const GVISOR_HOST_TASKS_BASE: u64 = 1024;
+
+/// gVisor's two process caps: `inside`, held by its kernel (`RLIMIT_NPROC` of the
+/// sandbox's processes, `vg_backend::gvisor::bundle::process_limits`), and `host`,
+/// the pids cgroup's cap on gVisor's own host threads and processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GvisorPids {
+    pub inside: u64,
+    pub host: u64,
+    /// The host's task space (`kernel.pid_max`, `kernel.threads-max`), when the
+    /// host cap was lowered to half of it.
+    pub clamped_to: Option<u64>,
+}
+
+impl GvisorPids {
+    /// What the record's `enforced_by` says of `pids` and `pids_host`, with the
+    /// cgroup `held` by (its version), or none (pure).
+    pub fn enforced_by(&self, held: Option<&str>) -> (String, String) {
+        let inside = format!("gvisor-rlimit-nproc ({} tasks inside)", self.inside);
+        let host = match (held, self.clamped_to) {
+            (Some(version), None) => format!(
+                "{version} ({} host tasks for gVisor itself: {GVISOR_HOST_TASKS_BASE} + {GVISOR_HOST_TASKS_PER_PROCESS} per process inside)",
+                self.host
+            ),
+            (Some(version), Some(max)) => format!(
+                "{version} ({} host tasks for gVisor itself: half of this host's {max}; gVisor may need more before {} processes run inside, and the sandbox then ends)",
+                self.host, self.inside
+            ),
+            (None, _) => {
+                "none (no pids cgroup here: gVisor's own host tasks are not capped)".to_owned()
+            }
+        };
+        (inside, host)
+    }
+}
+
+/// gVisor's caps for `inside` processes, on a host whose task space is
+/// `host_max` ([`host_task_max`]). A host pids cgroup counts gVisor's own host
+/// tasks (the sentry's threads, the gofer, and on the ptrace platform a stub
+/// process per address space with a thread per sentry thread that ran it), never
+/// the sandbox's processes: sized for `inside` processes, so that gVisor's own
+/// tasks do not end the sandbox before its kernel's cap refuses a fork, but never
+/// more than half of the host's task space, so that a flood inside cannot take
+/// the host's (pure).
+pub fn gvisor_pids(inside: u64, host_max: Option<u64>) -> GvisorPids {
+    let wanted = inside
+        .saturating_mul(GVISOR_HOST_TASKS_PER_PROCESS)
+        .saturating_add(GVISOR_HOST_TASKS_BASE);
+    let half = host_max.map(|max| (max / 2).max(GVISOR_HOST_TASKS_BASE));
+    match half {
+        Some(half) if half < wanted => GvisorPids {
+            inside,
+            host: half,
+            clamped_to: host_max,
+        },
+        _ => GvisorPids {
+            inside,
+            host: wanted,
+            clamped_to: None,
+        },
+    }
+}
+
+/// What the record's `layers` say of user namespaces on gVisor (see
+/// `vg_backend::gvisor::bundle::seccomp`): runsc installs the bundle's filter on
+/// the first process, which every process it starts inherits, but not on a
+/// persistent sandbox's commands, which `runsc exec` starts (runsc 20221219,
+/// `runsc/boot/loader.go`) (pure).
+pub fn user_namespaces(persistent: bool) -> &'static str {
+    if persistent {
+        "allowed-in-exec (runsc exec installs no seccomp filter)"
+    } else {
+        "denied-by-oci-seccomp"
+    }
+}
+
+/// What `enforced_by.pids` adds for a persistent gVisor sandbox: its commands can
+/// make a user namespace, where gVisor does not count their processes against the
+/// cap; the host cap then holds, and the sandbox ends when gVisor reaches it (pure).
+pub const GVISOR_EXEC_PIDS_NOTE: &str =
+    "; a command that makes a user namespace steps past it, and only the host cap holds";
+
+/// The host's task space: the lower of `kernel.pid_max` and `kernel.threads-max`
+/// (a thread takes a pid too); `None` when neither can be read.
+pub fn host_task_max() -> Option<u64> {
+    ["/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok())
+        .min()
+}
+
 /// Limits whose native mechanism does not hold another backend. The memory
 /// watchdog (where no cgroup can be made) cannot see gVisor's memory: an asked cap
 /// is refused, the default one recorded as not held.
 ///
 /// The process cap by `RLIMIT_NPROC` (the default cap, or the fallback where no
 /// pids cgroup can be made) counts host processes per user namespace: it means
-/// nothing for gVisor, whose sandboxed processes are the sentry's own. A cap the
-/// user asked for is refused; the default one is recorded as not enforced.
+/// nothing for a container engine's processes. A cap the user asked for is
+/// refused; the default one is recorded as not enforced. gVisor's cap is its own
+/// kernel's ([`gvisor_pids`], decided by `limits::plan`).
 pub fn limits(
     backend: Backend,
     asked: Asked,
@@ -277,7 +378,8 @@ pub fn limits(
             ),
         );
     }
-    if enforced.rlimit_nproc.is_none() {
+    // gVisor's kernel holds the cap (`RLIMIT_NPROC` in its bundle).
+    if enforced.rlimit_nproc.is_none() || plan.gvisor_pids.is_some() {
         return Ok(());
     }
     // As for memory: with --best-effort-limits an asked cap nothing here can hold is
@@ -879,6 +981,8 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
         gid,
         hostname: spec.hostname.clone(),
         terminal: spec.tty,
+        // gVisor's kernel holds the process cap (`limits::plan`).
+        nproc: spec.rlimit_nproc,
     };
     // A persistent sandbox's commands come later, through `runsc exec`, and their
     // exact ends from the trace points: its first process only keeps it.
@@ -938,7 +1042,7 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
         network,
     )?;
     let enforced = format!(
-        "backend=gvisor\nruntime={}\nplatform=ptrace\nnetwork={}\n{}capabilities=\nno_new_privs=1\nuser={uid}:{gid}\nhost_user={}\nviolations={VIOLATIONS}\n",
+        "backend=gvisor\nruntime={}\nplatform=ptrace\nnetwork={}\n{}capabilities=\nno_new_privs=1\nuser={uid}:{gid}\nhost_user={}\nviolations={VIOLATIONS}\npids={}\nuser_namespaces={}\n",
         runsc.display(),
         network.name(),
         if matches!(network, gvisor::Network::Mediated(_)) {
@@ -949,6 +1053,9 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
             ""
         },
         identity.map_or_else(|| "self".to_owned(), |(u, _)| u.to_string()),
+        spec.rlimit_nproc
+            .map_or_else(|| "none".to_owned(), |n| format!("gvisor-rlimit-nproc:{n}")),
+        user_namespaces(spec.persistent),
     );
     // Said in the record: how the commands get in, and who keeps the sandbox.
     let enforced = match pause_user {
@@ -1215,5 +1322,39 @@ mod tests {
         assert!(refused(Backend::Gvisor, &host, false, false).contains("--network host"));
         assert!(check(Backend::Docker, &host, false, false, false, false).is_ok());
         assert!(check(Backend::Native, &tun, true, true, true, true).is_ok());
+    }
+
+    /// gVisor's host cap leaves room for its own tasks per process inside, and
+    /// never more than half of the host's task space.
+    #[test]
+    fn gvisor_s_host_cap_is_sized_for_its_own_tasks_and_bounded_by_the_host() {
+        assert_eq!(
+            gvisor_pids(64, Some(4_194_304)),
+            GvisorPids {
+                inside: 64,
+                host: 1024 + 64 * 128,
+                clamped_to: None
+            }
+        );
+        assert_eq!(gvisor_pids(4096, None).host, 1024 + 4096 * 128);
+        // This machine's kind: 32768 pids; the default cap's want is 525312.
+        assert_eq!(
+            gvisor_pids(4096, Some(32_768)),
+            GvisorPids {
+                inside: 4096,
+                host: 16_384,
+                clamped_to: Some(32_768)
+            }
+        );
+        // A tiny task space still leaves gVisor its base.
+        assert_eq!(gvisor_pids(1, Some(100)).host, 1024);
+        assert_eq!(gvisor_pids(u64::MAX, None).host, u64::MAX);
+        let (inside, host) = gvisor_pids(64, None).enforced_by(Some("cgroup-v1"));
+        assert_eq!(inside, "gvisor-rlimit-nproc (64 tasks inside)");
+        assert!(host.starts_with("cgroup-v1 (9216 host tasks"), "{host}");
+        let (_, host) = gvisor_pids(4096, Some(32_768)).enforced_by(Some("cgroup-v2"));
+        assert!(host.contains("half of this host's 32768"), "{host}");
+        let (_, host) = gvisor_pids(64, None).enforced_by(None);
+        assert!(host.starts_with("none (no pids cgroup"), "{host}");
     }
 }

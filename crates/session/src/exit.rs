@@ -60,6 +60,10 @@ pub struct Outcome {
     pub program: String,
     /// What the cgroup counted (OOM kills, refused forks).
     pub cgroup_hits: vg_sandbox::cgroup::Hits,
+    /// On gVisor, the cgroup's pids cap, which holds gVisor's own host tasks rather
+    /// than the sandbox's processes (`backend::gvisor_pids`): a refused fork there
+    /// is gVisor's, and ends the sandbox.
+    pub gvisor_host_pids: Option<u64>,
     /// Limits init saw reached (a full `/tmp` or `$HOME`).
     pub limit_hits: Vec<vg_sandbox::LimitHit>,
     /// The supervisor's memory watchdog killed the sandbox over its cap.

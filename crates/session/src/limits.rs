@@ -81,6 +81,9 @@ pub struct Plan {
     /// Limit name → mechanism, for `metadata.json` (the cgroup's are added by
     /// [`Plan::enforce`]).
     pub enforced_by: BTreeMap<&'static str, String>,
+    /// gVisor: the process cap its kernel holds inside, and the cgroup's cap on
+    /// gVisor's own host tasks (see [`crate::backend::gvisor_pids`]).
+    pub gvisor_pids: Option<crate::backend::GvisorPids>,
 }
 
 /// The sandbox's cgroup, before it exists.
@@ -103,18 +106,12 @@ pub struct Enforced {
 
 /// Decides the mechanisms. `cgroup_name` names the sandbox's cgroup.
 ///
-/// `default_pids_in_cgroup`: the default process cap goes into the cgroup rather
-/// than `RLIMIT_NPROC`, for a backend whose processes the rlimit does not count
-/// (gVisor: each of its processes is a task of its kernel, run by host threads and
-/// processes of the sentry, which a fork flood inside would multiply until the
-/// host's pid space is gone). Where no cgroup can be made it falls back as the
-/// native default does, and the backend records what that holds.
-pub fn plan(
-    requested: &Limits,
-    cgroup_name: &str,
-    recording: bool,
-    default_pids_in_cgroup: bool,
-) -> Result<Plan> {
+/// `gvisor`: the process cap (asked or the default) is held inside by gVisor's own
+/// kernel, and the cgroup's pids cap, sized from it, holds gVisor's host threads
+/// and processes, which a host cgroup counts instead of the processes inside (see
+/// [`crate::backend::gvisor_pids`]). Where no cgroup can be made, the cap inside
+/// still holds, and the record says the host side is not capped.
+pub fn plan(requested: &Limits, cgroup_name: &str, recording: bool, gvisor: bool) -> Result<Plan> {
     let best_effort = requested.best_effort.unwrap_or(false);
     let mut enforced_by = BTreeMap::new();
     let mut limits = *requested;
@@ -135,13 +132,16 @@ pub fn plan(
             MemorySource::Default
         }
     };
-    if requested.pids.is_none() && default_pids_in_cgroup {
-        limits.pids = Some(DEFAULT_PIDS);
-    }
+    let gvisor_pids = gvisor.then(|| {
+        crate::backend::gvisor_pids(
+            *limits.pids.get_or_insert(DEFAULT_PIDS),
+            crate::backend::host_task_max(),
+        )
+    });
     let wanted = CgroupLimits {
         memory: limits.memory,
         cpus: requested.cpus,
-        pids: limits.pids,
+        pids: gvisor_pids.map_or(limits.pids, |p| Some(p.host)),
     };
     let cgroup = (!wanted.is_empty()).then(|| CgroupPlan {
         name: cgroup_name.to_owned(),
@@ -188,6 +188,7 @@ pub fn plan(
         ptys,
         limits,
         enforced_by,
+        gvisor_pids,
     })
 }
 
@@ -265,7 +266,8 @@ impl Plan {
                             enforced_by.insert("cpus", format!("none (best effort: {why})"));
                         }
                     }
-                    if let Some(n) = wanted.pids {
+                    // gVisor's cap holds inside without a cgroup (below).
+                    if let Some(n) = wanted.pids.filter(|_| self.gvisor_pids.is_none()) {
                         if vg_sandbox::probe::nproc_counts_per_namespace() {
                             rlimit_nproc = Some(n);
                             enforced_by.insert("pids", "rlimit-nproc".to_owned());
@@ -282,6 +284,12 @@ impl Plan {
                     }
                 }
             }
+        }
+        if let Some(pids) = self.gvisor_pids {
+            rlimit_nproc = Some(pids.inside);
+            let (by, host) = pids.enforced_by(cgroup.as_ref().map(|cg| cg.version.as_str()));
+            enforced_by.insert("pids", by);
+            enforced_by.insert("pids_host", host);
         }
         Ok(Enforced {
             cgroup,
@@ -326,5 +334,33 @@ impl Plan {
             "kill_grace_ms".into(),
             serde_json::json!(self.kill_grace.as_millis()),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On gVisor the process cap (asked or default) is its kernel's, and the
+    /// cgroup's pids cap is the larger one sized for gVisor's own host tasks.
+    #[test]
+    fn gvisor_s_process_cap_is_held_inside_and_its_cgroup_sized_for_gvisor() {
+        let asked = Limits {
+            pids: Some(64),
+            ..Limits::default()
+        };
+        let host_max = crate::backend::host_task_max();
+        for (requested, inside) in [(Limits::default(), DEFAULT_PIDS), (asked, 64)] {
+            let p = plan(&requested, "t", true, true).unwrap();
+            let want = crate::backend::gvisor_pids(inside, host_max);
+            assert_eq!(p.gvisor_pids, Some(want));
+            assert_eq!(p.limits.pids, Some(inside));
+            assert_eq!(p.cgroup.unwrap().limits.pids, Some(want.host));
+            assert!(want.host > inside);
+            assert_eq!(p.rlimit_nproc, None);
+        }
+        let native = plan(&asked, "t", true, false).unwrap();
+        assert_eq!(native.gvisor_pids, None);
+        assert_eq!(native.cgroup.unwrap().limits.pids, Some(64));
     }
 }

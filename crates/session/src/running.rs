@@ -323,6 +323,7 @@ impl Running {
             timeout: limits.timeout,
             program: plan.spec.argv.first().cloned().unwrap_or_default(),
             cgroup_hits,
+            gvisor_host_pids: plan.limits.gvisor_pids.map(|p| p.host),
             limit_hits: outcome.limit_hits,
             memory_watchdog: memory_hit,
             denied,

@@ -39,6 +39,12 @@ pub fn start(mut plan: Plan) -> Result<Running, Error> {
         &mut enforced,
     )?;
     plan.spec.rlimit_nproc = enforced.rlimit_nproc;
+    if plan.spec.persistent
+        && plan.limits.gvisor_pids.is_some()
+        && let Some(by) = enforced.enforced_by.get_mut("pids")
+    {
+        by.push_str(crate::backend::GVISOR_EXEC_PIDS_NOTE);
+    }
     // One policy handle for the mediator, the inspector and the control channel.
     let policy = plan.network.handle();
     // The inspector and its CA, the secrets read from their sources.

@@ -248,6 +248,58 @@ pub struct Process {
     pub hostname: String,
     /// On a terminal that runsc makes and sends to its console socket.
     pub terminal: bool,
+    /// The process cap inside: `RLIMIT_NPROC` of every process of the sandbox,
+    /// see [`process_limits`].
+    pub nproc: Option<u64>,
+}
+
+/// `CLONE_NEWUSER` (`linux/sched.h`).
+const CLONE_NEWUSER: u64 = 0x1000_0000;
+
+/// The `rlimits` of the bundle's process: `nproc` as `RLIMIT_NPROC`, soft and hard.
+///
+/// gVisor's kernel counts the tasks (threads included) of each user across the
+/// whole sandbox and refuses a fork or clone past the creating task's
+/// `RLIMIT_NPROC` with `EAGAIN` (runsc 20221219: `pkg/sentry/kernel/kernel.go`,
+/// `incRLimitNProc`; `runsc exec` gives every exec'd process the limits of this
+/// file, `runsc/boot/loader.go`, `executeAsync`). It counts the sandbox's own
+/// processes, not gVisor's host threads and stub processes, which a host pids
+/// cgroup would count (about 5 to 90 host tasks per process inside, see the README).
+/// Unprivileged, a process can lower it but not raise it (pure).
+pub fn process_limits(nproc: Option<u64>) -> Vec<Value> {
+    nproc
+        .map(|n| json!({"type": "RLIMIT_NPROC", "soft": n, "hard": n}))
+        .into_iter()
+        .collect()
+}
+
+/// The sandbox's own seccomp rules (runsc `--oci-seccomp` installs them in gVisor's
+/// kernel on the first process, inherited by all it starts): no new user namespace.
+///
+/// gVisor skips the `RLIMIT_NPROC` check for a task with `CAP_SYS_ADMIN` or
+/// `CAP_SYS_RESOURCE` in its own user namespace, which any process gets by
+/// `unshare(CLONE_NEWUSER)` (`auth.Credentials.HasCapability`): a fork flood
+/// after it was not capped. runsc's OCI filter answers `EPERM` (its only errno).
+/// `clone3` is not filtered: its flags are behind a pointer, and runsc 20221219
+/// does not implement it (`ENOSYS`), so glibc falls back to `clone` (pure).
+pub fn seccomp() -> Value {
+    let deny_new_user = |name: &str| {
+        json!({
+            "names": [name],
+            "action": "SCMP_ACT_ERRNO",
+            "args": [{
+                "index": 0,
+                "value": CLONE_NEWUSER,
+                "valueTwo": CLONE_NEWUSER,
+                "op": "SCMP_CMP_MASKED_EQ",
+            }],
+        })
+    };
+    json!({
+        "defaultAction": "SCMP_ACT_ALLOW",
+        // On x86_64 and arm64 both take the flags as their first argument.
+        "syscalls": [deny_new_user("unshare"), deny_new_user("clone")],
+    })
 }
 
 /// The bundle's `config.json`: `root` is the skeleton folder (or the image's root),
@@ -274,12 +326,14 @@ pub fn config(process: &Process, view: &Translated, root: &Path, own_netns: bool
                 "permitted": no_caps, "ambient": no_caps,
             },
             "noNewPrivileges": true,
+            "rlimits": process_limits(process.nproc),
         },
         "root": {"path": root, "readonly": view.image_root.is_none()},
         "hostname": process.hostname,
         "mounts": view.mounts,
         "linux": {
             "namespaces": namespaces,
+            "seccomp": seccomp(),
         },
     })
 }
@@ -496,9 +550,12 @@ mod tests {
             gid: 1000,
             hostname: "vg".into(),
             terminal: false,
+            nproc: None,
         };
         let c = config(&p, &t, Path::new("root"), true);
         assert_eq!(c["process"]["noNewPrivileges"], true);
+        // No cap asked: no rlimit (gVisor's default is unlimited).
+        assert_eq!(c["process"]["rlimits"], json!([]));
         for set in [
             "bounding",
             "effective",
@@ -524,6 +581,41 @@ mod tests {
         assert_eq!(
             mediated["linux"]["namespaces"],
             json!([{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}])
+        );
+    }
+
+    #[test]
+    fn the_process_cap_is_an_nproc_rlimit_and_no_process_makes_a_user_namespace() {
+        assert_eq!(process_limits(None), Vec::<Value>::new());
+        assert_eq!(
+            process_limits(Some(300)),
+            [json!({"type": "RLIMIT_NPROC", "soft": 300, "hard": 300})]
+        );
+        let rules = seccomp();
+        assert_eq!(rules["defaultAction"], "SCMP_ACT_ALLOW");
+        let denied: Vec<(&str, u64, u64, &str)> = rules["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                assert_eq!(r["action"], "SCMP_ACT_ERRNO");
+                let arg = &r["args"][0];
+                assert_eq!(arg["index"], 0);
+                (
+                    r["names"][0].as_str().unwrap(),
+                    arg["value"].as_u64().unwrap(),
+                    arg["valueTwo"].as_u64().unwrap(),
+                    arg["op"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        let newuser = 0x1000_0000;
+        assert_eq!(
+            denied,
+            [
+                ("unshare", newuser, newuser, "SCMP_CMP_MASKED_EQ"),
+                ("clone", newuser, newuser, "SCMP_CMP_MASKED_EQ"),
+            ]
         );
     }
 }

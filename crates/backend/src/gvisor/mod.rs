@@ -229,6 +229,8 @@ impl Bundle {
             // The session's cgroup holds runsc and the sentry (the keeper entered
             // it); runsc must not make its own.
             "--ignore-cgroups".into(),
+            // The bundle's seccomp rules (`bundle::seccomp`), in gVisor's kernel.
+            "--oci-seccomp".into(),
         ]
     }
 
@@ -558,6 +560,7 @@ mod tests {
             gid: 0,
             hostname: "vg".into(),
             terminal: false,
+            nproc: None,
         };
         let view = FsView {
             ops: vec![vg_policy::MountOp::ImageRoot {
@@ -596,6 +599,7 @@ mod tests {
             gid: 0,
             hostname: "vg".into(),
             terminal: false,
+            nproc: None,
         };
         let bundle = Bundle::write(
             &parent,
@@ -656,6 +660,7 @@ mod tests {
             gid: 0,
             hostname: "vg".into(),
             terminal,
+            nproc: Some(64),
         };
         let runsc = Path::new("/usr/bin/runsc");
         let view = FsView { ops: Vec::new() };
@@ -690,6 +695,14 @@ mod tests {
         assert_eq!(spec.console, Some(mediated.console_socket()));
         let c = config(&mediated);
         assert_eq!(c["process"]["terminal"], true);
+        // The process cap is gVisor's own, and no process can make a user namespace
+        // to step past it: runsc is told to install the bundle's seccomp rules.
+        assert_eq!(
+            c["process"]["rlimits"],
+            serde_json::json!([{"type": "RLIMIT_NPROC", "soft": 64, "hard": 64}])
+        );
+        assert_eq!(c["linux"]["seccomp"], bundle::seccomp());
+        assert!(spec.argv.contains(&"--oci-seccomp".to_owned()));
         assert!(
             !c["linux"]["namespaces"]
                 .as_array()

@@ -703,27 +703,242 @@ fn a_tmpdir_inside_the_workspace_is_refused() {
     });
 }
 
-/// The default process cap: `RLIMIT_NPROC` does not count gVisor's processes (each
-/// is a task of its kernel, run by host threads and processes of the sentry), so
-/// it is a pids cgroup where one can be made (as root here) and recorded as not
-/// held where none can.
+/// Forks `argv[1]` children that sleep, then says how many were refused (and
+/// why), how many processes are alive at once, and reaps them.
+pub(super) const MANY: &str = r#"
+import os, sys, time
+n = int(sys.argv[1]); kids = []
+try:
+    for i in range(n):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(120); os._exit(0)
+        kids.append(pid)
+except OSError as e:
+    print('refused=%d\nerrno=%d' % (len(kids), e.errno))
+print('alive=%d' % len([p for p in os.listdir('/proc') if p.isdigit()]), flush=True)
+for k in kids: os.kill(k, 9)
+for k in kids: os.waitpid(k, 0)
+print('reaped=%d' % len(kids))
+"#;
+
+/// The attacks on the process cap from inside: a user namespace first (where
+/// gVisor does not count), raising the cap first, threads, many short-lived processes, and a fork flood
+/// of `argv[2]` seconds that retries every refused fork.
+pub(super) const ATTACKS: &str = r#"
+import ctypes, os, sys, threading, time
+mode = sys.argv[1]
+if mode == 'userns':
+    libc = ctypes.CDLL(None, use_errno=True)
+    r = libc.unshare(0x10000000)
+    print('unshare=%d\nunshare_errno=%d' % (r, ctypes.get_errno()), flush=True)
+    mode = 'many'
+if mode == 'raise':
+    import resource
+    try:
+        resource.setrlimit(resource.RLIMIT_NPROC, (100000, 100000))
+        print('raise=done')
+    except (ValueError, OSError):
+        print('raise=refused')
+    mode = 'many'
+if mode == 'many':
+    kids = []
+    try:
+        while len(kids) < 1000:
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(120); os._exit(0)
+            kids.append(pid)
+    except OSError as e:
+        print('refused=%d\nerrno=%d' % (len(kids), e.errno))
+    for k in kids: os.kill(k, 9)
+    for k in kids: os.waitpid(k, 0)
+elif mode == 'threads':
+    stop = threading.Event(); n = 0
+    try:
+        while n < 1000:
+            threading.Thread(target=stop.wait, daemon=True).start(); n += 1
+    except RuntimeError:
+        print('threads=%d' % n)
+    stop.set()
+elif mode == 'short':
+    # Reaped children give their place back: far more than the cap, one by one.
+    for i in range(500):
+        pid = os.fork()
+        if pid == 0: os._exit(0)
+        os.waitpid(pid, 0)
+    print('short=500')
+elif mode == 'flood':
+    me = os.getpid(); refused = 0; end = time.time() + float(sys.argv[2])
+    while time.time() < end:
+        try:
+            if os.fork() == 0: me = 0
+        except OSError:
+            refused += 1
+    if me:
+        print('flood_refused=%d' % refused, flush=True)
+    os._exit(0)
+"#;
+
+/// The process cap on gVisor counts the sandbox's processes, in gVisor's own
+/// kernel (`RLIMIT_NPROC` of the bundle): 300 at once under the default cap
+/// (4096), where a host pids cgroup of 4096 on gVisor's own host tasks ended the
+/// sandbox at about 130 (red team, session 15); and where a pids cgroup can be
+/// made (as root here), it holds gVisor's own host tasks with room for them.
 #[test]
-fn the_default_process_cap_holds_gvisor_where_a_cgroup_can_be_made() {
+fn three_hundred_processes_run_at_once_under_the_default_cap() {
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
-        sh(runner, &ws, &home, "true").assert_success();
+        let out = gvisor(runner, &ws, &home, &[], &[PYTHON, "-c", MANY, "300"]);
+        out.assert_success();
+        assert!(!out.stdout.contains("refused="), "{out}");
+        let alive: usize = out.field("alive").parse().unwrap();
+        assert!(alive > 300, "{out}");
+        assert_eq!(out.field("reaped"), "300", "{out}");
         let meta = session_metadata(&home.only_session());
-        let by = meta["limits"]["enforced_by"]["pids"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+        let by = &meta["limits"]["enforced_by"];
+        assert_eq!(meta["limits"]["pids"], 4096, "{meta}");
+        assert_eq!(
+            by["pids"], "gvisor-rlimit-nproc (4096 tasks inside)",
+            "{meta}"
+        );
+        assert_eq!(meta["layers"]["pids"], "gvisor-rlimit-nproc:4096", "{meta}");
+        assert_eq!(
+            meta["layers"]["user_namespaces"], "denied-by-oci-seccomp",
+            "{meta}"
+        );
+        let host = by["pids_host"].as_str().unwrap_or_default();
         match runner {
-            Runner::Root => {
-                assert!(by.starts_with("cgroup"), "{meta}");
-                assert_eq!(meta["limits"]["pids"], 4096, "{meta}");
-            }
-            Runner::Unprivileged => assert!(by.starts_with("none"), "{meta}"),
+            Runner::Root => assert!(host.starts_with("cgroup"), "{meta}"),
+            Runner::Unprivileged => assert!(host.starts_with("none"), "{meta}"),
         }
     });
+}
+
+/// `--pids N` is N tasks inside gVisor, threads included, whatever a hostile
+/// program tries: a user namespace first, raising its own cap, threads, reaped short-lived processes
+/// (which give their place back), and a fork flood, which is refused with EAGAIN
+/// inside and leaves a live sandbox that ends with its command and a full record.
+#[test]
+fn pids_is_held_inside_gvisor_against_forks_threads_user_namespaces_and_a_flood() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let run = |mode: &str| {
+            gvisor(
+                runner,
+                &ws,
+                &home,
+                &["--pids", "64", "--timeout", "50"],
+                &[PYTHON, "-c", ATTACKS, mode, "8"],
+            )
+        };
+        // The command is the first of the 64 tasks.
+        let out = run("many");
+        out.assert_success();
+        assert_eq!(out.field("refused"), "63", "{out}");
+        assert_eq!(out.field("errno"), "11", "{out}");
+        let out = run("userns");
+        out.assert_success();
+        // EPERM: the user namespace, where gVisor skips the count, was not made.
+        assert_eq!(out.field("unshare"), "-1", "{out}");
+        assert_eq!(out.field("unshare_errno"), "1", "{out}");
+        assert_eq!(out.field("refused"), "63", "{out}");
+        assert_eq!(out.field("errno"), "11", "{out}");
+        let out = run("raise");
+        out.assert_success();
+        assert_eq!(out.field("raise"), "refused", "{out}");
+        assert_eq!(out.field("refused"), "63", "{out}");
+        let out = run("threads");
+        out.assert_success();
+        assert_eq!(out.field("threads"), "63", "{out}");
+        let out = run("short");
+        out.assert_success();
+        assert_eq!(out.field("short"), "500", "{out}");
+        let out = run("flood");
+        out.assert_success();
+        let refused: u64 = out.field("flood_refused").parse().unwrap();
+        assert!(refused > 0, "the flood was never refused\n{out}");
+        let sessions = home.sessions();
+        assert_eq!(sessions.len(), 6, "{sessions:?}");
+        for session in sessions {
+            let meta = session_metadata(&session);
+            assert_eq!(meta["limits"]["pids"], 64, "{meta}");
+            assert_eq!(
+                meta["limits"]["enforced_by"]["pids"], "gvisor-rlimit-nproc (64 tasks inside)",
+                "{meta}"
+            );
+            assert_eq!(meta["exit_code"], 0, "{meta}");
+        }
+    });
+}
+
+/// The pids cgroup (root only) of gVisor's sandbox process whose command line
+/// holds `marker`: its folder under `/sys/fs/cgroup`.
+pub(super) fn pids_cgroup_of(marker: &str) -> Option<std::path::PathBuf> {
+    let (pid, _) = super::harness::host_processes_with(marker)
+        .into_iter()
+        .find(|(_, cmdline)| cmdline.contains("runsc-sandbox"))?;
+    let groups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    groups.lines().find_map(|line| {
+        let mut f = line.splitn(3, ':');
+        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        let path = path.trim_start_matches('/');
+        match controllers {
+            "pids" => Some(std::path::Path::new("/sys/fs/cgroup/pids").join(path)),
+            "" => Some(std::path::Path::new("/sys/fs/cgroup").join(path)),
+            _ => None,
+        }
+        .filter(|dir| dir.join("pids.max").exists())
+    })
+}
+
+/// When gVisor does die (its own host tasks reach the host cap: here lowered by
+/// hand to what it uses already), the run ends at once, saying which cap was
+/// reached and that it was gVisor's, and the record's limit-hit says so too.
+#[test]
+fn a_one_shot_sandbox_that_dies_at_the_host_cap_says_whose_cap_it_was() {
+    let runner = Runner::Root;
+    if !super::harness::runners().contains(&runner) {
+        return;
+    }
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let script = format!("import time; time.sleep(4)\n{MANY}");
+    let mut vg = Vg::new(runner, ws.path());
+    vg.args(["sandbox", "run", "--backend", "gvisor", "--"])
+        .args([PYTHON, "-c", script.as_str(), "100"])
+        .records_home(&home);
+    let running = vg.spawn();
+    let marker = format!("vectraguard-gvisor-vg-{}-", running.pid());
+    let mut cgroup = None;
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            cgroup = pids_cgroup_of(&marker);
+            cgroup.is_some()
+        }),
+        "no pids cgroup holds gVisor here as root"
+    );
+    let cgroup = cgroup.unwrap();
+    let current: u64 = std::fs::read_to_string(cgroup.join("pids.current"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::fs::write(cgroup.join("pids.max"), (current + 8).to_string()).unwrap();
+    let out = running.finish(Duration::from_secs(40));
+    assert_ne!(out.code(), Some(0), "{out}");
+    assert!(!out.stdout.contains("reaped="), "gVisor did not die\n{out}");
+    out.assert_stderr_contains("gVisor's own host tasks reached their cap");
+    let hits = super::limits::limit_hits(&home.only_session(), "pids");
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(
+        hits[0]["enforced_by"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("host tasks for gVisor itself"),
+        "{hits:?}"
+    );
+    assert_no_process_left(&marker, &out);
 }

@@ -606,3 +606,118 @@ fn an_image_cannot_load_its_code_into_the_sandbox_s_first_process() {
     assert!(!out.stdout.contains("glibc-hwcaps"), "{out}");
     assert!(!out.stdout.contains("planted"), "{out}");
 }
+
+/// The process cap of a persistent gVisor sandbox is gVisor's own kernel's, for
+/// its commands together: 300 at once under the default cap, and `--pids 64`
+/// refusing the 64th task (the first process, under its own user, is not
+/// counted). The record says what the cap does not hold: `runsc exec` installs
+/// no seccomp filter, so a command can make a user namespace.
+#[test]
+fn a_persistent_sandbox_s_process_cap_counts_its_commands_inside_gvisor() {
+    use super::gvisor::MANY;
+    use super::harness::PYTHON;
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let sandbox = Sandbox::create(runner, &ws, &home, &[]);
+        let out = sandbox.exec(&[PYTHON, "-c", MANY, "300"]);
+        out.assert_success();
+        assert!(!out.stdout.contains("refused="), "{out}");
+        assert_eq!(out.field("reaped"), "300", "{out}");
+        // The sandbox lives on.
+        sandbox.exec(&["true"]).assert_success();
+        let capped = Sandbox::create(runner, &ws, &home, &["--pids", "64"]);
+        let out = capped.exec(&[PYTHON, "-c", MANY, "100"]);
+        out.assert_success();
+        assert_eq!(out.field("refused"), "63", "{out}");
+        assert_eq!(out.field("errno"), "11", "{out}");
+        capped.exec(&["true"]).assert_success();
+        let session = capped.listed()["session"].as_str().unwrap().to_owned();
+        let dir = home
+            .sessions()
+            .into_iter()
+            .find(|d| d.to_string_lossy().ends_with(&session))
+            .unwrap();
+        let meta = session_metadata(&dir);
+        let by = meta["limits"]["enforced_by"]["pids"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            by.starts_with(
+                "gvisor-rlimit-nproc (64 tasks inside); a command that makes a user namespace"
+            ),
+            "{meta}"
+        );
+        assert!(
+            meta["layers"]["user_namespaces"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("allowed-in-exec"),
+            "{meta}"
+        );
+    });
+}
+
+/// When gVisor does die (its own host tasks reach the host cap: here lowered by
+/// hand to what it uses already), a `sandbox exec` waiting on a command fails at
+/// once saying so, and `sandbox ls` says stopped, never `starting` (red team 2,
+/// session 15).
+#[test]
+fn a_sandbox_that_dies_fails_its_waiting_exec_at_once_and_is_listed_stopped() {
+    use super::gvisor::MANY;
+    use super::harness::PYTHON;
+    let runner = Runner::Root;
+    if !super::harness::runners().contains(&runner) {
+        return;
+    }
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let sandbox = Sandbox::create(runner, &ws, &home, &[]);
+    let marker = sandbox.runsc_marker();
+    let cgroup =
+        super::gvisor::pids_cgroup_of(&marker).expect("no pids cgroup holds gVisor here as root");
+    let mut waiting = Vg::new(runner, ws.path());
+    waiting
+        .args([
+            "sandbox",
+            "exec",
+            sandbox.name.as_str(),
+            "--",
+            "sleep",
+            "300",
+        ])
+        .records_home(&home);
+    let waiting = waiting.spawn();
+    std::thread::sleep(Duration::from_secs(2));
+    let current: u64 = std::fs::read_to_string(cgroup.join("pids.current"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::fs::write(cgroup.join("pids.max"), (current + 8).to_string()).unwrap();
+    let started = Instant::now();
+    let _ = sandbox.exec(&[PYTHON, "-c", MANY, "100"]);
+    let out = waiting.finish(Duration::from_secs(30));
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "the waiting exec hung\n{out}"
+    );
+    out.assert_code(125);
+    out.assert_stderr_contains("the sandbox hung up before the command ended");
+    let stopped = wait_until(Duration::from_secs(10), || {
+        sandbox.listed()["state"] == "stopped"
+    });
+    assert!(stopped, "{}", sandbox.listed());
+    assert_no_process_left(&marker, &out);
+    // The record says which cap was reached: the host's, on gVisor's own tasks.
+    let dir = std::path::PathBuf::from(sandbox.listed()["session_dir"].as_str().unwrap());
+    let hits = super::limits::limit_hits(&dir, "pids");
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(
+        hits[0]["enforced_by"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("host tasks for gVisor itself"),
+        "{hits:?}"
+    );
+}

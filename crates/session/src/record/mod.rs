@@ -1129,11 +1129,22 @@ impl Session {
             );
         }
         if hits.pids_max > 0 {
-            events.push(
-                Event::new(LIMIT_HIT)
-                    .with("limit", "pids")
-                    .with("refused_forks", hits.pids_max),
-            );
+            let mut event = Event::new(LIMIT_HIT)
+                .with("limit", "pids")
+                .with("refused_forks", hits.pids_max);
+            // On gVisor the cgroup holds gVisor's own host tasks, not the sandbox's
+            // processes (`backend::gvisor_pids`): the hit says so.
+            if let Some(host) = self
+                .writer
+                .metadata()
+                .limits
+                .extra
+                .get("enforced_by")
+                .and_then(|by| by.get("pids_host"))
+            {
+                event = event.with("enforced_by", host.clone());
+            }
+            events.push(event);
         }
         for event in events {
             self.writer
