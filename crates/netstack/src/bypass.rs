@@ -83,6 +83,10 @@ pub(crate) struct Bypass {
     ack: u32,
     win_field: u16,
     dup_acks: u8,
+    /// Duplicate ACKs go back again only once `una` passed this (everything sent when
+    /// it last went back), so a stream of them cannot make every byte in flight be
+    /// sent over and over.
+    recover: u64,
     /// When the retransmission (or, with a closed window, the probe) timer fires.
     deadline: Option<Instant>,
     rto: Duration,
@@ -119,6 +123,7 @@ impl Bypass {
             ack: 0,
             win_field: 0,
             dup_acks: 0,
+            recover: 0,
             deadline: None,
             rto: RTO_MIN,
             rewind: false,
@@ -183,7 +188,7 @@ impl Bypass {
                 self.deadline = (self.una < self.nxt).then(|| now + self.rto);
             } else if in_flight > 0 && !payload && window == self.window {
                 self.dup_acks = self.dup_acks.saturating_add(1);
-                if self.dup_acks == DUP_ACKS {
+                if self.dup_acks == DUP_ACKS && self.una >= self.recover {
                     self.rewind = true;
                 }
             }
@@ -223,6 +228,7 @@ impl Bypass {
         self.nxt = self.una;
         self.eof = false;
         self.dup_acks = 0;
+        self.recover = self.high;
         true
     }
 
@@ -630,6 +636,11 @@ mod tests {
         b.on_sandbox_ack(base.wrapping_add(1000), 0xffff, false, t(2));
         assert!(b.take_rewind());
         assert_eq!(b.nxt, 1000, "back to the first unacknowledged byte");
+        // More duplicates of the same ACK do not go back again before recovery.
+        for _ in 0..6 {
+            b.on_sandbox_ack(base.wrapping_add(1000), 0xffff, false, t(2));
+        }
+        assert!(!b.rewind, "duplicates during recovery");
         assert_eq!(
             b.high, 4000,
             "what was taken from the destination stays counted"

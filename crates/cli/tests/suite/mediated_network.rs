@@ -216,11 +216,25 @@ print("python=" + s.recv(100).decode())
         }
         let closes = events_where(&events, |e| e["event"] == "close");
         assert_eq!(closes.len(), 5, "{events:#?}");
-        let downloads: Vec<_> = closes
-            .iter()
-            .filter(|e| e["name"] == "web.test" && e["bytes_in"].as_u64().unwrap() > 300_000)
-            .collect();
+        // The records count what was sent to the sandbox: the whole answer (88 bytes
+        // of header, then the body) for the download read to its end; for the two cut
+        // short by `head`, what went before curl stopped reading (the destination's
+        // bytes it never got stay out of the count, and curl's reset is recorded).
+        let downloads: Vec<_> = closes.iter().filter(|e| e["name"] == "web.test").collect();
         assert_eq!(downloads.len(), 3, "{closes:#?}");
+        let whole = downloads
+            .iter()
+            .filter(|e| e["bytes_in"].as_u64() == Some(300_088) && e["error"].is_null())
+            .count();
+        assert!(whole >= 1, "{closes:#?}");
+        for d in &downloads {
+            let n = d["bytes_in"].as_u64().unwrap();
+            assert!(n > marker.len() as u64 && n <= 300_088, "{d}");
+            assert!(
+                d["error"].is_null() || d["error"] == "reset by the sandbox",
+                "{d}"
+            );
+        }
         for c in &closes {
             assert!(c["bytes_out"].as_u64().unwrap() > 0, "{c}");
             assert!(c["duration_ms"].is_u64(), "{c}");
@@ -820,5 +834,106 @@ report("refused", results.get("refused"))
             e["event"] == "connect" && e["decision"] == "deny"
         });
         assert!(denied.is_empty(), "{denied:#?}");
+    });
+}
+
+/// The LCG block of the pattern downloads carry (period 65521, a prime, so no
+/// segment size divides it), as the sandbox's Python rebuilds it.
+fn pattern_block(seed: u32) -> Vec<u8> {
+    let mut x = seed;
+    (0..65521)
+        .map(|_| {
+            x = (x.wrapping_mul(1_103_515_245).wrapping_add(12345)) & 0x7fff_ffff;
+            u8::try_from(x >> 23).unwrap()
+        })
+        .collect()
+}
+
+/// A download's bytes go to the sandbox past the stack's send ring (read from the
+/// host socket into each packet, resent from the acknowledged point): a large one
+/// arrives byte for byte (its SHA-256 checked in the sandbox) to a fast reader and,
+/// at the same time, to a slow one whose tiny receive buffer closes its window again
+/// and again (window probes, resends); both are recorded with their exact size.
+#[test]
+fn a_large_download_arrives_byte_for_byte_to_fast_and_slow_readers() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let size = 24 << 20;
+        let block = pattern_block(7);
+        let body: Vec<u8> = block.iter().copied().cycle().take(size).collect();
+        let web = HttpServer::start(body);
+        let p = web.port;
+        let script = py(&format!(
+            r#"
+import hashlib, threading, time
+x, block = 7, bytearray(65521)
+for i in range(len(block)):
+    x = (x * 1103515245 + 12345) & 0x7fffffff
+    block[i] = x >> 23
+size = {size}
+want = hashlib.sha256((bytes(block) * (size // len(block) + 1))[:size]).hexdigest()
+addr = (socket.gethostbyname("web.test"), {p})
+results = {{}}
+def get(name, slow):
+    s = socket.socket()
+    if slow:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(120)
+    s.connect(addr)
+    s.sendall(b"GET / HTTP/1.0\r\nHost: web.test\r\n\r\n")
+    head, body, n = b"", hashlib.sha256(), 0
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    reads = 0
+    while True:
+        chunk = s.recv(4096 if slow else 1 << 20)
+        if not chunk:
+            break
+        reads += 1
+        if slow and reads < 40 and reads % 8 == 0:
+            time.sleep(0.3)
+        body.update(chunk)
+        n += len(chunk)
+    s.close()
+    results[name] = (n, body.hexdigest() == want)
+threads = [threading.Thread(target=get, args=(n, n == "slow")) for n in ("fast", "slow")]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+for name in ("fast", "slow"):
+    report(name, "%d %s" % results.get(name, (0, False)))
+"#
+        ));
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &[
+                "--add-host",
+                "web.test:127.0.0.1",
+                "--allow",
+                &format!("web.test:{p}"),
+            ],
+            &[super::harness::PYTHON, "-c", &script],
+        )
+        .records_home(&home)
+        .run();
+        out.assert_success();
+        assert_eq!(out.field("fast"), format!("{size} True"), "{out}");
+        assert_eq!(out.field("slow"), format!("{size} True"), "{out}");
+
+        // What the server wrote, header and body, is what the records count in.
+        let header = format!(
+            "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n"
+        );
+        let whole = (header.len() + size) as u64;
+        let events = network_events(&home);
+        let closes = events_where(&events, |e| e["event"] == "close" && e["port"] == p);
+        assert_eq!(closes.len(), 2, "{closes:#?}");
+        for c in &closes {
+            assert!(c["error"].is_null(), "{c}");
+            assert_eq!(c["bytes_in"].as_u64(), Some(whole), "{c}");
+        }
     });
 }
