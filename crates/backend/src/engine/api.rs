@@ -227,8 +227,16 @@ fn start_time(stat: &str) -> Option<u64> {
 /// --version` and `docker-init --version` to answer it) and tens of milliseconds of
 /// the daemon's CPU. Read only from a folder that is ours and no one else's to
 /// write, for the daemon it names ([`DaemonId`]); anything else is a miss.
+///
+/// The folder is opened once and checked as opened; its file is then reached only
+/// through that descriptor (`/proc/self/fd/N/NAME`), never through the folder's
+/// path again: whoever may write the folder's parent (a `$VECTRAGUARD_HOME` of
+/// another user's, or `HOME` kept through `sudo`) could otherwise swap the folder
+/// for a link to one of theirs between the check and the read, and plant limits
+/// for a daemon whose id any local user can read (red team, session 16).
 pub struct LimitsCache {
-    file: PathBuf,
+    /// The folder as opened and checked.
+    dir: std::fs::File,
 }
 
 /// The cache file's name in its folder.
@@ -241,14 +249,25 @@ impl LimitsCache {
     /// The cache in `dir` (made 0700 when missing), when `dir` is ours and no one
     /// else's to write; `None` otherwise.
     pub fn open(dir: &Path) -> Option<Self> {
-        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
         let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
-        let meta = std::fs::symlink_metadata(dir).ok()?;
+        // A link in place of the folder is refused here (O_NOFOLLOW); what is
+        // checked is the folder as opened (fstat), which later reads go through.
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(dir)
+            .ok()?;
+        let meta = dir.metadata().ok()?;
         let ours =
             meta.is_dir() && meta.uid() == vg_sandbox::real_ids().0 && meta.mode() & 0o022 == 0;
-        ours.then(|| LimitsCache {
-            file: dir.join(LIMITS_FILE),
-        })
+        ours.then_some(LimitsCache { dir })
+    }
+
+    /// `name` in the folder as opened.
+    fn inside(&self, name: &str) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}/{name}", self.dir.as_raw_fd()))
     }
 
     /// What `daemon` said, if this cache holds its answer.
@@ -257,7 +276,7 @@ impl LimitsCache {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(&self.file)
+            .open(self.inside(LIMITS_FILE))
             .ok()?;
         let mut text = Vec::new();
         file.take(MAX_CACHE + 1).read_to_end(&mut text).ok()?;
@@ -271,18 +290,19 @@ impl LimitsCache {
     /// next session asks again). Written to a new file, then renamed over the old.
     pub fn put(&self, daemon: &DaemonId, limits: super::LimitSupport) {
         use std::os::unix::fs::OpenOptionsExt;
-        let tmp = self.file.with_extension(format!(
-            "tmp-{}-{:?}",
+        let tmp = self.inside(&format!(
+            "docker-limits.tmp-{}-{:?}",
             std::process::id(),
             std::thread::current().id()
         ));
+        let file = self.inside(LIMITS_FILE);
         let written = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(&tmp)
             .and_then(|mut f| f.write_all(cached_text(daemon, limits).as_bytes()))
-            .and_then(|()| std::fs::rename(&tmp, &self.file));
+            .and_then(|()| std::fs::rename(&tmp, &file));
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
@@ -436,6 +456,48 @@ mod tests {
         )
         .unwrap();
         assert_eq!(linked.get(&other), None);
+    }
+
+    /// Red team (session 16): the folder was checked by its path and its file then
+    /// opened by its path again, so whoever may write the folder's parent could
+    /// swap the folder, once checked, for a link to one of theirs holding a planted
+    /// answer (every field of a daemon's id is readable by any local user). The
+    /// folder is now read and written only as it was opened and checked.
+    #[test]
+    fn a_folder_swapped_after_its_check_is_not_read_or_written() {
+        let daemon = DaemonId::new("b", Path::new("/d.sock"), 7, 0, 9).unwrap();
+        let none = crate::engine::LimitSupport {
+            memory: false,
+            swap: false,
+            pids: false,
+            cpus: false,
+        };
+        let all = crate::engine::LimitSupport {
+            memory: true,
+            swap: true,
+            pids: true,
+            cpus: true,
+        };
+        let root = tempdir::Dir::new();
+        let engines = root.path().join("engines");
+        let cache = LimitsCache::open(&engines).unwrap();
+        cache.put(&daemon, all);
+        // Another's folder with a planted answer: nothing held.
+        let planted = root.path().join("planted");
+        std::fs::create_dir(&planted).unwrap();
+        std::fs::write(planted.join(LIMITS_FILE), cached_text(&daemon, none)).unwrap();
+        // The checked folder moved aside, a link to the planted one in its place.
+        std::fs::rename(&engines, root.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(&planted, &engines).unwrap();
+        assert_eq!(cache.get(&daemon), Some(all), "the planted answer was read");
+        cache.put(&daemon, all);
+        assert_eq!(
+            std::fs::read_to_string(planted.join(LIMITS_FILE)).unwrap(),
+            cached_text(&daemon, none),
+            "written through the link"
+        );
+        // Opened anew, the link is no folder of ours.
+        assert!(LimitsCache::open(&engines).is_none());
     }
 
     #[test]

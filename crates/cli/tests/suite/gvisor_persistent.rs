@@ -828,6 +828,17 @@ fn a_persistent_sandbox_s_process_cap_counts_its_commands_inside_gvisor() {
             ),
             "{meta}"
         );
+        // A host cap is named only where one holds gVisor: not for an unprivileged
+        // user on cgroup v1, where nothing holds a command in a user namespace (red
+        // team, session 16).
+        let host = meta["limits"]["enforced_by"]["pids_host"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(
+            by.contains("only the host cap holds"),
+            !host.starts_with("none"),
+            "{meta}"
+        );
         assert!(
             meta["layers"]["user_namespaces"]
                 .as_str()
