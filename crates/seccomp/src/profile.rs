@@ -511,7 +511,9 @@ pub fn syscall_names_denied_beyond_docker() -> Vec<&'static str> {
 /// signal goes to its parent, the first process once its own parent ended
 /// (gVisor gives it orphans): `clone` with any exit signal but `SIGCHLD` (or none,
 /// a thread's) is refused, and `clone3`, whose flags seccomp cannot read, says
-/// `ENOSYS` so that libcs fall back to `clone`. x32 numbers say `ENOSYS`, as
+/// `ENOSYS` so that libcs fall back to `clone`. A new user namespace (`clone` or
+/// `unshare` with `CLONE_NEWUSER`) is refused: in one, gVisor does not count a
+/// task against the process cap. x32 numbers say `ENOSYS`, as
 /// gVisor does for them, never reaching it unfiltered. `ptrace` and
 /// `process_vm_*` are refused (see below).
 pub fn gvisor_exec_profile() -> Filter {
@@ -523,6 +525,21 @@ pub fn gvisor_exec_profile() -> Filter {
         Action::Errno(EPERM),
     ));
     let clone = sys!(SYS_clone);
+    // A user namespace of its own gives a task the capabilities that make gVisor
+    // skip its process count (`RLIMIT_NPROC`, the sandbox's `--pids`): refused
+    // here as the bundle's filter refuses it to the first process's tree
+    // (`vg_backend::gvisor::bundle::seccomp`).
+    let new_user = Cmp::MaskedEq {
+        mask: CLONE_NEWUSER,
+        value: CLONE_NEWUSER,
+    };
+    for call in [sys!(SYS_unshare), clone] {
+        filter.push(SyscallRule::when(
+            call,
+            vec![Cond::arg32(0, new_user)],
+            Action::Errno(EPERM),
+        ));
+    }
     for allowed in [0, bits(libc::SIGCHLD)] {
         filter.push(SyscallRule::when(
             clone,
@@ -557,6 +574,9 @@ const F_SETSIG: libc::c_int = 10;
 
 /// `clone`'s exit signal field.
 const CSIGNAL: u64 = 0xff;
+
+/// `CLONE_NEWUSER` (`linux/sched.h`), for `clone` and `unshare`.
+const CLONE_NEWUSER: u64 = 0x1000_0000;
 
 // Compile-time guard: all syscall numbers above are x86_64 numbers taken from
 // libc for the build target, so building for another target would silently
@@ -1285,6 +1305,18 @@ mod tests {
             assert_eq!(both(call, args(16, 5)), Action::Errno(EPERM), "{call:?}");
         }
         assert_eq!(both(sys!(SYS_kill), args(1, 9)), Action::Allow);
+        // No user namespace, whose capabilities gVisor's process cap skips: alone,
+        // with a fork's or a thread's flags, or among other namespaces.
+        let unshare = sys!(SYS_unshare);
+        for flags in [CLONE_NEWUSER, CLONE_NEWUSER | bits(libc::CLONE_NEWNS)] {
+            assert_eq!(both(unshare, args(flags, 0)), Action::Errno(EPERM));
+            assert_eq!(both(clone, args(flags | fork, 0)), Action::Errno(EPERM));
+            assert_eq!(both(clone, args(flags, 0)), Action::Errno(EPERM));
+        }
+        assert_eq!(
+            both(unshare, args(bits(libc::CLONE_NEWNS), 0)),
+            Action::Allow
+        );
         assert_eq!(
             filter.action_for(X32_SYSCALL_BIT | 72, args(3, bits(F_SETSIG))),
             Action::Errno(ENOSYS)

@@ -288,30 +288,17 @@ pub fn gvisor_pids(inside: u64, host_max: Option<u64>) -> GvisorPids {
     }
 }
 
-/// What the record's `layers` say of user namespaces on gVisor (see
-/// `vg_backend::gvisor::bundle::seccomp`): runsc installs the bundle's filter on
-/// the first process, which every process it starts inherits, but not on a
-/// persistent sandbox's commands, which `runsc exec` starts (runsc 20221219,
-/// `runsc/boot/loader.go`) (pure).
+/// What the record's `layers` say of user namespaces on gVisor: refused by the
+/// bundle's filter (`vg_backend::gvisor::bundle::seccomp`), which runsc installs on
+/// the first process and every process it starts inherits, and, in a persistent
+/// sandbox, by the launcher's on each command (`vg_seccomp::gvisor_exec_profile`):
+/// runsc 20221219 installs no filter on a process `runsc exec` starts
+/// (`runsc/boot/loader.go`) (pure).
 pub fn user_namespaces(persistent: bool) -> &'static str {
     if persistent {
-        "allowed-in-exec (runsc exec installs no seccomp filter)"
+        "denied-by-oci-seccomp-and-exec-launcher"
     } else {
         "denied-by-oci-seccomp"
-    }
-}
-
-/// What `enforced_by.pids` adds for a persistent gVisor sandbox: its commands can
-/// make a user namespace, where gVisor does not count their processes against the
-/// cap; the host cap then holds, and the sandbox ends when gVisor reaches it. With
-/// no host cap (no pids cgroup could be made: an unprivileged user on cgroup v1)
-/// nothing holds such a command, and the record says so rather than name a cap
-/// that is not there (red team, session 16) (pure).
-pub fn gvisor_exec_pids_note(host_capped: bool) -> &'static str {
-    if host_capped {
-        "; a command that makes a user namespace steps past it, and only the host cap holds"
-    } else {
-        "; a command that makes a user namespace steps past it, and no host cap holds it here (no pids cgroup): only the host's own task limits"
     }
 }
 
@@ -1367,17 +1354,5 @@ mod tests {
         assert!(host.contains("half of this host's 32768"), "{host}");
         let (_, host) = gvisor_pids(64, None).enforced_by(None);
         assert!(host.starts_with("none (no pids cgroup"), "{host}");
-    }
-
-    /// Red team (session 16): a persistent gVisor sandbox run where no pids cgroup
-    /// could be made (an unprivileged user on cgroup v1) recorded that "only the
-    /// host cap holds" a command in a user namespace, with no host cap there: such
-    /// a command forked past `--pids` with nothing holding it.
-    #[test]
-    fn the_exec_note_names_a_host_cap_only_where_there_is_one() {
-        assert!(gvisor_exec_pids_note(true).ends_with("only the host cap holds"));
-        let none = gvisor_exec_pids_note(false);
-        assert!(none.contains("no host cap holds it here"), "{none}");
-        assert!(!none.contains("only the host cap holds"), "{none}");
     }
 }

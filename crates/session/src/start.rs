@@ -39,15 +39,6 @@ pub fn start(mut plan: Plan) -> Result<Running, Error> {
         &mut enforced,
     )?;
     plan.spec.rlimit_nproc = enforced.rlimit_nproc;
-    // The host cap on gVisor's tasks is the run's cgroup (`pids_host` names it, or
-    // says none was made).
-    let host_capped = enforced.cgroup.is_some();
-    if plan.spec.persistent
-        && plan.limits.gvisor_pids.is_some()
-        && let Some(by) = enforced.enforced_by.get_mut("pids")
-    {
-        by.push_str(crate::backend::gvisor_exec_pids_note(host_capped));
-    }
     // One policy handle for the mediator, the inspector and the control channel.
     let policy = plan.network.handle();
     // The inspector and its CA, the secrets read from their sources.

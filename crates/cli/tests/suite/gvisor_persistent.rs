@@ -790,8 +790,10 @@ fn an_image_cannot_load_its_code_into_the_sandbox_s_first_process() {
 /// The process cap of a persistent gVisor sandbox is gVisor's own kernel's, for
 /// its commands together: 300 at once under the default cap, and `--pids 64`
 /// refusing the 64th task (the first process, under its own user, is not
-/// counted). The record says what the cap does not hold: `runsc exec` installs
-/// no seccomp filter, so a command can make a user namespace.
+/// counted). A command cannot step past the cap through a user namespace (gVisor
+/// does not count a task with capabilities there): `runsc exec` installs no
+/// seccomp filter, so the launcher installs one that refuses it (red team,
+/// session 16: `unshare -U` and 40 processes under `--pids 16`).
 #[test]
 fn a_persistent_sandbox_s_process_cap_counts_its_commands_inside_gvisor() {
     use super::gvisor::MANY;
@@ -822,30 +824,23 @@ fn a_persistent_sandbox_s_process_cap_counts_its_commands_inside_gvisor() {
         let by = meta["limits"]["enforced_by"]["pids"]
             .as_str()
             .unwrap_or_default();
-        assert!(
-            by.starts_with(
-                "gvisor-rlimit-nproc (64 tasks inside); a command that makes a user namespace"
-            ),
-            "{meta}"
-        );
-        // A host cap is named only where one holds gVisor: not for an unprivileged
-        // user on cgroup v1, where nothing holds a command in a user namespace (red
-        // team, session 16).
-        let host = meta["limits"]["enforced_by"]["pids_host"]
-            .as_str()
-            .unwrap_or_default();
+        assert_eq!(by, "gvisor-rlimit-nproc (64 tasks inside)", "{meta}");
         assert_eq!(
-            by.contains("only the host cap holds"),
-            !host.starts_with("none"),
+            meta["layers"]["user_namespaces"], "denied-by-oci-seccomp-and-exec-launcher",
             "{meta}"
         );
+        // The attack: a user namespace, then more processes than the cap.
+        let out = capped.exec(&[
+            "sh",
+            "-c",
+            "unshare -U --map-user=0 sh -c 'for i in $(seq 80); do sleep 30 & done; echo started'",
+        ]);
+        assert!(!out.stdout.contains("started"), "{out}");
         assert!(
-            meta["layers"]["user_namespaces"]
-                .as_str()
-                .unwrap_or_default()
-                .starts_with("allowed-in-exec"),
-            "{meta}"
+            out.stderr.contains("Operation not permitted"),
+            "no EPERM for the user namespace: {out}"
         );
+        capped.exec(&["true"]).assert_success();
     });
 }
 
