@@ -492,27 +492,8 @@ fn an_image_cannot_load_its_code_into_the_recording_init() {
     let ws = Workspace::new();
     let root = ws.join("rootfs");
     let hwcaps = root.join(".vectraguard/lib/glibc-hwcaps/x86-64-v2");
-    std::fs::create_dir_all(root.join("bin")).unwrap();
-    std::fs::create_dir_all(root.join("etc")).unwrap();
     std::fs::create_dir_all(&hwcaps).unwrap();
-    std::fs::copy("/bin/busybox", root.join("bin/busybox")).unwrap();
-    for applet in ["sh", "cat", "ls", "echo"] {
-        std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
-    }
-    let source = ws.join("preloaded.c");
-    std::fs::write(&source, PRELOADED).unwrap();
-    let built = std::process::Command::new("gcc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(root.join("preloaded.so"))
-        .arg(&source)
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    std::fs::write(root.join("etc/ld.so.preload"), "/preloaded.so\n").unwrap();
+    super::harness::busybox_root_preloading(&root, &["sh", "cat", "ls", "echo"], PRELOADED);
     std::fs::copy(root.join("preloaded.so"), hwcaps.join("libc.so.6")).unwrap();
     let tar = ws.join("rootfs.tar");
     let packed = std::process::Command::new("tar")

@@ -730,24 +730,7 @@ fn an_image_cannot_load_its_code_into_the_sandbox_s_first_process() {
         std::os::unix::fs::PermissionsExt::from_mode(0o1777),
     )
     .unwrap();
-    std::fs::copy("/bin/busybox", root.join("bin/busybox")).unwrap();
-    for applet in ["sh", "cat", "ls", "echo"] {
-        std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
-    }
-    let source = ws.join("preloaded.c");
-    std::fs::write(&source, PRELOADED).unwrap();
-    let built = std::process::Command::new("gcc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(root.join("preloaded.so"))
-        .arg(&source)
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    std::fs::write(root.join("etc/ld.so.preload"), "/preloaded.so\n").unwrap();
+    super::harness::busybox_root_preloading(&root, &["sh", "cat", "ls", "echo"], PRELOADED);
     // Where the loader looks before our libraries.
     std::fs::write(
         root.join(".vectraguard/lib/glibc-hwcaps/x86-64-v2/planted"),

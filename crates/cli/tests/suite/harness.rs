@@ -1218,6 +1218,33 @@ fn a_missing_tool_fails_the_test_unless_allowed() {
     assert_eq!(missing_tools(&tools[1..], "", "t"), Ok(Vec::new()));
 }
 
+/// An image's root for the loader attacks: BusyBox with `applets` in `ROOT/bin`,
+/// the C library `preloaded` built as `ROOT/preloaded.so` and named in
+/// `ROOT/etc/ld.so.preload`, which a dynamically linked program of ours would load.
+pub fn busybox_root_preloading(root: &Path, applets: &[&str], preloaded: &str) {
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    std::fs::copy("/bin/busybox", root.join("bin/busybox")).unwrap();
+    for applet in applets {
+        std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
+    }
+    let build = Workspace::new();
+    let source = build.join("preloaded.c");
+    std::fs::write(&source, preloaded).unwrap();
+    let built = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(root.join("preloaded.so"))
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "gcc (scripts/test installs it with libc6-dev): {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    std::fs::write(root.join("etc/ld.so.preload"), "/preloaded.so\n").unwrap();
+}
+
 /// The C program `source` built with gcc as a static program at `program` (one that
 /// runs in any image), with `flags` added (`-pthread`); gcc comes from scripts/test.
 pub fn build_static_c(source: &str, program: &Path, flags: &[&str]) {

@@ -471,6 +471,22 @@ fn tiocsti_from_a_gvisor_shell_does_not_reach_the_outer_terminal() {
     });
 }
 
+/// SIGKILLs the `vectraguard` of the session named `name`: the supervisor, not its
+/// terminal guardian (a later fork of it, so the higher pid).
+fn kill_supervisor(name: &str) {
+    let vg_pid = super::harness::host_processes_with(name)
+        .iter()
+        .filter(|(_, cmd)| cmd.starts_with(bin()))
+        .map(|(pid, _)| *pid)
+        .min()
+        .expect("the vectraguard process");
+    let status = Command::new("kill")
+        .args(["-KILL", &vg_pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 #[test]
 fn the_outer_terminal_is_restored_on_every_exit_path() {
     if !require_tools(&[TMUX, BASH]) {
@@ -503,21 +519,7 @@ fn the_outer_terminal_is_restored_on_every_exit_path() {
                 "exit" => t.line("exit"),
                 "ctrl-d" => t.keys(&["C-d"]),
                 "shell killed" => t.line("kill -KILL $$"),
-                _ => {
-                    let pids = super::harness::host_processes_with(&name);
-                    // The supervisor, not its terminal guardian (a later fork of it).
-                    let vg_pid = pids
-                        .iter()
-                        .filter(|(_, cmd)| cmd.starts_with(bin()))
-                        .map(|(pid, _)| *pid)
-                        .min()
-                        .expect("the vectraguard process");
-                    let status = Command::new("kill")
-                        .args(["-KILL", &vg_pid.to_string()])
-                        .status()
-                        .unwrap();
-                    assert!(status.success());
-                }
+                _ => kill_supervisor(&name),
             }
             t.wait_for(&format!("restored-{}", 100 + n));
             assert_eq!(
@@ -719,19 +721,7 @@ fn the_modes_are_turned_off_when_vectraguard_is_killed() {
         );
         t.line(&format!("{vg}; echo after-$((50+50))"));
         t.wait_for("modes-5");
-        let pids = super::harness::host_processes_with(&name);
-        // The supervisor, not its terminal guardian (a later fork of it).
-        let vg_pid = pids
-            .iter()
-            .filter(|(_, cmd)| cmd.starts_with(bin()))
-            .map(|(pid, _)| *pid)
-            .min()
-            .expect("the vectraguard process");
-        let status = Command::new("kill")
-            .args(["-KILL", &vg_pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        kill_supervisor(&name);
         t.wait_for("after-100");
         assert_eq!(
             t.modes(),
