@@ -500,7 +500,10 @@ fn scratch_records_home(runner: Runner) -> String {
     static HOMES: OnceLock<std::sync::Mutex<BTreeMap<u32, String>>> = OnceLock::new();
     let user = runner.invoker();
     let mut homes = HOMES
-        .get_or_init(Default::default)
+        .get_or_init(|| {
+            remove_scratch_homes_of_ended_runs();
+            Default::default()
+        })
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     homes
@@ -517,6 +520,30 @@ fn scratch_records_home(runner: Runner) -> String {
             path
         })
         .clone()
+}
+
+/// Removes the scratch records homes of test processes that have ended: a test
+/// binary has no hook at its exit to remove its own, so each run removes those
+/// its predecessors left (a live process's, by pid, is kept).
+fn remove_scratch_homes_of_ended_runs() {
+    let Ok(entries) = std::fs::read_dir("/tmp") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("vg-e2e-scratch-home-"))
+        else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().filter(|p| !p.is_empty()) else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// The project directory a sandbox runs in (vectraguard starts there): a [`TempDir`]
