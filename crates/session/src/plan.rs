@@ -153,7 +153,8 @@ impl Plan {
             (None, None) => FsView::default_view(&host::layout(), &options),
         };
         let mut etc = Vec::new();
-        if let Some(resolv) = network.resolv_conf(image.is_some()) {
+        let held = !matches!(settings.approval.ask(), vg_policy::risk::Ask::Never);
+        if let Some(resolv) = network.resolv_conf(image.is_some(), held) {
             etc.push(("resolv.conf", resolv));
         }
         if image.is_some() {

@@ -245,6 +245,17 @@ fn rules_give_the_mediated_network_and_its_resolv_conf() {
     assert_eq!(policy.rules.len(), 1);
     let names: Vec<&str> = planned.etc.iter().map(|(name, _)| *name).collect();
     assert_eq!(names, vec!["resolv.conf"]);
+    assert!(
+        planned.etc[0].1.contains(" timeout:2 "),
+        "{:?}",
+        planned.etc
+    );
+    // A question the approval gate may hold is waited for (it was given up after
+    // 4 s, before most answers could come).
+    request.settings.approval.ask =
+        Some(vg_policy::risk::Ask::AtLeast(vg_policy::risk::Level::High));
+    let held = plan(&request).unwrap();
+    assert!(held.etc[0].1.contains(" timeout:30 "), "{:?}", held.etc);
     // Only planned: the generated files are written when the session starts, so
     // no bind of them is in the view yet.
     assert!(!planned.spec.view.ops.iter().any(|op| matches!(
