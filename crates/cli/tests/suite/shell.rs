@@ -472,13 +472,22 @@ fn tiocsti_from_a_gvisor_shell_does_not_reach_the_outer_terminal() {
 }
 
 /// SIGKILLs the `vectraguard` of the session named `name`: the supervisor, not its
-/// terminal guardian (a later fork of it, so the higher pid).
+/// terminal guardian, a fork of it (told apart by parent, not by pid: pids wrap).
 fn kill_supervisor(name: &str) {
-    let vg_pid = super::harness::host_processes_with(name)
-        .iter()
+    let ours: Vec<u32> = super::harness::host_processes_with(name)
+        .into_iter()
         .filter(|(_, cmd)| cmd.starts_with(bin()))
-        .map(|(pid, _)| *pid)
-        .min()
+        .map(|(pid, _)| pid)
+        .collect();
+    let parent = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // After the command's name, in parentheses: state, then the parent's pid.
+        stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
+    };
+    let vg_pid = ours
+        .iter()
+        .copied()
+        .find(|&pid| parent(pid).is_some_and(|p| !ours.contains(&p)))
         .expect("the vectraguard process");
     let status = Command::new("kill")
         .args(["-KILL", &vg_pid.to_string()])
