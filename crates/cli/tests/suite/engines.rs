@@ -496,15 +496,7 @@ fn an_image_cannot_load_its_code_into_the_recording_init() {
     super::harness::busybox_root_preloading(&root, &["sh", "cat", "ls", "echo"], PRELOADED);
     std::fs::copy(root.join("preloaded.so"), hwcaps.join("libc.so.6")).unwrap();
     let tar = ws.join("rootfs.tar");
-    let packed = std::process::Command::new("tar")
-        .arg("-C")
-        .arg(&root)
-        .arg("-cf")
-        .arg(&tar)
-        .arg(".")
-        .status()
-        .unwrap();
-    assert!(packed.success());
+    super::harness::pack_root(&root, &tar);
     let image = format!("vectraguard-test/preload-{}:1", super::harness::unique());
     for engine in ["docker", "podman"] {
         let imported = std::process::Command::new(engine)

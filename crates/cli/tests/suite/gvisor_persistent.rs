@@ -738,15 +738,7 @@ fn an_image_cannot_load_its_code_into_the_sandbox_s_first_process() {
     )
     .unwrap();
     let tar = ws.join("rootfs.tar");
-    let packed = std::process::Command::new("tar")
-        .arg("-C")
-        .arg(&root)
-        .arg("-cf")
-        .arg(&tar)
-        .arg(".")
-        .status()
-        .unwrap();
-    assert!(packed.success());
+    super::harness::pack_root(&root, &tar);
     std::fs::set_permissions(&tar, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
     let image = format!("vectraguard-test/gvisor-preload-{}:1", unique());
     vg(

@@ -1245,6 +1245,19 @@ fn a_missing_tool_fails_the_test_unless_allowed() {
     assert_eq!(missing_tools(&tools[1..], "", "t"), Ok(Vec::new()));
 }
 
+/// `root`'s files as the tar archive `tar`, for `image import`.
+pub fn pack_root(root: &Path, tar: &Path) {
+    let packed = Command::new("tar")
+        .arg("-C")
+        .arg(root)
+        .arg("-cf")
+        .arg(tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(packed.success());
+}
+
 /// An image's root for the loader attacks: BusyBox with `applets` in `ROOT/bin`,
 /// the C library `preloaded` built as `ROOT/preloaded.so` and named in
 /// `ROOT/etc/ld.so.preload`, which a dynamically linked program of ours would load.
