@@ -12,6 +12,17 @@
 //! between runsc's terminal (put in raw mode: one line discipline, the inner one)
 //! and the inner master, the window size included. It passes the signals it is
 //! sent to the command as init does, and ends with the command's status.
+//!
+//! Who is who: gVisor (runsc 20221219) does not shield a pid namespace's init from
+//! its members' signals, and a process can open the files of another of the same
+//! user through `/proc/PID/fd`. Run as the command's user, the relay could be
+//! stopped by the command (`kill -STOP 1`: the session then hung until its
+//! time-out) and runsc's host terminal opened through `/proc/1/fd/0`. So runsc
+//! starts the relay as uid 0 of gVisor's kernel with only the capabilities to
+//! hand identities out ([`RELAY_CAPABILITIES`]); the command's child takes the
+//! command's identity with nothing left, and the relay a user of its own (the
+//! persistent sandboxes' first process's, `pause_identity`), keeping `CAP_KILL`
+//! alone, to send the terminal's signals to the command.
 
 use std::ffi::{CString, OsString};
 use std::fs::File;
@@ -24,8 +35,81 @@ use crate::init::{Exec, exec_command};
 use crate::spec::FORWARDED_SIGNALS;
 use crate::sys;
 
-/// The first argument that starts this program as the relay; the command follows.
+/// The first argument that starts this program as the relay; then the command's
+/// `UID:GID`, the relay's own `UID:GID`, and the command.
 pub const MODE: &str = "__vectraguard-gvisor-terminal";
+
+/// The capabilities the relay is started with (OCI names), each dropped before the
+/// command runs: to give the command its identity and itself its own (`SETUID`,
+/// `SETGID`), to empty the bounding sets (`SETPCAP`), to give the command its
+/// terminal (`CHOWN`) and, kept by the relay alone, to signal the command (`KILL`).
+pub const RELAY_CAPABILITIES: [&str; 5] = [
+    "CAP_SETUID",
+    "CAP_SETGID",
+    "CAP_SETPCAP",
+    "CAP_CHOWN",
+    "CAP_KILL",
+];
+
+/// The relay's arguments before the command: [`MODE`], the command's identity and
+/// the relay's own.
+pub fn relay_args(command: (u32, u32), relay: (u32, u32)) -> [String; 3] {
+    [
+        MODE.to_owned(),
+        format!("{}:{}", command.0, command.1),
+        format!("{}:{}", relay.0, relay.1),
+    ]
+}
+
+/// `UID:GID` (pure).
+fn parse_identity(s: &std::ffi::OsStr) -> Option<(u32, u32)> {
+    let (uid, gid) = s.to_str()?.split_once(':')?;
+    Some((uid.parse().ok()?, gid.parse().ok()?))
+}
+
+/// The command's side, in the child before its exec: every capability gone for good
+/// (bounding set empty, so no exec gives any back, uid 0 included), then its
+/// identity.
+fn become_command((uid, gid): (u32, u32)) -> std::io::Result<()> {
+    drop_bounding_set()?;
+    sys::setgroups(&[])?;
+    sys::setresgid(gid)?;
+    sys::setresuid(uid)?;
+    sys::capset_empty()
+}
+
+/// The relay's side: its own identity, not the command's, keeping only `CAP_KILL`;
+/// not dumpable, so that no process of the sandbox reads its memory or descriptors.
+fn become_relay((uid, gid): (u32, u32)) -> Result<(), (&'static str, std::io::Error)> {
+    let step = |name: &'static str| move |e: std::io::Error| (name, e);
+    drop_bounding_set().map_err(step("empty the bounding set"))?;
+    // The permitted set survives the uid change (the effective one is rebuilt below).
+    sys::prctl(libc::PR_SET_KEEPCAPS, 1, 0).map_err(step("keep capabilities"))?;
+    sys::setgroups(&[]).map_err(step("drop the groups"))?;
+    sys::setresgid(gid).map_err(step("set the group"))?;
+    sys::setresuid(uid).map_err(step("set the user"))?;
+    sys::capset_only(1 << CAP_KILL).map_err(step("keep CAP_KILL alone"))?;
+    sys::prctl(libc::PR_SET_KEEPCAPS, 0, 0).map_err(step("stop keeping capabilities"))?;
+    sys::prctl(libc::PR_SET_DUMPABLE, 0, 0)
+        .map(drop)
+        .map_err(step("make itself not dumpable"))
+}
+
+/// `linux/capability.h`.
+const CAP_KILL: u32 = 5;
+
+fn drop_bounding_set() -> std::io::Result<()> {
+    // gVisor's kernel knows fewer capabilities than the host's and may have no
+    // `cap_last_cap`: past its last one, PR_CAPBSET_DROP says EINVAL.
+    for cap in 0..64 {
+        match sys::prctl(libc::PR_CAPBSET_DROP, cap, 0) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && cap > 0 => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
 
 /// How often the relay looks for a new window size on runsc's terminal (the
 /// sentry delivers no SIGWINCH for a host terminal).
@@ -52,7 +136,13 @@ fn cstrings(items: impl Iterator<Item = OsString>) -> Vec<CString> {
 /// Runs the command `args` (after [`MODE`]) on a terminal of gVisor's devpts;
 /// never returns.
 pub fn main(args: &[OsString]) -> ! {
-    let argv = cstrings(args.iter().skip(1).cloned());
+    let (Some(command_id), Some(relay_id)) = (
+        args.get(1).and_then(|a| parse_identity(a)),
+        args.get(2).and_then(|a| parse_identity(a)),
+    ) else {
+        fail("read the identities", &"expected UID:GID UID:GID")
+    };
+    let argv = cstrings(args.iter().skip(3).cloned());
     if argv.is_empty() {
         fail("read the command", &"none given");
     }
@@ -75,6 +165,9 @@ pub fn main(args: &[OsString]) -> ! {
     let outer = stdin.as_fd();
     let saved = sys::tcgetattr(outer).unwrap_or_else(|e| fail("read runsc's terminal", &e));
     let (master, replica) = sys::open_pty().unwrap_or_else(|e| fail("open a terminal", &e));
+    // The command's terminal is the command's, as a terminal a user logs in on.
+    sys::fchown(replica.as_fd(), command_id.0, command_id.1)
+        .unwrap_or_else(|e| fail("give the terminal to the command's user", &e));
     if let Ok(size) = sys::get_winsize(outer) {
         let _ = sys::set_winsize(master.as_fd(), &size);
     }
@@ -102,6 +195,9 @@ pub fn main(args: &[OsString]) -> ! {
         Ok(None) => {
             drop(err_r);
             drop(master);
+            if become_command(command_id).is_err() {
+                sys::exit_now(125);
+            }
             // A process group of its own, in the terminal's foreground.
             if sys::new_process_group().is_err()
                 || sys::set_foreground_group(replica.as_fd(), std::process::id().cast_signed())
@@ -122,6 +218,10 @@ pub fn main(args: &[OsString]) -> ! {
         Err(e) => fail("fork the command", &e),
     };
     drop(err_w);
+    // Before any thread starts (glibc would have to change every thread's ids).
+    if let Err((step, e)) = become_relay(relay_id) {
+        fail(&format!("take the relay's own identity: {step}"), &e);
+    }
     // One line discipline, the inner terminal's: runsc's passes bytes through.
     let _ = sys::tcsetattr(outer, &sys::raw_termios(&saved));
     crate::init::report_exec_failure(err_r, &argv[0]);
@@ -274,6 +374,17 @@ fn relay(master: &OwnedFd, replica: &OwnedFd) -> Option<std::thread::JoinHandle<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identities_are_read_back_as_written() {
+        let [mode, command, relay] = relay_args((0, 0), (65533, 65533));
+        assert_eq!(mode, MODE);
+        assert_eq!(parse_identity(command.as_ref()), Some((0, 0)));
+        assert_eq!(parse_identity(relay.as_ref()), Some((65533, 65533)));
+        for bad in ["", "1", "1:", ":1", "a:1", "1:2:3", "-1:0", "4294967296:0"] {
+            assert_eq!(parse_identity(bad.as_ref()), None, "{bad}");
+        }
+    }
 
     #[test]
     fn the_interrupt_quit_and_suspend_keys_signal_only_with_isig() {

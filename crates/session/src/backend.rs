@@ -978,6 +978,7 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
         terminal: spec.tty,
         // gVisor's kernel holds the process cap (`limits::plan`).
         nproc: spec.rlimit_nproc,
+        capabilities: &[],
     };
     // A persistent sandbox's commands come later, through `runsc exec`, and their
     // exact ends from the trace points: its first process only keeps it.
@@ -987,6 +988,7 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
         Some(vg_policy::MountOp::ImageRoot { .. })
     );
     let mut pause_user = None;
+    let mut terminal_relay_user = None;
     let mut launcher = Vec::new();
     if spec.persistent {
         if !record_execs {
@@ -1008,11 +1010,18 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
     } else if spec.tty {
         // runsc's terminal is a host one that programs inside do not take for
         // theirs: the command gets one of gVisor's devpts from our relay.
-        let mut args = vec![vg_sandbox::gvisor_terminal::MODE.to_owned()];
+        // It starts as uid 0 with the capabilities to give the command its identity
+        // and itself one of its own, which the command can neither signal nor read
+        // (`vg_sandbox::gvisor_terminal`, "Who is who").
+        let relay_user = vg_backend::gvisor::exec::pause_identity((uid, gid));
+        let mut args = vg_sandbox::gvisor_terminal::relay_args((uid, gid), relay_user).to_vec();
         args.extend(spec.argv.iter().cloned());
         let relay = gvisor_own_program(&args, image)?;
         process.argv = relay.argv;
+        (process.uid, process.gid) = (0, 0);
+        process.capabilities = &vg_sandbox::gvisor_terminal::RELAY_CAPABILITIES;
         view.to_mut().ops.extend(relay.binds);
+        terminal_relay_user = Some(relay_user);
     }
     // Started as root, runsc runs as the identity the native sandbox would take:
     // neither the sentry nor its file proxy is ever root on the host.
@@ -1060,6 +1069,10 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
         Some((puid, pgid)) => format!(
             "{enforced}persistent_exec=runsc-exec\nexec_launcher=vectraguard\nexec_no_new_privs=1\nexec_seccomp=io-signals,exit-signals,ptrace\nfirst_process_user={puid}:{pgid}\n"
         ),
+        None => enforced,
+    };
+    let enforced = match terminal_relay_user {
+        Some((ruid, rgid)) => format!("{enforced}terminal_relay_user={ruid}:{rgid}\n"),
         None => enforced,
     };
     // A recorded run's execs and exits come from gVisor's trace points, sent to a

@@ -251,6 +251,10 @@ pub struct Process {
     /// The process cap inside: `RLIMIT_NPROC` of every process of the sandbox,
     /// see [`process_limits`].
     pub nproc: Option<u64>,
+    /// Its capabilities (OCI names), in every set but the inheritable and ambient
+    /// ones; empty for any command (only our `-t` relay starts with some, to hand
+    /// out identities: `vg_sandbox::gvisor_terminal::RELAY_CAPABILITIES`).
+    pub capabilities: &'static [&'static str],
 }
 
 /// `CLONE_NEWUSER` (`linux/sched.h`).
@@ -322,8 +326,8 @@ pub fn config(process: &Process, view: &Translated, root: &Path, own_netns: bool
             "env": process.env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
             "cwd": process.cwd,
             "capabilities": {
-                "bounding": no_caps, "effective": no_caps, "inheritable": no_caps,
-                "permitted": no_caps, "ambient": no_caps,
+                "bounding": process.capabilities, "effective": process.capabilities,
+                "inheritable": no_caps, "permitted": process.capabilities, "ambient": no_caps,
             },
             "noNewPrivileges": true,
             "rlimits": process_limits(process.nproc),
@@ -551,6 +555,7 @@ mod tests {
             hostname: "vg".into(),
             terminal: false,
             nproc: None,
+            capabilities: &[],
         };
         let c = config(&p, &t, Path::new("root"), true);
         assert_eq!(c["process"]["noNewPrivileges"], true);

@@ -564,6 +564,7 @@ mod tests {
             hostname: "vg".into(),
             terminal: false,
             nproc: None,
+            capabilities: &[],
         };
         let view = FsView {
             ops: vec![vg_policy::MountOp::ImageRoot {
@@ -603,6 +604,7 @@ mod tests {
             hostname: "vg".into(),
             terminal: false,
             nproc: None,
+            capabilities: &[],
         };
         let bundle = Bundle::write(
             &parent,
@@ -664,6 +666,7 @@ mod tests {
             hostname: "vg".into(),
             terminal,
             nproc: Some(64),
+            capabilities: &[],
         };
         let runsc = Path::new("/usr/bin/runsc");
         let view = FsView { ops: Vec::new() };

@@ -471,6 +471,77 @@ fn tiocsti_from_a_gvisor_shell_does_not_reach_the_outer_terminal() {
     });
 }
 
+/// The gVisor `-t` relay runs as a user of its own, keeping only `CAP_KILL`: the
+/// command can neither stop it (before: `kill -STOP 1` froze the terminal, and the
+/// session waited for its time-out) nor list its descriptors, and has no
+/// capability itself.
+#[test]
+fn a_gvisor_command_cannot_stop_or_read_its_terminal_relay() {
+    if !require_tools(&[TMUX, BASH, ("/usr/bin/runsc", "runsc")]) {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        ws.write(
+            "probe.sh",
+            "kill -STOP 1; echo stop=$?\n\
+             kill -TERM 1; echo term=$?\n\
+             ls /proc/1/fd/ >/dev/null 2>&1; echo fds=$?\n\
+             echo caps=$(grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status | tr -s '\\t ' ' ')\n\
+             echo ids=$(id -u):$(id -g) relay=$(awk '/^Uid/{print $2}' /proc/1/status)\n\
+             python3 -c 'import os; print(\"tty-owner=%d\" % os.fstat(0).st_uid)'\n\
+             echo probe-$((6*7))-done\n",
+        );
+        let args = [
+            "sandbox",
+            "run",
+            "-t",
+            "--backend",
+            "gvisor",
+            "--",
+            "sh",
+            "probe.sh",
+        ];
+        let t = Tmux::start(
+            ws.path(),
+            &vectraguard_command(runner, &home, &args),
+            120,
+            30,
+        );
+        let screen = t.wait_for("probe-42-done");
+        t.wait_gone();
+        for refused in ["stop=1", "term=1"] {
+            assert!(screen.contains(refused), "{refused}\n{screen}");
+        }
+        assert!(!screen.contains("fds=0"), "{screen}");
+        assert!(
+            screen.contains(
+                "caps=CapPrm: 0000000000000000 CapEff: 0000000000000000 CapBnd: 0000000000000000"
+            ),
+            "{screen}"
+        );
+        let ids = screen
+            .lines()
+            .find_map(|l| l.strip_prefix("ids="))
+            .expect("the ids line");
+        let (command, relay) = ids.trim().split_once(" relay=").expect(ids);
+        let uid = command.split(':').next().unwrap();
+        assert_ne!(uid, relay.trim(), "the relay runs as the command's user");
+        assert!(screen.contains(&format!("tty-owner={uid}")), "{screen}");
+        let dir = home.only_session();
+        let meta = super::harness::session_metadata(&dir);
+        assert_eq!(meta["exit_code"], 0, "{meta}");
+        let relay_user = meta["layers"]["terminal_relay_user"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            relay_user.starts_with(&format!("{}:", relay.trim())),
+            "{meta}"
+        );
+    });
+}
+
 /// SIGKILLs the `vectraguard` of the session named `name`: the supervisor, not its
 /// terminal guardian, a fork of it (told apart by parent, not by pid: pids wrap).
 fn kill_supervisor(name: &str) {

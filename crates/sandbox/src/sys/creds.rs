@@ -67,6 +67,35 @@ pub fn capset_empty() -> io::Result<()> {
     .map(drop)
 }
 
+/// Keeps only the capabilities in `caps` (bit numbers of `linux/capability.h`) in the
+/// effective and permitted sets, none inheritable. Only ever lowers: capset refuses
+/// to raise a permitted capability.
+pub fn capset_only(caps: u64) -> io::Result<()> {
+    let mut header = CapHeader {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    // Each data word holds 32 of the 64 bits.
+    let word = |shift: u32| {
+        let bits = u32::try_from((caps >> shift) & u64::from(u32::MAX)).unwrap_or(0);
+        CapData {
+            effective: bits,
+            permitted: bits,
+            inheritable: 0,
+        }
+    };
+    let data = [word(0), word(32)];
+    // SAFETY: header and data have the kernel's layout for version 3 (two data words).
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_capset,
+            &mut header as *mut CapHeader,
+            data.as_ptr(),
+        )
+    })
+    .map(drop)
+}
+
 pub fn setfsuid(uid: u32) {
     // SAFETY: setfsuid takes an integer; it reports the previous value, not errors.
     unsafe { libc::setfsuid(uid) };

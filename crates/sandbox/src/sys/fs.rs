@@ -76,6 +76,12 @@ pub fn fchownat(dir: BorrowedFd<'_>, name: &CStr, uid: u32, gid: u32) -> io::Res
     .map(drop)
 }
 
+/// Changes the owner of the open file `fd`.
+pub fn fchown(fd: BorrowedFd<'_>, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: fd is open; plain integer arguments.
+    check(unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) }).map(drop)
+}
+
 pub fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: libc::mode_t) -> io::Result<()> {
     // SAFETY: dir is open and name a valid C string.
     check(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode) }).map(drop)

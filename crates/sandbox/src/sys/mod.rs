@@ -23,7 +23,7 @@ mod signal;
 mod tty;
 
 pub use creds::{
-    capset_empty, getgid, getuid, setfsgid, setfsuid, setgroups, setresgid, setresuid,
+    capset_empty, capset_only, getgid, getuid, setfsgid, setfsuid, setgroups, setresgid, setresuid,
 };
 pub use fd::{
     Epoll, Polled, cloexec_from, close_all_except, close_range, dup2, keep_on_exec, peer_closed,
@@ -31,8 +31,8 @@ pub use fd::{
     shutdown, socket_type,
 };
 pub use fs::{
-    RESOLVE_BENEATH, RESOLVE_IN_ROOT, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, fchdir, fchownat,
-    fstat, mkdirat, openat, openat2, statfs_available, symlinkat,
+    RESOLVE_BENEATH, RESOLVE_IN_ROOT, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, fchdir, fchown,
+    fchownat, fstat, mkdirat, openat, openat2, statfs_available, symlinkat,
 };
 pub use landlock::landlock_abi_version;
 pub use mount::{
