@@ -46,14 +46,14 @@ pub use spec::{
 };
 pub use trace::{TraceEvent, Verdict};
 
-/// A pipe for the sandbox's stdout or stderr, with a large buffer so that a fast
-/// writer and the supervisor's relay exchange big chunks instead of 64 KiB ones.
 /// This process's real uid and gid, from the kernel (never a guess: a caller deciding
 /// "am I root?" must not be told yes because `/proc` was unreadable).
 pub fn real_ids() -> (u32, u32) {
     (sys::getuid(), sys::getgid())
 }
 
+/// A pipe for the sandbox's stdout or stderr, with a large buffer so that a fast
+/// writer and the supervisor's relay exchange big chunks instead of 64 KiB ones.
 pub fn output_pipe() -> std::io::Result<(std::io::PipeReader, std::io::PipeWriter)> {
     const SIZE: libc::c_int = 1 << 20;
     let (r, w) = std::io::pipe()?;

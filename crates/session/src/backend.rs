@@ -1040,6 +1040,8 @@ fn gvisor(spec: &SandboxSpec, record_execs: bool) -> Result<GvisorStart> {
         SandboxNetwork::Host => gvisor::Network::Host,
         SandboxNetwork::Tun(tun) => gvisor::Network::Mediated(tun),
     };
+    // What a killed `vectraguard` left (a bundle is removed by its maker's end).
+    gvisor::sweep_stale(&std::env::temp_dir());
     let bundle = gvisor::Bundle::write(
         &std::env::temp_dir(),
         &id,

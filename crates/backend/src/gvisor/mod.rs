@@ -309,6 +309,55 @@ impl Drop for Bundle {
     }
 }
 
+/// The prefix of every bundle folder's name: `vectraguard-gvisor-vg-PID-…`, PID
+/// the process that made it and removes it when dropped.
+const BUNDLE_PREFIX: &str = "vectraguard-gvisor-vg-";
+
+/// The pid of the process that made the bundle folder `name`, if `name` is one
+/// (pure).
+fn bundle_maker(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(BUNDLE_PREFIX)?;
+    let (pid, tail) = rest.split_once('-')?;
+    if tail.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok().filter(|pid| *pid > 0)
+}
+
+/// Whether the bundle folder `name`, owned by `owner`, is one for a process of uid
+/// `me` to remove: its maker is gone (`alive` says which pids still run), and it is
+/// ours (root's: anyone's) (pure).
+fn is_stale(name: &str, owner: u32, me: u32, alive: &dyn Fn(u32) -> bool) -> bool {
+    (me == 0 || owner == me) && bundle_maker(name).is_some_and(|pid| !alive(pid))
+}
+
+/// Removes, in `parent` (the bundles' folder, `TMPDIR`), the bundle folders that
+/// a `vectraguard` killed before its end left behind (a dropped `Bundle` removes
+/// its own). A pid reused since counts as the maker: that folder waits for a later
+/// start. Best effort: a folder that cannot be removed stays.
+pub fn sweep_stale(parent: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let me = vg_sandbox::real_ids().0;
+    let alive = |pid: u32| Path::new(&format!("/proc/{pid}")).exists();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with(BUNDLE_PREFIX) {
+            continue;
+        }
+        // The entry itself, never what a link names.
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        if meta.is_dir() && is_stale(name, meta.uid(), me, &alive) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// The host folder bound into `view` that holds `folder` (a real path), if any:
 /// what is made in `folder` is then visible, and maybe writable, inside the sandbox.
 fn shown_through<'a>(folder: &Path, view: &'a FsView) -> Option<&'a Path> {
@@ -500,6 +549,59 @@ mod tests {
     use std::os::unix::fs::MetadataExt;
 
     use super::*;
+
+    #[test]
+    fn only_a_bundle_whose_maker_is_gone_and_ours_is_stale() {
+        assert_eq!(bundle_maker("vectraguard-gvisor-vg-123-4-abcd"), Some(123));
+        for not_ours in [
+            "vectraguard-gvisor-vg-",
+            "vectraguard-gvisor-vg-123",
+            "vectraguard-gvisor-vg-123-",
+            "vectraguard-gvisor-vg-0-1-ab",
+            "vectraguard-gvisor-vg-+12-1-ab",
+            "vectraguard-gvisor-vg-x1-1-ab",
+            "vectraguard-gvisor-vg-99999999999-1-ab",
+            "other-vg-123-4-abcd",
+        ] {
+            assert_eq!(bundle_maker(not_ours), None, "{not_ours}");
+        }
+        let gone = |_| false;
+        let running = |_| true;
+        let name = "vectraguard-gvisor-vg-123-4-abcd";
+        assert!(is_stale(name, 1000, 1000, &gone));
+        assert!(!is_stale(name, 1000, 1000, &running));
+        // Another user's: only root removes it.
+        assert!(!is_stale(name, 1001, 1000, &gone));
+        assert!(is_stale(name, 1001, 0, &gone));
+        assert!(!is_stale("vectraguard-gvisor-x", 1000, 1000, &gone));
+    }
+
+    #[test]
+    fn a_left_bundle_is_swept_and_a_live_one_and_a_link_are_kept() {
+        let parent = std::env::temp_dir().join(format!("vg-sweep-{}", std::process::id()));
+        std::fs::create_dir_all(&parent).unwrap();
+        // A maker that is gone: a child that exited and was reaped.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let left = parent.join(format!("{BUNDLE_PREFIX}{gone}-1-ab"));
+        std::fs::create_dir_all(left.join("root/etc")).unwrap();
+        std::fs::write(left.join("config.json"), b"{}").unwrap();
+        let live = parent.join(format!("{BUNDLE_PREFIX}{}-2-cd", std::process::id()));
+        std::fs::create_dir(&live).unwrap();
+        // A link named like a bundle, to a folder that must survive.
+        let target = parent.join("keep");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("file"), b"x").unwrap();
+        let link = parent.join(format!("{BUNDLE_PREFIX}{gone}-3-ef"));
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        sweep_stale(&parent);
+        assert!(!left.exists());
+        assert!(live.exists());
+        assert!(target.join("file").exists());
+        assert!(std::fs::symlink_metadata(&link).is_ok());
+        std::fs::remove_dir_all(&parent).unwrap();
+    }
 
     #[test]
     fn a_bundle_folder_inside_a_mount_is_seen_through_it() {

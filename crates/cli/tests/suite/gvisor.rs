@@ -646,12 +646,27 @@ fn sigkill_of_vectraguard_ends_runsc_and_the_sentry() {
             let out = running.finish(Duration::from_secs(10));
             assert_eq!(out.code(), None, "vectraguard was not killed\n{out}");
             assert_no_process_left(&marker, &out);
-            // The killed supervisor could not remove its bundle folder.
-            for entry in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
-                if entry.file_name().to_string_lossy().contains(&marker) {
-                    let _ = std::fs::remove_dir_all(entry.path());
-                }
-            }
+            // The killed supervisor could not remove its bundle folder: the next
+            // gVisor start does.
+            let left = || {
+                std::fs::read_dir(std::env::temp_dir())
+                    .unwrap()
+                    .flatten()
+                    .any(|e| e.file_name().to_string_lossy().contains(&marker))
+            };
+            assert!(
+                left(),
+                "the killed run's bundle folder is not where expected"
+            );
+            Vg::new(runner, ws.path())
+                .args(["sandbox", "run", "--backend", "gvisor", "--", "true"])
+                .records_home(&home)
+                .run()
+                .assert_success();
+            assert!(
+                !left(),
+                "the next start left the killed run's bundle folder"
+            );
         }
     });
 }
