@@ -47,24 +47,7 @@ struct CapData {
 
 /// Empties the effective, permitted and inheritable capability sets.
 pub fn capset_empty() -> io::Result<()> {
-    let mut header = CapHeader {
-        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3: two 32-bit words
-        pid: 0,
-    };
-    let data = [CapData {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: header and data have the kernel's layout for version 3 (two data words).
-    check_long(unsafe {
-        libc::syscall(
-            libc::SYS_capset,
-            &mut header as *mut CapHeader,
-            data.as_ptr(),
-        )
-    })
-    .map(drop)
+    capset_only(0)
 }
 
 /// Keeps only the capabilities in `caps` (bit numbers of `linux/capability.h`) in the
@@ -72,7 +55,7 @@ pub fn capset_empty() -> io::Result<()> {
 /// to raise a permitted capability.
 pub fn capset_only(caps: u64) -> io::Result<()> {
     let mut header = CapHeader {
-        version: 0x2008_0522,
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3: two 32-bit words
         pid: 0,
     };
     // Each data word holds 32 of the 64 bits.
