@@ -334,7 +334,8 @@ fn is_stale(name: &str, owner: u32, me: u32, alive: &dyn Fn(u32) -> bool) -> boo
 /// Removes, in `parent` (the bundles' folder, `TMPDIR`), the bundle folders that
 /// a `vectraguard` killed before its end left behind (a dropped `Bundle` removes
 /// its own). A pid reused since counts as the maker: that folder waits for a later
-/// start. Best effort: a folder that cannot be removed stays.
+/// start. Root removes another user's folder with that user's rights
+/// ([`remove_as_owner`]). Best effort: a folder that cannot be removed stays.
 pub fn sweep_stale(parent: &Path) {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(parent) else {
@@ -353,9 +354,24 @@ pub fn sweep_stale(parent: &Path) {
             continue;
         };
         if meta.is_dir() && is_stale(name, meta.uid(), me, &alive) {
-            let _ = std::fs::remove_dir_all(entry.path());
+            remove_as_owner(&entry.path(), (meta.uid(), meta.gid()), me);
         }
     }
+}
+
+/// Removes the folder `dir` owned by `owner`, as a process of uid `me`. Root
+/// removes another user's folder with that user's file rights alone: the folder's
+/// owner decides what is in it, and could otherwise plant there, or move there, a
+/// folder of someone else's (a shared folder of theirs others write in) for root
+/// to empty. Then root removes the folder itself, only if it is left empty and
+/// still a folder (its parent may be one its owner cannot write in).
+fn remove_as_owner(dir: &Path, owner: (u32, u32), me: u32) {
+    if me != 0 || owner.0 == 0 {
+        let _ = std::fs::remove_dir_all(dir);
+        return;
+    }
+    let _ = vg_sandbox::as_file_owner(owner.0, owner.1, || std::fs::remove_dir_all(dir));
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// The host folder bound into `view` that holds `folder` (a real path), if any:
@@ -601,6 +617,28 @@ mod tests {
         assert!(target.join("file").exists());
         assert!(std::fs::symlink_metadata(&link).is_ok());
         std::fs::remove_dir_all(&parent).unwrap();
+    }
+
+    #[test]
+    fn root_removes_another_users_folder_with_that_users_rights_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        if vg_sandbox::real_ids().0 != 0 {
+            eprintln!("skipped: needs root to make two users' files");
+            return;
+        }
+        let parent = std::env::temp_dir().join(format!("vg-sweep-owner-{}", std::process::id()));
+        std::fs::create_dir_all(&parent).unwrap();
+        let folder = parent.join("folder");
+        let theirs = folder.join("theirs");
+        std::fs::create_dir_all(&theirs).unwrap();
+        std::fs::write(theirs.join("kept"), b"root's").unwrap();
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::os::unix::fs::chown(&folder, Some(4242), Some(4242)).unwrap();
+        remove_as_owner(&folder, (4242, 4242), 0);
+        assert!(theirs.join("kept").exists(), "root's file was removed");
+        // This thread's own rights are untouched: root removes it all.
+        std::fs::remove_dir_all(&parent).unwrap();
+        assert!(!parent.exists());
     }
 
     #[test]
