@@ -22,7 +22,8 @@
 //! hand identities out ([`RELAY_CAPABILITIES`]); the command's child takes the
 //! command's identity with nothing left, and the relay a user of its own (the
 //! persistent sandboxes' first process's, `pause_identity`), keeping `CAP_KILL`
-//! alone, to send the terminal's signals to the command.
+//! alone, to send the terminal's signals to the command. (The list of its
+//! descriptors, its environment and mappings, gVisor still shows in `/proc/1`.)
 
 use std::ffi::{CString, OsString};
 use std::fs::File;
@@ -79,7 +80,9 @@ fn become_command((uid, gid): (u32, u32)) -> std::io::Result<()> {
 }
 
 /// The relay's side: its own identity, not the command's, keeping only `CAP_KILL`;
-/// not dumpable, so that no process of the sandbox reads its memory or descriptors.
+/// not dumpable, as a process no other should read. (gVisor, runsc 20221219, still
+/// shows its descriptors' list, environment and mappings in `/proc/1` to the
+/// command; its memory it refuses, for the user, not for this.)
 fn become_relay((uid, gid): (u32, u32)) -> Result<(), (&'static str, std::io::Error)> {
     let step = |name: &'static str| move |e: std::io::Error| (name, e);
     drop_bounding_set().map_err(step("empty the bounding set"))?;

@@ -473,8 +473,10 @@ fn tiocsti_from_a_gvisor_shell_does_not_reach_the_outer_terminal() {
 
 /// The gVisor `-t` relay runs as a user of its own, keeping only `CAP_KILL`: the
 /// command can neither stop it (before: `kill -STOP 1` froze the terminal, and the
-/// session waited for its time-out) nor list its descriptors, and has no
-/// capability itself.
+/// session waited for its time-out), and has no capability itself. (Its
+/// descriptors' list gVisor still shows: `ls /proc/1/fd` failed here only because
+/// gVisor's `statx` of any `/proc/PID/fd` says EINVAL, `/proc/self/fd` too; see
+/// `a_gvisor_shell_cannot_stop_trace_or_read_its_relay_nor_regain_a_capability`.)
 #[test]
 fn a_gvisor_command_cannot_stop_or_read_its_terminal_relay() {
     if !require_tools(&[TMUX, BASH, ("/usr/bin/runsc", "runsc")]) {
@@ -487,7 +489,6 @@ fn a_gvisor_command_cannot_stop_or_read_its_terminal_relay() {
             "probe.sh",
             "kill -STOP 1; echo stop=$?\n\
              kill -TERM 1; echo term=$?\n\
-             ls /proc/1/fd/ >/dev/null 2>&1; echo fds=$?\n\
              echo caps=$(grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status | tr -s '\\t ' ' ')\n\
              echo ids=$(id -u):$(id -g) relay=$(awk '/^Uid/{print $2}' /proc/1/status)\n\
              python3 -c 'import os; print(\"tty-owner=%d\" % os.fstat(0).st_uid)'\n\
@@ -514,7 +515,6 @@ fn a_gvisor_command_cannot_stop_or_read_its_terminal_relay() {
         for refused in ["stop=1", "term=1"] {
             assert!(screen.contains(refused), "{refused}\n{screen}");
         }
-        assert!(!screen.contains("fds=0"), "{screen}");
         assert!(
             screen.contains(
                 "caps=CapPrm: 0000000000000000 CapEff: 0000000000000000 CapBnd: 0000000000000000"
