@@ -52,6 +52,16 @@ pub fn real_ids() -> (u32, u32) {
     (sys::getuid(), sys::getgid())
 }
 
+/// Whether a process `pid` runs, as the kernel says (`kill` with no signal): one we
+/// may not signal runs too. Not from `/proc`, where a `hidepid` mount hides other
+/// users' processes.
+pub fn process_runs(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    pid > 0 && !matches!(sys::kill(pid, 0), Err(e) if e.raw_os_error() == Some(libc::ESRCH))
+}
+
 /// Runs `f` on a thread of its own that reaches files as `uid`:`gid` alone (no
 /// supplementary group, no file capability): what root does there on another
 /// user's behalf, such as removing a folder that user owns, is checked by the

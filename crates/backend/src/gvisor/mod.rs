@@ -342,7 +342,9 @@ pub fn sweep_stale(parent: &Path) {
         return;
     };
     let me = vg_sandbox::real_ids().0;
-    let alive = |pid: u32| Path::new(&format!("/proc/{pid}")).exists();
+    // Asked of the kernel: `/proc` mounted with `hidepid` hides another user's
+    // maker (root's, of a bundle handed over to us), whose live bundle we own.
+    let alive = vg_sandbox::process_runs;
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
@@ -617,6 +619,19 @@ mod tests {
         assert!(target.join("file").exists());
         assert!(std::fs::symlink_metadata(&link).is_ok());
         std::fs::remove_dir_all(&parent).unwrap();
+    }
+
+    #[test]
+    fn a_maker_runs_while_the_kernel_knows_its_pid() {
+        assert!(vg_sandbox::process_runs(std::process::id()));
+        // Another user's (as a user: one we may not signal).
+        assert!(vg_sandbox::process_runs(1));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        assert!(!vg_sandbox::process_runs(gone));
+        assert!(!vg_sandbox::process_runs(0));
+        assert!(!vg_sandbox::process_runs(u32::MAX));
     }
 
     #[test]
