@@ -305,7 +305,13 @@ impl Bundle {
 
 impl Drop for Bundle {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // Handed over, the folder is runsc's user's, who may have put anything in
+        // it: removed as the sweep removes a left one.
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = std::fs::symlink_metadata(&self.dir) {
+            let me = vg_sandbox::real_ids().0;
+            remove_as_owner(&self.dir, (meta.uid(), meta.gid()), me);
+        }
     }
 }
 
@@ -369,11 +375,34 @@ pub fn sweep_stale(parent: &Path) {
 /// still a folder (its parent may be one its owner cannot write in).
 fn remove_as_owner(dir: &Path, owner: (u32, u32), me: u32) {
     if me != 0 || owner.0 == 0 {
-        let _ = std::fs::remove_dir_all(dir);
+        let _ = remove_tree(dir, REMOVE_DEPTH);
         return;
     }
-    let _ = vg_sandbox::as_file_owner(owner.0, owner.1, || std::fs::remove_dir_all(dir));
+    let _ = vg_sandbox::as_file_owner(owner.0, owner.1, || remove_tree(dir, REMOVE_DEPTH));
     let _ = std::fs::remove_dir(dir);
+}
+
+/// How deep [`remove_tree`] goes: far below a bundle's own depth, far above what a
+/// thread's stack cannot take.
+const REMOVE_DEPTH: usize = 128;
+
+/// Removes `path` and what it holds, never following a link, as far as it can,
+/// down to `depth` levels: a deeper tree is left where it is. (`remove_dir_all`
+/// recurses without a bound: a folder's owner nested one 30,000 levels deep and
+/// the stack overflow aborted every gVisor start of root's.) Its owner may swap a
+/// folder for a link while it runs: the removal then goes on with their rights
+/// alone ([`remove_as_owner`]), or in a folder only we write in.
+fn remove_tree(path: &Path, depth: usize) -> std::io::Result<()> {
+    if !std::fs::symlink_metadata(path)?.is_dir() {
+        return std::fs::remove_file(path);
+    }
+    if depth > 0 {
+        for entry in std::fs::read_dir(path)?.flatten() {
+            // Best effort: what cannot be removed stays, the rest goes.
+            let _ = remove_tree(&entry.path(), depth - 1);
+        }
+    }
+    std::fs::remove_dir(path)
 }
 
 /// The host folder bound into `view` that holds `folder` (a real path), if any:
@@ -618,6 +647,38 @@ mod tests {
         assert!(live.exists());
         assert!(target.join("file").exists());
         assert!(std::fs::symlink_metadata(&link).is_ok());
+        std::fs::remove_dir_all(&parent).unwrap();
+    }
+
+    #[test]
+    fn a_tree_deeper_than_the_bound_is_left_and_a_shallow_one_removed() {
+        let parent = std::env::temp_dir().join(format!("vg-remove-tree-{}", std::process::id()));
+        let mut deep = parent.join("deep");
+        for _ in 0..REMOVE_DEPTH + 2 {
+            deep.push("d");
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        let target = parent.join("target");
+        std::fs::create_dir_all(&target).unwrap();
+        std::fs::write(target.join("kept"), b"x").unwrap();
+        let shallow = parent.join("shallow");
+        std::fs::create_dir_all(shallow.join("a/b")).unwrap();
+        std::fs::write(shallow.join("a/b/file"), b"x").unwrap();
+        std::os::unix::fs::symlink(&target, shallow.join("a/link")).unwrap();
+        assert!(remove_tree(&parent.join("deep"), REMOVE_DEPTH).is_err());
+        assert!(parent.join("deep/d").exists());
+        remove_tree(&shallow, REMOVE_DEPTH).unwrap();
+        assert!(!shallow.exists());
+        assert!(target.join("kept").exists());
+        // A thread's stack takes the bound (the sweep's removal as another user
+        // runs on one).
+        std::thread::spawn({
+            let parent = parent.clone();
+            move || remove_tree(&parent.join("deep"), REMOVE_DEPTH)
+        })
+        .join()
+        .unwrap()
+        .unwrap_err();
         std::fs::remove_dir_all(&parent).unwrap();
     }
 

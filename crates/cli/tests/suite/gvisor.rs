@@ -718,6 +718,28 @@ fn the_bundle_sweep_removes_nothing_the_folders_owner_could_not() {
             lchown(path, Some(user.uid), Some(user.gid)).unwrap();
         }
         std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
+        // And one nested deeper than any stack recurses: removing it all aborted.
+        let deep = folder(3);
+        // Removed before `parent`, by rm, which takes any depth (a test thread's
+        // stack does not).
+        struct RmRf(std::path::PathBuf);
+        impl Drop for RmRf {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("rm")
+                    .arg("-rf")
+                    .arg(&self.0)
+                    .status();
+            }
+        }
+        let _deep_guard = RmRf(deep.clone());
+        let nested = std::process::Command::new(PYTHON)
+            .arg("-c")
+            .arg("import os, sys\nos.mkdir(sys.argv[1]); os.chdir(sys.argv[1])\nfor _ in range(30000):\n    os.mkdir('d'); os.chdir('d')")
+            .arg(&deep)
+            .status()
+            .unwrap();
+        assert!(nested.success());
+        lchown(&deep, Some(user.uid), Some(user.gid)).unwrap();
         let mut vg = Vg::new(runner, ws.path());
         vg.args(["sandbox", "run", "--backend", "gvisor", "--", "true"])
             .env("TMPDIR", &parent.arg(""))
