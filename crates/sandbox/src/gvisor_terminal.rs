@@ -22,7 +22,8 @@
 //! hand identities out ([`RELAY_CAPABILITIES`]); the command's child takes the
 //! command's identity with nothing left, and the relay a user of its own (the
 //! persistent sandboxes' first process's, `pause_identity`), keeping `CAP_KILL`
-//! alone, to send the terminal's signals to the command.
+//! alone, to send the terminal's signals to the command. (The list of its
+//! descriptors, its environment and mappings, gVisor still shows in `/proc/1`.)
 
 use std::ffi::{CString, OsString};
 use std::fs::File;
@@ -79,7 +80,9 @@ fn become_command((uid, gid): (u32, u32)) -> std::io::Result<()> {
 }
 
 /// The relay's side: its own identity, not the command's, keeping only `CAP_KILL`;
-/// not dumpable, so that no process of the sandbox reads its memory or descriptors.
+/// not dumpable, as a process no other should read. (gVisor, runsc 20221219, still
+/// shows its descriptors' list, environment and mappings in `/proc/1` to the
+/// command; its memory it refuses, for the user, not for this.)
 fn become_relay((uid, gid): (u32, u32)) -> Result<(), (&'static str, std::io::Error)> {
     let step = |name: &'static str| move |e: std::io::Error| (name, e);
     drop_bounding_set().map_err(step("empty the bounding set"))?;
@@ -93,6 +96,18 @@ fn become_relay((uid, gid): (u32, u32)) -> Result<(), (&'static str, std::io::Er
     sys::prctl(libc::PR_SET_DUMPABLE, 0, 0)
         .map(drop)
         .map_err(step("make itself not dumpable"))
+}
+
+/// Whether the relay said go (one byte) on `go`; its end without it is a no.
+fn went(go: std::io::PipeReader) -> bool {
+    let mut byte = [0u8; 1];
+    loop {
+        match (&go).read(&mut byte) {
+            Ok(1) => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return false,
+        }
+    }
 }
 
 /// `linux/capability.h`.
@@ -186,6 +201,9 @@ pub fn main(args: &[OsString]) -> ! {
     sys::take_controlling_terminal(outer, replica.as_fd())
         .unwrap_or_else(|e| fail("take the terminal", &e));
     let (err_r, err_w) = std::io::pipe().unwrap_or_else(|e| fail("make a pipe", &e));
+    // The relay's go once it is its own user: until then it is uid 0 as the command
+    // may be, which could then signal or trace it.
+    let (go_r, go_w) = std::io::pipe().unwrap_or_else(|e| fail("make a pipe", &e));
     // SAFETY: this process has one thread (none was started yet), so the child may
     // do anything before it execs.
     #[allow(unsafe_code)]
@@ -195,7 +213,8 @@ pub fn main(args: &[OsString]) -> ! {
         Ok(None) => {
             drop(err_r);
             drop(master);
-            if become_command(command_id).is_err() {
+            drop(go_w);
+            if become_command(command_id).is_err() || !went(go_r) {
                 sys::exit_now(125);
             }
             // A process group of its own, in the terminal's foreground.
@@ -219,9 +238,13 @@ pub fn main(args: &[OsString]) -> ! {
     };
     drop(err_w);
     // Before any thread starts (glibc would have to change every thread's ids).
+    drop(go_r);
     if let Err((step, e)) = become_relay(relay_id) {
         fail(&format!("take the relay's own identity: {step}"), &e);
     }
+    // A relay that failed ends instead: the command then never runs.
+    let _ = (&go_w).write_all(b"g");
+    drop(go_w);
     // One line discipline, the inner terminal's: runsc's passes bytes through.
     let _ = sys::tcsetattr(outer, &sys::raw_termios(&saved));
     crate::init::report_exec_failure(err_r, &argv[0]);

@@ -52,6 +52,37 @@ pub fn real_ids() -> (u32, u32) {
     (sys::getuid(), sys::getgid())
 }
 
+/// Whether a process `pid` runs, as the kernel says (`kill` with no signal): one we
+/// may not signal runs too. Not from `/proc`, where a `hidepid` mount hides other
+/// users' processes.
+pub fn process_runs(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    pid > 0 && !matches!(sys::kill(pid, 0), Err(e) if e.raw_os_error() == Some(libc::ESRCH))
+}
+
+/// Runs `f` on a thread of its own that reaches files as `uid`:`gid` alone (no
+/// supplementary group, no file capability): what root does there on another
+/// user's behalf, such as removing a folder that user owns, is checked by the
+/// kernel as that user's own (a folder's owner cannot make root remove a file
+/// planted in it that they could not remove themselves). An error when the thread
+/// cannot take that identity; `f` then never runs.
+pub fn as_file_owner<T: Send>(
+    uid: u32,
+    gid: u32,
+    f: impl FnOnce() -> T + Send,
+) -> std::io::Result<T> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            sys::thread_file_identity(uid, gid)?;
+            Ok(f())
+        })
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the thread panicked")))
+    })
+}
+
 /// A pipe for the sandbox's stdout or stderr, with a large buffer so that a fast
 /// writer and the supervisor's relay exchange big chunks instead of 64 KiB ones.
 pub fn output_pipe() -> std::io::Result<(std::io::PipeReader, std::io::PipeWriter)> {

@@ -305,7 +305,13 @@ impl Bundle {
 
 impl Drop for Bundle {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // Handed over, the folder is runsc's user's, who may have put anything in
+        // it: removed as the sweep removes a left one.
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = std::fs::symlink_metadata(&self.dir) {
+            let me = vg_sandbox::real_ids().0;
+            remove_as_owner(&self.dir, (meta.uid(), meta.gid()), me);
+        }
     }
 }
 
@@ -334,14 +340,17 @@ fn is_stale(name: &str, owner: u32, me: u32, alive: &dyn Fn(u32) -> bool) -> boo
 /// Removes, in `parent` (the bundles' folder, `TMPDIR`), the bundle folders that
 /// a `vectraguard` killed before its end left behind (a dropped `Bundle` removes
 /// its own). A pid reused since counts as the maker: that folder waits for a later
-/// start. Best effort: a folder that cannot be removed stays.
+/// start. Root removes another user's folder with that user's rights
+/// ([`remove_as_owner`]). Best effort: a folder that cannot be removed stays.
 pub fn sweep_stale(parent: &Path) {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
     let me = vg_sandbox::real_ids().0;
-    let alive = |pid: u32| Path::new(&format!("/proc/{pid}")).exists();
+    // Asked of the kernel: `/proc` mounted with `hidepid` hides another user's
+    // maker (root's, of a bundle handed over to us), whose live bundle we own.
+    let alive = vg_sandbox::process_runs;
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
@@ -353,9 +362,47 @@ pub fn sweep_stale(parent: &Path) {
             continue;
         };
         if meta.is_dir() && is_stale(name, meta.uid(), me, &alive) {
-            let _ = std::fs::remove_dir_all(entry.path());
+            remove_as_owner(&entry.path(), (meta.uid(), meta.gid()), me);
         }
     }
+}
+
+/// Removes the folder `dir` owned by `owner`, as a process of uid `me`. Root
+/// removes another user's folder with that user's file rights alone: the folder's
+/// owner decides what is in it, and could otherwise plant there, or move there, a
+/// folder of someone else's (a shared folder of theirs others write in) for root
+/// to empty. Then root removes the folder itself, only if it is left empty and
+/// still a folder (its parent may be one its owner cannot write in).
+fn remove_as_owner(dir: &Path, owner: (u32, u32), me: u32) {
+    if me != 0 || owner.0 == 0 {
+        let _ = remove_tree(dir, REMOVE_DEPTH);
+        return;
+    }
+    let _ = vg_sandbox::as_file_owner(owner.0, owner.1, || remove_tree(dir, REMOVE_DEPTH));
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// How deep [`remove_tree`] goes: far below a bundle's own depth, far above what a
+/// thread's stack cannot take.
+const REMOVE_DEPTH: usize = 128;
+
+/// Removes `path` and what it holds, never following a link, as far as it can,
+/// down to `depth` levels: a deeper tree is left where it is. (`remove_dir_all`
+/// recurses without a bound: a folder's owner nested one 30,000 levels deep and
+/// the stack overflow aborted every gVisor start of root's.) Its owner may swap a
+/// folder for a link while it runs: the removal then goes on with their rights
+/// alone ([`remove_as_owner`]), or in a folder only we write in.
+fn remove_tree(path: &Path, depth: usize) -> std::io::Result<()> {
+    if !std::fs::symlink_metadata(path)?.is_dir() {
+        return std::fs::remove_file(path);
+    }
+    if depth > 0 {
+        for entry in std::fs::read_dir(path)?.flatten() {
+            // Best effort: what cannot be removed stays, the rest goes.
+            let _ = remove_tree(&entry.path(), depth - 1);
+        }
+    }
+    std::fs::remove_dir(path)
 }
 
 /// The host folder bound into `view` that holds `folder` (a real path), if any:
@@ -601,6 +648,73 @@ mod tests {
         assert!(target.join("file").exists());
         assert!(std::fs::symlink_metadata(&link).is_ok());
         std::fs::remove_dir_all(&parent).unwrap();
+    }
+
+    #[test]
+    fn a_tree_deeper_than_the_bound_is_left_and_a_shallow_one_removed() {
+        let parent = std::env::temp_dir().join(format!("vg-remove-tree-{}", std::process::id()));
+        let mut deep = parent.join("deep");
+        for _ in 0..REMOVE_DEPTH + 2 {
+            deep.push("d");
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        let target = parent.join("target");
+        std::fs::create_dir_all(&target).unwrap();
+        std::fs::write(target.join("kept"), b"x").unwrap();
+        let shallow = parent.join("shallow");
+        std::fs::create_dir_all(shallow.join("a/b")).unwrap();
+        std::fs::write(shallow.join("a/b/file"), b"x").unwrap();
+        std::os::unix::fs::symlink(&target, shallow.join("a/link")).unwrap();
+        assert!(remove_tree(&parent.join("deep"), REMOVE_DEPTH).is_err());
+        assert!(parent.join("deep/d").exists());
+        remove_tree(&shallow, REMOVE_DEPTH).unwrap();
+        assert!(!shallow.exists());
+        assert!(target.join("kept").exists());
+        // A thread's stack takes the bound (the sweep's removal as another user
+        // runs on one).
+        std::thread::spawn({
+            let parent = parent.clone();
+            move || remove_tree(&parent.join("deep"), REMOVE_DEPTH)
+        })
+        .join()
+        .unwrap()
+        .unwrap_err();
+        std::fs::remove_dir_all(&parent).unwrap();
+    }
+
+    #[test]
+    fn a_maker_runs_while_the_kernel_knows_its_pid() {
+        assert!(vg_sandbox::process_runs(std::process::id()));
+        // Another user's (as a user: one we may not signal).
+        assert!(vg_sandbox::process_runs(1));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        assert!(!vg_sandbox::process_runs(gone));
+        assert!(!vg_sandbox::process_runs(0));
+        assert!(!vg_sandbox::process_runs(u32::MAX));
+    }
+
+    #[test]
+    fn root_removes_another_users_folder_with_that_users_rights_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        if vg_sandbox::real_ids().0 != 0 {
+            eprintln!("skipped: needs root to make two users' files");
+            return;
+        }
+        let parent = std::env::temp_dir().join(format!("vg-sweep-owner-{}", std::process::id()));
+        std::fs::create_dir_all(&parent).unwrap();
+        let folder = parent.join("folder");
+        let theirs = folder.join("theirs");
+        std::fs::create_dir_all(&theirs).unwrap();
+        std::fs::write(theirs.join("kept"), b"root's").unwrap();
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::os::unix::fs::chown(&folder, Some(4242), Some(4242)).unwrap();
+        remove_as_owner(&folder, (4242, 4242), 0);
+        assert!(theirs.join("kept").exists(), "root's file was removed");
+        // This thread's own rights are untouched: root removes it all.
+        std::fs::remove_dir_all(&parent).unwrap();
+        assert!(!parent.exists());
     }
 
     #[test]

@@ -671,6 +671,95 @@ fn sigkill_of_vectraguard_ends_runsc_and_the_sentry() {
     });
 }
 
+/// The sweep of left bundle folders at each gVisor start (red team, session 17): a
+/// user who names a folder of theirs like a killed run's bundle, and in it a folder
+/// of someone else's (a shared folder of theirs that others write in, moved there),
+/// cannot have root's sweep empty what they could not remove themselves. Another
+/// such folder of theirs, holding only their files and a link, is removed, the
+/// link's target kept: the sweep did run. Before, root removed the first folder's
+/// whole tree with its own rights.
+#[test]
+fn the_bundle_sweep_removes_nothing_the_folders_owner_could_not() {
+    use super::harness::TempDir;
+    use std::os::unix::fs::{PermissionsExt, lchown, symlink};
+    if !super::harness::is_root() {
+        eprintln!("skipped: the folders of two users need root to be made");
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        // The bundles' parent, as /tmp is: anyone's to write in, sticky.
+        let parent = TempDir::owned_by("sweep", &Runner::Root.invoker(), 0o1777);
+        // A maker that is gone: a child that exited and was reaped.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let user = super::harness::test_user();
+        let folder = |n: u32| parent.join(format!("vectraguard-gvisor-vg-{gone}-{n}-red"));
+        let (planted, plain) = (folder(1), folder(2));
+        // Not the folder owner's: root's, which that user cannot remove.
+        let theirs = planted.join("theirs");
+        std::fs::create_dir_all(theirs.join("deep")).unwrap();
+        std::fs::write(theirs.join("deep/kept"), b"not the owner's").unwrap();
+        let victim = parent.join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        std::fs::write(victim.join("kept"), b"not the owner's").unwrap();
+        std::fs::create_dir_all(plain.join("own")).unwrap();
+        std::fs::write(plain.join("own/file"), b"the owner's").unwrap();
+        symlink(&victim, plain.join("link")).unwrap();
+        for path in [
+            &planted,
+            &plain,
+            &plain.join("own"),
+            &plain.join("own/file"),
+            &plain.join("link"),
+        ] {
+            lchown(path, Some(user.uid), Some(user.gid)).unwrap();
+        }
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
+        // And one nested deeper than any stack recurses: removing it all aborted.
+        let deep = folder(3);
+        // Removed before `parent`, by rm, which takes any depth (a test thread's
+        // stack does not).
+        struct RmRf(std::path::PathBuf);
+        impl Drop for RmRf {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("rm")
+                    .arg("-rf")
+                    .arg(&self.0)
+                    .status();
+            }
+        }
+        let _deep_guard = RmRf(deep.clone());
+        let nested = std::process::Command::new(PYTHON)
+            .arg("-c")
+            .arg("import os, sys\nos.mkdir(sys.argv[1]); os.chdir(sys.argv[1])\nfor _ in range(30000):\n    os.mkdir('d'); os.chdir('d')")
+            .arg(&deep)
+            .status()
+            .unwrap();
+        assert!(nested.success());
+        lchown(&deep, Some(user.uid), Some(user.gid)).unwrap();
+        let mut vg = Vg::new(runner, ws.path());
+        vg.args(["sandbox", "run", "--backend", "gvisor", "--", "true"])
+            .env("TMPDIR", &parent.arg(""))
+            .records_home(&home);
+        vg.run().assert_success();
+        assert!(
+            theirs.join("deep/kept").exists(),
+            "the sweep removed a file the folder's owner could not remove ({runner})"
+        );
+        assert!(
+            victim.join("kept").exists(),
+            "a link was followed ({runner})"
+        );
+        assert!(
+            std::fs::symlink_metadata(&plain).is_err(),
+            "the sweep did not remove the owner's left folder ({runner})"
+        );
+    });
+}
+
 /// A command that stopped itself still ends when vectraguard is terminated: the
 /// keeper follows the signal with SIGCONT through `runsc kill`, as init does
 /// natively (red team, session 13).

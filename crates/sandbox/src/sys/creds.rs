@@ -88,3 +88,32 @@ pub fn setfsgid(gid: u32) {
     // SAFETY: setfsgid takes an integer; it reports the previous value, not errors.
     unsafe { libc::setfsgid(gid) };
 }
+
+/// Makes the calling thread, and it alone, reach files as `uid`:`gid` with no
+/// supplementary group. Leaving fsuid 0 takes the file capabilities
+/// (`CAP_DAC_OVERRIDE`, `CAP_FOWNER`, ...) out of its effective set, so the kernel
+/// then checks its file calls as that user's. Raw system calls: glibc's wrappers
+/// of setgroups would change every thread's groups.
+pub fn thread_file_identity(uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: a length of 0 with a null list; plain integer arguments below.
+    check_long(unsafe { libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) })?;
+    // SAFETY: plain integer arguments; each reports the previous value.
+    unsafe {
+        libc::syscall(libc::SYS_setfsgid, gid);
+        libc::syscall(libc::SYS_setfsuid, uid);
+    }
+    // An invalid id (-1) changes nothing and reports the current one: the change
+    // took only if it reads back.
+    // SAFETY: as above.
+    let (now_uid, now_gid) = unsafe {
+        (
+            libc::syscall(libc::SYS_setfsuid, u32::MAX),
+            libc::syscall(libc::SYS_setfsgid, u32::MAX),
+        )
+    };
+    if now_uid == libc::c_long::from(uid) && now_gid == libc::c_long::from(gid) {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(libc::EPERM))
+    }
+}

@@ -24,6 +24,7 @@ mod tty;
 
 pub use creds::{
     capset_empty, capset_only, getgid, getuid, setfsgid, setfsuid, setgroups, setresgid, setresuid,
+    thread_file_identity,
 };
 pub use fd::{
     Epoll, Polled, cloexec_from, close_all_except, close_range, dup2, keep_on_exec, peer_closed,
