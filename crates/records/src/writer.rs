@@ -340,6 +340,9 @@ struct State {
     metadata: Metadata,
     /// Whether `metadata.json` exists: from then on each version replaces one.
     metadata_written: bool,
+    /// A kept file the next `metadata.json` version is written into instead of a new
+    /// one (`layout::spare`, then each version `layout::retire` kept).
+    spare: Option<PathBuf>,
     finished: bool,
 }
 
@@ -466,14 +469,23 @@ impl State {
                 what: "metadata",
                 source,
             })?;
-        if self.metadata_written {
-            layout::retire(dir, layout::METADATA);
-        }
-        layout::write_atomic(dir, layout::METADATA, &json, false).map_err(|source| {
-            RecordsError::Write {
-                path: dir.join(layout::METADATA),
-                source,
-            }
+        let kept = if self.metadata_written {
+            layout::retire(dir, layout::METADATA)
+        } else {
+            None
+        };
+        // Into the spare file when there is one (no file created: see `layout::spare`),
+        // else a new temporary file.
+        let written = match self.spare.take() {
+            Some(spare) => layout::replace_with(&spare, dir, layout::METADATA, &json)
+                .or_else(|_| layout::write_atomic(dir, layout::METADATA, &json, false)),
+            None => layout::write_atomic(dir, layout::METADATA, &json, false),
+        };
+        // The version just replaced is the next one's file.
+        self.spare = kept;
+        written.map_err(|source| RecordsError::Write {
+            path: dir.join(layout::METADATA),
+            source,
         })?;
         self.metadata_written = true;
         self.chain_record(RecordFile::Metadata, 0, &json)
@@ -536,6 +548,7 @@ impl SessionWriter {
             chain: Chain::new(),
             metadata: meta,
             metadata_written: false,
+            spare: None,
             finished: false,
         };
         state.write_metadata(&dir)?;
@@ -553,6 +566,16 @@ impl SessionWriter {
     /// The session folder was renamed to `dir` (from its staging name): later
     /// writes by path and error messages name the new place. The open files
     /// follow the rename by themselves.
+    /// Makes the file the next `metadata.json` version is written into
+    /// (`layout::spare`, in the records folder `root`), so that writing it later
+    /// creates no file. Best effort: without it, that version is a new file.
+    pub(crate) fn make_spare(&mut self, root: &Path) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if state.spare.is_none() {
+            state.spare = layout::spare(root).ok();
+        }
+    }
+
     pub(crate) fn moved_to(&mut self, dir: PathBuf) {
         let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
         for appender in state.files.iter_mut().chain([&mut state.integrity]) {

@@ -500,8 +500,12 @@ fn session_dirs_and_read_summary_of_give_lists_rows_one_at_a_time() {
 /// A replaced `metadata.json` is kept under a second name in the records folder
 /// (its blocks are not freed by the rename: see `layout::retire`) until a later
 /// session's start, or a removal, finds its supervisor gone; readers never see it.
+/// The versions after the first create no file: the second is written into a spare
+/// file made with the session (`layout::spare`), the third into the first's kept
+/// file, so one version is kept in the end, the second.
 #[test]
 fn replaced_metadata_is_kept_until_a_later_run_and_then_removed() {
+    use std::os::unix::fs::MetadataExt;
     let (_tmp, store) = store("retired");
     let root = store.root().to_owned();
     let retired = |root: &Path| -> Vec<String> {
@@ -514,18 +518,43 @@ fn replaced_metadata_is_kept_until_a_later_run_and_then_removed() {
         names.sort_by_key(|n| n.rsplit('-').next().and_then(|c| c.parse::<u64>().ok()));
         names
     };
+    let inode = |path: &Path| fs::metadata(path).unwrap().ino();
     let w = store.create(sample_meta()).unwrap();
     let dir = w.dir().to_owned();
-    // The first version replaces nothing; each later one keeps the one before.
-    assert!(retired(&root).is_empty());
+    let metadata = dir.join(crate::layout::METADATA);
+    let first_inode = inode(&metadata);
+    // The first version replaces nothing; the spare for the second is there, empty.
+    let spare = retired(&root);
+    assert_eq!(spare.len(), 1, "{spare:?}");
+    let spare_path = root.join(crate::layout::PENDING).join(&spare[0]);
+    assert_eq!(fs::read(&spare_path).unwrap(), b"");
+    let spare_inode = inode(&spare_path);
     w.update_metadata(|m| m.name = Some("renamed".into()))
         .unwrap();
-    w.finish(End::exited(0)).unwrap();
+    // The second version is the spare; the first is kept.
+    assert_eq!(inode(&metadata), spare_inode);
     let kept = retired(&root);
-    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert_eq!(kept.len(), 1, "{kept:?}");
     let first = fs::read_to_string(root.join(crate::layout::PENDING).join(&kept[0])).unwrap();
     assert!(first.contains("\"running\""), "{first}");
     assert!(!first.contains("renamed"), "{first}");
+    w.finish(End::exited(0)).unwrap();
+    // The last version is written into the first's file, cut to its length; the
+    // second is kept.
+    assert_eq!(inode(&metadata), first_inode);
+    let last = fs::read_to_string(&metadata).unwrap();
+    assert!(
+        last.contains("renamed") && !last.contains("\"running\""),
+        "{last}"
+    );
+    assert!(last.trim_end().ends_with('}'), "{last}");
+    let kept = retired(&root);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let second = fs::read_to_string(root.join(crate::layout::PENDING).join(&kept[0])).unwrap();
+    assert!(
+        second.contains("\"running\"") && second.contains("renamed"),
+        "{second}"
+    );
     // The session itself is whole, and the only session listed.
     assert!(crate::verify::verify(&dir).unwrap().is_intact());
     assert_eq!(store.list(&ListFilter::default()).unwrap().len(), 1);
