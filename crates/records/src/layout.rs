@@ -4,7 +4,7 @@
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
@@ -258,8 +258,29 @@ fn kept_name(root: &Path) -> PathBuf {
 /// what costs there: 60-200 µs per file on this project's test machines (ext4 without
 /// a journal looks past every recently deleted inode for a free one), against 5 µs
 /// on a tmpfs; opening one that exists, 2.5 µs.
+///
+/// A version a gone process kept, of one block at most, is taken instead when there is
+/// one (renamed to a name of ours: of two processes taking it, one gets it): that is
+/// one file fewer for [`remove_retired`] to remove, and removing files is what makes
+/// creating them slow there. (Of one block, so that cutting it to a shorter version
+/// frees nothing, which a file system mounted with `discard` does synchronously.)
 pub fn spare(root: &Path) -> io::Result<PathBuf> {
     let path = kept_name(root);
+    if let Ok(entries) = fs::read_dir(root.join(PENDING)) {
+        for entry in entries.filter_map(Result::ok) {
+            if entry.file_type().is_ok_and(|t| t.is_file())
+                && kept_by_a_gone_process(&entry.file_name(), RETIRED)
+                && entry.metadata().is_ok_and(|m| m.len() <= SPARE_MAX_LEN)
+                && fs::rename(entry.path(), &path).is_ok()
+            {
+                // Its only name now ours (see `replace_with`); else left to be removed.
+                if fs::symlink_metadata(&path).is_ok_and(|m| m.nlink() == 1) {
+                    return Ok(path);
+                }
+                return spare(root);
+            }
+        }
+    }
     let f = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -269,6 +290,9 @@ pub fn spare(root: &Path) -> io::Result<PathBuf> {
     f.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
     Ok(path)
 }
+
+/// The largest kept version [`spare`] takes: one block.
+const SPARE_MAX_LEN: u64 = 4096;
 
 /// Like [`write_atomic`] (not durable), with the file `kept` (this process's: made
 /// by [`spare`] or kept by [`retire`], in the same file system) as the new version
@@ -281,6 +305,15 @@ pub fn replace_with(kept: &Path, dir: &Path, name: &str, bytes: &[u8]) -> io::Re
         .write(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(kept)?;
+    // Written in place only when no other name leads to it: a version kept by a
+    // `retire` whose replacement then failed is still `dir/name` itself (or another
+    // session's), which must only ever be replaced whole.
+    if f.metadata()?.nlink() != 1 {
+        return Err(io::Error::other(format!(
+            "{} has other names: not written in place",
+            kept.display()
+        )));
+    }
     f.write_all(bytes)?;
     // Longer before, shorter now: the rest goes (within its block, nothing is freed).
     f.set_len(u64::try_from(bytes.len()).unwrap_or(u64::MAX))?;
@@ -293,21 +326,21 @@ pub fn replace_with(kept: &Path, dir: &Path, name: &str, bytes: &[u8]) -> io::Re
 /// version whose supervisor's pid was reused stays until that process is gone too).
 pub fn remove_retired(dir: &Path, prefix: &str, entries: &[(std::ffi::OsString, bool)]) {
     for (name, is_file) in entries {
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(prefix))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if *is_file
-            && pid != std::process::id()
-            && !Path::new("/proc").join(pid.to_string()).exists()
-        {
+        if *is_file && kept_by_a_gone_process(name, prefix) {
             let _ = fs::remove_file(dir.join(name));
         }
     }
+}
+
+/// Whether `name` is `prefix` + `PID-N` for a process that is gone (not this one).
+fn kept_by_a_gone_process(name: &std::ffi::OsStr, prefix: &str) -> bool {
+    name.to_str()
+        .and_then(|n| n.strip_prefix(prefix))
+        .and_then(|rest| rest.split('-').next())
+        .and_then(|pid| pid.parse::<u32>().ok())
+        .is_some_and(|pid| {
+            pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists()
+        })
 }
 
 /// Identity of a process that survives pid reuse: the pid, its start time in

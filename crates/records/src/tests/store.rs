@@ -497,6 +497,65 @@ fn session_dirs_and_read_summary_of_give_lists_rows_one_at_a_time() {
     assert!(why.contains("not valid session metadata"), "{why}");
 }
 
+/// A session's spare file is a version a gone supervisor kept, when one of one block
+/// is there: renamed to the session's own name and written whole (one file fewer made,
+/// one fewer removed). A larger one, one of a live process and one that still has
+/// another name (a `metadata.json` of a session) are never written into.
+#[test]
+fn a_gone_supervisor_s_kept_version_becomes_the_next_session_s_spare() {
+    use std::os::unix::fs::MetadataExt;
+    let (_tmp, store) = store("spare");
+    let root = store.root().to_owned();
+    let pending = root.join(crate::layout::PENDING);
+    // The folders exist once a session was made.
+    store
+        .create(sample_meta())
+        .unwrap()
+        .finish(End::exited(0))
+        .unwrap();
+    for e in fs::read_dir(&pending).unwrap() {
+        fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    let dead = dead_process().pid;
+    let live = std::process::id(); // ours: kept while we live
+    let big = pending.join(format!("{}{dead}-1", crate::layout::RETIRED));
+    fs::write(&big, vec![b'x'; 4097]).unwrap();
+    let other = dead_process().pid;
+    let linked = pending.join(format!("{}{other}-2", crate::layout::RETIRED));
+    let session_file = root.join("elsewhere.json");
+    fs::write(&session_file, "{\"theirs\":true}").unwrap();
+    fs::hard_link(&session_file, &linked).unwrap();
+    let mine = pending.join(format!("{}{live}-999", crate::layout::RETIRED));
+    fs::write(&mine, "{}").unwrap();
+    // Nothing to take: a new empty file.
+    let made = crate::layout::spare(&root).unwrap();
+    assert_eq!(fs::read(&made).unwrap(), b"");
+    // The file with another name may have been renamed to ours, but is never written.
+    let dir = root.join("target-dir");
+    fs::create_dir(&dir).unwrap();
+    assert!(crate::layout::replace_with(&session_file, &dir, "x.json", b"{}").is_err());
+    assert_eq!(
+        fs::read_to_string(&session_file).unwrap(),
+        "{\"theirs\":true}"
+    );
+    assert!(big.exists() && mine.exists());
+    // A gone supervisor's small version is taken and written whole.
+    let small = pending.join(format!("{}{dead}-3", crate::layout::RETIRED));
+    fs::write(&small, vec![b'y'; 3000]).unwrap();
+    let ino = fs::metadata(&small).unwrap().ino();
+    let taken = crate::layout::spare(&root).unwrap();
+    assert!(!small.exists());
+    assert_eq!(fs::metadata(&taken).unwrap().ino(), ino);
+    crate::layout::replace_with(&taken, &dir, "x.json", b"{\"new\":1}").unwrap();
+    assert_eq!(fs::read(dir.join("x.json")).unwrap(), b"{\"new\":1}");
+    assert_eq!(fs::metadata(dir.join("x.json")).unwrap().ino(), ino);
+    assert!(!taken.exists());
+    assert_eq!(
+        fs::read_to_string(&session_file).unwrap(),
+        "{\"theirs\":true}"
+    );
+}
+
 /// A replaced `metadata.json` is kept under a second name in the records folder
 /// (its blocks are not freed by the rename: see `layout::retire`) until a later
 /// session's start, or a removal, finds its supervisor gone; readers never see it.
