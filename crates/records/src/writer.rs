@@ -457,7 +457,13 @@ impl State {
 
     /// Replaces `metadata.json` atomically (a temporary file renamed over it)
     /// and chains its new content. Not fsynced: see the module's notes.
-    fn write_metadata(&mut self, dir: &Path) -> Result<(), RecordsError> {
+    ///
+    /// With `reuse`, the spare file is the new version when there is one. Not for the
+    /// last version of a session that failed: written into a file that has its block,
+    /// it would succeed on a full disk, where a new file fails and leaves the version
+    /// before (`running`), which is what explains a record cut short by the full disk
+    /// to `verify`.
+    fn write_metadata(&mut self, dir: &Path, reuse: bool) -> Result<(), RecordsError> {
         self.metadata.integrity = Some(IntegrityHead {
             records: self.chain.records(),
             head: layout::hex_encode(&self.chain.head()),
@@ -476,7 +482,7 @@ impl State {
         };
         // Into the spare file when there is one (no file created: see `layout::spare`),
         // else a new temporary file.
-        let written = match self.spare.take() {
+        let written = match self.spare.take().filter(|_| reuse) {
             Some(spare) => layout::replace_with(&spare, dir, layout::METADATA, &json)
                 .or_else(|_| layout::write_atomic(dir, layout::METADATA, &json, false)),
             None => layout::write_atomic(dir, layout::METADATA, &json, false),
@@ -551,7 +557,7 @@ impl SessionWriter {
             spare: None,
             finished: false,
         };
-        state.write_metadata(&dir)?;
+        state.write_metadata(&dir, true)?;
         let writer = Self {
             dir,
             id,
@@ -831,7 +837,7 @@ impl SessionWriter {
         m.signal = before.signal;
         let env_keys = std::mem::take(&mut m.env_keys);
         m.set_env_keys(env_keys);
-        st.write_metadata(&self.dir)
+        st.write_metadata(&self.dir, true)
     }
 
     /// Ends the session: writes an incomplete UTF-8 sequence still waiting
@@ -858,9 +864,10 @@ impl SessionWriter {
         st.metadata.status = end.status;
         st.metadata.exit_code = end.exit_code;
         st.metadata.signal = end.signal;
+        let failed = end.error.is_some();
         st.metadata.error = end.error;
         st.finished = true;
-        st.write_metadata(&self.dir)?;
+        st.write_metadata(&self.dir, !failed)?;
         let head = st.head();
         let metadata = st.metadata.clone();
         drop(st);
@@ -887,7 +894,7 @@ impl Drop for SessionWriter {
             st.metadata.error =
                 Some("the supervisor stopped recording without finishing the session".into());
         }
-        let _ = st.write_metadata(&dir);
+        let _ = st.write_metadata(&dir, false);
         if let Some(ledger) = &self.ledger {
             let _ = ledger.ended(&self.id, st.head());
         }
