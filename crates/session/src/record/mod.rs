@@ -741,17 +741,20 @@ impl Session {
         // since the spawn; the command's output waits in them), the control channel
         // (binding its socket creates a file), and the tracer's thread, which is
         // handed the native sandbox's listener once init sends it.
-        let mut output = Some(output);
-        if let Some(Output::Pipes(..)) = &output
-            && let Some(Output::Pipes(stdout, stderr)) = output.take()
-        {
-            for (pipe, stream) in [(stdout, Stream::Stdout), (stderr, Stream::Stderr)] {
-                let shared = Arc::clone(&shared);
-                self.relays.push(std::thread::spawn(move || {
-                    relay(pipe, stream, &shared, caps, false, ShowTo::Ours)
-                }));
+        let output = match output {
+            Output::Pipes(stdout, stderr) => {
+                for (pipe, stream) in [(stdout, Stream::Stdout), (stderr, Stream::Stderr)] {
+                    let shared = Arc::clone(&shared);
+                    self.relays.push(std::thread::spawn(move || {
+                        relay(pipe, stream, &shared, caps, false, ShowTo::Ours)
+                    }));
+                }
+                None
             }
-        }
+            // The terminal's relays need its master, which init sends after the
+            // listener: below.
+            terminal @ Output::Tty { .. } => Some(terminal),
+        };
         // The control channel before init is ready, not after: a failure stops the
         // sandbox through `shared` like any other.
         self.shared = Some(Arc::clone(&shared));
