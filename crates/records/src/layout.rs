@@ -4,7 +4,7 @@
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
@@ -231,16 +231,94 @@ pub fn pending_dir(root: &Path) -> io::Result<PathBuf> {
 /// the blocks as before. Nothing changes for readers: `metadata.json` is still
 /// replaced by one rename, the version kept is owner-only like every record and is
 /// not in a session folder.
-pub fn retire(dir: &Path, name: &str) {
+///
+/// Returns the second name when it was made: the version kept is this process's to
+/// reuse, with [`replace_with`], for a later version of the file (see [`spare`]).
+pub fn retire(dir: &Path, name: &str) -> Option<PathBuf> {
+    let root = dir.parent()?;
+    let kept = kept_name(root);
+    fs::hard_link(dir.join(name), &kept).ok()?;
+    Some(kept)
+}
+
+/// A new name for a kept file in `root`'s [`PENDING`] folder (`retired-PID-N`):
+/// removed by [`remove_retired`] once this process is gone, whatever it holds.
+fn kept_name(root: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let Some(root) = dir.parent() else {
-        return;
-    };
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let kept = root
-        .join(PENDING)
-        .join(format!("{RETIRED}{}-{n}", std::process::id()));
-    let _ = fs::hard_link(dir.join(name), kept);
+    root.join(PENDING)
+        .join(format!("{RETIRED}{}-{n}", std::process::id()))
+}
+
+/// Makes an empty owner-only file in the records folder `root`'s [`PENDING`] folder,
+/// named like a kept version (so that it is removed once this process is gone, used
+/// or not), for [`replace_with`] to turn into a later version of a file: a session's
+/// start makes it while its sandbox builds itself, so that the version written once
+/// the sandbox is ready, as the command starts, creates no file. Creating a file is
+/// what costs there: 60-200 µs per file on this project's test machines (ext4 without
+/// a journal looks past every recently deleted inode for a free one), against 5 µs
+/// on a tmpfs; opening one that exists, 2.5 µs.
+///
+/// A version a gone process kept, of one block at most, is taken instead when there is
+/// one (renamed to a name of ours: of two processes taking it, one gets it): that is
+/// one file fewer for [`remove_retired`] to remove, and removing files is what makes
+/// creating them slow there. (Of one block, so that cutting it to a shorter version
+/// frees nothing, which a file system mounted with `discard` does synchronously.)
+pub fn spare(root: &Path) -> io::Result<PathBuf> {
+    let path = kept_name(root);
+    if let Ok(entries) = fs::read_dir(root.join(PENDING)) {
+        for entry in entries.filter_map(Result::ok) {
+            if entry.file_type().is_ok_and(|t| t.is_file())
+                && kept_by_a_gone_process(&entry.file_name(), RETIRED)
+                && entry.metadata().is_ok_and(|m| m.len() <= SPARE_MAX_LEN)
+                && fs::rename(entry.path(), &path).is_ok()
+            {
+                // Its only name now ours (see `replace_with`); else left to be removed.
+                if fs::symlink_metadata(&path).is_ok_and(|m| m.nlink() == 1) {
+                    return Ok(path);
+                }
+                return spare(root);
+            }
+        }
+    }
+    let f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(FILE_MODE)
+        .open(&path)?;
+    f.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
+    Ok(path)
+}
+
+/// The largest kept version [`spare`] takes: one block.
+const SPARE_MAX_LEN: u64 = 4096;
+
+/// Like [`write_atomic`] (not durable), with the file `kept` (this process's: made
+/// by [`spare`] or kept by [`retire`], in the same file system) as the new version
+/// instead of a new temporary file: overwritten in place, cut to `bytes`' length,
+/// then renamed over `dir/name`. Readers see one version or the other as with
+/// [`write_atomic`]: `kept` is not `dir/name` until the rename. A failure leaves
+/// `kept` where it was, for [`remove_retired`] to remove once this process is gone.
+pub fn replace_with(kept: &Path, dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(kept)?;
+    // Written in place only when no other name leads to it: a version kept by a
+    // `retire` whose replacement then failed is still `dir/name` itself (or another
+    // session's), which must only ever be replaced whole.
+    if f.metadata()?.nlink() != 1 {
+        return Err(io::Error::other(format!(
+            "{} has other names: not written in place",
+            kept.display()
+        )));
+    }
+    f.write_all(bytes)?;
+    // Longer before, shorter now: the rest goes (within its block, nothing is freed).
+    f.set_len(u64::try_from(bytes.len()).unwrap_or(u64::MAX))?;
+    drop(f);
+    fs::rename(kept, dir.join(name))
 }
 
 /// Removes, from the folder `dir` whose entries are `entries`, the versions
@@ -248,21 +326,21 @@ pub fn retire(dir: &Path, name: &str) {
 /// version whose supervisor's pid was reused stays until that process is gone too).
 pub fn remove_retired(dir: &Path, prefix: &str, entries: &[(std::ffi::OsString, bool)]) {
     for (name, is_file) in entries {
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(prefix))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if *is_file
-            && pid != std::process::id()
-            && !Path::new("/proc").join(pid.to_string()).exists()
-        {
+        if *is_file && kept_by_a_gone_process(name, prefix) {
             let _ = fs::remove_file(dir.join(name));
         }
     }
+}
+
+/// Whether `name` is `prefix` + `PID-N` for a process that is gone (not this one).
+fn kept_by_a_gone_process(name: &std::ffi::OsStr, prefix: &str) -> bool {
+    name.to_str()
+        .and_then(|n| n.strip_prefix(prefix))
+        .and_then(|rest| rest.split('-').next())
+        .and_then(|pid| pid.parse::<u32>().ok())
+        .is_some_and(|pid| {
+            pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists()
+        })
 }
 
 /// Identity of a process that survives pid reuse: the pid, its start time in

@@ -359,6 +359,7 @@ impl SessionStore {
         match made {
             Ok(mut writer) => {
                 writer.moved_to(dir);
+                writer.make_spare(&self.root);
                 writer.ledger = Some(ledger);
                 Ok(writer)
             }

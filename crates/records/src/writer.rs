@@ -340,6 +340,9 @@ struct State {
     metadata: Metadata,
     /// Whether `metadata.json` exists: from then on each version replaces one.
     metadata_written: bool,
+    /// A kept file the next `metadata.json` version is written into instead of a new
+    /// one (`layout::spare`, then each version `layout::retire` kept).
+    spare: Option<PathBuf>,
     finished: bool,
 }
 
@@ -454,7 +457,13 @@ impl State {
 
     /// Replaces `metadata.json` atomically (a temporary file renamed over it)
     /// and chains its new content. Not fsynced: see the module's notes.
-    fn write_metadata(&mut self, dir: &Path) -> Result<(), RecordsError> {
+    ///
+    /// With `reuse`, the spare file is the new version when there is one. Not for the
+    /// last version of a session that failed: written into a file that has its block,
+    /// it would succeed on a full disk, where a new file fails and leaves the version
+    /// before (`running`), which is what explains a record cut short by the full disk
+    /// to `verify`.
+    fn write_metadata(&mut self, dir: &Path, reuse: bool) -> Result<(), RecordsError> {
         self.metadata.integrity = Some(IntegrityHead {
             records: self.chain.records(),
             head: layout::hex_encode(&self.chain.head()),
@@ -466,14 +475,23 @@ impl State {
                 what: "metadata",
                 source,
             })?;
-        if self.metadata_written {
-            layout::retire(dir, layout::METADATA);
-        }
-        layout::write_atomic(dir, layout::METADATA, &json, false).map_err(|source| {
-            RecordsError::Write {
-                path: dir.join(layout::METADATA),
-                source,
-            }
+        let kept = if self.metadata_written {
+            layout::retire(dir, layout::METADATA)
+        } else {
+            None
+        };
+        // Into the spare file when there is one (no file created: see `layout::spare`),
+        // else a new temporary file.
+        let written = match self.spare.take().filter(|_| reuse) {
+            Some(spare) => layout::replace_with(&spare, dir, layout::METADATA, &json)
+                .or_else(|_| layout::write_atomic(dir, layout::METADATA, &json, false)),
+            None => layout::write_atomic(dir, layout::METADATA, &json, false),
+        };
+        // The version just replaced is the next one's file.
+        self.spare = kept;
+        written.map_err(|source| RecordsError::Write {
+            path: dir.join(layout::METADATA),
+            source,
         })?;
         self.metadata_written = true;
         self.chain_record(RecordFile::Metadata, 0, &json)
@@ -536,9 +554,10 @@ impl SessionWriter {
             chain: Chain::new(),
             metadata: meta,
             metadata_written: false,
+            spare: None,
             finished: false,
         };
-        state.write_metadata(&dir)?;
+        state.write_metadata(&dir, true)?;
         let writer = Self {
             dir,
             id,
@@ -553,6 +572,16 @@ impl SessionWriter {
     /// The session folder was renamed to `dir` (from its staging name): later
     /// writes by path and error messages name the new place. The open files
     /// follow the rename by themselves.
+    /// Makes the file the next `metadata.json` version is written into
+    /// (`layout::spare`, in the records folder `root`), so that writing it later
+    /// creates no file. Best effort: without it, that version is a new file.
+    pub(crate) fn make_spare(&mut self, root: &Path) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if state.spare.is_none() {
+            state.spare = layout::spare(root).ok();
+        }
+    }
+
     pub(crate) fn moved_to(&mut self, dir: PathBuf) {
         let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
         for appender in state.files.iter_mut().chain([&mut state.integrity]) {
@@ -808,7 +837,7 @@ impl SessionWriter {
         m.signal = before.signal;
         let env_keys = std::mem::take(&mut m.env_keys);
         m.set_env_keys(env_keys);
-        st.write_metadata(&self.dir)
+        st.write_metadata(&self.dir, true)
     }
 
     /// Ends the session: writes an incomplete UTF-8 sequence still waiting
@@ -835,9 +864,10 @@ impl SessionWriter {
         st.metadata.status = end.status;
         st.metadata.exit_code = end.exit_code;
         st.metadata.signal = end.signal;
+        let failed = end.error.is_some();
         st.metadata.error = end.error;
         st.finished = true;
-        st.write_metadata(&self.dir)?;
+        st.write_metadata(&self.dir, !failed)?;
         let head = st.head();
         let metadata = st.metadata.clone();
         drop(st);
@@ -864,7 +894,7 @@ impl Drop for SessionWriter {
             st.metadata.error =
                 Some("the supervisor stopped recording without finishing the session".into());
         }
-        let _ = st.write_metadata(&dir);
+        let _ = st.write_metadata(&dir, false);
         if let Some(ledger) = &self.ledger {
             let _ = ledger.ended(&self.id, st.head());
         }

@@ -497,11 +497,74 @@ fn session_dirs_and_read_summary_of_give_lists_rows_one_at_a_time() {
     assert!(why.contains("not valid session metadata"), "{why}");
 }
 
+/// A session's spare file is a version a gone supervisor kept, when one of one block
+/// is there: renamed to the session's own name and written whole (one file fewer made,
+/// one fewer removed). A larger one, one of a live process and one that still has
+/// another name (a `metadata.json` of a session) are never written into.
+#[test]
+fn a_gone_supervisor_s_kept_version_becomes_the_next_session_s_spare() {
+    use std::os::unix::fs::MetadataExt;
+    let (_tmp, store) = store("spare");
+    let root = store.root().to_owned();
+    let pending = root.join(crate::layout::PENDING);
+    // The folders exist once a session was made.
+    store
+        .create(sample_meta())
+        .unwrap()
+        .finish(End::exited(0))
+        .unwrap();
+    for e in fs::read_dir(&pending).unwrap() {
+        fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    let dead = dead_process().pid;
+    let live = std::process::id(); // ours: kept while we live
+    let big = pending.join(format!("{}{dead}-1", crate::layout::RETIRED));
+    fs::write(&big, vec![b'x'; 4097]).unwrap();
+    let other = dead_process().pid;
+    let linked = pending.join(format!("{}{other}-2", crate::layout::RETIRED));
+    let session_file = root.join("elsewhere.json");
+    fs::write(&session_file, "{\"theirs\":true}").unwrap();
+    fs::hard_link(&session_file, &linked).unwrap();
+    let mine = pending.join(format!("{}{live}-999", crate::layout::RETIRED));
+    fs::write(&mine, "{}").unwrap();
+    // Nothing to take: a new empty file.
+    let made = crate::layout::spare(&root).unwrap();
+    assert_eq!(fs::read(&made).unwrap(), b"");
+    // The file with another name may have been renamed to ours, but is never written.
+    let dir = root.join("target-dir");
+    fs::create_dir(&dir).unwrap();
+    assert!(crate::layout::replace_with(&session_file, &dir, "x.json", b"{}").is_err());
+    assert_eq!(
+        fs::read_to_string(&session_file).unwrap(),
+        "{\"theirs\":true}"
+    );
+    assert!(big.exists() && mine.exists());
+    // A gone supervisor's small version is taken and written whole.
+    let small = pending.join(format!("{}{dead}-3", crate::layout::RETIRED));
+    fs::write(&small, vec![b'y'; 3000]).unwrap();
+    let ino = fs::metadata(&small).unwrap().ino();
+    let taken = crate::layout::spare(&root).unwrap();
+    assert!(!small.exists());
+    assert_eq!(fs::metadata(&taken).unwrap().ino(), ino);
+    crate::layout::replace_with(&taken, &dir, "x.json", b"{\"new\":1}").unwrap();
+    assert_eq!(fs::read(dir.join("x.json")).unwrap(), b"{\"new\":1}");
+    assert_eq!(fs::metadata(dir.join("x.json")).unwrap().ino(), ino);
+    assert!(!taken.exists());
+    assert_eq!(
+        fs::read_to_string(&session_file).unwrap(),
+        "{\"theirs\":true}"
+    );
+}
+
 /// A replaced `metadata.json` is kept under a second name in the records folder
 /// (its blocks are not freed by the rename: see `layout::retire`) until a later
 /// session's start, or a removal, finds its supervisor gone; readers never see it.
+/// The versions after the first create no file: the second is written into a spare
+/// file made with the session (`layout::spare`), the third into the first's kept
+/// file, so one version is kept in the end, the second.
 #[test]
 fn replaced_metadata_is_kept_until_a_later_run_and_then_removed() {
+    use std::os::unix::fs::MetadataExt;
     let (_tmp, store) = store("retired");
     let root = store.root().to_owned();
     let retired = |root: &Path| -> Vec<String> {
@@ -514,18 +577,43 @@ fn replaced_metadata_is_kept_until_a_later_run_and_then_removed() {
         names.sort_by_key(|n| n.rsplit('-').next().and_then(|c| c.parse::<u64>().ok()));
         names
     };
+    let inode = |path: &Path| fs::metadata(path).unwrap().ino();
     let w = store.create(sample_meta()).unwrap();
     let dir = w.dir().to_owned();
-    // The first version replaces nothing; each later one keeps the one before.
-    assert!(retired(&root).is_empty());
+    let metadata = dir.join(crate::layout::METADATA);
+    let first_inode = inode(&metadata);
+    // The first version replaces nothing; the spare for the second is there, empty.
+    let spare = retired(&root);
+    assert_eq!(spare.len(), 1, "{spare:?}");
+    let spare_path = root.join(crate::layout::PENDING).join(&spare[0]);
+    assert_eq!(fs::read(&spare_path).unwrap(), b"");
+    let spare_inode = inode(&spare_path);
     w.update_metadata(|m| m.name = Some("renamed".into()))
         .unwrap();
-    w.finish(End::exited(0)).unwrap();
+    // The second version is the spare; the first is kept.
+    assert_eq!(inode(&metadata), spare_inode);
     let kept = retired(&root);
-    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert_eq!(kept.len(), 1, "{kept:?}");
     let first = fs::read_to_string(root.join(crate::layout::PENDING).join(&kept[0])).unwrap();
     assert!(first.contains("\"running\""), "{first}");
     assert!(!first.contains("renamed"), "{first}");
+    w.finish(End::exited(0)).unwrap();
+    // The last version is written into the first's file, cut to its length; the
+    // second is kept.
+    assert_eq!(inode(&metadata), first_inode);
+    let last = fs::read_to_string(&metadata).unwrap();
+    assert!(
+        last.contains("renamed") && !last.contains("\"running\""),
+        "{last}"
+    );
+    assert!(last.trim_end().ends_with('}'), "{last}");
+    let kept = retired(&root);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let second = fs::read_to_string(root.join(crate::layout::PENDING).join(&kept[0])).unwrap();
+    assert!(
+        second.contains("\"running\"") && second.contains("renamed"),
+        "{second}"
+    );
     // The session itself is whole, and the only session listed.
     assert!(crate::verify::verify(&dir).unwrap().is_intact());
     assert_eq!(store.list(&ListFilter::default()).unwrap().len(), 1);

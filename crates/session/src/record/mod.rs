@@ -734,6 +734,47 @@ impl Session {
                 vg_netstack::Mediator::start_with_gate(tun, policy, record, names, interceptor)
             }
         });
+        // What does not need init's descriptors starts now, while init builds the
+        // sandbox (the supervisor only waits for it here), instead of between the
+        // listener's arrival and the command's first exec, when a short command's
+        // start competes with it for the CPU: the output relays (their pipes exist
+        // since the spawn; the command's output waits in them), the control channel
+        // (binding its socket creates a file), and the tracer's thread, which is
+        // handed the native sandbox's listener once init sends it.
+        let output = match output {
+            Output::Pipes(stdout, stderr) => {
+                for (pipe, stream) in [(stdout, Stream::Stdout), (stderr, Stream::Stderr)] {
+                    let shared = Arc::clone(&shared);
+                    self.relays.push(std::thread::spawn(move || {
+                        relay(pipe, stream, &shared, caps, false, ShowTo::Ours)
+                    }));
+                }
+                None
+            }
+            // The terminal's relays need its master, which init sends after the
+            // listener: below.
+            terminal @ Output::Tty { .. } => Some(terminal),
+        };
+        // The control channel before init is ready, not after: a failure stops the
+        // sandbox through `shared` like any other.
+        self.shared = Some(Arc::clone(&shared));
+        self.serve_control(sandbox.stopper(), live);
+        let native_tracer = trace
+            .filter(|_| self.engine_handshake.is_none() && self.gvisor_sink.is_none())
+            .map(|exits| {
+                let (to, from) = std::sync::mpsc::sync_channel::<std::os::fd::OwnedFd>(1);
+                let shared = Arc::clone(&shared);
+                let gate = self.gate.clone();
+                let observer = self.observer.take();
+                let thread = std::thread::spawn(move || match from.recv() {
+                    Ok(listener) => serve_listener(listener, &shared, gate, observer, caps, exits),
+                    // No listener (init failed before sending it): nothing was served,
+                    // and this thread's result is dropped (see below).
+                    Err(_) => (Arc::new(Mutex::new(CommandsLog::new(caps.shown))), None),
+                });
+                (to, thread)
+            });
+
         // Asked only with a network to mediate, and not of a container (whose
         // interface is made before its init's go, below): `tun` takes init's next
         // descriptor, which would otherwise be the exec listener.
@@ -748,22 +789,22 @@ impl Session {
                 Err(e) => shared.fail("network mediator", e),
             }
         }
-        if let Some(exits) = trace
-            && let Some(listener) = sandbox.exec_listener()
-        {
-            let shared = Arc::clone(&shared);
-            let gate = self.gate.clone();
-            let observer = self.observer.take();
-            self.tracer = Some(std::thread::spawn(move || {
-                serve_listener(listener, &shared, gate, observer, caps, exits)
-            }));
+        if let Some((to, thread)) = native_tracer {
+            match sandbox.exec_listener().map(|listener| to.send(listener)) {
+                Some(Ok(())) => self.tracer = Some(thread),
+                // No listener: no tracer, as if its thread had not been started.
+                _ => {
+                    drop(to);
+                    let _ = thread.join();
+                }
+            }
         }
         // A container's terminal comes with its init's listener, on the tracer's
         // thread; it is sized before the init's go, so that the command's first look
         // finds the size.
         let terminal_size = match &output {
-            Output::Tty { size, .. } => Some(size.unwrap_or(DEFAULT_TERMINAL_SIZE)),
-            Output::Pipes(..) => None,
+            Some(Output::Tty { size, .. }) => Some(size.unwrap_or(DEFAULT_TERMINAL_SIZE)),
+            None | Some(Output::Pipes(..)) => None,
         };
         let (terminal_to, terminal_from) = match (terminal_size, &self.engine_handshake) {
             (Some(size), Some(_)) => {
@@ -841,15 +882,9 @@ impl Session {
         }
         let mut resize = None;
         match output {
-            Output::Pipes(stdout, stderr) => {
-                for (pipe, stream) in [(stdout, Stream::Stdout), (stderr, Stream::Stderr)] {
-                    let shared = Arc::clone(&shared);
-                    self.relays.push(std::thread::spawn(move || {
-                        relay(pipe, stream, &shared, caps, false, ShowTo::Ours)
-                    }));
-                }
-            }
-            Output::Tty { size, client } => {
+            // Started above.
+            None | Some(Output::Pipes(..)) => {}
+            Some(Output::Tty { size, client }) => {
                 // Ours is a terminal: its later sizes are followed.
                 let follow = size.is_some();
                 let size = size.unwrap_or(DEFAULT_TERMINAL_SIZE);
@@ -901,12 +936,6 @@ impl Session {
                 resize = Some(slot);
             }
         }
-        // The control channel before init is ready, not after: binding its socket
-        // and starting its thread then overlap init's set-up instead of the command's
-        // run (a short command's whole run, at start-up). A failure stops the sandbox
-        // through `shared` like any other.
-        self.shared = Some(Arc::clone(&shared));
-        self.serve_control(sandbox.stopper(), live);
         if let Some(enforced) = sandbox.ready() {
             self.started = true;
             if let Err(e) = self
