@@ -264,6 +264,7 @@ type Traced = (Arc<Mutex<CommandsLog>>, Option<observe::Observed>);
 /// the observer and the gate, when there are), until every sandboxed process is gone.
 fn serve_listener(
     listener: std::os::fd::OwnedFd,
+    recorder: Option<vg_sandbox::exectrace::ExecRecorder>,
     shared: &Arc<Shared>,
     gate: Option<Arc<crate::gate::Gate>>,
     mut observer: Option<Box<observe::Observer>>,
@@ -275,8 +276,9 @@ fn serve_listener(
         Some(_) => log,
         None => log.batching(),
     }));
-    trace::serve(
+    trace::serve_with(
         listener,
+        recorder,
         gate.is_some(),
         exits,
         |event| {
@@ -754,8 +756,9 @@ impl Session {
             let shared = Arc::clone(&shared);
             let gate = self.gate.clone();
             let observer = self.observer.take();
+            let recorder = sandbox.exec_recorder();
             self.tracer = Some(std::thread::spawn(move || {
-                serve_listener(listener, &shared, gate, observer, caps, exits)
+                serve_listener(listener, recorder, &shared, gate, observer, caps, exits)
             }));
         }
         // A container's terminal comes with its init's listener, on the tracer's
@@ -808,7 +811,7 @@ impl Session {
                             let _ = to.send(Ok((channel, handover.pid)));
                         }
                         drop(spawner);
-                        serve_listener(handover.listener, &shared, gate, observer, caps, exits)
+                        serve_listener(handover.listener, None, &shared, gate, observer, caps, exits)
                     }
                     Err(e) => {
                         if let Some(to) = &spawner {
