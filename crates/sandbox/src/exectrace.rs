@@ -42,13 +42,20 @@ const KIND_EXIT: u32 = 2;
 const PATH_CAP: usize = 4096;
 const CWD_CAP: usize = 4096 + 256;
 /// `struct exec_event`'s layout (`exec.bpf.c`): the header, then fixed regions.
-const HEADER: usize = 48;
+const HEADER: usize = 56;
 const PATH_AT: usize = HEADER;
 const INTERP_AT: usize = PATH_AT + PATH_CAP;
 const CWD_AT: usize = INTERP_AT + PATH_CAP;
-const ARGV_AT: usize = CWD_AT + CWD_CAP;
+const FILE_AT: usize = CWD_AT + CWD_CAP;
+const ARGV_AT: usize = FILE_AT + CWD_CAP;
 const FLAG_ARGV_CUT: u32 = 2;
+/// How a walk up from a directory or file ended (the cwd's flags; the file's are
+/// these shifted by [`FILE_FLAGS`]).
 const FLAG_OUTSIDE_ROOT: u32 = 4;
+const FLAG_DETACHED: u32 = 16;
+const FLAG_DELETED: u32 = 32;
+const FLAG_DEEP: u32 = 64;
+const FILE_FLAGS: u32 = 8;
 
 /// Whether this binary carries the BPF recorder, or why not (for `doctor`).
 pub fn built() -> Result<(), String> {
@@ -113,15 +120,34 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
     let pid = i32_at(b, 8)?;
     let ppid = i32_at(b, 12)?;
     let host_pid = u32_at(b, 16)?;
-    let path = region(b, PATH_AT, u32_at(b, 20)?, PATH_CAP)?.to_vec();
-    let cwd = cwd_from_names(region(b, CWD_AT, u32_at(b, 24)?, CWD_CAP)?, flags);
+    let given = region(b, PATH_AT, u32_at(b, 20)?, PATH_CAP)?;
+    let cwd = path_from_names(region(b, CWD_AT, u32_at(b, 24)?, CWD_CAP)?, flags);
+    let file = region(b, FILE_AT, u32_at(b, 44)?, CWD_CAP)?;
+    // A path through a descriptor (execveat's `/dev/fd/N`, a `/proc` link) names
+    // the file by its own path, as seccomp notification does.
+    let path = if file.is_empty() {
+        given.to_vec()
+    } else {
+        path_from_names(file, flags >> FILE_FLAGS).into_os_string().into_vec()
+    };
     let raw = region(b, ARGV_AT, u32_at(b, 28)?, ARGV_CAP)?;
     let full = u64_at(b, 32)?;
     let interp = region(b, INTERP_AT, u32_at(b, 40)?, PATH_CAP)?;
+    let argc = u64::from(u32_at(b, 48)?);
     let cut = flags & FLAG_ARGV_CUT != 0 || (raw.len() as u64) < full;
     let (mut argv, truncated) = split_argv(raw, cut);
-    if !interp.is_empty() && interp != path.as_slice() {
-        argv = script_argv(argv, &path);
+    let mut size = (argc, full);
+    if !interp.is_empty() && interp != given {
+        let (caller, dropped) = script_argv(argv, given);
+        argv = caller;
+        size = (
+            size.0.saturating_sub(dropped.len() as u64),
+            size.1
+                .saturating_sub(dropped.iter().map(|a| a.len() as u64 + 1).sum::<u64>()),
+        );
+    }
+    if truncated {
+        complete(&mut argv, size.0, size.1.saturating_sub(size.0));
     }
     Some(Decoded {
         host_pid,
@@ -140,13 +166,19 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
     })
 }
 
-/// The working directory from its names as the walk found them, last first.
-fn cwd_from_names(names: &[u8], flags: u32) -> PathBuf {
+/// A path inside the sandbox from its names as the walk up found them, last
+/// first, named as the kernel's `d_path` names it: ` (deleted)` after a removed
+/// file's, and a file of no directory (a memfd) as `/NAME (deleted)`.
+fn path_from_names(names: &[u8], flags: u32) -> PathBuf {
     let mut path = Vec::with_capacity(names.len() + 1);
     if flags & FLAG_OUTSIDE_ROOT != 0 {
         // Not under the task's root (not possible in the sandbox, which has no way
         // to chroot): said, not hidden.
         path.extend_from_slice(b"(outside the root)");
+    }
+    if flags & FLAG_DEEP != 0 {
+        // Deeper than the walk goes: its last names, said to be cut.
+        path.extend_from_slice(b"(deeper)");
     }
     let parts: Vec<&[u8]> = names
         .split(|&c| c == 0)
@@ -158,6 +190,9 @@ fn cwd_from_names(names: &[u8], flags: u32) -> PathBuf {
     }
     if path.is_empty() {
         path.push(b'/');
+    }
+    if flags & (FLAG_DELETED | FLAG_DETACHED) != 0 {
+        path.extend_from_slice(b" (deleted)");
     }
     PathBuf::from(std::ffi::OsString::from_vec(path))
 }
@@ -180,11 +215,43 @@ fn split_argv(raw: &[u8], cut: bool) -> (Vec<Vec<u8>>, bool) {
 /// A `#!` script's argv as the caller gave it, from the interpreter's: the kernel
 /// put `[interpreter, optional argument, ..., path, argv[1..]]` in place of
 /// `argv`; the caller's `argv[0]` is gone, and the path stands for it.
-fn script_argv(argv: Vec<Vec<u8>>, path: &[u8]) -> Vec<Vec<u8>> {
+/// Returns it, and the interpreter's arguments dropped.
+fn script_argv(mut argv: Vec<Vec<u8>>, path: &[u8]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     match argv.iter().skip(1).position(|a| a == path) {
-        Some(i) => argv.into_iter().skip(i + 1).collect(),
-        None => argv,
+        Some(i) => {
+            let caller = argv.split_off(i + 1);
+            (caller, argv)
+        }
+        None => (argv, Vec::new()),
     }
+}
+
+/// What an `exec` line keeps of argv (`vg_records`' `MAX_RECORDED_ARGV_BYTES`).
+const RECORDED_ARGV_BYTES: u64 = 16 * 1024;
+
+/// An argv read in part, made its full size (`args` arguments of `bytes` bytes in
+/// all), so that the `exec` line's `truncated=` states the real size, as it does
+/// for an argv read whole: the arguments not read are stood for by fillers, after
+/// what the line keeps. Only when what was read holds more than the line keeps
+/// (then no filler can show); otherwise the size read is stated.
+fn complete(argv: &mut Vec<Vec<u8>>, args: u64, bytes: u64) {
+    let read: u64 = argv.iter().map(|a| a.len() as u64).sum();
+    let count = argv.len() as u64;
+    if read < RECORDED_ARGV_BYTES || args < count || bytes < read {
+        return;
+    }
+    let (Ok(extra), Ok(more)) = (usize::try_from(bytes - read), usize::try_from(args - count))
+    else {
+        return;
+    };
+    if more == 0 {
+        if let Some(last) = argv.last_mut() {
+            last.resize(last.len() + extra, b'?');
+        }
+        return;
+    }
+    argv.push(vec![b'?'; extra]);
+    argv.extend(std::iter::repeat_n(Vec::new(), more - 1));
 }
 
 /// A load error without the verifier's log, which runs to megabytes: its first
@@ -298,9 +365,12 @@ mod loaded {
             crate::sys::borrow_fd(&self.ring)
         }
 
-        /// Hands every waiting event to `on_event`, then what was lost.
-        pub fn drain(&mut self, mut on_event: impl FnMut(Decoded)) {
+        /// Hands every waiting event to `on_event`, then what was lost; returns
+        /// how many events there were.
+        pub fn drain(&mut self, mut on_event: impl FnMut(Decoded)) -> usize {
+            let mut count = 0;
             while let Some(item) = self.ring.next() {
+                count += 1;
                 match decode(&item) {
                     Some(decoded) => on_event(decoded),
                     None => on_event(Decoded {
@@ -333,6 +403,7 @@ mod loaded {
                     });
                 }
             }
+            count
         }
     }
 }
@@ -353,7 +424,7 @@ impl ExecRecorder {
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         match *self {}
     }
-    pub fn drain(&mut self, _: impl FnMut(Decoded)) {
+    pub fn drain(&mut self, _: impl FnMut(Decoded)) -> usize {
         match *self {}
     }
 }
@@ -362,7 +433,13 @@ impl ExecRecorder {
 mod tests {
     use super::*;
 
-    fn exec_record(path: &[u8], interp: &[u8], cwd_names: &[u8], argv: &[u8], full: u64) -> Vec<u8> {
+    fn exec_record(
+        path: &[u8],
+        interp: &[u8],
+        cwd_names: &[u8],
+        argv: &[u8],
+        full: u64,
+    ) -> Vec<u8> {
         let mut b = vec![0u8; ARGV_AT + argv.len()];
         let put = |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
         put(&mut b, 0, KIND_EXEC);
@@ -374,6 +451,8 @@ mod tests {
         put(&mut b, 28, argv.len() as u32);
         b[32..40].copy_from_slice(&full.to_ne_bytes());
         put(&mut b, 40, interp.len() as u32);
+        let argc = argv.iter().filter(|&&c| c == 0).count() as u32;
+        put(&mut b, 48, argc);
         b[PATH_AT..PATH_AT + path.len()].copy_from_slice(path);
         b[INTERP_AT..INTERP_AT + interp.len()].copy_from_slice(interp);
         b[CWD_AT..CWD_AT + cwd_names.len()].copy_from_slice(cwd_names);
@@ -393,7 +472,7 @@ mod tests {
 
     #[test]
     fn an_exec_is_decoded_with_its_cwd_from_the_names_walked_up() {
-        let b = exec_record(b"/bin/ls", b"", b"b\0a\0", b"ls\0-l\0\xff odd\0\0", 15);
+        let b = exec_record(b"/bin/ls", b"", b"b\0a\0", b"ls\0-l\0\xff odd\0\0", 13);
         let (pid, ppid, cwd, path, argv, truncated) = exec_of(&b);
         assert_eq!((pid, ppid), (7, 3));
         assert_eq!(cwd, PathBuf::from("/a/b"));
@@ -409,11 +488,58 @@ mod tests {
     }
 
     #[test]
+    fn a_path_through_a_descriptor_is_named_by_the_files_own_path() {
+        let mut b = exec_record(b"/dev/fd/3", b"", b"", b"x\0", 2);
+        let names = b"true\0bin\0usr\0";
+        b[FILE_AT..FILE_AT + names.len()].copy_from_slice(names);
+        b[44..48].copy_from_slice(&(names.len() as u32).to_ne_bytes());
+        assert_eq!(exec_of(&b).3, b"/usr/bin/true");
+        assert_eq!(HEADER % 8, 0);
+        // A memfd: one name, of no directory.
+        let names = b"memfd:hidden\0";
+        b[FILE_AT..FILE_AT + names.len()].copy_from_slice(names);
+        b[44..48].copy_from_slice(&(names.len() as u32).to_ne_bytes());
+        b[4..8].copy_from_slice(&(FLAG_DETACHED << FILE_FLAGS).to_ne_bytes());
+        assert_eq!(exec_of(&b).3, b"/memfd:hidden (deleted)");
+        // The cwd's flags are its own.
+        assert_eq!(exec_of(&b).2, PathBuf::from("/"));
+        // A cwd deeper than the walk goes: its last names, marked.
+        b[4..8].copy_from_slice(&FLAG_DEEP.to_ne_bytes());
+        let names = b"c\0b\0";
+        b[CWD_AT..CWD_AT + names.len()].copy_from_slice(names);
+        b[24..28].copy_from_slice(&(names.len() as u32).to_ne_bytes());
+        assert_eq!(exec_of(&b).2, PathBuf::from("(deeper)/b/c"));
+    }
+
+    #[test]
     fn an_argv_longer_than_what_was_read_is_truncated() {
         let b = exec_record(b"/bin/echo", b"", b"", b"echo\0abc", 100_000);
         let (.., argv, truncated) = exec_of(&b);
         assert!(truncated);
         assert_eq!(argv, vec![b"echo".to_vec(), b"abc".to_vec()]);
+    }
+
+    #[test]
+    fn an_argv_cut_past_what_the_record_keeps_states_its_full_size() {
+        // 9 arguments of 100 000 bytes, read as far as the window: the fillers
+        // make the size the record states the real one.
+        let mut argv = vec![b"true".to_vec()];
+        argv.push(vec![b'a'; 20_000]);
+        argv.push(vec![b'a'; 3_000]);
+        let args = 9;
+        let bytes = 4 + 8 * 100_000;
+        complete(&mut argv, args, bytes);
+        assert_eq!(argv.len() as u64, args);
+        assert_eq!(argv.iter().map(|a| a.len() as u64).sum::<u64>(), bytes);
+        assert_eq!(argv[1], vec![b'a'; 20_000]);
+        // The last argument read is the last one: it is made whole.
+        let mut argv = vec![b"true".to_vec(), vec![b'a'; 20_000]];
+        complete(&mut argv, 2, 4 + 100_000);
+        assert_eq!(argv[1].len(), 100_000);
+        // Less read than an exec line keeps: the size read stands.
+        let mut argv = vec![b"true".to_vec(), Vec::new()];
+        complete(&mut argv, 100_000, 100_000);
+        assert_eq!(argv.len(), 2);
     }
 
     #[test]
@@ -432,7 +558,7 @@ mod tests {
         for v in [KIND_EXIT, 99, 5] {
             b.extend_from_slice(&v.to_ne_bytes());
         }
-        b.extend_from_slice(&(3 << 8i32).to_ne_bytes());
+        b.extend_from_slice(&(3i32 << 8).to_ne_bytes());
         let d = decode(&b).unwrap();
         assert_eq!(d.host_pid, 99);
         assert_eq!(d.event, TraceEvent::Exit { pid: 5, status: ExitStatus::Code(3) });

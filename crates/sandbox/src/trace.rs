@@ -319,6 +319,7 @@ pub fn serve_with(
     // would have its execs refused for want of a descriptor. The sandbox was cloned
     // before this thread started, so it keeps the limits it was given.
     let _ = sys::raise_open_files_limit();
+    let mut ring_poll = RING_POLL_BUSY;
     let mut tracked = Tracked {
         inspect,
         exits: (exits == Exits::Pidfd || Exits::pidfd_available()).then(ExitWatch::new),
@@ -339,6 +340,7 @@ pub fn serve_with(
             backlog.then_some(IDLE),
             watching.filter(|_| !quiet).map(|_| IDLE),
             tracked.exits.as_ref().and_then(ExitWatch::retry_in),
+            recorder.as_ref().map(|_| ring_poll),
         ]
         .into_iter()
         .flatten()
@@ -351,7 +353,11 @@ pub fn serve_with(
         let also = recorder.as_ref().map(crate::exectrace::ExecRecorder::fd).or(also);
         let polled = sys::poll_hup_within(fd, also, timeout);
         if let Some(recorder) = recorder.as_mut() {
-            recorded(recorder, &mut tracked, &mut on_event);
+            ring_poll = if recorded(recorder, &mut tracked, &mut on_event) > 0 {
+                RING_POLL_BUSY
+            } else {
+                (ring_poll * 2).min(RING_POLL_IDLE)
+            };
         }
         match polled {
             Ok(sys::Polled::Readable) => {}
@@ -461,7 +467,7 @@ fn recorded(
     recorder: &mut crate::exectrace::ExecRecorder,
     tracked: &mut Tracked,
     on_event: &mut impl FnMut(TraceEvent) -> Verdict,
-) {
+) -> usize {
     recorder.drain(|decoded| {
         match &decoded.event {
             TraceEvent::Exec { path, .. } => {
@@ -473,8 +479,16 @@ fn recorded(
             _ => {}
         }
         on_event(decoded.event);
-    });
+    })
 }
+
+/// How often the BPF recorder's ring buffer is drained: it wakes the tracer only
+/// once a quarter full (`exec.bpf.c`), so the tracer looks every `RING_POLL_BUSY`
+/// while events come, backing off to `RING_POLL_IDLE` in a quiet sandbox. This is
+/// how long an exec line may wait to be written (and how late its time may be:
+/// lines are timed as they are written), not how long an exec waits.
+const RING_POLL_BUSY: std::time::Duration = std::time::Duration::from_millis(5);
+const RING_POLL_IDLE: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// A traced file call: its paths and who made it read while it waits, then let
 /// go, then reported.

@@ -26,7 +26,8 @@ struct pid_namespace { unsigned int level; struct ns_common ns; } PRESERVE;
 struct upid { int nr; struct pid_namespace *ns; } PRESERVE;
 struct pid { unsigned int level; struct upid numbers[1]; } PRESERVE;
 struct qstr { unsigned int len; const unsigned char *name; } PRESERVE;
-struct dentry { struct dentry *d_parent; struct qstr d_name; } PRESERVE;
+struct hlist_bl_node { struct hlist_bl_node *next, **pprev; } PRESERVE;
+struct dentry { struct hlist_bl_node d_hash; struct dentry *d_parent; struct qstr d_name; } PRESERVE;
 struct vfsmount { struct dentry *mnt_root; } PRESERVE;
 struct mount { struct mount *mnt_parent; struct dentry *mnt_mountpoint; struct vfsmount mnt; } PRESERVE;
 struct path { struct vfsmount *mnt; struct dentry *dentry; } PRESERVE;
@@ -45,7 +46,8 @@ struct task_struct {
 	struct mm_struct *mm;
 	struct signal_struct *signal;
 } PRESERVE;
-struct linux_binprm { const char *filename; const char *interp; int argc; } PRESERVE;
+struct file { struct path f_path; } PRESERVE;
+struct linux_binprm { struct file *file; const char *filename; const char *interp; int argc; } PRESERVE;
 
 // The sandbox's pid namespace: its inode number and level, written by the
 // supervisor between the clone of the sandbox's init and the byte that lets it
@@ -63,16 +65,23 @@ struct {
 
 // Keep in step with exectrace.rs.
 #define KIND_EXEC 1
+#define RING_SIZE (16 << 20)
 #define KIND_EXIT 2
 #define PATH_CAP 4096
 #define CWD_CAP 4096
 #define NAME_CAP 256
-// Steps of the walk up from the cwd: names and mounts crossed.
-#define MAX_DEPTH 512
+// Steps of a walk up (names and mounts crossed). The verifier goes through each
+// step of the loop at load, which costs each session's start about 0.3 ms a step
+// (both walks): a deeper cwd is recorded with its last names, marked "(deeper)".
+#define MAX_DEPTH 48
 #define ARGV_CAP 65536
-#define FLAG_CWD_DEEP 1   // the walk stopped before the root: never sent (killed)
 #define FLAG_ARGV_CUT 2   // argv is longer than ARGV_CAP: what fits was read
-#define FLAG_OUTSIDE_ROOT 4 // the cwd is not under the task's root
+// A walk's end, for the cwd (shifted by 0) and the file (shifted by 8):
+#define FLAG_OUTSIDE_ROOT 4 // it reached the top of the mounts without the root
+#define FLAG_DETACHED 16    // it ended at a name of no directory (memfd, anon)
+#define FLAG_DELETED 32     // its first name was removed
+#define FLAG_DEEP 64        // it stopped after MAX_DEPTH steps or CWD_CAP bytes
+#define FILE_FLAGS(f) ((f) << 8)
 
 struct exec_event {
 	__u32 kind;
@@ -85,11 +94,15 @@ struct exec_event {
 	__u32 argv_len;  // bytes of argv read
 	__u64 argv_full; // arg_end - arg_start
 	__u32 interp_len; // bytes of interp when it differs from the path (a #! script)
+	__u32 file_len;  // bytes of file: names from the file up, when the path is
+	                 // a descriptor's (/dev/fd/N, /proc/...)
+	__u32 argc;      // the new program's argc (argv's size when it is cut)
 	__u32 pad;
 	char path[PATH_CAP];
 	char interp[PATH_CAP];
 	// Sized for the walk's last name wherever it starts (masked offsets).
 	char cwd[CWD_CAP + NAME_CAP];
+	char file[CWD_CAP + NAME_CAP];
 	char argv[ARGV_CAP];
 };
 
@@ -102,7 +115,7 @@ struct exit_event {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20);
+	__uint(max_entries, RING_SIZE);
 } EVENTS SEC(".maps");
 
 // One event being assembled per CPU, indexed by the CPU's number (a per-CPU
@@ -165,29 +178,35 @@ static __always_inline struct mount *real_mount(struct vfsmount *m)
 	return (struct mount *)((char *)m - bpf_core_field_offset(struct mount, mnt));
 }
 
-// The cwd's names from the cwd up to the task's root, crossing mounts, each
-// followed by a NUL. Returns false when it takes more than MAX_DEPTH steps or
-// CWD_CAP bytes. The offset reached is kept in the event (map memory, which the
-// verifier does not track), so that the paths through one step look alike to it
-// and the loop is verified in a few instructions per step.
-static __always_inline int walk_cwd(struct task_struct *task, struct exec_event *e)
+// The names from (d, vm) up to the task's root, crossing mounts, each followed
+// by a NUL, into the event's cwd (FILE 0) or file (FILE 1) region; deeper than
+// MAX_DEPTH steps or CWD_CAP bytes, the names nearest the end, flagged. Returns
+// false when a name cannot be read. The offset reached is
+// kept in the event (map memory, which the verifier does not track), so that the
+// paths through one step look alike to it and the loop is verified in a few
+// instructions per step.
+static __always_inline int walk(struct fs_struct *fs, struct dentry *d,
+				struct vfsmount *vm, struct exec_event *e, const int FILE)
 {
-	struct fs_struct *fs = BPF_CORE_READ(task, fs);
 	struct dentry *root = BPF_CORE_READ(fs, root.dentry);
 	struct vfsmount *root_mnt = BPF_CORE_READ(fs, root.mnt);
-	struct dentry *d = BPF_CORE_READ(fs, pwd.dentry);
-	struct vfsmount *vm = BPF_CORE_READ(fs, pwd.mnt);
 	struct mount *m = real_mount(vm);
-	e->cwd_len = 0;
+	__u32 shift = FILE ? 8 : 0;
+	if (FILE)
+		e->file_len = 0;
+	else
+		e->cwd_len = 0;
+	if (!BPF_CORE_READ(d, d_hash.pprev) && d != BPF_CORE_READ(d, d_parent))
+		e->flags |= FLAG_DELETED << shift;
 	for (int i = 0; i < MAX_DEPTH; i++) {
 		if (d == root && vm == root_mnt)
 			return 1;
 		struct dentry *parent = BPF_CORE_READ(d, d_parent);
-		if (d == BPF_CORE_READ(vm, mnt_root) || d == parent) {
+		int last = 0;
+		if (d == BPF_CORE_READ(vm, mnt_root)) {
 			struct mount *up = BPF_CORE_READ(m, mnt_parent);
 			if (up == m) {
-				// The top of the mount tree, not passing the root.
-				e->flags |= FLAG_OUTSIDE_ROOT;
+				e->flags |= FLAG_OUTSIDE_ROOT << shift;
 				return 1;
 			}
 			d = BPF_CORE_READ(m, mnt_mountpoint);
@@ -195,17 +214,49 @@ static __always_inline int walk_cwd(struct task_struct *task, struct exec_event 
 			vm = (struct vfsmount *)((char *)up + bpf_core_field_offset(struct mount, mnt));
 			continue;
 		}
-		__u32 off = e->cwd_len;
+		if (d == parent) {
+			// Its own parent yet no mount's root: a file of no directory.
+			e->flags |= FLAG_DETACHED << shift;
+			last = 1;
+		}
+		__u32 off = FILE ? e->file_len : e->cwd_len;
 		if (off >= CWD_CAP)
-			return 0;
+			break;
 		const unsigned char *name = BPF_CORE_READ(d, d_name.name);
-		long n = bpf_probe_read_kernel_str(&e->cwd[off & (CWD_CAP - 1)], NAME_CAP, name);
+		char *to = FILE ? &e->file[off & (CWD_CAP - 1)] : &e->cwd[off & (CWD_CAP - 1)];
+		long n = bpf_probe_read_kernel_str(to, NAME_CAP, name);
 		if (n <= 0)
 			return 0;
-		e->cwd_len = off + n;
+		if (FILE)
+			e->file_len = off + n;
+		else
+			e->cwd_len = off + n;
+		if (last)
+			return 1;
 		d = parent;
 	}
-	return 0;
+	e->flags |= FLAG_DEEP << shift;
+	return 1;
+}
+
+// Whether the exec's path goes through a descriptor (execveat's /dev/fd/N[/name],
+// or a /proc link): the file is then named by its own path.
+static __always_inline int through_descriptor(const char *p)
+{
+	return (p[0] == '/' && p[1] == 'd' && p[2] == 'e' && p[3] == 'v' && p[4] == '/' &&
+		p[5] == 'f' && p[6] == 'd' && p[7] == '/') ||
+	       (p[0] == '/' && p[1] == 'p' && p[2] == 'r' && p[3] == 'o' && p[4] == 'c' &&
+		p[5] == '/');
+}
+
+// The supervisor is not woken for each event: it drains the ring buffer every few
+// milliseconds while the sandbox is busy (a wake-up per exec would cost the
+// sandbox's CPUs more than recording it), and is woken once the ring is a
+// quarter full, long before it could fill.
+static __always_inline __u64 wakeup(void)
+{
+	return bpf_ringbuf_query(&EVENTS, BPF_RB_AVAIL_DATA) > RING_SIZE / 4 ? BPF_RB_FORCE_WAKEUP
+									     : BPF_RB_NO_WAKEUP;
 }
 
 static __always_inline void kill_unrecorded(void)
@@ -248,15 +299,25 @@ int record_exec(__u64 *ctx)
 		if (n > 0)
 			e->interp_len = n - 1;
 	}
-	if (!walk_cwd(task, e)) {
+	struct fs_struct *fs = BPF_CORE_READ(task, fs);
+	if (!walk(fs, BPF_CORE_READ(fs, pwd.dentry), BPF_CORE_READ(fs, pwd.mnt), e, 0)) {
 		kill_unrecorded();
 		return 0;
+	}
+	e->file_len = 0;
+	if (through_descriptor(e->path)) {
+		struct file *file = BPF_CORE_READ(bprm, file);
+		if (!walk(fs, BPF_CORE_READ(file, f_path.dentry), BPF_CORE_READ(file, f_path.mnt), e, 1)) {
+			kill_unrecorded();
+			return 0;
+		}
 	}
 	struct mm_struct *mm = BPF_CORE_READ(task, mm);
 	__u64 start = BPF_CORE_READ(mm, arg_start);
 	__u64 end = BPF_CORE_READ(mm, arg_end);
 	__u64 full = end > start ? end - start : 0;
 	e->argv_full = full;
+	e->argc = BPF_CORE_READ(bprm, argc);
 	__u32 len = full;
 	if (full > ARGV_CAP) {
 		len = ARGV_CAP;
@@ -273,7 +334,7 @@ int record_exec(__u64 *ctx)
 	__u64 size = __builtin_offsetof(struct exec_event, argv) + (__u64)len;
 	if (size > sizeof(*e))
 		size = sizeof(*e);
-	if (bpf_ringbuf_output(&EVENTS, e, size, 0))
+	if (bpf_ringbuf_output(&EVENTS, e, size, wakeup()))
 		kill_unrecorded();
 	return 0;
 }
@@ -301,7 +362,7 @@ int record_exit(__u64 *ctx)
 		ev.status = BPF_CORE_READ(sig, group_exit_code);
 	else
 		ev.status = BPF_CORE_READ(task, group_leader, exit_code);
-	if (bpf_ringbuf_output(&EVENTS, &ev, sizeof(ev), 0))
+	if (bpf_ringbuf_output(&EVENTS, &ev, sizeof(ev), wakeup()))
 		count(1);
 	return 0;
 }
