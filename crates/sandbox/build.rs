@@ -41,6 +41,9 @@ fn main() {
             let _ = std::fs::write(&why_not, "");
         }
         Some(reason) => {
+            // Built again once packages are installed (scripts/test installs clang).
+            println!("cargo:rerun-if-changed=/usr/bin");
+            println!("cargo:rerun-if-changed=/usr/include/bpf");
             println!("cargo:warning=exec recorder not built: {reason}; execs are recorded through seccomp only (apt-get install clang libbpf-dev)");
             let _ = std::fs::write(&why_not, reason);
         }

@@ -312,8 +312,12 @@ mod loaded {
                 .ok()
                 .and_then(|n| u32::try_from(n).ok())
                 .ok_or("cannot count this machine's possible CPUs")?;
+            // (`EbpfLoader::new` reads the kernel's BTF too, for its own use.)
             let mut ebpf = aya::EbpfLoader::new()
                 .btf(Some(&btf))
+                // The verifier's log, on by default, costs each session's start
+                // milliseconds; a refusal still gives the kernel's error.
+                .verifier_log_level(aya::VerifierLogLevel::DISABLE)
                 .set_max_entries("SCRATCH", cpus)
                 .load(OBJECT)
                 .map_err(|e| format!("cannot load the exec recorder: {e}"))?;
@@ -430,6 +434,8 @@ impl ExecRecorder {
 }
 
 #[cfg(test)]
+// The records built here are a few bytes long.
+#[allow(clippy::cast_possible_truncation)]
 mod tests {
     use super::*;
 
