@@ -128,7 +128,9 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
     let path = if file.is_empty() {
         given.to_vec()
     } else {
-        path_from_names(file, flags >> FILE_FLAGS).into_os_string().into_vec()
+        path_from_names(file, flags >> FILE_FLAGS)
+            .into_os_string()
+            .into_vec()
     };
     let raw = region(b, ARGV_AT, u32_at(b, 28)?, ARGV_CAP)?;
     let full = u64_at(b, 32)?;
@@ -180,10 +182,7 @@ fn path_from_names(names: &[u8], flags: u32) -> PathBuf {
         // Deeper than the walk goes: its last names, said to be cut.
         path.extend_from_slice(b"(deeper)");
     }
-    let parts: Vec<&[u8]> = names
-        .split(|&c| c == 0)
-        .filter(|p| !p.is_empty())
-        .collect();
+    let parts: Vec<&[u8]> = names.split(|&c| c == 0).filter(|p| !p.is_empty()).collect();
     for part in parts.iter().rev() {
         path.push(b'/');
         path.extend_from_slice(part);
@@ -306,8 +305,9 @@ mod loaded {
         /// Loads and attaches the programs, matching no task yet. Needs
         /// `CAP_BPF` and `CAP_PERFMON` (root) and the kernel's BTF.
         pub fn load() -> Result<Self, String> {
-            let btf = aya::Btf::from_sys_fs()
-                .map_err(|e| format!("the kernel's BTF (/sys/kernel/btf/vmlinux) cannot be read: {e}"))?;
+            let btf = aya::Btf::from_sys_fs().map_err(|e| {
+                format!("the kernel's BTF (/sys/kernel/btf/vmlinux) cannot be read: {e}")
+            })?;
             let cpus = aya::util::nr_cpus()
                 .ok()
                 .and_then(|n| u32::try_from(n).ok())
@@ -388,8 +388,14 @@ mod loaded {
                 }
             }
             for (which, what) in [
-                (0u32, "programs were killed at their exec: the exec recorder's ring buffer was full or their exec could not be read"),
-                (1, "exits were not recorded: the exec recorder's ring buffer was full"),
+                (
+                    0u32,
+                    "programs were killed at their exec: the exec recorder's ring buffer was full or their exec could not be read",
+                ),
+                (
+                    1,
+                    "exits were not recorded: the exec recorder's ring buffer was full",
+                ),
             ] {
                 let Ok(now) = self.lost.get(&which, 0) else {
                     continue;
@@ -447,7 +453,8 @@ mod tests {
         full: u64,
     ) -> Vec<u8> {
         let mut b = vec![0u8; ARGV_AT + argv.len()];
-        let put = |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        let put =
+            |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
         put(&mut b, 0, KIND_EXEC);
         put(&mut b, 8, 7);
         put(&mut b, 12, 3);
@@ -470,7 +477,16 @@ mod tests {
         match decode(b).unwrap() {
             Decoded {
                 host_pid: 4242,
-                event: TraceEvent::Exec { pid, ppid, cwd, path, argv, truncated, .. },
+                event:
+                    TraceEvent::Exec {
+                        pid,
+                        ppid,
+                        cwd,
+                        path,
+                        argv,
+                        truncated,
+                        ..
+                    },
             } => (pid, ppid, cwd, path, argv, truncated),
             other => panic!("{other:?}"),
         }
@@ -483,7 +499,15 @@ mod tests {
         assert_eq!((pid, ppid), (7, 3));
         assert_eq!(cwd, PathBuf::from("/a/b"));
         assert_eq!(path, b"/bin/ls");
-        assert_eq!(argv, vec![b"ls".to_vec(), b"-l".to_vec(), b"\xff odd".to_vec(), Vec::new()]);
+        assert_eq!(
+            argv,
+            vec![
+                b"ls".to_vec(),
+                b"-l".to_vec(),
+                b"\xff odd".to_vec(),
+                Vec::new()
+            ]
+        );
         assert!(!truncated);
         // At the root: no names.
         let b = exec_record(b"x", b"", b"", b"x\0", 2);
@@ -554,7 +578,13 @@ mod tests {
         let b = exec_record(b"./s.sh", b"/bin/sh", b"", b"/bin/sh\0./s.sh\0a\0", 17);
         assert_eq!(exec_of(&b).4, vec![b"./s.sh".to_vec(), b"a".to_vec()]);
         // `#!/usr/bin/env python3`: [interp, arg, path, args].
-        let b = exec_record(b"t.py", b"/usr/bin/env", b"", b"/usr/bin/env\0python3\0t.py\0x\0", 28);
+        let b = exec_record(
+            b"t.py",
+            b"/usr/bin/env",
+            b"",
+            b"/usr/bin/env\0python3\0t.py\0x\0",
+            28,
+        );
         assert_eq!(exec_of(&b).4, vec![b"t.py".to_vec(), b"x".to_vec()]);
     }
 
@@ -567,9 +597,21 @@ mod tests {
         b.extend_from_slice(&(3i32 << 8).to_ne_bytes());
         let d = decode(&b).unwrap();
         assert_eq!(d.host_pid, 99);
-        assert_eq!(d.event, TraceEvent::Exit { pid: 5, status: ExitStatus::Code(3) });
+        assert_eq!(
+            d.event,
+            TraceEvent::Exit {
+                pid: 5,
+                status: ExitStatus::Code(3)
+            }
+        );
         b[12..16].copy_from_slice(&9i32.to_ne_bytes());
-        assert_eq!(decode(&b).unwrap().event, TraceEvent::Exit { pid: 5, status: ExitStatus::Signal(9) });
+        assert_eq!(
+            decode(&b).unwrap().event,
+            TraceEvent::Exit {
+                pid: 5,
+                status: ExitStatus::Signal(9)
+            }
+        );
     }
 
     #[test]

@@ -40,7 +40,9 @@ pub mod trace;
 mod zygote;
 
 pub use error::{SandboxError, SetupError};
-pub use spawn::{ExecTrace, Killer, LimitHit, Outcome, Sandbox, Stopper, namespace_hint, spawn, spawn_in};
+pub use spawn::{
+    ExecTrace, Killer, LimitHit, Outcome, Sandbox, Stopper, namespace_hint, spawn, spawn_in,
+};
 pub use spec::{
     EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, FORWARDED_SIGNALS, NAMESPACES, SandboxNetwork,
     SandboxSpec, TERMINATE_ALL, Termination, TunConfig, namespaces,

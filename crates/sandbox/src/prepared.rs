@@ -126,9 +126,7 @@ impl Prepared {
             stdio,
             trace_exec: spec.trace_exec,
             exec_by_bpf: spec.trace_exec && exec_by_bpf,
-            trace_exit: spec.trace_exec
-                && !exec_by_bpf
-                && spec.exits == crate::trace::Exits::Trap,
+            trace_exit: spec.trace_exec && !exec_by_bpf && spec.exits == crate::trace::Exits::Trap,
             trace_files: spec.trace_files,
             trace_file_changes: spec.trace_file_changes,
             report_refusals: spec.report_refusals,

@@ -345,7 +345,8 @@ pub const EXEC_RECORDER_LAYER: &str = "exec recording by BPF";
 /// once, which detaches it). Optional: without it execs are recorded through
 /// seccomp notification, each waiting for the supervisor.
 pub fn exec_recorder() -> Check {
-    let fallback = "execs are recorded through seccomp notification instead (each waits for the supervisor)";
+    let fallback =
+        "execs are recorded through seccomp notification instead (each waits for the supervisor)";
     if let Err(why) = crate::exectrace::built() {
         return Check::missing(
             EXEC_RECORDER_LAYER,

@@ -158,10 +158,20 @@ pub fn spawn_in(
     // listener instead: still recorded, each waiting for the supervisor.
     let (mut recorder, exec_trace) = match (spec.trace_exec, spec.exec_by_bpf) {
         (false, _) => (None, ExecTrace::Off),
-        (true, false) => (None, ExecTrace::SeccompNotify { bpf_unavailable: None }),
+        (true, false) => (
+            None,
+            ExecTrace::SeccompNotify {
+                bpf_unavailable: None,
+            },
+        ),
         (true, true) => match crate::exectrace::ExecRecorder::load() {
             Ok(recorder) => (Some(recorder), ExecTrace::Bpf),
-            Err(why) => (None, ExecTrace::SeccompNotify { bpf_unavailable: Some(why) }),
+            Err(why) => (
+                None,
+                ExecTrace::SeccompNotify {
+                    bpf_unavailable: Some(why),
+                },
+            ),
         },
     };
     let mut prepared = Prepared::new(spec, stdio, recorder.is_some())?;
@@ -236,7 +246,8 @@ pub fn spawn_in(
     drop(entry);
     // Nothing of the sandbox's has run: init waits for its go.
     if let Some(recorder) = recorder.as_mut()
-        && let Err(e) = pid_namespace(pid).and_then(|(inum, level)| recorder.set_namespace(inum, level))
+        && let Err(e) =
+            pid_namespace(pid).and_then(|(inum, level)| recorder.set_namespace(inum, level))
     {
         let _ = sys::kill(pid, libc::SIGKILL);
         let _ = sys::waitpid(pid, 0);
@@ -444,8 +455,12 @@ impl Sandbox {
         let mut message = Message::read_one(&mut self.report).ok().flatten()?;
         // Why execs wait for the supervisor although the recorder was asked for:
         // the record says so (`layers.exec_trace_bpf_unavailable`).
-        if let (Message::Ready(text), ExecTrace::SeccompNotify { bpf_unavailable: Some(why) }) =
-            (&mut message, &self.exec_trace)
+        if let (
+            Message::Ready(text),
+            ExecTrace::SeccompNotify {
+                bpf_unavailable: Some(why),
+            },
+        ) = (&mut message, &self.exec_trace)
         {
             text.push_str(&format!(
                 "exec_trace_bpf_unavailable={}\n",

@@ -350,7 +350,10 @@ pub fn serve_with(
             .and_then(|w| w.epoll.as_ref())
             .map(AsFd::as_fd);
         // With the recorder no exec reaches the listener, so no pidfd is watched.
-        let also = recorder.as_ref().map(crate::exectrace::ExecRecorder::fd).or(also);
+        let also = recorder
+            .as_ref()
+            .map(crate::exectrace::ExecRecorder::fd)
+            .or(also);
         let polled = sys::poll_hup_within(fd, also, timeout);
         if let Some(recorder) = recorder.as_mut() {
             ring_poll = if recorded(recorder, &mut tracked, &mut on_event) > 0 {

@@ -338,6 +338,15 @@ pub fn exits(check: vg_policy::ExecCheck) -> vg_sandbox::trace::Exits {
     }
 }
 
+/// Whether execs may be recorded by the BPF recorder (`vg_sandbox::exectrace`):
+/// only as root, which can load it, and unless `VECTRAGUARD_EXEC_TRACE=seccomp`
+/// asks for seccomp notification (to compare the two). An approval gate keeps
+/// seccomp notification, which can hold an exec; so does a persistent sandbox.
+pub fn exec_by_bpf_allowed() -> bool {
+    vg_sandbox::real_ids().0 == 0
+        && std::env::var_os("VECTRAGUARD_EXEC_TRACE").is_none_or(|v| v != "seccomp")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,13 +367,4 @@ mod tests {
         assert!(checked_hostname("a b").is_err());
         assert!(checked_hostname(&"x".repeat(64)).is_err());
     }
-}
-
-/// Whether execs may be recorded by the BPF recorder (`vg_sandbox::exectrace`):
-/// only as root, which can load it, and unless `VECTRAGUARD_EXEC_TRACE=seccomp`
-/// asks for seccomp notification (to compare the two). An approval gate keeps
-/// seccomp notification, which can hold an exec; so does a persistent sandbox.
-pub fn exec_by_bpf_allowed() -> bool {
-    vg_sandbox::real_ids().0 == 0
-        && std::env::var_os("VECTRAGUARD_EXEC_TRACE").is_none_or(|v| v != "seccomp")
 }

@@ -77,8 +77,7 @@ fn bpf_records_what_seccomp_notification_records() {
     }
     let ws = Workspace::new();
     let (by_bpf, meta_bpf, _) = recorded(&ws, &["/bin/sh", "-c", SAME_AS_SECCOMP], false);
-    let (by_seccomp, meta_seccomp, _) =
-        recorded(&ws, &["/bin/sh", "-c", SAME_AS_SECCOMP], true);
+    let (by_seccomp, meta_seccomp, _) = recorded(&ws, &["/bin/sh", "-c", SAME_AS_SECCOMP], true);
     assert_eq!(meta_bpf["layers"]["exec_trace"], "bpf", "{meta_bpf}");
     // Execs reach the listener no more; file changes and refusals still do.
     assert_eq!(
@@ -130,7 +129,10 @@ fn a_script_on_path_and_a_failed_exec_are_recorded_as_the_kernel_ran_them() {
     ws.write_mode("notexec", "echo never\n", 0o644);
     let script = "PATH=\"$PWD/bin:$PATH\" tool arg; ./notexec 2>/dev/null; echo status=$?";
     let (log, _, _) = recorded(&ws, &["/bin/sh", "-c", script], false);
-    let tool: Vec<&str> = log.lines().filter(|l| l.ends_with("/bin/tool arg")).collect();
+    let tool: Vec<&str> = log
+        .lines()
+        .filter(|l| l.ends_with("/bin/tool arg"))
+        .collect();
     assert_eq!(tool.len(), 1, "{log}");
     let path = format!("{}/bin/tool", ws.path().display());
     assert!(
@@ -168,7 +170,10 @@ fn a_path_flipped_as_the_exec_happens_is_recorded_as_what_ran() {
             "pid {pid} ran {prog}: {exec}"
         );
     }
-    assert!(echoes > 0 && echoes < 60, "no flip happened ({echoes} echoes in 60)");
+    assert!(
+        echoes > 0 && echoes < 60,
+        "no flip happened ({echoes} echoes in 60)"
+    );
     assert!(
         events.iter().all(|e| e["type"] != "exec-mismatch"),
         "{events:?}"
@@ -182,12 +187,13 @@ fn two_sessions_at_once_record_only_their_own_execs() {
         return;
     }
     let loop_of = |marker: &str| {
-        format!(
-            "i=0; while [ $i -lt 300 ]; do /bin/echo {marker} $i >/dev/null; i=$((i+1)); done"
-        )
+        format!("i=0; while [ $i -lt 300 ]; do /bin/echo {marker} $i >/dev/null; i=$((i+1)); done")
     };
     let (ws_a, ws_b) = (Workspace::new(), Workspace::new());
-    let (home_a, home_b) = (RecordsHome::new(Runner::Root), RecordsHome::new(Runner::Root));
+    let (home_a, home_b) = (
+        RecordsHome::new(Runner::Root),
+        RecordsHome::new(Runner::Root),
+    );
     let script_a = loop_of("marker-a");
     let script_b = loop_of("marker-b");
     let a = Vg::sandbox(Runner::Root, &ws_a, &[], &["/bin/sh", "-c", &script_a])
@@ -276,11 +282,15 @@ fn a_full_ring_buffer_kills_execs_rather_than_run_them_unrecorded() {
     );
     running.signal("STOP");
     let killed = wait_until(Duration::from_secs(120), || {
-        ws.read("killed.log").is_some_and(|k| k.lines().count() >= 10)
+        ws.read("killed.log")
+            .is_some_and(|k| k.lines().count() >= 10)
     });
     running.signal("CONT");
     let out = running.finish(Duration::from_secs(300));
-    assert!(killed, "no exec was killed with the supervisor stopped\n{out}");
+    assert!(
+        killed,
+        "no exec was killed with the supervisor stopped\n{out}"
+    );
     let dir = home.only_session();
     let log = commands(&dir);
     let ran = ws.read("ok.log").unwrap().lines().count();

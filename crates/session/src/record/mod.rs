@@ -811,7 +811,15 @@ impl Session {
                             let _ = to.send(Ok((channel, handover.pid)));
                         }
                         drop(spawner);
-                        serve_listener(handover.listener, None, &shared, gate, observer, caps, exits)
+                        serve_listener(
+                            handover.listener,
+                            None,
+                            &shared,
+                            gate,
+                            observer,
+                            caps,
+                            exits,
+                        )
                     }
                     Err(e) => {
                         if let Some(to) = &spawner {
