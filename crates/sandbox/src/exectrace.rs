@@ -3,7 +3,7 @@
 //!
 //! `exectrace/exec.bpf.c`, compiled by `build.rs` with clang when it is installed,
 //! is loaded here with `aya` and attached to the `sched_process_exec` and
-//! `sched_process_exit` BTF trace points (no tracefs needed). It keeps only the
+//! `sched_process_exit` raw trace points (no tracefs needed). It keeps only the
 //! tasks of the sandbox's pid namespace (or of one nested in it), written into
 //! [`ExecRecorder::set_namespace`] between init's clone and its go, so nothing of
 //! the sandbox's runs before. Each exec is read after it has succeeded, from the
@@ -278,7 +278,7 @@ mod loaded {
     use std::os::fd::BorrowedFd;
 
     use aya::maps::{Array, MapData, RingBuf};
-    use aya::programs::BtfTracePoint;
+    use aya::programs::RawTracePoint;
 
     use super::{Decoded, decode};
     use crate::trace::TraceEvent;
@@ -304,17 +304,19 @@ mod loaded {
     impl ExecRecorder {
         /// Loads and attaches the programs, matching no task yet. Needs
         /// `CAP_BPF` and `CAP_PERFMON` (root) and the kernel's BTF.
+        ///
+        /// Raw trace points, attached by name: unlike BTF trace points they need
+        /// no second read of the kernel's BTF here (`EbpfLoader::new` reads it
+        /// for the relocations), which a session's start would wait for.
         pub fn load() -> Result<Self, String> {
-            let btf = aya::Btf::from_sys_fs().map_err(|e| {
+            std::fs::metadata("/sys/kernel/btf/vmlinux").map_err(|e| {
                 format!("the kernel's BTF (/sys/kernel/btf/vmlinux) cannot be read: {e}")
             })?;
             let cpus = aya::util::nr_cpus()
                 .ok()
                 .and_then(|n| u32::try_from(n).ok())
                 .ok_or("cannot count this machine's possible CPUs")?;
-            // (`EbpfLoader::new` reads the kernel's BTF too, for its own use.)
             let mut ebpf = aya::EbpfLoader::new()
-                .btf(Some(&btf))
                 // The verifier's log, on by default, costs each session's start
                 // milliseconds; a refusal still gives the kernel's error.
                 .verifier_log_level(aya::VerifierLogLevel::DISABLE)
@@ -325,19 +327,19 @@ mod loaded {
                 ("record_exec", "sched_process_exec"),
                 ("record_exit", "sched_process_exit"),
             ] {
-                let program: &mut BtfTracePoint = ebpf
+                let program: &mut RawTracePoint = ebpf
                     .program_mut(name)
                     .ok_or_else(|| format!("the exec recorder has no program {name}"))?
                     .try_into()
                     .map_err(|e| format!("{name}: {e}"))?;
-                program.load(point, &btf).map_err(|e| {
+                program.load().map_err(|e| {
                     format!(
                         "the kernel refused the exec recorder's {name}: {}",
                         super::short_verifier_error(&e.to_string())
                     )
                 })?;
                 program
-                    .attach()
+                    .attach(point)
                     .map_err(|e| format!("cannot attach the exec recorder to {point}: {e}"))?;
             }
             let mut take = |name: &str| {

@@ -364,7 +364,7 @@ pub fn exec_recorder() -> Check {
     match crate::exectrace::ExecRecorder::load() {
         Ok(_) => Check::ok(
             EXEC_RECORDER_LAYER,
-            "loads and attaches (sched_process_exec and sched_process_exit BTF trace points): a root run without --ask records its execs without making them wait",
+            "loads and attaches (sched_process_exec and sched_process_exit raw trace points): a root run without --ask records its execs without making them wait",
         ),
         Err(why) => Check::missing(
             EXEC_RECORDER_LAYER,

@@ -65,7 +65,7 @@ struct {
 
 // Keep in step with exectrace.rs.
 #define KIND_EXEC 1
-#define RING_SIZE (16 << 20)
+#define RING_SIZE (8 << 20)
 #define KIND_EXIT 2
 #define PATH_CAP 4096
 #define CWD_CAP 4096
@@ -73,7 +73,7 @@ struct {
 // Steps of a walk up (names and mounts crossed). The verifier goes through each
 // step of the loop at load, which costs each session's start about 0.3 ms a step
 // (both walks): a deeper cwd is recorded with its last names, marked "(deeper)".
-#define MAX_DEPTH 48
+#define MAX_DEPTH 32
 #define ARGV_CAP 65536
 #define FLAG_ARGV_CUT 2   // argv is longer than ARGV_CAP: what fits was read
 // A walk's end, for the cwd (shifted by 0) and the file (shifted by 8):
@@ -265,7 +265,7 @@ static __always_inline void kill_unrecorded(void)
 	bpf_send_signal(SIGKILL);
 }
 
-SEC("tp_btf/sched_process_exec")
+SEC("raw_tp/sched_process_exec")
 int record_exec(__u64 *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
@@ -339,7 +339,7 @@ int record_exec(__u64 *ctx)
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exit")
+SEC("raw_tp/sched_process_exit")
 int record_exit(__u64 *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
