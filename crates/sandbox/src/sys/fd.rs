@@ -395,6 +395,7 @@ pub fn shutdown(sock: BorrowedFd<'_>) -> io::Result<()> {
 
 /// The ring buffer's descriptor, for polling (aya 0.13's `RingBuf` offers only
 /// `AsRawFd`).
+#[cfg(vg_exec_bpf)]
 pub fn borrow_fd(ring: &aya::maps::RingBuf<aya::maps::MapData>) -> BorrowedFd<'_> {
     // SAFETY: the ring buffer owns its map's descriptor and keeps it open for as
     // long as it lives, which the returned borrow cannot outlive.

@@ -25,10 +25,12 @@ mod tty;
 pub use creds::{
     capset_empty, getgid, getuid, setfsgid, setfsuid, setgroups, setresgid, setresuid,
 };
+#[cfg(vg_exec_bpf)]
+pub use fd::borrow_fd;
 pub use fd::{
-    Epoll, Polled, borrow_fd, cloexec_from, close_all_except, close_range, dup2, keep_on_exec,
-    peer_closed, peer_cred, poll_hup_within, recv_fd, send_fd, seqpacket_pair, set_nonblocking,
-    set_pipe_size, shutdown, socket_type,
+    Epoll, Polled, cloexec_from, close_all_except, close_range, dup2, keep_on_exec, peer_closed,
+    peer_cred, poll_hup_within, recv_fd, send_fd, seqpacket_pair, set_nonblocking, set_pipe_size,
+    shutdown, socket_type,
 };
 pub use fs::{
     RESOLVE_BENEATH, RESOLVE_IN_ROOT, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, fchdir, fchownat,
