@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::exec_records::{PATH_SWAP, SECCOMP};
+use super::exec_records::{BPF, PATH_SWAP, SECCOMP};
 use super::harness::{
     PYTHON, RecordsHome, Runner, Vg, Workspace, is_root, session_metadata, wait_until,
 };
@@ -39,9 +39,8 @@ fn recorded(ws: &Workspace, cmd: &[&str], seccomp: bool) -> (String, Value, Vec<
     let home = RecordsHome::new(Runner::Root);
     let mut vg = Vg::sandbox(Runner::Root, ws, &[], cmd);
     vg.records_home(&home);
-    if seccomp {
-        vg.env(SECCOMP.0, SECCOMP.1);
-    }
+    let (key, value) = if seccomp { SECCOMP } else { BPF };
+    vg.env(key, value);
     vg.run().assert_success();
     let dir = home.only_session();
     (commands(&dir), session_metadata(&dir), events(&dir))
@@ -198,9 +197,11 @@ fn two_sessions_at_once_record_only_their_own_execs() {
     let script_b = loop_of("marker-b");
     let a = Vg::sandbox(Runner::Root, &ws_a, &[], &["/bin/sh", "-c", &script_a])
         .records_home(&home_a)
+        .env(BPF.0, BPF.1)
         .spawn();
     let b = Vg::sandbox(Runner::Root, &ws_b, &[], &["/bin/sh", "-c", &script_b])
         .records_home(&home_b)
+        .env(BPF.0, BPF.1)
         .spawn();
     a.finish(Duration::from_secs(120)).assert_success();
     b.finish(Duration::from_secs(120)).assert_success();
@@ -239,6 +240,7 @@ t = threading.Thread(target=lambda: os.execv('/bin/echo', ['/bin/echo', 'esc-thr
     let home = RecordsHome::new(Runner::Root);
     let out = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/sh", "-c", script])
         .records_home(&home)
+        .env(BPF.0, BPF.1)
         .run();
     out.assert_success();
     let log = commands(&home.only_session());
@@ -275,6 +277,7 @@ fn a_full_ring_buffer_kills_execs_rather_than_run_them_unrecorded() {
     let home = RecordsHome::new(Runner::Root);
     let running = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/sh", "-c", script])
         .records_home(&home)
+        .env(BPF.0, BPF.1)
         .spawn();
     assert!(
         wait_until(Duration::from_secs(30), || ws.exists("ok.log")),
@@ -363,6 +366,7 @@ fn a_killed_supervisor_leaves_no_program_attached() {
     let home = RecordsHome::new(Runner::Root);
     let running = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/sleep", "60"])
         .records_home(&home)
+        .env(BPF.0, BPF.1)
         .spawn();
     let mut ids = Vec::new();
     assert!(
@@ -382,6 +386,41 @@ fn a_killed_supervisor_leaves_no_program_attached() {
     );
 }
 
+/// Seccomp notification unless asked: root's run records through it by default,
+/// through the BPF recorder with `exec_trace = "bpf"` in the user's file, and a
+/// project file cannot choose (the sandbox can write it).
+#[test]
+fn the_bpf_recorder_is_used_when_the_user_s_config_asks_for_it() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    let trace_of = |xdg: Option<&super::harness::TempDir>| {
+        let home = RecordsHome::new(Runner::Root);
+        let mut vg = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/true"]);
+        vg.records_home(&home);
+        if let Some(xdg) = xdg {
+            vg.env("XDG_CONFIG_HOME", &xdg.arg(""));
+        }
+        vg.run().assert_success();
+        let meta = session_metadata(&home.only_session());
+        meta["layers"]["exec_trace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(trace_of(None), "seccomp-notify");
+    let xdg = super::exec_records::user_config(Runner::Root, "exec_trace = \"bpf\"\n");
+    assert_eq!(trace_of(Some(&xdg)), "bpf");
+    ws.write("vectraguard.toml", "exec_trace = \"bpf\"\n");
+    let home = RecordsHome::new(Runner::Root);
+    let out = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/true"])
+        .records_home(&home)
+        .run();
+    assert_ne!(out.code(), Some(0), "{out}");
+    out.assert_stderr_contains("'exec_trace' cannot be set in a project file");
+}
+
 /// An unprivileged run cannot load BPF programs: its execs go to the seccomp
 /// listener, still recorded, and the record says which way.
 #[test]
@@ -395,6 +434,7 @@ fn an_unprivileged_run_records_execs_through_seccomp() {
         &["/bin/sh", "-c", "/bin/echo hello; exit 3"],
     )
     .records_home(&home)
+    .env(BPF.0, BPF.1)
     .run()
     .assert_code(3);
     let dir = home.only_session();

@@ -10,9 +10,12 @@ use super::harness::{
     session_metadata, unique, wait_until,
 };
 
-/// Asks a root run for seccomp notification rather than the BPF recorder, for the
-/// tests of what only seccomp notification does (`exec_bpf.rs` tests the recorder).
+/// Asks for seccomp notification (the default) whatever `exec_trace` the environment
+/// would set, for the tests of what only seccomp notification does (`exec_bpf.rs`
+/// tests the BPF recorder, which `BPF` asks for).
 pub(super) const SECCOMP: (&str, &str) = ("VECTRAGUARD_EXEC_TRACE", "seccomp");
+/// Asks a root run for the BPF recorder (`exec_trace = "bpf"` for one run).
+pub(super) const BPF: (&str, &str) = ("VECTRAGUARD_EXEC_TRACE", "bpf");
 
 fn commands(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("commands.log")).unwrap()
@@ -290,17 +293,9 @@ for label, path in [
         let out = run_recorded(runner, &ws, &home, &[], &[PYTHON, "-c", script]);
         out.assert_success();
         let log = commands(&home.only_session());
-        if runner == Runner::Root {
-            // The BPF recorder names the file that ran, whatever the path.
-            out.assert_stdout_contains("via-root-link status 0");
-            let lines = execs_of(&log, "via-root-link");
-            assert_eq!(lines.len(), 1, "{log}");
-            assert_eq!(field(lines[0], "exe"), "/usr/bin/true", "{log}");
-        } else {
-            // A path that continues past such a link cannot be named: refused, not run.
-            out.assert_stdout_contains("via-root-link failed 1");
-            assert!(execs_of(&log, "via-root-link").is_empty(), "{log}");
-        }
+        // A path that continues past such a link cannot be named: refused, not run.
+        out.assert_stdout_contains("via-root-link failed 1");
+        assert!(execs_of(&log, "via-root-link").is_empty(), "{log}");
         for label in ["via-self", "via-thread-self", "via-dev-fd", "via-pid"] {
             out.assert_stdout_contains(&format!("{label} status 0"));
             let lines = execs_of(&log, label);
@@ -455,12 +450,14 @@ with open("ran", "w") as f:
 
 /// A user config (in an `XDG_CONFIG_HOME` of the runner's) with `exec_check = CHECK`.
 fn exec_check_config(runner: Runner, check: &str) -> TempDir {
+    user_config(runner, &format!("exec_check = \"{check}\"\n"))
+}
+
+/// An `XDG_CONFIG_HOME` whose `vectraguard/config.toml` is `toml`, the runner's.
+pub(super) fn user_config(runner: Runner, toml: &str) -> TempDir {
     let invoker = runner.invoker();
     let xdg = TempDir::owned_by("xdg", &invoker, 0o700);
-    let config = xdg.write(
-        "vectraguard/config.toml",
-        format!("exec_check = \"{check}\"\n"),
-    );
+    let config = xdg.write("vectraguard/config.toml", toml);
     chown_to(&xdg.join("vectraguard"), &invoker);
     chown_to(&config, &invoker);
     xdg
@@ -826,10 +823,7 @@ fn exits_are_recorded_with_how_they_ended_without_trapping_them() {
         .assert_success();
         let dir = home.only_session();
         let meta = session_metadata(&dir);
-        let notified = if runner == Runner::Root {
-            // The BPF recorder: execs and exits reach the listener no more.
-            "file-changes,refusals"
-        } else if pidfd_exits {
+        let notified = if pidfd_exits {
             "exec,file-changes,refusals"
         } else {
             "exec,exit,file-changes,refusals"
