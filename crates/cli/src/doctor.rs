@@ -1,6 +1,7 @@
 //! `vectraguard doctor`: every layer's availability on this host, with the fix for
 //! each missing one. (Exec tracing, through seccomp user notification, is required:
-//! every recorded session uses it.)
+//! every recorded session uses it; as root, where the BPF exec recorder loads, for
+//! file calls and refusals only.)
 
 use vg_sandbox::probe;
 
@@ -10,9 +11,11 @@ use crate::report::{self, State};
 /// used when the kernel has it; memory and CPU limits are refused (or, with
 /// --best-effort-limits, skipped) where cgroups are missing; the process cap then
 /// falls back to RLIMIT_NPROC; without TUN access only `--network allow` is refused,
-/// and without overlayfs in a user namespace only `--image`.
+/// and without overlayfs in a user namespace only `--image`; without the BPF exec
+/// recorder execs are recorded through seccomp notification.
 const OPTIONAL: &[&str] = &[
     probe::TUN_LAYER,
+    probe::EXEC_RECORDER_LAYER,
     probe::IMAGE_LAYER,
     "Landlock scoping",
     "limits: memory, cpus",

@@ -171,6 +171,7 @@ fn flag_settings(o: &SandboxOptions) -> Result<Settings> {
         backend,
         // A config file's key only: no flag sets it.
         exec_check: None,
+        exec_trace: None,
         mounts: o
             .mounts
             .iter()

@@ -69,6 +69,10 @@ pub enum SetupError {
         "cannot install the seccomp filter: {reason}. Fix: use a kernel with CONFIG_SECCOMP_FILTER=y; `vectraguard doctor` shows the details"
     )]
     Seccomp { reason: String },
+    #[error(
+        "cannot point the exec recorder at the sandbox: {0}. Fix: run without root to record execs through seccomp, or see `vectraguard doctor`"
+    )]
+    ExecRecorder(String),
     #[error("the Vectra Guard supervisor went away during setup")]
     ParentGone,
     #[error("cannot start the sandbox's init process: {0}")]
@@ -148,6 +152,7 @@ impl SetupError {
             Self::NoNewPrivs(_) => "no_new_privs",
             Self::Landlock { .. } => "Landlock",
             Self::Seccomp { .. } => "seccomp",
+            Self::ExecRecorder(_) => "exec recording",
             Self::Cgroup(_) | Self::Rlimit { .. } => "resource limits",
             Self::Terminal(_) => "terminal",
             Self::ParentGone

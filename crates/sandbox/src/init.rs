@@ -165,7 +165,12 @@ fn setup(
         .map(|(n, _)| *n)
         .collect();
     let text = format!(
-        "namespaces={}\nnetwork={}\nno_new_privs=1\ncapabilities=\nlandlock_abi={}\nlandlock_kernel_abi={}\nlandlock_scopes={}\nseccomp_mode={}\nseccomp_instructions={}\nseccomp_notify={}\n",
+        "exec_trace={}\nnamespaces={}\nnetwork={}\nno_new_privs=1\ncapabilities=\nlandlock_abi={}\nlandlock_kernel_abi={}\nlandlock_scopes={}\nseccomp_mode={}\nseccomp_instructions={}\nseccomp_notify={}\n",
+        match (p.trace_exec, p.exec_by_bpf) {
+            (true, true) => "bpf",
+            (true, false) => "seccomp-notify",
+            (false, _) => "off",
+        },
         namespaces.join(","),
         match p.network {
             crate::spec::SandboxNetwork::Loopback => "loopback",
@@ -186,7 +191,7 @@ fn setup(
         },
         p.seccomp.len(),
         [
-            (p.trace_exec, "exec"),
+            (p.trace_exec && !p.exec_by_bpf, "exec"),
             (p.trace_exit, "exit"),
             (p.trace_files, "files"),
             (p.trace_file_changes && !p.trace_files, "file-changes"),

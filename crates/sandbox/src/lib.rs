@@ -14,6 +14,7 @@ pub mod cgroup;
 pub mod engine_init;
 pub mod engine_net;
 pub mod error;
+pub mod exectrace;
 pub mod fdpass;
 pub mod gvisor_launch;
 pub mod gvisor_terminal;
@@ -39,7 +40,9 @@ pub mod trace;
 mod zygote;
 
 pub use error::{SandboxError, SetupError};
-pub use spawn::{Killer, LimitHit, Outcome, Sandbox, Stopper, namespace_hint, spawn, spawn_in};
+pub use spawn::{
+    ExecTrace, Killer, LimitHit, Outcome, Sandbox, Stopper, namespace_hint, spawn, spawn_in,
+};
 pub use spec::{
     EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, FORWARDED_SIGNALS, NAMESPACES, SandboxNetwork,
     SandboxSpec, TERMINATE_ALL, Termination, TunConfig, namespaces,

@@ -28,7 +28,10 @@ pub(crate) struct Prepared {
     pub inside: (u32, u32),
     pub switch_identity: bool,
     pub stdio: [RawFd; 3],
+    /// A listener is made and handed to the supervisor (exec tracing, by either way).
     pub trace_exec: bool,
+    /// Execs are recorded by the BPF recorder, not sent to the listener.
+    pub exec_by_bpf: bool,
     /// `exit_group` goes to the listener too ([`crate::trace::Exits::Trap`]).
     pub trace_exit: bool,
     pub trace_files: bool,
@@ -50,7 +53,11 @@ fn cstring(s: impl AsRef<[u8]>, what: &str) -> Result<CString, SandboxError> {
 }
 
 impl Prepared {
-    pub(crate) fn new(spec: &SandboxSpec, stdio: [RawFd; 3]) -> Result<Self, SandboxError> {
+    pub(crate) fn new(
+        spec: &SandboxSpec,
+        stdio: [RawFd; 3],
+        exec_by_bpf: bool,
+    ) -> Result<Self, SandboxError> {
         let invoker = sys::getuid();
         if spec.identity.uid == 0 {
             return Err(SandboxError::Usage(
@@ -98,8 +105,10 @@ impl Prepared {
             ops: spec.view.ops.clone(),
             landlock: spec.view.landlock_rules(),
             seccomp: seccomp::compile(vg_seccomp::ProfileOptions {
-                trace_exec: spec.trace_exec,
-                trace_exit: spec.trace_exec && spec.exits == crate::trace::Exits::Trap,
+                trace_exec: spec.trace_exec && !exec_by_bpf,
+                trace_exit: spec.trace_exec
+                    && !exec_by_bpf
+                    && spec.exits == crate::trace::Exits::Trap,
                 trace_files: spec.trace_files,
                 trace_file_changes: spec.trace_file_changes,
                 report_refusals: spec.report_refusals,
@@ -116,7 +125,8 @@ impl Prepared {
             switch_identity: invoker == 0,
             stdio,
             trace_exec: spec.trace_exec,
-            trace_exit: spec.trace_exec && spec.exits == crate::trace::Exits::Trap,
+            exec_by_bpf: spec.trace_exec && exec_by_bpf,
+            trace_exit: spec.trace_exec && !exec_by_bpf && spec.exits == crate::trace::Exits::Trap,
             trace_files: spec.trace_files,
             trace_file_changes: spec.trace_file_changes,
             report_refusals: spec.report_refusals,

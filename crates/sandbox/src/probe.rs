@@ -337,12 +337,50 @@ pub fn image_root() -> Check {
     }
 }
 
+/// `doctor`'s name for [`exec_recorder`]'s check.
+pub const EXEC_RECORDER_LAYER: &str = "exec recording by BPF";
+
+/// Whether a root run's execs are recorded by the BPF recorder
+/// ([`crate::exectrace`]), found by loading and attaching it (and dropping it at
+/// once, which detaches it). Optional: without it execs are recorded through
+/// seccomp notification, each waiting for the supervisor.
+pub fn exec_recorder() -> Check {
+    let fallback =
+        "execs are recorded through seccomp notification instead (each waits for the supervisor)";
+    if let Err(why) = crate::exectrace::built() {
+        return Check::missing(
+            EXEC_RECORDER_LAYER,
+            format!("not in this binary: {why}; {fallback}"),
+            "install clang and libbpf-dev (apt-get install clang libbpf-dev) and rebuild",
+        );
+    }
+    if sys::getuid() != 0 {
+        return Check::missing(
+            EXEC_RECORDER_LAYER,
+            format!("used only by root, which can load BPF programs; {fallback}"),
+            "run as root for exec recording without the wait",
+        );
+    }
+    match crate::exectrace::ExecRecorder::load() {
+        Ok(_) => Check::ok(
+            EXEC_RECORDER_LAYER,
+            "loads and attaches (sched_process_exec and sched_process_exit raw trace points): a root run without --ask records its execs without making them wait",
+        ),
+        Err(why) => Check::missing(
+            EXEC_RECORDER_LAYER,
+            format!("{why}; {fallback}"),
+            "use a kernel with BTF (CONFIG_DEBUG_INFO_BTF=y) and BPF trace points (Linux >= 5.11)",
+        ),
+    }
+}
+
 /// Every probe, in the order `doctor` prints them.
 pub fn all() -> Vec<Check> {
     let mut out = namespaces();
     out.push(mount_api());
     out.extend(landlock());
     out.extend(seccomp());
+    out.push(exec_recorder());
     out.extend(limits());
     out.push(tun());
     out.push(image_root());

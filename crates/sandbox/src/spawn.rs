@@ -31,6 +31,32 @@ pub struct Sandbox {
     pidfd: Arc<OwnedFd>,
     /// A stop asked for by a [`Stopper`], acted on by [`Sandbox::wait_with`].
     stop: Arc<AtomicU8>,
+    /// The BPF exec recorder, until the tracer takes it ([`Sandbox::exec_recorder`]).
+    recorder: Option<crate::exectrace::ExecRecorder>,
+    exec_trace: ExecTrace,
+}
+
+/// How the sandbox's execs are recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecTrace {
+    /// Not at all (`trace_exec` off).
+    Off,
+    /// By the BPF recorder ([`crate::exectrace`]).
+    Bpf,
+    /// By seccomp notification; with the reason the BPF recorder was asked for and
+    /// could not be used.
+    SeccompNotify { bpf_unavailable: Option<String> },
+}
+
+impl ExecTrace {
+    /// The `layers.exec_trace` value.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ExecTrace::Off => "off",
+            ExecTrace::Bpf => "bpf",
+            ExecTrace::SeccompNotify { .. } => "seccomp-notify",
+        }
+    }
 }
 
 /// SIGTERM to SIGKILL for a [`Stopper`]'s stop in [`Sandbox::wait_until`].
@@ -127,7 +153,28 @@ pub fn spawn_in(
     // checked, not assumed, so that a library caller with threads gets an error
     // rather than an init that hangs on a lock copied in its held state.
     one_thread()?;
-    let mut prepared = Prepared::new(spec, stdio)?;
+    // Loaded before the clone, matching nothing until it is told the sandbox's pid
+    // namespace (below, before init's go). If it cannot load, execs go to the
+    // listener instead: still recorded, each waiting for the supervisor.
+    let (mut recorder, exec_trace) = match (spec.trace_exec, spec.exec_by_bpf) {
+        (false, _) => (None, ExecTrace::Off),
+        (true, false) => (
+            None,
+            ExecTrace::SeccompNotify {
+                bpf_unavailable: None,
+            },
+        ),
+        (true, true) => match crate::exectrace::ExecRecorder::load() {
+            Ok(recorder) => (Some(recorder), ExecTrace::Bpf),
+            Err(why) => (
+                None,
+                ExecTrace::SeccompNotify {
+                    bpf_unavailable: Some(why),
+                },
+            ),
+        },
+    };
+    let mut prepared = Prepared::new(spec, stdio, recorder.is_some())?;
     let mut notify_parent = None;
     if spec.trace_exec
         || spec.tty
@@ -197,6 +244,15 @@ pub fn spawn_in(
     // end-of-file (ParentGone) or is killed here.
     let supervisor_moves = entry.is_none();
     drop(entry);
+    // Nothing of the sandbox's has run: init waits for its go.
+    if let Some(recorder) = recorder.as_mut()
+        && let Err(e) =
+            pid_namespace(pid).and_then(|(inum, level)| recorder.set_namespace(inum, level))
+    {
+        let _ = sys::kill(pid, libc::SIGKILL);
+        let _ = sys::waitpid(pid, 0);
+        return Err(SetupError::ExecRecorder(e).into());
+    }
     let released = write_id_maps(pid, &prepared.identity, prepared.inside)
         .and_then(|()| sync_w.write_all(b"1").map_err(SetupError::Fork))
         .and_then(|()| match cgroup {
@@ -226,7 +282,29 @@ pub fn spawn_in(
         early: Vec::new(),
         pidfd,
         stop: Arc::new(AtomicU8::new(STOP_NONE)),
+        recorder,
+        exec_trace,
     })
+}
+
+/// The pid namespace of `pid` (a child cloned into a new one): its inode number,
+/// and its level (ours plus one: `NSpid` lists a pid per level).
+fn pid_namespace(pid: libc::pid_t) -> Result<(u32, u32), String> {
+    use std::os::unix::fs::MetadataExt;
+    let inum = std::fs::metadata(format!("/proc/{pid}/ns/pid"))
+        .map_err(|e| format!("cannot read its pid namespace: {e}"))?
+        .ino();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("cannot read its status: {e}"))?;
+    let levels = status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .map(|l| l.split_whitespace().count())
+        .ok_or("its status has no NSpid")?;
+    Ok((
+        u32::try_from(inum).map_err(|_| "its pid namespace's inode is out of range")?,
+        u32::try_from(levels.saturating_sub(1)).map_err(|_| "too many levels")?,
+    ))
 }
 
 impl Sandbox {
@@ -247,6 +325,10 @@ impl Sandbox {
             early: Vec::new(),
             pidfd: Arc::new(pidfd),
             stop: Arc::new(AtomicU8::new(STOP_NONE)),
+            recorder: None,
+            exec_trace: ExecTrace::SeccompNotify {
+                bpf_unavailable: None,
+            },
         }
     }
 }
@@ -298,6 +380,18 @@ impl Sandbox {
     /// The host PID of the sandbox's init process.
     pub fn pid(&self) -> libc::pid_t {
         self.pid
+    }
+
+    /// How its execs are recorded.
+    pub fn exec_trace(&self) -> &ExecTrace {
+        &self.exec_trace
+    }
+
+    /// The BPF exec recorder, to serve with the listener
+    /// ([`crate::trace::serve_with`]); `None` once taken or when execs go to the
+    /// listener.
+    pub fn exec_recorder(&mut self) -> Option<crate::exectrace::ExecRecorder> {
+        self.recorder.take()
     }
 
     /// A handle that can stop the sandbox from another thread.
@@ -358,7 +452,21 @@ impl Sandbox {
         if !self.early.is_empty() {
             return None;
         }
-        let message = Message::read_one(&mut self.report).ok().flatten()?;
+        let mut message = Message::read_one(&mut self.report).ok().flatten()?;
+        // Why execs wait for the supervisor although the recorder was asked for:
+        // the record says so (`layers.exec_trace_bpf_unavailable`).
+        if let (
+            Message::Ready(text),
+            ExecTrace::SeccompNotify {
+                bpf_unavailable: Some(why),
+            },
+        ) = (&mut message, &self.exec_trace)
+        {
+            text.push_str(&format!(
+                "exec_trace_bpf_unavailable={}\n",
+                why.replace(['\n', '\r'], " ")
+            ));
+        }
         let text = match &message {
             Message::Ready(text) => Some(text.clone()),
             _ => None,

@@ -46,6 +46,13 @@ pub struct SandboxSpec {
     /// Send every exec to the supervisor ([`Sandbox::exec_listener`]), and each
     /// traced program's exit the way `exits` says.
     pub trace_exec: bool,
+    /// With `trace_exec`: record execs and exits with the BPF recorder
+    /// ([`crate::exectrace`]) when it loads (root, a kernel with BTF), so that no
+    /// exec waits for the supervisor; the seccomp filter then sends execs nowhere.
+    /// If it does not load, execs go to the listener as without it, and
+    /// [`crate::Sandbox::exec_trace`] says why. Not for an approval gate, which
+    /// must hold execs.
+    pub exec_by_bpf: bool,
     /// How the supervisor learns how traced programs ended (with `trace_exec`);
     /// [`crate::trace::Exits::Pidfd`] needs [`crate::trace::Exits::pidfd_available`].
     /// The tracer must be served with the same.

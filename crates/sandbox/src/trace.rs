@@ -284,6 +284,26 @@ pub fn serve(
     listener: OwnedFd,
     inspect: bool,
     exits: Exits,
+    on_event: impl FnMut(TraceEvent) -> Verdict,
+    between: impl FnMut(Between) -> bool,
+) {
+    serve_with(listener, None, inspect, exits, on_event, between);
+}
+
+/// [`serve`], with the execs and exits recorded by `recorder` (the BPF recorder,
+/// [`crate::Sandbox::exec_recorder`]) rather than sent to the listener, which then
+/// brings only file calls and refusals, and tells when the sandbox is gone.
+///
+/// Its events are handed on as they arrive (the tracer wakes for them), and before
+/// each notification, so that an exec comes before the file calls its program
+/// makes; and, once every sandboxed process is gone, the last of them (each
+/// process's exit is in the ring buffer before its filter is released, which is
+/// what ends the listener). Their verdicts are ignored: they have happened.
+pub fn serve_with(
+    listener: OwnedFd,
+    mut recorder: Option<crate::exectrace::ExecRecorder>,
+    inspect: bool,
+    exits: Exits,
     mut on_event: impl FnMut(TraceEvent) -> Verdict,
     mut between: impl FnMut(Between) -> bool,
 ) {
@@ -299,6 +319,7 @@ pub fn serve(
     // would have its execs refused for want of a descriptor. The sandbox was cloned
     // before this thread started, so it keeps the limits it was given.
     let _ = sys::raise_open_files_limit();
+    let mut ring_poll = RING_POLL_BUSY;
     let mut tracked = Tracked {
         inspect,
         exits: (exits == Exits::Pidfd || Exits::pidfd_available()).then(ExitWatch::new),
@@ -319,6 +340,7 @@ pub fn serve(
             backlog.then_some(IDLE),
             watching.filter(|_| !quiet).map(|_| IDLE),
             tracked.exits.as_ref().and_then(ExitWatch::retry_in),
+            recorder.as_ref().map(|_| ring_poll),
         ]
         .into_iter()
         .flatten()
@@ -327,7 +349,20 @@ pub fn serve(
             .filter(|_| quiet)
             .and_then(|w| w.epoll.as_ref())
             .map(AsFd::as_fd);
-        match sys::poll_hup_within(fd, also, timeout) {
+        // With the recorder no exec reaches the listener, so no pidfd is watched.
+        let also = recorder
+            .as_ref()
+            .map(crate::exectrace::ExecRecorder::fd)
+            .or(also);
+        let polled = sys::poll_hup_within(fd, also, timeout);
+        if let Some(recorder) = recorder.as_mut() {
+            ring_poll = if recorded(recorder, &mut tracked, &mut on_event) > 0 {
+                RING_POLL_BUSY
+            } else {
+                (ring_poll * 2).min(RING_POLL_IDLE)
+            };
+        }
+        match polled {
             Ok(sys::Polled::Readable) => {}
             Ok(sys::Polled::AlsoReadable) => {
                 report_exits(&mut tracked, &mut on_event);
@@ -343,6 +378,9 @@ pub fn serve(
             Ok(sys::Polled::HungUp) | Err(_) => {
                 // Every sandboxed process is exiting: the last exits, each once reaped.
                 report_last_exits(&mut tracked, &mut on_event);
+                if let Some(recorder) = recorder.as_mut() {
+                    recorded(recorder, &mut tracked, &mut on_event);
+                }
                 return;
             }
         }
@@ -425,6 +463,35 @@ pub fn serve(
         backlog = between(Between::Answered);
     }
 }
+
+/// Hands on what the BPF recorder saw, keeping each exec's path to name the
+/// program behind a file call or a refusal ([`Tracked::live_exe`]).
+fn recorded(
+    recorder: &mut crate::exectrace::ExecRecorder,
+    tracked: &mut Tracked,
+    on_event: &mut impl FnMut(TraceEvent) -> Verdict,
+) -> usize {
+    recorder.drain(|decoded| {
+        match &decoded.event {
+            TraceEvent::Exec { path, .. } => {
+                tracked.recorded_exes.insert(decoded.host_pid, path.clone());
+            }
+            TraceEvent::Exit { .. } => {
+                tracked.recorded_exes.remove(&decoded.host_pid);
+            }
+            _ => {}
+        }
+        on_event(decoded.event);
+    })
+}
+
+/// How often the BPF recorder's ring buffer is drained: it wakes the tracer only
+/// once a quarter full (`exec.bpf.c`), so the tracer looks every `RING_POLL_BUSY`
+/// while events come, backing off to `RING_POLL_IDLE` in a quiet sandbox. This is
+/// how long an exec line may wait to be written (and how late its time may be:
+/// lines are timed as they are written), not how long an exec waits.
+const RING_POLL_BUSY: std::time::Duration = std::time::Duration::from_millis(5);
+const RING_POLL_IDLE: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// A traced file call: its paths and who made it read while it waits, then let
 /// go, then reported.
@@ -576,6 +643,9 @@ fn answer_later(
 #[derive(Default)]
 struct Tracked {
     by_host_pid: HashMap<u32, Entry>,
+    /// With the BPF recorder: the path of each live process's last exec, by host
+    /// pid (its exit, which comes before its pid can be reused, removes it).
+    recorded_exes: HashMap<u32, Vec<u8>>,
     /// Mismatches found, reported after the notification at hand.
     found: Vec<TraceEvent>,
     /// Entries of processes that exited, dropped (their pidfds closed) once the
@@ -1076,6 +1146,9 @@ impl Tracked {
 
     /// The exec path of a tracked process that is still the one tracked.
     fn live_exe(&self, host_pid: u32) -> Option<Vec<u8>> {
+        if let Some(exe) = self.recorded_exes.get(&host_pid) {
+            return Some(exe.clone());
+        }
         let entry = self.by_host_pid.get(&host_pid)?;
         (!sys::pidfd_exited(entry.pidfd.as_fd())).then(|| entry.exe.clone())
     }

@@ -212,6 +212,7 @@ fn run(
         },
         inside: None,
         trace_exec: false,
+        exec_by_bpf: false,
         exits: vg_sandbox::trace::Exits::Trap,
         trace_files: false,
         trace_file_changes: false,

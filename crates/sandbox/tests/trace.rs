@@ -781,6 +781,7 @@ fn spec(id: &Identity, argv: &[&str], options: Options) -> SandboxSpec {
         identity: id.clone(),
         inside: None,
         trace_exec: options.exec,
+        exec_by_bpf: false,
         exits: options.exits,
         trace_files: options.files,
         trace_file_changes: false,

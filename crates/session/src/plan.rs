@@ -220,6 +220,10 @@ impl Plan {
             view,
             identity,
             trace_exec: traced,
+            exec_by_bpf: native_traced
+                && gate.is_none()
+                && !request.persistent
+                && exec_by_bpf_allowed(settings.exec_trace),
             exits: exits(settings.exec_check.unwrap_or_default()),
             // Every recorded run reports refused changes and system calls
             // (`violation` events), refused reads too with `--violations all`; a
@@ -334,9 +338,47 @@ pub fn exits(check: vg_policy::ExecCheck) -> vg_sandbox::trace::Exits {
     }
 }
 
+/// Whether execs may be recorded by the BPF recorder (`vg_sandbox::exectrace`):
+/// when `exec_trace = "bpf"` (or `VECTRAGUARD_EXEC_TRACE`, which overrides the
+/// configuration for one run) asks for it, and only as root, which can load it. An
+/// approval gate keeps seccomp notification, which can hold an exec; so does a
+/// persistent sandbox.
+pub fn exec_by_bpf_allowed(configured: Option<vg_policy::ExecTrace>) -> bool {
+    vg_sandbox::real_ids().0 == 0
+        && wanted_exec_trace(
+            configured,
+            std::env::var_os("VECTRAGUARD_EXEC_TRACE").as_deref(),
+        ) == vg_policy::ExecTrace::Bpf
+}
+
+/// The exec trace asked for: the environment's, when it names one, over the
+/// configuration's (pure).
+fn wanted_exec_trace(
+    configured: Option<vg_policy::ExecTrace>,
+    env: Option<&std::ffi::OsStr>,
+) -> vg_policy::ExecTrace {
+    env.and_then(|v| v.to_str())
+        .and_then(|v| v.parse().ok())
+        .or(configured)
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_environment_s_exec_trace_overrides_the_configuration_s() {
+        use vg_policy::ExecTrace::{Bpf, Seccomp};
+        let env = |v: &'static str| Some(std::ffi::OsStr::new(v));
+        assert_eq!(wanted_exec_trace(None, None), Seccomp);
+        assert_eq!(wanted_exec_trace(Some(Bpf), None), Bpf);
+        assert_eq!(wanted_exec_trace(Some(Bpf), env("seccomp")), Seccomp);
+        assert_eq!(wanted_exec_trace(None, env("bpf")), Bpf);
+        // A value that names none leaves the configuration's.
+        assert_eq!(wanted_exec_trace(Some(Bpf), env("")), Bpf);
+        assert_eq!(wanted_exec_trace(None, env("ebpf")), Seccomp);
+    }
 
     #[test]
     fn tmpfs_folders_are_absolute_and_stay_off_what_the_sandbox_sets_up() {

@@ -10,6 +10,13 @@ use super::harness::{
     session_metadata, unique, wait_until,
 };
 
+/// Asks for seccomp notification (the default) whatever `exec_trace` the environment
+/// would set, for the tests of what only seccomp notification does (`exec_bpf.rs`
+/// tests the BPF recorder, which `BPF` asks for).
+pub(super) const SECCOMP: (&str, &str) = ("VECTRAGUARD_EXEC_TRACE", "seccomp");
+/// Asks a root run for the BPF recorder (`exec_trace = "bpf"` for one run).
+pub(super) const BPF: (&str, &str) = ("VECTRAGUARD_EXEC_TRACE", "bpf");
+
 fn commands(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("commands.log")).unwrap()
 }
@@ -412,7 +419,7 @@ fn logs_never_print_invisible_characters_raw() {
 /// A thread flips the exec's path between `/usr/bin/true` and `/usr/bin/echo` while
 /// the other calls `execve`: what the tracer read (the `exec` line) and what the kernel
 /// ran can differ. Each child reports what really ran (echo prints its pid).
-const PATH_SWAP: &str = r#"
+pub(super) const PATH_SWAP: &str = r#"
 import ctypes, os, threading
 libc = ctypes.CDLL(None, use_errno=True)
 ran = {}
@@ -443,12 +450,14 @@ with open("ran", "w") as f:
 
 /// A user config (in an `XDG_CONFIG_HOME` of the runner's) with `exec_check = CHECK`.
 fn exec_check_config(runner: Runner, check: &str) -> TempDir {
+    user_config(runner, &format!("exec_check = \"{check}\"\n"))
+}
+
+/// An `XDG_CONFIG_HOME` whose `vectraguard/config.toml` is `toml`, the runner's.
+pub(super) fn user_config(runner: Runner, toml: &str) -> TempDir {
     let invoker = runner.invoker();
     let xdg = TempDir::owned_by("xdg", &invoker, 0o700);
-    let config = xdg.write(
-        "vectraguard/config.toml",
-        format!("exec_check = \"{check}\"\n"),
-    );
+    let config = xdg.write("vectraguard/config.toml", toml);
     chown_to(&xdg.join("vectraguard"), &invoker);
     chown_to(&config, &invoker);
     xdg
@@ -464,9 +473,12 @@ fn a_path_swapped_as_the_exec_happens_is_recorded_as_a_mismatch() {
         ws.write("swap.py", PATH_SWAP);
         let home = RecordsHome::new(runner);
         let xdg = exec_check_config(runner, "exit");
+        // The race is seccomp notification's (root's BPF recorder reads the exec
+        // after the kernel: `exec_bpf.rs`).
         Vg::sandbox(runner, &ws, &[], &[PYTHON, "swap.py"])
             .records_home(&home)
             .env("XDG_CONFIG_HOME", &xdg.arg(""))
+            .env(SECCOMP.0, SECCOMP.1)
             .run()
             .assert_success();
         let meta = session_metadata(&home.only_session());
@@ -654,6 +666,7 @@ fn an_exec_the_tracer_has_no_descriptor_for_is_refused_with_the_reason() {
             ],
         )
         .records_home(&home)
+        .env(SECCOMP.0, SECCOMP.1)
         .through_shell(r#"ulimit -n 128 && exec "$@""#)
         .run();
         out.assert_stderr_contains("no file descriptor left")

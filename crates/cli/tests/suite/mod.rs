@@ -17,6 +17,7 @@ mod dashboard;
 mod dashboard_browser;
 mod engines;
 mod engines_persistent;
+mod exec_bpf;
 mod exec_records;
 mod faults;
 mod filesystem;

@@ -108,6 +108,7 @@ workdir = "/workspace"
 user = "1000:1000"
 backend = "gvisor"
 exec_check = "exit"
+exec_trace = "bpf"
 env_files = [".env", "/etc/app.env"]
 ask = "high"
 approval_timeout = "45s"
@@ -130,6 +131,7 @@ env = ["CI=1"]
             network: None,
             backend: Some(crate::Backend::Gvisor),
             exec_check: Some(crate::ExecCheck::Exit),
+            exec_trace: Some(crate::ExecTrace::Bpf),
             network_rules: Vec::new(),
             add_hosts: Vec::new(),
             tls_passthrough: Vec::new(),

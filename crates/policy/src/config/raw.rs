@@ -59,6 +59,7 @@ pub(super) struct RawSettings {
     pub(super) network: Text,
     pub(super) backend: Text,
     pub(super) exec_check: Text,
+    pub(super) exec_trace: Text,
     #[serde(default)]
     pub(super) network_rules: TextList,
     #[serde(default)]
@@ -104,6 +105,7 @@ pub(super) struct RawFile {
     network: Text,
     backend: Text,
     exec_check: Text,
+    exec_trace: Text,
     #[serde(default)]
     network_rules: TextList,
     #[serde(default)]
@@ -150,6 +152,7 @@ impl RawFile {
             network,
             backend,
             exec_check,
+            exec_trace,
             network_rules,
             add_hosts,
             tls_passthrough,
@@ -185,6 +188,7 @@ impl RawFile {
             network,
             backend,
             exec_check,
+            exec_trace,
             network_rules,
             add_hosts,
             tls_passthrough,

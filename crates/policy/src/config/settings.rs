@@ -27,6 +27,8 @@ pub struct Settings {
     pub backend: Option<crate::Backend>,
     /// When a recorded program is compared with its `exec` line (`exec_check = …`).
     pub exec_check: Option<crate::ExecCheck>,
+    /// How a recorded run's execs are read (`exec_trace = …`).
+    pub exec_trace: Option<crate::ExecTrace>,
     /// In precedence order (first match wins); see the module documentation.
     pub network_rules: Vec<Rule>,
     /// `--add-host` pins, in order; for the same name the last one wins.
@@ -76,6 +78,7 @@ impl Settings {
             network,
             backend,
             exec_check,
+            exec_trace,
             network_rules,
             add_hosts,
             tls_passthrough,
@@ -98,6 +101,7 @@ impl Settings {
         replace_if_set(&mut self.network, network);
         replace_if_set(&mut self.backend, backend);
         replace_if_set(&mut self.exec_check, exec_check);
+        replace_if_set(&mut self.exec_trace, exec_trace);
         // The first matching rule decides, so the higher layer's go in front; for pins
         // the last one of a name wins, so theirs go after ours.
         self.network_rules.splice(0..0, network_rules);

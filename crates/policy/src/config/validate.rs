@@ -85,6 +85,7 @@ impl<'a> Document<'a> {
             network,
             backend,
             exec_check,
+            exec_trace,
             network_rules,
             add_hosts,
             tls_passthrough,
@@ -170,6 +171,7 @@ impl<'a> Document<'a> {
             network: network.map(|n| self.network(n)).transpose()?,
             backend: backend.map(|b| self.backend(b)).transpose()?,
             exec_check: exec_check.map(|c| self.exec_check(c)).transpose()?,
+            exec_trace: exec_trace.map(|t| self.exec_trace(t)).transpose()?,
             network_rules: network_rules
                 .into_iter()
                 .map(|r| self.network_rule(r))
@@ -310,6 +312,24 @@ impl<'a> Document<'a> {
             ));
         }
         Ok(check)
+    }
+
+    fn exec_trace(&self, value: Spanned<String>) -> Result<crate::ExecTrace, ConfigError> {
+        let trace = value
+            .get_ref()
+            .parse::<crate::ExecTrace>()
+            .map_err(|e| self.error(value.span(), e.to_string(), key_hint("exec_trace")))?;
+        if self.project.is_some() {
+            // The sandbox can write the project file: it must not choose how its own
+            // programs are recorded.
+            return Err(self.error(
+                value.span(),
+                "'exec_trace' cannot be set in a project file: the sandbox can write that file"
+                    .to_owned(),
+                format!("move it to {USER_FILE_HINT}"),
+            ));
+        }
+        Ok(trace)
     }
 
     fn backend(&self, value: Spanned<String>) -> Result<crate::Backend, ConfigError> {

@@ -26,6 +26,8 @@ pub use creds::{
     capset_empty, capset_only, getgid, getuid, setfsgid, setfsuid, setgroups, setresgid, setresuid,
     thread_file_identity,
 };
+#[cfg(vg_exec_bpf)]
+pub use fd::borrow_fd;
 pub use fd::{
     Epoll, Polled, cloexec_from, close_all_except, close_range, dup2, keep_on_exec, peer_closed,
     peer_cred, poll_hup_within, recv_fd, send_fd, seqpacket_pair, set_nonblocking, set_pipe_size,

@@ -264,6 +264,7 @@ type Traced = (Arc<Mutex<CommandsLog>>, Option<observe::Observed>);
 /// the observer and the gate, when there are), until every sandboxed process is gone.
 fn serve_listener(
     listener: std::os::fd::OwnedFd,
+    recorder: Option<vg_sandbox::exectrace::ExecRecorder>,
     shared: &Arc<Shared>,
     gate: Option<Arc<crate::gate::Gate>>,
     mut observer: Option<Box<observe::Observer>>,
@@ -275,8 +276,9 @@ fn serve_listener(
         Some(_) => log,
         None => log.batching(),
     }));
-    trace::serve(
+    trace::serve_with(
         listener,
+        recorder,
         gate.is_some(),
         exits,
         |event| {
@@ -762,12 +764,23 @@ impl Session {
         let native_tracer = trace
             .filter(|_| self.engine_handshake.is_none() && self.gvisor_sink.is_none())
             .map(|exits| {
-                let (to, from) = std::sync::mpsc::sync_channel::<std::os::fd::OwnedFd>(1);
+                let (to, from) = std::sync::mpsc::sync_channel::<(
+                    std::os::fd::OwnedFd,
+                    Option<Box<vg_sandbox::exectrace::ExecRecorder>>,
+                )>(1);
                 let shared = Arc::clone(&shared);
                 let gate = self.gate.clone();
                 let observer = self.observer.take();
                 let thread = std::thread::spawn(move || match from.recv() {
-                    Ok(listener) => serve_listener(listener, &shared, gate, observer, caps, exits),
+                    Ok((listener, recorder)) => serve_listener(
+                        listener,
+                        recorder.map(|r| *r),
+                        &shared,
+                        gate,
+                        observer,
+                        caps,
+                        exits,
+                    ),
                     // No listener (init failed before sending it): nothing was served,
                     // and this thread's result is dropped (see below).
                     Err(_) => (Arc::new(Mutex::new(CommandsLog::new(caps.shown))), None),
@@ -790,7 +803,10 @@ impl Session {
             }
         }
         if let Some((to, thread)) = native_tracer {
-            match sandbox.exec_listener().map(|listener| to.send(listener)) {
+            match sandbox
+                .exec_listener()
+                .map(|listener| to.send((listener, sandbox.exec_recorder().map(Box::new))))
+            {
                 Some(Ok(())) => self.tracer = Some(thread),
                 // No listener: no tracer, as if its thread had not been started.
                 _ => {
@@ -849,7 +865,15 @@ impl Session {
                             let _ = to.send(Ok((channel, handover.pid)));
                         }
                         drop(spawner);
-                        serve_listener(handover.listener, &shared, gate, observer, caps, exits)
+                        serve_listener(
+                            handover.listener,
+                            None,
+                            &shared,
+                            gate,
+                            observer,
+                            caps,
+                            exits,
+                        )
                     }
                     Err(e) => {
                         if let Some(to) = &spawner {

@@ -1,0 +1,452 @@
+//! The BPF exec recorder (`vg_sandbox::exectrace`): a root run without `--ask`
+//! records its execs and exits in the kernel, without the program waiting for the
+//! supervisor. What it writes must be what seccomp notification writes for the same
+//! script; nothing started in the sandbox may escape it; a full ring buffer must
+//! kill an exec rather than let it run unrecorded; and a dead supervisor must leave
+//! nothing attached. An unprivileged run keeps seccomp notification.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::exec_records::{BPF, PATH_SWAP, SECCOMP};
+use super::harness::{
+    PYTHON, RecordsHome, Runner, Vg, Workspace, is_root, session_metadata, wait_until,
+};
+
+fn commands(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("commands.log")).unwrap()
+}
+
+fn events(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `commands.log` without each line's time.
+fn untimed(log: &str) -> Vec<String> {
+    log.lines()
+        .map(|l| l.split_once(' ').map_or(l, |(_, rest)| rest).to_owned())
+        .collect()
+}
+
+/// The session's record: one run of `cmd` in `ws`, by root, through `trace`.
+fn recorded(ws: &Workspace, cmd: &[&str], seccomp: bool) -> (String, Value, Vec<Value>) {
+    let home = RecordsHome::new(Runner::Root);
+    let mut vg = Vg::sandbox(Runner::Root, ws, &[], cmd);
+    vg.records_home(&home);
+    let (key, value) = if seccomp { SECCOMP } else { BPF };
+    vg.env(key, value);
+    vg.run().assert_success();
+    let dir = home.only_session();
+    (commands(&dir), session_metadata(&dir), events(&dir))
+}
+
+/// A script that runs programs every way the record must tell apart: after `cd`s,
+/// with odd bytes and long arguments, `#!` scripts by path (one through `env`), a
+/// thread's exec, an exit status, a signal, a file that is not there.
+const SAME_AS_SECCOMP: &str = r#"
+mkdir -p /tmp/d/e && cd /tmp/d/e
+/bin/echo "$(printf 'a\377b')" "quote's" "new
+line" '' >/dev/null
+/bin/echo "$(printf '%5000s' x)" >/dev/null
+/bin/true $(seq 1 3000)
+printf '#!/bin/sh\necho script "$@"\n' > s.sh && chmod +x s.sh && ./s.sh one two >/dev/null
+printf '#!/usr/bin/env sh\necho env-script\n' > t.sh && chmod +x t.sh && ./t.sh >/dev/null
+cd ..
+/usr/bin/python3 -c "import os, threading
+def run(): os.execv('/bin/sh', ['sh', '-c', 'exit 7'])
+t = threading.Thread(target=run); t.start(); t.join()"
+/bin/sh -c 'kill -KILL $$'
+/nonexistent/program 2>/dev/null
+cd / && /bin/sh -c 'exit 4'
+exit 0
+"#;
+
+/// The same script, recorded by each way, gives the same `commands.log` (times
+/// aside): the same pids, parents, working directories, paths, argv and exits.
+#[test]
+fn bpf_records_what_seccomp_notification_records() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    let (by_bpf, meta_bpf, _) = recorded(&ws, &["/bin/sh", "-c", SAME_AS_SECCOMP], false);
+    let (by_seccomp, meta_seccomp, _) = recorded(&ws, &["/bin/sh", "-c", SAME_AS_SECCOMP], true);
+    assert_eq!(meta_bpf["layers"]["exec_trace"], "bpf", "{meta_bpf}");
+    // Execs reach the listener no more; file changes and refusals still do.
+    assert_eq!(
+        meta_bpf["layers"]["seccomp_notify"], "file-changes,refusals",
+        "{meta_bpf}"
+    );
+    assert_eq!(
+        meta_seccomp["layers"]["exec_trace"], "seccomp-notify",
+        "{meta_seccomp}"
+    );
+    let (bpf, seccomp) = (untimed(&by_bpf), untimed(&by_seccomp));
+    let differ: Vec<(&str, &str)> = bpf
+        .iter()
+        .zip(&seccomp)
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    assert!(
+        differ.is_empty() && bpf.len() == seccomp.len(),
+        "{} and {} lines; first differences (BPF, seccomp): {:.3000?}",
+        bpf.len(),
+        seccomp.len(),
+        differ.iter().take(3).collect::<Vec<_>>()
+    );
+    // The script's checks happened: each kind of exec is there.
+    for needle in [
+        "cwd=/tmp/d/e exe=./s.sh -- ./s.sh one two",
+        "exe=/bin/sh -- sh -c 'exit 7'",
+        "cwd=/ exe=/bin/sh -- /bin/sh -c 'exit 4'",
+        " signal=9",
+        " status=7",
+        " truncated=",
+    ] {
+        assert!(by_bpf.contains(needle), "no {needle:?} in\n{by_bpf}");
+    }
+}
+
+/// What differs, by construction: a `#!` script found on `PATH` has its path as
+/// `argv[0]` (the kernel drops the caller's `argv[0]` when it starts the
+/// interpreter); an exec the kernel fails (not executable) ran nothing and is not
+/// recorded. Either way the program that ran is the one named.
+#[test]
+fn a_script_on_path_and_a_failed_exec_are_recorded_as_the_kernel_ran_them() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    ws.write_mode("bin/tool", "#!/bin/sh\necho tool-ran \"$@\"\n", 0o755);
+    ws.write_mode("notexec", "echo never\n", 0o644);
+    let script = "PATH=\"$PWD/bin:$PATH\" tool arg; ./notexec 2>/dev/null; echo status=$?";
+    let (log, _, _) = recorded(&ws, &["/bin/sh", "-c", script], false);
+    let tool: Vec<&str> = log
+        .lines()
+        .filter(|l| l.ends_with("/bin/tool arg"))
+        .collect();
+    assert_eq!(tool.len(), 1, "{log}");
+    let path = format!("{}/bin/tool", ws.path().display());
+    assert!(
+        tool[0].ends_with(&format!("exe={path} -- {path} arg")),
+        "{log}"
+    );
+    assert!(!log.lines().any(|l| l.ends_with("-- ./notexec")), "{log}");
+}
+
+/// ATTACK (records): a thread flipping the exec's path while another execs cannot
+/// make the record name another program than the one that ran: the recorder reads
+/// the path the kernel copied, after the exec (under seccomp notification this race
+/// is caught afterwards at best, `exec_records.rs`).
+#[test]
+fn a_path_flipped_as_the_exec_happens_is_recorded_as_what_ran() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    ws.write("swap.py", PATH_SWAP);
+    let (log, meta, events) = recorded(&ws, &[PYTHON, "swap.py"], false);
+    assert_eq!(meta["layers"]["exec_trace"], "bpf", "{meta}");
+    let ran = ws.read("ran").unwrap();
+    let mut echoes = 0;
+    for line in ran.lines() {
+        let (pid, prog) = line.split_once(' ').unwrap();
+        echoes += usize::from(prog == "echo");
+        let exec = log
+            .lines()
+            .rev()
+            .find(|l| l.contains(" exec ") && l.contains(&format!(" pid={pid} ")))
+            .unwrap_or_else(|| panic!("no exec line for pid {pid} in\n{log}"));
+        assert!(
+            exec.contains(&format!(" exe=/usr/bin/{prog} ")),
+            "pid {pid} ran {prog}: {exec}"
+        );
+    }
+    assert!(
+        echoes > 0 && echoes < 60,
+        "no flip happened ({echoes} echoes in 60)"
+    );
+    assert!(
+        events.iter().all(|e| e["type"] != "exec-mismatch"),
+        "{events:?}"
+    );
+}
+
+/// Two sessions at once: each record holds its own execs and none of the other's.
+#[test]
+fn two_sessions_at_once_record_only_their_own_execs() {
+    if !is_root() {
+        return;
+    }
+    let loop_of = |marker: &str| {
+        format!("i=0; while [ $i -lt 300 ]; do /bin/echo {marker} $i >/dev/null; i=$((i+1)); done")
+    };
+    let (ws_a, ws_b) = (Workspace::new(), Workspace::new());
+    let (home_a, home_b) = (
+        RecordsHome::new(Runner::Root),
+        RecordsHome::new(Runner::Root),
+    );
+    let script_a = loop_of("marker-a");
+    let script_b = loop_of("marker-b");
+    let a = Vg::sandbox(Runner::Root, &ws_a, &[], &["/bin/sh", "-c", &script_a])
+        .records_home(&home_a)
+        .env(BPF.0, BPF.1)
+        .spawn();
+    let b = Vg::sandbox(Runner::Root, &ws_b, &[], &["/bin/sh", "-c", &script_b])
+        .records_home(&home_b)
+        .env(BPF.0, BPF.1)
+        .spawn();
+    a.finish(Duration::from_secs(120)).assert_success();
+    b.finish(Duration::from_secs(120)).assert_success();
+    for (home, own, other) in [
+        (&home_a, "marker-a", "marker-b"),
+        (&home_b, "marker-b", "marker-a"),
+    ] {
+        let dir = home.only_session();
+        assert_eq!(session_metadata(&dir)["layers"]["exec_trace"], "bpf");
+        let log = commands(&dir);
+        let own_execs = log
+            .lines()
+            .filter(|l| l.contains(&format!("-- /bin/echo {own} ")))
+            .count();
+        assert_eq!(own_execs, 300, "{log}");
+        assert!(!log.contains(other), "{other} in {own}'s record:\n{log}");
+    }
+}
+
+/// ATTACK (records): nothing started inside leaves the recorder's filter: a new
+/// session, a double fork whose parent is gone, a nested pid namespace (if the
+/// sandbox allows one), a thread's exec. Each marker program is recorded.
+#[test]
+fn nothing_started_inside_escapes_the_recorder() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    let script = r#"
+setsid /bin/echo esc-setsid
+( /bin/sh -c '/bin/echo esc-double-fork' & ) ; sleep 0.3
+if unshare -p -f --mount-proc /bin/echo esc-nested 2>/dev/null; then echo nested=ran; else echo nested=refused; fi
+/usr/bin/python3 -c "import os, threading
+t = threading.Thread(target=lambda: os.execv('/bin/echo', ['/bin/echo', 'esc-thread'])); t.start(); t.join()"
+"#;
+    let home = RecordsHome::new(Runner::Root);
+    let out = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/sh", "-c", script])
+        .records_home(&home)
+        .env(BPF.0, BPF.1)
+        .run();
+    out.assert_success();
+    let log = commands(&home.only_session());
+    let mut markers = vec!["esc-setsid", "esc-double-fork", "esc-thread"];
+    if out.field("nested") == "ran" {
+        markers.push("esc-nested");
+    } else {
+        // Refused by the sandbox: the attempt itself is recorded.
+        assert!(log.contains("-- unshare -p -f"), "{log}");
+    }
+    for marker in markers {
+        out.assert_stdout_contains(marker);
+        assert!(
+            log.lines()
+                .any(|l| l.contains(" exec ") && l.ends_with(&format!("/bin/echo {marker}"))),
+            "{marker} not recorded:\n{log}"
+        );
+    }
+}
+
+/// ATTACK (records): with the supervisor stopped, execs fill the ring buffer; past
+/// that each exec is killed before it runs, never run unrecorded, and the record
+/// says how many were. Every exec that ran is in `commands.log`.
+#[test]
+fn a_full_ring_buffer_kills_execs_rather_than_run_them_unrecorded() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    // Descriptors opened once: an open for writing would wait for the stopped
+    // supervisor (file changes are still reported through seccomp).
+    let script = "exec 3>>ok.log 4>>killed.log; i=0; \
+        while [ $i -lt 4000 ]; do if /bin/true; then echo ok >&3; else echo killed >&4; fi; i=$((i+1)); done";
+    let home = RecordsHome::new(Runner::Root);
+    let running = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/sh", "-c", script])
+        .records_home(&home)
+        .env(BPF.0, BPF.1)
+        .spawn();
+    assert!(
+        wait_until(Duration::from_secs(30), || ws.exists("ok.log")),
+        "the loop did not start"
+    );
+    running.signal("STOP");
+    let killed = wait_until(Duration::from_secs(120), || {
+        ws.read("killed.log")
+            .is_some_and(|k| k.lines().count() >= 10)
+    });
+    running.signal("CONT");
+    let out = running.finish(Duration::from_secs(300));
+    assert!(
+        killed,
+        "no exec was killed with the supervisor stopped\n{out}"
+    );
+    let dir = home.only_session();
+    let log = commands(&dir);
+    let ran = ws.read("ok.log").unwrap().lines().count();
+    let recorded = log.lines().filter(|l| l.ends_with(" -- /bin/true")).count();
+    assert_eq!(recorded, ran, "execs that ran vs exec lines");
+    let said: Vec<Value> = events(&dir)
+        .into_iter()
+        .filter(|e| {
+            e["error"]
+                .as_str()
+                .is_some_and(|s| s.contains("killed at their exec"))
+        })
+        .collect();
+    assert!(!said.is_empty(), "the kills are not in events.jsonl");
+}
+
+/// The supervisor's BPF programs, by id, from its descriptors (programs and links).
+fn programs_of(pid: u32) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                .flat_map(|info| {
+                    info.lines()
+                        .filter_map(|l| l.strip_prefix("prog_id:"))
+                        .map(|v| v.trim().to_owned())
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+/// Which of `ids` still name a loaded BPF program (`BPF_PROG_GET_FD_BY_ID`).
+fn still_loaded(ids: &[String]) -> Vec<String> {
+    let script = r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+for i in sys.argv[1:]:
+    attr = (ctypes.c_uint32 * 4)(int(i), 0, 0, 0)
+    fd = libc.syscall(321, 13, ctypes.byref(attr), 16)
+    if fd >= 0:
+        os.close(fd); print(i)
+    elif ctypes.get_errno() != 2:
+        print(i)
+"#;
+    let out = std::process::Command::new(PYTHON)
+        .arg("-c")
+        .arg(script)
+        .args(ids)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// ATTACK (lifetime): a supervisor killed with SIGKILL leaves no program attached:
+/// the programs and their links are its descriptors, closed by the kernel.
+#[test]
+fn a_killed_supervisor_leaves_no_program_attached() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    let home = RecordsHome::new(Runner::Root);
+    let running = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/sleep", "60"])
+        .records_home(&home)
+        .env(BPF.0, BPF.1)
+        .spawn();
+    let mut ids = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            ids = programs_of(running.pid());
+            ids.len() >= 2
+        }),
+        "the supervisor holds no BPF programs"
+    );
+    assert_eq!(still_loaded(&ids), ids);
+    running.signal("KILL");
+    let _ = running.finish(Duration::from_secs(30));
+    assert!(
+        wait_until(Duration::from_secs(30), || still_loaded(&ids).is_empty()),
+        "programs {:?} outlived their supervisor",
+        still_loaded(&ids)
+    );
+}
+
+/// Seccomp notification unless asked: root's run records through it by default,
+/// through the BPF recorder with `exec_trace = "bpf"` in the user's file, and a
+/// project file cannot choose (the sandbox can write it).
+#[test]
+fn the_bpf_recorder_is_used_when_the_user_s_config_asks_for_it() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    let trace_of = |xdg: Option<&super::harness::TempDir>| {
+        let home = RecordsHome::new(Runner::Root);
+        let mut vg = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/true"]);
+        vg.records_home(&home);
+        if let Some(xdg) = xdg {
+            vg.env("XDG_CONFIG_HOME", &xdg.arg(""));
+        }
+        vg.run().assert_success();
+        let meta = session_metadata(&home.only_session());
+        meta["layers"]["exec_trace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(trace_of(None), "seccomp-notify");
+    let xdg = super::exec_records::user_config(Runner::Root, "exec_trace = \"bpf\"\n");
+    assert_eq!(trace_of(Some(&xdg)), "bpf");
+    ws.write("vectraguard.toml", "exec_trace = \"bpf\"\n");
+    let home = RecordsHome::new(Runner::Root);
+    let out = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/true"])
+        .records_home(&home)
+        .run();
+    assert_ne!(out.code(), Some(0), "{out}");
+    out.assert_stderr_contains("'exec_trace' cannot be set in a project file");
+}
+
+/// An unprivileged run cannot load BPF programs: its execs go to the seccomp
+/// listener, still recorded, and the record says which way.
+#[test]
+fn an_unprivileged_run_records_execs_through_seccomp() {
+    let ws = Workspace::new();
+    let home = RecordsHome::new(Runner::Unprivileged);
+    Vg::sandbox(
+        Runner::Unprivileged,
+        &ws,
+        &[],
+        &["/bin/sh", "-c", "/bin/echo hello; exit 3"],
+    )
+    .records_home(&home)
+    .env(BPF.0, BPF.1)
+    .run()
+    .assert_code(3);
+    let dir = home.only_session();
+    let meta = session_metadata(&dir);
+    assert_eq!(meta["layers"]["exec_trace"], "seccomp-notify", "{meta}");
+    assert!(
+        meta["layers"]["seccomp_notify"]
+            .as_str()
+            .is_some_and(|s| s.split(',').any(|c| c == "exec")),
+        "{meta}"
+    );
+    let log = commands(&dir);
+    assert!(log.contains(" -- /bin/echo hello"), "{log}");
+    assert!(log.contains("status=3"), "{log}");
+}

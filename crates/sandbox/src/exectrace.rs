@@ -1,0 +1,629 @@
+//! Exec recording by BPF: the sandbox's execs and exits, read in the kernel as they
+//! happen, without the program waiting for the supervisor.
+//!
+//! `exectrace/exec.bpf.c`, compiled by `build.rs` with clang when it is installed,
+//! is loaded here with `aya` and attached to the `sched_process_exec` and
+//! `sched_process_exit` raw trace points (no tracefs needed). It keeps only the
+//! tasks of the sandbox's pid namespace (or of one nested in it), written into
+//! [`ExecRecorder::set_namespace`] between init's clone and its go, so nothing of
+//! the sandbox's runs before. Each exec is read after it has succeeded, from the
+//! kernel's own copies: the path given to `execve` (`bprm->filename`), the argv in
+//! the new program's memory, the working directory walked up to the task's root
+//! (crossing mounts), its pid and its parent's at the sandbox's level. An exec
+//! that cannot be put in the ring buffer is killed before its first instruction
+//! and counted ([`TraceEvent::Refused`]); no exec runs unrecorded.
+//!
+//! The programs, the maps and the attachments are this process's descriptors:
+//! dropped with the [`ExecRecorder`] (the session's end), and closed by the kernel
+//! when the supervisor dies, even by `SIGKILL`. Several sessions each load their
+//! own, filtering on their own namespace.
+//!
+//! What differs from seccomp notification (`trace.rs`), by construction:
+//! - an exec the kernel fails (no such file, not executable) ran nothing and is not
+//!   recorded;
+//! - a `#!` script's argv is recorded as the kernel keeps it once it has started
+//!   the interpreter: its `argv[0]` is the script's path as given (the kernel
+//!   replaces the original `argv[0]`, which no program ever sees, by it);
+//! - argv is read up to [`ARGV_CAP`] bytes (the record keeps 16 KiB anyway); past
+//!   it the exec line says `truncated=` with the size read;
+//! - what ran is what was recorded (read after the exec), so there is never a
+//!   `Mismatch` to report.
+
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+
+use crate::trace::{ExitStatus, TraceEvent};
+
+/// Bytes of argv read per exec (the BPF program's `ARGV_CAP`).
+pub const ARGV_CAP: usize = 65536;
+
+const KIND_EXEC: u32 = 1;
+const KIND_EXIT: u32 = 2;
+const PATH_CAP: usize = 4096;
+const CWD_CAP: usize = 4096 + 256;
+/// `struct exec_event`'s layout (`exec.bpf.c`): the header, then fixed regions.
+const HEADER: usize = 56;
+const PATH_AT: usize = HEADER;
+const INTERP_AT: usize = PATH_AT + PATH_CAP;
+const CWD_AT: usize = INTERP_AT + PATH_CAP;
+const FILE_AT: usize = CWD_AT + CWD_CAP;
+const ARGV_AT: usize = FILE_AT + CWD_CAP;
+const FLAG_ARGV_CUT: u32 = 2;
+/// How a walk up from a directory or file ended (the cwd's flags; the file's are
+/// these shifted by [`FILE_FLAGS`]).
+const FLAG_OUTSIDE_ROOT: u32 = 4;
+const FLAG_DETACHED: u32 = 16;
+const FLAG_DELETED: u32 = 32;
+const FLAG_DEEP: u32 = 64;
+const FILE_FLAGS: u32 = 8;
+
+/// Whether this binary carries the BPF recorder, or why not (for `doctor`).
+pub fn built() -> Result<(), String> {
+    #[cfg(vg_exec_bpf)]
+    {
+        Ok(())
+    }
+    #[cfg(not(vg_exec_bpf))]
+    {
+        Err(format!(
+            "this binary was built without it ({}); install clang and libbpf-dev and rebuild",
+            include_str!(concat!(env!("OUT_DIR"), "/exec.bpf.why")).trim()
+        ))
+    }
+}
+
+/// One event decoded from the ring buffer, with the host pid it came from.
+#[derive(Debug, PartialEq)]
+pub struct Decoded {
+    pub host_pid: u32,
+    pub event: TraceEvent,
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn i32_at(b: &[u8], at: usize) -> Option<i32> {
+    Some(i32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn region(b: &[u8], at: usize, len: u32, cap: usize) -> Option<&[u8]> {
+    let len = usize::try_from(len).ok()?;
+    if len > cap {
+        return None;
+    }
+    b.get(at..at + len)
+}
+
+/// One ring buffer record as an event; `None` for a malformed one (never from
+/// our program: the supervisor then says the record is incomplete).
+pub fn decode(b: &[u8]) -> Option<Decoded> {
+    match u32_at(b, 0)? {
+        KIND_EXEC => decode_exec(b),
+        KIND_EXIT => Some(Decoded {
+            host_pid: u32_at(b, 4)?,
+            event: TraceEvent::Exit {
+                pid: i32_at(b, 8)?,
+                status: ExitStatus::from_wait_status(i32_at(b, 12)?),
+            },
+        }),
+        _ => None,
+    }
+}
+
+fn decode_exec(b: &[u8]) -> Option<Decoded> {
+    let flags = u32_at(b, 4)?;
+    let pid = i32_at(b, 8)?;
+    let ppid = i32_at(b, 12)?;
+    let host_pid = u32_at(b, 16)?;
+    let given = region(b, PATH_AT, u32_at(b, 20)?, PATH_CAP)?;
+    let cwd = path_from_names(region(b, CWD_AT, u32_at(b, 24)?, CWD_CAP)?, flags);
+    let file = region(b, FILE_AT, u32_at(b, 44)?, CWD_CAP)?;
+    // A path through a descriptor (execveat's `/dev/fd/N`, a `/proc` link) names
+    // the file by its own path, as seccomp notification does.
+    let path = if file.is_empty() {
+        given.to_vec()
+    } else {
+        path_from_names(file, flags >> FILE_FLAGS)
+            .into_os_string()
+            .into_vec()
+    };
+    let raw = region(b, ARGV_AT, u32_at(b, 28)?, ARGV_CAP)?;
+    let full = u64_at(b, 32)?;
+    let interp = region(b, INTERP_AT, u32_at(b, 40)?, PATH_CAP)?;
+    let argc = u64::from(u32_at(b, 48)?);
+    let cut = flags & FLAG_ARGV_CUT != 0 || (raw.len() as u64) < full;
+    let (mut argv, truncated) = split_argv(raw, cut);
+    let mut size = (argc, full);
+    if !interp.is_empty() && interp != given {
+        let (caller, dropped) = script_argv(argv, given);
+        argv = caller;
+        size = (
+            size.0.saturating_sub(dropped.len() as u64),
+            size.1
+                .saturating_sub(dropped.iter().map(|a| a.len() as u64 + 1).sum::<u64>()),
+        );
+    }
+    if truncated {
+        complete(&mut argv, size.0, size.1.saturating_sub(size.0));
+    }
+    Some(Decoded {
+        host_pid,
+        event: TraceEvent::Exec {
+            pid,
+            ppid,
+            cwd,
+            path,
+            argv,
+            truncated,
+            file: None,
+            script: None,
+            root: None,
+            cwd_id: None,
+        },
+    })
+}
+
+/// A path inside the sandbox from its names as the walk up found them, last
+/// first, named as the kernel's `d_path` names it: ` (deleted)` after a removed
+/// file's, and a file of no directory (a memfd) as `/NAME (deleted)`.
+fn path_from_names(names: &[u8], flags: u32) -> PathBuf {
+    let mut path = Vec::with_capacity(names.len() + 1);
+    if flags & FLAG_OUTSIDE_ROOT != 0 {
+        // Not under the task's root (not possible in the sandbox, which has no way
+        // to chroot): said, not hidden.
+        path.extend_from_slice(b"(outside the root)");
+    }
+    if flags & FLAG_DEEP != 0 {
+        // Deeper than the walk goes: its last names, said to be cut.
+        path.extend_from_slice(b"(deeper)");
+    }
+    let parts: Vec<&[u8]> = names.split(|&c| c == 0).filter(|p| !p.is_empty()).collect();
+    for part in parts.iter().rev() {
+        path.push(b'/');
+        path.extend_from_slice(part);
+    }
+    if path.is_empty() {
+        path.push(b'/');
+    }
+    if flags & (FLAG_DELETED | FLAG_DETACHED) != 0 {
+        path.extend_from_slice(b" (deleted)");
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(path))
+}
+
+/// argv from the bytes between `arg_start` and `arg_end`: each argument ends in a
+/// NUL; `cut` when what was read stops short of the end (the last argument read
+/// is then partial, and kept as such).
+fn split_argv(raw: &[u8], cut: bool) -> (Vec<Vec<u8>>, bool) {
+    let mut argv: Vec<Vec<u8>> = raw.split(|&c| c == 0).map(<[u8]>::to_vec).collect();
+    if !cut && raw.last() == Some(&0) {
+        // The piece after the last NUL.
+        argv.pop();
+    }
+    if raw.is_empty() {
+        argv.clear();
+    }
+    (argv, cut)
+}
+
+/// A `#!` script's argv as the caller gave it, from the interpreter's: the kernel
+/// put `[interpreter, optional argument, ..., path, argv[1..]]` in place of
+/// `argv`; the caller's `argv[0]` is gone, and the path stands for it.
+/// Returns it, and the interpreter's arguments dropped.
+fn script_argv(mut argv: Vec<Vec<u8>>, path: &[u8]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    match argv.iter().skip(1).position(|a| a == path) {
+        Some(i) => {
+            let caller = argv.split_off(i + 1);
+            (caller, argv)
+        }
+        None => (argv, Vec::new()),
+    }
+}
+
+/// What an `exec` line keeps of argv (`vg_records`' `MAX_RECORDED_ARGV_BYTES`).
+const RECORDED_ARGV_BYTES: u64 = 16 * 1024;
+
+/// An argv read in part, made its full size (`args` arguments of `bytes` bytes in
+/// all), so that the `exec` line's `truncated=` states the real size, as it does
+/// for an argv read whole: the arguments not read are stood for by fillers, after
+/// what the line keeps. Only when what was read holds more than the line keeps
+/// (then no filler can show); otherwise the size read is stated.
+fn complete(argv: &mut Vec<Vec<u8>>, args: u64, bytes: u64) {
+    let read: u64 = argv.iter().map(|a| a.len() as u64).sum();
+    let count = argv.len() as u64;
+    if read < RECORDED_ARGV_BYTES || args < count || bytes < read {
+        return;
+    }
+    let (Ok(extra), Ok(more)) = (usize::try_from(bytes - read), usize::try_from(args - count))
+    else {
+        return;
+    };
+    if more == 0 {
+        if let Some(last) = argv.last_mut() {
+            last.resize(last.len() + extra, b'?');
+        }
+        return;
+    }
+    argv.push(vec![b'?'; extra]);
+    argv.extend(std::iter::repeat_n(Vec::new(), more - 1));
+}
+
+/// A load error without the verifier's log, which runs to megabytes: its first
+/// line and the log's last words (the verifier's reason).
+pub fn short_verifier_error(error: &str) -> String {
+    match error.split_once("Verifier output:") {
+        Some((head, log)) => {
+            let log = log.trim();
+            let tail = log
+                .char_indices()
+                .rev()
+                .nth(199)
+                .map_or(log, |(at, _)| &log[at..]);
+            format!("{} … {tail}", head.trim())
+        }
+        None => error.to_owned(),
+    }
+}
+
+#[cfg(vg_exec_bpf)]
+pub use loaded::ExecRecorder;
+
+#[cfg(vg_exec_bpf)]
+mod loaded {
+    use std::os::fd::BorrowedFd;
+
+    use aya::maps::{Array, MapData, RingBuf};
+    use aya::programs::RawTracePoint;
+
+    use super::{Decoded, decode};
+    use crate::trace::TraceEvent;
+
+    static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/exec.bpf.o"));
+
+    /// The loaded and attached recorder of one sandbox; see the module's comment.
+    pub struct ExecRecorder {
+        // Owns the programs and their links: dropped, they are detached.
+        _ebpf: aya::Ebpf,
+        ring: RingBuf<MapData>,
+        config: Array<MapData, u64>,
+        lost: Array<MapData, u64>,
+        reported: [u64; 2],
+    }
+
+    impl std::fmt::Debug for ExecRecorder {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("ExecRecorder")
+        }
+    }
+
+    impl ExecRecorder {
+        /// Loads and attaches the programs, matching no task yet. Needs
+        /// `CAP_BPF` and `CAP_PERFMON` (root) and the kernel's BTF.
+        ///
+        /// Raw trace points, attached by name: unlike BTF trace points they need
+        /// no second read of the kernel's BTF here (`EbpfLoader::new` reads it
+        /// for the relocations), which a session's start would wait for.
+        pub fn load() -> Result<Self, String> {
+            std::fs::metadata("/sys/kernel/btf/vmlinux").map_err(|e| {
+                format!("the kernel's BTF (/sys/kernel/btf/vmlinux) cannot be read: {e}")
+            })?;
+            let cpus = aya::util::nr_cpus()
+                .ok()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or("cannot count this machine's possible CPUs")?;
+            let mut ebpf = aya::EbpfLoader::new()
+                // The verifier's log, on by default, costs each session's start
+                // milliseconds; a refusal still gives the kernel's error.
+                .verifier_log_level(aya::VerifierLogLevel::DISABLE)
+                .set_max_entries("SCRATCH", cpus)
+                .load(OBJECT)
+                .map_err(|e| format!("cannot load the exec recorder: {e}"))?;
+            for (name, point) in [
+                ("record_exec", "sched_process_exec"),
+                ("record_exit", "sched_process_exit"),
+            ] {
+                let program: &mut RawTracePoint = ebpf
+                    .program_mut(name)
+                    .ok_or_else(|| format!("the exec recorder has no program {name}"))?
+                    .try_into()
+                    .map_err(|e| format!("{name}: {e}"))?;
+                program.load().map_err(|e| {
+                    format!(
+                        "the kernel refused the exec recorder's {name}: {}",
+                        super::short_verifier_error(&e.to_string())
+                    )
+                })?;
+                program
+                    .attach(point)
+                    .map_err(|e| format!("cannot attach the exec recorder to {point}: {e}"))?;
+            }
+            let mut take = |name: &str| {
+                ebpf.take_map(name)
+                    .ok_or_else(|| format!("the exec recorder has no map {name}"))
+            };
+            let ring = RingBuf::try_from(take("EVENTS")?).map_err(|e| e.to_string())?;
+            let config = Array::try_from(take("CONFIG")?).map_err(|e| e.to_string())?;
+            let lost = Array::try_from(take("LOST")?).map_err(|e| e.to_string())?;
+            Ok(Self {
+                _ebpf: ebpf,
+                ring,
+                config,
+                lost,
+                reported: [0; 2],
+            })
+        }
+
+        /// From now on, record the tasks of the pid namespace `inum` (whose level
+        /// is `level`) and of the namespaces nested in it.
+        pub fn set_namespace(&mut self, inum: u32, level: u32) -> Result<(), String> {
+            self.config
+                .set(0, u64::from(inum) | (u64::from(level) << 32), 0)
+                .map_err(|e| format!("cannot configure the exec recorder: {e}"))
+        }
+
+        /// The ring buffer's descriptor, readable when events wait.
+        pub fn fd(&self) -> BorrowedFd<'_> {
+            crate::sys::borrow_fd(&self.ring)
+        }
+
+        /// Hands every waiting event to `on_event`, then what was lost; returns
+        /// how many events there were.
+        pub fn drain(&mut self, mut on_event: impl FnMut(Decoded)) -> usize {
+            let mut count = 0;
+            while let Some(item) = self.ring.next() {
+                count += 1;
+                match decode(&item) {
+                    Some(decoded) => on_event(decoded),
+                    None => on_event(Decoded {
+                        host_pid: 0,
+                        event: TraceEvent::Refused {
+                            host_pid: 0,
+                            reason: "the exec recorder sent a record this program cannot read"
+                                .into(),
+                        },
+                    }),
+                }
+            }
+            for (which, what) in [
+                (
+                    0u32,
+                    "programs were killed at their exec: the exec recorder's ring buffer was full or their exec could not be read",
+                ),
+                (
+                    1,
+                    "exits were not recorded: the exec recorder's ring buffer was full",
+                ),
+            ] {
+                let Ok(now) = self.lost.get(&which, 0) else {
+                    continue;
+                };
+                let slot = &mut self.reported[which as usize];
+                if now > *slot {
+                    let n = now - *slot;
+                    *slot = now;
+                    on_event(Decoded {
+                        host_pid: 0,
+                        event: TraceEvent::Refused {
+                            host_pid: 0,
+                            reason: format!("{n} {what}"),
+                        },
+                    });
+                }
+            }
+            count
+        }
+    }
+}
+
+/// Without clang at build time: never loaded ([`built`] says why).
+#[cfg(not(vg_exec_bpf))]
+#[derive(Debug)]
+pub enum ExecRecorder {}
+
+#[cfg(not(vg_exec_bpf))]
+impl ExecRecorder {
+    pub fn load() -> Result<Self, String> {
+        Err(built().err().unwrap_or_default())
+    }
+    pub fn set_namespace(&mut self, _: u32, _: u32) -> Result<(), String> {
+        match *self {}
+    }
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match *self {}
+    }
+    pub fn drain(&mut self, _: impl FnMut(Decoded)) -> usize {
+        match *self {}
+    }
+}
+
+#[cfg(test)]
+// The records built here are a few bytes long.
+#[allow(clippy::cast_possible_truncation)]
+mod tests {
+    use super::*;
+
+    fn exec_record(
+        path: &[u8],
+        interp: &[u8],
+        cwd_names: &[u8],
+        argv: &[u8],
+        full: u64,
+    ) -> Vec<u8> {
+        let mut b = vec![0u8; ARGV_AT + argv.len()];
+        let put =
+            |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        put(&mut b, 0, KIND_EXEC);
+        put(&mut b, 8, 7);
+        put(&mut b, 12, 3);
+        put(&mut b, 16, 4242);
+        put(&mut b, 20, path.len() as u32);
+        put(&mut b, 24, cwd_names.len() as u32);
+        put(&mut b, 28, argv.len() as u32);
+        b[32..40].copy_from_slice(&full.to_ne_bytes());
+        put(&mut b, 40, interp.len() as u32);
+        let argc = argv.iter().filter(|&&c| c == 0).count() as u32;
+        put(&mut b, 48, argc);
+        b[PATH_AT..PATH_AT + path.len()].copy_from_slice(path);
+        b[INTERP_AT..INTERP_AT + interp.len()].copy_from_slice(interp);
+        b[CWD_AT..CWD_AT + cwd_names.len()].copy_from_slice(cwd_names);
+        b[ARGV_AT..].copy_from_slice(argv);
+        b
+    }
+
+    fn exec_of(b: &[u8]) -> (i32, i32, PathBuf, Vec<u8>, Vec<Vec<u8>>, bool) {
+        match decode(b).unwrap() {
+            Decoded {
+                host_pid: 4242,
+                event:
+                    TraceEvent::Exec {
+                        pid,
+                        ppid,
+                        cwd,
+                        path,
+                        argv,
+                        truncated,
+                        ..
+                    },
+            } => (pid, ppid, cwd, path, argv, truncated),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_exec_is_decoded_with_its_cwd_from_the_names_walked_up() {
+        let b = exec_record(b"/bin/ls", b"", b"b\0a\0", b"ls\0-l\0\xff odd\0\0", 13);
+        let (pid, ppid, cwd, path, argv, truncated) = exec_of(&b);
+        assert_eq!((pid, ppid), (7, 3));
+        assert_eq!(cwd, PathBuf::from("/a/b"));
+        assert_eq!(path, b"/bin/ls");
+        assert_eq!(
+            argv,
+            vec![
+                b"ls".to_vec(),
+                b"-l".to_vec(),
+                b"\xff odd".to_vec(),
+                Vec::new()
+            ]
+        );
+        assert!(!truncated);
+        // At the root: no names.
+        let b = exec_record(b"x", b"", b"", b"x\0", 2);
+        assert_eq!(exec_of(&b).2, PathBuf::from("/"));
+        // No argv at all.
+        let b = exec_record(b"x", b"", b"", b"", 0);
+        assert!(exec_of(&b).4.is_empty());
+    }
+
+    #[test]
+    fn a_path_through_a_descriptor_is_named_by_the_files_own_path() {
+        let mut b = exec_record(b"/dev/fd/3", b"", b"", b"x\0", 2);
+        let names = b"true\0bin\0usr\0";
+        b[FILE_AT..FILE_AT + names.len()].copy_from_slice(names);
+        b[44..48].copy_from_slice(&(names.len() as u32).to_ne_bytes());
+        assert_eq!(exec_of(&b).3, b"/usr/bin/true");
+        assert_eq!(HEADER % 8, 0);
+        // A memfd: one name, of no directory.
+        let names = b"memfd:hidden\0";
+        b[FILE_AT..FILE_AT + names.len()].copy_from_slice(names);
+        b[44..48].copy_from_slice(&(names.len() as u32).to_ne_bytes());
+        b[4..8].copy_from_slice(&(FLAG_DETACHED << FILE_FLAGS).to_ne_bytes());
+        assert_eq!(exec_of(&b).3, b"/memfd:hidden (deleted)");
+        // The cwd's flags are its own.
+        assert_eq!(exec_of(&b).2, PathBuf::from("/"));
+        // A cwd deeper than the walk goes: its last names, marked.
+        b[4..8].copy_from_slice(&FLAG_DEEP.to_ne_bytes());
+        let names = b"c\0b\0";
+        b[CWD_AT..CWD_AT + names.len()].copy_from_slice(names);
+        b[24..28].copy_from_slice(&(names.len() as u32).to_ne_bytes());
+        assert_eq!(exec_of(&b).2, PathBuf::from("(deeper)/b/c"));
+    }
+
+    #[test]
+    fn an_argv_longer_than_what_was_read_is_truncated() {
+        let b = exec_record(b"/bin/echo", b"", b"", b"echo\0abc", 100_000);
+        let (.., argv, truncated) = exec_of(&b);
+        assert!(truncated);
+        assert_eq!(argv, vec![b"echo".to_vec(), b"abc".to_vec()]);
+    }
+
+    #[test]
+    fn an_argv_cut_past_what_the_record_keeps_states_its_full_size() {
+        // 9 arguments of 100 000 bytes, read as far as the window: the fillers
+        // make the size the record states the real one.
+        let mut argv = vec![b"true".to_vec()];
+        argv.push(vec![b'a'; 20_000]);
+        argv.push(vec![b'a'; 3_000]);
+        let args = 9;
+        let bytes = 4 + 8 * 100_000;
+        complete(&mut argv, args, bytes);
+        assert_eq!(argv.len() as u64, args);
+        assert_eq!(argv.iter().map(|a| a.len() as u64).sum::<u64>(), bytes);
+        assert_eq!(argv[1], vec![b'a'; 20_000]);
+        // The last argument read is the last one: it is made whole.
+        let mut argv = vec![b"true".to_vec(), vec![b'a'; 20_000]];
+        complete(&mut argv, 2, 4 + 100_000);
+        assert_eq!(argv[1].len(), 100_000);
+        // Less read than an exec line keeps: the size read stands.
+        let mut argv = vec![b"true".to_vec(), Vec::new()];
+        complete(&mut argv, 100_000, 100_000);
+        assert_eq!(argv.len(), 2);
+    }
+
+    #[test]
+    fn a_scripts_argv_is_the_callers_with_its_path_as_argv0() {
+        // `#!/bin/sh`: [interp, path, args].
+        let b = exec_record(b"./s.sh", b"/bin/sh", b"", b"/bin/sh\0./s.sh\0a\0", 17);
+        assert_eq!(exec_of(&b).4, vec![b"./s.sh".to_vec(), b"a".to_vec()]);
+        // `#!/usr/bin/env python3`: [interp, arg, path, args].
+        let b = exec_record(
+            b"t.py",
+            b"/usr/bin/env",
+            b"",
+            b"/usr/bin/env\0python3\0t.py\0x\0",
+            28,
+        );
+        assert_eq!(exec_of(&b).4, vec![b"t.py".to_vec(), b"x".to_vec()]);
+    }
+
+    #[test]
+    fn an_exit_is_decoded_from_its_wait_status() {
+        let mut b = Vec::new();
+        for v in [KIND_EXIT, 99, 5] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        b.extend_from_slice(&(3i32 << 8).to_ne_bytes());
+        let d = decode(&b).unwrap();
+        assert_eq!(d.host_pid, 99);
+        assert_eq!(
+            d.event,
+            TraceEvent::Exit {
+                pid: 5,
+                status: ExitStatus::Code(3)
+            }
+        );
+        b[12..16].copy_from_slice(&9i32.to_ne_bytes());
+        assert_eq!(
+            decode(&b).unwrap().event,
+            TraceEvent::Exit {
+                pid: 5,
+                status: ExitStatus::Signal(9)
+            }
+        );
+    }
+
+    #[test]
+    fn a_short_or_unknown_record_is_not_an_event() {
+        assert!(decode(&[]).is_none());
+        assert!(decode(&[1, 0, 0, 0]).is_none());
+        assert!(decode(&[9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).is_none());
+        let mut b = exec_record(b"x", b"", b"", b"x\0", 2);
+        // A length past its region.
+        b[20..24].copy_from_slice(&(PATH_CAP as u32 + 1).to_ne_bytes());
+        assert!(decode(&b).is_none());
+    }
+}

@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: GPL-2.0
+// Exec recorder for one sandbox: every successful exec and every process exit in
+// the sandbox's pid namespace (or one nested in it), written to a ring buffer the
+// supervisor drains. Nothing here waits for user space: the exec is already
+// committed when `sched_process_exec` fires, and what is read is the kernel's own
+// copy (the path it was given, the argv in the new program's memory), so no other
+// thread can change it between our read and what runs.
+//
+// Fail closed: an exec that cannot be put in the ring buffer (full) or read is
+// killed with SIGKILL before its first instruction (the signal is taken on the
+// return to user space) and counted; the supervisor records the count.
+//
+// Kernel structures are declared by hand, reduced to the fields read, and
+// relocated at load time against the running kernel's BTF (CO-RE).
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define PRESERVE __attribute__((preserve_access_index))
+
+struct ns_common { unsigned int inum; } PRESERVE;
+struct pid_namespace { unsigned int level; struct ns_common ns; } PRESERVE;
+struct upid { int nr; struct pid_namespace *ns; } PRESERVE;
+struct pid { unsigned int level; struct upid numbers[1]; } PRESERVE;
+struct qstr { unsigned int len; const unsigned char *name; } PRESERVE;
+struct hlist_bl_node { struct hlist_bl_node *next, **pprev; } PRESERVE;
+struct dentry { struct hlist_bl_node d_hash; struct dentry *d_parent; struct qstr d_name; } PRESERVE;
+struct vfsmount { struct dentry *mnt_root; } PRESERVE;
+struct mount { struct mount *mnt_parent; struct dentry *mnt_mountpoint; struct vfsmount mnt; } PRESERVE;
+struct path { struct vfsmount *mnt; struct dentry *dentry; } PRESERVE;
+struct fs_struct { struct path root; struct path pwd; } PRESERVE;
+struct mm_struct { unsigned long arg_start; unsigned long arg_end; } PRESERVE;
+typedef struct { int counter; } atomic_t;
+struct signal_struct { atomic_t live; unsigned int flags; int group_exit_code; } PRESERVE;
+struct task_struct {
+	int pid;
+	int tgid;
+	int exit_code;
+	struct task_struct *real_parent;
+	struct task_struct *group_leader;
+	struct pid *thread_pid;
+	struct fs_struct *fs;
+	struct mm_struct *mm;
+	struct signal_struct *signal;
+} PRESERVE;
+struct file { struct path f_path; } PRESERVE;
+struct linux_binprm { struct file *file; const char *filename; const char *interp; int argc; } PRESERVE;
+
+// The sandbox's pid namespace: its inode number and level, written by the
+// supervisor between the clone of the sandbox's init and the byte that lets it
+// go (before that, inum 0 matches no namespace).
+struct config { __u32 inum; __u32 level; };
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct config);
+} CONFIG SEC(".maps");
+
+#define SIGNAL_GROUP_EXIT 0x00000004
+#define SIGKILL 9
+
+// Keep in step with exectrace.rs.
+#define KIND_EXEC 1
+#define RING_SIZE (8 << 20)
+#define KIND_EXIT 2
+#define PATH_CAP 4096
+#define CWD_CAP 4096
+#define NAME_CAP 256
+// Steps of a walk up (names and mounts crossed). The verifier goes through each
+// step of the loop at load, which costs each session's start about 0.3 ms a step
+// (both walks): a deeper cwd is recorded with its last names, marked "(deeper)".
+#define MAX_DEPTH 32
+#define ARGV_CAP 65536
+#define FLAG_ARGV_CUT 2   // argv is longer than ARGV_CAP: what fits was read
+// A walk's end, for the cwd (shifted by 0) and the file (shifted by 8):
+#define FLAG_OUTSIDE_ROOT 4 // it reached the top of the mounts without the root
+#define FLAG_DETACHED 16    // it ended at a name of no directory (memfd, anon)
+#define FLAG_DELETED 32     // its first name was removed
+#define FLAG_DEEP 64        // it stopped after MAX_DEPTH steps or CWD_CAP bytes
+#define FILE_FLAGS(f) ((f) << 8)
+
+struct exec_event {
+	__u32 kind;
+	__u32 flags;
+	__s32 pid;       // inside the sandbox
+	__s32 ppid;      // inside the sandbox, 0 when the parent is outside
+	__u32 host_pid;
+	__u32 path_len;  // bytes of path, without the NUL
+	__u32 cwd_len;   // bytes of cwd: names from the cwd up, each ending in NUL
+	__u32 argv_len;  // bytes of argv read
+	__u64 argv_full; // arg_end - arg_start
+	__u32 interp_len; // bytes of interp when it differs from the path (a #! script)
+	__u32 file_len;  // bytes of file: names from the file up, when the path is
+	                 // a descriptor's (/dev/fd/N, /proc/...)
+	__u32 argc;      // the new program's argc (argv's size when it is cut)
+	__u32 pad;
+	char path[PATH_CAP];
+	char interp[PATH_CAP];
+	// Sized for the walk's last name wherever it starts (masked offsets).
+	char cwd[CWD_CAP + NAME_CAP];
+	char file[CWD_CAP + NAME_CAP];
+	char argv[ARGV_CAP];
+};
+
+struct exit_event {
+	__u32 kind;
+	__u32 host_pid;
+	__s32 pid;
+	__s32 status; // a wait status
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RING_SIZE);
+} EVENTS SEC(".maps");
+
+// One event being assembled per CPU, indexed by the CPU's number (a per-CPU
+// array's values are limited to 32 KiB). A trace point's program runs with
+// migration disabled and does not nest on its CPU. max_entries is set to the
+// number of possible CPUs at load.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct exec_event);
+} SCRATCH SEC(".maps");
+
+// 0: execs killed (ring full or unreadable); 1: exits lost (ring full).
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} LOST SEC(".maps");
+
+static __always_inline void count(__u32 which)
+{
+	__u64 *n = bpf_map_lookup_elem(&LOST, &which);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
+// The task's pid in the sandbox's namespace, or 0 when it is not in it (nor in
+// one nested in it). A task's pid namespace is fixed at its fork, and every child
+// of a task in the sandbox is in it or in a namespace nested in it, so nothing
+// started inside can leave this filter.
+static __always_inline int pid_inside(struct task_struct *task)
+{
+	__u32 zero = 0;
+	struct config *c = bpf_map_lookup_elem(&CONFIG, &zero);
+	if (!c || !c->inum)
+		return 0;
+	__u32 NS_INUM = c->inum, NS_LEVEL = c->level & 63;
+	struct pid *pid = BPF_CORE_READ(task, thread_pid);
+	if (!pid)
+		return 0;
+	unsigned int level = BPF_CORE_READ(pid, level);
+	if (level < NS_LEVEL)
+		return 0;
+	struct upid up;
+	// numbers[] is a flexible array: index it by its own relocated offset.
+	__u64 off = bpf_core_field_offset(struct pid, numbers) + (__u64)NS_LEVEL * sizeof(struct upid);
+	if (bpf_probe_read_kernel(&up, sizeof(up), (char *)pid + off))
+		return 0;
+	if (!up.ns)
+		return 0;
+	if (BPF_CORE_READ(up.ns, ns.inum) != NS_INUM)
+		return 0;
+	return up.nr;
+}
+
+static __always_inline struct mount *real_mount(struct vfsmount *m)
+{
+	return (struct mount *)((char *)m - bpf_core_field_offset(struct mount, mnt));
+}
+
+// The names from (d, vm) up to the task's root, crossing mounts, each followed
+// by a NUL, into the event's cwd (FILE 0) or file (FILE 1) region; deeper than
+// MAX_DEPTH steps or CWD_CAP bytes, the names nearest the end, flagged. Returns
+// false when a name cannot be read. The offset reached is
+// kept in the event (map memory, which the verifier does not track), so that the
+// paths through one step look alike to it and the loop is verified in a few
+// instructions per step.
+static __always_inline int walk(struct fs_struct *fs, struct dentry *d,
+				struct vfsmount *vm, struct exec_event *e, const int FILE)
+{
+	struct dentry *root = BPF_CORE_READ(fs, root.dentry);
+	struct vfsmount *root_mnt = BPF_CORE_READ(fs, root.mnt);
+	struct mount *m = real_mount(vm);
+	__u32 shift = FILE ? 8 : 0;
+	if (FILE)
+		e->file_len = 0;
+	else
+		e->cwd_len = 0;
+	if (!BPF_CORE_READ(d, d_hash.pprev) && d != BPF_CORE_READ(d, d_parent))
+		e->flags |= FLAG_DELETED << shift;
+	for (int i = 0; i < MAX_DEPTH; i++) {
+		if (d == root && vm == root_mnt)
+			return 1;
+		struct dentry *parent = BPF_CORE_READ(d, d_parent);
+		int last = 0;
+		if (d == BPF_CORE_READ(vm, mnt_root)) {
+			struct mount *up = BPF_CORE_READ(m, mnt_parent);
+			if (up == m) {
+				e->flags |= FLAG_OUTSIDE_ROOT << shift;
+				return 1;
+			}
+			d = BPF_CORE_READ(m, mnt_mountpoint);
+			m = up;
+			vm = (struct vfsmount *)((char *)up + bpf_core_field_offset(struct mount, mnt));
+			continue;
+		}
+		if (d == parent) {
+			// Its own parent yet no mount's root: a file of no directory.
+			e->flags |= FLAG_DETACHED << shift;
+			last = 1;
+		}
+		__u32 off = FILE ? e->file_len : e->cwd_len;
+		if (off >= CWD_CAP)
+			break;
+		const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+		char *to = FILE ? &e->file[off & (CWD_CAP - 1)] : &e->cwd[off & (CWD_CAP - 1)];
+		long n = bpf_probe_read_kernel_str(to, NAME_CAP, name);
+		if (n <= 0)
+			return 0;
+		if (FILE)
+			e->file_len = off + n;
+		else
+			e->cwd_len = off + n;
+		if (last)
+			return 1;
+		d = parent;
+	}
+	e->flags |= FLAG_DEEP << shift;
+	return 1;
+}
+
+// Whether the exec's path goes through a descriptor (execveat's /dev/fd/N[/name],
+// or a /proc link): the file is then named by its own path.
+static __always_inline int through_descriptor(const char *p)
+{
+	return (p[0] == '/' && p[1] == 'd' && p[2] == 'e' && p[3] == 'v' && p[4] == '/' &&
+		p[5] == 'f' && p[6] == 'd' && p[7] == '/') ||
+	       (p[0] == '/' && p[1] == 'p' && p[2] == 'r' && p[3] == 'o' && p[4] == 'c' &&
+		p[5] == '/');
+}
+
+// The supervisor is not woken for each event: it drains the ring buffer every few
+// milliseconds while the sandbox is busy (a wake-up per exec would cost the
+// sandbox's CPUs more than recording it), and is woken once the ring is a
+// quarter full, long before it could fill.
+static __always_inline __u64 wakeup(void)
+{
+	return bpf_ringbuf_query(&EVENTS, BPF_RB_AVAIL_DATA) > RING_SIZE / 4 ? BPF_RB_FORCE_WAKEUP
+									     : BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void kill_unrecorded(void)
+{
+	count(0);
+	bpf_send_signal(SIGKILL);
+}
+
+SEC("raw_tp/sched_process_exec")
+int record_exec(__u64 *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx[0];
+	struct linux_binprm *bprm = (struct linux_binprm *)ctx[2];
+	int pid = pid_inside(task);
+	if (!pid)
+		return 0;
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct exec_event *e = bpf_map_lookup_elem(&SCRATCH, &cpu);
+	if (!e) {
+		kill_unrecorded();
+		return 0;
+	}
+	e->kind = KIND_EXEC;
+	e->flags = 0;
+	e->pid = pid;
+	e->ppid = pid_inside(BPF_CORE_READ(task, real_parent));
+	e->host_pid = BPF_CORE_READ(task, tgid);
+
+	const char *filename = BPF_CORE_READ(bprm, filename);
+	const char *interp = BPF_CORE_READ(bprm, interp);
+	long n = bpf_probe_read_kernel_str(e->path, PATH_CAP, filename);
+	if (n <= 0) {
+		kill_unrecorded();
+		return 0;
+	}
+	e->path_len = n - 1;
+	e->interp_len = 0;
+	if (interp != filename) {
+		n = bpf_probe_read_kernel_str(e->interp, PATH_CAP, interp);
+		if (n > 0)
+			e->interp_len = n - 1;
+	}
+	struct fs_struct *fs = BPF_CORE_READ(task, fs);
+	if (!walk(fs, BPF_CORE_READ(fs, pwd.dentry), BPF_CORE_READ(fs, pwd.mnt), e, 0)) {
+		kill_unrecorded();
+		return 0;
+	}
+	e->file_len = 0;
+	if (through_descriptor(e->path)) {
+		struct file *file = BPF_CORE_READ(bprm, file);
+		if (!walk(fs, BPF_CORE_READ(file, f_path.dentry), BPF_CORE_READ(file, f_path.mnt), e, 1)) {
+			kill_unrecorded();
+			return 0;
+		}
+	}
+	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	__u64 start = BPF_CORE_READ(mm, arg_start);
+	__u64 end = BPF_CORE_READ(mm, arg_end);
+	__u64 full = end > start ? end - start : 0;
+	e->argv_full = full;
+	e->argc = BPF_CORE_READ(bprm, argc);
+	__u32 len = full;
+	if (full > ARGV_CAP) {
+		len = ARGV_CAP;
+		e->flags |= FLAG_ARGV_CUT;
+	}
+	len &= (ARGV_CAP << 1) - 1;
+	if (len > ARGV_CAP)
+		len = ARGV_CAP;
+	if (len && bpf_probe_read_user(e->argv, len, (void *)start)) {
+		kill_unrecorded();
+		return 0;
+	}
+	e->argv_len = len;
+	__u64 size = __builtin_offsetof(struct exec_event, argv) + (__u64)len;
+	if (size > sizeof(*e))
+		size = sizeof(*e);
+	if (bpf_ringbuf_output(&EVENTS, e, size, wakeup()))
+		kill_unrecorded();
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int record_exit(__u64 *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx[0];
+	struct signal_struct *sig = BPF_CORE_READ(task, signal);
+	// Only the process's last thread: the process has ended.
+	if (BPF_CORE_READ(sig, live.counter) != 0)
+		return 0;
+	int pid = pid_inside(task);
+	if (!pid)
+		return 0;
+	struct exit_event ev = {};
+	ev.kind = KIND_EXIT;
+	ev.host_pid = BPF_CORE_READ(task, tgid);
+	// Inside, by the thread group (the leader's pid).
+	ev.pid = pid_inside(BPF_CORE_READ(task, group_leader));
+	if (!ev.pid)
+		ev.pid = pid;
+	// As wait() reports it.
+	if (BPF_CORE_READ(sig, flags) & SIGNAL_GROUP_EXIT)
+		ev.status = BPF_CORE_READ(sig, group_exit_code);
+	else
+		ev.status = BPF_CORE_READ(task, group_leader, exit_code);
+	if (bpf_ringbuf_output(&EVENTS, &ev, sizeof(ev), wakeup()))
+		count(1);
+	return 0;
+}
