@@ -698,10 +698,11 @@ mod tests {
     #[test]
     fn root_removes_another_users_folder_with_that_users_rights_alone() {
         use std::os::unix::fs::PermissionsExt;
-        if vg_sandbox::real_ids().0 != 0 {
-            eprintln!("skipped: needs root to make two users' files");
-            return;
-        }
+        assert_eq!(
+            vg_sandbox::real_ids().0,
+            0,
+            "this test makes two users' files: run it as root (scripts/test)"
+        );
         let parent = std::env::temp_dir().join(format!("vg-sweep-owner-{}", std::process::id()));
         std::fs::create_dir_all(&parent).unwrap();
         let folder = parent.join("folder");

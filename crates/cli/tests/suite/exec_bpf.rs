@@ -5,27 +5,14 @@
 //! kill an exec rather than let it run unrecorded; and a dead supervisor must leave
 //! nothing attached. An unprivileged run keeps seccomp notification.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::exec_records::{BPF, PATH_SWAP, SECCOMP};
+use super::exec_records::{BPF, PATH_SWAP, SECCOMP, commands, events};
 use super::harness::{
     PYTHON, RecordsHome, Runner, Vg, Workspace, is_root, session_metadata, wait_until,
 };
-
-fn commands(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("commands.log")).unwrap()
-}
-
-fn events(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 /// `commands.log` without each line's time.
 fn untimed(log: &str) -> Vec<String> {

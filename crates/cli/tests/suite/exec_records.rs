@@ -17,11 +17,11 @@ pub(super) const SECCOMP: (&str, &str) = ("VECTRAGUARD_EXEC_TRACE", "seccomp");
 /// Asks a root run for the BPF recorder (`exec_trace = "bpf"` for one run).
 pub(super) const BPF: (&str, &str) = ("VECTRAGUARD_EXEC_TRACE", "bpf");
 
-fn commands(dir: &Path) -> String {
+pub(super) fn commands(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("commands.log")).unwrap()
 }
 
-fn events(dir: &Path) -> Vec<Value> {
+pub(super) fn events(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap()
         .lines()

@@ -682,10 +682,10 @@ fn sigkill_of_vectraguard_ends_runsc_and_the_sentry() {
 fn the_bundle_sweep_removes_nothing_the_folders_owner_could_not() {
     use super::harness::TempDir;
     use std::os::unix::fs::{PermissionsExt, lchown, symlink};
-    if !super::harness::is_root() {
-        eprintln!("skipped: the folders of two users need root to be made");
-        return;
-    }
+    assert!(
+        super::harness::is_root(),
+        "this test makes the folders of two users: run it as root (scripts/test)"
+    );
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
