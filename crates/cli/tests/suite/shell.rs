@@ -907,9 +907,20 @@ fn the_modes_are_turned_off_when_vectraguard_is_killed() {
                 "sandbox", "run", "-t", "--name", &name, "--", "sh", "modes.sh",
             ],
         );
-        t.line(&format!("{vg}; echo after-$((50+50))"));
+        t.line(&vg);
         t.wait_for("modes-5");
         kill_supervisor(&name);
+        // The shell learns of the death as the guardian does and may print before the
+        // guardian has turned the alternate screen off, onto the screen that goes
+        // away with it (the README says so). So the next line is typed once every
+        // vectraguard process is gone: it is neither lost to that screen nor flushed
+        // by the guardian's restore.
+        let end = Instant::now() + Duration::from_secs(20);
+        while !super::harness::host_processes_with(&name).is_empty() {
+            assert!(Instant::now() < end, "vectraguard's processes outlived it");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        t.line("echo after-$((50+50))");
         t.wait_for("after-100");
         assert_eq!(
             t.modes(),
