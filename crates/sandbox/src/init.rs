@@ -251,15 +251,29 @@ fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::Owned
         Err(_) => sys::exit_now(125),
     };
     drop(err_w);
+    let had_tty = tty.is_some();
     drop(tty);
     let _ = Message::Started(main).send(&mut report);
     // The command's stdio belongs to the command; init keeps no copy, so the
     // supervisor sees end-of-file when the last sandboxed writer is gone.
     // SAFETY: init owns no object on 0-2: they are the supervisor's stdio inherited as
     // plain numbers (Rust's runtime keeps 0-2 open in the supervisor, so init's own
-    // pipes have higher numbers), and the terminal's slave was dropped above.
+    // pipes have higher numbers), and the terminal's slave was dropped above. Without
+    // a terminal, the command's stdio (a recorded run's pipes, numbered above 2) are
+    // plain numbers too, kept only for the command's fork; err_r, the report pipe and
+    // they are distinct open descriptors, so none of init's own is closed here.
     #[allow(unsafe_code)]
-    let _ = unsafe { sys::close_range(0, 2) };
+    unsafe {
+        let _ = sys::close_range(0, 2);
+        if !had_tty {
+            for fd in stdio.into_iter().filter(|&fd| fd > 2) {
+                let Ok(fd) = libc::c_uint::try_from(fd) else {
+                    continue;
+                };
+                let _ = sys::close_range(fd, fd);
+            }
+        }
+    }
     let mut errno = [0u8; 4];
     if let Ok(4) = err_r.read(&mut errno) {
         let _ = Message::ExecFailed(i32::from_le_bytes(errno)).send(&mut report);
