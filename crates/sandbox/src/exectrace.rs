@@ -5,7 +5,7 @@
 //! is loaded here with `aya` and attached to the `sched_process_exec` and
 //! `sched_process_exit` raw trace points (no tracefs needed). It keeps only the
 //! tasks of the sandbox's pid namespace (or of one nested in it), written into
-//! [`ExecRecorder::set_namespace`] between init's clone and its go, so nothing of
+//! [`ExecRecorder::watch_namespace_of`] between init's clone and its go, so nothing of
 //! the sandbox's runs before. Each exec is read after it has succeeded, from the
 //! kernel's own copies: the path given to `execve` (`bprm->filename`), the argv in
 //! the new program's memory, the working directory walked up to the task's root
@@ -293,6 +293,10 @@ mod loaded {
         config: Array<MapData, u64>,
         lost: Array<MapData, u64>,
         reported: [u64; 2],
+        /// The sandbox's pid namespace, held open while the programs match its
+        /// inode number: a freed namespace's number is given to the next one made
+        /// (the lowest free), whose execs would otherwise be recorded here.
+        namespace: Option<std::fs::File>,
     }
 
     impl std::fmt::Debug for ExecRecorder {
@@ -355,15 +359,21 @@ mod loaded {
                 config,
                 lost,
                 reported: [0; 2],
+                namespace: None,
             })
         }
 
-        /// From now on, record the tasks of the pid namespace `inum` (whose level
-        /// is `level`) and of the namespaces nested in it.
-        pub fn set_namespace(&mut self, inum: u32, level: u32) -> Result<(), String> {
+        /// From now on, record the tasks of process `pid`'s pid namespace (init's,
+        /// before its go) and of the namespaces nested in it. The namespace is held
+        /// open until the recorder is dropped, so that its inode number, which the
+        /// programs match, cannot be given to another namespace meanwhile.
+        pub fn watch_namespace_of(&mut self, pid: libc::pid_t) -> Result<(), String> {
+            let (namespace, inum, level) = super::pid_namespace(pid)?;
             self.config
                 .set(0, u64::from(inum) | (u64::from(level) << 32), 0)
-                .map_err(|e| format!("cannot configure the exec recorder: {e}"))
+                .map_err(|e| format!("cannot configure the exec recorder: {e}"))?;
+            self.namespace = Some(namespace);
+            Ok(())
         }
 
         /// The ring buffer's descriptor, readable when events wait.
@@ -418,6 +428,103 @@ mod loaded {
             count
         }
     }
+
+    #[cfg(test)]
+    mod tests {
+        use std::os::unix::fs::MetadataExt;
+        use std::process::{Child, Command};
+        use std::time::{Duration, Instant};
+
+        /// `unshare --pid --fork sleep`: a process alone in a new pid namespace,
+        /// and that namespace's inode number. The caller kills and waits for it.
+        #[allow(clippy::zombie_processes)]
+        fn alone() -> (Child, libc::pid_t, u64) {
+            let mut unshare = Command::new("unshare")
+                .args(["--pid", "--fork", "--kill-child", "sleep", "60"])
+                .spawn()
+                .expect("unshare (util-linux)");
+            let id = unshare.id();
+            let end = Instant::now() + Duration::from_secs(10);
+            loop {
+                let children = std::fs::read_to_string(format!("/proc/{id}/task/{id}/children"))
+                    .unwrap_or_default();
+                if let Some(pid) = children.split_whitespace().next() {
+                    let pid: libc::pid_t = pid.parse().unwrap();
+                    if let Ok(ns) = std::fs::metadata(format!("/proc/{pid}/ns/pid")) {
+                        return (unshare, pid, ns.ino());
+                    }
+                }
+                if Instant::now() > end {
+                    let _ = unshare.kill();
+                    let _ = unshare.wait();
+                    panic!("unshare started no process in a new pid namespace");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+
+        /// The kernel gives a freed namespace's inode number to the next namespace
+        /// made; while a recorder matches that number, the next sandbox's (or any
+        /// container's) execs would be recorded into this one. So the recorder
+        /// keeps its namespace.
+        #[test]
+        fn a_watched_namespace_s_number_goes_to_no_other_while_the_recorder_lives() {
+            // /proc/self belongs to the effective user.
+            assert_eq!(
+                std::fs::metadata("/proc/self").unwrap().uid(),
+                0,
+                "run as root: the BPF exec recorder needs CAP_BPF and CAP_PERFMON"
+            );
+            let mut recorder = super::ExecRecorder::load().expect("the recorder loads");
+            let (mut first, pid, inum) = alone();
+            recorder.watch_namespace_of(pid).unwrap();
+            let _ = first.kill();
+            let _ = first.wait();
+            let end = Instant::now() + Duration::from_secs(10);
+            while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                assert!(Instant::now() < end, "the namespace's process outlived it");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // The namespace has no process left. New ones, all alive at once, take
+            // the lowest free numbers; none may take the watched one.
+            let others: Vec<(Child, libc::pid_t, u64)> = (0..48).map(|_| alone()).collect();
+            let reused = others.iter().any(|(_, _, other)| *other == inum);
+            for (mut child, _, _) in others {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            assert!(
+                !reused,
+                "namespace {inum} was given to another while the recorder matched it"
+            );
+            drop(recorder);
+        }
+    }
+}
+
+/// Process `pid`'s pid namespace, opened, with its inode number and its level (0 for
+/// the host's).
+#[cfg_attr(not(vg_exec_bpf), allow(dead_code))]
+fn pid_namespace(pid: libc::pid_t) -> Result<(std::fs::File, u32, u32), String> {
+    use std::os::unix::fs::MetadataExt;
+    let namespace = std::fs::File::open(format!("/proc/{pid}/ns/pid"))
+        .map_err(|e| format!("cannot open its pid namespace: {e}"))?;
+    let inum = namespace
+        .metadata()
+        .map_err(|e| format!("cannot read its pid namespace: {e}"))?
+        .ino();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("cannot read its status: {e}"))?;
+    let levels = status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .map(|l| l.split_whitespace().count())
+        .ok_or("its status has no NSpid")?;
+    Ok((
+        namespace,
+        u32::try_from(inum).map_err(|_| "its pid namespace's inode is out of range")?,
+        u32::try_from(levels.saturating_sub(1)).map_err(|_| "too many levels")?,
+    ))
 }
 
 /// Without clang at build time: never loaded ([`built`] says why).
@@ -430,7 +537,7 @@ impl ExecRecorder {
     pub fn load() -> Result<Self, String> {
         Err(built().err().unwrap_or_default())
     }
-    pub fn set_namespace(&mut self, _: u32, _: u32) -> Result<(), String> {
+    pub fn watch_namespace_of(&mut self, _: libc::pid_t) -> Result<(), String> {
         match *self {}
     }
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {

@@ -246,8 +246,7 @@ pub fn spawn_in(
     drop(entry);
     // Nothing of the sandbox's has run: init waits for its go.
     if let Some(recorder) = recorder.as_mut()
-        && let Err(e) =
-            pid_namespace(pid).and_then(|(inum, level)| recorder.set_namespace(inum, level))
+        && let Err(e) = recorder.watch_namespace_of(pid)
     {
         let _ = sys::kill(pid, libc::SIGKILL);
         let _ = sys::waitpid(pid, 0);
@@ -285,26 +284,6 @@ pub fn spawn_in(
         recorder,
         exec_trace,
     })
-}
-
-/// The pid namespace of `pid` (a child cloned into a new one): its inode number,
-/// and its level (ours plus one: `NSpid` lists a pid per level).
-fn pid_namespace(pid: libc::pid_t) -> Result<(u32, u32), String> {
-    use std::os::unix::fs::MetadataExt;
-    let inum = std::fs::metadata(format!("/proc/{pid}/ns/pid"))
-        .map_err(|e| format!("cannot read its pid namespace: {e}"))?
-        .ino();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|e| format!("cannot read its status: {e}"))?;
-    let levels = status
-        .lines()
-        .find_map(|l| l.strip_prefix("NSpid:"))
-        .map(|l| l.split_whitespace().count())
-        .ok_or("its status has no NSpid")?;
-    Ok((
-        u32::try_from(inum).map_err(|_| "its pid namespace's inode is out of range")?,
-        u32::try_from(levels.saturating_sub(1)).map_err(|_| "too many levels")?,
-    ))
 }
 
 impl Sandbox {
