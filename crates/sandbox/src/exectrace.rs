@@ -72,6 +72,18 @@ pub fn built() -> Result<(), String> {
     }
 }
 
+/// Why this kernel cannot be trusted with the recorder, given what
+/// `/sys/kernel/realtime` holds (absent on most kernels). The programs keep one
+/// event per CPU and the kernel skips a program already running on its CPU: that
+/// can only happen where a trace point's program can be preempted, as on real-time
+/// kernels, and there an exec could pass unrecorded. Not tried on one: refused.
+#[cfg_attr(not(vg_exec_bpf), allow(dead_code))]
+fn unsafe_kernel(realtime: Option<&str>) -> Option<&'static str> {
+    (realtime.map(str::trim) == Some("1")).then_some(
+        "this is a real-time kernel, whose trace points can be preempted, so an exec could pass while another's record is written",
+    )
+}
+
 /// One event decoded from the ring buffer, with the host pid it came from.
 #[derive(Debug, PartialEq)]
 pub struct Decoded {
@@ -313,6 +325,10 @@ mod loaded {
         /// no second read of the kernel's BTF here (`EbpfLoader::new` reads it
         /// for the relocations), which a session's start would wait for.
         pub fn load() -> Result<Self, String> {
+            let realtime = std::fs::read_to_string("/sys/kernel/realtime").ok();
+            if let Some(why) = super::unsafe_kernel(realtime.as_deref()) {
+                return Err(why.to_owned());
+            }
             std::fs::metadata("/sys/kernel/btf/vmlinux").map_err(|e| {
                 format!("the kernel's BTF (/sys/kernel/btf/vmlinux) cannot be read: {e}")
             })?;
@@ -599,6 +615,13 @@ mod tests {
             } => (pid, ppid, cwd, path, argv, truncated),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_real_time_kernel_is_refused_and_others_are_not() {
+        assert!(unsafe_kernel(Some("1\n")).is_some());
+        assert_eq!(unsafe_kernel(Some("0\n")), None);
+        assert_eq!(unsafe_kernel(None), None);
     }
 
     #[test]
