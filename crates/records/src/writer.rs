@@ -300,8 +300,16 @@ impl Appender {
                 Ok(offset)
             }
             Err(source) => {
-                // A partial write may have landed; keep offsets true to the file.
-                if let Ok(m) = self.file.metadata() {
+                // A partial write may have landed (a full disk takes what fits):
+                // take it back, so that the file holds exactly what was chained.
+                // Left there, whole lines of an `integrity.log` batch that failed
+                // would follow a head the ledger then records as the session's
+                // last, which `verify` must call rewriting. Truncating frees blocks,
+                // so it works on a full disk; if it fails, keep offsets true to the
+                // file.
+                if self.file.set_len(offset).is_err()
+                    && let Ok(m) = self.file.metadata()
+                {
                     self.len = m.len();
                 }
                 Err(RecordsError::Write {
