@@ -274,6 +274,10 @@ echo "http=$(curl -sS --max-time 20 http://api-$T.test:{port}/)"
 echo "helper=$(sh ./helper.sh)"
 /usr/bin/env true && echo env=ok
 {sleeper} &
+# Left running, but only once it is the sleeper (its exec is what is listed): on a
+# busy machine the session could end before the background child got that far.
+pid=$!; n=0
+while :; do c=; read -r c < /proc/$pid/comm 2>/dev/null; [ "$c" = sleep ] && break; n=$((n+1)); [ $n -gt 200000 ] && break; done
 if cat "$HOME/.ssh/{key}" >/dev/null 2>&1; then echo ssh=read; else echo ssh=hidden; fi
 echo done=1
 "#
