@@ -1381,7 +1381,7 @@ fn a_resize_while_the_container_starts_reaches_its_terminal() {
     ws.write_mode(
         "slow-engine/docker",
         format!(
-            "#!/bin/sh\nif [ \"$1\" = run ]; then : > '{}'; sleep 2; fi\nexec {docker} \"$@\"\n",
+            "#!/bin/sh\nif [ \"$1\" = run ]; then : > '{}'; sleep 4; fi\nexec {docker} \"$@\"\n",
             started.display()
         ),
         0o755,
@@ -1408,7 +1408,10 @@ fn a_resize_while_the_container_starts_reaches_its_terminal() {
         &format!("PATH={}:/usr/local/bin", slow.display()),
     );
     let t = Tmux::start(ws.path(), &command, 100, 30);
-    // The size is taken just before the engine's client starts.
+    // The size is taken just before the engine's client starts. The client waits 4 s
+    // for the resize below (2 s was once too short for this thread on a loaded
+    // machine: the resize then raced the container's `stty size`, which only the
+    // engine's own resize after its start can reach).
     assert!(
         super::harness::wait_until(std::time::Duration::from_secs(30), || started.exists()),
         "the engine's client was not started"
