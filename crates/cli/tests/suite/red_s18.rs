@@ -169,3 +169,44 @@ exec 3>&1; ( echo both-err >&2 ) 2>&1
         }
     });
 }
+
+/// Programs run without a path the recorder could read back: from a memfd by
+/// `fexecve` (execveat with AT_EMPTY_PATH), and by `posix_spawn` (vfork), each with a
+/// huge argv. Each that ran must be in `commands.log`, with its marker.
+#[test]
+fn red_bpf_recorder_records_fd_and_vfork_execs() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    let home = RecordsHome::new(Runner::Root);
+    let marker = format!("fdexec-{}", unique());
+    let script = format!(
+        "import os
+big = ['x' * 4000] * 200
+data = open('/bin/echo', 'rb').read()
+fd = os.memfd_create('m', 0)
+os.write(fd, data)
+pid = os.fork()
+if pid == 0:
+    os.execve(fd, ['echo', '{marker}-memfd'] + big, {{}})
+os.waitpid(pid, 0)
+pid = os.posix_spawn('/bin/echo', ['echo', '{marker}-spawn'] + big, {{}})
+os.waitpid(pid, 0)
+"
+    );
+    let mut vg = Vg::sandbox(Runner::Root, &ws, &[], &["/usr/bin/python3", "-c", &script]);
+    vg.records_home(&home);
+    vg.env(BPF.0, BPF.1);
+    let out = vg.run();
+    let log = commands(&home.only_session());
+    for suffix in ["memfd", "spawn"] {
+        let word = format!("{marker}-{suffix}");
+        if out.stdout.contains(&word) {
+            assert!(
+                log.contains(&word),
+                "an exec ({word}) ran unrecorded\n{log}\n{out}"
+            );
+        }
+    }
+}
