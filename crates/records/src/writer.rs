@@ -280,6 +280,9 @@ struct Appender {
     file: File,
     path: PathBuf,
     len: u64,
+    /// Where the chained bytes end: past it, bytes written (a two-step append's
+    /// first half) whose chaining has not succeeded (yet).
+    chained: u64,
 }
 
 impl Appender {
@@ -289,7 +292,12 @@ impl Appender {
             path: path.clone(),
             source,
         })?;
-        Ok(Self { file, path, len: 0 })
+        Ok(Self {
+            file,
+            path,
+            len: 0,
+            chained: 0,
+        })
     }
 
     fn append(&mut self, data: &[u8]) -> Result<u64, RecordsError> {
@@ -318,6 +326,23 @@ impl Appender {
                 })
             }
         }
+    }
+
+    /// Takes back the bytes written but never chained (a two-step append whose
+    /// chaining failed on a full disk): left there, they follow the head the ledger
+    /// ends the session with, and `verify` must call them appended after the fact.
+    fn take_back_unchained(&mut self) -> Result<(), RecordsError> {
+        if self.len <= self.chained {
+            return Ok(());
+        }
+        self.file
+            .set_len(self.chained)
+            .map_err(|source| RecordsError::Write {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.len = self.chained;
+        Ok(())
     }
 }
 
@@ -430,6 +455,26 @@ impl State {
         let (line, hash) = self.chain.line_for(file.name(), offset, len, digest);
         self.integrity.append(line.as_bytes())?;
         self.chain.commit(hash);
+        self.mark_chained(file, offset, len);
+        Ok(())
+    }
+
+    fn mark_chained(&mut self, file: RecordFile, offset: u64, len: u64) {
+        if let Some(appender) = self.appender(file) {
+            appender.chained = appender.chained.max(offset.saturating_add(len));
+        }
+    }
+
+    /// Every append-only file cut back to its chained end (see
+    /// [`Appender::take_back_unchained`]).
+    fn take_back_unchained(&mut self) -> Result<(), RecordsError> {
+        for appender in self
+            .files
+            .iter_mut()
+            .chain(self.cast.as_mut().map(|c| &mut c.file))
+        {
+            appender.take_back_unchained()?;
+        }
         Ok(())
     }
 
@@ -460,6 +505,9 @@ impl State {
         }
         self.integrity.append(lines.as_bytes())?;
         self.chain = chain;
+        for (record, _) in records {
+            self.mark_chained(record.file, record.offset, record.len);
+        }
         Ok(())
     }
 
@@ -875,6 +923,7 @@ impl SessionWriter {
         let failed = end.error.is_some();
         st.metadata.error = end.error;
         st.finished = true;
+        st.take_back_unchained()?;
         st.write_metadata(&self.dir, !failed)?;
         let head = st.head();
         let metadata = st.metadata.clone();

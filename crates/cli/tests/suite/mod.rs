@@ -44,6 +44,7 @@ mod posture;
 mod profiles;
 mod records;
 mod red_learning;
+mod red_s18;
 mod replay;
 mod risk;
 mod shell;
