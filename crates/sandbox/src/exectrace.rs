@@ -384,7 +384,7 @@ mod loaded {
         /// open until the recorder is dropped, so that its inode number, which the
         /// programs match, cannot be given to another namespace meanwhile.
         pub fn watch_namespace_of(&mut self, pid: libc::pid_t) -> Result<(), String> {
-            let (namespace, inum, level) = super::pid_namespace(pid)?;
+            let (namespace, inum, level) = pid_namespace(pid)?;
             self.config
                 .set(0, u64::from(inum) | (u64::from(level) << 32), 0)
                 .map_err(|e| format!("cannot configure the exec recorder: {e}"))?;
@@ -443,6 +443,30 @@ mod loaded {
             }
             count
         }
+    }
+
+    /// Process `pid`'s pid namespace, opened, with its inode number and its level (0 for
+    /// the host's).
+    fn pid_namespace(pid: libc::pid_t) -> Result<(std::fs::File, u32, u32), String> {
+        use std::os::unix::fs::MetadataExt;
+        let namespace = std::fs::File::open(format!("/proc/{pid}/ns/pid"))
+            .map_err(|e| format!("cannot open its pid namespace: {e}"))?;
+        let inum = namespace
+            .metadata()
+            .map_err(|e| format!("cannot read its pid namespace: {e}"))?
+            .ino();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .map_err(|e| format!("cannot read its status: {e}"))?;
+        let levels = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .map(|l| l.split_whitespace().count())
+            .ok_or("its status has no NSpid")?;
+        Ok((
+            namespace,
+            u32::try_from(inum).map_err(|_| "its pid namespace's inode is out of range")?,
+            u32::try_from(levels.saturating_sub(1)).map_err(|_| "too many levels")?,
+        ))
     }
 
     #[cfg(test)]
@@ -516,31 +540,6 @@ mod loaded {
             drop(recorder);
         }
     }
-}
-
-/// Process `pid`'s pid namespace, opened, with its inode number and its level (0 for
-/// the host's).
-#[cfg_attr(not(vg_exec_bpf), allow(dead_code))]
-fn pid_namespace(pid: libc::pid_t) -> Result<(std::fs::File, u32, u32), String> {
-    use std::os::unix::fs::MetadataExt;
-    let namespace = std::fs::File::open(format!("/proc/{pid}/ns/pid"))
-        .map_err(|e| format!("cannot open its pid namespace: {e}"))?;
-    let inum = namespace
-        .metadata()
-        .map_err(|e| format!("cannot read its pid namespace: {e}"))?
-        .ino();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|e| format!("cannot read its status: {e}"))?;
-    let levels = status
-        .lines()
-        .find_map(|l| l.strip_prefix("NSpid:"))
-        .map(|l| l.split_whitespace().count())
-        .ok_or("its status has no NSpid")?;
-    Ok((
-        namespace,
-        u32::try_from(inum).map_err(|_| "its pid namespace's inode is out of range")?,
-        u32::try_from(levels.saturating_sub(1)).map_err(|_| "too many levels")?,
-    ))
 }
 
 /// Without clang at build time: never loaded ([`built`] says why).

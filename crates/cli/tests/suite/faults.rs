@@ -181,12 +181,12 @@ fn a_supervisor_killed_at_any_moment_leaves_no_process_and_an_explained_record()
 }
 
 /// A tmpfs of `size` mounted on a fresh folder owned by `owner`, unmounted on drop.
-struct SmallDisk {
+pub(super) struct SmallDisk {
     dir: TempDir,
 }
 
 impl SmallDisk {
-    fn mount(size: &str, runner: Runner) -> Self {
+    pub(super) fn mount(size: &str, runner: Runner) -> Self {
         assert!(
             is_root(),
             "mounting a small disk needs the tests to run as root"
@@ -212,7 +212,7 @@ impl SmallDisk {
         Self { dir }
     }
 
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         self.dir.path()
     }
 

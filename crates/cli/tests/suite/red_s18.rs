@@ -6,47 +6,10 @@
 use std::process::Command;
 
 use super::exec_records::{BPF, commands};
+use super::faults::SmallDisk;
 use super::harness::{
-    RecordsHome, Runner, TempDir, Vg, Workspace, chown_to, each_identity, is_root, unique,
+    RecordsHome, Runner, Vg, Workspace, chown_to, each_identity, is_root, unique,
 };
-
-/// A tmpfs of `size` on a fresh folder owned by `runner`'s invoker, unmounted on drop.
-struct SmallDisk {
-    dir: TempDir,
-}
-
-impl SmallDisk {
-    fn mount(size: &str, runner: Runner) -> Self {
-        let dir = TempDir::new("red-disk");
-        let owner = runner.invoker();
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o"])
-            .arg(format!(
-                "size={size},mode=0755,uid={},gid={}",
-                owner.uid, owner.gid
-            ))
-            .arg("vg-red-disk")
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(
-            status.success(),
-            "cannot mount a tmpfs on {}",
-            dir.path().display()
-        );
-        chown_to(dir.path(), &owner);
-        Self { dir }
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
 
 /// The sandboxed program shares a small disk with the records and fills and frees it
 /// over and over while writing to stdout and stderr at once, so that the relays' and
@@ -60,8 +23,10 @@ fn red_a_script_filling_the_shared_disk_cannot_unchain_or_shift_records() {
     }
     each_identity(|runner| {
         let disk = SmallDisk::mount("2m", runner);
-        let home = disk.dir.path().join("home");
-        let ws = disk.dir.path().join("ws");
+        // Passable to the sandbox user, whoever it is.
+        let _ = Command::new("chmod").arg("0755").arg(disk.path()).status();
+        let home = disk.path().join("home");
+        let ws = disk.path().join("ws");
         for dir in [&home, &ws] {
             std::fs::create_dir(dir).unwrap();
             chown_to(dir, &runner.invoker());
