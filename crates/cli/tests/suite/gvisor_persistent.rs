@@ -857,23 +857,40 @@ fn a_sandbox_that_dies_fails_its_waiting_exec_at_once_and_is_listed_stopped() {
         .unwrap();
     std::fs::write(cgroup.join("pids.max"), (current + 8).to_string()).unwrap();
     let started = Instant::now();
-    let _ = sandbox.exec(&[PYTHON, "-c", MANY, "100"]);
+    let many = sandbox.exec(&[PYTHON, "-c", MANY, "100"]);
     let out = waiting.finish(Duration::from_secs(30));
+    // Everything a failure needs to be understood from CI's log alone.
+    let context = |what: &str| {
+        format!(
+            "{what}\n--- the waiting exec:\n{out}\n--- the forks:\n{many}\n--- listed: {}\n--- gVisor's cgroup: pids.max {:?} pids.current {:?} pids.events {:?}",
+            sandbox.listed(),
+            std::fs::read_to_string(cgroup.join("pids.max")),
+            std::fs::read_to_string(cgroup.join("pids.current")),
+            std::fs::read_to_string(cgroup.join("pids.events")),
+        )
+    };
     assert!(
         started.elapsed() < Duration::from_secs(25),
-        "the waiting exec hung\n{out}"
+        "{}",
+        context("the waiting exec hung")
     );
-    out.assert_code(125);
-    out.assert_stderr_contains("the sandbox hung up before the command ended");
-    let stopped = wait_until(Duration::from_secs(10), || {
+    assert_eq!(out.code(), Some(125), "{}", context("not 125"));
+    assert!(
+        out.stderr
+            .contains("the sandbox hung up before the command ended"),
+        "{}",
+        context("no hang-up named")
+    );
+    let stopped = wait_until(Duration::from_secs(30), || {
         sandbox.listed()["state"] == "stopped"
     });
-    assert!(stopped, "{}", sandbox.listed());
+    assert!(stopped, "{}", context("not listed stopped"));
     assert_no_process_left(&marker, &out);
     // The record says which cap was reached: the host's, on gVisor's own tasks.
     let dir = std::path::PathBuf::from(sandbox.listed()["session_dir"].as_str().unwrap());
     let hits = super::limits::limit_hits(&dir, "pids");
-    assert_eq!(hits.len(), 1, "{hits:?}");
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
+    assert_eq!(hits.len(), 1, "{hits:?}\n{events}\n{out}\n{many}");
     assert!(
         hits[0]["enforced_by"]
             .as_str()
