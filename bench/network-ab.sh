@@ -24,19 +24,8 @@ for b in "$@"; do
   path=$(realpath -e "${b#*=}") || { echo "no build at ${b#*=}" >&2; exit 2; }
   builds+=("${b%%=*}=$path")
 done
-ws=$(mktemp -d /tmp/vg-bench-ab.XXXXXX)
-export VECTRAGUARD_HOME="$ws.home"
-cleanup() { [ -n "${server:-}" ] && kill "$server" 2>/dev/null; rm -rf "$ws" "$ws.home"; }
-trap cleanup EXIT
-mkdir -p "$ws/w" && chmod 755 "$ws" "$ws/w"
-if [ "$(id -u)" = 0 ]; then chown nobody "$ws/w"; fi
-head -c 1073741824 /dev/zero >"$ws/blob"
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-http=$(port); echo_port=$(port)
-python3 "$root/bench/netserve.py" "$ws/blob" "$http" "$echo_port" &
-server=$!
-for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$http/" -r 0-0 && break; sleep 0.1; done
-cd "$ws/w"
+# shellcheck source=bench/netserve-env.sh
+. "$root/bench/netserve-env.sh"
 
 for _ in $(seq "$rounds"); do
   for v in $(printf '%s\n' direct "${builds[@]}" | shuf); do
