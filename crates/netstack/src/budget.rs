@@ -18,6 +18,35 @@ pub(crate) const FULL: usize = 512 << 10;
 /// Buffer size each way once the budget is tight: still a working TCP window.
 pub(crate) const SMALL: usize = 32 << 10;
 
+/// The receive buffer of the host socket of a connection granted [`FULL`] buffers:
+/// fixed, not left to the kernel's autotuning. Why (session 19): the mediator takes
+/// a destination's bytes off that socket only once the sandbox acknowledges them (see
+/// `bypass`), and in some downloads autotuning never grew the buffer past its initial
+/// 128 KiB (`ss -tmi`: `rb131072` for the whole transfer, against 10-33 MB in the
+/// others). The destination could then send only as the sandbox acknowledged, and the
+/// download fell into a lock-step of a wake-up per packet or two, 2-3 times slower.
+/// Fixed, it also bounds what a sandbox that stops acknowledging can make the host's
+/// kernel hold for it (the kernel doubles the value for its bookkeeping: 8 MiB per
+/// socket, where autotuning may reach `net.ipv4.tcp_rmem`'s maximum).
+pub(crate) const HOST_RECEIVE: usize = 4 << 20;
+
+/// The receive buffer to fix on a connection's host socket given its grant and the
+/// host's `net.core.rmem_max` (the most an unprivileged socket may ask for), or `None`
+/// to leave it to autotuning: for small grants, and where the host allows less than
+/// [`HOST_RECEIVE`], which would be capped below what autotuning can reach.
+pub(crate) fn host_receive(grant: usize, rmem_max: Option<usize>) -> Option<usize> {
+    (grant == FULL && rmem_max? >= HOST_RECEIVE).then_some(HOST_RECEIVE)
+}
+
+/// The host's `net.core.rmem_max`, if it can be read.
+pub(crate) fn rmem_max() -> Option<usize> {
+    std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 #[derive(Debug)]
 pub(crate) struct BufferBudget {
     total: usize,
@@ -65,6 +94,17 @@ impl BufferBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_full_grants_get_a_fixed_host_receive_buffer_and_only_where_the_host_allows_it() {
+        let big = Some(4 << 20);
+        assert_eq!(host_receive(FULL, big), Some(HOST_RECEIVE));
+        assert_eq!(host_receive(FULL, Some(32 << 20)), Some(HOST_RECEIVE));
+        // Debian's default rmem_max (208 KiB) would cap it below autotuning's reach.
+        assert_eq!(host_receive(FULL, Some(212_992)), None);
+        assert_eq!(host_receive(FULL, None), None);
+        assert_eq!(host_receive(SMALL, big), None);
+    }
 
     #[test]
     fn grants_shrink_then_stop_at_the_total() {

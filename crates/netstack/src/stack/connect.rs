@@ -144,7 +144,13 @@ impl Stack {
             }
             // Passed through: a ClientHello must name the host it was allowed for.
             None => (
-                TcpStream::connect(remote).map(Upstream::Tcp),
+                TcpStream::connect(remote).map(|stream| {
+                    if let Some(size) = budget::host_receive(buffers, self.rmem_max) {
+                        // Best effort: without it the download is only slower.
+                        let _ = socket2::SockRef::from(&stream).set_recv_buffer_size(size);
+                    }
+                    Upstream::Tcp(stream)
+                }),
                 host.map(|expect| SniCheck {
                     expect,
                     held: Vec::new(),
