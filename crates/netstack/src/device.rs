@@ -36,8 +36,9 @@ const WRITER_MIN_LEN: usize = 16 * 1024;
 /// of MTU size: at most 4 MiB per session, made only as a transfer needs them. When
 /// all are taken, the stack waits for the writer, which only ever waits for the
 /// kernel, so this is the back-pressure. 64, not 16 (session 19): with 16 the
-/// mediator waited for the writer about 500 times per GiB, and a download took
-/// 1.25 times as long; 32 and 128 were slower than 64 too (`bench/network.sh`).
+/// mediator waited for the writer about 500 times per GiB, and the median download
+/// took 1.4-1.5 times as long (`bench/network-ab.sh`); 32 and 128 were slower than
+/// 64 too.
 const WRITER_BUFFERS: usize = 64;
 
 /// One packet read from the sandbox, still in its read buffer.
