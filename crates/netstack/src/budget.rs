@@ -38,13 +38,17 @@ pub(crate) fn host_receive(grant: usize, rmem_max: Option<usize>) -> Option<usiz
     (grant == FULL && rmem_max? >= HOST_RECEIVE).then_some(HOST_RECEIVE)
 }
 
-/// The host's `net.core.rmem_max`, if it can be read.
+/// The host's `net.core.rmem_max`, if it can be read: read at the first connection
+/// that asks, not at every mediator's start, and kept for the process.
 pub(crate) fn rmem_max() -> Option<usize> {
-    std::fs::read_to_string("/proc/sys/net/core/rmem_max")
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    static RMEM_MAX: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *RMEM_MAX.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 #[derive(Debug)]

@@ -906,19 +906,7 @@ for name in ("fast", "slow"):
     report(name, "%d %s" % results.get(name, (0, False)))
 "#
         ));
-        let out = Vg::sandbox(
-            runner,
-            &ws,
-            &[
-                "--add-host",
-                "web.test:127.0.0.1",
-                "--allow",
-                &format!("web.test:{p}"),
-            ],
-            &[super::harness::PYTHON, "-c", &script],
-        )
-        .records_home(&home)
-        .run();
+        let out = web_python(runner, &ws, &home, p, &script).run();
         out.assert_success();
         assert_eq!(out.field("fast"), format!("{size} True"), "{out}");
         assert_eq!(out.field("slow"), format!("{size} True"), "{out}");
@@ -936,6 +924,24 @@ for name in ("fast", "slow"):
             assert_eq!(c["bytes_in"].as_u64(), Some(whole), "{c}");
         }
     });
+}
+
+/// Python running `script` in a sandbox that reaches the host's server on port `port`
+/// as `web.test`, and nothing else.
+fn web_python(runner: Runner, ws: &Workspace, home: &RecordsHome, port: u16, script: &str) -> Vg {
+    let mut vg = Vg::sandbox(
+        runner,
+        ws,
+        &[
+            "--add-host",
+            "web.test:127.0.0.1",
+            "--allow",
+            &format!("web.test:{port}"),
+        ],
+        &[super::harness::PYTHON, "-c", script],
+    );
+    vg.records_home(home);
+    vg
 }
 
 /// A sandbox that stops reading a download (so it stops acknowledging, and the
@@ -971,19 +977,7 @@ print("stalled", flush=True)
 time.sleep(8)
 "#
         ));
-        let running = Vg::sandbox(
-            runner,
-            &ws,
-            &[
-                "--add-host",
-                "web.test:127.0.0.1",
-                "--allow",
-                &format!("web.test:{p}"),
-            ],
-            &[super::harness::PYTHON, "-c", &script],
-        )
-        .records_home(&home)
-        .spawn();
+        let running = web_python(runner, &ws, &home, p, &script).spawn();
         // The mediator's socket to the server, as the host's kernel sees it: what it
         // holds (r) and may hold (rb), once the stalled transfer has filled it.
         let skmem = || -> Option<(u64, u64)> {

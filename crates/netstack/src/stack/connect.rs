@@ -145,7 +145,7 @@ impl Stack {
             // Passed through: a ClientHello must name the host it was allowed for.
             None => (
                 TcpStream::connect(remote).map(|stream| {
-                    if let Some(size) = budget::host_receive(buffers, self.rmem_max) {
+                    if let Some(size) = budget::host_receive(buffers, budget::rmem_max()) {
                         // Best effort: without it the download is only slower.
                         let _ = socket2::SockRef::from(&stream).set_recv_buffer_size(size);
                     }

@@ -143,8 +143,6 @@ struct Stack {
     spare_sockets: SocketPool,
     /// What the open flows' stack buffers may take together.
     budget: BufferBudget,
-    /// The host's `net.core.rmem_max`, read once (see [`budget::host_receive`]).
-    rmem_max: Option<usize>,
     book: Book,
     policy: PolicyHandle,
     events: Box<dyn FnMut(NetEvent) + Send>,
@@ -235,7 +233,6 @@ impl Stack {
             retired: Vec::new(),
             spare_sockets: SocketPool::default(),
             budget: BufferBudget::new(budget::TOTAL),
-            rmem_max: budget::rmem_max(),
             book: Book::default(),
             policy,
             events,
