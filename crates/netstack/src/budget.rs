@@ -30,12 +30,27 @@ pub(crate) const SMALL: usize = 32 << 10;
 /// socket, where autotuning may reach `net.ipv4.tcp_rmem`'s maximum).
 pub(crate) const HOST_RECEIVE: usize = 4 << 20;
 
-/// The receive buffer to fix on a connection's host socket given its grant and the
-/// host's `net.core.rmem_max` (the most an unprivileged socket may ask for), or `None`
-/// to leave it to autotuning: for small grants, and where the host allows less than
-/// [`HOST_RECEIVE`], which would be capped below what autotuning can reach.
-pub(crate) fn host_receive(grant: usize, rmem_max: Option<usize>) -> Option<usize> {
-    (grant == FULL && rmem_max? >= HOST_RECEIVE).then_some(HOST_RECEIVE)
+/// How a connection's host socket gets its receive buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HostReceive {
+    /// `SO_RCVBUF` at this size: within the host's `net.core.rmem_max`.
+    Fixed(usize),
+    /// `SO_RCVBUFFORCE` at this size: the host's `rmem_max` is smaller (Debian's
+    /// default is 208 KiB) or unknown, and `SO_RCVBUF` would be capped below what
+    /// autotuning reaches. It needs `CAP_NET_ADMIN` on the host (a supervisor run by
+    /// root); refused, the socket is left to autotuning, and the slow mode above can
+    /// come back.
+    Forced(usize),
+}
+
+/// The receive buffer to give a connection's host socket, given its grant and the
+/// host's `net.core.rmem_max` (the most `SO_RCVBUF` may ask for), or `None` to leave
+/// it to autotuning, as for small grants.
+pub(crate) fn host_receive(grant: usize, rmem_max: Option<usize>) -> Option<HostReceive> {
+    (grant == FULL).then_some(match rmem_max {
+        Some(max) if max >= HOST_RECEIVE => HostReceive::Fixed(HOST_RECEIVE),
+        _ => HostReceive::Forced(HOST_RECEIVE),
+    })
 }
 
 /// The host's `net.core.rmem_max`, if it can be read: read at the first connection
@@ -100,14 +115,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_full_grants_get_a_fixed_host_receive_buffer_and_only_where_the_host_allows_it() {
+    fn only_full_grants_get_a_fixed_host_receive_buffer_forced_past_a_small_rmem_max() {
         let big = Some(4 << 20);
-        assert_eq!(host_receive(FULL, big), Some(HOST_RECEIVE));
-        assert_eq!(host_receive(FULL, Some(32 << 20)), Some(HOST_RECEIVE));
-        // Debian's default rmem_max (208 KiB) would cap it below autotuning's reach.
-        assert_eq!(host_receive(FULL, Some(212_992)), None);
-        assert_eq!(host_receive(FULL, None), None);
+        let fixed = Some(HostReceive::Fixed(HOST_RECEIVE));
+        let forced = Some(HostReceive::Forced(HOST_RECEIVE));
+        assert_eq!(host_receive(FULL, big), fixed);
+        assert_eq!(host_receive(FULL, Some(32 << 20)), fixed);
+        // Debian's default rmem_max (208 KiB) would cap SO_RCVBUF below autotuning's
+        // reach: forced past it (where the supervisor may), as where it is unknown.
+        assert_eq!(host_receive(FULL, Some(212_992)), forced);
+        assert_eq!(host_receive(FULL, Some((4 << 20) - 1)), forced);
+        assert_eq!(host_receive(FULL, None), forced);
         assert_eq!(host_receive(SMALL, big), None);
+        assert_eq!(host_receive(SMALL, Some(212_992)), None);
     }
 
     #[test]

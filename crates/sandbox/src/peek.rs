@@ -23,6 +23,17 @@ pub fn discard(fd: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
     sys::discard(fd, len)
 }
 
+/// Fixes `fd`'s receive buffer at `bytes` (the kernel doubles it for its bookkeeping)
+/// even past `net.core.rmem_max`, which needs `CAP_NET_ADMIN` over the socket's
+/// network namespace: it fails with EPERM without it, leaving the socket as it was.
+/// For the mediator's host sockets, whose receive queue is the peeked send buffer
+/// toward the sandbox, on hosts whose `rmem_max` is small (Debian's is 208 KiB).
+pub fn force_receive_buffer(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
+    let bytes = libc::c_int::try_from(bytes)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "receive buffer over 2 GiB"))?;
+    sys::set_receive_buffer_force(fd, bytes)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -67,5 +78,36 @@ mod tests {
         assert_eq!(discard(server.as_fd(), 100).unwrap(), 7);
         server.set_nonblocking(true).unwrap();
         assert_eq!(discard(server.as_fd(), 100).unwrap(), 0, "end of stream");
+    }
+
+    /// Past `net.core.rmem_max`, with `CAP_NET_ADMIN` (root's, as CI runs the unit
+    /// tests): the buffer is what was asked (doubled), not capped at the maximum;
+    /// without it, EPERM and the socket as it was.
+    #[test]
+    fn a_forced_receive_buffer_passes_rmem_max_only_with_the_capability() {
+        let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let asked = (rmem_max + (1 << 20)).next_power_of_two();
+        let net_admin = std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .is_some_and(|caps| caps & (1 << 12) != 0);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let before = socket2::SockRef::from(&client).recv_buffer_size().unwrap();
+        let forced = force_receive_buffer(client.as_fd(), asked);
+        let after = socket2::SockRef::from(&client).recv_buffer_size().unwrap();
+        if net_admin {
+            forced.unwrap();
+            assert_eq!(after, 2 * asked, "rmem_max {rmem_max}");
+        } else {
+            assert_eq!(forced.unwrap_err().raw_os_error(), Some(libc::EPERM));
+            assert_eq!(after, before);
+        }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, SocketAddrV4};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant, SystemTime};
 
 use mio::Interest;
@@ -145,9 +146,15 @@ impl Stack {
             // Passed through: a ClientHello must name the host it was allowed for.
             None => (
                 TcpStream::connect(remote).map(|stream| {
-                    if let Some(size) = budget::host_receive(buffers, budget::rmem_max()) {
-                        // Best effort: without it the download is only slower.
-                        let _ = socket2::SockRef::from(&stream).set_recv_buffer_size(size);
+                    // Best effort: without it the download is only slower.
+                    match budget::host_receive(buffers, budget::rmem_max()) {
+                        Some(budget::HostReceive::Fixed(size)) => {
+                            let _ = socket2::SockRef::from(&stream).set_recv_buffer_size(size);
+                        }
+                        Some(budget::HostReceive::Forced(size)) => {
+                            let _ = vg_sandbox::peek::force_receive_buffer(stream.as_fd(), size);
+                        }
+                        None => {}
                     }
                     Upstream::Tcp(stream)
                 }),

@@ -44,7 +44,9 @@ pub use mount::{
     mount_setattr_idmap, move_mount, open_tree, pivot_root, umount2,
 };
 pub use msg::{poll_read, recv_msg, send_msg, signalfd, signalfd_read};
-pub use net::{discard, iface_configure, loopback_up, set_peek_offset, tun_create};
+pub use net::{
+    discard, iface_configure, loopback_up, set_peek_offset, set_receive_buffer_force, tun_create,
+};
 pub use netns::{TUN_STEPS, TunSettings, join_before_exec, ns_owner, peer_pidfd, tun_in_namespace};
 pub use pidfd::{
     pidfd_exit_status, pidfd_exited, pidfd_open, pidfd_parent, pidfd_send_signal, pidns_host_pid,
