@@ -43,6 +43,7 @@ mod persistent;
 mod posture;
 mod profiles;
 mod records;
+mod red_bpf;
 mod red_learning;
 mod red_s18;
 mod replay;

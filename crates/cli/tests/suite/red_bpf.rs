@@ -1,0 +1,91 @@
+//! Red-team attacks on root's BPF exec recorder (`VECTRAGUARD_EXEC_TRACE=bpf`):
+//! programs that try to run under a name that is not theirs.
+
+use super::exec_records::{BPF, commands};
+use super::harness::{PYTHON, RecordsHome, Runner, Vg, Workspace, is_root};
+
+/// Runs `script` with Python in the sandbox, recorded by BPF; the run's stdout and
+/// `commands.log`.
+fn run_python(script: &str) -> (String, String) {
+    let ws = Workspace::new();
+    ws.write("attack.py", script);
+    let home = RecordsHome::new(Runner::Root);
+    let out = Vg::sandbox(Runner::Root, &ws, &[], &[PYTHON, "attack.py"])
+        .records_home(&home)
+        .env(BPF.0, BPF.1)
+        .run();
+    out.assert_success();
+    let log = commands(&home.only_session());
+    (out.stdout, log)
+}
+
+/// The `exec` line whose argv ends with `tail`, if any.
+fn exec_line<'a>(log: &'a str, tail: &str) -> Option<&'a str> {
+    log.lines()
+        .find(|l| l.contains(" exec ") && l.ends_with(tail))
+}
+
+/// ATTACK (records): a fileless program (a memfd) run through an ordinary-looking
+/// symlink to its descriptor (`/tmp/innocent -> /proc/PID/fd/N`). The kernel
+/// follows the link to the memfd, while the path given to `execve` names
+/// `/tmp/innocent`: recorded so, the line would name a path that never held the
+/// program (and is a dangling link once the process is gone). Seccomp notification
+/// refuses such an exec; the BPF recorder must name the file that ran.
+#[test]
+fn a_memfd_run_through_a_symlink_is_named_as_the_memfd() {
+    if !is_root() {
+        return;
+    }
+    let script = r##"
+import os
+fd = os.memfd_create("hidden-payload", 0)
+os.write(fd, open("/bin/echo", "rb").read())
+os.symlink(f"/proc/{os.getpid()}/fd/{fd}", "/tmp/innocent")
+pid = os.fork()
+if pid == 0:
+    os.execv("/tmp/innocent", ["innocent", "red-memfd-symlink"])
+os.waitpid(pid, 0)
+"##;
+    let (stdout, log) = run_python(script);
+    assert!(
+        stdout.contains("red-memfd-symlink"),
+        "the payload did not run\n{log}"
+    );
+    let line = exec_line(&log, "-- innocent red-memfd-symlink")
+        .unwrap_or_else(|| panic!("the payload ran unrecorded:\n{log}"));
+    assert!(
+        line.contains("memfd:hidden-payload"),
+        "the memfd that ran is recorded under another name: {line}"
+    );
+}
+
+/// ATTACK (records): a `#!` script in a memfd, run by `fexecve` (`execveat` of the
+/// descriptor, path `/dev/fd/N`). At the exec's trace point the kernel's `file` is
+/// the interpreter's, so naming the program by it records `/usr/bin/dash` for a
+/// script nobody can read afterwards. Seccomp notification names the memfd.
+#[test]
+fn a_memfd_script_run_by_fexecve_is_named_as_the_memfd() {
+    if !is_root() {
+        return;
+    }
+    let script = r##"
+import os
+fd = os.memfd_create("hidden-script", 0)
+os.write(fd, b"#!/bin/sh\n/bin/echo red-memfd-script-ran\n")
+pid = os.fork()
+if pid == 0:
+    os.execve(fd, ["s", "red-memfd-script"], {})
+os.waitpid(pid, 0)
+"##;
+    let (stdout, log) = run_python(script);
+    assert!(
+        stdout.contains("red-memfd-script-ran"),
+        "the script did not run\n{log}"
+    );
+    let line = exec_line(&log, " red-memfd-script")
+        .unwrap_or_else(|| panic!("the script ran unrecorded:\n{log}"));
+    assert!(
+        line.contains("memfd:hidden-script"),
+        "the memfd script is recorded as its interpreter: {line}"
+    );
+}
