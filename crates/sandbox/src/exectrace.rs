@@ -48,6 +48,9 @@ const INTERP_AT: usize = PATH_AT + PATH_CAP;
 const CWD_AT: usize = INTERP_AT + PATH_CAP;
 const FILE_AT: usize = CWD_AT + CWD_CAP;
 const ARGV_AT: usize = FILE_AT + CWD_CAP;
+/// The path goes through a descriptor (`/dev/fd/N`, `/proc/...`): the program is
+/// named by its file's own path.
+const FLAG_VIA_FD: u32 = 1;
 const FLAG_ARGV_CUT: u32 = 2;
 /// How a walk up from a directory or file ended (the cwd's flags; the file's are
 /// these shifted by [`FILE_FLAGS`]).
@@ -136,8 +139,13 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
     let cwd = path_from_names(region(b, CWD_AT, u32_at(b, 24)?, CWD_CAP)?, flags);
     let file = region(b, FILE_AT, u32_at(b, 44)?, CWD_CAP)?;
     // A path through a descriptor (execveat's `/dev/fd/N`, a `/proc` link) names
-    // the file by its own path, as seccomp notification does.
-    let path = if file.is_empty() {
+    // the file by its own path, as seccomp notification does; and so does a file
+    // that no path names any more (a memfd or a deleted file reached through a
+    // symlink to its descriptor: the path given names only the link).
+    let by_file = !file.is_empty()
+        && (flags & FLAG_VIA_FD != 0
+            || (flags >> FILE_FLAGS) & (FLAG_DETACHED | FLAG_DELETED) != 0);
+    let path = if !by_file {
         given.to_vec()
     } else {
         path_from_names(file, flags >> FILE_FLAGS)
@@ -654,6 +662,11 @@ mod tests {
         let names = b"true\0bin\0usr\0";
         b[FILE_AT..FILE_AT + names.len()].copy_from_slice(names);
         b[44..48].copy_from_slice(&(names.len() as u32).to_ne_bytes());
+        // Walked, but the path does not go through a descriptor: named as given.
+        assert_eq!(exec_of(&b).3, b"/dev/fd/3");
+        b[4..8].copy_from_slice(&FLAG_VIA_FD.to_ne_bytes());
+        b[FILE_AT..FILE_AT + names.len()].copy_from_slice(names);
+        b[44..48].copy_from_slice(&(names.len() as u32).to_ne_bytes());
         assert_eq!(exec_of(&b).3, b"/usr/bin/true");
         assert_eq!(HEADER % 8, 0);
         // A memfd: one name, of no directory.
@@ -661,6 +674,7 @@ mod tests {
         b[FILE_AT..FILE_AT + names.len()].copy_from_slice(names);
         b[44..48].copy_from_slice(&(names.len() as u32).to_ne_bytes());
         b[4..8].copy_from_slice(&(FLAG_DETACHED << FILE_FLAGS).to_ne_bytes());
+        // Even through a path that is no descriptor's (a symlink to one).
         assert_eq!(exec_of(&b).3, b"/memfd:hidden (deleted)");
         // The cwd's flags are its own.
         assert_eq!(exec_of(&b).2, PathBuf::from("/"));

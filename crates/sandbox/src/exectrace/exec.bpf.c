@@ -33,6 +33,9 @@ struct mount { struct mount *mnt_parent; struct dentry *mnt_mountpoint; struct v
 struct path { struct vfsmount *mnt; struct dentry *dentry; } PRESERVE;
 struct fs_struct { struct path root; struct path pwd; } PRESERVE;
 struct mm_struct { unsigned long arg_start; unsigned long arg_end; } PRESERVE;
+struct file;
+struct fdtable { unsigned int max_fds; struct file **fd; } PRESERVE;
+struct files_struct { struct fdtable *fdt; } PRESERVE;
 typedef struct { int counter; } atomic_t;
 struct signal_struct { atomic_t live; unsigned int flags; int group_exit_code; } PRESERVE;
 struct task_struct {
@@ -43,6 +46,7 @@ struct task_struct {
 	struct task_struct *group_leader;
 	struct pid *thread_pid;
 	struct fs_struct *fs;
+	struct files_struct *files;
 	struct mm_struct *mm;
 	struct signal_struct *signal;
 } PRESERVE;
@@ -75,6 +79,7 @@ struct {
 // (both walks): a deeper cwd is recorded with its last names, marked "(deeper)".
 #define MAX_DEPTH 32
 #define ARGV_CAP 65536
+#define FLAG_VIA_FD 1     // the path goes through a descriptor: name the file by its own path
 #define FLAG_ARGV_CUT 2   // argv is longer than ARGV_CAP: what fits was read
 // A walk's end, for the cwd (shifted by 0) and the file (shifted by 8):
 #define FLAG_OUTSIDE_ROOT 4 // it reached the top of the mounts without the root
@@ -94,8 +99,8 @@ struct exec_event {
 	__u32 argv_len;  // bytes of argv read
 	__u64 argv_full; // arg_end - arg_start
 	__u32 interp_len; // bytes of interp when it differs from the path (a #! script)
-	__u32 file_len;  // bytes of file: names from the file up, when the path is
-	                 // a descriptor's (/dev/fd/N, /proc/...)
+	__u32 file_len;  // bytes of file: names from the program's file up (a #!
+	                 // script's only when its path is its descriptor's)
 	__u32 argc;      // the new program's argc (argv's size when it is cut)
 	__u32 pad;
 	char path[PATH_CAP];
@@ -249,6 +254,45 @@ static __always_inline int through_descriptor(const char *p)
 		p[5] == '/');
 }
 
+// The file open at descriptor N of the task, for a path that is exactly
+// "/dev/fd/N" or "/proc/self/fd/N" (fexecve's, execveat's AT_EMPTY_PATH), or
+// NULL. A #! script's own file is gone from the exec by its trace point (the
+// kernel's file is then the interpreter's), but such a descriptor is still open
+// in the task: the interpreter is to read the script through it.
+static __always_inline struct file *fd_of_path(struct task_struct *task, const char *p)
+{
+	int at;
+	if (p[0] == '/' && p[1] == 'd' && p[2] == 'e' && p[3] == 'v' && p[4] == '/' &&
+	    p[5] == 'f' && p[6] == 'd' && p[7] == '/')
+		at = 8;
+	else if (p[0] == '/' && p[1] == 'p' && p[2] == 'r' && p[3] == 'o' && p[4] == 'c' &&
+		 p[5] == '/' && p[6] == 's' && p[7] == 'e' && p[8] == 'l' && p[9] == 'f' &&
+		 p[10] == '/' && p[11] == 'f' && p[12] == 'd' && p[13] == '/')
+		at = 14;
+	else
+		return 0;
+	__u32 n = 0;
+	int i;
+	for (i = 0; i < 8; i++) {
+		char c = p[at + i];
+		if (c == 0)
+			break;
+		if (c < '0' || c > '9')
+			return 0;
+		n = n * 10 + (c - '0');
+	}
+	if (i == 0 || i == 8)
+		return 0;
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || n >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = 0;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[n]))
+		return 0;
+	return f;
+}
+
 // The supervisor is not woken for each event: it drains the ring buffer every few
 // milliseconds while the sandbox is busy (a wake-up per exec would cost the
 // sandbox's CPUs more than recording it), and is woken once the ring is a
@@ -305,8 +349,18 @@ int record_exec(__u64 *ctx)
 		return 0;
 	}
 	e->file_len = 0;
-	if (through_descriptor(e->path)) {
-		struct file *file = BPF_CORE_READ(bprm, file);
+	// The program's file, always walked: the path given may reach it through a
+	// link to a descriptor (a symlink to /proc/self/fd/N holding a memfd), which
+	// the given path does not name; the supervisor names it by the file when the
+	// path goes through a descriptor or the file has no path left (deleted, memfd).
+	int via_fd = through_descriptor(e->path);
+	struct file *file = BPF_CORE_READ(bprm, file);
+	if (e->interp_len)
+		// A #! script: bprm->file is its interpreter's by now.
+		file = via_fd ? fd_of_path(task, e->path) : 0;
+	if (file) {
+		if (via_fd)
+			e->flags |= FLAG_VIA_FD;
 		if (!walk(fs, BPF_CORE_READ(file, f_path.dentry), BPF_CORE_READ(file, f_path.mnt), e, 1)) {
 			kill_unrecorded();
 			return 0;
