@@ -89,3 +89,42 @@ os.waitpid(pid, 0)
         "the memfd script is recorded as its interpreter: {line}"
     );
 }
+
+/// ATTACK (records): a child forked by a thread other than the main one. Its
+/// parent (`real_parent`) is that thread, whose id is no process: recorded as the
+/// `ppid`, the child hangs off a pid that has no `exec` line, and the record's
+/// process tree no longer says which program started it. The parent is the
+/// process, as `/proc/PID/status` and seccomp notification say.
+#[test]
+fn a_child_of_a_thread_has_the_process_as_its_parent() {
+    if !is_root() {
+        return;
+    }
+    let script = r#"
+import os, threading
+print(f"python={os.getpid()}", flush=True)
+def run():
+    print(f"thread={threading.get_native_id()}", flush=True)
+    pid = os.fork()
+    if pid == 0:
+        os.execv("/bin/echo", ["/bin/echo", "red-thread-child"])
+    os.waitpid(pid, 0)
+t = threading.Thread(target=run); t.start(); t.join()
+"#;
+    let (stdout, log) = run_python(script);
+    let field = |key: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}= in {stdout}"))
+            .to_owned()
+    };
+    let (python, thread) = (field("python"), field("thread"));
+    assert_ne!(python, thread, "the thread was the main one");
+    let line = exec_line(&log, "-- /bin/echo red-thread-child")
+        .unwrap_or_else(|| panic!("the child ran unrecorded:\n{log}"));
+    assert!(
+        line.contains(&format!(" ppid={python} ")),
+        "the child's parent is not the process {python} (thread {thread}): {line}"
+    );
+}
