@@ -326,7 +326,9 @@ int record_exec(__u64 *ctx)
 	e->kind = KIND_EXEC;
 	e->flags = 0;
 	e->pid = pid;
-	e->ppid = pid_inside(BPF_CORE_READ(task, real_parent));
+	// The parent process: a child forked by a thread other than the main one has
+	// that thread as its real_parent, whose id names no process.
+	e->ppid = pid_inside(BPF_CORE_READ(task, real_parent, group_leader));
 	e->host_pid = BPF_CORE_READ(task, tgid);
 
 	const char *filename = BPF_CORE_READ(bprm, filename);
