@@ -128,3 +128,38 @@ t = threading.Thread(target=run); t.start(); t.join()
         "the child's parent is not the process {python} (thread {thread}): {line}"
     );
 }
+
+/// ATTACK (records): a `#!` script in a memfd, run through an ordinary-looking
+/// symlink to its descriptor. By the exec's trace point the kernel has let go of
+/// the script's file (its `file` is the interpreter's) and nothing but the given
+/// path is left to name it, so the line names `/tmp/innocent-script`, a link that
+/// dangles once the process is gone, and the script's text is in no file.
+/// Seccomp notification refuses this exec (its path goes through a `/proc` link).
+#[test]
+#[ignore = "hole: the BPF recorder names a #! script reached through a symlink to a descriptor (memfd) by the symlink: the script's own file is gone from the exec at sched_process_exec, so it cannot be named or told apart from an ordinary script there"]
+fn a_memfd_script_run_through_a_symlink_is_named_as_the_memfd() {
+    if !is_root() {
+        return;
+    }
+    let script = r##"
+import os
+fd = os.memfd_create("hidden-script", 0)
+os.write(fd, b"#!/bin/sh\n/bin/echo red-linked-script-ran\n")
+os.symlink(f"/proc/{os.getpid()}/fd/{fd}", "/tmp/innocent-script")
+pid = os.fork()
+if pid == 0:
+    os.execv("/tmp/innocent-script", ["s", "red-linked-script"])
+os.waitpid(pid, 0)
+"##;
+    let (stdout, log) = run_python(script);
+    if !stdout.contains("red-linked-script-ran") {
+        // Refused, as seccomp notification does: nothing ran under a false name.
+        return;
+    }
+    let line = exec_line(&log, " red-linked-script")
+        .unwrap_or_else(|| panic!("the script ran unrecorded:\n{log}"));
+    assert!(
+        line.contains("memfd:hidden-script"),
+        "the memfd script is recorded under its link's name: {line}"
+    );
+}
