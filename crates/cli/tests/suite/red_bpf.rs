@@ -198,3 +198,45 @@ os.waitpid(pid, 0)
         "the file that ran is recorded under its link's name: {line}"
     );
 }
+
+/// ATTACK (records): a fileless program run as a `#!` script's interpreter: the
+/// script says `#!/proc/self/fd/7` (or names a symlink to that), and descriptor 7
+/// is a memfd holding the payload. The kernel starts the memfd; a line naming only
+/// the script (whose `#!` line names a link that dangles once the process is gone)
+/// never says what ran. The BPF recorder sees the interpreter's file at the exec
+/// and must name it when no path names it.
+#[test]
+fn a_memfd_interpreter_of_a_script_is_named() {
+    if !is_root() {
+        return;
+    }
+    let script = r##"
+import os
+fd = os.memfd_create("payload-interp", 0)
+os.write(fd, open("/bin/echo", "rb").read())
+os.dup2(fd, 7)
+open("/tmp/direct", "w").write("#!/proc/self/fd/7\n")
+os.symlink("/proc/self/fd/7", "/tmp/interp")
+open("/tmp/linked", "w").write("#!/tmp/interp\n")
+for s in ("/tmp/direct", "/tmp/linked"):
+    os.chmod(s, 0o755)
+    pid = os.fork()
+    if pid == 0:
+        os.execv(s, [s, "red-interp-payload"])
+    os.waitpid(pid, 0)
+"##;
+    let (stdout, log) = run_python(script);
+    for s in ["/tmp/direct", "/tmp/linked"] {
+        let marker = format!("{s} red-interp-payload");
+        assert!(
+            stdout.contains(&marker),
+            "the payload did not run for {s}\n{log}"
+        );
+        let line = exec_line(&log, &format!("-- {marker}"))
+            .unwrap_or_else(|| panic!("the payload ran unrecorded:\n{log}"));
+        assert!(
+            line.contains("memfd:payload-interp"),
+            "the memfd that ran as {s}'s interpreter is not named: {line}"
+        );
+    }
+}
