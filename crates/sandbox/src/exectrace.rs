@@ -141,7 +141,8 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
     // A path through a descriptor (execveat's `/dev/fd/N`, a `/proc` link) names
     // the file by its own path, as seccomp notification does; and so does a file
     // that no path names any more (a memfd or a deleted file reached through a
-    // symlink to its descriptor: the path given names only the link).
+    // symlink to its descriptor: the path given names only the link), a `#!`
+    // script's interpreter included (`#!/proc/self/fd/N` on a memfd).
     let by_file = !file.is_empty()
         && (flags & FLAG_VIA_FD != 0
             || (flags >> FILE_FLAGS) & (FLAG_DETACHED | FLAG_DELETED) != 0);

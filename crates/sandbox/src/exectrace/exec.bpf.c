@@ -100,7 +100,8 @@ struct exec_event {
 	__u64 argv_full; // arg_end - arg_start
 	__u32 interp_len; // bytes of interp when it differs from the path (a #! script)
 	__u32 file_len;  // bytes of file: names from the program's file up (a #!
-	                 // script's only when its path is its descriptor's)
+	                 // script's when its path is its descriptor's, else its
+	                 // interpreter's)
 	__u32 argc;      // the new program's argc (argv's size when it is cut)
 	__u32 pad;
 	char path[PATH_CAP];
@@ -357,9 +358,18 @@ int record_exec(__u64 *ctx)
 	// path goes through a descriptor or the file has no path left (deleted, memfd).
 	int via_fd = through_descriptor(e->path);
 	struct file *file = BPF_CORE_READ(bprm, file);
-	if (e->interp_len)
-		// A #! script: bprm->file is its interpreter's by now.
-		file = via_fd ? fd_of_path(task, e->path) : 0;
+	if (e->interp_len) {
+		// A #! script: bprm->file is its interpreter's by now. The script is
+		// named by its descriptor's file when run through one; otherwise the
+		// interpreter's file is walked, and names the program only when no path
+		// names it (a memfd reached through #!/proc/self/fd/N: the script's #!
+		// line then names a link that says nothing once the process is gone).
+		struct file *script = via_fd ? fd_of_path(task, e->path) : 0;
+		if (script)
+			file = script;
+		else
+			via_fd = 0;
+	}
 	if (file) {
 		if (via_fd)
 			e->flags |= FLAG_VIA_FD;
