@@ -313,7 +313,7 @@ mod loaded {
         ring: RingBuf<MapData>,
         config: Array<MapData, u64>,
         lost: Array<MapData, u64>,
-        reported: [u64; 2],
+        reported: [u64; 3],
         /// The sandbox's pid namespace, held open while the programs match its
         /// inode number: a freed namespace's number is given to the next one made
         /// (the lowest free), whose execs would otherwise be recorded here.
@@ -383,7 +383,7 @@ mod loaded {
                 ring,
                 config,
                 lost,
-                reported: [0; 2],
+                reported: [0; 3],
                 namespace: None,
             })
         }
@@ -432,6 +432,10 @@ mod loaded {
                 (
                     1,
                     "exits were not recorded: the exec recorder's ring buffer was full",
+                ),
+                (
+                    2,
+                    "programs that had to be killed at their exec ran unrecorded: the kernel refused the exec recorder's kill",
                 ),
             ] {
                 let Ok(now) = self.lost.get(&which, 0) else {
