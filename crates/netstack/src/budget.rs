@@ -29,6 +29,15 @@ pub(crate) const SMALL: usize = 32 << 10;
 /// kernel hold for it (the kernel doubles the value for its bookkeeping: 8 MiB per
 /// socket, where autotuning may reach `net.ipv4.tcp_rmem`'s maximum).
 pub(crate) const HOST_RECEIVE: usize = 4 << 20;
+/// The receive buffer of the host socket of a connection granted [`SMALL`] buffers:
+/// fixed too, and small. Left to autotuning (as it was), a sandbox that read a few
+/// downloads fast, then stopped acknowledging them, made the host's kernel hold up to
+/// `net.ipv4.tcp_rmem`'s maximum (32 MiB on some hosts) for each of up to 240 such
+/// connections: gigabytes, past the host's own `tcp_mem` pressure mark. Fixed, each
+/// holds at most 512 KiB (the kernel doubles it; where `net.core.rmem_max` is smaller,
+/// `SO_RCVBUF` is capped to it, and still fixed, so no privilege is needed): 120 MiB
+/// for all of them. A connection past the first 16 is slower for it, not stalled.
+pub(crate) const SMALL_HOST_RECEIVE: usize = 256 << 10;
 
 /// How a connection's host socket gets its receive buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,13 +53,16 @@ pub(crate) enum HostReceive {
 }
 
 /// The receive buffer to give a connection's host socket, given its grant and the
-/// host's `net.core.rmem_max` (the most `SO_RCVBUF` may ask for), or `None` to leave
-/// it to autotuning, as for small grants.
-pub(crate) fn host_receive(grant: usize, rmem_max: Option<usize>) -> Option<HostReceive> {
-    (grant == FULL).then_some(match rmem_max {
+/// host's `net.core.rmem_max` (the most `SO_RCVBUF` may ask for).
+pub(crate) fn host_receive(grant: usize, rmem_max: Option<usize>) -> HostReceive {
+    if grant != FULL {
+        // Capped to rmem_max where that is smaller, but fixed all the same.
+        return HostReceive::Fixed(SMALL_HOST_RECEIVE);
+    }
+    match rmem_max {
         Some(max) if max >= HOST_RECEIVE => HostReceive::Fixed(HOST_RECEIVE),
         _ => HostReceive::Forced(HOST_RECEIVE),
-    })
+    }
 }
 
 /// The host's `net.core.rmem_max`, if it can be read: read at the first connection
@@ -117,8 +129,8 @@ mod tests {
     #[test]
     fn only_full_grants_get_a_fixed_host_receive_buffer_forced_past_a_small_rmem_max() {
         let big = Some(4 << 20);
-        let fixed = Some(HostReceive::Fixed(HOST_RECEIVE));
-        let forced = Some(HostReceive::Forced(HOST_RECEIVE));
+        let fixed = HostReceive::Fixed(HOST_RECEIVE);
+        let forced = HostReceive::Forced(HOST_RECEIVE);
         assert_eq!(host_receive(FULL, big), fixed);
         assert_eq!(host_receive(FULL, Some(32 << 20)), fixed);
         // Debian's default rmem_max (208 KiB) would cap SO_RCVBUF below autotuning's
@@ -126,8 +138,12 @@ mod tests {
         assert_eq!(host_receive(FULL, Some(212_992)), forced);
         assert_eq!(host_receive(FULL, Some((4 << 20) - 1)), forced);
         assert_eq!(host_receive(FULL, None), forced);
-        assert_eq!(host_receive(SMALL, big), None);
-        assert_eq!(host_receive(SMALL, Some(212_992)), None);
+        // Small grants are never left to autotuning either (red team: 240 of them
+        // autotuned up to tcp_rmem's maximum each).
+        let small = HostReceive::Fixed(SMALL_HOST_RECEIVE);
+        assert_eq!(host_receive(SMALL, big), small);
+        assert_eq!(host_receive(SMALL, Some(212_992)), small);
+        assert_eq!(host_receive(SMALL, None), small);
     }
 
     #[test]

@@ -45,6 +45,7 @@ mod profiles;
 mod records;
 mod red_bpf;
 mod red_learning;
+mod red_net;
 mod red_s18;
 mod replay;
 mod risk;

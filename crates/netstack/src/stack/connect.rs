@@ -146,15 +146,15 @@ impl Stack {
             // Passed through: a ClientHello must name the host it was allowed for.
             None => (
                 TcpStream::connect(remote).map(|stream| {
-                    // Best effort: without it the download is only slower.
+                    // A full grant's buffer is best effort (without it the download is
+                    // only slower); a small grant's always takes (see `budget`).
                     match budget::host_receive(buffers, budget::rmem_max()) {
-                        Some(budget::HostReceive::Fixed(size)) => {
+                        budget::HostReceive::Fixed(size) => {
                             let _ = socket2::SockRef::from(&stream).set_recv_buffer_size(size);
                         }
-                        Some(budget::HostReceive::Forced(size)) => {
+                        budget::HostReceive::Forced(size) => {
                             let _ = vg_sandbox::peek::force_receive_buffer(stream.as_fd(), size);
                         }
-                        None => {}
                     }
                     Upstream::Tcp(stream)
                 }),

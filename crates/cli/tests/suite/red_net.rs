@@ -1,0 +1,170 @@
+//! Red team of the mediated network: what a hostile script inside the sandbox can make
+//! the supervisor, or the host's kernel on the supervisor's behalf, hold. Each test
+//! fails if its attack works.
+
+use std::time::Duration;
+
+use super::harness::{
+    PYTHON, RecordsHome, Runner, Vg, Workspace, each_identity, py, require_tools,
+};
+use super::mediated_network::HttpServer;
+
+const SS: (&str, &str) = ("/usr/bin/ss", "iproute2");
+
+/// Connections a test opens: the 16 that get full buffers, and 8 past them that get
+/// small ones (`vg_netstack` `budget`).
+const FULL_GRANTS: usize = 16;
+const PAST_FULL: usize = 8;
+
+/// What the host's kernel holds (`r`) and may hold (`rb`) for each of the mediator's
+/// sockets to `port`, as `ss` shows them.
+fn host_sockets(port: u16) -> Vec<(u64, u64)> {
+    let Ok(out) = std::process::Command::new(SS.0)
+        .args(["-tmnH", "state", "established", &format!("dport = :{port}")])
+        .output()
+    else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.split("skmem:(")
+        .skip(1)
+        .filter_map(|rest| {
+            let mem = rest.split(')').next()?;
+            let field = |key: &str| -> Option<u64> {
+                mem.split(',')
+                    .find_map(|f| f.strip_prefix(key)?.parse().ok())
+            };
+            Some((field("r")?, field("rb")?))
+        })
+        .collect()
+}
+
+/// A sandbox opens more downloads than get full buffers, reads them all as fast as it
+/// can for a while (so that the kernel's autotuning grows the host sockets' receive
+/// buffers), then stops reading. The mediator keeps a download's bytes on its host
+/// socket until the sandbox acknowledges them, so whatever those sockets may grow to,
+/// the host's kernel holds for the sandbox. Each must stay within the fixed 8 MiB of a
+/// full-buffer connection (4 MiB asked for, doubled by the kernel), and together they
+/// must stay within what the full and the small grants may hold; before the fix, each
+/// connection past the first 16 was left to autotuning, up to `net.ipv4.tcp_rmem`'s
+/// maximum (32 MiB here: 14-16 MiB each was seen, 800 MiB for 64 connections).
+#[test]
+fn red_stalled_downloads_past_the_full_grants_leave_bounded_memory_in_the_hosts_kernel() {
+    if !require_tools(&[SS]) {
+        return;
+    }
+    each_identity(|runner| {
+        let rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Full grants get their fixed buffer where rmem_max allows it or as root;
+        // otherwise they are autotuned (documented), and only the rest is checked.
+        let full_fixed = rmem_max >= 4 << 20 || matches!(runner, Runner::Root);
+        stalled_downloads(runner, full_fixed);
+    });
+}
+
+fn stalled_downloads(runner: Runner, full_fixed: bool) {
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let web = HttpServer::start(vec![b'x'; 256 << 20]);
+    let p = web.port;
+    let n = FULL_GRANTS + PAST_FULL;
+    let script = py(&format!(
+        r#"
+import select, time
+ip = socket.gethostbyname("web.test")
+conns = []
+for i in range({n}):
+    s = socket.create_connection((ip, {p}))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    s.sendall(b"GET / HTTP/1.0\r\nHost: web.test\r\n\r\n")
+    s.setblocking(False)
+    conns.append(s)
+end = time.time() + 2.5
+got = 0
+while time.time() < end:
+    ready, _, _ = select.select(conns, [], [], 0.1)
+    for s in ready:
+        try:
+            got += len(s.recv(1 << 20))
+        except BlockingIOError:
+            pass
+report("read", got)
+print("stalled", flush=True)
+time.sleep(7)
+"#
+    ));
+    let mut vg = Vg::sandbox(
+        runner,
+        &ws,
+        &[
+            "--add-host",
+            "web.test:127.0.0.1",
+            "--allow",
+            &format!("web.test:{p}"),
+        ],
+        &[PYTHON, "-c", &script],
+    );
+    vg.records_home(&home);
+    let running = vg.spawn();
+    let mut worst: Vec<(u64, u64)> = Vec::new();
+    let mut worst_total = 0;
+    for _ in 0..90 {
+        std::thread::sleep(Duration::from_millis(100));
+        let seen = host_sockets(p);
+        let total: u64 = seen.iter().map(|(r, _)| r).sum();
+        if total >= worst_total {
+            worst_total = total;
+            worst = seen;
+        }
+    }
+    let out = running.finish(Duration::from_secs(60));
+    out.assert_success();
+    assert!(out.stdout.contains("stalled"), "{out}");
+    assert_eq!(
+        worst.len(),
+        n,
+        "not every connection was seen: {worst:?}\n{out}"
+    );
+    let mut limits: Vec<u64> = worst.iter().map(|&(_, rb)| rb).collect();
+    limits.sort_unstable();
+    // Full grants: 8 MiB each at most; small ones: far less. What a socket holds may
+    // pass its limit by the last packet it took in.
+    let full: u64 = 8 << 20;
+    let small: u64 = 1 << 20;
+    let slack: u64 = 1 << 20;
+    if full_fixed {
+        for &(held, limit) in &worst {
+            assert!(
+                limit <= full && held <= limit + slack,
+                "a host socket holds {held} of {limit} bytes for a stalled reader, over the \
+                 fixed {full}: {limits:?}\n{out}"
+            );
+        }
+    }
+    // The sockets past the full grants (the smallest limits when the full ones are
+    // fixed; all but the 16 largest otherwise).
+    let past: Vec<u64> = limits[..PAST_FULL].to_vec();
+    for &limit in &past {
+        assert!(
+            limit <= small,
+            "a connection past the {FULL_GRANTS} full grants may make the host's kernel \
+             hold {limit} bytes (autotuned), over {small}: {limits:?}\n{out}"
+        );
+    }
+    if full_fixed {
+        let bound = FULL_GRANTS as u64 * (full + slack) + PAST_FULL as u64 * (small + slack);
+        assert!(
+            worst_total <= bound,
+            "the host's kernel holds {worst_total} bytes for {n} stalled downloads, over \
+             {bound}: {worst:?}\n{out}"
+        );
+    }
+    assert!(
+        worst_total > 0,
+        "the downloads never filled the sockets\n{out}"
+    );
+}
