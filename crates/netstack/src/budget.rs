@@ -38,6 +38,12 @@ pub(crate) const HOST_RECEIVE: usize = 4 << 20;
 /// `SO_RCVBUF` is capped to it, and still fixed, so no privilege is needed): 120 MiB
 /// for all of them. A connection past the first 16 is slower for it, not stalled.
 pub(crate) const SMALL_HOST_RECEIVE: usize = 256 << 10;
+/// The send buffer of the host socket of a connection granted [`SMALL`] buffers,
+/// fixed for the same reason: left to autotuning, an upload to a destination that
+/// stops reading made the host's kernel queue up to `net.ipv4.tcp_wmem`'s maximum
+/// (4 MiB by default) for each (red team: 257 MiB for 64 connections). Doubled by the
+/// kernel, 128 KiB each: four times the stack's receive ring it drains.
+pub(crate) const SMALL_HOST_SEND: usize = 64 << 10;
 
 /// How a connection's host socket gets its receive buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

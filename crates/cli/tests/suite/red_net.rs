@@ -19,6 +19,11 @@ const PAST_FULL: usize = 8;
 /// What the host's kernel holds (`r`) and may hold (`rb`) for each of the mediator's
 /// sockets to `port`, as `ss` shows them.
 fn host_sockets(port: u16) -> Vec<(u64, u64)> {
+    host_skmem(port, "r", "rb")
+}
+
+/// Two `skmem` fields of each of the mediator's sockets to `port`.
+fn host_skmem(port: u16, held: &str, limit: &str) -> Vec<(u64, u64)> {
     let Ok(out) = std::process::Command::new(SS.0)
         .args(["-tmnH", "state", "established", &format!("dport = :{port}")])
         .output()
@@ -34,7 +39,7 @@ fn host_sockets(port: u16) -> Vec<(u64, u64)> {
                 mem.split(',')
                     .find_map(|f| f.strip_prefix(key)?.parse().ok())
             };
-            Some((field("r")?, field("rb")?))
+            Some((field(held)?, field(limit)?))
         })
         .collect()
 }
@@ -167,4 +172,104 @@ time.sleep(7)
         worst_total > 0,
         "the downloads never filled the sockets\n{out}"
     );
+}
+
+/// A sandbox uploads as fast as it can on more connections than get full buffers, to
+/// a destination that never reads. The mediator writes what the sandbox sends into its
+/// host sockets, whose send buffers the kernel grows (autotuning) up to
+/// `net.ipv4.tcp_wmem`'s maximum, 4 MiB by default, each: 257 MiB was seen queued for
+/// 64 connections, 1 GiB for 256. The connections past the full grants must have a
+/// small fixed send buffer.
+#[test]
+fn red_uploads_to_a_destination_that_never_reads_leave_bounded_memory_in_the_hosts_kernel() {
+    if !require_tools(&[SS]) {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        // Accepts, keeps every connection open, reads nothing.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for conn in listener.incoming().flatten() {
+                held.push(conn);
+            }
+        });
+        let n = FULL_GRANTS + PAST_FULL;
+        let script = py(&format!(
+            r#"
+import select, time
+ip = socket.gethostbyname("web.test")
+conns = []
+for i in range({n}):
+    s = socket.create_connection((ip, {p}))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+    s.setblocking(False)
+    conns.append(s)
+chunk = b"y" * (1 << 20)
+end = time.time() + 2.5
+sent = 0
+while time.time() < end:
+    _, ready, _ = select.select([], conns, [], 0.1)
+    for s in ready:
+        try:
+            sent += s.send(chunk)
+        except BlockingIOError:
+            pass
+report("sent", sent)
+print("stalled", flush=True)
+time.sleep(5)
+"#
+        ));
+        let mut vg = Vg::sandbox(
+            runner,
+            &ws,
+            &[
+                "--add-host",
+                "web.test:127.0.0.1",
+                "--allow",
+                &format!("web.test:{p}"),
+            ],
+            &[PYTHON, "-c", &script],
+        );
+        vg.records_home(&home);
+        let running = vg.spawn();
+        let mut worst: Vec<(u64, u64)> = Vec::new();
+        let mut worst_total = 0;
+        for _ in 0..70 {
+            std::thread::sleep(Duration::from_millis(100));
+            // Queued (w) and the send buffer (tb).
+            let seen = host_skmem(p, "w", "tb");
+            let total: u64 = seen.iter().map(|(w, _)| w).sum();
+            if total >= worst_total {
+                worst_total = total;
+                worst = seen;
+            }
+        }
+        let out = running.finish(Duration::from_secs(60));
+        out.assert_success();
+        assert!(out.stdout.contains("stalled"), "{out}");
+        assert_eq!(
+            worst.len(),
+            n,
+            "not every connection was seen: {worst:?}\n{out}"
+        );
+        let mut limits: Vec<u64> = worst.iter().map(|&(_, tb)| tb).collect();
+        limits.sort_unstable();
+        let small: u64 = 1 << 20;
+        for &limit in &limits[..PAST_FULL] {
+            assert!(
+                limit <= small,
+                "a connection past the {FULL_GRANTS} full grants may make the host's kernel \
+                 queue {limit} bytes for a destination that never reads, over {small}: \
+                 {limits:?}\n{out}"
+            );
+        }
+        assert!(
+            worst_total > 0,
+            "the uploads never filled the sockets\n{out}"
+        );
+    });
 }

@@ -156,6 +156,10 @@ impl Stack {
                             let _ = vg_sandbox::peek::force_receive_buffer(stream.as_fd(), size);
                         }
                     }
+                    if buffers != budget::FULL {
+                        let _ = socket2::SockRef::from(&stream)
+                            .set_send_buffer_size(budget::SMALL_HOST_SEND);
+                    }
                     Upstream::Tcp(stream)
                 }),
                 host.map(|expect| SniCheck {
