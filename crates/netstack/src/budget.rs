@@ -133,7 +133,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_full_grants_get_a_fixed_host_receive_buffer_forced_past_a_small_rmem_max() {
+    fn every_grant_gets_a_fixed_host_receive_buffer_a_full_one_forced_past_a_small_rmem_max() {
         let big = Some(4 << 20);
         let fixed = HostReceive::Fixed(HOST_RECEIVE);
         let forced = HostReceive::Forced(HOST_RECEIVE);
