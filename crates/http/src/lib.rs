@@ -94,6 +94,11 @@ pub const MAX_CONNECTIONS: usize = 256;
 pub const MAX_UPSTREAM_CONNECTIONS: usize = 256;
 /// Connections to upstreams open at once for one sandbox connection.
 pub const MAX_UPSTREAM_PER_CONNECTION: usize = 8;
+/// Upstream connections of a session whose host socket gets the large receive buffer
+/// (`vg_netstack::size_host_socket`), as the mediator's first connections do; later
+/// ones get small fixed buffers, so that all of them together hold a bounded amount
+/// in the host's kernel whatever the sandbox reads or sends.
+pub const FAST_UPSTREAM_CONNECTIONS: usize = 16;
 /// How long [`Inspector::shutdown`] waits for the inspector's tasks to end.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 /// Worker threads of the inspector's runtime.
@@ -139,6 +144,9 @@ pub(crate) struct Shared {
     pub(crate) trust: Arc<Trust>,
     /// One permit per upstream connection open ([`MAX_UPSTREAM_CONNECTIONS`]).
     pub(crate) upstream_permits: Arc<Semaphore>,
+    /// One permit per open upstream connection with a large host receive buffer
+    /// ([`FAST_UPSTREAM_CONNECTIONS`]).
+    pub(crate) fast_upstream_permits: Arc<Semaphore>,
     ca: Arc<SessionCa>,
     leaves: Arc<LeafCache>,
     provider: Arc<CryptoProvider>,
@@ -222,6 +230,7 @@ impl Inspector {
             secrets,
             trust,
             upstream_permits: Arc::new(Semaphore::new(MAX_UPSTREAM_CONNECTIONS)),
+            fast_upstream_permits: Arc::new(Semaphore::new(FAST_UPSTREAM_CONNECTIONS)),
             ca,
             leaves,
             provider,

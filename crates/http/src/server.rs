@@ -56,6 +56,7 @@ impl Conn {
             },
             Arc::clone(&shared.trust),
             Arc::clone(&shared.upstream_permits),
+            Arc::clone(&shared.fast_upstream_permits),
         ));
         Self {
             host: host_text(&info),

@@ -46,6 +46,9 @@ pub(crate) const H1_BUFFER: usize = 256 * 1024;
 pub(crate) struct Slot {
     _connection: OwnedSemaphorePermit,
     _session: OwnedSemaphorePermit,
+    /// One of the session's [`crate::FAST_UPSTREAM_CONNECTIONS`], taken at connect if
+    /// one is free: the host socket's receive buffer is then the large one.
+    fast: Option<OwnedSemaphorePermit>,
 }
 
 /// An HTTP/1.1 connection, with its slot (shared with the task driving it).
@@ -87,6 +90,8 @@ pub(crate) struct Upstream {
     permits: Arc<Semaphore>,
     /// The session's [`crate::MAX_UPSTREAM_CONNECTIONS`] permits.
     session_permits: Arc<Semaphore>,
+    /// The session's [`crate::FAST_UPSTREAM_CONNECTIONS`] permits.
+    fast_permits: Arc<Semaphore>,
     /// Notified when a connection becomes usable without a new slot.
     returned: Notify,
 }
@@ -98,7 +103,12 @@ struct Idle {
 }
 
 impl Upstream {
-    pub(crate) fn new(target: Target, trust: Arc<Trust>, session_permits: Arc<Semaphore>) -> Self {
+    pub(crate) fn new(
+        target: Target,
+        trust: Arc<Trust>,
+        session_permits: Arc<Semaphore>,
+        fast_permits: Arc<Semaphore>,
+    ) -> Self {
         Self {
             target,
             trust,
@@ -106,6 +116,7 @@ impl Upstream {
             connecting: tokio::sync::Mutex::new(()),
             permits: Arc::new(Semaphore::new(crate::MAX_UPSTREAM_PER_CONNECTION)),
             session_permits,
+            fast_permits,
             returned: Notify::new(),
         }
     }
@@ -168,6 +179,7 @@ impl Upstream {
         Ok(Slot {
             _connection: connection,
             _session: session,
+            fast: None,
         })
     }
 
@@ -227,7 +239,7 @@ impl Upstream {
         }
     }
 
-    async fn connect(&self, slot: Slot) -> Result<Sender, String> {
+    async fn connect(&self, mut slot: Slot) -> Result<Sender, String> {
         let t = &self.target;
         let at = SocketAddr::new(t.addr, t.port);
         let host = self.host_text();
@@ -242,6 +254,10 @@ impl Upstream {
             Ok(Ok(tcp)) => tcp,
         };
         let _ = tcp.set_nodelay(true);
+        // Bounded in the host's kernel, as the mediator's own host sockets are: the
+        // response waits there while the sandbox does not read it.
+        slot.fast = Arc::clone(&self.fast_permits).try_acquire_owned().ok();
+        vg_netstack::size_host_socket(std::os::fd::AsFd::as_fd(&tcp), slot.fast.is_some());
         if t.scheme == Scheme::Http {
             return h1(TokioIo::new(tcp), slot)
                 .await

@@ -71,6 +71,29 @@ pub(crate) fn host_receive(grant: usize, rmem_max: Option<usize>) -> HostReceive
     }
 }
 
+/// Sizes the host socket of a connection the sandbox made, passed through by the
+/// mediator or made by the HTTPS inspector, so that what the host's kernel holds for
+/// it is bounded whatever the sandbox does (read fast, then stop; send to a
+/// destination that does not read): `fast` for one of the session's first 16
+/// connections (the mediator's full grants, the inspector's first upstreams), whose
+/// receive buffer is 4 MiB ([`host_receive`]; best effort: without it a download is
+/// only slower), the rest small and fixed both ways.
+pub fn size_host_socket(fd: std::os::fd::BorrowedFd<'_>, fast: bool) {
+    let sock = socket2::SockRef::from(&fd);
+    let grant = if fast { FULL } else { SMALL };
+    match host_receive(grant, rmem_max()) {
+        HostReceive::Fixed(size) => {
+            let _ = sock.set_recv_buffer_size(size);
+        }
+        HostReceive::Forced(size) => {
+            let _ = vg_sandbox::peek::force_receive_buffer(fd, size);
+        }
+    }
+    if !fast {
+        let _ = sock.set_send_buffer_size(SMALL_HOST_SEND);
+    }
+}
+
 /// The host's `net.core.rmem_max`, if it can be read: read at the first connection
 /// that asks, not at every mediator's start, and kept for the process.
 pub(crate) fn rmem_max() -> Option<usize> {

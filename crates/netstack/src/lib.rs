@@ -39,6 +39,7 @@ mod stack;
 
 use std::sync::{Arc, RwLock};
 
+pub use budget::size_host_socket;
 pub use error::Error;
 pub use event::{NetEvent, Verdict};
 pub use stack::Mediator;

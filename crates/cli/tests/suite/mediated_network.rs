@@ -944,6 +944,18 @@ fn web_python(runner: Runner, ws: &Workspace, home: &RecordsHome, port: u16, scr
     vg
 }
 
+/// Held (shared) by tests whose expectations depend on `net.core.rmem_max`, and
+/// (exclusive) by the one that lowers it for a while: the tests of one binary run at
+/// once, and a supervisor reads `rmem_max` at its first connection.
+static RMEM_MAX: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// A shared hold on [`RMEM_MAX`]: `net.core.rmem_max` stays as it is meanwhile.
+pub(super) fn rmem_max_unchanged() -> std::sync::RwLockReadGuard<'static, ()> {
+    RMEM_MAX
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A sandbox that stops reading a download (so it stops acknowledging, and the
 /// mediator keeps the destination's bytes on its host socket) makes the host's kernel
 /// hold at most the fixed receive buffer of that socket: 4 MiB asked for, 8 MiB with
@@ -956,29 +968,35 @@ fn web_python(runner: Runner, ws: &Workspace, home: &RecordsHome, port: u16, scr
 #[test]
 fn a_reader_that_stops_leaves_at_most_the_fixed_receive_buffer_in_the_hosts_kernel() {
     const SS: (&str, &str) = ("/usr/bin/ss", "iproute2");
-    const RMEM_MAX: &str = "/proc/sys/net/core/rmem_max";
+    const RMEM_MAX_FILE: &str = "/proc/sys/net/core/rmem_max";
     if !require_tools(&[SS]) {
         return;
     }
-    let rmem_max: usize = std::fs::read_to_string(RMEM_MAX)
+    let rmem_max: usize = std::fs::read_to_string(RMEM_MAX_FILE)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    each_identity(|runner| {
-        let fixed = rmem_max >= 4 << 20 || matches!(runner, Runner::Root);
-        stalled_download_holds_at_most_the_fixed_buffer(runner, fixed);
-    });
-    if rmem_max >= 4 << 20 && std::fs::write(RMEM_MAX, rmem_max.to_string()).is_ok() {
+    {
+        let _rmem = rmem_max_unchanged();
+        each_identity(|runner| {
+            let fixed = rmem_max >= 4 << 20 || matches!(runner, Runner::Root);
+            stalled_download_holds_at_most_the_fixed_buffer(runner, fixed);
+        });
+    }
+    let _lowering = RMEM_MAX
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if rmem_max >= 4 << 20 && std::fs::write(RMEM_MAX_FILE, rmem_max.to_string()).is_ok() {
         /// Puts `net.core.rmem_max` back, whatever the run below did.
         struct Restore(usize);
         impl Drop for Restore {
             fn drop(&mut self) {
-                let _ = std::fs::write(RMEM_MAX, self.0.to_string());
+                let _ = std::fs::write(RMEM_MAX_FILE, self.0.to_string());
             }
         }
         let _restore = Restore(rmem_max);
-        std::fs::write(RMEM_MAX, "212992").unwrap();
+        std::fs::write(RMEM_MAX_FILE, "212992").unwrap();
         stalled_download_holds_at_most_the_fixed_buffer(Runner::Root, true);
     }
 }

@@ -58,6 +58,7 @@ fn red_stalled_downloads_past_the_full_grants_leave_bounded_memory_in_the_hosts_
     if !require_tools(&[SS]) {
         return;
     }
+    let _rmem = super::mediated_network::rmem_max_unchanged();
     each_identity(|runner| {
         let rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
             .unwrap()
@@ -270,6 +271,133 @@ time.sleep(5)
         assert!(
             worst_total > 0,
             "the uploads never filled the sockets\n{out}"
+        );
+    });
+}
+
+/// The same attack through HTTPS inspection: the inspector's own upstream connections
+/// (`vg_http` `upstream.rs`) hold a response on their host socket while the sandbox
+/// does not read it, so they are sized as the mediator's are: the session's first
+/// [`FULL_GRANTS`] with the 8 MiB receive buffer, later ones with the small fixed one.
+/// Before the fix every upstream socket was left to autotuning, up to
+/// `net.ipv4.tcp_rmem`'s maximum each (256 upstream connections per session).
+#[test]
+fn red_stalled_inspected_downloads_leave_bounded_memory_in_the_hosts_kernel() {
+    if !require_tools(&[SS]) {
+        return;
+    }
+    let _rmem = super::mediated_network::rmem_max_unchanged();
+    each_identity(|runner| {
+        let rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let full_fixed = rmem_max >= 4 << 20 || matches!(runner, Runner::Root);
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let ca = super::https_servers::TestCa::new("stall");
+        let api = ca.serve(&["api.test"]);
+        let p = api.port;
+        let n = FULL_GRANTS + PAST_FULL;
+        let script = py(&format!(
+            r#"
+import ssl, threading, time
+ctx = ssl.create_default_context()
+ip = socket.gethostbyname("api.test")
+stop = time.time() + 2.5
+got = []
+held = []
+def pull():
+    s = ctx.wrap_socket(socket.create_connection((ip, {p})), server_hostname="api.test")
+    s.sendall(b"GET /download?bytes=268435456 HTTP/1.1\r\nHost: api.test:{p}\r\n\r\n")
+    s.settimeout(0.2)
+    n = 0
+    while time.time() < stop:
+        try:
+            n += len(s.recv(1 << 20))
+        except (socket.timeout, ssl.SSLWantReadError):
+            pass
+    got.append(n)
+    held.append(s)
+threads = [threading.Thread(target=pull) for _ in range({n})]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+report("read", sum(got))
+print("stalled", flush=True)
+time.sleep(7)
+"#
+        ));
+        let mut vg = Vg::sandbox(
+            runner,
+            &ws,
+            &[
+                "--add-host",
+                "api.test:127.0.0.1",
+                "--upstream-ca",
+                &ca.arg(),
+                "--allow",
+                &format!("GET https://api.test:{p}/download"),
+            ],
+            &[PYTHON, "-c", &script],
+        );
+        vg.records_home(&home);
+        let running = vg.spawn();
+        let mut worst: Vec<(u64, u64)> = Vec::new();
+        let mut worst_total = 0;
+        for _ in 0..90 {
+            std::thread::sleep(Duration::from_millis(100));
+            let seen = host_sockets(p);
+            let total: u64 = seen.iter().map(|(r, _)| r).sum();
+            if total >= worst_total {
+                worst_total = total;
+                worst = seen;
+            }
+        }
+        let out = running.finish(Duration::from_secs(60));
+        out.assert_success();
+        assert!(out.stdout.contains("stalled"), "{out}");
+        assert_eq!(
+            worst.len(),
+            n,
+            "not every upstream connection was seen: {worst:?}\n{out}"
+        );
+        let mut limits: Vec<u64> = worst.iter().map(|&(_, rb)| rb).collect();
+        limits.sort_unstable();
+        // Fixed, not autotuned: the kernel shows twice what was asked, the small one
+        // capped by rmem_max. (Through inspection this client reads too slowly for
+        // autotuning to pass a few MiB here, so the fixed sizes are what is checked;
+        // the passthrough test above shows what autotuning reaches.)
+        let full: u64 = 8 << 20;
+        let small: u64 = 2 * (256 << 10).min(rmem_max);
+        let slack: u64 = 1 << 20;
+        for &(held, limit) in &worst {
+            assert!(
+                held <= limit + slack,
+                "an upstream socket holds {held} bytes, over its limit {limit}: {limits:?}\n{out}"
+            );
+        }
+        let count = |size: u64| limits.iter().filter(|&&l| l == size).count();
+        assert_eq!(
+            count(small),
+            PAST_FULL,
+            "the upstream connections past the first {FULL_GRANTS} do not all have the \
+             small fixed receive buffer ({small}), so what the host's kernel may hold for \
+             them is autotuning's to decide: {limits:?}\n{out}"
+        );
+        if full_fixed {
+            assert_eq!(
+                count(full),
+                FULL_GRANTS,
+                "the first {FULL_GRANTS} upstream connections do not have the fixed \
+                 {full}: {limits:?}\n{out}"
+            );
+        }
+        assert!(
+            worst_total > 0,
+            "the downloads never filled the sockets\n{out}"
         );
     });
 }

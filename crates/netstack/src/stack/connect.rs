@@ -146,20 +146,7 @@ impl Stack {
             // Passed through: a ClientHello must name the host it was allowed for.
             None => (
                 TcpStream::connect(remote).map(|stream| {
-                    // A full grant's buffer is best effort (without it the download is
-                    // only slower); a small grant's always takes (see `budget`).
-                    match budget::host_receive(buffers, budget::rmem_max()) {
-                        budget::HostReceive::Fixed(size) => {
-                            let _ = socket2::SockRef::from(&stream).set_recv_buffer_size(size);
-                        }
-                        budget::HostReceive::Forced(size) => {
-                            let _ = vg_sandbox::peek::force_receive_buffer(stream.as_fd(), size);
-                        }
-                    }
-                    if buffers != budget::FULL {
-                        let _ = socket2::SockRef::from(&stream)
-                            .set_send_buffer_size(budget::SMALL_HOST_SEND);
-                    }
+                    budget::size_host_socket(stream.as_fd(), buffers == budget::FULL);
                     Upstream::Tcp(stream)
                 }),
                 host.map(|expect| SniCheck {
