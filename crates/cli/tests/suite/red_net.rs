@@ -22,6 +22,23 @@ fn host_sockets(port: u16) -> Vec<(u64, u64)> {
     host_skmem(port, "r", "rb")
 }
 
+/// For 9 s, `ss` every 100 ms: the mediator's or inspector's sockets to `port` when
+/// together they held the most, and that total.
+fn fullest(port: u16) -> (Vec<(u64, u64)>, u64) {
+    let mut worst: Vec<(u64, u64)> = Vec::new();
+    let mut worst_total = 0;
+    for _ in 0..90 {
+        std::thread::sleep(Duration::from_millis(100));
+        let seen = host_sockets(port);
+        let total: u64 = seen.iter().map(|(r, _)| r).sum();
+        if total >= worst_total {
+            worst_total = total;
+            worst = seen;
+        }
+    }
+    (worst, worst_total)
+}
+
 /// Two `skmem` fields of each of the mediator's sockets to `port`.
 fn host_skmem(port: u16, held: &str, limit: &str) -> Vec<(u64, u64)> {
     let Ok(out) = std::process::Command::new(SS.0)
@@ -116,17 +133,7 @@ time.sleep(7)
     );
     vg.records_home(&home);
     let running = vg.spawn();
-    let mut worst: Vec<(u64, u64)> = Vec::new();
-    let mut worst_total = 0;
-    for _ in 0..90 {
-        std::thread::sleep(Duration::from_millis(100));
-        let seen = host_sockets(p);
-        let total: u64 = seen.iter().map(|(r, _)| r).sum();
-        if total >= worst_total {
-            worst_total = total;
-            worst = seen;
-        }
-    }
+    let (worst, worst_total) = fullest(p);
     let out = running.finish(Duration::from_secs(60));
     out.assert_success();
     assert!(out.stdout.contains("stalled"), "{out}");
@@ -345,17 +352,7 @@ time.sleep(7)
         );
         vg.records_home(&home);
         let running = vg.spawn();
-        let mut worst: Vec<(u64, u64)> = Vec::new();
-        let mut worst_total = 0;
-        for _ in 0..90 {
-            std::thread::sleep(Duration::from_millis(100));
-            let seen = host_sockets(p);
-            let total: u64 = seen.iter().map(|(r, _)| r).sum();
-            if total >= worst_total {
-                worst_total = total;
-                worst = seen;
-            }
-        }
+        let (worst, worst_total) = fullest(p);
         let out = running.finish(Duration::from_secs(60));
         out.assert_success();
         assert!(out.stdout.contains("stalled"), "{out}");

@@ -123,12 +123,11 @@ pub fn iface_configure(
     check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCADDRT, &route) }).map(drop)
 }
 
-/// Sets a socket's receive buffer with `SO_RCVBUFFORCE`: like `SO_RCVBUF`, but past
-/// `net.core.rmem_max`; the kernel allows it only with `CAP_NET_ADMIN` over the
-/// socket's network namespace (EPERM otherwise, and the socket is left as it was).
-pub fn set_receive_buffer_force(
+/// Sets an integer `SOL_SOCKET` option.
+fn set_socket_int(
     fd: std::os::fd::BorrowedFd<'_>,
-    bytes: libc::c_int,
+    option: libc::c_int,
+    value: libc::c_int,
 ) -> io::Result<()> {
     let len = libc::socklen_t::try_from(std::mem::size_of::<libc::c_int>())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -137,31 +136,29 @@ pub fn set_receive_buffer_force(
         libc::setsockopt(
             fd.as_raw_fd(),
             libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&raw const bytes).cast(),
+            option,
+            (&raw const value).cast(),
             len,
         )
     })
     .map(drop)
 }
 
+/// Sets a socket's receive buffer with `SO_RCVBUFFORCE`: like `SO_RCVBUF`, but past
+/// `net.core.rmem_max`; the kernel allows it only with `CAP_NET_ADMIN` over the
+/// socket's network namespace (EPERM otherwise, and the socket is left as it was).
+pub fn set_receive_buffer_force(
+    fd: std::os::fd::BorrowedFd<'_>,
+    bytes: libc::c_int,
+) -> io::Result<()> {
+    set_socket_int(fd, libc::SO_RCVBUFFORCE, bytes)
+}
+
 /// Sets a socket's `SO_PEEK_OFF`: where the next `MSG_PEEK` read starts, counted from
 /// the head of its receive queue (the kernel moves it on by what each peek returns,
 /// and back by what a plain read takes off the queue).
 pub fn set_peek_offset(fd: std::os::fd::BorrowedFd<'_>, offset: libc::c_int) -> io::Result<()> {
-    let len = libc::socklen_t::try_from(std::mem::size_of::<libc::c_int>())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: the option value is a c_int that outlives the call, `len` its size.
-    check(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEEK_OFF,
-            (&raw const offset).cast(),
-            len,
-        )
-    })
-    .map(drop)
+    set_socket_int(fd, libc::SO_PEEK_OFF, offset)
 }
 
 /// Drops up to `len` bytes from the head of a TCP socket's receive queue without
