@@ -1009,7 +1009,11 @@ fn a_one_shot_sandbox_that_dies_at_the_host_cap_says_whose_cap_it_was() {
     }
     let ws = Workspace::new();
     let home = RecordsHome::new(runner);
-    let script = format!("import time; time.sleep(4)\n{MANY}");
+    // The cap is lowered once Python runs inside gVisor (it says so with a file in
+    // the workspace), not as soon as gVisor's cgroup exists: a cap reached while
+    // gVisor was still starting could leave it hanging rather than dead (CI, session
+    // 20: the run did not end within 40 s), which is not what this test is about.
+    let script = format!("import time; open('ready', 'w').close(); time.sleep(2)\n{MANY}");
     let mut vg = Vg::new(runner, ws.path());
     vg.args(["sandbox", "run", "--backend", "gvisor", "--"])
         .args([PYTHON, "-c", script.as_str(), "100"])
@@ -1025,6 +1029,10 @@ fn a_one_shot_sandbox_that_dies_at_the_host_cap_says_whose_cap_it_was() {
         "no pids cgroup holds gVisor here as root"
     );
     let cgroup = cgroup.unwrap();
+    assert!(
+        wait_until(Duration::from_secs(30), || ws.path().join("ready").exists()),
+        "Python never started inside gVisor"
+    );
     let current: u64 = std::fs::read_to_string(cgroup.join("pids.current"))
         .unwrap()
         .trim()
