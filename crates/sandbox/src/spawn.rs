@@ -314,13 +314,28 @@ impl Sandbox {
 
 /// A sandbox's first process is a copy of the calling thread: with other threads
 /// alive, it could wait for ever on a lock one of them held when it was copied.
+///
+/// A thread that has just ended (joined, or a previous session's detached helper on
+/// its way out) stays listed until the kernel has released it, which under load can
+/// take a moment: such a thread runs no code and holds no lock, so it gets
+/// [`THREAD_EXIT_GRACE`] to go before the start is refused (the soak test, session 20,
+/// was refused once for one).
 pub(crate) fn one_thread() -> Result<(), SetupError> {
-    let threads = std::fs::read_dir("/proc/self/task").map_or(1, Iterator::count);
-    if threads > 1 {
-        return Err(SetupError::Threads { threads });
+    let deadline = std::time::Instant::now() + THREAD_EXIT_GRACE;
+    loop {
+        let threads = std::fs::read_dir("/proc/self/task").map_or(1, Iterator::count);
+        if threads <= 1 {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(SetupError::Threads { threads });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
     }
-    Ok(())
 }
+
+/// How long [`one_thread`] waits for threads that are ending.
+const THREAD_EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
 
 fn write_id_maps(pid: libc::pid_t, id: &Identity, inside: (u32, u32)) -> Result<(), SetupError> {
     let write = |file: &'static str, text: String| {
