@@ -1055,9 +1055,10 @@ time.sleep(8)
             "the host socket's buffer is not the fixed one: {seen:?}"
         );
     }
-    // What the kernel holds may pass its limit by the last packet it took in.
+    // What the kernel holds may pass its limit by the packets in flight when it was
+    // reached (loopback's segments are 64 KiB): once more than a MiB in CI.
     assert!(
-        held <= limit + (1 << 20),
+        held <= limit + (2 << 20),
         "the host's kernel holds {held} bytes for a stalled reader, over its limit {limit}: {seen:?}"
     );
     assert!(held > 0, "the transfer never filled the socket: {seen:?}");

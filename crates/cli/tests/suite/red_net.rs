@@ -148,7 +148,9 @@ time.sleep(7)
     // pass its limit by the last packet it took in.
     let full: u64 = 8 << 20;
     let small: u64 = 1 << 20;
-    let slack: u64 = 1 << 20;
+    // The kernel admits packets while what it holds is under the limit, so it may pass
+    // it by what was in flight: loopback's 64 KiB segments, more than a MiB once (CI).
+    let slack: u64 = 2 << 20;
     if full_fixed {
         for &(held, limit) in &worst {
             assert!(
@@ -369,7 +371,7 @@ time.sleep(7)
         // the passthrough test above shows what autotuning reaches.)
         let full: u64 = 8 << 20;
         let small: u64 = 2 * (256 << 10).min(rmem_max);
-        let slack: u64 = 1 << 20;
+        let slack: u64 = 2 << 20; // as above
         for &(held, limit) in &worst {
             assert!(
                 held <= limit + slack,
