@@ -22,6 +22,47 @@ fn host_sockets(port: u16) -> Vec<(u64, u64)> {
     host_skmem(port, "r", "rb")
 }
 
+/// `net.core.rmem_max`, as the supervisor will read it (hold
+/// `mediated_network::rmem_max_unchanged` meanwhile).
+fn host_rmem_max() -> u64 {
+    std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Whether full-buffer connections get their fixed receive buffer: where `rmem_max`
+/// allows it, or forced by a supervisor run as root.
+fn full_fixed(runner: Runner, rmem_max: u64) -> bool {
+    rmem_max >= 4 << 20 || matches!(runner, Runner::Root)
+}
+
+/// Runs `vg` (a sandbox that fills `n` connections to `port`, prints "stalled" and
+/// waits) while sampling them with [`fullest`]: its output, the sockets when they
+/// held the most, that total, and their limits, smallest first. Every one of the `n`
+/// (`what`s) must have been seen.
+fn stalled(
+    vg: Vg,
+    port: u16,
+    n: usize,
+    what: &str,
+) -> (super::harness::Output, Vec<(u64, u64)>, u64, Vec<u64>) {
+    let running = vg.spawn();
+    let (worst, worst_total) = fullest(port);
+    let out = running.finish(Duration::from_secs(60));
+    out.assert_success();
+    assert!(out.stdout.contains("stalled"), "{out}");
+    assert_eq!(
+        worst.len(),
+        n,
+        "not every {what} was seen: {worst:?}\n{out}"
+    );
+    let mut limits: Vec<u64> = worst.iter().map(|&(_, rb)| rb).collect();
+    limits.sort_unstable();
+    (out, worst, worst_total, limits)
+}
+
 /// For 9 s, `ss` every 100 ms: the mediator's or inspector's sockets to `port` when
 /// together they held the most, and that total.
 fn fullest(port: u16) -> (Vec<(u64, u64)>, u64) {
@@ -77,15 +118,9 @@ fn red_stalled_downloads_past_the_full_grants_leave_bounded_memory_in_the_hosts_
     }
     let _rmem = super::mediated_network::rmem_max_unchanged();
     each_identity(|runner| {
-        let rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
         // Full grants get their fixed buffer where rmem_max allows it or as root;
         // otherwise they are autotuned (documented), and only the rest is checked.
-        let full_fixed = rmem_max >= 4 << 20 || matches!(runner, Runner::Root);
-        stalled_downloads(runner, full_fixed);
+        stalled_downloads(runner, full_fixed(runner, host_rmem_max()));
     });
 }
 
@@ -132,18 +167,7 @@ time.sleep(7)
         &[PYTHON, "-c", &script],
     );
     vg.records_home(&home);
-    let running = vg.spawn();
-    let (worst, worst_total) = fullest(p);
-    let out = running.finish(Duration::from_secs(60));
-    out.assert_success();
-    assert!(out.stdout.contains("stalled"), "{out}");
-    assert_eq!(
-        worst.len(),
-        n,
-        "not every connection was seen: {worst:?}\n{out}"
-    );
-    let mut limits: Vec<u64> = worst.iter().map(|&(_, rb)| rb).collect();
-    limits.sort_unstable();
+    let (out, worst, worst_total, limits) = stalled(vg, p, n, "connection");
     // Full grants: 8 MiB each at most; small ones: far less. What a socket holds may
     // pass its limit by the last packet it took in.
     let full: u64 = 8 << 20;
@@ -297,12 +321,8 @@ fn red_stalled_inspected_downloads_leave_bounded_memory_in_the_hosts_kernel() {
     }
     let _rmem = super::mediated_network::rmem_max_unchanged();
     each_identity(|runner| {
-        let rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        let full_fixed = rmem_max >= 4 << 20 || matches!(runner, Runner::Root);
+        let rmem_max = host_rmem_max();
+        let full_fixed = full_fixed(runner, rmem_max);
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
         let ca = super::https_servers::TestCa::new("stall");
@@ -353,18 +373,7 @@ time.sleep(7)
             &[PYTHON, "-c", &script],
         );
         vg.records_home(&home);
-        let running = vg.spawn();
-        let (worst, worst_total) = fullest(p);
-        let out = running.finish(Duration::from_secs(60));
-        out.assert_success();
-        assert!(out.stdout.contains("stalled"), "{out}");
-        assert_eq!(
-            worst.len(),
-            n,
-            "not every upstream connection was seen: {worst:?}\n{out}"
-        );
-        let mut limits: Vec<u64> = worst.iter().map(|&(_, rb)| rb).collect();
-        limits.sort_unstable();
+        let (out, worst, worst_total, limits) = stalled(vg, p, n, "upstream connection");
         // Fixed, not autotuned: the kernel shows twice what was asked, the small one
         // capped by rmem_max. (Through inspection this client reads too slowly for
         // autotuning to pass a few MiB here, so the fixed sizes are what is checked;
