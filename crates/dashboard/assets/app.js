@@ -495,7 +495,9 @@ async function sessionPage(id) {
       el("td", { class: "mono", text: String(x.pid) }),
       el("td", { class: "mono muted", text: String(x.ppid) }),
       el("td", { class: "cmd" }, el("span", { class: "tree-indent", text: d ? "  ".repeat(d - 1) + "└ " : "" }),
-        el("span", { class: "argv", text: x.command || x.argv.join(" ") })),
+        el("span", { class: "argv", text: x.command || x.argv.join(" ") }),
+        // A #! script: the program its line started, which the argv does not show.
+        ...(x.interp ? [el("span", { class: "interp muted", text: " (runs " + x.interp + ")" })] : [])),
       el("td", { class: "mono muted", text: x.cwd }),
       exitCell(x.exit));
   };

@@ -19,6 +19,8 @@ pub struct Exec {
     pub command: String,
     pub cwd: String,
     pub exe: Option<String>,
+    /// What a `#!` script's exec started (its last interpreter).
+    pub interp: Option<String>,
     /// RFC 3339, UTC.
     pub time: String,
     pub exit: Option<Exit>,
@@ -59,6 +61,7 @@ impl Exec {
             command: e.command.clone(),
             cwd: lossy(&e.cwd),
             exe: e.exe.as_deref().map(lossy),
+            interp: e.interp.as_deref().map(lossy),
             time: vg_records::time::format_rfc3339(e.time),
             exit: e.exit.map(Exit::from),
             truncated: e.truncated.map(|t| format!("{},{}", t.args, t.bytes)),

@@ -17,6 +17,8 @@ pub struct ExecLine {
     pub cwd: Vec<u8>,
     /// The file executed, when recorded.
     pub exe: Option<Vec<u8>>,
+    /// The program a `#!` script's exec started, when recorded.
+    pub interp: Option<Vec<u8>>,
     /// Present when the exit was known as the exec was recorded.
     pub exit: Option<CommandExit>,
     /// The argv's bytes, unquoted: cut to the recording limits when `truncated`.
@@ -98,7 +100,7 @@ fn parse_truncated(text: &str) -> Option<(ArgvSize, &str)> {
     Some((size, &rest[end..]))
 }
 
-/// `pid=<pid> ppid=<ppid> cwd=<quoted> [exe=<quoted>] [status=<n>|signal=<n>|denied=<errno>]
+/// `pid=<pid> ppid=<ppid> cwd=<quoted> [exe=<quoted>] [interp=<quoted>] [status=<n>|signal=<n>|denied=<errno>]
 /// [truncated=<args>,<bytes>] -- <argv>`.
 fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
     let (pid, rest) = field(text, "pid=")?;
@@ -108,6 +110,12 @@ fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
     if let Some(after) = rest.strip_prefix(" exe=") {
         let (path, r) = unquote_word(after)?;
         exe = Some(path);
+        rest = r;
+    }
+    let mut interp = None;
+    if let Some(after) = rest.strip_prefix(" interp=") {
+        let (path, r) = unquote_word(after)?;
+        interp = Some(path);
         rest = r;
     }
     let mut exit = None;
@@ -134,6 +142,7 @@ fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
         ppid,
         cwd,
         exe,
+        interp,
         exit,
         argv: unquote_argv(command)?,
         truncated,
@@ -157,6 +166,8 @@ mod tests {
             ppid: 7,
             cwd: OsString::from_vec(cwd.to_vec()).into(),
             exe: (argv.len() > 1).then(|| "/usr/bin/x y".into()),
+            // A script's interpreter, for one argv length: written and read back.
+            interp: (argv.len() == 2).then(|| "/tmp/it's -- here".into()),
             argv: argv.into_iter().map(OsString::from_vec).collect(),
             exit,
         }
@@ -184,6 +195,11 @@ mod tests {
             assert_eq!(
                 e.exe.map(OsString::from_vec),
                 rec.exe.clone().map(|p| p.into_os_string()),
+                "{line}"
+            );
+            assert_eq!(
+                e.interp.map(OsString::from_vec),
+                rec.interp.clone().map(|p| p.into_os_string()),
                 "{line}"
             );
             assert_eq!(

@@ -20,13 +20,16 @@
 //! `commands.log` has one line per record:
 //!
 //! ```text
-//! <time> exec pid=<pid> ppid=<ppid> cwd=<quoted cwd> [exe=<quoted path>] [status=<n>|signal=<n>|denied=<errno>] [truncated=<args>,<bytes>] -- <quoted argv>
+//! <time> exec pid=<pid> ppid=<ppid> cwd=<quoted cwd> [exe=<quoted path>] [interp=<quoted path>] [status=<n>|signal=<n>|denied=<errno>] [truncated=<args>,<bytes>] -- <quoted argv>
 //! <time> exit pid=<pid> status=<n>
 //! <time> exit pid=<pid> signal=<n>
 //! ```
 //!
 //! e.g. `2025-12-19T10:10:53.123Z exec pid=42 ppid=1 cwd=/work exe=/usr/bin/grep -- grep -r 'a b' .`.
-//! `exe` is the file passed to execve; argv[0] is whatever the caller chose.
+//! `exe` is the file passed to execve; argv[0] is whatever the caller chose. When
+//! that file is a `#!` script, `interp` names the program the kernel started for it
+//! (the last interpreter of a chain) as the `#!` line names it: `#!/tmp/x` runs
+//! `/tmp/x`, which the line says, whatever the script's name.
 //! The exit status of a command usually comes later, as its own `exit` line
 //! naming the pid (the file is append-only). Quoting follows [`crate::quote`],
 //! so the part after ` -- ` pastes back into a shell.
@@ -155,6 +158,9 @@ pub struct CommandRecord {
     pub cwd: PathBuf,
     /// The file executed, as passed to execve (argv[0] can say anything).
     pub exe: Option<PathBuf>,
+    /// When that file is a `#!` script: the program the kernel started for it (the
+    /// last interpreter of a chain), as its `#!` line names it.
+    pub interp: Option<PathBuf>,
     pub argv: Vec<OsString>,
     /// Known only when the exec is recorded after the fact.
     pub exit: Option<CommandExit>,
@@ -173,6 +179,7 @@ impl CommandRecord {
             ppid,
             cwd: cwd.into(),
             exe: None,
+            interp: None,
             argv: argv.into_iter().map(Into::into).collect(),
             exit: None,
         }
@@ -181,6 +188,12 @@ impl CommandRecord {
     /// The same record naming the file executed.
     pub fn with_exe(mut self, exe: impl Into<PathBuf>) -> Self {
         self.exe = Some(exe.into());
+        self
+    }
+
+    /// The same record naming the program a `#!` script's exec started.
+    pub fn with_interp(mut self, interp: impl Into<PathBuf>) -> Self {
+        self.interp = Some(interp.into());
         self
     }
 
@@ -196,6 +209,10 @@ impl CommandRecord {
         if let Some(exe) = &self.exe {
             s.push_str(" exe=");
             s.push_str(&quote_arg(exe.as_os_str().as_bytes()));
+        }
+        if let Some(interp) = &self.interp {
+            s.push_str(" interp=");
+            s.push_str(&quote_arg(interp.as_os_str().as_bytes()));
         }
         if let Some(exit) = self.exit {
             s.push_str(&format!(" {exit}"));

@@ -160,7 +160,8 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
     let cut = flags & FLAG_ARGV_CUT != 0 || (raw.len() as u64) < full;
     let (mut argv, truncated) = split_argv(raw, cut);
     let mut size = (argc, full);
-    if !interp.is_empty() && interp != given {
+    let is_script = !interp.is_empty() && interp != given;
+    if is_script {
         let (caller, dropped) = script_argv(argv, given);
         argv = caller;
         size = (
@@ -183,6 +184,7 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
             truncated,
             file: None,
             script: None,
+            interpreter: is_script.then(|| interp.to_vec()),
             root: None,
             cwd_id: None,
         },

@@ -79,6 +79,10 @@ pub enum TraceEvent {
         file: Option<ExecFile>,
         /// When that file is a `#!` script: what the kernel will really start.
         script: Option<Script>,
+        /// When the file is a `#!` script: the program the kernel starts for it (the
+        /// last interpreter of a chain), as its `#!` line names it. Read by both
+        /// recorders, whether or not the exec is inspected.
+        interpreter: Option<Vec<u8>>,
         /// The sandbox's root directory (with `file`), to look other files up inside.
         root: Option<SandboxRoot>,
         /// The working directory by device and inode (with `file`): what was decided
@@ -1022,9 +1026,10 @@ impl Tracked {
         let Some(root) = self.root(libc::pid_t::try_from(host_pid).unwrap_or(0)) else {
             return false;
         };
-        // Looked up with O_PATH and read only if it is a regular file: the path is
-        // the sandbox's to choose, and opening a FIFO for reading would block the
-        // tracer (and every exec with it), a device could act.
+        // Looked up with O_PATH and read only if the kernel could execute it (a
+        // regular file with an execute bit): the path is the sandbox's to choose, and
+        // opening a FIFO for reading would block the tracer (and every exec with it),
+        // a device could act, reading /proc/kmsg would consume the host's kernel log.
         let Some(file) = ExecFile::open_in(root, b"/", path) else {
             return false;
         };
@@ -1295,6 +1300,15 @@ fn describe_exec(
     } else {
         (None, None, None)
     };
+    // What a `#!` script really starts is recorded with it: a payload run as a
+    // script's interpreter (`#!/tmp/x`) is named, not hidden behind the script.
+    let interpreter = match (&script, &looked_up.opened) {
+        (Some(script), _) => script.argv.first().cloned(),
+        (None, Some(opened)) if !tracked.inspect => {
+            file::interpreter_of(tracked.root(host_pid), &cwd, opened.as_fd())
+        }
+        _ => None,
+    };
     let cwd_id = tracked
         .inspect
         .then(|| file::linked_id(host_pid, "cwd"))
@@ -1331,6 +1345,7 @@ fn describe_exec(
         truncated,
         file,
         script,
+        interpreter,
         root,
         cwd_id,
     }))

@@ -295,7 +295,9 @@ pub fn learned(
 }
 
 /// Every program `commands.log` names, by absolute path (a relative one joined to
-/// the exec's working directory), as a program and as a file read.
+/// the exec's working directory), as a program and as a file read: each exec's file,
+/// and the interpreter the kernel started for a `#!` script (which the profile must
+/// let run as well).
 fn programs(dir: &Path, observations: &mut vg_learn::Observations) {
     use std::os::unix::ffi::OsStrExt;
     let path = vg_records::layout::file_path(dir, vg_records::layout::RecordFile::Commands);
@@ -310,23 +312,29 @@ fn programs(dir: &Path, observations: &mut vg_learn::Observations) {
         else {
             continue;
         };
-        let Some(exe) = exec.exe.as_deref().or(exec.argv.first().map(Vec::as_slice)) else {
-            continue;
-        };
-        let exe = Path::new(std::ffi::OsStr::from_bytes(exe));
-        let full = if exe.is_absolute() {
-            exe.to_path_buf()
-        } else if exe.components().count() > 1 {
-            Path::new(std::ffi::OsStr::from_bytes(&exec.cwd)).join(exe)
-        } else {
-            // A bare name looked up in PATH: the file is not known.
-            continue;
-        };
-        let Some(full) = vg_policy::paths::normalize_absolute(&full) else {
-            continue;
-        };
-        observations.program(&full);
-        observations.file(&full, vg_learn::Access::Read);
+        let exe = exec.exe.as_deref().or(exec.argv.first().map(Vec::as_slice));
+        // The kernel opens an interpreter named without a slash from the working
+        // directory, never from PATH.
+        let programs = [(exe, false), (exec.interp.as_deref(), true)];
+        for (program, from_cwd) in programs {
+            let Some(program) = program else {
+                continue;
+            };
+            let program = Path::new(std::ffi::OsStr::from_bytes(program));
+            let full = if program.is_absolute() {
+                program.to_path_buf()
+            } else if from_cwd || program.components().count() > 1 {
+                Path::new(std::ffi::OsStr::from_bytes(&exec.cwd)).join(program)
+            } else {
+                // A bare name looked up in PATH: the file is not known.
+                continue;
+            };
+            let Some(full) = vg_policy::paths::normalize_absolute(&full) else {
+                continue;
+            };
+            observations.program(&full);
+            observations.file(&full, vg_learn::Access::Read);
+        }
     }
 }
 
@@ -362,6 +370,41 @@ fn destinations(dir: &Path, observations: &mut vg_learn::Observations) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A script's interpreter is a program the profile must let run: learned from the
+    /// exec line's `interp=` (absolute, or from the working directory, as the kernel
+    /// opens it), next to the exec's own file.
+    #[test]
+    fn a_scripts_interpreter_is_learned_as_a_program() {
+        let dir = std::env::temp_dir().join(format!("vg-learn-interp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            vg_records::layout::file_path(&dir, vg_records::layout::RecordFile::Commands),
+            "2026-01-01T00:00:00.000Z exec pid=2 ppid=1 cwd=/w exe=./s.sh interp=/opt/py/bin/python3 -- ./s.sh a\n\
+             2026-01-01T00:00:00.000Z exec pid=3 ppid=2 cwd=/w/sub exe=/w/t interp=tool -- /w/t\n\
+             2026-01-01T00:00:00.000Z exec pid=4 ppid=2 cwd=/w exe=/bin/true -- true\n",
+        )
+        .unwrap();
+        let mut observations = vg_learn::Observations::new();
+        programs(&dir, &mut observations);
+        let learned: Vec<&Path> = observations
+            .programs()
+            .keys()
+            .map(PathBuf::as_path)
+            .collect();
+        assert_eq!(
+            learned,
+            [
+                Path::new("/bin/true"),
+                Path::new("/opt/py/bin/python3"),
+                Path::new("/w/s.sh"),
+                Path::new("/w/sub/tool"),
+                Path::new("/w/t"),
+            ]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn learning_opens_public_destinations_after_the_users_rules() {

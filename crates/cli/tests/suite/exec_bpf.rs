@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::exec_records::{BPF, PATH_SWAP, SECCOMP, commands, events};
+use super::exec_records::{
+    BPF, HIDDEN_INTERPRETER, PATH_SWAP, SECCOMP, assert_names_hidden_interpreters, commands, events,
+};
 use super::harness::{
     PYTHON, RecordsHome, Runner, Vg, Workspace, is_root, session_metadata, wait_until,
 };
@@ -90,7 +92,8 @@ fn bpf_records_what_seccomp_notification_records() {
     );
     // The script's checks happened: each kind of exec is there.
     for needle in [
-        "cwd=/tmp/d/e exe=./s.sh -- ./s.sh one two",
+        "cwd=/tmp/d/e exe=./s.sh interp=/bin/sh -- ./s.sh one two",
+        "exe=./t.sh interp=/usr/bin/env -- ./t.sh",
         "exe=/bin/sh -- sh -c 'exit 7'",
         "cwd=/ exe=/bin/sh -- /bin/sh -c 'exit 4'",
         " signal=9",
@@ -99,6 +102,20 @@ fn bpf_records_what_seccomp_notification_records() {
     ] {
         assert!(by_bpf.contains(needle), "no {needle:?} in\n{by_bpf}");
     }
+}
+
+/// ATTACK (records): a payload run as a `#!` script's interpreter, directly or
+/// through a chain of scripts, is named on the script's line by the BPF recorder
+/// too (the kernel's last `bprm->interp`).
+#[test]
+fn a_payload_run_as_a_scripts_interpreter_is_named() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    let (log, meta, _) = recorded(&ws, &["/bin/sh", "-c", HIDDEN_INTERPRETER], false);
+    assert_eq!(meta["layers"]["exec_trace"], "bpf", "{meta}");
+    assert_names_hidden_interpreters(&log);
 }
 
 /// What differs, by construction: a `#!` script found on `PATH` has its path as
@@ -122,7 +139,7 @@ fn a_script_on_path_and_a_failed_exec_are_recorded_as_the_kernel_ran_them() {
     assert_eq!(tool.len(), 1, "{log}");
     let path = format!("{}/bin/tool", ws.path().display());
     assert!(
-        tool[0].ends_with(&format!("exe={path} -- {path} arg")),
+        tool[0].ends_with(&format!("exe={path} interp=/bin/sh -- {path} arg")),
         "{log}"
     );
     assert!(!log.lines().any(|l| l.ends_with("-- ./notexec")), "{log}");

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::harness::{
-    Output, PYTHON, RecordsHome, Runner, TempDir, Vg, Workspace, chown_to, each_identity,
+    Output, PYTHON, RecordsHome, Runner, TempDir, Vg, Workspace, chown_to, each_identity, is_root,
     session_metadata, unique, wait_until,
 };
 
@@ -554,6 +554,100 @@ fn failed_execs_and_scripts_are_not_taken_for_a_changed_path() {
             .collect();
         assert!(mismatches.is_empty(), "{mismatches:?}\n{}", commands(&dir));
     });
+}
+
+/// A payload hidden behind `#!` lines: run as a script's interpreter, through a chain
+/// of two scripts, and with blanks and an argument on the line. Each script runs the
+/// payload (a copy of `true`, gone when the sandbox ends), whose name is on no argv.
+pub(super) const HIDDEN_INTERPRETER: &str = r#"
+cp /bin/true /tmp/payload
+printf '#!/tmp/payload\n' > /tmp/innocent && chmod +x /tmp/innocent
+printf '#!/tmp/innocent\n' > /tmp/outer && chmod +x /tmp/outer
+printf '#!  /tmp/payload  -x -y  \necho\n' > /tmp/spaced && chmod +x /tmp/spaced
+cd /tmp && ./innocent a && /tmp/outer b && ./spaced c && /bin/true d
+"#;
+
+/// Checks a session's record of [`HIDDEN_INTERPRETER`]: each script's exec names
+/// the payload the kernel started for it; a program that is no script names none.
+pub(super) fn assert_names_hidden_interpreters(log: &str) {
+    for (argv, exe) in [
+        ("./innocent a", "./innocent"),
+        ("/tmp/outer b", "/tmp/outer"),
+        ("./spaced c", "./spaced"),
+    ] {
+        let line = execs_of(log, argv);
+        assert_eq!(line.len(), 1, "one exec of {argv:?} in\n{log}");
+        assert_eq!(field(line[0], "exe"), exe, "{log}");
+        assert_eq!(field(line[0], "interp"), "/tmp/payload", "{log}");
+    }
+    let plain = execs_of(log, "/bin/true d");
+    assert_eq!(plain.len(), 1, "{log}");
+    assert!(!plain[0].contains(" interp="), "{log}");
+}
+
+/// ATTACK (records): a payload run as a `#!` script's interpreter, directly or
+/// through a chain of scripts, is named on the script's `exec` line (`interp=`),
+/// so that it cannot hide behind the script's name; as root and unprivileged.
+#[test]
+fn a_payload_run_as_a_scripts_interpreter_is_named() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        Vg::sandbox(runner, &ws, &[], &["sh", "-c", HIDDEN_INTERPRETER])
+            .records_home(&home)
+            .env(SECCOMP.0, SECCOMP.1)
+            .run()
+            .assert_success();
+        assert_names_hidden_interpreters(&commands(&home.only_session()));
+    });
+}
+
+/// Bytes of the host's kernel log not yet read through `/proc/kmsg`
+/// (`SYSLOG_ACTION_SIZE_UNREAD`); root only.
+fn kernel_log_unread() -> i64 {
+    let out = std::process::Command::new(PYTHON)
+        .args([
+            "-c",
+            "import ctypes; print(ctypes.CDLL(None, use_errno=True).klogctl(9, None, 0))",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// ATTACK (host): the tracer reads the head of a file the sandbox executes, as root
+/// when the supervisor is root. `/proc/kmsg`, in the sandbox's own `/proc`, is a
+/// regular file whose reading consumes the host's kernel log (what a syslog daemon
+/// would have read): executing it, recorded or held for rating, must not make the
+/// supervisor read it. Only files the kernel could execute (an execute bit) are read.
+#[test]
+fn executing_proc_kmsg_does_not_consume_the_hosts_kernel_log() {
+    if !is_root() {
+        // An unprivileged supervisor cannot read /proc/kmsg at all.
+        return;
+    }
+    std::fs::write("/dev/kmsg", format!("vectraguard-test {}\n", unique())).unwrap();
+    let before = kernel_log_unread();
+    assert!(before > 0, "the marker is unread");
+    for options in [&[][..], &["--ask", "critical"][..]] {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(Runner::Root);
+        let out = Vg::sandbox(
+            Runner::Root,
+            &ws,
+            options,
+            &["sh", "-c", "for i in 1 2 3; do /proc/kmsg; done; echo done"],
+        )
+        .records_home(&home)
+        .env(SECCOMP.0, SECCOMP.1)
+        .run();
+        out.assert_success().assert_stdout_contains("done");
+        let after = kernel_log_unread();
+        assert!(
+            after >= before,
+            "{options:?}: the kernel log's unread bytes went from {before} to {after}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -82,6 +82,8 @@ pub(super) fn linked_id(host_pid: impl std::fmt::Display, what: &str) -> Option<
 pub struct ExecFile {
     pub identity: FileIdentity,
     pub size: u64,
+    /// It has an execute bit: only such a file can be executed, and read here.
+    executable: bool,
     fd: Arc<OwnedFd>,
 }
 
@@ -103,6 +105,7 @@ impl ExecFile {
         Some(ExecFile {
             identity: FileIdentity::of(&st),
             size: u64::try_from(st.st_size).unwrap_or(0),
+            executable: st.st_mode & 0o111 != 0,
             fd: Arc::new(fd),
         })
     }
@@ -138,24 +141,80 @@ impl ExecFile {
             .collect()
     }
 
-    /// A descriptor to read the file's contents (never blocking, never a terminal).
+    /// A descriptor to read the file's contents (never blocking, never a terminal),
+    /// for a file the kernel could execute: one with no execute bit is never read
+    /// (`PermissionDenied`), see [`head_of`].
     pub fn reader(&self) -> std::io::Result<std::fs::File> {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+        if !self.executable {
+            return Err(std::io::ErrorKind::PermissionDenied.into());
+        }
+        reader_of(self.fd.as_fd())
     }
 
     /// The first bytes of the file, as the kernel reads them to decide how to run it.
     fn head(&self) -> Option<Vec<u8>> {
-        let mut buf = Vec::with_capacity(SHEBANG_BYTES);
-        self.reader()
-            .ok()?
-            .take(SHEBANG_BYTES as u64)
-            .read_to_end(&mut buf)
-            .ok()?;
-        Some(buf)
+        read_head(&mut self.reader().ok()?)
     }
+}
+
+/// A descriptor to read the file `fd` (`O_PATH`) is open on, never blocking, never a
+/// terminal: through `/proc/self/fd`, since an `O_PATH` descriptor cannot be read.
+fn reader_of(fd: BorrowedFd<'_>) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// The first bytes of the file `fd` (`O_PATH`) is open on, as the kernel reads them
+/// to decide how to run it; only for a file the kernel could execute, a regular file
+/// with an execute bit (even root needs one). Nothing else is read: the path is the
+/// sandbox's to choose, and the supervisor may be root. A FIFO could block the
+/// tracer (and every exec with it), a device could act, and reading a file such as
+/// `/proc/kmsg` (mode 0400, in the sandbox's own `/proc`) would consume the host's
+/// kernel log.
+fn head_of(fd: BorrowedFd<'_>) -> Option<Vec<u8>> {
+    let st = sys::fstat(fd).ok()?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_mode & 0o111 == 0 {
+        return None;
+    }
+    read_head(&mut reader_of(fd).ok()?)
+}
+
+fn read_head(file: &mut std::fs::File) -> Option<Vec<u8>> {
+    let mut buf = Vec::with_capacity(SHEBANG_BYTES);
+    file.take(SHEBANG_BYTES as u64).read_to_end(&mut buf).ok()?;
+    Some(buf)
+}
+
+/// The program the kernel starts for the file `opened` (`O_PATH`) is open on, when
+/// that file is a `#!` script: the last interpreter of its chain, as the chain's last
+/// `#!` line names it (an interpreter that is itself a script is looked up from
+/// `root`, relative names from `cwd`, as [`script_of`] does). Only files the kernel
+/// could execute are read ([`head_of`]).
+///
+/// This is the recorder's reading, done for every exec while it waits, so it is kept
+/// to one read of the file's head (`BINPRM_BUF_SIZE`) for a program that is no script.
+pub(super) fn interpreter_of(
+    root: Option<BorrowedFd<'_>>,
+    cwd: &[u8],
+    opened: BorrowedFd<'_>,
+) -> Option<Vec<u8>> {
+    let (mut interpreter, _) = shebang(&head_of(opened)?)?;
+    let Some(root) = root else {
+        return Some(interpreter);
+    };
+    for _ in 1..MAX_INTERPRETERS {
+        let Some((next, _)) = ExecFile::open_in(root, cwd, &interpreter)
+            .and_then(|file| file.head())
+            .as_deref()
+            .and_then(shebang)
+        else {
+            break;
+        };
+        interpreter = next;
+    }
+    Some(interpreter)
 }
 
 /// What a `#!` script really runs: the command the kernel starts, and the program
@@ -253,13 +312,64 @@ mod tests {
         assert_eq!(shebang(b"\x7fELF"), None);
     }
 
+    fn write_mode(path: &std::path::Path, text: &str, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn the_interpreter_recorded_is_the_last_of_the_chain_and_only_scripts_have_one() {
+        let dir = std::env::temp_dir().join(format!("vg-interp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, text, mode) in [
+            ("inner", "#!/bin/sh -e\n", 0o755),
+            ("outer", "#!inner -x\necho hi\n", 0o711),
+            ("missing", "#! /nowhere/at-all  -q \n", 0o700),
+            // No execute bit: the kernel could not run it, so it is never read.
+            ("unrunnable", "#!/bin/sh\n", 0o644),
+        ] {
+            write_mode(&dir.join(name), text, mode);
+        }
+        let root = std::fs::File::open("/").unwrap();
+        let cwd = dir.as_os_str().as_encoded_bytes();
+        let opened = |path: &std::path::Path| {
+            OwnedFd::from(
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH)
+                    .open(path)
+                    .unwrap(),
+            )
+        };
+        let of =
+            |path: &std::path::Path| interpreter_of(Some(root.as_fd()), cwd, opened(path).as_fd());
+        // A chain, followed from the working directory to the program that runs.
+        assert_eq!(of(&dir.join("outer")), Some(b"/bin/sh".to_vec()));
+        assert_eq!(of(&dir.join("inner")), Some(b"/bin/sh".to_vec()));
+        // An interpreter that is not there is named as the line names it.
+        assert_eq!(of(&dir.join("missing")), Some(b"/nowhere/at-all".to_vec()));
+        assert_eq!(of(&dir.join("unrunnable")), None);
+        // Without the sandbox's root, the first interpreter is named.
+        assert_eq!(
+            interpreter_of(None, cwd, opened(&dir.join("outer")).as_fd()),
+            Some(b"inner".to_vec())
+        );
+        // No script, and something that is no regular file, which is never read.
+        assert_eq!(of(std::path::Path::new("/bin/sh")), None);
+        assert_eq!(of(&dir), None);
+        assert_eq!(of(std::path::Path::new("/dev/null")), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn a_script_chain_is_followed_to_the_program_that_runs() {
         let dir = std::env::temp_dir().join(format!("vg-script-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("inner"), "#!/bin/sh -e\n").unwrap();
-        std::fs::write(dir.join("outer"), "#!inner -x\necho hi\n").unwrap();
+        write_mode(&dir.join("inner"), "#!/bin/sh -e\n", 0o755);
+        write_mode(&dir.join("outer"), "#!inner -x\necho hi\n", 0o755);
         let root = std::fs::File::open("/").unwrap();
         let cwd = dir.as_os_str().as_encoded_bytes();
         let file = ExecFile::open_in(root.as_fd(), cwd, b"outer").unwrap();

@@ -247,6 +247,7 @@ impl CommandsLog {
             path,
             argv,
             truncated,
+            interpreter,
             ..
         } = event
         else {
@@ -271,6 +272,9 @@ impl CommandsLog {
             argv,
         )
         .with_exe(OsString::from_vec(path));
+        if let Some(interp) = interpreter {
+            record = record.with_interp(OsString::from_vec(interp));
+        }
         record.exit = denied;
         if self.batch && denied.is_none() {
             // Formatted and written once the exec was let go, before the next

@@ -241,6 +241,9 @@ pub(super) fn record(gvisor: &GvisorLog, shared: &Shared, event: GvisorEvent) {
                     truncated: false,
                     file: None,
                     script: None,
+                    // gVisor's exec points carry the path and argv given, not
+                    // what a `#!` line starts.
+                    interpreter: None,
                     root: None,
                     cwd_id: None,
                 },
