@@ -38,6 +38,7 @@ use vg_seccomp::NotifiedCall;
 use crate::sys;
 
 mod access;
+mod elf;
 mod file;
 mod resolve;
 mod verify;

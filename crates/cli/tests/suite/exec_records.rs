@@ -602,6 +602,48 @@ fn a_payload_run_as_a_scripts_interpreter_is_named() {
     });
 }
 
+/// ATTACK (records): a payload run as an ELF program's loader (`PT_INTERP`), which
+/// the kernel starts before the program's own code inside the one `execve`, is named
+/// on the program's line (`interp=`) by seccomp notification; a program linked
+/// against the system's loader names none. As root and unprivileged.
+#[test]
+fn a_payload_run_as_a_programs_loader_is_named() {
+    let patch = r#"
+import os, shutil
+old = b"/lib64/ld-linux-x86-64.so.2"
+new = b"/tmp/ld-payload-x86-64.so.2"
+assert len(old) == len(new)
+shutil.copy(old.decode(), new.decode())
+data = open("/bin/true", "rb").read()
+assert old in data
+open("/tmp/patched", "wb").write(data.replace(old, new, 1))
+os.chmod("/tmp/patched", 0o755)
+"#;
+    let script = format!("{PYTHON} -c '{patch}' && /tmp/patched e && /bin/true f && echo ran");
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        Vg::sandbox(runner, &ws, &[], &["sh", "-c", &script])
+            .records_home(&home)
+            .env(SECCOMP.0, SECCOMP.1)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("ran");
+        let log = commands(&home.only_session());
+        let patched = execs_of(&log, "/tmp/patched e");
+        assert_eq!(patched.len(), 1, "{log}");
+        assert_eq!(field(patched[0], "exe"), "/tmp/patched", "{log}");
+        assert_eq!(
+            field(patched[0], "interp"),
+            "/tmp/ld-payload-x86-64.so.2",
+            "{log}"
+        );
+        let plain = execs_of(&log, "/bin/true f");
+        assert_eq!(plain.len(), 1, "{log}");
+        assert!(!plain[0].contains(" interp="), "{log}");
+    });
+}
+
 /// Bytes of the host's kernel log not yet read through `/proc/kmsg`
 /// (`SYSLOG_ACTION_SIZE_UNREAD`); root only.
 fn kernel_log_unread() -> i64 {

@@ -7,11 +7,11 @@
 //! read only when they are regular files, through a fresh read-only descriptor.
 
 use std::ffi::CString;
-use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::Arc;
 
+use super::elf;
 use crate::sys;
 
 /// The kernel reads this much of a file to find its `#!` line (`BINPRM_BUF_SIZE`).
@@ -153,7 +153,7 @@ impl ExecFile {
 
     /// The first bytes of the file, as the kernel reads them to decide how to run it.
     fn head(&self) -> Option<Vec<u8>> {
-        read_head(&mut self.reader().ok()?)
+        read_head(&mut self.reader().ok()?, SHEBANG_BYTES)
     }
 }
 
@@ -166,41 +166,65 @@ fn reader_of(fd: BorrowedFd<'_>) -> std::io::Result<std::fs::File> {
         .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
-/// The first bytes of the file `fd` (`O_PATH`) is open on, as the kernel reads them
-/// to decide how to run it; only for a file the kernel could execute, a regular file
-/// with an execute bit (even root needs one). Nothing else is read: the path is the
-/// sandbox's to choose, and the supervisor may be root. A FIFO could block the
-/// tracer (and every exec with it), a device could act, and reading a file such as
-/// `/proc/kmsg` (mode 0400, in the sandbox's own `/proc`) would consume the host's
-/// kernel log.
-fn head_of(fd: BorrowedFd<'_>) -> Option<Vec<u8>> {
+/// A reader of the file `fd` (`O_PATH`) is open on, with its first `len` bytes;
+/// only for a file the kernel could execute, a regular file with an execute bit (even
+/// root needs one). Nothing else is read: the path is the sandbox's to choose, and
+/// the supervisor may be root. A FIFO could block the tracer (and every exec with
+/// it), a device could act, and reading a file such as `/proc/kmsg` (mode 0400, in
+/// the sandbox's own `/proc`) would consume the host's kernel log.
+fn head_of(fd: BorrowedFd<'_>, len: usize) -> Option<(std::fs::File, Vec<u8>)> {
     let st = sys::fstat(fd).ok()?;
     if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_mode & 0o111 == 0 {
         return None;
     }
-    read_head(&mut reader_of(fd).ok()?)
+    let mut file = reader_of(fd).ok()?;
+    let head = read_head(&mut file, len)?;
+    Some((file, head))
 }
 
-fn read_head(file: &mut std::fs::File) -> Option<Vec<u8>> {
-    let mut buf = Vec::with_capacity(SHEBANG_BYTES);
-    file.take(SHEBANG_BYTES as u64).read_to_end(&mut buf).ok()?;
+/// The file's first `len` bytes (fewer if it is shorter), in one `pread`: a regular
+/// file's read stops short only at its end.
+fn read_head(file: &mut std::fs::File, len: usize) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0; len];
+    let n = file.read_at(&mut buf, 0).ok()?;
+    buf.truncate(n);
     Some(buf)
 }
 
-/// The program the kernel starts for the file `opened` (`O_PATH`) is open on, when
-/// that file is a `#!` script: the last interpreter of its chain, as the chain's last
-/// `#!` line names it (an interpreter that is itself a script is looked up from
-/// `root`, relative names from `cwd`, as [`script_of`] does). Only files the kernel
-/// could execute are read ([`head_of`]).
+/// How much of an executed file the recorder reads at once: a `#!` line (the kernel
+/// reads [`SHEBANG_BYTES`]) and, for an ELF program, its header, program headers
+/// and loader path as linkers lay them out (the rest is read only when they lie
+/// further on).
+const HEAD_BYTES: usize = 1024;
+
+/// What the kernel starts for the file `opened` (`O_PATH`) is open on, before or in
+/// place of that file's own code: for a `#!` script, the last interpreter of its
+/// chain, as the chain's last `#!` line names it (an interpreter that is itself a
+/// script is looked up from `root`, relative names from `cwd`, as [`script_of`]
+/// does); for an ELF program, its loader (`PT_INTERP`) when that is not the
+/// system's ([`elf::is_system_loader`]). Only files the kernel could execute are
+/// read ([`head_of`]).
 ///
 /// This is the recorder's reading, done for every exec while it waits, so it is kept
-/// to one read of the file's head (`BINPRM_BUF_SIZE`) for a program that is no script.
+/// to one read of the file's head for most programs.
 pub(super) fn interpreter_of(
     root: Option<BorrowedFd<'_>>,
     cwd: &[u8],
     opened: BorrowedFd<'_>,
 ) -> Option<Vec<u8>> {
-    let (mut interpreter, _) = shebang(&head_of(opened)?)?;
+    let (file, head) = head_of(opened, HEAD_BYTES)?;
+    if head.starts_with(elf::MAGIC) {
+        use std::os::unix::fs::FileExt;
+        let read_at = |offset: u64, len: usize| {
+            let mut buf = vec![0; len];
+            let n = file.read_at(&mut buf, offset).ok()?;
+            buf.truncate(n);
+            Some(buf)
+        };
+        return elf::loader(&head, read_at).filter(|loader| !elf::is_system_loader(loader));
+    }
+    let (mut interpreter, _) = shebang(head.get(..SHEBANG_BYTES).unwrap_or(&head))?;
     let Some(root) = root else {
         return Some(interpreter);
     };
