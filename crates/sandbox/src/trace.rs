@@ -1306,7 +1306,12 @@ fn describe_exec(
     let interpreter = match (&script, &looked_up.opened) {
         (Some(script), _) => script.argv.first().cloned(),
         (None, Some(opened)) if !tracked.inspect => {
-            file::interpreter_of(tracked.root(host_pid), &cwd, opened.as_fd())
+            let mut read = Vec::new();
+            let found =
+                file::interpreter_of(tracked.root(host_pid), &cwd, opened.as_fd(), &mut read);
+            // Closed once the exec was let go, not while it waits.
+            tracked.closing.extend(read);
+            found.map_err(|file::NoDescriptor| OUT_OF_DESCRIPTORS)?
         }
         _ => None,
     };

@@ -113,17 +113,7 @@ impl ExecFile {
     /// Looks `path` up inside the sandbox, from its `root` (a relative path from
     /// `cwd`, the working directory as seen inside).
     pub fn open_in(root: BorrowedFd<'_>, cwd: &[u8], path: &[u8]) -> Option<Self> {
-        let mut full = Vec::new();
-        if !path.starts_with(b"/") {
-            full.extend_from_slice(cwd);
-            if !full.ends_with(b"/") {
-                full.push(b'/');
-            }
-        }
-        full.extend_from_slice(path);
-        let c_path = CString::new(full).ok()?;
-        let fd = sys::openat2(root, &c_path, libc::O_PATH, sys::RESOLVE_IN_ROOT).ok()?;
-        Self::from_fd(fd)
+        Self::from_fd(open_path_in(root, cwd, path).ok()?)
     }
 
     /// The names in the directory `path` inside the sandbox (looked up from `root`).
@@ -157,6 +147,30 @@ impl ExecFile {
     }
 }
 
+/// `path` inside the sandbox, looked up from its `root` (a relative path from `cwd`,
+/// the working directory as seen inside), opened `O_PATH`.
+fn open_path_in(root: BorrowedFd<'_>, cwd: &[u8], path: &[u8]) -> std::io::Result<OwnedFd> {
+    let mut full = Vec::new();
+    if !path.starts_with(b"/") {
+        full.extend_from_slice(cwd);
+        if !full.ends_with(b"/") {
+            full.push(b'/');
+        }
+    }
+    full.extend_from_slice(path);
+    let c_path = CString::new(full).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+    sys::openat2(root, &c_path, libc::O_PATH, sys::RESOLVE_IN_ROOT)
+}
+
+/// The supervisor had no descriptor left to read what an exec starts: the exec is
+/// refused, as one it could not look up is, rather than recorded without it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct NoDescriptor;
+
+fn no_descriptor(e: &std::io::Error) -> Option<NoDescriptor> {
+    super::resolve::is_out_of_descriptors(e).then_some(NoDescriptor)
+}
+
 /// A descriptor to read the file `fd` (`O_PATH`) is open on, never blocking, never a
 /// terminal: through `/proc/self/fd`, since an `O_PATH` descriptor cannot be read.
 fn reader_of(fd: BorrowedFd<'_>) -> std::io::Result<std::fs::File> {
@@ -172,14 +186,21 @@ fn reader_of(fd: BorrowedFd<'_>) -> std::io::Result<std::fs::File> {
 /// the supervisor may be root. A FIFO could block the tracer (and every exec with
 /// it), a device could act, and reading a file such as `/proc/kmsg` (mode 0400, in
 /// the sandbox's own `/proc`) would consume the host's kernel log.
-fn head_of(fd: BorrowedFd<'_>, len: usize) -> Option<(std::fs::File, Vec<u8>)> {
-    let st = sys::fstat(fd).ok()?;
+fn head_of(
+    fd: BorrowedFd<'_>,
+    len: usize,
+) -> Result<Option<(std::fs::File, Vec<u8>)>, NoDescriptor> {
+    let Ok(st) = sys::fstat(fd) else {
+        return Ok(None);
+    };
     if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_mode & 0o111 == 0 {
-        return None;
+        return Ok(None);
     }
-    let mut file = reader_of(fd).ok()?;
-    let head = read_head(&mut file, len)?;
-    Some((file, head))
+    let mut file = match reader_of(fd) {
+        Ok(file) => file,
+        Err(e) => return no_descriptor(&e).map_or(Ok(None), Err),
+    };
+    Ok(read_head(&mut file, len).map(|head| (file, head)))
 }
 
 /// The file's first `len` bytes (fewer if it is shorter), in one `pread`: a regular
@@ -207,14 +228,18 @@ const HEAD_BYTES: usize = 1024;
 /// read ([`head_of`]).
 ///
 /// This is the recorder's reading, done for every exec while it waits, so it is kept
-/// to one read of the file's head for most programs.
+/// to one read of the file's head for most programs, and the descriptor it was read
+/// through is left in `closing`, for the caller to close once the exec was let go.
 pub(super) fn interpreter_of(
     root: Option<BorrowedFd<'_>>,
     cwd: &[u8],
     opened: BorrowedFd<'_>,
-) -> Option<Vec<u8>> {
-    let (file, head) = head_of(opened, HEAD_BYTES)?;
-    if head.starts_with(elf::MAGIC) {
+    closing: &mut Vec<OwnedFd>,
+) -> Result<Option<Vec<u8>>, NoDescriptor> {
+    let Some((file, head)) = head_of(opened, HEAD_BYTES)? else {
+        return Ok(None);
+    };
+    let found = if head.starts_with(elf::MAGIC) {
         use std::os::unix::fs::FileExt;
         let read_at = |offset: u64, len: usize| {
             let mut buf = vec![0; len];
@@ -222,23 +247,45 @@ pub(super) fn interpreter_of(
             buf.truncate(n);
             Some(buf)
         };
-        return elf::loader(&head, read_at).filter(|loader| !elf::is_system_loader(loader));
-    }
-    let (mut interpreter, _) = shebang(head.get(..SHEBANG_BYTES).unwrap_or(&head))?;
+        elf::loader(&head, read_at).filter(|loader| !elf::is_system_loader(loader))
+    } else if let Some((first, _)) = shebang(head.get(..SHEBANG_BYTES).unwrap_or(&head)) {
+        Some(last_interpreter(root, cwd, first, closing)?)
+    } else {
+        None
+    };
+    closing.push(OwnedFd::from(file));
+    Ok(found)
+}
+
+/// The last interpreter of a `#!` chain whose first is `interpreter`: each one that
+/// is itself a script is looked up from `root` (relative names from `cwd`), as the
+/// kernel does, up to its depth.
+fn last_interpreter(
+    root: Option<BorrowedFd<'_>>,
+    cwd: &[u8],
+    mut interpreter: Vec<u8>,
+    closing: &mut Vec<OwnedFd>,
+) -> Result<Vec<u8>, NoDescriptor> {
     let Some(root) = root else {
-        return Some(interpreter);
+        return Ok(interpreter);
     };
     for _ in 1..MAX_INTERPRETERS {
-        let Some((next, _)) = ExecFile::open_in(root, cwd, &interpreter)
-            .and_then(|file| file.head())
-            .as_deref()
-            .and_then(shebang)
-        else {
+        let found = match open_path_in(root, cwd, &interpreter) {
+            Ok(found) => found,
+            Err(e) => return no_descriptor(&e).map_or(Ok(interpreter), Err),
+        };
+        let head = head_of(found.as_fd(), SHEBANG_BYTES)?;
+        closing.push(found);
+        let Some((file, head)) = head else {
+            break;
+        };
+        closing.push(OwnedFd::from(file));
+        let Some((next, _)) = shebang(&head) else {
             break;
         };
         interpreter = next;
     }
-    Some(interpreter)
+    Ok(interpreter)
 }
 
 /// What a `#!` script really runs: the command the kernel starts, and the program
@@ -367,8 +414,15 @@ mod tests {
                     .unwrap(),
             )
         };
-        let of =
-            |path: &std::path::Path| interpreter_of(Some(root.as_fd()), cwd, opened(path).as_fd());
+        let of = |path: &std::path::Path| {
+            interpreter_of(
+                Some(root.as_fd()),
+                cwd,
+                opened(path).as_fd(),
+                &mut Vec::new(),
+            )
+            .unwrap()
+        };
         // A chain, followed from the working directory to the program that runs.
         assert_eq!(of(&dir.join("outer")), Some(b"/bin/sh".to_vec()));
         assert_eq!(of(&dir.join("inner")), Some(b"/bin/sh".to_vec()));
@@ -377,8 +431,13 @@ mod tests {
         assert_eq!(of(&dir.join("unrunnable")), None);
         // Without the sandbox's root, the first interpreter is named.
         assert_eq!(
-            interpreter_of(None, cwd, opened(&dir.join("outer")).as_fd()),
-            Some(b"inner".to_vec())
+            interpreter_of(
+                None,
+                cwd,
+                opened(&dir.join("outer")).as_fd(),
+                &mut Vec::new()
+            ),
+            Ok(Some(b"inner".to_vec()))
         );
         // No script, and something that is no regular file, which is never read.
         assert_eq!(of(std::path::Path::new("/bin/sh")), None);
