@@ -19,7 +19,8 @@ pub struct Exec {
     pub command: String,
     pub cwd: String,
     pub exe: Option<String>,
-    /// What a `#!` script's exec started (its last interpreter).
+    /// What a `#!` script's exec started (its last interpreter), or a program's
+    /// loader that is not the system's, quoted for a shell.
     pub interp: Option<String>,
     /// RFC 3339, UTC.
     pub time: String,
@@ -61,7 +62,9 @@ impl Exec {
             command: e.command.clone(),
             cwd: lossy(&e.cwd),
             exe: e.exe.as_deref().map(lossy),
-            interp: e.interp.as_deref().map(lossy),
+            // Quoted as `commands.log` quotes it: control and invisible characters
+            // shown escaped, never raw.
+            interp: e.interp.as_deref().map(vg_records::quote_arg),
             time: vg_records::time::format_rfc3339(e.time),
             exit: e.exit.map(Exit::from),
             truncated: e.truncated.map(|t| format!("{},{}", t.args, t.bytes)),

@@ -1264,6 +1264,11 @@ fn describe_exec(
                 "it executes an open descriptor whose file cannot be named from outside (the supervisor cannot read the process's descriptors)".into(),
             );
         }
+        Presence::NoBase => {
+            return Err(
+                "its path is relative to a directory that cannot be named from the sandbox's root (deeper than PATH_MAX, or removed), so what it starts cannot be read (run it by its absolute path)".into(),
+            );
+        }
         Presence::Present => {}
     }
     // An exec from a thread other than the main one: once it succeeds, the kernel
@@ -1307,11 +1312,16 @@ fn describe_exec(
         (Some(script), _) => script.argv.first().cloned(),
         (None, Some(opened)) if !tracked.inspect => {
             let mut read = Vec::new();
-            let found =
-                file::interpreter_of(tracked.root(host_pid), &cwd, opened.as_fd(), &mut read);
+            let root = tracked.root(host_pid);
+            let found = file::interpreter_of(host_pid, root, &cwd, opened.as_fd(), &mut read);
             // Closed once the exec was let go, not while it waits.
             tracked.closing.extend(read);
-            found.map_err(|file::NoDescriptor| OUT_OF_DESCRIPTORS)?
+            match found {
+                Ok(found) => found,
+                // Failed with ENOENT, as the kernel would, run by no one.
+                Err(file::Unread::Missing) => return Ok(None),
+                Err(unread) => return Err(unread.reason().into()),
+            }
         }
         _ => None,
     };

@@ -298,7 +298,16 @@ fn command_rows(lines: &[Vec<u8>], day: &str) -> Vec<Row> {
                     pid: e.pid.to_string(),
                     exit: e.exit,
                     cwd: format::safe(&vg_records::quote_arg(&e.cwd)).into_owned(),
-                    command: e.command,
+                    // What a script or a program's own loader started, which its argv
+                    // does not show.
+                    command: match &e.interp {
+                        Some(interp) => format!(
+                            "{}  (runs {})",
+                            e.command,
+                            format::safe(&vg_records::quote_arg(interp))
+                        ),
+                        None => e.command,
+                    },
                 });
             }
             Some(CommandLogLine::Exit { pid, exit, .. }) => {

@@ -598,7 +598,136 @@ fn a_payload_run_as_a_scripts_interpreter_is_named() {
             .env(SECCOMP.0, SECCOMP.1)
             .run()
             .assert_success();
-        assert_names_hidden_interpreters(&commands(&home.only_session()));
+        let dir = home.only_session();
+        assert_names_hidden_interpreters(&commands(&dir));
+        // `logs show`'s table says it too, and its JSON view.
+        let id = dir.file_name().unwrap().to_str().unwrap().to_owned();
+        Vg::new(runner, home.path())
+            .args(["logs", "show", &id])
+            .records_home(&home)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("./innocent a  (runs /tmp/payload)");
+        Vg::new(runner, home.path())
+            .args(["logs", "show", &id, "--commands", "--json"])
+            .records_home(&home)
+            .run()
+            .assert_success()
+            .assert_stdout_contains(r#""interp": "/tmp/payload""#);
+    });
+}
+
+/// The session-21 red team's ways to keep a payload (a copy of `echo`, printing
+/// `RAN-<case>`) out of a script's `interp=`, each run by a Python inside: the line
+/// split by a NUL, a chain five scripts deep, an interpreter named through a
+/// descriptor link or through `/proc/self/cwd`, a lease on the script (the
+/// supervisor's read fails), an execute-only script (unreadable to an unprivileged
+/// supervisor), and a working directory deeper than `PATH_MAX` (a relative exec, a
+/// relative interpreter, a decoy at the path they would have from `/`).
+const INTERPRETER_TRICKS: &str = r##"
+import fcntl, os, shutil, signal, subprocess
+def script(path, text, mode=0o755):
+    with open(path, "wb") as f:
+        f.write(text)
+    os.chmod(path, mode)
+def run(case, argv, **kw):
+    try:
+        out = subprocess.run(argv + ["RAN-" + case], capture_output=True, **kw).stdout
+        print(case, out.decode().strip())
+    except OSError as e:
+        print(case, "refused", e.errno)
+shutil.copy("/bin/echo", "/tmp/payload")
+os.chmod("/tmp/payload", 0o755)
+script("/tmp/mid", b"#!/tmp/payload\n")
+script("/tmp/snul", b"#!/tmp/mid\0 junk\n")
+run("nul", ["/tmp/snul"])
+script("/tmp/c6", b"#!/tmp/payload\n")
+for i in (5, 4, 3, 2):
+    script(f"/tmp/c{i}", f"#!/tmp/c{i + 1}\n".encode())
+run("chain", ["/tmp/c2"])
+fd = os.open("/tmp/mid", os.O_RDONLY)
+script("/tmp/sfd", f"#!/proc/self/fd/{fd}\n".encode())
+run("fdlink", ["/tmp/sfd"], pass_fds=(fd,))
+script("/tmp/scwd", b"#!/proc/self/cwd/mid\n")
+run("cwdlink", ["/tmp/scwd"], cwd="/tmp")
+script("/tmp/sl", b"#!/tmp/payload\n")
+lease = os.open("/tmp/sl", os.O_RDONLY)
+signal.signal(signal.SIGIO, lambda *_: fcntl.fcntl(lease, fcntl.F_SETLEASE, fcntl.F_UNLCK))
+fcntl.fcntl(lease, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+run("lease", ["/tmp/sl"])
+script("/tmp/s0111", b"#!/tmp/payload\n", 0o111)
+run("execonly", ["/tmp/s0111"])
+script("/tmp/x", b"#!/bin/true\n")
+script("/tmp/srel", b"#!tmp/x\n")
+os.chdir("/tmp")
+for _ in range(18):
+    os.mkdir("d" * 250)
+    os.chdir("d" * 250)
+script("s", b"#!/tmp/payload\n")
+os.mkdir("tmp")
+script("tmp/x", b"#!/tmp/payload\n")
+run("deeprelative", ["./s"])
+run("deepinterp", ["/tmp/srel"])
+"##;
+
+/// ATTACK (records): each of [`INTERPRETER_TRICKS`] either names the payload on the
+/// script's line or is refused before anything runs: never a payload that ran under
+/// another name, or none. As root and unprivileged (an unprivileged supervisor
+/// cannot read an execute-only script, so it refuses it).
+#[test]
+fn tricks_that_hid_a_scripts_interpreter_name_it_or_are_refused() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let out = Vg::sandbox(runner, &ws, &[], &[PYTHON, "-c", INTERPRETER_TRICKS])
+            .records_home(&home)
+            .env(SECCOMP.0, SECCOMP.1)
+            .run();
+        out.assert_success();
+        let dir = home.only_session();
+        let log = commands(&dir);
+        let stdout = &out.stdout;
+        let execonly_runs = runner == Runner::Root;
+        let failures: Vec<String> = events(&dir)
+            .into_iter()
+            .filter(|e| e["type"] == "failure")
+            .map(|e| e["error"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        for (case, script, runs) in [
+            ("nul", "/tmp/snul", true),
+            ("chain", "/tmp/c2", true),
+            ("fdlink", "/tmp/sfd", true),
+            ("cwdlink", "/tmp/scwd", false),
+            ("lease", "/tmp/sl", false),
+            ("execonly", "/tmp/s0111", execonly_runs),
+            ("deeprelative", "./s", false),
+            ("deepinterp", "/tmp/srel", false),
+        ] {
+            let line = execs_of(&log, &format!("{script} RAN-{case}"));
+            if runs {
+                assert!(stdout.contains(&format!(" RAN-{case}")), "{case}: {stdout}");
+                assert_eq!(line.len(), 1, "{case}: one exec line in\n{log}");
+                assert_eq!(field(line[0], "interp"), "/tmp/payload", "{case}: {log}");
+            } else {
+                assert!(
+                    stdout.contains(&format!("{case} refused ")),
+                    "[{runner}] {case} ran: {stdout}\n{log}"
+                );
+                assert!(line.is_empty(), "{case}: {log}");
+            }
+        }
+        // Each refusal says why (a name the supervisor cannot reach, as
+        // `/proc/self/cwd/mid`, fails as a missing interpreter does, with ENOENT).
+        assert!(stdout.contains("cwdlink refused 2"), "{stdout}");
+        for reason in [
+            "cannot read the file",
+            "cannot be named from the sandbox's root",
+        ] {
+            assert!(
+                failures.iter().any(|f| f.contains(reason)),
+                "[{runner}] no {reason:?} in {failures:#?}"
+            );
+        }
     });
 }
 

@@ -16,8 +16,10 @@ use crate::sys;
 
 /// The kernel reads this much of a file to find its `#!` line (`BINPRM_BUF_SIZE`).
 const SHEBANG_BYTES: usize = 256;
-/// How many interpreters deep the kernel follows `#!` (the fifth level fails).
-const MAX_INTERPRETERS: usize = 4;
+/// How many interpreters deep the kernel follows `#!`: a script, then up to four more
+/// scripts as interpreters, then a program (`exec_binprm` fails a sixth handler with
+/// `ELOOP`).
+const MAX_INTERPRETERS: usize = 5;
 
 /// A file by what it is, not by name: a file rewritten in place, or replaced by
 /// another at the same path, has another identity.
@@ -162,13 +164,53 @@ fn open_path_in(root: BorrowedFd<'_>, cwd: &[u8], path: &[u8]) -> std::io::Resul
     sys::openat2(root, &c_path, libc::O_PATH, sys::RESOLVE_IN_ROOT)
 }
 
-/// The supervisor had no descriptor left to read what an exec starts: the exec is
-/// refused, as one it could not look up is, rather than recorded without it.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct NoDescriptor;
+/// Why what an exec starts could not be read: the exec is refused, as one whose
+/// file could not be looked up is, rather than recorded without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unread {
+    /// The supervisor had no descriptor left.
+    NoDescriptor,
+    /// A file the kernel could execute could not be read: execute-only to this
+    /// supervisor (the kernel reads a script without read permission), held by a
+    /// lease, an I/O error.
+    Unreadable,
+    /// An interpreter named relative to a working directory that has no name here.
+    NoCwd,
+    /// An interpreter named through a `/proc` link to a directory or to a file
+    /// that cannot be named from outside.
+    ThroughProcLink,
+    /// An interpreter that is not there as the supervisor looks it up: the kernel
+    /// fails the exec (`ENOENT`), and so does the tracer, without asking the kernel,
+    /// since a name can reach a file for the process that it cannot for the
+    /// supervisor (`/proc/self/...`, which names the supervisor's own process).
+    Missing,
+}
 
-fn no_descriptor(e: &std::io::Error) -> Option<NoDescriptor> {
-    super::resolve::is_out_of_descriptors(e).then_some(NoDescriptor)
+impl Unread {
+    /// The reason the exec is refused with.
+    pub(super) fn reason(self) -> &'static str {
+        match self {
+            Unread::NoDescriptor => super::OUT_OF_DESCRIPTORS,
+            Unread::Unreadable => {
+                "Vectra Guard cannot read the file to name what it starts (an execute-only file, or one held by a lease): give its owner read permission"
+            }
+            Unread::NoCwd => {
+                "its #! line names its interpreter relative to a working directory that cannot be named from the sandbox's root (deeper than PATH_MAX, or removed)"
+            }
+            Unread::ThroughProcLink => {
+                "its #! line names its interpreter through a /proc link whose file cannot be named (name the interpreter by its path)"
+            }
+            Unread::Missing => "its #! line names an interpreter that is not there",
+        }
+    }
+}
+
+fn unread(e: &std::io::Error) -> Unread {
+    if super::resolve::is_out_of_descriptors(e) {
+        Unread::NoDescriptor
+    } else {
+        Unread::Unreadable
+    }
 }
 
 /// A descriptor to read the file `fd` (`O_PATH`) is open on, never blocking, never a
@@ -186,21 +228,17 @@ fn reader_of(fd: BorrowedFd<'_>) -> std::io::Result<std::fs::File> {
 /// the supervisor may be root. A FIFO could block the tracer (and every exec with
 /// it), a device could act, and reading a file such as `/proc/kmsg` (mode 0400, in
 /// the sandbox's own `/proc`) would consume the host's kernel log.
-fn head_of(
-    fd: BorrowedFd<'_>,
-    len: usize,
-) -> Result<Option<(std::fs::File, Vec<u8>)>, NoDescriptor> {
-    let Ok(st) = sys::fstat(fd) else {
-        return Ok(None);
-    };
+///
+/// `None` for a file the kernel could not execute; an error for one it could that
+/// cannot be read here.
+fn head_of(fd: BorrowedFd<'_>, len: usize) -> Result<Option<(std::fs::File, Vec<u8>)>, Unread> {
+    let st = sys::fstat(fd).map_err(|e| unread(&e))?;
     if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_mode & 0o111 == 0 {
         return Ok(None);
     }
-    let mut file = match reader_of(fd) {
-        Ok(file) => file,
-        Err(e) => return no_descriptor(&e).map_or(Ok(None), Err),
-    };
-    Ok(read_head(&mut file, len).map(|head| (file, head)))
+    let mut file = reader_of(fd).map_err(|e| unread(&e))?;
+    let head = read_head(&mut file, len).ok_or(Unread::Unreadable)?;
+    Ok(Some((file, head)))
 }
 
 /// The file's first `len` bytes (fewer if it is shorter), in one `pread`: a regular
@@ -231,11 +269,12 @@ const HEAD_BYTES: usize = 1024;
 /// to one read of the file's head for most programs, and the descriptor it was read
 /// through is left in `closing`, for the caller to close once the exec was let go.
 pub(super) fn interpreter_of(
+    host_pid: libc::pid_t,
     root: Option<BorrowedFd<'_>>,
     cwd: &[u8],
     opened: BorrowedFd<'_>,
     closing: &mut Vec<OwnedFd>,
-) -> Result<Option<Vec<u8>>, NoDescriptor> {
+) -> Result<Option<Vec<u8>>, Unread> {
     let Some((file, head)) = head_of(opened, HEAD_BYTES)? else {
         return Ok(None);
     };
@@ -248,8 +287,8 @@ pub(super) fn interpreter_of(
             Some(buf)
         };
         elf::loader(&head, read_at).filter(|loader| !elf::is_system_loader(loader))
-    } else if let Some((first, _)) = shebang(head.get(..SHEBANG_BYTES).unwrap_or(&head)) {
-        Some(last_interpreter(root, cwd, first, closing)?)
+    } else if let Some((first, _)) = shebang(&head) {
+        Some(last_interpreter(host_pid, root, cwd, first, closing)?)
     } else {
         None
     };
@@ -257,26 +296,54 @@ pub(super) fn interpreter_of(
     Ok(found)
 }
 
-/// The last interpreter of a `#!` chain whose first is `interpreter`: each one that
-/// is itself a script is looked up from `root` (relative names from `cwd`), as the
-/// kernel does, up to its depth.
+/// The last interpreter of a `#!` chain whose first is `interpreter`, as the kernel
+/// finds each: from `root`, a relative name from `cwd`, a descriptor link
+/// (`/proc/self/fd/N`, `/dev/fd/N`) as the exec'ing process `host_pid` resolves it
+/// (then named by its file), up to the kernel's depth. One that is not there fails
+/// the exec ([`Unread::Missing`]); one that is no script ends the chain.
 fn last_interpreter(
+    host_pid: libc::pid_t,
     root: Option<BorrowedFd<'_>>,
     cwd: &[u8],
     mut interpreter: Vec<u8>,
     closing: &mut Vec<OwnedFd>,
-) -> Result<Vec<u8>, NoDescriptor> {
+) -> Result<Vec<u8>, Unread> {
     let Some(root) = root else {
         return Ok(interpreter);
     };
     for _ in 1..MAX_INTERPRETERS {
-        let found = match open_path_in(root, cwd, &interpreter) {
-            Ok(found) => found,
-            Err(e) => return no_descriptor(&e).map_or(Ok(interpreter), Err),
+        if !interpreter.starts_with(b"/") && cwd.is_empty() {
+            return Err(Unread::NoCwd);
+        }
+        let found = if let Some(link) = super::resolve::descriptor_link(host_pid, &interpreter) {
+            use super::resolve::Presence;
+            match link.presence {
+                Presence::Present => {
+                    interpreter = link.exe;
+                    link.opened.ok_or(Unread::Unreadable)?
+                }
+                Presence::Missing => return Err(Unread::Missing),
+                _ => return Err(Unread::ThroughProcLink),
+            }
+        } else {
+            match open_path_in(root, cwd, &interpreter) {
+                Ok(found) => found,
+                Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+                    return Err(Unread::ThroughProcLink);
+                }
+                Err(e) if super::resolve::is_out_of_descriptors(&e) => {
+                    return Err(Unread::NoDescriptor);
+                }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                    return Err(Unread::Missing);
+                }
+                // Not for us to reach (permissions, loops): the kernel decides.
+                Err(_) => return Ok(interpreter),
+            }
         };
-        let head = head_of(found.as_fd(), SHEBANG_BYTES)?;
+        let head = head_of(found.as_fd(), SHEBANG_BYTES);
         closing.push(found);
-        let Some((file, head)) = head else {
+        let Some((file, head)) = head? else {
             break;
         };
         closing.push(OwnedFd::from(file));
@@ -334,30 +401,58 @@ pub(super) fn script_of(
     script
 }
 
-/// The interpreter and its one optional argument from a `#!` line, as Linux splits
-/// it (everything after the interpreter's name is a single argument).
+/// The interpreter and its one optional argument from a file's first bytes, as
+/// Linux's `load_script` splits them (`fs/binfmt_script.c`), or `None` where it
+/// fails the exec (`ENOEXEC`). The kernel looks at the first [`SHEBANG_BYTES`]
+/// (NUL-padded when the file is shorter): the line ends at a newline; without one,
+/// the interpreter's name must end (a blank or a NUL) within them. The name ends at
+/// the first blank or NUL; everything after it and its blanks, up to the line's end
+/// (trailing blanks trimmed) or a NUL, is one argument.
 fn shebang(head: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
-    let line = head.strip_prefix(b"#!")?;
-    let line = match line.iter().position(|b| *b == b'\n') {
-        Some(end) => &line[..end],
-        None => line,
+    let mut buf = [0u8; SHEBANG_BYTES];
+    let n = head.len().min(SHEBANG_BYTES);
+    buf[..n].copy_from_slice(&head[..n]);
+    if !buf.starts_with(b"#!") {
+        return None;
+    }
+    let blank = |c: u8| c == b' ' || c == b'\t';
+    let last = SHEBANG_BYTES - 1;
+    let non_blank = |from: usize, to: usize| (from..=to).find(|&i| !blank(buf[i]));
+    let terminator = |from: usize, to: usize| (from..=to).find(|&i| blank(buf[i]) || buf[i] == 0);
+    let mut end = match buf.iter().position(|&c| c == b'\n') {
+        Some(newline) => newline,
+        None => {
+            // No newline: the name must not run past the buffer.
+            let start = non_blank(2, last)?;
+            terminator(start, last)?;
+            last
+        }
     };
-    let blank = |b: &u8| *b == b' ' || *b == b'\t';
-    let start = line.iter().position(|b| !blank(b))?;
-    let line = &line[start..];
-    let end = line.iter().position(blank).unwrap_or(line.len());
-    let interpreter = line[..end].to_vec();
-    let rest = &line[end..];
-    let arg = rest
-        .iter()
-        .position(|b| !blank(b))
-        .map(|s| {
-            let rest = &rest[s..];
-            let e = rest.iter().rposition(|b| !blank(b)).map_or(0, |e| e + 1);
-            rest[..e].to_vec()
-        })
-        .filter(|a| !a.is_empty());
-    (!interpreter.is_empty()).then_some((interpreter, arg))
+    while blank(buf[end - 1]) {
+        end -= 1;
+    }
+    let name = non_blank(2, end)?;
+    if name == end {
+        return None;
+    }
+    let separator = terminator(name, end);
+    let arg = separator
+        .filter(|&at| buf[at] != 0)
+        .and_then(|at| non_blank(at, end));
+    buf[end] = 0;
+    if let (Some(at), Some(_)) = (separator, arg) {
+        buf[at] = 0;
+    }
+    let c_string = |from: usize| -> Vec<u8> {
+        buf[from..]
+            .iter()
+            .take_while(|&&c| c != 0)
+            .copied()
+            .collect()
+    };
+    // An empty name (a NUL first) fails the exec when the kernel opens it.
+    let name = c_string(name);
+    (!name.is_empty()).then(|| (name, arg.map(c_string)))
 }
 
 #[cfg(test)]
@@ -381,6 +476,46 @@ mod tests {
         );
         assert_eq!(shebang(b"#!\n"), None);
         assert_eq!(shebang(b"\x7fELF"), None);
+    }
+
+    /// Red team (session 21): the line is split as the kernel splits it, or the
+    /// record names another program than the one the kernel starts.
+    #[test]
+    fn a_shebang_line_is_split_as_the_kernel_splits_it() {
+        // A NUL ends the name (and then there is no argument), or the argument.
+        assert_eq!(
+            shebang(b"#!/x/mid\0 junk\n"),
+            Some((b"/x/mid".to_vec(), None))
+        );
+        assert_eq!(
+            shebang(b"#!/x/p\0/usr/bin/python3\n"),
+            Some((b"/x/p".to_vec(), None))
+        );
+        assert_eq!(
+            shebang(b"#!/x/p -a\0b\n"),
+            Some((b"/x/p".to_vec(), Some(b"-a".to_vec())))
+        );
+        // No newline in the first 256 bytes: the name must end within them.
+        let mut long = b"#!/".to_vec();
+        long.extend([b'a'; 300]);
+        assert_eq!(shebang(&long), None);
+        let mut cut = b"#!/bin/sh ".to_vec();
+        cut.extend([b'x'; 300]);
+        let expected_arg = vec![b'x'; super::SHEBANG_BYTES - 11];
+        assert_eq!(
+            shebang(&cut),
+            Some((b"/bin/sh".to_vec(), Some(expected_arg)))
+        );
+        // A short file without a newline: the NUL padding ends it.
+        assert_eq!(shebang(b"#!/bin/sh"), Some((b"/bin/sh".to_vec(), None)));
+        // Blanks only.
+        assert_eq!(shebang(b"#!  \t \n"), None);
+        assert_eq!(shebang(b"#!   "), None);
+        // A CR is part of the name, as for the kernel.
+        assert_eq!(
+            shebang(b"#!/bin/sh\r\n"),
+            Some((b"/bin/sh\r".to_vec(), None))
+        );
     }
 
     fn write_mode(path: &std::path::Path, text: &str, mode: u32) {
@@ -416,6 +551,7 @@ mod tests {
         };
         let of = |path: &std::path::Path| {
             interpreter_of(
+                std::process::id() as libc::pid_t,
                 Some(root.as_fd()),
                 cwd,
                 opened(path).as_fd(),
@@ -432,6 +568,7 @@ mod tests {
         // Without the sandbox's root, the first interpreter is named.
         assert_eq!(
             interpreter_of(
+                std::process::id() as libc::pid_t,
                 None,
                 cwd,
                 opened(&dir.join("outer")).as_fd(),

@@ -33,6 +33,10 @@ pub(super) enum Presence {
     /// supervisor cannot name (it cannot read the process's descriptors, e.g. a
     /// rootless Podman container's, whose processes run as other uids): not run.
     Unnamed,
+    /// A relative path from a directory (the working directory or a descriptor's)
+    /// that has no name from the sandbox's root (deeper than `PATH_MAX`, removed):
+    /// the file cannot be read for what it starts, so it is not run.
+    NoBase,
 }
 
 /// The file an exec names and its honest name for the record.
@@ -132,7 +136,10 @@ pub(super) fn lookup(
         };
     }
     let Some(dir) = inside_dir(host_pid, root, base) else {
-        return present(path.to_vec());
+        return Lookup {
+            presence: Presence::NoBase,
+            ..present(path.to_vec())
+        };
     };
     let mut joined = dir;
     if !joined.ends_with(b"/") {
@@ -211,7 +218,7 @@ pub(super) fn read_link(link: &str) -> Option<Vec<u8>> {
 /// process's entry in our `/proc` (`self`) or through the sandbox's own procfs, reached
 /// from its root (a pid, numbered inside), and recorded as the file they name, like
 /// `execveat(fd, "", AT_EMPTY_PATH)`. `None` for any other path.
-fn descriptor_link(host_pid: libc::pid_t, path: &[u8]) -> Option<Lookup> {
+pub(super) fn descriptor_link(host_pid: libc::pid_t, path: &[u8]) -> Option<Lookup> {
     let text = std::str::from_utf8(path).ok()?;
     let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let own = |rest: &str| format!("/proc/{host_pid}/{rest}");
@@ -374,10 +381,11 @@ mod tests {
         assert_eq!(found.exe, d.join("prog").as_os_str().as_bytes());
         let missing = lookup(pid, Some(host_root.as_fd()), Base::Fd(fd), b"nope", false);
         assert_eq!(missing.presence, Presence::Missing);
-        // A directory deleted under us cannot be named: the kernel decides.
+        // A directory deleted under us cannot be named: nothing can be read of what
+        // its files would start, so the exec is not run.
         std::fs::remove_dir_all(&d).unwrap();
         let gone = lookup(pid, Some(host_root.as_fd()), Base::Fd(fd), b"prog", false);
-        assert_eq!(gone.presence, Presence::Present);
+        assert_eq!(gone.presence, Presence::NoBase);
         assert_eq!(gone.exe, b"prog");
     }
 
