@@ -1313,7 +1313,7 @@ fn describe_exec(
         (None, Some(opened)) if !tracked.inspect => {
             let mut read = Vec::new();
             let root = tracked.root(host_pid);
-            let found = file::interpreter_of(host_pid, root, &cwd, opened.as_fd(), &mut read);
+            let found = file::interpreter_of(host_pid, root, opened.as_fd(), &mut read);
             // Closed once the exec was let go, not while it waits.
             tracked.closing.extend(read);
             match found {

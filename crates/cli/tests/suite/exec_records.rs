@@ -557,14 +557,16 @@ fn failed_execs_and_scripts_are_not_taken_for_a_changed_path() {
 }
 
 /// A payload hidden behind `#!` lines: run as a script's interpreter, through a chain
-/// of two scripts, and with blanks and an argument on the line. Each script runs the
+/// of two scripts, with blanks and an argument on the line, and named relative to
+/// the working directory. Each script runs the
 /// payload (a copy of `true`, gone when the sandbox ends), whose name is on no argv.
 pub(super) const HIDDEN_INTERPRETER: &str = r#"
 cp /bin/true /tmp/payload
 printf '#!/tmp/payload\n' > /tmp/innocent && chmod +x /tmp/innocent
 printf '#!/tmp/innocent\n' > /tmp/outer && chmod +x /tmp/outer
 printf '#!  /tmp/payload  -x -y  \necho\n' > /tmp/spaced && chmod +x /tmp/spaced
-cd /tmp && ./innocent a && /tmp/outer b && ./spaced c && /bin/true d
+printf '#!payload\n' > /tmp/relative && chmod +x /tmp/relative
+cd /tmp && ./innocent a && /tmp/outer b && ./spaced c && ./relative e && /bin/true d
 "#;
 
 /// Checks a session's record of [`HIDDEN_INTERPRETER`]: each script's exec names
@@ -580,6 +582,10 @@ pub(super) fn assert_names_hidden_interpreters(log: &str) {
         assert_eq!(field(line[0], "exe"), exe, "{log}");
         assert_eq!(field(line[0], "interp"), "/tmp/payload", "{log}");
     }
+    // Named as its line names it, found from the working directory.
+    let relative = execs_of(log, "./relative e");
+    assert_eq!(relative.len(), 1, "{log}");
+    assert_eq!(field(relative[0], "interp"), "payload", "{log}");
     let plain = execs_of(log, "/bin/true d");
     assert_eq!(plain.len(), 1, "{log}");
     assert!(!plain[0].contains(" interp="), "{log}");

@@ -260,8 +260,7 @@ const HEAD_BYTES: usize = 1024;
 /// What the kernel starts for the file `opened` (`O_PATH`) is open on, before or in
 /// place of that file's own code: for a `#!` script, the last interpreter of its
 /// chain, as the chain's last `#!` line names it (an interpreter that is itself a
-/// script is looked up from `root`, relative names from `cwd`, as [`script_of`]
-/// does); for an ELF program, its loader (`PT_INTERP`) when that is not the
+/// script is looked up as [`last_interpreter`] says); for an ELF program, its loader (`PT_INTERP`) when that is not the
 /// system's ([`elf::is_system_loader`]). Only files the kernel could execute are
 /// read ([`head_of`]).
 ///
@@ -271,7 +270,6 @@ const HEAD_BYTES: usize = 1024;
 pub(super) fn interpreter_of(
     host_pid: libc::pid_t,
     root: Option<BorrowedFd<'_>>,
-    cwd: &[u8],
     opened: BorrowedFd<'_>,
     closing: &mut Vec<OwnedFd>,
 ) -> Result<Option<Vec<u8>>, Unread> {
@@ -288,7 +286,7 @@ pub(super) fn interpreter_of(
         };
         elf::loader(&head, read_at).filter(|loader| !elf::is_system_loader(loader))
     } else if let Some((first, _)) = shebang(&head) {
-        Some(last_interpreter(host_pid, root, cwd, first, closing)?)
+        Some(last_interpreter(host_pid, root, first, closing)?)
     } else {
         None
     };
@@ -297,14 +295,14 @@ pub(super) fn interpreter_of(
 }
 
 /// The last interpreter of a `#!` chain whose first is `interpreter`, as the kernel
-/// finds each: from `root`, a relative name from `cwd`, a descriptor link
-/// (`/proc/self/fd/N`, `/dev/fd/N`) as the exec'ing process `host_pid` resolves it
+/// finds each: from `root`, a relative name from the working directory of the
+/// exec'ing process `host_pid` (by the name that reaches it from `root`), a descriptor link
+/// (`/proc/self/fd/N`, `/dev/fd/N`) as that process resolves it
 /// (then named by its file), up to the kernel's depth. One that is not there fails
 /// the exec ([`Unread::Missing`]); one that is no script ends the chain.
 fn last_interpreter(
     host_pid: libc::pid_t,
     root: Option<BorrowedFd<'_>>,
-    cwd: &[u8],
     mut interpreter: Vec<u8>,
     closing: &mut Vec<OwnedFd>,
 ) -> Result<Vec<u8>, Unread> {
@@ -312,9 +310,14 @@ fn last_interpreter(
         return Ok(interpreter);
     };
     for _ in 1..MAX_INTERPRETERS {
-        if !interpreter.starts_with(b"/") && cwd.is_empty() {
-            return Err(Unread::NoCwd);
-        }
+        // A relative name from the working directory, by the name that reaches it
+        // from the sandbox's root (checked, as an exec's own relative path is).
+        let base = if interpreter.starts_with(b"/") {
+            Vec::new()
+        } else {
+            super::resolve::inside_dir(host_pid, root, super::resolve::Base::Cwd)
+                .ok_or(Unread::NoCwd)?
+        };
         let found = if let Some(link) = super::resolve::descriptor_link(host_pid, &interpreter) {
             use super::resolve::Presence;
             match link.presence {
@@ -326,7 +329,7 @@ fn last_interpreter(
                 _ => return Err(Unread::ThroughProcLink),
             }
         } else {
-            match open_path_in(root, cwd, &interpreter) {
+            match open_path_in(root, &base, &interpreter) {
                 Ok(found) => found,
                 Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
                     return Err(Unread::ThroughProcLink);
@@ -529,9 +532,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("vg-interp-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        let inner = dir.join("inner");
+        let outer = format!("#!{} -x\necho hi\n", inner.display());
         for (name, text, mode) in [
             ("inner", "#!/bin/sh -e\n", 0o755),
-            ("outer", "#!inner -x\necho hi\n", 0o711),
+            ("outer", outer.as_str(), 0o711),
             ("missing", "#! /nowhere/at-all  -q \n", 0o700),
             // No execute bit: the kernel could not run it, so it is never read.
             ("unrunnable", "#!/bin/sh\n", 0o644),
@@ -539,7 +544,6 @@ mod tests {
             write_mode(&dir.join(name), text, mode);
         }
         let root = std::fs::File::open("/").unwrap();
-        let cwd = dir.as_os_str().as_encoded_bytes();
         let opened = |path: &std::path::Path| {
             OwnedFd::from(
                 std::fs::OpenOptions::new()
@@ -549,37 +553,35 @@ mod tests {
                     .unwrap(),
             )
         };
+        let pid = libc::pid_t::try_from(std::process::id()).unwrap();
         let of = |path: &std::path::Path| {
             interpreter_of(
-                std::process::id() as libc::pid_t,
+                pid,
                 Some(root.as_fd()),
-                cwd,
                 opened(path).as_fd(),
                 &mut Vec::new(),
             )
-            .unwrap()
         };
-        // A chain, followed from the working directory to the program that runs.
-        assert_eq!(of(&dir.join("outer")), Some(b"/bin/sh".to_vec()));
-        assert_eq!(of(&dir.join("inner")), Some(b"/bin/sh".to_vec()));
-        // An interpreter that is not there is named as the line names it.
-        assert_eq!(of(&dir.join("missing")), Some(b"/nowhere/at-all".to_vec()));
-        assert_eq!(of(&dir.join("unrunnable")), None);
+        // A chain, followed to the program that runs.
+        assert_eq!(of(&dir.join("outer")), Ok(Some(b"/bin/sh".to_vec())));
+        assert_eq!(of(&inner), Ok(Some(b"/bin/sh".to_vec())));
+        // An interpreter that is not there fails the exec, as the kernel would.
+        assert_eq!(of(&dir.join("missing")), Err(Unread::Missing));
+        assert_eq!(of(&dir.join("unrunnable")), Ok(None));
         // Without the sandbox's root, the first interpreter is named.
         assert_eq!(
             interpreter_of(
-                std::process::id() as libc::pid_t,
+                pid,
                 None,
-                cwd,
                 opened(&dir.join("outer")).as_fd(),
                 &mut Vec::new()
             ),
-            Ok(Some(b"inner".to_vec()))
+            Ok(Some(inner.as_os_str().as_encoded_bytes().to_vec()))
         );
         // No script, and something that is no regular file, which is never read.
-        assert_eq!(of(std::path::Path::new("/bin/sh")), None);
-        assert_eq!(of(&dir), None);
-        assert_eq!(of(std::path::Path::new("/dev/null")), None);
+        assert_eq!(of(std::path::Path::new("/bin/sh")), Ok(None));
+        assert_eq!(of(&dir), Ok(None));
+        assert_eq!(of(std::path::Path::new("/dev/null")), Ok(None));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
