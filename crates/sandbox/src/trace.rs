@@ -1308,12 +1308,18 @@ fn describe_exec(
     };
     // What a `#!` script really starts is recorded with it: a payload run as a
     // script's interpreter (`#!/tmp/x`) is named, not hidden behind the script.
-    let interpreter = match (&script, &looked_up.opened) {
-        (Some(script), _) => script.argv.first().cloned(),
-        (None, Some(opened)) if !tracked.inspect => {
+    // (With an approval gate too: its chain above is what it rates, and what runs is
+    // checked against it at the exec; this is what the record names, read the same
+    // way as without a gate.)
+    let opened = match (&file, &looked_up.opened) {
+        (Some(file), _) => Some(file.descriptor()),
+        (None, opened) => opened.as_ref().map(AsFd::as_fd),
+    };
+    let interpreter = match opened {
+        Some(opened) => {
             let mut read = Vec::new();
             let root = tracked.root(host_pid);
-            let found = file::interpreter_of(host_pid, root, opened.as_fd(), &mut read);
+            let found = file::interpreter_of(host_pid, root, opened, &mut read);
             // Closed once the exec was let go, not while it waits.
             tracked.closing.extend(read);
             match found {
@@ -1323,7 +1329,7 @@ fn describe_exec(
                 Err(unread) => return Err(unread.reason().into()),
             }
         }
-        _ => None,
+        None => None,
     };
     let cwd_id = tracked
         .inspect

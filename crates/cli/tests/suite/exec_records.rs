@@ -597,7 +597,19 @@ pub(super) fn assert_names_hidden_interpreters(log: &str) {
 #[test]
 fn a_payload_run_as_a_scripts_interpreter_is_named() {
     each_identity(|runner| {
+        // With an approval gate (which rates every exec and holds none here) too.
         let ws = Workspace::new();
+        let gated = RecordsHome::new(runner);
+        Vg::sandbox(
+            runner,
+            &ws,
+            &["--ask", "critical"],
+            &["sh", "-c", HIDDEN_INTERPRETER],
+        )
+        .records_home(&gated)
+        .run()
+        .assert_success();
+        assert_names_hidden_interpreters(&commands(&gated.only_session()));
         let home = RecordsHome::new(runner);
         Vg::sandbox(runner, &ws, &[], &["sh", "-c", HIDDEN_INTERPRETER])
             .records_home(&home)

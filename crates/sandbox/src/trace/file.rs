@@ -133,6 +133,11 @@ impl ExecFile {
             .collect()
     }
 
+    /// The file's own (`O_PATH`) descriptor.
+    pub(super) fn descriptor(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
     /// A descriptor to read the file's contents (never blocking, never a terminal),
     /// for a file the kernel could execute: one with no execute bit is never read
     /// (`PermissionDenied`), see [`head_of`].
