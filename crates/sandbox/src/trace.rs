@@ -886,8 +886,11 @@ fn argv_hash<'a>(argv: impl IntoIterator<Item = &'a [u8]>) -> u64 {
 }
 
 /// Device and inode of the program `host_pid` runs.
-fn running(host_pid: u32) -> Option<(u64, u64)> {
-    file::linked_id(host_pid, "exe")
+/// The program a process runs: device and inode, and its change time.
+fn running(host_pid: u32) -> Option<((u64, u64), (i64, i64))> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(format!("/proc/{host_pid}/exe")).ok()?;
+    Some(((m.dev(), m.ino()), (m.ctime(), m.ctime_nsec())))
 }
 
 impl Tracked {
@@ -1002,11 +1005,24 @@ impl Tracked {
         let Some(file) = &entry.file else {
             return;
         };
-        let Some(now) = running(host_pid) else {
+        let Some((now, changed)) = running(host_pid) else {
             return;
         };
-        // The named file runs; or the exec failed and the old program still does.
-        if now == (file.dev, file.ino) || Some(now) == entry.before {
+        if now == (file.dev, file.ino) {
+            // The named file runs; but one written to (or chmod'ed) since it was
+            // read may have run otherwise than its line says: a loader path or a
+            // `#!` line rewritten between that read and the kernel's (session-21
+            // red team).
+            if changed != file.ctime {
+                let mut ran =
+                    resolve::read_link(&format!("/proc/{host_pid}/exe")).unwrap_or_default();
+                ran.extend_from_slice(b" (changed after it was read)");
+                self.found.push(TraceEvent::Mismatch { pid: entry.ns, ran });
+            }
+            return;
+        }
+        // Or the exec failed and the old program still does.
+        if Some(now) == entry.before {
             return;
         }
         // A failed exec leaves the old program, with its old argv: only a process

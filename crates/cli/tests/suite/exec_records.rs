@@ -751,11 +751,17 @@ fn tricks_that_hid_a_scripts_interpreter_name_it_or_are_refused() {
 
 /// ATTACK (records): a payload run as an ELF program's loader (`PT_INTERP`), which
 /// the kernel starts before the program's own code inside the one `execve`, is named
-/// on the program's line (`interp=`) by seccomp notification; a program linked
-/// against the system's loader names none. As root and unprivileged.
+/// on the program's line (`interp=`) by seccomp notification, whatever byte order
+/// the header claims, and behind a script; a program linked against the system's
+/// loader names none; a program file changed after it was read is reported. As root
+/// and unprivileged (session-21 red teams).
 #[test]
 fn a_payload_run_as_a_programs_loader_is_named() {
-    let patch = r#"
+    // `/tmp/patched`: `true` with the loader path changed; `/tmp/claims-big-endian`:
+    // the same with its header claiming another byte order, which the kernel ignores;
+    // `/tmp/script`: a script whose interpreter is `/tmp/patched`; `/tmp/py`: a copy
+    // of Python that changes its own file (chmod) before it executes another program.
+    let patch = r##"
 import os, shutil
 old = b"/lib64/ld-linux-x86-64.so.2"
 new = b"/tmp/ld-payload-x86-64.so.2"
@@ -763,10 +769,19 @@ assert len(old) == len(new)
 shutil.copy(old.decode(), new.decode())
 data = open("/bin/true", "rb").read()
 assert old in data
-open("/tmp/patched", "wb").write(data.replace(old, new, 1))
-os.chmod("/tmp/patched", 0o755)
-"#;
-    let script = format!("{PYTHON} -c '{patch}' && /tmp/patched e && /bin/true f && echo ran");
+patched = data.replace(old, new, 1)
+open("/tmp/patched", "wb").write(patched)
+open("/tmp/claims-big-endian", "wb").write(patched[:5] + b"\x02" + patched[6:])
+open("/tmp/script", "w").write("#!/tmp/patched\n")
+shutil.copy("/usr/bin/python3", "/tmp/py")
+for name in ("patched", "claims-big-endian", "script", "py"):
+    os.chmod("/tmp/" + name, 0o755)
+"##;
+    let script = format!(
+        "{PYTHON} -c '{patch}' && /tmp/patched e && /tmp/claims-big-endian g && /tmp/script h \
+         && /bin/true f && /tmp/py -c 'import os; os.chmod(\"/tmp/py\", 0o700); os.execv(\"/bin/true\", [\"true\", \"i\"])' \
+         && echo ran"
+    );
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
@@ -776,18 +791,37 @@ os.chmod("/tmp/patched", 0o755)
             .run()
             .assert_success()
             .assert_stdout_contains("ran");
-        let log = commands(&home.only_session());
-        let patched = execs_of(&log, "/tmp/patched e");
-        assert_eq!(patched.len(), 1, "{log}");
-        assert_eq!(field(patched[0], "exe"), "/tmp/patched", "{log}");
-        assert_eq!(
-            field(patched[0], "interp"),
-            "/tmp/ld-payload-x86-64.so.2",
-            "{log}"
-        );
+        let dir = home.only_session();
+        let log = commands(&dir);
+        for (argv, exe) in [
+            ("/tmp/patched e", "/tmp/patched"),
+            ("/tmp/claims-big-endian g", "/tmp/claims-big-endian"),
+            ("/tmp/script h", "/tmp/script"),
+        ] {
+            let line = execs_of(&log, argv);
+            assert_eq!(line.len(), 1, "{log}");
+            assert_eq!(field(line[0], "exe"), exe, "{log}");
+            assert_eq!(
+                field(line[0], "interp"),
+                "/tmp/ld-payload-x86-64.so.2",
+                "{log}"
+            );
+        }
         let plain = execs_of(&log, "/bin/true f");
         assert_eq!(plain.len(), 1, "{log}");
         assert!(!plain[0].contains(" interp="), "{log}");
+        // A program whose file changed after it was read is reported at its next
+        // exec: a loader path rewritten in between would have run unnamed.
+        let changed: Vec<Value> = events(&dir)
+            .into_iter()
+            .filter(|e| e["type"] == "exec-mismatch")
+            .collect();
+        assert!(
+            changed.iter().any(|e| e
+                .to_string()
+                .contains("/tmp/py (changed after it was read)")),
+            "[{runner}] {changed:?}\n{log}"
+        );
     });
 }
 

@@ -4,9 +4,14 @@
 //! the record names it (`interp=`), as it names a `#!` script's interpreter.
 //!
 //! Read as `load_elf_binary` reads it: the program headers where the ELF header says
-//! they are (each of the size its class has, 64 KiB at most), the first `PT_INTERP`
+//! they are (each of the size its layout has, 64 KiB at most), the first `PT_INTERP`
 //! among them, its bytes ending in a NUL, at most `PATH_MAX`, the path up to its
-//! first NUL. Anything malformed names nothing: the kernel refuses to run it.
+//! first NUL. The kernel ignores the class and byte order the header's `e_ident`
+//! claims: it reads a program for its own machine as native 64-bit, and
+//! `compat_binfmt_elf` one for the 32-bit machine as 32-bit, both in the native byte
+//! order (session-21 red team: one byte of `e_ident` changed hid the loader). So
+//! both layouts are read, natively, and every loader either finds is returned.
+//! Anything malformed in both names nothing: the kernel refuses to run it.
 
 /// An ELF file's first bytes.
 pub(super) const MAGIC: &[u8] = b"\x7fELF";
@@ -85,25 +90,32 @@ fn bytes_at(
     (got.len() as u64 == len).then_some(got)
 }
 
-/// The loader path the ELF program whose first bytes are `head` names, if any;
+/// The loader paths the ELF program whose first bytes are `head` names, read as a
+/// 64-bit and as a 32-bit program in the native byte order (at most one each);
 /// `read_at(offset, len)` reads what lies past `head`.
-pub(super) fn loader(
+pub(super) fn loaders(
     head: &[u8],
     read_at: impl Fn(u64, usize) -> Option<Vec<u8>>,
-) -> Option<Vec<u8>> {
+) -> Vec<Vec<u8>> {
     if !head.starts_with(MAGIC) {
-        return None;
+        return Vec::new();
     }
-    let wide = match head.get(4)? {
-        1 => false,
-        2 => true,
-        _ => return None,
+    let order = Order {
+        big: cfg!(target_endian = "big"),
     };
-    let order = match head.get(5)? {
-        1 => Order { big: false },
-        2 => Order { big: true },
-        _ => return None,
-    };
+    [true, false]
+        .into_iter()
+        .filter_map(|wide| loader(head, &read_at, wide, order))
+        .collect()
+}
+
+/// The loader path a program read in one layout names, if that layout reads.
+fn loader(
+    head: &[u8],
+    read_at: &impl Fn(u64, usize) -> Option<Vec<u8>>,
+    wide: bool,
+    order: Order,
+) -> Option<Vec<u8>> {
     let kind = order.read(head, 16, 2)?;
     if kind != ET_EXEC && kind != ET_DYN {
         return None;
@@ -127,7 +139,7 @@ pub(super) fn loader(
     if phentsize != entry || phnum == 0 || total > MAX_PHDRS_BYTES {
         return None;
     }
-    let phdrs = bytes_at(head, phoff, total, &read_at)?;
+    let phdrs = bytes_at(head, phoff, total, read_at)?;
     for header in phdrs.chunks_exact(usize::try_from(entry).ok()?) {
         if order.read(header, 0, 4)? != PT_INTERP {
             continue;
@@ -140,7 +152,7 @@ pub(super) fn loader(
         if !(2..=PATH_MAX).contains(&size) {
             return None;
         }
-        let bytes = bytes_at(head, offset, size, &read_at)?;
+        let bytes = bytes_at(head, offset, size, read_at)?;
         if bytes.last() != Some(&0) {
             return None;
         }
@@ -206,26 +218,27 @@ mod tests {
         b
     }
 
-    /// `loader` over the first `head` bytes of `file`, the rest read as asked.
+    /// `loaders` over the first `head` bytes of `file`, the rest read as asked: the
+    /// one found, if exactly one layout reads.
     fn loader_of(file: &[u8], head: usize) -> Option<Vec<u8>> {
-        loader(&file[..head.min(file.len())], |offset, len| {
+        let found = loaders(&file[..head.min(file.len())], |offset, len| {
             let start = usize::try_from(offset).ok()?;
             Some(file.get(start..)?.iter().take(len).copied().collect())
-        })
+        });
+        assert!(found.len() <= 1, "{found:?}");
+        found.into_iter().next()
     }
 
     #[test]
-    fn the_loader_is_read_from_the_head_or_past_it_in_every_class_and_order() {
+    fn the_loader_is_read_from_the_head_or_past_it_in_both_layouts() {
         for wide in [true, false] {
-            for big in [false, true] {
-                let file = program(wide, big, b"/tmp/payload\0", 64);
-                for head in [256, 1024, 4096] {
-                    assert_eq!(
-                        loader_of(&file, head),
-                        Some(b"/tmp/payload".to_vec()),
-                        "wide {wide} big {big} head {head}"
-                    );
-                }
+            let file = program(wide, false, b"/tmp/payload\0", 64);
+            for head in [256, 1024, 4096] {
+                assert_eq!(
+                    loader_of(&file, head),
+                    Some(b"/tmp/payload".to_vec()),
+                    "wide {wide} head {head}"
+                );
             }
         }
         // Program headers far past the head are read too.
@@ -250,14 +263,43 @@ mod tests {
         let mut wrong_size = program(true, false, b"/tmp/x\0", 64);
         wrong_size[54] = 55;
         assert_eq!(loader_of(&wrong_size, 1024), None);
+        // A program in the other byte order is read natively, as the kernel reads
+        // it, and then makes no sense.
+        assert_eq!(loader_of(&program(true, true, b"/tmp/x\0", 64), 1024), None);
         let mut core = program(true, false, b"/tmp/x\0", 64);
         core[16] = 4;
         assert_eq!(loader_of(&core, 1024), None);
         // Cut short: the headers or the path cannot be read.
         let file = program(true, false, b"/tmp/x\0", 64);
-        assert_eq!(loader(&file[..100], |_, _| None), None);
-        assert_eq!(loader(&file[..0x318], |_, _| Some(Vec::new())), None);
+        assert!(loaders(&file[..100], |_, _| None).is_empty());
+        assert!(loaders(&file[..0x318], |_, _| Some(Vec::new())).is_empty());
         assert_eq!(loader_of(b"#!/bin/sh\n", 256), None);
+    }
+
+    /// Red team (session 21): the kernel ignores `e_ident`'s class and byte order,
+    /// so changing them hides nothing.
+    #[test]
+    fn the_class_and_byte_order_the_header_claims_change_nothing() {
+        for wide in [true, false] {
+            for (at, value) in [
+                (4, 0),
+                (4, 1),
+                (4, 2),
+                (4, 3),
+                (5, 0),
+                (5, 1),
+                (5, 2),
+                (5, 9),
+            ] {
+                let mut file = program(wide, false, b"/tmp/payload\0", 64);
+                file[at] = value;
+                assert_eq!(
+                    loader_of(&file, 1024),
+                    Some(b"/tmp/payload".to_vec()),
+                    "wide {wide}: byte {at} = {value}"
+                );
+            }
+        }
     }
 
     #[test]

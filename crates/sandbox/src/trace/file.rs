@@ -281,22 +281,27 @@ pub(super) fn interpreter_of(
     let Some((file, head)) = head_of(opened, HEAD_BYTES)? else {
         return Ok(None);
     };
-    let found = if head.starts_with(elf::MAGIC) {
-        use std::os::unix::fs::FileExt;
-        let read_at = |offset: u64, len: usize| {
-            let mut buf = vec![0; len];
-            let n = file.read_at(&mut buf, offset).ok()?;
-            buf.truncate(n);
-            Some(buf)
-        };
-        elf::loader(&head, read_at).filter(|loader| !elf::is_system_loader(loader))
-    } else if let Some((first, _)) = shebang(&head) {
-        Some(last_interpreter(host_pid, root, first, closing)?)
-    } else {
-        None
+    let found = match shebang(&head) {
+        Some((first, _)) => Some(last_interpreter(host_pid, root, first, closing)?),
+        None => own_loader(&file, &head),
     };
     closing.push(OwnedFd::from(file));
     Ok(found)
+}
+
+/// The loader an ELF program `file` (whose first bytes are `head`) names, when it is
+/// not the system's.
+fn own_loader(file: &std::fs::File, head: &[u8]) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let read_at = |offset: u64, len: usize| {
+        let mut buf = vec![0; len];
+        let n = file.read_at(&mut buf, offset).ok()?;
+        buf.truncate(n);
+        Some(buf)
+    };
+    elf::loaders(head, read_at)
+        .into_iter()
+        .find(|loader| !elf::is_system_loader(loader))
 }
 
 /// The last interpreter of a `#!` chain whose first is `interpreter`, as the kernel
@@ -314,7 +319,8 @@ fn last_interpreter(
     let Some(root) = root else {
         return Ok(interpreter);
     };
-    for _ in 1..MAX_INTERPRETERS {
+    // Each interpreter is opened, the last (the program that runs) for its loader.
+    for _ in 0..MAX_INTERPRETERS {
         // A relative name from the working directory, by the name that reaches it
         // from the sandbox's root (checked, as an exec's own relative path is).
         let base = if interpreter.starts_with(b"/") {
@@ -349,16 +355,22 @@ fn last_interpreter(
                 Err(_) => return Ok(interpreter),
             }
         };
-        let head = head_of(found.as_fd(), SHEBANG_BYTES);
+        let head = head_of(found.as_fd(), HEAD_BYTES);
         closing.push(found);
         let Some((file, head)) = head? else {
             break;
         };
+        let next = shebang(&head);
+        // The program that finally runs: its own loader, not the system's, starts
+        // first (session-21 red team: `#!/tmp/python3`, a copy with a loader of
+        // its own).
+        let loader = next.is_none().then(|| own_loader(&file, &head)).flatten();
         closing.push(OwnedFd::from(file));
-        let Some((next, _)) = shebang(&head) else {
-            break;
-        };
-        interpreter = next;
+        match (next, loader) {
+            (Some((next, _)), _) => interpreter = next,
+            (None, Some(loader)) => return Ok(loader),
+            (None, None) => break,
+        }
     }
     Ok(interpreter)
 }

@@ -59,6 +59,9 @@ pub(super) struct Lookup {
 pub(super) struct FileId {
     pub dev: u64,
     pub ino: u64,
+    /// Change time when it was looked up: any write (a loader path rewritten in
+    /// place, a `#!` line) or chmod after that changes it.
+    pub ctime: (i64, i64),
     pub path: Vec<u8>,
 }
 
@@ -303,6 +306,7 @@ fn presence_in(root: BorrowedFd<'_>, path: &[u8]) -> (Presence, Option<FileId>, 
                 .map(|st| FileId {
                     dev: st.st_dev,
                     ino: st.st_ino,
+                    ctime: (st.st_ctime, st.st_ctime_nsec),
                     path: path.to_vec(),
                 });
             (Presence::Present, file, Some(fd))
