@@ -658,6 +658,8 @@ struct Tracked {
     retired: Vec<Entry>,
     /// Descriptors opened to read an exec and no longer needed, closed likewise.
     closing: Vec<OwnedFd>,
+    /// Descriptors kept to read executed files (see [`file::Readers`]).
+    readers: file::Readers,
     /// Size at which to drop entries of processes that died without calling exit
     /// (killed by a signal).
     sweep_at: usize,
@@ -1334,8 +1336,10 @@ fn describe_exec(
     let interpreter = match opened {
         Some(opened) => {
             let mut read = Vec::new();
+            let mut readers = std::mem::take(&mut tracked.readers);
             let root = tracked.root(host_pid);
-            let found = file::interpreter_of(host_pid, root, opened, &mut read);
+            let found = file::interpreter_of(host_pid, root, opened, &mut readers, &mut read);
+            tracked.readers = readers;
             // Closed once the exec was let go, not while it waits.
             tracked.closing.extend(read);
             match found {

@@ -6,6 +6,7 @@
 //! with `O_PATH` (opening a FIFO or a device for reading could block or act), and
 //! read only when they are regular files, through a fresh read-only descriptor.
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
@@ -150,7 +151,7 @@ impl ExecFile {
 
     /// The first bytes of the file, as the kernel reads them to decide how to run it.
     fn head(&self) -> Option<Vec<u8>> {
-        read_head(&mut self.reader().ok()?, SHEBANG_BYTES)
+        read_head(&self.reader().ok()?, SHEBANG_BYTES)
     }
 }
 
@@ -218,6 +219,43 @@ fn unread(e: &std::io::Error) -> Unread {
     }
 }
 
+/// Descriptors to read the files execs name, by device and inode, kept for the
+/// session: opening one through `/proc/self/fd` (an `O_PATH` descriptor cannot be
+/// read) costs about 10 µs, more than the rest of the read, and most execs run the
+/// same few programs. What is read through one is always the file's current content:
+/// a kept descriptor keeps its inode, so no other file can take its number meanwhile.
+#[derive(Default)]
+pub(super) struct Readers {
+    files: HashMap<(u64, u64), std::fs::File>,
+}
+
+impl Readers {
+    /// Files kept at most (each a descriptor of the tracer's): past it, all are
+    /// dropped and kept anew.
+    const MAX: usize = 32;
+
+    /// A reader of the file `fd` (`O_PATH`, whose `stat` is `st`) is open on.
+    fn reader(&mut self, fd: BorrowedFd<'_>, st: &libc::stat) -> Result<&std::fs::File, Unread> {
+        let key = (st.st_dev, st.st_ino);
+        if !self.files.contains_key(&key) {
+            if self.files.len() >= Self::MAX {
+                self.files.clear();
+            }
+            let file = match reader_of(fd) {
+                Err(e) if super::resolve::is_out_of_descriptors(&e) && !self.files.is_empty() => {
+                    // The kept ones go before an exec is refused for want of one.
+                    self.files.clear();
+                    reader_of(fd)
+                }
+                opened => opened,
+            }
+            .map_err(|e| unread(&e))?;
+            self.files.insert(key, file);
+        }
+        self.files.get(&key).ok_or(Unread::Unreadable)
+    }
+}
+
 /// A descriptor to read the file `fd` (`O_PATH`) is open on, never blocking, never a
 /// terminal: through `/proc/self/fd`, since an `O_PATH` descriptor cannot be read.
 fn reader_of(fd: BorrowedFd<'_>) -> std::io::Result<std::fs::File> {
@@ -237,18 +275,24 @@ fn reader_of(fd: BorrowedFd<'_>) -> std::io::Result<std::fs::File> {
 /// `None` for a file the kernel could not execute; an error for one it could that
 /// cannot be read here.
 fn head_of(fd: BorrowedFd<'_>, len: usize) -> Result<Option<(std::fs::File, Vec<u8>)>, Unread> {
-    let st = sys::fstat(fd).map_err(|e| unread(&e))?;
-    if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_mode & 0o111 == 0 {
+    if executable(fd)?.is_none() {
         return Ok(None);
     }
-    let mut file = reader_of(fd).map_err(|e| unread(&e))?;
-    let head = read_head(&mut file, len).ok_or(Unread::Unreadable)?;
+    let file = reader_of(fd).map_err(|e| unread(&e))?;
+    let head = read_head(&file, len).ok_or(Unread::Unreadable)?;
     Ok(Some((file, head)))
+}
+
+/// `fd`'s `stat`, if it is a file the kernel could execute (see [`head_of`]).
+fn executable(fd: BorrowedFd<'_>) -> Result<Option<libc::stat>, Unread> {
+    let st = sys::fstat(fd).map_err(|e| unread(&e))?;
+    let runnable = st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_mode & 0o111 != 0;
+    Ok(runnable.then_some(st))
 }
 
 /// The file's first `len` bytes (fewer if it is shorter), in one `pread`: a regular
 /// file's read stops short only at its end.
-fn read_head(file: &mut std::fs::File, len: usize) -> Option<Vec<u8>> {
+fn read_head(file: &std::fs::File, len: usize) -> Option<Vec<u8>> {
     use std::os::unix::fs::FileExt;
     let mut buf = vec![0; len];
     let n = file.read_at(&mut buf, 0).ok()?;
@@ -270,23 +314,25 @@ const HEAD_BYTES: usize = 1024;
 /// read ([`head_of`]).
 ///
 /// This is the recorder's reading, done for every exec while it waits, so it is kept
-/// to one read of the file's head for most programs, and the descriptor it was read
-/// through is left in `closing`, for the caller to close once the exec was let go.
+/// to one read of the file's head for most programs, through a descriptor kept in
+/// `readers`; those opened for a chain's interpreters are left in `closing`, for the
+/// caller to close once the exec was let go.
 pub(super) fn interpreter_of(
     host_pid: libc::pid_t,
     root: Option<BorrowedFd<'_>>,
     opened: BorrowedFd<'_>,
+    readers: &mut Readers,
     closing: &mut Vec<OwnedFd>,
 ) -> Result<Option<Vec<u8>>, Unread> {
-    let Some((file, head)) = head_of(opened, HEAD_BYTES)? else {
+    let Some(st) = executable(opened)? else {
         return Ok(None);
     };
-    let found = match shebang(&head) {
+    let file = readers.reader(opened, &st)?;
+    let head = read_head(file, HEAD_BYTES).ok_or(Unread::Unreadable)?;
+    Ok(match shebang(&head) {
         Some((first, _)) => Some(last_interpreter(host_pid, root, first, closing)?),
-        None => own_loader(&file, &head),
-    };
-    closing.push(OwnedFd::from(file));
-    Ok(found)
+        None => own_loader(file, &head),
+    })
 }
 
 /// The loader an ELF program `file` (whose first bytes are `head`) names, when it is
@@ -571,11 +617,13 @@ mod tests {
             )
         };
         let pid = libc::pid_t::try_from(std::process::id()).unwrap();
+        let readers = std::cell::RefCell::new(Readers::default());
         let of = |path: &std::path::Path| {
             interpreter_of(
                 pid,
                 Some(root.as_fd()),
                 opened(path).as_fd(),
+                &mut readers.borrow_mut(),
                 &mut Vec::new(),
             )
         };
@@ -591,6 +639,7 @@ mod tests {
                 pid,
                 None,
                 opened(&dir.join("outer")).as_fd(),
+                &mut Readers::default(),
                 &mut Vec::new()
             ),
             Ok(Some(inner.as_os_str().as_encoded_bytes().to_vec()))
@@ -599,6 +648,14 @@ mod tests {
         assert_eq!(of(std::path::Path::new("/bin/sh")), Ok(None));
         assert_eq!(of(&dir), Ok(None));
         assert_eq!(of(std::path::Path::new("/dev/null")), Ok(None));
+        // A file read again through its kept descriptor is read as it is now:
+        // rewritten in place, it names its new interpreter.
+        let kept = readers.borrow().files.len();
+        write_mode(&inner, "#!/bin/true\n", 0o755);
+        assert_eq!(of(&dir.join("outer")), Ok(Some(b"/bin/true".to_vec())));
+        write_mode(&dir.join("outer"), "#!/bin/sh\n", 0o711);
+        assert_eq!(of(&dir.join("outer")), Ok(Some(b"/bin/sh".to_vec())));
+        assert_eq!(readers.borrow().files.len(), kept, "no descriptor more");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
