@@ -80,9 +80,10 @@ pub enum TraceEvent {
         file: Option<ExecFile>,
         /// When that file is a `#!` script: what the kernel will really start.
         script: Option<Script>,
-        /// When the file is a `#!` script: the program the kernel starts for it (the
-        /// last interpreter of a chain), as its `#!` line names it. Read by both
-        /// recorders, whether or not the exec is inspected.
+        /// What the kernel starts first in place of the file's own code, as the file
+        /// names it: for a `#!` script, the last interpreter of its chain (both
+        /// recorders); for an ELF program whose loader (`PT_INTERP`) is not the
+        /// system's as the sandbox found it, that loader (seccomp notification).
         interpreter: Option<Vec<u8>>,
         /// The sandbox's root directory (with `file`), to look other files up inside.
         root: Option<SandboxRoot>,
@@ -658,8 +659,9 @@ struct Tracked {
     retired: Vec<Entry>,
     /// Descriptors opened to read an exec and no longer needed, closed likewise.
     closing: Vec<OwnedFd>,
-    /// Descriptors kept to read executed files (see [`file::Readers`]).
-    readers: file::Readers,
+    /// Descriptors kept to read executed files, and the system's loaders as the
+    /// sandbox had them at its first exec (see [`file::Kept`]).
+    kept: file::Kept,
     /// Size at which to drop entries of processes that died without calling exit
     /// (killed by a signal).
     sweep_at: usize,
@@ -887,7 +889,6 @@ fn argv_hash<'a>(argv: impl IntoIterator<Item = &'a [u8]>) -> u64 {
     hasher.finish()
 }
 
-/// Device and inode of the program `host_pid` runs.
 /// The program a process runs: device and inode, and its change time.
 fn running(host_pid: u32) -> Option<((u64, u64), (i64, i64))> {
     use std::os::unix::fs::MetadataExt;
@@ -1250,6 +1251,11 @@ fn describe_exec(
     tracked: &mut Tracked,
 ) -> Result<Option<TraceEvent>, Unrecordable> {
     let host_pid = libc::pid_t::try_from(n.pid).map_err(|_| "pid out of range")?;
+    if tracked.kept.loaders.is_none() {
+        // The sandbox's first exec: nothing of its own has run yet.
+        let loaders = tracked.root(host_pid).map(file::SystemLoaders::new);
+        tracked.kept.loaders = loaders;
+    }
     let (base, path_ptr, argv_ptr, empty_path_ok) = if i64::from(n.nr) == libc::SYS_execve {
         (Base::Cwd, n.args[0], n.args[1], false)
     } else {
@@ -1336,10 +1342,10 @@ fn describe_exec(
     let interpreter = match opened {
         Some(opened) => {
             let mut read = Vec::new();
-            let mut readers = std::mem::take(&mut tracked.readers);
+            let mut kept = std::mem::take(&mut tracked.kept);
             let root = tracked.root(host_pid);
-            let found = file::interpreter_of(host_pid, root, opened, &mut readers, &mut read);
-            tracked.readers = readers;
+            let found = file::interpreter_of(host_pid, root, opened, &mut kept, &mut read);
+            tracked.kept = kept;
             // Closed once the exec was let go, not while it waits.
             tracked.closing.extend(read);
             match found {

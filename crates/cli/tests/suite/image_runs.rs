@@ -322,6 +322,48 @@ fn python_image_tar() -> &'static Path {
     })
 }
 
+/// ATTACK (records): an image's root is a writable layer, so a program there can
+/// replace the system's loader in place; every dynamic program started after that
+/// runs it first, and its line names it (`interp=`), where before none did (session
+/// 21 red team: the record named only the program). As root and unprivileged.
+#[test]
+fn a_system_loader_replaced_inside_an_image_is_named_from_then_on() {
+    require_tools!();
+    let script = r#"
+import os, shutil, subprocess
+subprocess.run(["/usr/bin/python3.11", "-c", "print(1)"], check=True)
+loader = "/lib64/ld-linux-x86-64.so.2"
+shutil.copy(loader, loader + ".new")
+os.rename(loader + ".new", loader)
+subprocess.run(["/usr/bin/python3.11", "-c", "print(2)"], check=True)
+"#;
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let tar = python_image_tar().display().to_string();
+        image(runner, &home, &["import", &tar, "--tag", "local/python"]).assert_success();
+        run_image(
+            runner,
+            &ws,
+            &home,
+            &["--image", "local/python"],
+            &["/usr/bin/python3.11", "-c", script],
+        )
+        .assert_success();
+        let log = super::exec_records::commands(&home.only_session());
+        let line = |argv: &str| {
+            let found: Vec<&str> = log.lines().filter(|l| l.ends_with(argv)).collect();
+            assert_eq!(found.len(), 1, "[{runner}] one {argv:?} in\n{log}");
+            found[0].to_owned()
+        };
+        assert!(!line("-c 'print(1)'").contains(" interp="), "{log}");
+        assert!(
+            line("-c 'print(2)'").contains(" interp=/lib64/ld-linux-x86-64.so.2 "),
+            "[{runner}] {log}"
+        );
+    });
+}
+
 #[test]
 fn the_foundation_attacks_fail_inside_an_image_too() {
     require_tools!();

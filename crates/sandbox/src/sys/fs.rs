@@ -106,6 +106,15 @@ pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     Ok(st)
 }
 
+/// Whether the mount `fd` (any descriptor, `O_PATH` included) is on is read-only.
+pub fn on_read_only_mount(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    // SAFETY: buf is plain data filled by the kernel.
+    let mut buf: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open and buf a valid out-pointer.
+    check(unsafe { libc::fstatvfs(fd.as_raw_fd(), &mut buf) })?;
+    Ok(buf.f_flag & libc::ST_RDONLY != 0)
+}
+
 /// Free blocks available to unprivileged users on the filesystem holding `path`.
 pub fn statfs_available(path: &CStr) -> io::Result<u64> {
     // SAFETY: buf is plain data filled by the kernel.

@@ -35,7 +35,7 @@ pub use fd::{
 };
 pub use fs::{
     RESOLVE_BENEATH, RESOLVE_IN_ROOT, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, fchdir, fchown,
-    fchownat, fstat, mkdirat, openat, openat2, statfs_available, symlinkat,
+    fchownat, fstat, mkdirat, on_read_only_mount, openat, openat2, statfs_available, symlinkat,
 };
 pub use landlock::landlock_abi_version;
 pub use mount::{

@@ -19,7 +19,7 @@ pub(super) const MAGIC: &[u8] = b"\x7fELF";
 /// The loaders programs are linked against for the architectures Linux runs
 /// (glibc's and musl's): a program naming one of them runs the system's loader,
 /// which the record does not repeat on every line.
-const SYSTEM_LOADERS: &[&[u8]] = &[
+pub(super) const SYSTEM_LOADERS: &[&[u8]] = &[
     b"/lib64/ld-linux-x86-64.so.2",
     b"/lib/ld-linux.so.2",
     b"/libx32/ld-linux-x32.so.2",

@@ -198,7 +198,7 @@ impl Unread {
         match self {
             Unread::NoDescriptor => super::OUT_OF_DESCRIPTORS,
             Unread::Unreadable => {
-                "Vectra Guard cannot read the file to name what it starts (an execute-only file, or one held by a lease): give its owner read permission"
+                "Vectra Guard cannot read the file to name what it starts (an execute-only file, or one held by a lease): give it read permission"
             }
             Unread::NoCwd => {
                 "its #! line names its interpreter relative to a working directory that cannot be named from the sandbox's root (deeper than PATH_MAX, or removed)"
@@ -256,6 +256,64 @@ impl Readers {
     }
 }
 
+/// Which of the system's loaders ([`elf::SYSTEM_LOADERS`]) the sandbox cannot have
+/// changed, found at its first exec (before anything of the sandbox's ran): a
+/// program naming one of them runs the system's loader, which its line does not
+/// repeat. Any other is named (session-21 red team: in an `--image` run, whose root
+/// is a writable layer, a loader copied over the system's ran unnamed).
+pub(super) enum SystemLoaders {
+    /// The sandbox's root is read-only (the native sandbox's): a system loader path
+    /// that resolves onto a read-only mount cannot change (checked once a path).
+    Fixed(HashMap<Vec<u8>, bool>),
+    /// The root can be written (an image's layer): each system loader path by the
+    /// file it named at the first exec; one replaced since is named.
+    AsFound(HashMap<Vec<u8>, (u64, u64, (i64, i64))>),
+}
+
+impl SystemLoaders {
+    /// What the sandbox with root directory `root` has, before its first exec.
+    pub(super) fn new(root: BorrowedFd<'_>) -> Self {
+        if sys::on_read_only_mount(root).unwrap_or(false) {
+            return Self::Fixed(HashMap::new());
+        }
+        Self::AsFound(
+            elf::SYSTEM_LOADERS
+                .iter()
+                .filter_map(|path| Some((path.to_vec(), identity_in(root, path)?)))
+                .collect(),
+        )
+    }
+
+    /// Whether a program naming `loader` runs the system's loader, as the sandbox
+    /// (`root`) found it.
+    fn trusted(&mut self, root: Option<BorrowedFd<'_>>, loader: &[u8]) -> bool {
+        if !elf::is_system_loader(loader) {
+            return false;
+        }
+        let Some(root) = root else {
+            // Nothing can be looked up inside: by its name.
+            return true;
+        };
+        match self {
+            Self::Fixed(checked) => *checked.entry(loader.to_vec()).or_insert_with(|| {
+                open_path_in(root, b"/", loader)
+                    .and_then(|fd| sys::on_read_only_mount(fd.as_fd()))
+                    .unwrap_or(false)
+            }),
+            Self::AsFound(found) => found
+                .get(loader)
+                .is_some_and(|then| identity_in(root, loader).as_ref() == Some(then)),
+        }
+    }
+}
+
+/// Device, inode and change time of the file `path` names inside the sandbox.
+fn identity_in(root: BorrowedFd<'_>, path: &[u8]) -> Option<(u64, u64, (i64, i64))> {
+    let fd = open_path_in(root, b"/", path).ok()?;
+    let st = sys::fstat(fd.as_fd()).ok()?;
+    Some((st.st_dev, st.st_ino, (st.st_ctime, st.st_ctime_nsec)))
+}
+
 /// A descriptor to read the file `fd` (`O_PATH`) is open on, never blocking, never a
 /// terminal: through `/proc/self/fd`, since an `O_PATH` descriptor cannot be read.
 fn reader_of(fd: BorrowedFd<'_>) -> std::io::Result<std::fs::File> {
@@ -308,10 +366,10 @@ const HEAD_BYTES: usize = 1024;
 
 /// What the kernel starts for the file `opened` (`O_PATH`) is open on, before or in
 /// place of that file's own code: for a `#!` script, the last interpreter of its
-/// chain, as the chain's last `#!` line names it (an interpreter that is itself a
-/// script is looked up as [`last_interpreter`] says); for an ELF program, its loader (`PT_INTERP`) when that is not the
-/// system's ([`elf::is_system_loader`]). Only files the kernel could execute are
-/// read ([`head_of`]).
+/// chain, as the chain's last `#!` line names it (each looked up as
+/// [`last_interpreter`] says); for an ELF program, its loader (`PT_INTERP`) when that
+/// is not the system's as the sandbox found it ([`SystemLoaders`]). Only files the
+/// kernel could execute are read ([`head_of`]).
 ///
 /// This is the recorder's reading, done for every exec while it waits, so it is kept
 /// to one read of the file's head for most programs, through a descriptor kept in
@@ -321,23 +379,43 @@ pub(super) fn interpreter_of(
     host_pid: libc::pid_t,
     root: Option<BorrowedFd<'_>>,
     opened: BorrowedFd<'_>,
-    readers: &mut Readers,
+    kept: &mut Kept,
     closing: &mut Vec<OwnedFd>,
 ) -> Result<Option<Vec<u8>>, Unread> {
     let Some(st) = executable(opened)? else {
         return Ok(None);
     };
-    let file = readers.reader(opened, &st)?;
+    let file = kept.readers.reader(opened, &st)?;
     let head = read_head(file, HEAD_BYTES).ok_or(Unread::Unreadable)?;
     Ok(match shebang(&head) {
-        Some((first, _)) => Some(last_interpreter(host_pid, root, first, closing)?),
-        None => own_loader(file, &head),
+        Some((first, _)) => Some(last_interpreter(
+            host_pid,
+            root,
+            first,
+            &mut kept.loaders,
+            closing,
+        )?),
+        None => own_loader(file, &head, root, &mut kept.loaders),
     })
 }
 
+/// What the tracer keeps from one exec to the next to read them.
+#[derive(Default)]
+pub(super) struct Kept {
+    pub readers: Readers,
+    /// Set at the sandbox's first exec ([`SystemLoaders::new`]); until then (and
+    /// where the sandbox's root cannot be reached) loaders are trusted by name.
+    pub loaders: Option<SystemLoaders>,
+}
+
 /// The loader an ELF program `file` (whose first bytes are `head`) names, when it is
-/// not the system's.
-fn own_loader(file: &std::fs::File, head: &[u8]) -> Option<Vec<u8>> {
+/// not the system's as the sandbox found it.
+fn own_loader(
+    file: &std::fs::File,
+    head: &[u8],
+    root: Option<BorrowedFd<'_>>,
+    loaders: &mut Option<SystemLoaders>,
+) -> Option<Vec<u8>> {
     use std::os::unix::fs::FileExt;
     let read_at = |offset: u64, len: usize| {
         let mut buf = vec![0; len];
@@ -347,19 +425,24 @@ fn own_loader(file: &std::fs::File, head: &[u8]) -> Option<Vec<u8>> {
     };
     elf::loaders(head, read_at)
         .into_iter()
-        .find(|loader| !elf::is_system_loader(loader))
+        .find(|loader| match loaders {
+            Some(loaders) => !loaders.trusted(root, loader),
+            None => !elf::is_system_loader(loader),
+        })
 }
 
 /// The last interpreter of a `#!` chain whose first is `interpreter`, as the kernel
 /// finds each: from `root`, a relative name from the working directory of the
-/// exec'ing process `host_pid` (by the name that reaches it from `root`), a descriptor link
-/// (`/proc/self/fd/N`, `/dev/fd/N`) as that process resolves it
-/// (then named by its file), up to the kernel's depth. One that is not there fails
-/// the exec ([`Unread::Missing`]); one that is no script ends the chain.
+/// exec'ing process `host_pid` (by the name that reaches it from `root`), a
+/// descriptor link (`/proc/self/fd/N`, `/dev/fd/N`) as that process resolves it
+/// (then named by its file), up to the kernel's depth; or the loader of the program
+/// that ends the chain, when it is not the system's. One that is not there fails the
+/// exec ([`Unread::Missing`]).
 fn last_interpreter(
     host_pid: libc::pid_t,
     root: Option<BorrowedFd<'_>>,
     mut interpreter: Vec<u8>,
+    loaders: &mut Option<SystemLoaders>,
     closing: &mut Vec<OwnedFd>,
 ) -> Result<Vec<u8>, Unread> {
     let Some(root) = root else {
@@ -410,7 +493,10 @@ fn last_interpreter(
         // The program that finally runs: its own loader, not the system's, starts
         // first (session-21 red team: `#!/tmp/python3`, a copy with a loader of
         // its own).
-        let loader = next.is_none().then(|| own_loader(&file, &head)).flatten();
+        let loader = next
+            .is_none()
+            .then(|| own_loader(&file, &head, Some(root), loaders))
+            .flatten();
         closing.push(OwnedFd::from(file));
         match (next, loader) {
             (Some((next, _)), _) => interpreter = next,
@@ -617,13 +703,13 @@ mod tests {
             )
         };
         let pid = libc::pid_t::try_from(std::process::id()).unwrap();
-        let readers = std::cell::RefCell::new(Readers::default());
+        let kept = std::cell::RefCell::new(Kept::default());
         let of = |path: &std::path::Path| {
             interpreter_of(
                 pid,
                 Some(root.as_fd()),
                 opened(path).as_fd(),
-                &mut readers.borrow_mut(),
+                &mut kept.borrow_mut(),
                 &mut Vec::new(),
             )
         };
@@ -639,7 +725,7 @@ mod tests {
                 pid,
                 None,
                 opened(&dir.join("outer")).as_fd(),
-                &mut Readers::default(),
+                &mut Kept::default(),
                 &mut Vec::new()
             ),
             Ok(Some(inner.as_os_str().as_encoded_bytes().to_vec()))
@@ -650,12 +736,16 @@ mod tests {
         assert_eq!(of(std::path::Path::new("/dev/null")), Ok(None));
         // A file read again through its kept descriptor is read as it is now:
         // rewritten in place, it names its new interpreter.
-        let kept = readers.borrow().files.len();
+        let held = kept.borrow().readers.files.len();
         write_mode(&inner, "#!/bin/true\n", 0o755);
         assert_eq!(of(&dir.join("outer")), Ok(Some(b"/bin/true".to_vec())));
         write_mode(&dir.join("outer"), "#!/bin/sh\n", 0o711);
         assert_eq!(of(&dir.join("outer")), Ok(Some(b"/bin/sh".to_vec())));
-        assert_eq!(readers.borrow().files.len(), kept, "no descriptor more");
+        assert_eq!(
+            kept.borrow().readers.files.len(),
+            held,
+            "no descriptor more"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
