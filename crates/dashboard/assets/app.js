@@ -496,7 +496,8 @@ async function sessionPage(id) {
       el("td", { class: "mono muted", text: String(x.ppid) }),
       el("td", { class: "cmd" }, el("span", { class: "tree-indent", text: d ? "  ".repeat(d - 1) + "└ " : "" }),
         el("span", { class: "argv", text: x.command || x.argv.join(" ") }),
-        // A #! script: the program its line started, which the argv does not show.
+        // What the kernel started first (a #! script's interpreter, a program's own
+        // loader), which the argv does not show.
         ...(x.interp ? [el("span", { class: "interp muted", text: " (runs " + x.interp + ")" })] : [])),
       el("td", { class: "mono muted", text: x.cwd }),
       exitCell(x.exit));

@@ -19,8 +19,8 @@ pub struct Exec {
     pub command: String,
     pub cwd: String,
     pub exe: Option<String>,
-    /// What a `#!` script's exec started (its last interpreter), or a program's
-    /// loader that is not the system's, quoted for a shell.
+    /// What the kernel started first (a `#!` script's last interpreter, or a
+    /// program's loader that is not the system's), quoted for a shell.
     pub interp: Option<String>,
     /// RFC 3339, UTC.
     pub time: String,

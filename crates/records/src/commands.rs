@@ -17,7 +17,8 @@ pub struct ExecLine {
     pub cwd: Vec<u8>,
     /// The file executed, when recorded.
     pub exe: Option<Vec<u8>>,
-    /// The program a `#!` script's exec started, when recorded.
+    /// What the kernel started first in place of the file's own code (a script's
+    /// interpreter, a program's own loader), when recorded.
     pub interp: Option<Vec<u8>>,
     /// Present when the exit was known as the exec was recorded.
     pub exit: Option<CommandExit>,

@@ -26,10 +26,11 @@
 //! ```
 //!
 //! e.g. `2025-12-19T10:10:53.123Z exec pid=42 ppid=1 cwd=/work exe=/usr/bin/grep -- grep -r 'a b' .`.
-//! `exe` is the file passed to execve; argv[0] is whatever the caller chose. When
-//! that file is a `#!` script, `interp` names the program the kernel started for it
-//! (the last interpreter of a chain) as the `#!` line names it: `#!/tmp/x` runs
-//! `/tmp/x`, which the line says, whatever the script's name.
+//! `exe` is the file passed to execve; argv[0] is whatever the caller chose. `interp`
+//! names what the kernel started first in place of that file's own code: for a `#!`
+//! script, the last interpreter of its chain as the `#!` line names it (`#!/tmp/x`
+//! runs `/tmp/x`, which the line says, whatever the script's name); for an ELF
+//! program whose loader is not the system's, that loader.
 //! The exit status of a command usually comes later, as its own `exit` line
 //! naming the pid (the file is append-only). Quoting follows [`crate::quote`],
 //! so the part after ` -- ` pastes back into a shell.
@@ -158,8 +159,8 @@ pub struct CommandRecord {
     pub cwd: PathBuf,
     /// The file executed, as passed to execve (argv[0] can say anything).
     pub exe: Option<PathBuf>,
-    /// When that file is a `#!` script: the program the kernel started for it (the
-    /// last interpreter of a chain), as its `#!` line names it.
+    /// What the kernel started first in place of that file's own code: a `#!`
+    /// script's last interpreter, or an ELF program's loader that is not the system's.
     pub interp: Option<PathBuf>,
     pub argv: Vec<OsString>,
     /// Known only when the exec is recorded after the fact.
@@ -191,7 +192,7 @@ impl CommandRecord {
         self
     }
 
-    /// The same record naming the program a `#!` script's exec started.
+    /// The same record naming what the kernel started first (see `interp`).
     pub fn with_interp(mut self, interp: impl Into<PathBuf>) -> Self {
         self.interp = Some(interp.into());
         self

@@ -296,8 +296,8 @@ pub fn learned(
 
 /// Every program `commands.log` names, by absolute path (a relative one joined to
 /// the exec's working directory), as a program and as a file read: each exec's file,
-/// and the interpreter the kernel started for a `#!` script (which the profile must
-/// let run as well).
+/// and what the kernel started first for it (`interp=`: a script's interpreter, a
+/// program's own loader), which the profile must let run as well.
 fn programs(dir: &Path, observations: &mut vg_learn::Observations) {
     use std::os::unix::ffi::OsStrExt;
     let path = vg_records::layout::file_path(dir, vg_records::layout::RecordFile::Commands);
@@ -313,8 +313,8 @@ fn programs(dir: &Path, observations: &mut vg_learn::Observations) {
             continue;
         };
         let exe = exec.exe.as_deref().or(exec.argv.first().map(Vec::as_slice));
-        // The kernel opens an interpreter named without a slash from the working
-        // directory, never from PATH.
+        // The kernel opens an interpreter or loader named without a slash from the
+        // working directory, never from PATH.
         let programs = [(exe, false), (exec.interp.as_deref(), true)];
         for (program, from_cwd) in programs {
             let Some(program) = program else {
