@@ -16,10 +16,34 @@ const SS: (&str, &str) = ("/usr/bin/ss", "iproute2");
 const FULL_GRANTS: usize = 16;
 const PAST_FULL: usize = 8;
 
-/// What the host's kernel holds (`r`) and may hold (`rb`) for each of the mediator's
-/// sockets to `port`, as `ss` shows them.
-fn host_sockets(port: u16) -> Vec<(u64, u64)> {
-    host_skmem(port, "r", "rb")
+/// The `skmem` fields a download is sampled by: what the host's kernel holds (`r`)
+/// and may hold (`rb`) for each of the mediator's sockets; an upload's, queued (`w`)
+/// and the send buffer (`tb`).
+const RECEIVED: (&str, &str) = ("r", "rb");
+const QUEUED: (&str, &str) = ("w", "tb");
+
+/// A sandbox that may reach `web.test` (the host's loopback) on `port` only, running
+/// the Python `script`, recorded in `home`.
+fn web_test_sandbox(
+    runner: Runner,
+    ws: &Workspace,
+    home: &RecordsHome,
+    port: u16,
+    script: &str,
+) -> Vg {
+    let mut vg = Vg::sandbox(
+        runner,
+        ws,
+        &[
+            "--add-host",
+            "web.test:127.0.0.1",
+            "--allow",
+            &format!("web.test:{port}"),
+        ],
+        &[PYTHON, "-c", script],
+    );
+    vg.records_home(home);
+    vg
 }
 
 /// `net.core.rmem_max`, as the supervisor will read it (hold
@@ -39,17 +63,18 @@ fn full_fixed(runner: Runner, rmem_max: u64) -> bool {
 }
 
 /// Runs `vg` (a sandbox that fills `n` connections to `port`, prints "stalled" and
-/// waits) while sampling them with [`fullest`]: its output, the sockets when they
-/// held the most, that total, and their limits, smallest first. Every one of the `n`
-/// (`what`s) must have been seen.
+/// waits) while sampling their `fields` `samples` times with [`fullest`]: its output,
+/// the sockets when they held the most, that total, and their limits, smallest first.
+/// Every one of the `n` (`what`s) must have been seen.
 fn stalled(
     vg: Vg,
     port: u16,
     n: usize,
     what: &str,
+    (fields, samples): ((&str, &str), usize),
 ) -> (super::harness::Output, Vec<(u64, u64)>, u64, Vec<u64>) {
     let running = vg.spawn();
-    let (worst, worst_total) = fullest(port);
+    let (worst, worst_total) = fullest(port, fields, samples);
     let out = running.finish(Duration::from_secs(60));
     out.assert_success();
     assert!(out.stdout.contains("stalled"), "{out}");
@@ -58,19 +83,20 @@ fn stalled(
         n,
         "not every {what} was seen: {worst:?}\n{out}"
     );
-    let mut limits: Vec<u64> = worst.iter().map(|&(_, rb)| rb).collect();
+    let mut limits: Vec<u64> = worst.iter().map(|&(_, limit)| limit).collect();
     limits.sort_unstable();
     (out, worst, worst_total, limits)
 }
 
-/// For 9 s, `ss` every 100 ms: the mediator's or inspector's sockets to `port` when
-/// together they held the most, and that total.
-fn fullest(port: u16) -> (Vec<(u64, u64)>, u64) {
+/// `samples` times, every 100 ms, `ss`'s `(held, limit)` fields of the mediator's or
+/// inspector's sockets to `port`: those sockets when together they held the most, and
+/// that total.
+fn fullest(port: u16, (held, limit): (&str, &str), samples: usize) -> (Vec<(u64, u64)>, u64) {
     let mut worst: Vec<(u64, u64)> = Vec::new();
     let mut worst_total = 0;
-    for _ in 0..90 {
+    for _ in 0..samples {
         std::thread::sleep(Duration::from_millis(100));
-        let seen = host_sockets(port);
+        let seen = host_skmem(port, held, limit);
         let total: u64 = seen.iter().map(|(r, _)| r).sum();
         if total >= worst_total {
             worst_total = total;
@@ -155,19 +181,8 @@ print("stalled", flush=True)
 time.sleep(7)
 "#
     ));
-    let mut vg = Vg::sandbox(
-        runner,
-        &ws,
-        &[
-            "--add-host",
-            "web.test:127.0.0.1",
-            "--allow",
-            &format!("web.test:{p}"),
-        ],
-        &[PYTHON, "-c", &script],
-    );
-    vg.records_home(&home);
-    let (out, worst, worst_total, limits) = stalled(vg, p, n, "connection");
+    let vg = web_test_sandbox(runner, &ws, &home, p, &script);
+    let (out, worst, worst_total, limits) = stalled(vg, p, n, "connection", (RECEIVED, 90));
     // Full grants: 8 MiB each at most; small ones: far less. What a socket holds may
     // pass its limit by the last packet it took in.
     let full: u64 = 8 << 20;
@@ -257,41 +272,8 @@ print("stalled", flush=True)
 time.sleep(5)
 "#
         ));
-        let mut vg = Vg::sandbox(
-            runner,
-            &ws,
-            &[
-                "--add-host",
-                "web.test:127.0.0.1",
-                "--allow",
-                &format!("web.test:{p}"),
-            ],
-            &[PYTHON, "-c", &script],
-        );
-        vg.records_home(&home);
-        let running = vg.spawn();
-        let mut worst: Vec<(u64, u64)> = Vec::new();
-        let mut worst_total = 0;
-        for _ in 0..70 {
-            std::thread::sleep(Duration::from_millis(100));
-            // Queued (w) and the send buffer (tb).
-            let seen = host_skmem(p, "w", "tb");
-            let total: u64 = seen.iter().map(|(w, _)| w).sum();
-            if total >= worst_total {
-                worst_total = total;
-                worst = seen;
-            }
-        }
-        let out = running.finish(Duration::from_secs(60));
-        out.assert_success();
-        assert!(out.stdout.contains("stalled"), "{out}");
-        assert_eq!(
-            worst.len(),
-            n,
-            "not every connection was seen: {worst:?}\n{out}"
-        );
-        let mut limits: Vec<u64> = worst.iter().map(|&(_, tb)| tb).collect();
-        limits.sort_unstable();
+        let vg = web_test_sandbox(runner, &ws, &home, p, &script);
+        let (out, _, worst_total, limits) = stalled(vg, p, n, "connection", (QUEUED, 70));
         let small: u64 = 1 << 20;
         for &limit in &limits[..PAST_FULL] {
             assert!(
@@ -373,7 +355,8 @@ time.sleep(7)
             &[PYTHON, "-c", &script],
         );
         vg.records_home(&home);
-        let (out, worst, worst_total, limits) = stalled(vg, p, n, "upstream connection");
+        let (out, worst, worst_total, limits) =
+            stalled(vg, p, n, "upstream connection", (RECEIVED, 90));
         // Fixed, not autotuned: the kernel shows twice what was asked, the small one
         // capped by rmem_max. (Through inspection this client reads too slowly for
         // autotuning to pass a few MiB here, so the fixed sizes are what is checked;
