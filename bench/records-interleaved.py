@@ -5,7 +5,8 @@ shuffled each round, so that load changing during a sitting lands on every comma
 (hyperfine runs one command's rounds in a row, which a shared machine's load skews).
 
 Usage: VG_BASELINE=/path/to/older/vectraguard bench/records-interleaved.py [ROUNDS]
-Run as root (the workspace is given to nobody, as in bench/records.sh). VG_BIN overrides
+Run as root (the workspace is given to nobody, as in bench/records.sh); root's runs
+also measure the BPF exec recorder (VECTRAGUARD_EXEC_TRACE=bpf). VG_BIN overrides
 this build's path (default target/release/vectraguard). Prints medians, each build's
 overhead of recording (median of recorded / median of --no-record) and the median of
 the per-round ratios (each round's recorded run against the same round's --no-record)."""
@@ -32,6 +33,10 @@ cmds = {}
 for name, vg in builds.items():
     cmds[(name, "recorded")] = run(vg)
     cmds[(name, "no-record")] = run(vg, "--no-record")
+# As root, this build's BPF exec recorder (exec_trace = "bpf") too: that row runs with
+# VECTRAGUARD_EXEC_TRACE=bpf, every other with =seccomp.
+if os.getuid() == 0:
+    cmds[("this build", "recorded, bpf recorder")] = run(new)
 times = {k: [] for k in cmds}
 try:
     for r in range(rounds + 1):  # one round of warm-up
@@ -39,7 +44,8 @@ try:
         random.shuffle(order)
         for k in order:
             t0 = time.perf_counter()
-            subprocess.run(cmds[k], cwd=ws, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            env = dict(os.environ, VECTRAGUARD_EXEC_TRACE="bpf" if "bpf" in k[1] else "seccomp")
+            subprocess.run(cmds[k], cwd=ws, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
             if r >= 1:
                 times[k].append(time.perf_counter() - t0)
         # Each round's records go, so that the folder does not grow across rounds.
@@ -53,6 +59,12 @@ for name in builds:
     mr, mp = statistics.median(rec), statistics.median(plain)
     paired = statistics.median(a / b for a, b in zip(rec, plain))
     print(f"  {name:10s} recorded {mr:6.3f} s, --no-record {mp:6.3f} s: "
+          f"overhead {100 * (mr / mp - 1):+5.1f} % (per round: {100 * (paired - 1):+5.1f} %)")
+if ("this build", "recorded, bpf recorder") in times:
+    rec, plain = times[("this build", "recorded, bpf recorder")], times[("this build", "no-record")]
+    mr, mp = statistics.median(rec), statistics.median(plain)
+    paired = statistics.median(a / b for a, b in zip(rec, plain))
+    print(f"  this build, bpf recorder: recorded {mr:6.3f} s: "
           f"overhead {100 * (mr / mp - 1):+5.1f} % (per round: {100 * (paired - 1):+5.1f} %)")
 if base:
     for kind in ("recorded", "no-record"):

@@ -33,6 +33,11 @@ cmds = {
     "no-record, no cgroup": run(new, "--no-record", "--memory", "unlimited"),
     "bwrap": "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent --new-session /bin/true".split(),
 }
+# As root, the BPF exec recorder (exec_trace = "bpf") too; its row's command runs
+# with VECTRAGUARD_EXEC_TRACE=bpf, every other with =seccomp.
+bpf = os.getuid() == 0
+if bpf:
+    cmds["recorded, bpf recorder"] = run(new)
 if base:
     cmds["baseline recorded"] = run(base)
     cmds["baseline no-record"] = run(base, "--no-record")
@@ -44,7 +49,8 @@ try:
         random.shuffle(order)
         for k in order:
             t0 = time.perf_counter()
-            subprocess.run(cmds[k], cwd=ws, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            env = dict(os.environ, VECTRAGUARD_EXEC_TRACE="bpf" if "bpf" in k else "seccomp")
+            subprocess.run(cmds[k], cwd=ws, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
             if r >= 3:
                 times[k].append((time.perf_counter() - t0) * 1e3)
 finally:

@@ -4,8 +4,8 @@
 //! `exectrace/exec.bpf.c`, compiled by `build.rs` with clang when it is installed,
 //! is loaded here with `aya` and attached to the `sched_process_exec` and
 //! `sched_process_exit` raw trace points (no tracefs needed). It keeps only the
-//! tasks of the sandbox's pid namespace (or of one nested in it), written into
-//! [`ExecRecorder::watch_namespace_of`] between init's clone and its go, so nothing of
+//! tasks of recorded sandboxes' pid namespaces (or of ones nested in them), each
+//! added by [`ExecRecorder::watch_namespace_of`] between init's clone and its go, so nothing of
 //! the sandbox's runs before. Each exec is read after it has succeeded, from the
 //! kernel's own copies: the path given to `execve` (`bprm->filename`), the argv in
 //! the new program's memory, the working directory walked up to the task's root
@@ -13,10 +13,11 @@
 //! that cannot be put in the ring buffer is killed before its first instruction
 //! and counted ([`TraceEvent::Refused`]); no exec runs unrecorded.
 //!
-//! The programs, the maps and the attachments are this process's descriptors:
-//! dropped with the [`ExecRecorder`] (the session's end), and closed by the kernel
-//! when the supervisor dies, even by `SIGKILL`. Several sessions each load their
-//! own, filtering on their own namespace.
+//! The programs are loaded once per boot and pinned in a bpf file system of our
+//! own (`exectrace/loaded.rs`): a session's start only makes its ring buffer and
+//! adds it and its namespace, keyed by the namespace's id, to the pinned maps; its
+//! end removes them, and the entries of a supervisor that died without removing
+//! its own are swept by the next session's start.
 //!
 //! What differs from seccomp notification (`trace.rs`), by construction:
 //! - an exec the kernel fails (no such file, not executable) ran nothing and is not
@@ -42,12 +43,7 @@ const KIND_EXIT: u32 = 2;
 const PATH_CAP: usize = 4096;
 const CWD_CAP: usize = 4096 + 256;
 /// `struct exec_event`'s layout (`exec.bpf.c`): the header, then fixed regions.
-const HEADER: usize = 56;
-const PATH_AT: usize = HEADER;
-const INTERP_AT: usize = PATH_AT + PATH_CAP;
-const CWD_AT: usize = INTERP_AT + PATH_CAP;
-const FILE_AT: usize = CWD_AT + CWD_CAP;
-const ARGV_AT: usize = FILE_AT + CWD_CAP;
+const HEADER: usize = 64;
 /// The path goes through a descriptor (`/dev/fd/N`, `/proc/...`): the program is
 /// named by its file's own path.
 const FLAG_VIA_FD: u32 = 1;
@@ -114,6 +110,16 @@ fn region(b: &[u8], at: usize, len: u32, cap: usize) -> Option<&[u8]> {
     b.get(at..at + len)
 }
 
+/// The session a ring buffer record belongs to (its pid namespace's id): a ring
+/// can hold what an earlier session wrote last (`exectrace/loaded.rs`).
+pub fn session_of(b: &[u8]) -> Option<u64> {
+    match u32_at(b, 0)? {
+        KIND_EXEC => u64_at(b, 56),
+        KIND_EXIT => u64_at(b, 16),
+        _ => None,
+    }
+}
+
 /// One ring buffer record as an event; `None` for a malformed one (never from
 /// our program: the supervisor then says the record is incomplete).
 pub fn decode(b: &[u8]) -> Option<Decoded> {
@@ -135,9 +141,19 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
     let pid = i32_at(b, 8)?;
     let ppid = i32_at(b, 12)?;
     let host_pid = u32_at(b, 16)?;
-    let given = region(b, PATH_AT, u32_at(b, 20)?, PATH_CAP)?;
-    let cwd = path_from_names(region(b, CWD_AT, u32_at(b, 24)?, CWD_CAP)?, flags);
-    let file = region(b, FILE_AT, u32_at(b, 44)?, CWD_CAP)?;
+    // The regions follow the header one after another, each as long as its
+    // length says: path, interp, cwd, file, argv.
+    let mut at = HEADER;
+    let mut next = |len: u32, cap: usize| {
+        let r = region(b, at, len, cap);
+        at += r.map_or(0, <[u8]>::len);
+        r
+    };
+    let given = next(u32_at(b, 20)?, PATH_CAP)?;
+    let interp = next(u32_at(b, 40)?, PATH_CAP)?;
+    let cwd = path_from_names(next(u32_at(b, 24)?, CWD_CAP)?, flags);
+    let file = next(u32_at(b, 44)?, CWD_CAP)?;
+    let raw = next(u32_at(b, 28)?, ARGV_CAP)?;
     // A path through a descriptor (execveat's `/dev/fd/N`, a `/proc` link) names
     // the file by its own path, as seccomp notification does; and so does a file
     // that no path names any more (a memfd or a deleted file reached through a
@@ -153,9 +169,7 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
             .into_os_string()
             .into_vec()
     };
-    let raw = region(b, ARGV_AT, u32_at(b, 28)?, ARGV_CAP)?;
     let full = u64_at(b, 32)?;
-    let interp = region(b, INTERP_AT, u32_at(b, 40)?, PATH_CAP)?;
     let argc = u64::from(u32_at(b, 48)?);
     let cut = flags & FLAG_ARGV_CUT != 0 || (raw.len() as u64) < full;
     let (mut argv, truncated) = split_argv(raw, cut);
@@ -297,265 +311,7 @@ pub fn short_verifier_error(error: &str) -> String {
 pub use loaded::ExecRecorder;
 
 #[cfg(vg_exec_bpf)]
-mod loaded {
-    use std::os::fd::BorrowedFd;
-
-    use aya::maps::{Array, MapData, RingBuf};
-    use aya::programs::RawTracePoint;
-
-    use super::{Decoded, decode};
-    use crate::trace::TraceEvent;
-
-    static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/exec.bpf.o"));
-
-    /// The loaded and attached recorder of one sandbox; see the module's comment.
-    pub struct ExecRecorder {
-        // Owns the programs and their links: dropped, they are detached.
-        _ebpf: aya::Ebpf,
-        ring: RingBuf<MapData>,
-        config: Array<MapData, u64>,
-        lost: Array<MapData, u64>,
-        reported: [u64; 3],
-        /// The sandbox's pid namespace, held open while the programs match its
-        /// inode number: a freed namespace's number is given to the next one made
-        /// (the lowest free), whose execs would otherwise be recorded here.
-        namespace: Option<std::fs::File>,
-    }
-
-    impl std::fmt::Debug for ExecRecorder {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("ExecRecorder")
-        }
-    }
-
-    impl ExecRecorder {
-        /// Loads and attaches the programs, matching no task yet. Needs
-        /// `CAP_BPF` and `CAP_PERFMON` (root) and the kernel's BTF.
-        ///
-        /// Raw trace points, attached by name: unlike BTF trace points they need
-        /// no second read of the kernel's BTF here (`EbpfLoader::new` reads it
-        /// for the relocations), which a session's start would wait for.
-        pub fn load() -> Result<Self, String> {
-            let realtime = std::fs::read_to_string("/sys/kernel/realtime").ok();
-            if let Some(why) = super::unsafe_kernel(realtime.as_deref()) {
-                return Err(why.to_owned());
-            }
-            std::fs::metadata("/sys/kernel/btf/vmlinux").map_err(|e| {
-                format!("the kernel's BTF (/sys/kernel/btf/vmlinux) cannot be read: {e}")
-            })?;
-            let cpus = aya::util::nr_cpus()
-                .ok()
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or("cannot count this machine's possible CPUs")?;
-            let mut ebpf = aya::EbpfLoader::new()
-                // The verifier's log, on by default, costs each session's start
-                // milliseconds; a refusal still gives the kernel's error.
-                .verifier_log_level(aya::VerifierLogLevel::DISABLE)
-                .set_max_entries("SCRATCH", cpus)
-                .load(OBJECT)
-                .map_err(|e| format!("cannot load the exec recorder: {e}"))?;
-            for (name, point) in [
-                ("record_exec", "sched_process_exec"),
-                ("record_exit", "sched_process_exit"),
-            ] {
-                let program: &mut RawTracePoint = ebpf
-                    .program_mut(name)
-                    .ok_or_else(|| format!("the exec recorder has no program {name}"))?
-                    .try_into()
-                    .map_err(|e| format!("{name}: {e}"))?;
-                program.load().map_err(|e| {
-                    format!(
-                        "the kernel refused the exec recorder's {name}: {}",
-                        super::short_verifier_error(&e.to_string())
-                    )
-                })?;
-                program
-                    .attach(point)
-                    .map_err(|e| format!("cannot attach the exec recorder to {point}: {e}"))?;
-            }
-            let mut take = |name: &str| {
-                ebpf.take_map(name)
-                    .ok_or_else(|| format!("the exec recorder has no map {name}"))
-            };
-            let ring = RingBuf::try_from(take("EVENTS")?).map_err(|e| e.to_string())?;
-            let config = Array::try_from(take("CONFIG")?).map_err(|e| e.to_string())?;
-            let lost = Array::try_from(take("LOST")?).map_err(|e| e.to_string())?;
-            Ok(Self {
-                _ebpf: ebpf,
-                ring,
-                config,
-                lost,
-                reported: [0; 3],
-                namespace: None,
-            })
-        }
-
-        /// From now on, record the tasks of process `pid`'s pid namespace (init's,
-        /// before its go) and of the namespaces nested in it. The namespace is held
-        /// open until the recorder is dropped, so that its inode number, which the
-        /// programs match, cannot be given to another namespace meanwhile.
-        pub fn watch_namespace_of(&mut self, pid: libc::pid_t) -> Result<(), String> {
-            let (namespace, inum, level) = pid_namespace(pid)?;
-            self.config
-                .set(0, u64::from(inum) | (u64::from(level) << 32), 0)
-                .map_err(|e| format!("cannot configure the exec recorder: {e}"))?;
-            self.namespace = Some(namespace);
-            Ok(())
-        }
-
-        /// The ring buffer's descriptor, readable when events wait.
-        pub fn fd(&self) -> BorrowedFd<'_> {
-            crate::sys::borrow_fd(&self.ring)
-        }
-
-        /// Hands every waiting event to `on_event`, then what was lost; returns
-        /// how many events there were.
-        pub fn drain(&mut self, mut on_event: impl FnMut(Decoded)) -> usize {
-            let mut count = 0;
-            while let Some(item) = self.ring.next() {
-                count += 1;
-                match decode(&item) {
-                    Some(decoded) => on_event(decoded),
-                    None => on_event(Decoded {
-                        host_pid: 0,
-                        event: TraceEvent::Refused {
-                            host_pid: 0,
-                            reason: "the exec recorder sent a record this program cannot read"
-                                .into(),
-                        },
-                    }),
-                }
-            }
-            for (which, what) in [
-                (
-                    0u32,
-                    "programs were killed at their exec: the exec recorder's ring buffer was full or their exec could not be read",
-                ),
-                (
-                    1,
-                    "exits were not recorded: the exec recorder's ring buffer was full",
-                ),
-                (
-                    2,
-                    "programs that had to be killed at their exec ran unrecorded: the kernel refused the exec recorder's kill",
-                ),
-            ] {
-                let Ok(now) = self.lost.get(&which, 0) else {
-                    continue;
-                };
-                let slot = &mut self.reported[which as usize];
-                if now > *slot {
-                    let n = now - *slot;
-                    *slot = now;
-                    on_event(Decoded {
-                        host_pid: 0,
-                        event: TraceEvent::Refused {
-                            host_pid: 0,
-                            reason: format!("{n} {what}"),
-                        },
-                    });
-                }
-            }
-            count
-        }
-    }
-
-    /// Process `pid`'s pid namespace, opened, with its inode number and its level (0 for
-    /// the host's).
-    fn pid_namespace(pid: libc::pid_t) -> Result<(std::fs::File, u32, u32), String> {
-        use std::os::unix::fs::MetadataExt;
-        let namespace = std::fs::File::open(format!("/proc/{pid}/ns/pid"))
-            .map_err(|e| format!("cannot open its pid namespace: {e}"))?;
-        let inum = namespace
-            .metadata()
-            .map_err(|e| format!("cannot read its pid namespace: {e}"))?
-            .ino();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .map_err(|e| format!("cannot read its status: {e}"))?;
-        let levels = status
-            .lines()
-            .find_map(|l| l.strip_prefix("NSpid:"))
-            .map(|l| l.split_whitespace().count())
-            .ok_or("its status has no NSpid")?;
-        Ok((
-            namespace,
-            u32::try_from(inum).map_err(|_| "its pid namespace's inode is out of range")?,
-            u32::try_from(levels.saturating_sub(1)).map_err(|_| "too many levels")?,
-        ))
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use std::os::unix::fs::MetadataExt;
-        use std::process::{Child, Command};
-        use std::time::{Duration, Instant};
-
-        /// `unshare --pid --fork sleep`: a process alone in a new pid namespace,
-        /// and that namespace's inode number. The caller kills and waits for it.
-        #[allow(clippy::zombie_processes)]
-        fn alone() -> (Child, libc::pid_t, u64) {
-            let mut unshare = Command::new("unshare")
-                .args(["--pid", "--fork", "--kill-child", "sleep", "60"])
-                .spawn()
-                .expect("unshare (util-linux)");
-            let id = unshare.id();
-            let end = Instant::now() + Duration::from_secs(10);
-            loop {
-                let children = std::fs::read_to_string(format!("/proc/{id}/task/{id}/children"))
-                    .unwrap_or_default();
-                if let Some(pid) = children.split_whitespace().next() {
-                    let pid: libc::pid_t = pid.parse().unwrap();
-                    if let Ok(ns) = std::fs::metadata(format!("/proc/{pid}/ns/pid")) {
-                        return (unshare, pid, ns.ino());
-                    }
-                }
-                if Instant::now() > end {
-                    let _ = unshare.kill();
-                    let _ = unshare.wait();
-                    panic!("unshare started no process in a new pid namespace");
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
-
-        /// The kernel gives a freed namespace's inode number to the next namespace
-        /// made; while a recorder matches that number, the next sandbox's (or any
-        /// container's) execs would be recorded into this one. So the recorder
-        /// keeps its namespace.
-        #[test]
-        fn a_watched_namespace_s_number_goes_to_no_other_while_the_recorder_lives() {
-            // /proc/self belongs to the effective user.
-            assert_eq!(
-                std::fs::metadata("/proc/self").unwrap().uid(),
-                0,
-                "run as root: the BPF exec recorder needs CAP_BPF and CAP_PERFMON"
-            );
-            let mut recorder = super::ExecRecorder::load().expect("the recorder loads");
-            let (mut first, pid, inum) = alone();
-            recorder.watch_namespace_of(pid).unwrap();
-            let _ = first.kill();
-            let _ = first.wait();
-            let end = Instant::now() + Duration::from_secs(10);
-            while std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                assert!(Instant::now() < end, "the namespace's process outlived it");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            // The namespace has no process left. New ones, all alive at once, take
-            // the lowest free numbers; none may take the watched one.
-            let others: Vec<(Child, libc::pid_t, u64)> = (0..48).map(|_| alone()).collect();
-            let reused = others.iter().any(|(_, _, other)| *other == inum);
-            for (mut child, _, _) in others {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-            assert!(
-                !reused,
-                "namespace {inum} was given to another while the recorder matched it"
-            );
-            drop(recorder);
-        }
-    }
-}
+mod loaded;
 
 /// Without clang at build time: never loaded ([`built`] says why).
 #[cfg(not(vg_exec_bpf))]
@@ -591,10 +347,24 @@ mod tests {
         argv: &[u8],
         full: u64,
     ) -> Vec<u8> {
-        let mut b = vec![0u8; ARGV_AT + argv.len()];
+        exec_record_of(0, path, interp, (cwd_names, b""), argv, full)
+    }
+
+    /// A record as `exec.bpf.c` sends it: the header, then the regions one after
+    /// another.
+    fn exec_record_of(
+        flags: u32,
+        path: &[u8],
+        interp: &[u8],
+        (cwd_names, file_names): (&[u8], &[u8]),
+        argv: &[u8],
+        full: u64,
+    ) -> Vec<u8> {
+        let mut b = vec![0u8; HEADER];
         let put =
             |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
         put(&mut b, 0, KIND_EXEC);
+        put(&mut b, 4, flags);
         put(&mut b, 8, 7);
         put(&mut b, 12, 3);
         put(&mut b, 16, 4242);
@@ -603,12 +373,12 @@ mod tests {
         put(&mut b, 28, argv.len() as u32);
         b[32..40].copy_from_slice(&full.to_ne_bytes());
         put(&mut b, 40, interp.len() as u32);
+        put(&mut b, 44, file_names.len() as u32);
         let argc = argv.iter().filter(|&&c| c == 0).count() as u32;
         put(&mut b, 48, argc);
-        b[PATH_AT..PATH_AT + path.len()].copy_from_slice(path);
-        b[INTERP_AT..INTERP_AT + interp.len()].copy_from_slice(interp);
-        b[CWD_AT..CWD_AT + cwd_names.len()].copy_from_slice(cwd_names);
-        b[ARGV_AT..].copy_from_slice(argv);
+        for region in [path, interp, cwd_names, file_names, argv] {
+            b.extend_from_slice(region);
+        }
         b
     }
 
@@ -665,31 +435,29 @@ mod tests {
 
     #[test]
     fn a_path_through_a_descriptor_is_named_by_the_files_own_path() {
-        let mut b = exec_record(b"/dev/fd/3", b"", b"", b"x\0", 2);
-        let names = b"true\0bin\0usr\0";
-        b[FILE_AT..FILE_AT + names.len()].copy_from_slice(names);
-        b[44..48].copy_from_slice(&(names.len() as u32).to_ne_bytes());
+        let names: &[u8] = b"true\0bin\0usr\0";
+        let record = |flags, path: &[u8], cwd: &[u8], file: &[u8]| {
+            exec_record_of(flags, path, b"", (cwd, file), b"x\0", 2)
+        };
         // Walked, but the path does not go through a descriptor: named as given.
+        let b = record(0, b"/dev/fd/3", b"", names);
         assert_eq!(exec_of(&b).3, b"/dev/fd/3");
-        b[4..8].copy_from_slice(&FLAG_VIA_FD.to_ne_bytes());
-        b[FILE_AT..FILE_AT + names.len()].copy_from_slice(names);
-        b[44..48].copy_from_slice(&(names.len() as u32).to_ne_bytes());
+        let b = record(FLAG_VIA_FD, b"/dev/fd/3", b"", names);
         assert_eq!(exec_of(&b).3, b"/usr/bin/true");
         assert_eq!(HEADER % 8, 0);
         // A memfd: one name, of no directory.
-        let names = b"memfd:hidden\0";
-        b[FILE_AT..FILE_AT + names.len()].copy_from_slice(names);
-        b[44..48].copy_from_slice(&(names.len() as u32).to_ne_bytes());
-        b[4..8].copy_from_slice(&(FLAG_DETACHED << FILE_FLAGS).to_ne_bytes());
+        let b = record(
+            FLAG_DETACHED << FILE_FLAGS,
+            b"/dev/fd/3",
+            b"",
+            b"memfd:hidden\0",
+        );
         // Even through a path that is no descriptor's (a symlink to one).
         assert_eq!(exec_of(&b).3, b"/memfd:hidden (deleted)");
         // The cwd's flags are its own.
         assert_eq!(exec_of(&b).2, PathBuf::from("/"));
         // A cwd deeper than the walk goes: its last names, marked.
-        b[4..8].copy_from_slice(&FLAG_DEEP.to_ne_bytes());
-        let names = b"c\0b\0";
-        b[CWD_AT..CWD_AT + names.len()].copy_from_slice(names);
-        b[24..28].copy_from_slice(&(names.len() as u32).to_ne_bytes());
+        let b = record(FLAG_DEEP, b"/dev/fd/3", b"c\0b\0", b"memfd:hidden\0");
         assert_eq!(exec_of(&b).2, PathBuf::from("(deeper)/b/c"));
     }
 
@@ -764,6 +532,18 @@ mod tests {
                 status: ExitStatus::Signal(9)
             }
         );
+        assert_eq!(session_of(&b), None, "no session: the record is short");
+        b.extend_from_slice(&77u64.to_ne_bytes());
+        assert_eq!(session_of(&b), Some(77));
+    }
+
+    #[test]
+    fn an_exec_names_its_session() {
+        let mut b = exec_record(b"/bin/ls", b"", b"", b"ls\0", 3);
+        assert_eq!(b.len(), HEADER + 7 + 3, "the regions one after another");
+        b[56..64].copy_from_slice(&1234u64.to_ne_bytes());
+        assert_eq!(session_of(&b), Some(1234));
+        assert_eq!(exec_of(&b).3, b"/bin/ls");
     }
 
     #[test]

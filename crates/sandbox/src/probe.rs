@@ -364,12 +364,12 @@ pub fn exec_recorder() -> Check {
     match crate::exectrace::ExecRecorder::load() {
         Ok(_) => Check::ok(
             EXEC_RECORDER_LAYER,
-            "loads and attaches (sched_process_exec and sched_process_exit raw trace points): a root run without --ask records its execs without making them wait",
+            "loads and attaches (sched_process_exec and sched_process_exit raw trace points; loaded once per boot, pinned in /run/vectraguard/bpf): a root run without --ask records its execs without making them wait",
         ),
         Err(why) => Check::missing(
             EXEC_RECORDER_LAYER,
             format!("{why}; {fallback}"),
-            "use a kernel with BTF (CONFIG_DEBUG_INFO_BTF=y) and BPF trace points (Linux >= 5.11)",
+            "use a kernel with BTF (CONFIG_DEBUG_INFO_BTF=y), BPF trace points and pid namespace ids (Linux >= 6.18)",
         ),
     }
 }

@@ -2,8 +2,9 @@
 //! records its execs and exits in the kernel, without the program waiting for the
 //! supervisor. What it writes must be what seccomp notification writes for the same
 //! script; nothing started in the sandbox may escape it; a full ring buffer must
-//! kill an exec rather than let it run unrecorded; and a dead supervisor must leave
-//! nothing attached. An unprivileged run keeps seccomp notification.
+//! kill an exec rather than let it run unrecorded; and what a dead supervisor left
+//! must be freed by the next session. An unprivileged run keeps seccomp
+//! notification.
 
 use std::time::Duration;
 
@@ -276,8 +277,10 @@ fn a_full_ring_buffer_kills_execs_rather_than_run_them_unrecorded() {
     let ws = Workspace::new();
     // Descriptors opened once: an open for writing would wait for the stopped
     // supervisor (file changes are still reported through seccomp).
-    let script = "exec 3>>ok.log 4>>killed.log; i=0; \
-        while [ $i -lt 4000 ]; do if /bin/true; then echo ok >&3; else echo killed >&4; fi; i=$((i+1)); done";
+    // Each exec with a 32 KiB argument: its record is as long, so the ring (2 MiB)
+    // fills within a hundred execs.
+    let script = "exec 3>>ok.log 4>>killed.log; a=$(printf '%32768s' x); i=0; \
+        while [ $i -lt 4000 ]; do if /bin/true \"$a\"; then echo ok >&3; else echo killed >&4; fi; i=$((i+1)); done";
     let home = RecordsHome::new(Runner::Root);
     let running = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/sh", "-c", script])
         .records_home(&home)
@@ -301,7 +304,7 @@ fn a_full_ring_buffer_kills_execs_rather_than_run_them_unrecorded() {
     let dir = home.only_session();
     let log = commands(&dir);
     let ran = ws.read("ok.log").unwrap().lines().count();
-    let recorded = log.lines().filter(|l| l.ends_with(" -- /bin/true")).count();
+    let recorded = log.lines().filter(|l| l.contains(" -- /bin/true ")).count();
     assert_eq!(recorded, ran, "execs that ran vs exec lines");
     let said: Vec<Value> = events(&dir)
         .into_iter()
@@ -314,17 +317,16 @@ fn a_full_ring_buffer_kills_execs_rather_than_run_them_unrecorded() {
     assert!(!said.is_empty(), "the kills are not in events.jsonl");
 }
 
-/// The supervisor's BPF programs, by id, from its descriptors (programs and links).
+/// The BPF programs the supervisor's descriptors (its links) run, by id.
 fn programs_of(pid: u32) -> Vec<String> {
     let mut ids: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
         .map(|dir| {
             dir.filter_map(Result::ok)
                 .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-                .flat_map(|info| {
+                .filter_map(|info| {
                     info.lines()
-                        .filter_map(|l| l.strip_prefix("prog_id:"))
+                        .find_map(|l| l.strip_prefix("prog_id:"))
                         .map(|v| v.trim().to_owned())
-                        .collect::<Vec<_>>()
                 })
                 .collect()
         })
@@ -334,35 +336,100 @@ fn programs_of(pid: u32) -> Vec<String> {
     ids
 }
 
-/// Which of `ids` still name a loaded BPF program (`BPF_PROG_GET_FD_BY_ID`).
-fn still_loaded(ids: &[String]) -> Vec<String> {
-    let script = r#"
-import ctypes, os, sys
+/// Runs `script` (Python, with `bpf(cmd, attr)` and `ns_id(path)` defined) and
+/// returns its output's lines.
+fn bpf_python(script: &str, args: &[String]) -> Vec<String> {
+    let prelude = r#"
+import ctypes, fcntl, glob, os, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
-for i in sys.argv[1:]:
-    attr = (ctypes.c_uint32 * 4)(int(i), 0, 0, 0)
-    fd = libc.syscall(321, 13, ctypes.byref(attr), 16)
-    if fd >= 0:
-        os.close(fd); print(i)
-    elif ctypes.get_errno() != 2:
-        print(i)
+def bpf(cmd, attr):
+    return libc.syscall(321, cmd, ctypes.byref(attr), ctypes.sizeof(attr))
+def ns_id(path):
+    fd = os.open(path, os.O_RDONLY)
+    buf = bytearray(8)
+    fcntl.ioctl(fd, 0x8008b70d, buf)
+    os.close(fd)
+    return struct.unpack("Q", buf)[0]
 "#;
     let out = std::process::Command::new(PYTHON)
         .arg("-c")
-        .arg(script)
-        .args(ids)
+        .arg(format!("{prelude}{script}"))
+        .args(args)
         .output()
         .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(str::to_owned)
         .collect()
 }
 
-/// ATTACK (lifetime): a supervisor killed with SIGKILL leaves no program attached:
-/// the programs and their links are its descriptors, closed by the kernel.
+/// Which of `ids` still name a loaded BPF program (`BPF_PROG_GET_FD_BY_ID`).
+fn still_loaded(ids: &[String]) -> Vec<String> {
+    bpf_python(
+        r#"
+for i in sys.argv[1:]:
+    attr = (ctypes.c_uint32 * 4)(int(i), 0, 0, 0)
+    fd = bpf(13, attr)
+    if fd >= 0:
+        os.close(fd); print(i)
+    elif ctypes.get_errno() != 2:
+        print(i)
+"#,
+        ids,
+    )
+}
+
+/// The sessions the pinned recorder watches: the keys of every build's
+/// `SESSIONS` map (pid namespace ids).
+fn watched_sessions() -> Vec<String> {
+    bpf_python(
+        r#"
+for path in glob.glob("/run/vectraguard/bpf/*/SESSIONS"):
+    name = ctypes.create_string_buffer(path.encode())
+    attr = (ctypes.c_uint64 * 2)(ctypes.addressof(name), 0)
+    fd = bpf(7, attr)
+    if fd < 0:
+        continue
+    key = None
+    while True:
+        nxt = ctypes.c_uint64(0)
+        cur = ctypes.c_uint64(key or 0)
+        attr = (ctypes.c_uint64 * 4)(fd, ctypes.addressof(cur) if key is not None else 0, ctypes.addressof(nxt), 0)
+        if bpf(4, attr) < 0:
+            break
+        key = nxt.value
+        print(key)
+    os.close(fd)
+"#,
+        &[],
+    )
+}
+
+/// The id of the pid namespace of the supervisor `pid`'s sandbox (its child's).
+fn sandbox_namespace(pid: u32) -> Option<String> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    let mine = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    let init = children
+        .split_whitespace()
+        .find(|c| std::fs::read_link(format!("/proc/{c}/ns/pid")).is_ok_and(|ns| ns != mine))?;
+    bpf_python(
+        "print(ns_id(sys.argv[1]))",
+        &[format!("/proc/{init}/ns/pid")],
+    )
+    .pop()
+}
+
+/// The recorder is loaded once and shared: a second session runs the first's
+/// programs. ATTACK (lifetime): a supervisor killed with SIGKILL cannot remove its
+/// session's entry; the next session's start removes it, and the programs stay
+/// attached for the sessions to come.
 #[test]
-fn a_killed_supervisor_leaves_no_program_attached() {
+fn the_recorder_is_shared_and_a_killed_supervisor_s_entry_is_swept_by_the_next_session() {
     if !is_root() {
         return;
     }
@@ -372,21 +439,61 @@ fn a_killed_supervisor_leaves_no_program_attached() {
         .records_home(&home)
         .env(BPF.0, BPF.1)
         .spawn();
-    let mut ids = Vec::new();
+    let (mut programs, mut key) = (Vec::new(), None);
     assert!(
         wait_until(Duration::from_secs(30), || {
-            ids = programs_of(running.pid());
-            ids.len() >= 2
+            programs = programs_of(running.pid());
+            key = sandbox_namespace(running.pid());
+            programs.len() == 2 && key.is_some()
         }),
-        "the supervisor holds no BPF programs"
+        "the supervisor holds no BPF programs ({programs:?}) or sandbox ({key:?})"
     );
-    assert_eq!(still_loaded(&ids), ids);
+    let key = key.unwrap();
+    assert!(
+        watched_sessions().contains(&key),
+        "session {key} is not watched"
+    );
+    let second = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/sleep", "60"])
+        .records_home(&home)
+        .env(BPF.0, BPF.1)
+        .spawn();
+    let mut shared = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            shared = programs_of(second.pid());
+            shared.len() == 2
+        }),
+        "the second supervisor holds no BPF programs"
+    );
+    assert_eq!(
+        shared, programs,
+        "the second session loaded programs of its own"
+    );
+    second.signal("TERM");
+    let _ = second.finish(Duration::from_secs(30));
     running.signal("KILL");
     let _ = running.finish(Duration::from_secs(30));
+    let next = RecordsHome::new(Runner::Root);
+    Vg::sandbox(Runner::Root, &ws, &[], &["/bin/sh", "-c", "/bin/true"])
+        .records_home(&next)
+        .env(BPF.0, BPF.1)
+        .run()
+        .assert_success();
+    let dir = next.only_session();
+    assert_eq!(session_metadata(&dir)["layers"]["exec_trace"], "bpf");
     assert!(
-        wait_until(Duration::from_secs(30), || still_loaded(&ids).is_empty()),
-        "programs {:?} outlived their supervisor",
-        still_loaded(&ids)
+        commands(&dir).contains(" -- /bin/true"),
+        "{}",
+        commands(&dir)
+    );
+    assert!(
+        !watched_sessions().contains(&key),
+        "the killed supervisor's session {key} outlived the next session's start"
+    );
+    assert_eq!(
+        still_loaded(&programs),
+        programs,
+        "the programs were detached"
     );
 }
 

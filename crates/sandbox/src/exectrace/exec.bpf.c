@@ -1,14 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
-// Exec recorder for one sandbox: every successful exec and every process exit in
-// the sandbox's pid namespace (or one nested in it), written to a ring buffer the
-// supervisor drains. Nothing here waits for user space: the exec is already
-// committed when `sched_process_exec` fires, and what is read is the kernel's own
-// copy (the path it was given, the argv in the new program's memory), so no other
-// thread can change it between our read and what runs.
+// Exec recorder for every sandbox of this machine: each successful exec and each
+// process exit in a recorded sandbox's pid namespace (or one nested in it), written
+// to that session's ring buffer, which its supervisor drains. Nothing here waits
+// for user space: the exec is already committed when `sched_process_exec` fires,
+// and what is read is the kernel's own copy (the path it was given, the argv in
+// the new program's memory), so no other thread can change it between our read and
+// what runs.
 //
-// Fail closed: an exec that cannot be put in the ring buffer (full) or read is
-// killed with SIGKILL before its first instruction (the signal is taken on the
-// return to user space) and counted; the supervisor records the count.
+// Loaded once per boot and pinned (exectrace/loaded.rs): a session only adds its
+// namespace to SESSIONS, keyed by the id the kernel gave its pid namespace
+// (ns_common.ns_id, Linux 6.18+), which no other namespace is ever given while
+// the machine runs, with the slot of its ring buffer in RINGS. (The inode number, which is
+// reused at once, could name another sandbox's or a container's namespace once a
+// session's supervisor had died without removing its entry.)
+//
+// Fail closed: an exec of a recorded namespace that cannot be put in its ring
+// buffer (full, or no ring) or read is killed with SIGKILL before its first
+// instruction (the signal is taken on the return to user space) and counted; the
+// supervisor records the count.
 //
 // Kernel structures are declared by hand, reduced to the fields read, and
 // relocated at load time against the running kernel's BTF (CO-RE).
@@ -21,7 +30,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define PRESERVE __attribute__((preserve_access_index))
 
-struct ns_common { unsigned int inum; } PRESERVE;
+// ns_id is in an anonymous union in the kernel's struct; CO-RE finds it by name.
+struct ns_common { __u64 ns_id; } PRESERVE;
 struct pid_namespace { unsigned int level; struct ns_common ns; } PRESERVE;
 struct upid { int nr; struct pid_namespace *ns; } PRESERVE;
 struct pid { unsigned int level; struct upid numbers[1]; } PRESERVE;
@@ -53,23 +63,59 @@ struct task_struct {
 struct file { struct path f_path; } PRESERVE;
 struct linux_binprm { struct file *file; const char *filename; const char *interp; int argc; } PRESERVE;
 
-// The sandbox's pid namespace: its inode number and level, written by the
-// supervisor between the clone of the sandbox's init and the byte that lets it
-// go (before that, inum 0 matches no namespace).
-struct config { __u32 inum; __u32 level; };
+// A recorded session, by its pid namespace's id. Added by its supervisor between
+// the clone of the sandbox's init and the byte that lets it go, once its ring is
+// in RINGS, so that nothing of the sandbox's runs before it is matched; removed as
+// the session ends, or, when its supervisor died without removing it, by the next
+// session's start (the owner fields, read only by user space).
+struct session {
+	// 0: execs killed (ring full or unreadable, or no ring); 1: exits lost (ring
+	// full); 2: execs whose kill the kernel refused (bpf_send_signal failed: they
+	// ran unrecorded).
+	__u64 lost[3];
+	__u32 level;      // the namespace's level (0 for the machine's)
+	__u32 slot;       // its ring buffer's key in RINGS
+	__u64 owner_pid;  // the supervisor, in its own pid namespace
+	__u64 owner_start;  // its start time (/proc/PID/stat's 22nd field)
+	__u64 owner_pidns;  // the id of the supervisor's pid namespace
+};
+#define MAX_SESSIONS 4096
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct config);
-} CONFIG SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_SESSIONS);
+	__type(key, __u64);
+	__type(value, struct session);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SESSIONS SEC(".maps");
+
+// The ring buffers (RING_SIZE bytes), by slot: a session holds one slot (a lock
+// file) while it lives, and a ring stays in its slot for the sessions after it,
+// since adding one to this map waits for an RCU grace period (milliseconds). A
+// ring can so hold what an earlier session's namespace wrote last: each event
+// names its session, and the supervisor keeps only its own. Made by the
+// supervisor, which pins this map before the programs are loaded: a map of maps is
+// created from a template of its inner map, which the loader cannot describe.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(max_entries, MAX_SESSIONS);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} RINGS SEC(".maps");
+
+// Pid namespaces nested deeper than this are not looked at: the supervisor
+// refuses this recorder for a sandbox deeper (exectrace.rs MAX_LEVEL).
+#define MAX_LEVEL 16
 
 #define SIGNAL_GROUP_EXIT 0x00000004
 #define SIGKILL 9
 
 // Keep in step with exectrace.rs.
 #define KIND_EXEC 1
-#define RING_SIZE (8 << 20)
+// 2 MiB: an exec's record is its header and what its regions hold, a few hundred
+// bytes (up to 80 KiB with a long argv); a session's start maps the ring (twice
+// its size), which costs about 0.1 ms a MiB.
+#define RING_SIZE (2 << 20)
 #define KIND_EXIT 2
 #define PATH_CAP 4096
 #define CWD_CAP 4096
@@ -104,12 +150,25 @@ struct exec_event {
 	                 // interpreter's)
 	__u32 argc;      // the new program's argc (argv's size when it is cut)
 	__u32 pad;
+	__u64 session;   // the session's key (its pid namespace's id)
+	// The regions, filled here; the record sent has them one after another, each
+	// as long as its length says (path, interp, cwd, file, argv).
 	char path[PATH_CAP];
 	char interp[PATH_CAP];
 	// Sized for the walk's last name wherever it starts (masked offsets).
 	char cwd[CWD_CAP + NAME_CAP];
 	char file[CWD_CAP + NAME_CAP];
-	char argv[ARGV_CAP];
+};
+
+#define HEADER_SIZE __builtin_offsetof(struct exec_event, path)
+// Where the next region may start in a record: the regions before argv end by
+// 64 + 2 * 4096 + 2 * 4352 bytes, below this mask.
+#define OFF_MASK 0x7fff
+
+// One exec being assembled, and its record, per CPU.
+struct scratch {
+	struct exec_event e;
+	__u8 out[OFF_MASK + 1 + ARGV_CAP];
 };
 
 struct exit_event {
@@ -117,14 +176,10 @@ struct exit_event {
 	__u32 host_pid;
 	__s32 pid;
 	__s32 status; // a wait status
+	__u64 session;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, RING_SIZE);
-} EVENTS SEC(".maps");
-
-// One event being assembled per CPU, indexed by the CPU's number (a per-CPU
+// One exec being assembled per CPU, indexed by the CPU's number (a per-CPU
 // array's values are limited to 32 KiB). A trace point's program runs with
 // migration disabled and does not nest on its CPU. max_entries is set to the
 // number of possible CPUs at load.
@@ -132,52 +187,80 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct exec_event);
+	__type(value, struct scratch);
 } SCRATCH SEC(".maps");
 
-// 0: execs killed (ring full or unreadable); 1: exits lost (ring full); 2: execs
-// whose kill the kernel refused (bpf_send_signal failed: they ran unrecorded).
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 3);
-	__type(key, __u32);
-	__type(value, __u64);
-} LOST SEC(".maps");
-
-static __always_inline void count(__u32 which)
+// Copies a region's `len` bytes (at most `cap`) into the record at `off`;
+// returns where the next starts.
+static __always_inline __u32 put(__u8 *out, __u32 off, const void *from, __u32 len, const __u32 cap)
 {
-	__u64 *n = bpf_map_lookup_elem(&LOST, &which);
-	if (n)
-		__sync_fetch_and_add(n, 1);
+	off &= OFF_MASK;
+	if (len > cap)
+		len = cap;
+	if (len)
+		bpf_probe_read_kernel(out + off, len, from);
+	return off + len;
 }
 
-// The task's pid in the sandbox's namespace, or 0 when it is not in it (nor in
-// one nested in it). A task's pid namespace is fixed at its fork, and every child
-// of a task in the sandbox is in it or in a namespace nested in it, so nothing
-// started inside can leave this filter.
-static __always_inline int pid_inside(struct task_struct *task)
+static __always_inline void count(struct session *s, __u32 which)
 {
-	__u32 zero = 0;
-	struct config *c = bpf_map_lookup_elem(&CONFIG, &zero);
-	if (!c || !c->inum)
+	if (which < 3)
+		__sync_fetch_and_add(&s->lost[which], 1);
+}
+
+// The task's pid at `level` when its pid namespace there has id `id`, else 0.
+static __always_inline int pid_at(struct task_struct *task, __u32 level, __u64 id)
+{
+	struct pid *pid = BPF_CORE_READ(task, thread_pid);
+	if (!pid || level >= MAX_LEVEL)
 		return 0;
-	__u32 NS_INUM = c->inum, NS_LEVEL = c->level & 63;
+	if (BPF_CORE_READ(pid, level) < level)
+		return 0;
+	struct upid up;
+	// numbers[] is a flexible array: index it by its own relocated offset.
+	__u64 off = bpf_core_field_offset(struct pid, numbers) + (__u64)level * sizeof(struct upid);
+	if (bpf_probe_read_kernel(&up, sizeof(up), (char *)pid + off) || !up.ns)
+		return 0;
+	if (BPF_CORE_READ(up.ns, ns.ns_id) != id)
+		return 0;
+	return up.nr;
+}
+
+// The recorded session the task belongs to, if any: the outermost of its pid
+// namespaces (one per level, from the machine's down to its own) that is in
+// SESSIONS. Its pid there is returned (0: none), with the session and its key. A
+// task's pid namespaces are fixed at its fork, and every child of a task in a
+// sandbox is in its namespace or one nested in it, so nothing started inside can
+// leave this filter.
+struct found {
+	struct session *s;
+	__u64 id;
+	__u32 level;
+};
+
+static __always_inline int session_of(struct task_struct *task, struct found *f)
+{
 	struct pid *pid = BPF_CORE_READ(task, thread_pid);
 	if (!pid)
 		return 0;
 	unsigned int level = BPF_CORE_READ(pid, level);
-	if (level < NS_LEVEL)
-		return 0;
-	struct upid up;
-	// numbers[] is a flexible array: index it by its own relocated offset.
-	__u64 off = bpf_core_field_offset(struct pid, numbers) + (__u64)NS_LEVEL * sizeof(struct upid);
-	if (bpf_probe_read_kernel(&up, sizeof(up), (char *)pid + off))
-		return 0;
-	if (!up.ns)
-		return 0;
-	if (BPF_CORE_READ(up.ns, ns.inum) != NS_INUM)
-		return 0;
-	return up.nr;
+	__u64 base = bpf_core_field_offset(struct pid, numbers);
+	for (__u32 l = 0; l < MAX_LEVEL; l++) {
+		if (l > level)
+			return 0;
+		struct upid up;
+		if (bpf_probe_read_kernel(&up, sizeof(up), (char *)pid + base + (__u64)l * sizeof(struct upid)) || !up.ns)
+			return 0;
+		__u64 id = BPF_CORE_READ(up.ns, ns.ns_id);
+		struct session *s = bpf_map_lookup_elem(&SESSIONS, &id);
+		if (s && s->level == l) {
+			f->s = s;
+			f->id = id;
+			f->level = l;
+			return up.nr;
+		}
+	}
+	return 0;
 }
 
 static __always_inline struct mount *real_mount(struct vfsmount *m)
@@ -299,20 +382,20 @@ static __always_inline struct file *fd_of_path(struct task_struct *task, const c
 // milliseconds while the sandbox is busy (a wake-up per exec would cost the
 // sandbox's CPUs more than recording it), and is woken once the ring is a
 // quarter full, long before it could fill.
-static __always_inline __u64 wakeup(void)
+static __always_inline __u64 wakeup(void *ring)
 {
-	return bpf_ringbuf_query(&EVENTS, BPF_RB_AVAIL_DATA) > RING_SIZE / 4 ? BPF_RB_FORCE_WAKEUP
-									     : BPF_RB_NO_WAKEUP;
+	return bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) > RING_SIZE / 4 ? BPF_RB_FORCE_WAKEUP
+									    : BPF_RB_NO_WAKEUP;
 }
 
-static __always_inline void kill_unrecorded(void)
+static __always_inline void kill_unrecorded(struct session *s)
 {
-	count(0);
+	count(s, 0);
 	// It cannot fail here as the kernel stands (a trace point with interrupts on
 	// sends at once, and no sandboxed task is the host's init), but if it ever
 	// did, the program would run: that is counted and reported, never hidden.
 	if (bpf_send_signal(SIGKILL))
-		count(2);
+		count(s, 2);
 }
 
 SEC("raw_tp/sched_process_exec")
@@ -320,28 +403,34 @@ int record_exec(__u64 *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
 	struct linux_binprm *bprm = (struct linux_binprm *)ctx[2];
-	int pid = pid_inside(task);
+	struct found f;
+	int pid = session_of(task, &f);
 	if (!pid)
 		return 0;
+	struct session *s = f.s;
+	__u32 slot = s->slot;
+	void *ring = bpf_map_lookup_elem(&RINGS, &slot);
 	__u32 cpu = bpf_get_smp_processor_id();
-	struct exec_event *e = bpf_map_lookup_elem(&SCRATCH, &cpu);
-	if (!e) {
-		kill_unrecorded();
+	struct scratch *sc = bpf_map_lookup_elem(&SCRATCH, &cpu);
+	if (!sc || !ring) {
+		kill_unrecorded(s);
 		return 0;
 	}
+	struct exec_event *e = &sc->e;
 	e->kind = KIND_EXEC;
 	e->flags = 0;
+	e->session = f.id;
 	e->pid = pid;
 	// The parent process: a child forked by a thread other than the main one has
 	// that thread as its real_parent, whose id names no process.
-	e->ppid = pid_inside(BPF_CORE_READ(task, real_parent, group_leader));
+	e->ppid = pid_at(BPF_CORE_READ(task, real_parent, group_leader), f.level, f.id);
 	e->host_pid = BPF_CORE_READ(task, tgid);
 
 	const char *filename = BPF_CORE_READ(bprm, filename);
 	const char *interp = BPF_CORE_READ(bprm, interp);
 	long n = bpf_probe_read_kernel_str(e->path, PATH_CAP, filename);
 	if (n <= 0) {
-		kill_unrecorded();
+		kill_unrecorded(s);
 		return 0;
 	}
 	e->path_len = n - 1;
@@ -353,7 +442,7 @@ int record_exec(__u64 *ctx)
 	}
 	struct fs_struct *fs = BPF_CORE_READ(task, fs);
 	if (!walk(fs, BPF_CORE_READ(fs, pwd.dentry), BPF_CORE_READ(fs, pwd.mnt), e, 0)) {
-		kill_unrecorded();
+		kill_unrecorded(s);
 		return 0;
 	}
 	e->file_len = 0;
@@ -379,7 +468,7 @@ int record_exec(__u64 *ctx)
 		if (via_fd)
 			e->flags |= FLAG_VIA_FD;
 		if (!walk(fs, BPF_CORE_READ(file, f_path.dentry), BPF_CORE_READ(file, f_path.mnt), e, 1)) {
-			kill_unrecorded();
+			kill_unrecorded(s);
 			return 0;
 		}
 	}
@@ -397,16 +486,24 @@ int record_exec(__u64 *ctx)
 	len &= (ARGV_CAP << 1) - 1;
 	if (len > ARGV_CAP)
 		len = ARGV_CAP;
-	if (len && bpf_probe_read_user(e->argv, len, (void *)start)) {
-		kill_unrecorded();
+	e->argv_len = len;
+	// The record: the header, then the regions one after another, argv read
+	// straight into its place.
+	__u8 *out = sc->out;
+	__builtin_memcpy(out, e, HEADER_SIZE);
+	__u32 off = HEADER_SIZE;
+	off = put(out, off, e->path, e->path_len, PATH_CAP);
+	off = put(out, off, e->interp, e->interp_len, PATH_CAP);
+	off = put(out, off, e->cwd, e->cwd_len, CWD_CAP + NAME_CAP);
+	off = put(out, off, e->file, e->file_len, CWD_CAP + NAME_CAP);
+	off &= OFF_MASK;
+	if (len && bpf_probe_read_user(out + off, len, (void *)start)) {
+		kill_unrecorded(s);
 		return 0;
 	}
-	e->argv_len = len;
-	__u64 size = __builtin_offsetof(struct exec_event, argv) + (__u64)len;
-	if (size > sizeof(*e))
-		size = sizeof(*e);
-	if (bpf_ringbuf_output(&EVENTS, e, size, wakeup()))
-		kill_unrecorded();
+	__u64 size = off + len;
+	if (bpf_ringbuf_output(ring, out, size, wakeup(ring)))
+		kill_unrecorded(s);
 	return 0;
 }
 
@@ -418,14 +515,22 @@ int record_exit(__u64 *ctx)
 	// Only the process's last thread: the process has ended.
 	if (BPF_CORE_READ(sig, live.counter) != 0)
 		return 0;
-	int pid = pid_inside(task);
+	struct found f;
+	int pid = session_of(task, &f);
 	if (!pid)
 		return 0;
+	__u32 slot = f.s->slot;
+	void *ring = bpf_map_lookup_elem(&RINGS, &slot);
+	if (!ring) {
+		count(f.s, 1);
+		return 0;
+	}
 	struct exit_event ev = {};
 	ev.kind = KIND_EXIT;
+	ev.session = f.id;
 	ev.host_pid = BPF_CORE_READ(task, tgid);
 	// Inside, by the thread group (the leader's pid).
-	ev.pid = pid_inside(BPF_CORE_READ(task, group_leader));
+	ev.pid = pid_at(BPF_CORE_READ(task, group_leader), f.level, f.id);
 	if (!ev.pid)
 		ev.pid = pid;
 	// As wait() reports it.
@@ -433,7 +538,7 @@ int record_exit(__u64 *ctx)
 		ev.status = BPF_CORE_READ(sig, group_exit_code);
 	else
 		ev.status = BPF_CORE_READ(task, group_leader, exit_code);
-	if (bpf_ringbuf_output(&EVENTS, &ev, sizeof(ev), wakeup()))
-		count(1);
+	if (bpf_ringbuf_output(ring, &ev, sizeof(ev), wakeup(ring)))
+		count(f.s, 1);
 	return 0;
 }

@@ -392,12 +392,3 @@ pub fn shutdown(sock: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: `sock` is a live descriptor; shutdown takes no pointers.
     check(unsafe { libc::shutdown(sock.as_raw_fd(), libc::SHUT_RDWR) }).map(drop)
 }
-
-/// The ring buffer's descriptor, for polling (aya 0.13's `RingBuf` offers only
-/// `AsRawFd`).
-#[cfg(vg_exec_bpf)]
-pub fn borrow_fd(ring: &aya::maps::RingBuf<aya::maps::MapData>) -> BorrowedFd<'_> {
-    // SAFETY: the ring buffer owns its map's descriptor and keeps it open for as
-    // long as it lives, which the returned borrow cannot outlive.
-    unsafe { BorrowedFd::borrow_raw(ring.as_raw_fd()) }
-}

@@ -7,6 +7,8 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use libc::{c_int, c_long};
 
+#[cfg(vg_exec_bpf)]
+mod bpf;
 mod creds;
 mod fd;
 mod fs;
@@ -18,16 +20,22 @@ mod netns;
 mod pidfd;
 mod process;
 mod ptrace;
+#[cfg(vg_exec_bpf)]
+mod ring;
 mod seccomp;
 mod signal;
 mod tty;
 
+#[cfg(vg_exec_bpf)]
+pub use bpf::{
+    BPF_FS_MAGIC, BPF_MAP_TYPE_HASH_OF_MAPS, BPF_MAP_TYPE_RINGBUF, BPF_NOEXIST, bpf_map_create,
+    bpf_map_delete, bpf_map_get_fd_by_id, bpf_map_lookup, bpf_map_next_key, bpf_map_update,
+    bpf_obj_get, bpf_obj_pin, fs_type, ns_get_id,
+};
 pub use creds::{
     capset_empty, capset_only, getgid, getuid, setfsgid, setfsuid, setgroups, setresgid, setresuid,
     thread_file_identity,
 };
-#[cfg(vg_exec_bpf)]
-pub use fd::borrow_fd;
 pub use fd::{
     Epoll, Polled, cloexec_from, close_all_except, close_range, dup2, keep_on_exec, peer_closed,
     peer_cred, poll_hup_within, recv_fd, send_fd, seqpacket_pair, set_nonblocking, set_pipe_size,
@@ -57,6 +65,8 @@ pub use process::{
     raise_open_files_limit, read_process_memory, sethostname, setrlimit, setsid, unshare, waitpid,
 };
 pub use ptrace::{ptrace_detach, ptrace_interrupt, ptrace_seize_exec};
+#[cfg(vg_exec_bpf)]
+pub use ring::Ring;
 pub use seccomp::{
     SECCOMP_FILTER_FLAG_NEW_LISTENER, SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, SeccompNotif,
     notif_continue, notif_fail, notif_id_valid, notif_recv, notif_sync_wakeup,
