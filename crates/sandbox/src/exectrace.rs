@@ -55,6 +55,8 @@ const FLAG_DETACHED: u32 = 16;
 const FLAG_DELETED: u32 = 32;
 const FLAG_DEEP: u32 = 64;
 const FILE_FLAGS: u32 = 8;
+const LOADER_FLAGS: u32 = 16;
+const FLAG_LOADER_READ_ONLY: u32 = 128;
 
 /// Whether this binary carries the BPF recorder, or why not (for `doctor`).
 pub fn built() -> Result<(), String> {
@@ -88,6 +90,18 @@ fn unsafe_kernel(realtime: Option<&str>) -> Option<&'static str> {
 pub struct Decoded {
     pub host_pid: u32,
     pub event: TraceEvent,
+    /// An exec's ELF loader (the program the kernel started first), which the
+    /// recorder names in the exec's `interpreter` unless it is the system's.
+    pub loader: Option<Loader>,
+}
+
+/// The file the kernel mapped as an exec's ELF loader.
+#[derive(Debug, PartialEq)]
+pub struct Loader {
+    /// Its path inside the sandbox.
+    pub path: Vec<u8>,
+    /// Whether it is on a read-only mount (the sandbox cannot have changed it).
+    pub read_only: bool,
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -126,6 +140,7 @@ pub fn decode(b: &[u8]) -> Option<Decoded> {
     match u32_at(b, 0)? {
         KIND_EXEC => decode_exec(b),
         KIND_EXIT => Some(Decoded {
+            loader: None,
             host_pid: u32_at(b, 4)?,
             event: TraceEvent::Exit {
                 pid: i32_at(b, 8)?,
@@ -153,6 +168,7 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
     let interp = next(u32_at(b, 40)?, PATH_CAP)?;
     let cwd = path_from_names(next(u32_at(b, 24)?, CWD_CAP)?, flags);
     let file = next(u32_at(b, 44)?, CWD_CAP)?;
+    let loader = next(u32_at(b, 52)?, CWD_CAP)?;
     let raw = next(u32_at(b, 28)?, ARGV_CAP)?;
     // A path through a descriptor (execveat's `/dev/fd/N`, a `/proc` link) names
     // the file by its own path, as seccomp notification does; and so does a file
@@ -187,8 +203,15 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
     if truncated {
         complete(&mut argv, size.0, size.1.saturating_sub(size.0));
     }
+    let loader = (!loader.is_empty()).then(|| Loader {
+        path: path_from_names(loader, flags >> LOADER_FLAGS)
+            .into_os_string()
+            .into_vec(),
+        read_only: flags & FLAG_LOADER_READ_ONLY != 0,
+    });
     Some(Decoded {
         host_pid,
+        loader,
         event: TraceEvent::Exec {
             pid,
             ppid,
@@ -347,7 +370,7 @@ mod tests {
         argv: &[u8],
         full: u64,
     ) -> Vec<u8> {
-        exec_record_of(0, path, interp, (cwd_names, b""), argv, full)
+        exec_record_of(0, path, interp, [cwd_names, b"", b""], argv, full)
     }
 
     /// A record as `exec.bpf.c` sends it: the header, then the regions one after
@@ -356,7 +379,7 @@ mod tests {
         flags: u32,
         path: &[u8],
         interp: &[u8],
-        (cwd_names, file_names): (&[u8], &[u8]),
+        [cwd_names, file_names, loader_names]: [&[u8]; 3],
         argv: &[u8],
         full: u64,
     ) -> Vec<u8> {
@@ -376,7 +399,8 @@ mod tests {
         put(&mut b, 44, file_names.len() as u32);
         let argc = argv.iter().filter(|&&c| c == 0).count() as u32;
         put(&mut b, 48, argc);
-        for region in [path, interp, cwd_names, file_names, argv] {
+        put(&mut b, 52, loader_names.len() as u32);
+        for region in [path, interp, cwd_names, file_names, loader_names, argv] {
             b.extend_from_slice(region);
         }
         b
@@ -396,6 +420,7 @@ mod tests {
                         truncated,
                         ..
                     },
+                ..
             } => (pid, ppid, cwd, path, argv, truncated),
             other => panic!("{other:?}"),
         }
@@ -437,7 +462,7 @@ mod tests {
     fn a_path_through_a_descriptor_is_named_by_the_files_own_path() {
         let names: &[u8] = b"true\0bin\0usr\0";
         let record = |flags, path: &[u8], cwd: &[u8], file: &[u8]| {
-            exec_record_of(flags, path, b"", (cwd, file), b"x\0", 2)
+            exec_record_of(flags, path, b"", [cwd, file, b""], b"x\0", 2)
         };
         // Walked, but the path does not go through a descriptor: named as given.
         let b = record(0, b"/dev/fd/3", b"", names);
@@ -535,6 +560,29 @@ mod tests {
         assert_eq!(session_of(&b), None, "no session: the record is short");
         b.extend_from_slice(&77u64.to_ne_bytes());
         assert_eq!(session_of(&b), Some(77));
+    }
+
+    #[test]
+    fn an_exec_s_loader_is_named_by_its_file_with_its_mount_s_kind() {
+        let names: &[u8] = b"ld.so\0tmp\0";
+        let b = exec_record_of(0, b"/bin/ls", b"", [b"", b"", names], b"ls\0", 3);
+        let loader = decode(&b).unwrap().loader.unwrap();
+        assert_eq!(loader.path, b"/tmp/ld.so");
+        assert!(!loader.read_only);
+        let b = exec_record_of(
+            FLAG_LOADER_READ_ONLY,
+            b"/bin/ls",
+            b"",
+            [b"", b"", names],
+            b"ls\0",
+            3,
+        );
+        assert!(decode(&b).unwrap().loader.unwrap().read_only);
+        // The argv after it is read from its own place.
+        assert_eq!(exec_of(&b).4, vec![b"ls".to_vec()]);
+        // A static program: none.
+        let b = exec_record(b"/bin/ls", b"", b"", b"ls\0", 3);
+        assert_eq!(decode(&b).unwrap().loader, None);
     }
 
     #[test]

@@ -48,6 +48,12 @@ pub use file::{ExecFile, FileIdentity, SandboxRoot, Script};
 use resolve::{Base, FileId, Presence};
 pub use verify::Expected;
 
+/// The paths of the system's ELF loaders, which an exec line does not name
+/// (`trace/elf.rs`); the BPF recorder's list too.
+pub fn system_loaders() -> &'static [&'static [u8]] {
+    elf::SYSTEM_LOADERS
+}
+
 /// Upper bounds that keep a hostile argv from costing unbounded time or memory, set
 /// at the kernel's own: one argument is at most 128 KiB (`MAX_ARG_STRLEN`), and argv
 /// with the environment at most a quarter of the stack limit, never over 6 MiB — so

@@ -11,7 +11,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::exec_records::{
-    BPF, HIDDEN_INTERPRETER, PATH_SWAP, SECCOMP, assert_names_hidden_interpreters, commands, events,
+    BPF, HIDDEN_INTERPRETER, LOADER_PAYLOAD, PATH_SWAP, SECCOMP, assert_names_hidden_interpreters,
+    assert_names_payload_loader, commands, events,
 };
 use super::harness::{
     PYTHON, RecordsHome, Runner, Vg, Workspace, is_root, session_metadata, wait_until,
@@ -117,6 +118,25 @@ fn a_payload_run_as_a_scripts_interpreter_is_named() {
     let (log, meta, _) = recorded(&ws, &["/bin/sh", "-c", HIDDEN_INTERPRETER], false);
     assert_eq!(meta["layers"]["exec_trace"], "bpf", "{meta}");
     assert_names_hidden_interpreters(&log);
+}
+
+/// ATTACK (records): a payload run as a program's own ELF loader (`PT_INTERP`),
+/// whatever byte order the header claims, and behind a script, is named on the
+/// program's line by the BPF recorder too: the file the kernel mapped where the
+/// new program's auxiliary vector says its loader is (`AT_BASE`). A program
+/// linked against the system's loader, on a read-only mount, names none.
+#[test]
+fn a_payload_run_as_a_programs_loader_is_named() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    let script = format!(
+        "{PYTHON} -c '{LOADER_PAYLOAD}' && /tmp/patched e && /tmp/claims-big-endian g && /tmp/script h && /bin/true f"
+    );
+    let (log, meta, _) = recorded(&ws, &["/bin/sh", "-c", &script], false);
+    assert_eq!(meta["layers"]["exec_trace"], "bpf", "{meta}");
+    assert_names_payload_loader(&log);
 }
 
 /// What differs, by construction: a `#!` script found on `PATH` has its path as

@@ -757,11 +757,44 @@ fn tricks_that_hid_a_scripts_interpreter_name_it_or_are_refused() {
 /// and unprivileged (session-21 red teams).
 #[test]
 fn a_payload_run_as_a_programs_loader_is_named() {
-    // `/tmp/patched`: `true` with the loader path changed; `/tmp/claims-big-endian`:
-    // the same with its header claiming another byte order, which the kernel ignores;
-    // `/tmp/script`: a script whose interpreter is `/tmp/patched`; `/tmp/py`: a copy
-    // of Python that changes its own file (chmod) before it executes another program.
-    let patch = r##"
+    let script = format!(
+        "{PYTHON} -c '{LOADER_PAYLOAD}' && /tmp/patched e && /tmp/claims-big-endian g && /tmp/script h \
+         && /bin/true f && /tmp/py -c 'import os; os.chmod(\"/tmp/py\", 0o700); os.execv(\"/bin/true\", [\"true\", \"i\"])' \
+         && echo ran"
+    );
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        Vg::sandbox(runner, &ws, &[], &["sh", "-c", &script])
+            .records_home(&home)
+            .env(SECCOMP.0, SECCOMP.1)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("ran");
+        let dir = home.only_session();
+        let log = commands(&dir);
+        assert_names_payload_loader(&log);
+        // A program whose file changed after it was read is reported at its next
+        // exec: a loader path rewritten in between would have run unnamed.
+        let changed: Vec<Value> = events(&dir)
+            .into_iter()
+            .filter(|e| e["type"] == "exec-mismatch")
+            .collect();
+        assert!(
+            changed.iter().any(|e| e
+                .to_string()
+                .contains("/tmp/py (changed after it was read)")),
+            "[{runner}] {changed:?}\n{log}"
+        );
+    });
+}
+
+/// Python making `/tmp/patched` (`true` with its loader path changed to
+/// `/tmp/ld-payload-x86-64.so.2`, a copy of the system's), `/tmp/claims-big-endian`
+/// (the same with its header claiming another byte order, which the kernel
+/// ignores), `/tmp/script` (a script whose interpreter is `/tmp/patched`) and
+/// `/tmp/py` (a copy of Python).
+pub(super) const LOADER_PAYLOAD: &str = r##"
 import os, shutil
 old = b"/lib64/ld-linux-x86-64.so.2"
 new = b"/tmp/ld-payload-x86-64.so.2"
@@ -777,52 +810,27 @@ shutil.copy("/usr/bin/python3", "/tmp/py")
 for name in ("patched", "claims-big-endian", "script", "py"):
     os.chmod("/tmp/" + name, 0o755)
 "##;
-    let script = format!(
-        "{PYTHON} -c '{patch}' && /tmp/patched e && /tmp/claims-big-endian g && /tmp/script h \
-         && /bin/true f && /tmp/py -c 'import os; os.chmod(\"/tmp/py\", 0o700); os.execv(\"/bin/true\", [\"true\", \"i\"])' \
-         && echo ran"
-    );
-    each_identity(|runner| {
-        let ws = Workspace::new();
-        let home = RecordsHome::new(runner);
-        Vg::sandbox(runner, &ws, &[], &["sh", "-c", &script])
-            .records_home(&home)
-            .env(SECCOMP.0, SECCOMP.1)
-            .run()
-            .assert_success()
-            .assert_stdout_contains("ran");
-        let dir = home.only_session();
-        let log = commands(&dir);
-        for (argv, exe) in [
-            ("/tmp/patched e", "/tmp/patched"),
-            ("/tmp/claims-big-endian g", "/tmp/claims-big-endian"),
-            ("/tmp/script h", "/tmp/script"),
-        ] {
-            let line = execs_of(&log, argv);
-            assert_eq!(line.len(), 1, "{log}");
-            assert_eq!(field(line[0], "exe"), exe, "{log}");
-            assert_eq!(
-                field(line[0], "interp"),
-                "/tmp/ld-payload-x86-64.so.2",
-                "{log}"
-            );
-        }
-        let plain = execs_of(&log, "/bin/true f");
-        assert_eq!(plain.len(), 1, "{log}");
-        assert!(!plain[0].contains(" interp="), "{log}");
-        // A program whose file changed after it was read is reported at its next
-        // exec: a loader path rewritten in between would have run unnamed.
-        let changed: Vec<Value> = events(&dir)
-            .into_iter()
-            .filter(|e| e["type"] == "exec-mismatch")
-            .collect();
-        assert!(
-            changed.iter().any(|e| e
-                .to_string()
-                .contains("/tmp/py (changed after it was read)")),
-            "[{runner}] {changed:?}\n{log}"
+
+/// The lines of `/tmp/patched e`, `/tmp/claims-big-endian g` and `/tmp/script h`
+/// ([`LOADER_PAYLOAD`]) name the payload loader; `/bin/true f`'s names none.
+pub(super) fn assert_names_payload_loader(log: &str) {
+    for (argv, exe) in [
+        ("/tmp/patched e", "/tmp/patched"),
+        ("/tmp/claims-big-endian g", "/tmp/claims-big-endian"),
+        ("/tmp/script h", "/tmp/script"),
+    ] {
+        let line = execs_of(log, argv);
+        assert_eq!(line.len(), 1, "{log}");
+        assert_eq!(field(line[0], "exe"), exe, "{log}");
+        assert_eq!(
+            field(line[0], "interp"),
+            "/tmp/ld-payload-x86-64.so.2",
+            "{log}"
         );
-    });
+    }
+    let plain = execs_of(log, "/bin/true f");
+    assert_eq!(plain.len(), 1, "{log}");
+    assert!(!plain[0].contains(" interp="), "{log}");
 }
 
 /// Bytes of the host's kernel log not yet read through `/proc/kmsg`

@@ -38,11 +38,16 @@ struct pid { unsigned int level; struct upid numbers[1]; } PRESERVE;
 struct qstr { unsigned int len; const unsigned char *name; } PRESERVE;
 struct hlist_bl_node { struct hlist_bl_node *next, **pprev; } PRESERVE;
 struct dentry { struct hlist_bl_node d_hash; struct dentry *d_parent; struct qstr d_name; } PRESERVE;
-struct vfsmount { struct dentry *mnt_root; } PRESERVE;
+struct super_block { unsigned long s_flags; } PRESERVE;
+struct vfsmount { struct dentry *mnt_root; struct super_block *mnt_sb; int mnt_flags; } PRESERVE;
 struct mount { struct mount *mnt_parent; struct dentry *mnt_mountpoint; struct vfsmount mnt; } PRESERVE;
 struct path { struct vfsmount *mnt; struct dentry *dentry; } PRESERVE;
 struct fs_struct { struct path root; struct path pwd; } PRESERVE;
-struct mm_struct { unsigned long arg_start; unsigned long arg_end; } PRESERVE;
+// saved_auxv: the auxiliary vector the new program was given (AT_BASE: where
+// its loader was mapped).
+#define AUXV_WORDS 56
+struct mm_struct { unsigned long arg_start; unsigned long arg_end; unsigned long saved_auxv[AUXV_WORDS]; } PRESERVE;
+struct vm_area_struct { struct file *vm_file; } PRESERVE;
 struct file;
 struct fdtable { unsigned int max_fds; struct file **fd; } PRESERVE;
 struct files_struct { struct fdtable *fdt; } PRESERVE;
@@ -127,12 +132,18 @@ struct {
 #define ARGV_CAP 65536
 #define FLAG_VIA_FD 1     // the path goes through a descriptor: name the file by its own path
 #define FLAG_ARGV_CUT 2   // argv is longer than ARGV_CAP: what fits was read
-// A walk's end, for the cwd (shifted by 0) and the file (shifted by 8):
+#define FLAG_LOADER_READ_ONLY 128 // the loader's file is on a read-only mount
+// A walk's end, for the cwd (shifted by 0), the file (by 8) and the loader (by 16):
 #define FLAG_OUTSIDE_ROOT 4 // it reached the top of the mounts without the root
 #define FLAG_DETACHED 16    // it ended at a name of no directory (memfd, anon)
 #define FLAG_DELETED 32     // its first name was removed
 #define FLAG_DEEP 64        // it stopped after MAX_DEPTH steps or CWD_CAP bytes
 #define FILE_FLAGS(f) ((f) << 8)
+#define LOADER_FLAGS(f) ((f) << 16)
+// Which region a walk fills.
+#define CWD 0
+#define FILE 1
+#define LOADER 2
 
 struct exec_event {
 	__u32 kind;
@@ -149,7 +160,8 @@ struct exec_event {
 	                 // script's when its path is its descriptor's, else its
 	                 // interpreter's)
 	__u32 argc;      // the new program's argc (argv's size when it is cut)
-	__u32 pad;
+	__u32 loader_len; // bytes of loader: names from the ELF loader's file up (the
+	                  // program the kernel started first: PT_INTERP's), if any
 	__u64 session;   // the session's key (its pid namespace's id)
 	// The regions, filled here; the record sent has them one after another, each
 	// as long as its length says (path, interp, cwd, file, argv).
@@ -158,16 +170,18 @@ struct exec_event {
 	// Sized for the walk's last name wherever it starts (masked offsets).
 	char cwd[CWD_CAP + NAME_CAP];
 	char file[CWD_CAP + NAME_CAP];
+	char loader[CWD_CAP + NAME_CAP];
 };
 
 #define HEADER_SIZE __builtin_offsetof(struct exec_event, path)
 // Where the next region may start in a record: the regions before argv end by
-// 64 + 2 * 4096 + 2 * 4352 bytes, below this mask.
+// 64 + 2 * 4096 + 3 * 4352 bytes, below this mask.
 #define OFF_MASK 0x7fff
 
 // One exec being assembled, and its record, per CPU.
 struct scratch {
 	struct exec_event e;
+	__u64 auxv[AUXV_WORDS];
 	__u8 out[OFF_MASK + 1 + ARGV_CAP];
 };
 
@@ -276,16 +290,15 @@ static __always_inline struct mount *real_mount(struct vfsmount *m)
 // paths through one step look alike to it and the loop is verified in a few
 // instructions per step.
 static __always_inline int walk(struct fs_struct *fs, struct dentry *d,
-				struct vfsmount *vm, struct exec_event *e, const int FILE)
+				struct vfsmount *vm, struct exec_event *e, const int WHICH)
 {
 	struct dentry *root = BPF_CORE_READ(fs, root.dentry);
 	struct vfsmount *root_mnt = BPF_CORE_READ(fs, root.mnt);
 	struct mount *m = real_mount(vm);
-	__u32 shift = FILE ? 8 : 0;
-	if (FILE)
-		e->file_len = 0;
-	else
-		e->cwd_len = 0;
+	__u32 shift = WHICH * 8;
+	__u32 *len = WHICH == LOADER ? &e->loader_len : WHICH == FILE ? &e->file_len : &e->cwd_len;
+	char *region = WHICH == LOADER ? e->loader : WHICH == FILE ? e->file : e->cwd;
+	*len = 0;
 	if (!BPF_CORE_READ(d, d_hash.pprev) && d != BPF_CORE_READ(d, d_parent))
 		e->flags |= FLAG_DELETED << shift;
 	for (int i = 0; i < MAX_DEPTH; i++) {
@@ -309,18 +322,14 @@ static __always_inline int walk(struct fs_struct *fs, struct dentry *d,
 			e->flags |= FLAG_DETACHED << shift;
 			last = 1;
 		}
-		__u32 off = FILE ? e->file_len : e->cwd_len;
+		__u32 off = *len;
 		if (off >= CWD_CAP)
 			break;
 		const unsigned char *name = BPF_CORE_READ(d, d_name.name);
-		char *to = FILE ? &e->file[off & (CWD_CAP - 1)] : &e->cwd[off & (CWD_CAP - 1)];
-		long n = bpf_probe_read_kernel_str(to, NAME_CAP, name);
+		long n = bpf_probe_read_kernel_str(&region[off & (CWD_CAP - 1)], NAME_CAP, name);
 		if (n <= 0)
 			return 0;
-		if (FILE)
-			e->file_len = off + n;
-		else
-			e->cwd_len = off + n;
+		*len = off + n;
 		if (last)
 			return 1;
 		d = parent;
@@ -328,6 +337,38 @@ static __always_inline int walk(struct fs_struct *fs, struct dentry *d,
 	e->flags |= FLAG_DEEP << shift;
 	return 1;
 }
+
+// The address the new program's loader was mapped at (AT_BASE), 0 for a program
+// without one (static), or -1 when the auxiliary vector cannot be read.
+#define AT_NULL 0
+#define AT_BASE 7
+static __always_inline __u64 loader_base(struct mm_struct *mm, struct scratch *sc)
+{
+	if (bpf_probe_read_kernel(sc->auxv, sizeof(sc->auxv),
+				  (char *)mm + bpf_core_field_offset(struct mm_struct, saved_auxv)))
+		return (__u64)-1;
+	for (int i = 0; i + 1 < AUXV_WORDS; i += 2) {
+		if (sc->auxv[i] == AT_NULL)
+			return 0;
+		if (sc->auxv[i] == AT_BASE)
+			return sc->auxv[i + 1];
+	}
+	return 0;
+}
+
+struct vma_file {
+	struct file *file;
+};
+
+// bpf_find_vma's callback: the file mapped where the loader was.
+static long file_of_vma(struct task_struct *task, struct vm_area_struct *vma, void *ctx)
+{
+	((struct vma_file *)ctx)->file = BPF_CORE_READ(vma, vm_file);
+	return 0;
+}
+
+#define MNT_READONLY 0x40
+#define SB_RDONLY 1
 
 // Whether the exec's path goes through a descriptor (execveat's /dev/fd/N[/name],
 // or a /proc link): the file is then named by its own path.
@@ -441,7 +482,7 @@ int record_exec(__u64 *ctx)
 			e->interp_len = n - 1;
 	}
 	struct fs_struct *fs = BPF_CORE_READ(task, fs);
-	if (!walk(fs, BPF_CORE_READ(fs, pwd.dentry), BPF_CORE_READ(fs, pwd.mnt), e, 0)) {
+	if (!walk(fs, BPF_CORE_READ(fs, pwd.dentry), BPF_CORE_READ(fs, pwd.mnt), e, CWD)) {
 		kill_unrecorded(s);
 		return 0;
 	}
@@ -467,12 +508,40 @@ int record_exec(__u64 *ctx)
 	if (file) {
 		if (via_fd)
 			e->flags |= FLAG_VIA_FD;
-		if (!walk(fs, BPF_CORE_READ(file, f_path.dentry), BPF_CORE_READ(file, f_path.mnt), e, 1)) {
+		if (!walk(fs, BPF_CORE_READ(file, f_path.dentry), BPF_CORE_READ(file, f_path.mnt), e, FILE)) {
 			kill_unrecorded(s);
 			return 0;
 		}
 	}
 	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	// The ELF loader the kernel started (a dynamic program's PT_INTERP, or a #!
+	// script's interpreter's): found by where it was mapped, named by its file,
+	// so that a payload run as a program's loader is on its line.
+	e->loader_len = 0;
+	__u64 base = loader_base(mm, sc);
+	if (base == (__u64)-1) {
+		kill_unrecorded(s);
+		return 0;
+	}
+	if (base) {
+		struct vma_file vf = {};
+		// The exec's task is the current one here; find_vma takes it typed.
+		if (bpf_find_vma(bpf_get_current_task_btf(), base, file_of_vma, &vf, 0) || !vf.file) {
+			kill_unrecorded(s);
+			return 0;
+		}
+		// Out of the struct first: a CO-RE read would relocate vma_file's own
+		// field against the kernel's types, where it is not.
+		struct file *lf = vf.file;
+		struct vfsmount *lm = BPF_CORE_READ(lf, f_path.mnt);
+		if ((BPF_CORE_READ(lm, mnt_flags) & MNT_READONLY) ||
+		    (BPF_CORE_READ(lm, mnt_sb, s_flags) & SB_RDONLY))
+			e->flags |= FLAG_LOADER_READ_ONLY;
+		if (!walk(fs, BPF_CORE_READ(lf, f_path.dentry), lm, e, LOADER)) {
+			kill_unrecorded(s);
+			return 0;
+		}
+	}
 	__u64 start = BPF_CORE_READ(mm, arg_start);
 	__u64 end = BPF_CORE_READ(mm, arg_end);
 	__u64 full = end > start ? end - start : 0;
@@ -496,6 +565,7 @@ int record_exec(__u64 *ctx)
 	off = put(out, off, e->interp, e->interp_len, PATH_CAP);
 	off = put(out, off, e->cwd, e->cwd_len, CWD_CAP + NAME_CAP);
 	off = put(out, off, e->file, e->file_len, CWD_CAP + NAME_CAP);
+	off = put(out, off, e->loader, e->loader_len, CWD_CAP + NAME_CAP);
 	off &= OFF_MASK;
 	if (len && bpf_probe_read_user(out + off, len, (void *)start)) {
 		kill_unrecorded(s);

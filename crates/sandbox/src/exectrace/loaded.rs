@@ -29,7 +29,7 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -168,6 +168,9 @@ pub struct ExecRecorder {
     /// The slot's number and its lock, held while the session lives.
     slot: (u32, File),
     owner: Owner,
+    /// The system's loaders' paths, as a loader's file is named (found at the
+    /// first loader seen).
+    system_loaders: Option<Vec<Vec<u8>>>,
     /// This session's key, once its namespace is watched.
     key: Option<u64>,
     reported: [u64; 3],
@@ -208,6 +211,7 @@ impl ExecRecorder {
             ring,
             slot,
             owner,
+            system_loaders: None,
             key: None,
             reported: [0; 3],
         })
@@ -264,6 +268,7 @@ impl ExecRecorder {
                     return;
                 }
                 decoded = Some(decode(item).unwrap_or_else(|| Decoded {
+                    loader: None,
                     host_pid: 0,
                     event: TraceEvent::Refused {
                         host_pid: 0,
@@ -274,8 +279,9 @@ impl ExecRecorder {
             if !more {
                 break;
             }
-            if let Some(decoded) = decoded {
+            if let Some(mut decoded) = decoded {
                 count += 1;
+                self.name_loader(&mut decoded);
                 on_event(decoded);
             }
         }
@@ -303,6 +309,7 @@ impl ExecRecorder {
                 let n = lost[which] - *slot;
                 *slot = lost[which];
                 on_event(Decoded {
+                    loader: None,
                     host_pid: 0,
                     event: TraceEvent::Refused {
                         host_pid: 0,
@@ -312,6 +319,35 @@ impl ExecRecorder {
             }
         }
         count
+    }
+}
+
+impl ExecRecorder {
+    /// Names an exec's ELF loader as what it ran (`interp=`, in place of a `#!`
+    /// script's interpreter, whose own loader it is then), unless it is one of
+    /// the system's loaders (by their paths here, links followed) on a mount the
+    /// sandbox cannot write: in a writable root (an image's), every loader is named.
+    fn name_loader(&mut self, decoded: &mut Decoded) {
+        let Some(loader) = decoded.loader.take() else {
+            return;
+        };
+        let system = self.system_loaders.get_or_insert_with(|| {
+            crate::trace::system_loaders()
+                .iter()
+                .flat_map(|path| {
+                    let path = std::path::Path::new(std::ffi::OsStr::from_bytes(path));
+                    [Some(path.to_path_buf()), std::fs::canonicalize(path).ok()]
+                })
+                .flatten()
+                .map(|p| p.into_os_string().into_vec())
+                .collect()
+        });
+        if loader.read_only && system.contains(&loader.path) {
+            return;
+        }
+        if let TraceEvent::Exec { interpreter, .. } = &mut decoded.event {
+            *interpreter = Some(loader.path);
+        }
     }
 }
 
