@@ -139,6 +139,35 @@ fn a_payload_run_as_a_programs_loader_is_named() {
     assert_names_payload_loader(&log);
 }
 
+/// ATTACK (records, session-22 red team): a supervisor in a pid namespace of its
+/// own with its own `/proc` (root in a container) sees fewer levels above the
+/// sandbox than the kernel does; its sandbox's execs are recorded all the same
+/// (the recorder matched the level it was told, and recorded nothing).
+#[test]
+fn a_supervisor_in_a_pid_namespace_of_its_own_records_its_sandbox() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    let home = RecordsHome::new(Runner::Root);
+    Vg::sandbox(
+        Runner::Root,
+        &ws,
+        &[],
+        &["/bin/sh", "-c", "/bin/echo hidden"],
+    )
+    .records_home(&home)
+    .env(BPF.0, BPF.1)
+    .through_shell("exec unshare --pid --fork --mount-proc \"$@\"")
+    .run()
+    .assert_success()
+    .assert_stdout_contains("hidden");
+    let dir = home.only_session();
+    assert_eq!(session_metadata(&dir)["layers"]["exec_trace"], "bpf");
+    let log = commands(&dir);
+    assert!(log.contains(" -- /bin/echo hidden"), "{log}");
+}
+
 /// What differs, by construction: a `#!` script found on `PATH` has its path as
 /// `argv[0]` (the kernel drops the caller's `argv[0]` when it starts the
 /// interpreter); an exec the kernel fails (not executable) ran nothing and is not

@@ -78,7 +78,8 @@ struct session {
 	// full); 2: execs whose kill the kernel refused (bpf_send_signal failed: they
 	// ran unrecorded).
 	__u64 lost[3];
-	__u32 level;      // the namespace's level (0 for the machine's)
+	__u32 level;      // the namespace's level as the supervisor sees it (not
+	                  // matched: a supervisor in a container sees fewer levels)
 	__u32 slot;       // its ring buffer's key in RINGS
 	__u64 owner_pid;  // the supervisor, in its own pid namespace
 	__u64 owner_start;  // its start time (/proc/PID/stat's 22nd field)
@@ -108,9 +109,9 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } RINGS SEC(".maps");
 
-// Pid namespaces nested deeper than this are not looked at: the supervisor
-// refuses this recorder for a sandbox deeper (exectrace.rs MAX_LEVEL).
-#define MAX_LEVEL 16
+// Every level a pid namespace can have: the kernel nests them at most 32 deep
+// below the machine's (MAX_PID_NS_LEVEL), so no task is out of reach.
+#define MAX_LEVEL 33
 
 #define SIGNAL_GROUP_EXIT 0x00000004
 #define SIGKILL 9
@@ -267,7 +268,7 @@ static __always_inline int session_of(struct task_struct *task, struct found *f)
 			return 0;
 		__u64 id = BPF_CORE_READ(up.ns, ns.ns_id);
 		struct session *s = bpf_map_lookup_elem(&SESSIONS, &id);
-		if (s && s->level == l) {
+		if (s) {
 			f->s = s;
 			f->id = id;
 			f->level = l;
