@@ -119,7 +119,7 @@ struct {
 // Keep in step with exectrace.rs.
 #define KIND_EXEC 1
 // 2 MiB: an exec's record is its header and what its regions hold, a few hundred
-// bytes (up to 80 KiB with a long argv); a session's start maps the ring (twice
+// bytes (up to 86 KiB with a long argv); a session's start maps the ring (twice
 // its size), which costs about 0.1 ms a MiB.
 #define RING_SIZE (2 << 20)
 #define KIND_EXIT 2
@@ -165,7 +165,7 @@ struct exec_event {
 	                  // program the kernel started first: PT_INTERP's), if any
 	__u64 session;   // the session's key (its pid namespace's id)
 	// The regions, filled here; the record sent has them one after another, each
-	// as long as its length says (path, interp, cwd, file, argv).
+	// as long as its length says (path, interp, cwd, file, loader, argv).
 	char path[PATH_CAP];
 	char interp[PATH_CAP];
 	// Sized for the walk's last name wherever it starts (masked offsets).

@@ -712,6 +712,19 @@ mod tests {
     /// other left in a slot on purpose.
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+    /// A recorder, loaded while the other tests that load one wait; none when not
+    /// root (the BPF recorder needs root).
+    fn first_recorder() -> Option<(std::sync::MutexGuard<'static, ()>, ExecRecorder)> {
+        if sys::getuid() != 0 {
+            eprintln!("skipped: the BPF recorder needs root");
+            return None;
+        }
+        let serial = SERIAL
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some((serial, ExecRecorder::load().expect("the recorder loads")))
+    }
+
     /// `unshare --pid --fork sleep`: a process alone in a new pid namespace. The
     /// caller kills and waits for the `unshare`.
     #[allow(clippy::zombie_processes)]
@@ -754,14 +767,9 @@ mod tests {
     /// its end, and two sessions at once hold two slots.
     #[test]
     fn entries_a_dead_supervisor_left_are_swept_by_the_next_session() {
-        if sys::getuid() != 0 {
-            eprintln!("skipped: the BPF recorder needs root");
+        let Some((_serial, first)) = first_recorder() else {
             return;
-        }
-        let _serial = SERIAL
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let first = ExecRecorder::load().expect("the recorder loads");
+        };
         let me = first.owner;
         let mut dead = std::process::Command::new("true").spawn().unwrap();
         let dead_pid = u64::from(dead.id());
@@ -835,14 +843,9 @@ mod tests {
     /// 2 MiB ring per such slot stayed until the slot's next use).
     #[test]
     fn a_ring_left_in_an_unheld_slot_past_the_kept_ones_is_freed_by_the_next_session() {
-        if sys::getuid() != 0 {
-            eprintln!("skipped: the BPF recorder needs root");
+        let Some((_serial, first)) = first_recorder() else {
             return;
-        }
-        let _serial = SERIAL
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let first = ExecRecorder::load().expect("the recorder loads");
+        };
         let slots = slots_of(&Path::new(BPF_FS).join(version()));
         // A slot no session of these tests takes, its lock file made but not held.
         let slot = MAX_SESSIONS - 1 - std::process::id() % 64;
