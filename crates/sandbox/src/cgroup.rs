@@ -350,6 +350,29 @@ fn supervisor_of(name: &str) -> Option<u32> {
     rest.split('-').next()?.parse().ok()
 }
 
+/// This process's pid namespace as a group's name ends with it (`nsINODE`): a
+/// group's supervisor pid means something only to a process in the same pid
+/// namespace.
+pub fn pid_namespace_tag() -> String {
+    use std::os::unix::fs::MetadataExt;
+    let inode = fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino());
+    format!("ns{inode}")
+}
+
+/// Whether a process in pid namespace `ours` (its [`pid_namespace_tag`]) can
+/// judge the group `name` by its supervisor's pid: a group named by a process in
+/// another pid namespace (a container's; session-22 red team: a supervisor there
+/// removed the host sessions' new groups, whose pids it could not see, and their
+/// sandboxes failed to start) cannot be. Groups named before the tag: judged.
+fn judged_here(name: &str, ours: &str) -> bool {
+    match name.rsplit('-').next() {
+        Some(tag) if tag.starts_with("ns") && tag[2..].bytes().all(|b| b.is_ascii_digit()) => {
+            tag == ours
+        }
+        _ => true,
+    }
+}
+
 /// Removes the sandbox groups in `parent` whose supervisor is no longer running
 /// (killed before its `Drop` ran). `rmdir` only succeeds on a group without
 /// processes or children, so a group still in use is never taken away; a group whose
@@ -358,9 +381,13 @@ fn remove_stale(parent: &Path) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
+    let ours = pid_namespace_tag();
     for entry in entries.filter_map(Result::ok) {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(supervisor_of) else {
+        let Some(name) = name.to_str().filter(|n| judged_here(n, &ours)) else {
+            continue;
+        };
+        let Some(pid) = supervisor_of(name) else {
             continue;
         };
         if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
@@ -435,6 +462,25 @@ mod tests {
         );
         assert_eq!(parsed[3].0, ["cpu", "cpuacct"]);
         assert_eq!(parsed[4], (vec![], "/user.slice/a.scope".to_owned()));
+    }
+
+    #[test]
+    fn only_groups_named_in_this_pid_namespace_or_before_the_tag_are_judged() {
+        assert!(judged_here(
+            "vectraguard-4242-3-ns4026531836",
+            "ns4026531836"
+        ));
+        assert!(!judged_here(
+            "vectraguard-4242-3-ns4026532001",
+            "ns4026531836"
+        ));
+        // Named before the tag: judged as before.
+        assert!(judged_here("vectraguard-4242-3", "ns4026531836"));
+        assert!(judged_here("vectraguard-4242", "ns4026531836"));
+        // A tag is "ns" and digits only.
+        assert!(judged_here("vectraguard-4242-3-nsx", "ns1"));
+        assert!(pid_namespace_tag().starts_with("ns"));
+        assert_eq!(supervisor_of("vectraguard-4242-3-ns4026531836"), Some(4242));
     }
 
     #[test]

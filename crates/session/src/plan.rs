@@ -113,16 +113,18 @@ impl Plan {
         };
 
         let recording = request.record != Recording::Off;
-        // The cgroup, if any, is named after this process and a count of its plans:
-        // unique while it runs, however many sessions it hosts at once, and known
-        // as ours when a later run sweeps the groups of a killed supervisor.
+        // The cgroup, if any, is named after this process, a count of its plans and
+        // its pid namespace: unique while it runs, however many sessions it hosts
+        // at once, and known as ours when a later run sweeps the groups of a
+        // killed supervisor (only one in the same pid namespace can tell).
         static PLANS: AtomicU64 = AtomicU64::new(0);
         let limits = limits::plan(
             &settings.limits,
             &format!(
-                "vectraguard-{}-{}",
+                "vectraguard-{}-{}-{}",
                 std::process::id(),
-                PLANS.fetch_add(1, Ordering::Relaxed)
+                PLANS.fetch_add(1, Ordering::Relaxed),
+                vg_sandbox::cgroup::pid_namespace_tag()
             ),
             recording,
             settings.backend.unwrap_or_default() == vg_policy::Backend::Gvisor,

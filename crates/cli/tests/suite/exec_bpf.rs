@@ -15,7 +15,8 @@ use super::exec_records::{
     assert_names_payload_loader, commands, events,
 };
 use super::harness::{
-    PYTHON, RecordsHome, Runner, Vg, Workspace, is_root, session_metadata, wait_until,
+    PYTHON, RecordsHome, Runner, Vg, Workspace, build_static_c, is_root, session_metadata,
+    wait_until,
 };
 
 /// `commands.log` without each line's time.
@@ -137,6 +138,56 @@ fn a_payload_run_as_a_programs_loader_is_named() {
     let (log, meta, _) = recorded(&ws, &["/bin/sh", "-c", &script], false);
     assert_eq!(meta["layers"]["exec_trace"], "bpf", "{meta}");
     assert_names_payload_loader(&log);
+}
+
+/// A loader that takes no libraries: it prints and exits (bare system calls).
+const FIXED_ADDRESS_LOADER: &str = r#"
+static long sys3(long n, long a, long b, long c) {
+    long r;
+    __asm__ volatile ("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+    return r;
+}
+void _start(void) {
+    sys3(1, 1, (long)"payload ran\n", 12);
+    sys3(60, 0, 0, 0);
+}
+"#;
+
+/// ATTACK (records, session-22 red team): a payload loader linked at a fixed
+/// address (an ET_EXEC program as `PT_INTERP`) has no load address in the new
+/// program's auxiliary vector (`AT_BASE` 0, as for no loader at all), and ran
+/// unnamed; the recorder names whatever starts before the program's entry point,
+/// so it is named. Seccomp notification names it from `PT_INTERP`.
+#[test]
+fn a_payload_loader_linked_at_a_fixed_address_is_named() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    build_static_c(
+        FIXED_ADDRESS_LOADER,
+        &ws.join("payload"),
+        &["-nostdlib", "-no-pie", "-fno-pie"],
+    );
+    let script = format!(
+        "cp payload /tmp/ld-payload-x86-64.so.2 && {PYTHON} -c 'open(\"/tmp/patched\", \"wb\").write(open(\"/bin/true\", \"rb\").read().replace(b\"/lib64/ld-linux-x86-64.so.2\", b\"/tmp/ld-payload-x86-64.so.2\", 1))' \
+         && chmod +x /tmp/patched && /tmp/patched e"
+    );
+    for seccomp in [false, true] {
+        let (log, meta, _) = recorded(&ws, &["/bin/sh", "-c", &script], seccomp);
+        assert_eq!(
+            meta["layers"]["exec_trace"],
+            if seccomp { "seccomp-notify" } else { "bpf" }
+        );
+        let line = log
+            .lines()
+            .find(|l| l.ends_with(" -- /tmp/patched e"))
+            .unwrap_or_else(|| panic!("no line for /tmp/patched\n{log}"));
+        assert!(
+            line.contains(" interp=/tmp/ld-payload-x86-64.so.2 "),
+            "seccomp={seccomp}: {line}"
+        );
+    }
 }
 
 /// ATTACK (records, session-22 red team): a supervisor in a pid namespace of its

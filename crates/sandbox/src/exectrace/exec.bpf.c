@@ -43,11 +43,13 @@ struct vfsmount { struct dentry *mnt_root; struct super_block *mnt_sb; int mnt_f
 struct mount { struct mount *mnt_parent; struct dentry *mnt_mountpoint; struct vfsmount mnt; } PRESERVE;
 struct path { struct vfsmount *mnt; struct dentry *dentry; } PRESERVE;
 struct fs_struct { struct path root; struct path pwd; } PRESERVE;
-// saved_auxv: the auxiliary vector the new program was given (AT_BASE: where
-// its loader was mapped).
+// saved_auxv: the auxiliary vector the new program was given (AT_ENTRY: its
+// entry point).
 #define AUXV_WORDS 56
 struct mm_struct { unsigned long arg_start; unsigned long arg_end; unsigned long saved_auxv[AUXV_WORDS]; } PRESERVE;
 struct vm_area_struct { struct file *vm_file; } PRESERVE;
+// Where the new program's first instruction is (x86-64's name for it).
+struct pt_regs { unsigned long ip; } PRESERVE;
 struct file;
 struct fdtable { unsigned int max_fds; struct file **fd; } PRESERVE;
 struct files_struct { struct fdtable *fdt; } PRESERVE;
@@ -339,22 +341,22 @@ static __always_inline int walk(struct fs_struct *fs, struct dentry *d,
 	return 1;
 }
 
-// The address the new program's loader was mapped at (AT_BASE), 0 for a program
-// without one (static), or -1 when the auxiliary vector cannot be read.
+// The address the new program starts at (AT_ENTRY, its own entry point), or -1
+// when the auxiliary vector cannot be read.
 #define AT_NULL 0
-#define AT_BASE 7
-static __always_inline __u64 loader_base(struct mm_struct *mm, struct scratch *sc)
+#define AT_ENTRY 9
+static __always_inline __u64 program_entry(struct mm_struct *mm, struct scratch *sc)
 {
 	if (bpf_probe_read_kernel(sc->auxv, sizeof(sc->auxv),
 				  (char *)mm + bpf_core_field_offset(struct mm_struct, saved_auxv)))
 		return (__u64)-1;
 	for (int i = 0; i + 1 < AUXV_WORDS; i += 2) {
 		if (sc->auxv[i] == AT_NULL)
-			return 0;
-		if (sc->auxv[i] == AT_BASE)
+			return (__u64)-1;
+		if (sc->auxv[i] == AT_ENTRY)
 			return sc->auxv[i + 1];
 	}
-	return 0;
+	return (__u64)-1;
 }
 
 struct vma_file {
@@ -516,18 +518,24 @@ int record_exec(__u64 *ctx)
 	}
 	struct mm_struct *mm = BPF_CORE_READ(task, mm);
 	// The ELF loader the kernel started (a dynamic program's PT_INTERP, or a #!
-	// script's interpreter's): found by where it was mapped, named by its file,
-	// so that a payload run as a program's loader is on its line.
+	// script's interpreter's), so that a payload run as a program's loader is on
+	// its line: when the first instruction the task will run is not the program's
+	// entry point (AT_ENTRY), the file mapped there started first, and is named.
+	// (Not AT_BASE, the loader's load address: it is 0 for a loader linked at a
+	// fixed address, as for no loader at all; session-22 red team.)
 	e->loader_len = 0;
-	__u64 base = loader_base(mm, sc);
-	if (base == (__u64)-1) {
+	__u64 entry = program_entry(mm, sc);
+	if (entry == (__u64)-1) {
 		kill_unrecorded(s);
 		return 0;
 	}
-	if (base) {
+	// The exec's task is the current one here; these helpers take it typed.
+	struct task_struct *current = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(current);
+	__u64 ip = BPF_CORE_READ(regs, ip);
+	if (ip != entry) {
 		struct vma_file vf = {};
-		// The exec's task is the current one here; find_vma takes it typed.
-		if (bpf_find_vma(bpf_get_current_task_btf(), base, file_of_vma, &vf, 0) || !vf.file) {
+		if (bpf_find_vma(current, ip, file_of_vma, &vf, 0) || !vf.file) {
 			kill_unrecorded(s);
 			return 0;
 		}
