@@ -928,7 +928,13 @@ for name in ("fast", "slow"):
 
 /// Python running `script` in a sandbox that reaches the host's server on port `port`
 /// as `web.test`, and nothing else.
-fn web_python(runner: Runner, ws: &Workspace, home: &RecordsHome, port: u16, script: &str) -> Vg {
+pub(super) fn web_python(
+    runner: Runner,
+    ws: &Workspace,
+    home: &RecordsHome,
+    port: u16,
+    script: &str,
+) -> Vg {
     let mut vg = Vg::sandbox(
         runner,
         ws,

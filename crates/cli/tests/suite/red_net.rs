@@ -22,30 +22,6 @@ const PAST_FULL: usize = 8;
 const RECEIVED: (&str, &str) = ("r", "rb");
 const QUEUED: (&str, &str) = ("w", "tb");
 
-/// A sandbox that may reach `web.test` (the host's loopback) on `port` only, running
-/// the Python `script`, recorded in `home`.
-fn web_test_sandbox(
-    runner: Runner,
-    ws: &Workspace,
-    home: &RecordsHome,
-    port: u16,
-    script: &str,
-) -> Vg {
-    let mut vg = Vg::sandbox(
-        runner,
-        ws,
-        &[
-            "--add-host",
-            "web.test:127.0.0.1",
-            "--allow",
-            &format!("web.test:{port}"),
-        ],
-        &[PYTHON, "-c", script],
-    );
-    vg.records_home(home);
-    vg
-}
-
 /// `net.core.rmem_max`, as the supervisor will read it (hold
 /// `mediated_network::rmem_max_unchanged` meanwhile).
 fn host_rmem_max() -> u64 {
@@ -181,7 +157,7 @@ print("stalled", flush=True)
 time.sleep(7)
 "#
     ));
-    let vg = web_test_sandbox(runner, &ws, &home, p, &script);
+    let vg = super::mediated_network::web_python(runner, &ws, &home, p, &script);
     let (out, worst, worst_total, limits) = stalled(vg, p, n, "connection", (RECEIVED, 90));
     // Full grants: 8 MiB each at most; small ones: far less. What a socket holds may
     // pass its limit by the last packet it took in.
@@ -272,7 +248,7 @@ print("stalled", flush=True)
 time.sleep(5)
 "#
         ));
-        let vg = web_test_sandbox(runner, &ws, &home, p, &script);
+        let vg = super::mediated_network::web_python(runner, &ws, &home, p, &script);
         let (out, _, worst_total, limits) = stalled(vg, p, n, "connection", (QUEUED, 70));
         let small: u64 = 1 << 20;
         for &limit in &limits[..PAST_FULL] {

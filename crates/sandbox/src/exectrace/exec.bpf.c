@@ -80,9 +80,8 @@ struct session {
 	// full); 2: execs whose kill the kernel refused (bpf_send_signal failed: they
 	// ran unrecorded).
 	__u64 lost[3];
-	__u32 level;      // the namespace's level as the supervisor sees it (not
-	                  // matched: a supervisor in a container sees fewer levels)
 	__u32 slot;       // its ring buffer's key in RINGS
+	__u32 pad;
 	__u64 owner_pid;  // the supervisor, in its own pid namespace
 	__u64 owner_start;  // its start time (/proc/PID/stat's 22nd field)
 	__u64 owner_pidns;  // the id of the supervisor's pid namespace

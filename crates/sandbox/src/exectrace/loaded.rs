@@ -63,7 +63,6 @@ const MAX_SESSIONS: u32 = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Session {
     lost: [u64; 3],
-    level: u32,
     slot: u32,
     owner: Owner,
 }
@@ -86,8 +85,7 @@ impl Session {
         for (i, n) in self.lost.iter().enumerate() {
             b[i * 8..i * 8 + 8].copy_from_slice(&n.to_ne_bytes());
         }
-        b[24..28].copy_from_slice(&self.level.to_ne_bytes());
-        b[28..32].copy_from_slice(&self.slot.to_ne_bytes());
+        b[24..28].copy_from_slice(&self.slot.to_ne_bytes());
         b[32..40].copy_from_slice(&self.owner.pid.to_ne_bytes());
         b[40..48].copy_from_slice(&self.owner.start.to_ne_bytes());
         b[48..56].copy_from_slice(&self.owner.pidns.to_ne_bytes());
@@ -98,8 +96,7 @@ impl Session {
         let u64_at = |at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().unwrap_or_default());
         Self {
             lost: [u64_at(0), u64_at(8), u64_at(16)],
-            level: u32::from_ne_bytes(b[24..28].try_into().unwrap_or_default()),
-            slot: u32::from_ne_bytes(b[28..32].try_into().unwrap_or_default()),
+            slot: u32::from_ne_bytes(b[24..28].try_into().unwrap_or_default()),
             owner: Owner {
                 pid: u64_at(32),
                 start: u64_at(40),
@@ -226,13 +223,9 @@ impl ExecRecorder {
             return Err("the exec recorder already watches a namespace".into());
         }
         let id = namespace_id(&format!("/proc/{pid}/ns/pid"))?;
-        // As this process sees it (in a container, fewer than the kernel's): kept
-        // for whoever reads the map, never matched.
-        let level = level_of(pid)?;
         sweep(self.sessions.as_fd(), &self.owner);
         let session = Session {
             lost: [0; 3],
-            level,
             slot: self.slot.0,
             owner: self.owner,
         };
@@ -407,19 +400,8 @@ fn free_slot(slots: &Path) -> Result<(u32, File), String> {
 /// session 22: 2 MiB of the kernel's memory each, until the slot's next use).
 /// Each slot is locked while its ring goes, so no session takes it meanwhile.
 fn free_rings(rings: BorrowedFd<'_>, slots: &Path, ours: u32) {
-    let mut keys: Vec<u32> = Vec::new();
-    let mut next = [0u8; 4];
-    while keys.len() < MAX_SESSIONS as usize {
-        let last = keys.last().map(|k| k.to_ne_bytes());
-        if !matches!(
-            sys::bpf_map_next_key(rings, last.as_ref().map(|k| &k[..]), &mut next),
-            Ok(true)
-        ) {
-            break;
-        }
-        keys.push(u32::from_ne_bytes(next));
-    }
-    for slot in keys.into_iter().filter(|&s| s >= KEPT_RINGS && s != ours) {
+    let slots_held = keys::<4>(rings).into_iter().map(u32::from_ne_bytes);
+    for slot in slots_held.filter(|&s| s >= KEPT_RINGS && s != ours) {
         let Ok(file) = File::open(slots.join(slot.to_string())) else {
             continue;
         };
@@ -457,25 +439,13 @@ fn new_ring() -> Result<OwnedFd, String> {
     .map_err(|e| format!("cannot make a ring buffer: {e}"))
 }
 
-/// Process `pid`'s pid namespace's level (0 for the machine's), from its status.
-fn level_of(pid: libc::pid_t) -> Result<u32, String> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|e| format!("cannot read the sandbox's status: {e}"))?;
-    let levels = status
-        .lines()
-        .find_map(|l| l.strip_prefix("NSpid:"))
-        .map(|l| l.split_whitespace().count())
-        .ok_or("the sandbox's status has no NSpid")?;
-    u32::try_from(levels.saturating_sub(1)).map_err(|_| "too many levels".into())
-}
-
-/// Every session's key in `sessions` (at most [`MAX_SESSIONS`]).
-fn keys(sessions: BorrowedFd<'_>) -> Vec<[u8; 8]> {
-    let mut keys: Vec<[u8; 8]> = Vec::new();
-    let mut next = [0u8; 8];
+/// Every key of `map` (at most [`MAX_SESSIONS`]), of `N` bytes.
+fn keys<const N: usize>(map: BorrowedFd<'_>) -> Vec<[u8; N]> {
+    let mut keys: Vec<[u8; N]> = Vec::new();
+    let mut next = [0u8; N];
     while keys.len() < MAX_SESSIONS as usize
         && matches!(
-            sys::bpf_map_next_key(sessions, keys.last().map(|k| &k[..]), &mut next),
+            sys::bpf_map_next_key(map, keys.last().map(|k| &k[..]), &mut next),
             Ok(true)
         )
     {
@@ -488,7 +458,7 @@ fn keys(sessions: BorrowedFd<'_>) -> Vec<[u8; 8]> {
 /// gone; returns how many were left.
 fn sweep(sessions: BorrowedFd<'_>, judge: &Owner) -> usize {
     let mut left = 0;
-    for key in keys(sessions) {
+    for key in keys::<8>(sessions) {
         let mut value = [0u8; SESSION_SIZE];
         if !matches!(sys::bpf_map_lookup(sessions, &key, &mut value), Ok(true)) {
             continue;
@@ -665,7 +635,6 @@ mod tests {
     fn a_session_s_entry_reads_back_as_written() {
         let session = Session {
             lost: [1, 2, 3],
-            level: 2,
             slot: 5,
             owner: Owner {
                 pid: 42,
@@ -712,17 +681,18 @@ mod tests {
     /// other left in a slot on purpose.
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-    /// A recorder, loaded while the other tests that load one wait; none when not
-    /// root (the BPF recorder needs root).
-    fn first_recorder() -> Option<(std::sync::MutexGuard<'static, ()>, ExecRecorder)> {
-        if sys::getuid() != 0 {
-            eprintln!("skipped: the BPF recorder needs root");
-            return None;
-        }
+    /// A recorder, loaded while the other tests that load one wait. The unit tests
+    /// run as root (scripts/test), which the recorder needs.
+    fn first_recorder() -> (std::sync::MutexGuard<'static, ()>, ExecRecorder) {
+        assert_eq!(
+            sys::getuid(),
+            0,
+            "run as root: the BPF exec recorder needs CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN"
+        );
         let serial = SERIAL
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Some((serial, ExecRecorder::load().expect("the recorder loads")))
+        (serial, ExecRecorder::load().expect("the recorder loads"))
     }
 
     /// `unshare --pid --fork sleep`: a process alone in a new pid namespace. The
@@ -741,7 +711,10 @@ mod tests {
                 .unwrap_or_default();
             if let Some(pid) = children.split_whitespace().next() {
                 let pid: libc::pid_t = pid.parse().unwrap();
-                if level_of(pid).is_ok_and(|l| l > 0) {
+                // Once it is in its own pid namespace (after unshare's fork).
+                if std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()
+                    != std::fs::read_link("/proc/self/ns/pid").ok()
+                {
                     return (unshare, pid);
                 }
             }
@@ -767,9 +740,7 @@ mod tests {
     /// its end, and two sessions at once hold two slots.
     #[test]
     fn entries_a_dead_supervisor_left_are_swept_by_the_next_session() {
-        let Some((_serial, first)) = first_recorder() else {
-            return;
-        };
+        let (_serial, first) = first_recorder();
         let me = first.owner;
         let mut dead = std::process::Command::new("true").spawn().unwrap();
         let dead_pid = u64::from(dead.id());
@@ -798,7 +769,7 @@ mod tests {
         for (key, owner) in owners {
             let session = Session {
                 lost: [0; 3],
-                level: 15,
+
                 slot: first.slot.0,
                 owner,
             };
@@ -843,9 +814,7 @@ mod tests {
     /// 2 MiB ring per such slot stayed until the slot's next use).
     #[test]
     fn a_ring_left_in_an_unheld_slot_past_the_kept_ones_is_freed_by_the_next_session() {
-        let Some((_serial, first)) = first_recorder() else {
-            return;
-        };
+        let (_serial, first) = first_recorder();
         let slots = slots_of(&Path::new(BPF_FS).join(version()));
         // A slot no session of these tests takes, its lock file made but not held.
         let slot = MAX_SESSIONS - 1 - std::process::id() % 64;

@@ -1,6 +1,6 @@
 //! The `bpf` system calls the pinned exec recorder needs beyond what its loader
 //! (aya) offers: a ring buffer and a map of maps made without an object file, a
-//! map's elements by raw bytes, pins, and a namespace's id.
+//! map's elements by raw bytes, and pins.
 
 use std::ffi::CStr;
 use std::io;
@@ -182,23 +182,4 @@ pub fn bpf_obj_get(path: &CStr) -> io::Result<OwnedFd> {
 pub fn bpf_map_get_fd_by_id(id: u32) -> io::Result<OwnedFd> {
     let mut attr: [u32; 3] = [id, 0, 0];
     new_fd(bpf(BPF_MAP_GET_FD_BY_ID, &mut attr)?)
-}
-
-/// The id the kernel gave a namespace (`NS_GET_ID`, Linux 6.18+ for pid
-/// namespaces): never given to another while the machine runs.
-pub fn ns_get_id(ns: BorrowedFd<'_>) -> io::Result<u64> {
-    const NS_GET_ID: libc::c_ulong = 0x8008_b70d; // _IOR(0xb7, 0xd, __u64)
-    let mut id = 0u64;
-    // SAFETY: the ioctl writes one u64 into id.
-    super::check(unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_ID, &mut id) })?;
-    Ok(id)
-}
-
-/// The `statfs` type of the file system holding `path`.
-pub fn fs_type(path: &CStr) -> io::Result<i64> {
-    // SAFETY: buf is plain data filled by the kernel.
-    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: path is a valid C string and buf a valid statfs.
-    super::check(unsafe { libc::statfs(path.as_ptr(), &mut buf) })?;
-    Ok(buf.f_type)
 }

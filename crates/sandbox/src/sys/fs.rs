@@ -115,11 +115,21 @@ pub fn on_read_only_mount(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(buf.f_flag & libc::ST_RDONLY != 0)
 }
 
-/// Free blocks available to unprivileged users on the filesystem holding `path`.
-pub fn statfs_available(path: &CStr) -> io::Result<u64> {
+fn statfs(path: &CStr) -> io::Result<libc::statfs> {
     // SAFETY: buf is plain data filled by the kernel.
     let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: path is a valid C string and buf a valid statfs.
     check(unsafe { libc::statfs(path.as_ptr(), &mut buf) })?;
-    Ok(buf.f_bavail)
+    Ok(buf)
+}
+
+/// Free blocks available to unprivileged users on the filesystem holding `path`.
+pub fn statfs_available(path: &CStr) -> io::Result<u64> {
+    statfs(path).map(|buf| buf.f_bavail)
+}
+
+/// The type (`statfs`'s magic number) of the filesystem holding `path`.
+#[cfg(vg_exec_bpf)]
+pub fn fs_type(path: &CStr) -> io::Result<i64> {
+    statfs(path).map(|buf| buf.f_type)
 }

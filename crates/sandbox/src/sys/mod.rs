@@ -30,7 +30,7 @@ mod tty;
 pub use bpf::{
     BPF_FS_MAGIC, BPF_MAP_TYPE_HASH_OF_MAPS, BPF_MAP_TYPE_RINGBUF, BPF_NOEXIST, bpf_map_create,
     bpf_map_delete, bpf_map_get_fd_by_id, bpf_map_lookup, bpf_map_next_key, bpf_map_update,
-    bpf_obj_get, bpf_obj_pin, fs_type, ns_get_id,
+    bpf_obj_get, bpf_obj_pin,
 };
 pub use creds::{
     capset_empty, capset_only, getgid, getuid, setfsgid, setfsuid, setgroups, setresgid, setresuid,
@@ -41,6 +41,8 @@ pub use fd::{
     peer_cred, poll_hup_within, recv_fd, send_fd, seqpacket_pair, set_nonblocking, set_pipe_size,
     shutdown, socket_type,
 };
+#[cfg(vg_exec_bpf)]
+pub use fs::fs_type;
 pub use fs::{
     RESOLVE_BENEATH, RESOLVE_IN_ROOT, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, fchdir, fchown,
     fchownat, fstat, mkdirat, on_read_only_mount, openat, openat2, statfs_available, symlinkat,
@@ -55,6 +57,8 @@ pub use msg::{poll_read, recv_msg, send_msg, signalfd, signalfd_read};
 pub use net::{
     discard, iface_configure, loopback_up, set_peek_offset, set_receive_buffer_force, tun_create,
 };
+#[cfg(vg_exec_bpf)]
+pub use netns::ns_get_id;
 pub use netns::{TUN_STEPS, TunSettings, join_before_exec, ns_owner, peer_pidfd, tun_in_namespace};
 pub use pidfd::{
     pidfd_exit_status, pidfd_exited, pidfd_open, pidfd_parent, pidfd_send_signal, pidns_host_pid,

@@ -27,6 +27,20 @@ pub fn peer_pidfd(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// `NS_GET_ID`, `_IOR(0xb7, 0xd, __u64)`: a namespace's id.
+#[cfg(vg_exec_bpf)]
+const NS_GET_ID: libc::c_ulong = 0x8008_b70d;
+
+/// The id the kernel gave a namespace (`NS_GET_ID`, Linux 6.18+ for pid
+/// namespaces): never given to another while the machine runs.
+#[cfg(vg_exec_bpf)]
+pub fn ns_get_id(ns: BorrowedFd<'_>) -> io::Result<u64> {
+    let mut id = 0u64;
+    // SAFETY: the ioctl writes one u64 into id.
+    check(unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_ID, &mut id) })?;
+    Ok(id)
+}
+
 /// The user namespace that owns the namespace `ns` (`NS_GET_USERNS`).
 pub fn ns_owner(ns: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     // SAFETY: an ioctl without an argument on a live namespace descriptor.

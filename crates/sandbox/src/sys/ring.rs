@@ -188,11 +188,14 @@ impl AsFd for Ring {
 mod tests {
     use super::*;
 
-    fn ring(size: u32) -> Option<(Ring, OwnedFd)> {
-        if super::super::getuid() != 0 {
-            eprintln!("skipped: making a BPF map needs root");
-            return None;
-        }
+    /// A ring of `size` bytes, mapped, and its map's descriptor. The unit tests run
+    /// as root (scripts/test), which making a BPF map needs.
+    fn ring(size: u32) -> (Ring, OwnedFd) {
+        assert_eq!(
+            super::super::getuid(),
+            0,
+            "run as root: making a BPF map needs it"
+        );
         let fd = super::super::bpf_map_create(
             "test_ring",
             super::super::BPF_MAP_TYPE_RINGBUF,
@@ -202,7 +205,7 @@ mod tests {
         )
         .expect("a ring buffer");
         let copy = fd.try_clone().unwrap();
-        Some((Ring::map(fd, size as usize).unwrap(), copy))
+        (Ring::map(fd, size as usize).unwrap(), copy)
     }
 
     /// ATTACK (records): a consumer position no reader of ours wrote (ahead of the
@@ -210,9 +213,7 @@ mod tests {
     /// makes the next reader start from the end, never read old bytes or loop.
     #[test]
     fn a_position_ahead_of_the_kernel_s_is_set_back_to_the_end() {
-        let Some((mut ring, fd)) = ring(4096 * 4) else {
-            return;
-        };
+        let (mut ring, fd) = ring(4096 * 4);
         ring.consumer_pos().store(4096 * 100, Ordering::SeqCst);
         assert!(!ring.next(|_| panic!("a record from nothing")));
         assert_eq!(ring.consumer_pos().load(Ordering::SeqCst), 0);
@@ -225,9 +226,7 @@ mod tests {
 
     #[test]
     fn a_size_that_is_not_a_power_of_two_is_refused() {
-        let Some((_, fd)) = ring(4096) else {
-            return;
-        };
+        let (_, fd) = ring(4096);
         assert!(Ring::map(fd, 4096 * 3).is_err());
     }
 }
