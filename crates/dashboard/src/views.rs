@@ -19,6 +19,8 @@ pub struct Exec {
     pub command: String,
     pub cwd: String,
     pub exe: Option<String>,
+    /// The file `exe` reached through a symlink, by its own path, quoted for a shell.
+    pub ran: Option<String>,
     /// What the kernel started first (a `#!` script's last interpreter, or a
     /// program's loader that is not the system's), quoted for a shell.
     pub interp: Option<String>,
@@ -62,6 +64,7 @@ impl Exec {
             command: e.command.clone(),
             cwd: lossy(&e.cwd),
             exe: e.exe.as_deref().map(lossy),
+            ran: e.ran.as_deref().map(vg_records::quote_arg),
             // Quoted as `commands.log` quotes it: control and invisible characters
             // shown escaped, never raw.
             interp: e.interp.as_deref().map(vg_records::quote_arg),

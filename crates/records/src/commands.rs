@@ -17,6 +17,9 @@ pub struct ExecLine {
     pub cwd: Vec<u8>,
     /// The file executed, when recorded.
     pub exe: Option<Vec<u8>>,
+    /// The file that path reached, by its own path, when that is another one
+    /// (symlinks on the way): what ran, whatever the path names later.
+    pub ran: Option<Vec<u8>>,
     /// What the kernel started first in place of the file's own code (a script's
     /// interpreter, a program's own loader), when recorded.
     pub interp: Option<Vec<u8>>,
@@ -101,7 +104,7 @@ fn parse_truncated(text: &str) -> Option<(ArgvSize, &str)> {
     Some((size, &rest[end..]))
 }
 
-/// `pid=<pid> ppid=<ppid> cwd=<quoted> [exe=<quoted>] [interp=<quoted>] [status=<n>|signal=<n>|denied=<errno>]
+/// `pid=<pid> ppid=<ppid> cwd=<quoted> [exe=<quoted>] [ran=<quoted>] [interp=<quoted>] [status=<n>|signal=<n>|denied=<errno>]
 /// [truncated=<args>,<bytes>] -- <argv>`.
 fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
     let (pid, rest) = field(text, "pid=")?;
@@ -111,6 +114,12 @@ fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
     if let Some(after) = rest.strip_prefix(" exe=") {
         let (path, r) = unquote_word(after)?;
         exe = Some(path);
+        rest = r;
+    }
+    let mut ran = None;
+    if let Some(after) = rest.strip_prefix(" ran=") {
+        let (path, r) = unquote_word(after)?;
+        ran = Some(path);
         rest = r;
     }
     let mut interp = None;
@@ -143,6 +152,7 @@ fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
         ppid,
         cwd,
         exe,
+        ran,
         interp,
         exit,
         argv: unquote_argv(command)?,
@@ -167,6 +177,8 @@ mod tests {
             ppid: 7,
             cwd: OsString::from_vec(cwd.to_vec()).into(),
             exe: (argv.len() > 1).then(|| "/usr/bin/x y".into()),
+            // The file reached through a link, for one argv length.
+            ran: (argv.len() == 3).then(|| "/usr/bin/ran= z".into()),
             // A script's interpreter, for one argv length: written and read back.
             interp: (argv.len() == 2).then(|| "/tmp/it's -- here".into()),
             argv: argv.into_iter().map(OsString::from_vec).collect(),
@@ -196,6 +208,11 @@ mod tests {
             assert_eq!(
                 e.exe.map(OsString::from_vec),
                 rec.exe.clone().map(|p| p.into_os_string()),
+                "{line}"
+            );
+            assert_eq!(
+                e.ran.map(OsString::from_vec),
+                rec.ran.clone().map(|p| p.into_os_string()),
                 "{line}"
             );
             assert_eq!(

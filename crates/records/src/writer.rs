@@ -20,13 +20,16 @@
 //! `commands.log` has one line per record:
 //!
 //! ```text
-//! <time> exec pid=<pid> ppid=<ppid> cwd=<quoted cwd> [exe=<quoted path>] [interp=<quoted path>] [status=<n>|signal=<n>|denied=<errno>] [truncated=<args>,<bytes>] -- <quoted argv>
+//! <time> exec pid=<pid> ppid=<ppid> cwd=<quoted cwd> [exe=<quoted path>] [ran=<quoted path>] [interp=<quoted path>] [status=<n>|signal=<n>|denied=<errno>] [truncated=<args>,<bytes>] -- <quoted argv>
 //! <time> exit pid=<pid> status=<n>
 //! <time> exit pid=<pid> signal=<n>
 //! ```
 //!
 //! e.g. `2025-12-19T10:10:53.123Z exec pid=42 ppid=1 cwd=/work exe=/usr/bin/grep -- grep -r 'a b' .`.
-//! `exe` is the file passed to execve; argv[0] is whatever the caller chose. `interp`
+//! `exe` is the file passed to execve; argv[0] is whatever the caller chose. `ran`
+//! names the file that path reached, by its own path, when symlinks on the way make
+//! it another (`exe=/bin/sh ran=/usr/bin/dash`): a link pointed elsewhere after the
+//! exec does not change what the line says ran. `interp`
 //! names what the kernel started first in place of that file's own code: for a `#!`
 //! script, the last interpreter of its chain as the `#!` line names it (`#!/tmp/x`
 //! runs `/tmp/x`, which the line says, whatever the script's name); for an ELF
@@ -159,6 +162,10 @@ pub struct CommandRecord {
     pub cwd: PathBuf,
     /// The file executed, as passed to execve (argv[0] can say anything).
     pub exe: Option<PathBuf>,
+    /// The file `exe` reached, by its own path inside the sandbox, when that is not
+    /// what `exe` names (a symlink on the way): what ran, even once the link is
+    /// pointed elsewhere.
+    pub ran: Option<PathBuf>,
     /// What the kernel started first in place of that file's own code: a `#!`
     /// script's last interpreter, or an ELF program's loader that is not the system's.
     pub interp: Option<PathBuf>,
@@ -180,6 +187,7 @@ impl CommandRecord {
             ppid,
             cwd: cwd.into(),
             exe: None,
+            ran: None,
             interp: None,
             argv: argv.into_iter().map(Into::into).collect(),
             exit: None,
@@ -189,6 +197,12 @@ impl CommandRecord {
     /// The same record naming the file executed.
     pub fn with_exe(mut self, exe: impl Into<PathBuf>) -> Self {
         self.exe = Some(exe.into());
+        self
+    }
+
+    /// The same record naming the file the path reached (see `ran`).
+    pub fn with_ran(mut self, ran: impl Into<PathBuf>) -> Self {
+        self.ran = Some(ran.into());
         self
     }
 
@@ -210,6 +224,10 @@ impl CommandRecord {
         if let Some(exe) = &self.exe {
             s.push_str(" exe=");
             s.push_str(&quote_arg(exe.as_os_str().as_bytes()));
+        }
+        if let Some(ran) = &self.ran {
+            s.push_str(" ran=");
+            s.push_str(&quote_arg(ran.as_os_str().as_bytes()));
         }
         if let Some(interp) = &self.interp {
             s.push_str(" interp=");

@@ -30,7 +30,7 @@
 //! - what ran is what was recorded (read after the exec), so there is never a
 //!   `Mismatch` to report.
 
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
 use crate::trace::{ExitStatus, TraceEvent};
@@ -185,12 +185,25 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
             .into_os_string()
             .into_vec()
     };
+    let is_script = !interp.is_empty() && interp != given;
+    // The program's file by its own path, when the path given (through a symlink)
+    // names another. A script's file is gone from the exec by now (the kernel's file
+    // is its interpreter's), so a script has none.
+    let ran = (!by_file && !is_script && !file.is_empty())
+        .then(|| {
+            let reached = path_from_names(file, flags >> FILE_FLAGS);
+            crate::trace::ran::other_file(
+                cwd.as_os_str().as_bytes(),
+                given,
+                reached.as_os_str().as_bytes(),
+            )
+        })
+        .flatten();
     let full = u64_at(b, 32)?;
     let argc = u64::from(u32_at(b, 48)?);
     let cut = flags & FLAG_ARGV_CUT != 0 || (raw.len() as u64) < full;
     let (mut argv, truncated) = split_argv(raw, cut);
     let mut size = (argc, full);
-    let is_script = !interp.is_empty() && interp != given;
     if is_script {
         let (caller, dropped) = script_argv(argv, given);
         argv = caller;
@@ -217,6 +230,7 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
             ppid,
             cwd,
             path,
+            ran,
             argv,
             truncated,
             file: None,

@@ -29,7 +29,7 @@
 //! can reach the listener that way, and letting it run would escape the filter.
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
@@ -40,6 +40,7 @@ use crate::sys;
 mod access;
 mod elf;
 mod file;
+pub mod ran;
 mod resolve;
 mod verify;
 
@@ -78,6 +79,9 @@ pub enum TraceEvent {
         /// The file executed, named honestly: the path passed to `execve`, or for
         /// `execveat` the descriptor's file or the path joined to its directory.
         path: Vec<u8>,
+        /// The file `path` reached, by its own path inside the sandbox, when that is
+        /// not what `path` names (a symlink on the way; see [`ran`]).
+        ran: Option<Vec<u8>>,
         argv: Vec<Vec<u8>>,
         /// argv was cut at one of the bounds above.
         truncated: bool,
@@ -1314,6 +1318,13 @@ fn describe_exec(
     // The kernel names the directory from the sandbox's own root (the supervisor's
     // root is not above it), so this is the path as seen inside.
     let cwd = resolve::read_link(&format!("/proc/{host_pid}/cwd")).unwrap_or_default();
+    // The file the lookup reached, by its own path (named from the sandbox's root,
+    // as the cwd above), when the path as given names another.
+    let ran = looked_up
+        .opened
+        .as_ref()
+        .and_then(|fd| resolve::read_link(&format!("/proc/self/fd/{}", fd.as_raw_fd())))
+        .and_then(|reached| ran::other_file(&cwd, &looked_up.exe, &reached));
     let (file, script, root) = if tracked.inspect {
         let file = looked_up.opened.take().and_then(ExecFile::from_fd);
         // The kernel names the script to its interpreter as it names the exec: the
@@ -1395,6 +1406,7 @@ fn describe_exec(
         ppid,
         cwd: PathBuf::from(std::ffi::OsString::from_vec(cwd)),
         path: looked_up.exe,
+        ran,
         argv,
         truncated,
         file,
@@ -1490,7 +1502,6 @@ fn thread_group_of(host_task: u32) -> Option<u32> {
 /// in each pid namespace, innermost last).
 fn pidfd_info_text(pidfd: &OwnedFd, tracked: &mut Tracked) -> Option<String> {
     use std::io::Read;
-    use std::os::fd::AsRawFd;
     if tracked.fdinfo.is_none() {
         tracked.fdinfo = std::fs::File::open("/proc/self/fdinfo")
             .ok()

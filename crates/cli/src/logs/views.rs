@@ -123,6 +123,7 @@ pub fn command_json(line_no: usize, line: &[u8]) -> Value {
                 "ppid": e.ppid,
                 "cwd": lossy(&e.cwd),
                 "exe": e.exe.as_deref().map(lossy),
+                "ran": e.ran.as_deref().map(lossy),
                 "interp": e.interp.as_deref().map(lossy),
                 "argv": e.argv.iter().map(|a| lossy(a)).collect::<Vec<_>>(),
                 "command": e.command,

@@ -6,13 +6,15 @@
 //! must be freed by the next session. An unprivileged run keeps seccomp
 //! notification.
 
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use super::exec_records::{
-    BPF, HIDDEN_INTERPRETER, LOADER_PAYLOAD, PATH_SWAP, SECCOMP, assert_names_hidden_interpreters,
-    assert_names_payload_loader, commands, events,
+    BPF, HIDDEN_INTERPRETER, LOADER_PAYLOAD, PATH_SWAP, RELINKED, SECCOMP,
+    assert_names_hidden_interpreters, assert_names_payload_loader, assert_names_the_files_that_ran,
+    commands, events,
 };
 use super::harness::{
     PYTHON, RecordsHome, Runner, Vg, Workspace, build_static_c, is_root, session_metadata,
@@ -93,18 +95,50 @@ fn bpf_records_what_seccomp_notification_records() {
         seccomp.len(),
         differ.iter().take(3).collect::<Vec<_>>()
     );
-    // The script's checks happened: each kind of exec is there.
+    // The script's checks happened: each kind of exec is there. `/bin/sh` is
+    // named with the file it reaches where `/bin` or `sh` is a link (`ran=`).
+    let sh = std::fs::canonicalize("/bin/sh").unwrap();
+    let sh = if sh == Path::new("/bin/sh") {
+        String::new()
+    } else {
+        format!(" ran={}", sh.display())
+    };
     for needle in [
         "cwd=/tmp/d/e exe=./s.sh interp=/bin/sh -- ./s.sh one two",
         "exe=./t.sh interp=/usr/bin/env -- ./t.sh",
-        "exe=/bin/sh -- sh -c 'exit 7'",
-        "cwd=/ exe=/bin/sh -- /bin/sh -c 'exit 4'",
+        &format!("exe=/bin/sh{sh} -- sh -c 'exit 7'"),
+        &format!("cwd=/ exe=/bin/sh{sh} -- /bin/sh -c 'exit 4'"),
         " signal=9",
         " status=7",
         " truncated=",
     ] {
         assert!(by_bpf.contains(needle), "no {needle:?} in\n{by_bpf}");
     }
+}
+
+/// ATTACK (records): a program run through a symlink pointed elsewhere afterwards
+/// is named by the file it reached (`ran=`), by the BPF recorder too, which reads
+/// the kernel's file after the exec; and so is one run through a symlink to its
+/// descriptor (`/tmp/fdl -> /proc/self/fd/5`), which seccomp notification refuses
+/// and this recorder named by the link alone before.
+#[test]
+fn a_symlink_pointed_elsewhere_after_the_exec_leaves_the_file_that_ran_named() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    let script = format!(
+        "{RELINKED} && exec 5</tmp/payload && ln -s /proc/self/fd/5 /tmp/fdl && /tmp/fdl f >/dev/null && rm /tmp/fdl"
+    );
+    let (log, meta, _) = recorded(&ws, &["/bin/sh", "-c", &script], false);
+    assert_eq!(meta["layers"]["exec_trace"], "bpf", "{meta}");
+    assert_names_the_files_that_ran(&log);
+    let fdl: Vec<&str> = log
+        .lines()
+        .filter(|l| l.ends_with("-- /tmp/fdl f"))
+        .collect();
+    assert_eq!(fdl.len(), 1, "{log}");
+    assert!(fdl[0].contains(" exe=/tmp/fdl ran=/tmp/payload "), "{log}");
 }
 
 /// ATTACK (records): a payload run as a `#!` script's interpreter, directly or

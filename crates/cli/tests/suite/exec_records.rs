@@ -789,6 +789,56 @@ fn a_payload_run_as_a_programs_loader_is_named() {
     });
 }
 
+/// ATTACK (records): a program run through a symlink that is pointed elsewhere
+/// afterwards must not leave a line that names the innocent program only. The
+/// line keeps the path given (`exe=`) and names the file it reached (`ran=`):
+/// through a file link, a relative one, a folder link; a path that names its file
+/// has none. As root and unprivileged (session-22 red team: the line named the
+/// path alone, which then named `/usr/bin/true`).
+#[test]
+fn a_symlink_pointed_elsewhere_after_the_exec_leaves_the_file_that_ran_named() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        Vg::sandbox(runner, &ws, &[], &["sh", "-c", RELINKED])
+            .records_home(&home)
+            .env(SECCOMP.0, SECCOMP.1)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("relinked");
+        assert_names_the_files_that_ran(&commands(&home.only_session()));
+    });
+}
+
+/// Runs a copy of `echo` through links, then points them at `true` (see
+/// [`assert_names_the_files_that_ran`]).
+pub(super) const RELINKED: &str = "cp /usr/bin/echo /tmp/payload \
+ && ln -s /tmp/payload /tmp/x && /tmp/x a >/dev/null && ln -sf /usr/bin/true /tmp/x && /tmp/x b \
+ && ln -s payload /tmp/y && cd /tmp && ./y c >/dev/null && ln -sf /usr/bin/true y && cd / \
+ && mkdir /tmp/real && cp /usr/bin/echo /tmp/real/p && ln -s /tmp/real /tmp/d && /tmp/d/p d >/dev/null \
+ && rm /tmp/d && mkdir /tmp/d && cp /usr/bin/true /tmp/d/p \
+ && /tmp/payload e >/dev/null && echo relinked";
+
+pub(super) fn assert_names_the_files_that_ran(log: &str) {
+    let line = |argv: &str| {
+        let found = execs_of(log, argv);
+        assert_eq!(found.len(), 1, "one line for {argv:?} in\n{log}");
+        found[0].to_owned()
+    };
+    for (argv, exe, ran) in [
+        ("/tmp/x a", "/tmp/x", "/tmp/payload"),
+        ("/tmp/x b", "/tmp/x", "/usr/bin/true"),
+        ("./y c", "./y", "/tmp/payload"),
+        ("/tmp/d/p d", "/tmp/d/p", "/tmp/real/p"),
+    ] {
+        let l = line(argv);
+        assert_eq!(field(&l, "exe"), exe, "{l}");
+        assert_eq!(field(&l, "ran"), ran, "{l}");
+    }
+    let own = line("/tmp/payload e");
+    assert!(!own.contains(" ran="), "{own}");
+}
+
 /// Python making `/tmp/patched` (`true` with its loader path changed to
 /// `/tmp/ld-payload-x86-64.so.2`, a copy of the system's), `/tmp/claims-big-endian`
 /// (the same with its header claiming another byte order, which the kernel

@@ -245,6 +245,7 @@ impl CommandsLog {
             ppid,
             cwd,
             path,
+            ran,
             argv,
             truncated,
             interpreter,
@@ -272,6 +273,9 @@ impl CommandsLog {
             argv,
         )
         .with_exe(OsString::from_vec(path));
+        if let Some(ran) = ran {
+            record = record.with_ran(OsString::from_vec(ran));
+        }
         if let Some(interp) = interpreter {
             record = record.with_interp(OsString::from_vec(interp));
         }

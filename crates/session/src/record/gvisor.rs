@@ -237,6 +237,7 @@ pub(super) fn record(gvisor: &GvisorLog, shared: &Shared, event: GvisorEvent) {
                     ppid: ppid.unwrap_or(0),
                     cwd,
                     path: path.into_os_string().into_vec(),
+                    ran: None,
                     argv: argv.into_iter().map(OsStringExt::into_vec).collect(),
                     truncated: false,
                     file: None,
