@@ -3,21 +3,21 @@
 //!
 //! Seccomp notification makes each exec wait while the supervisor reads it (about
 //! +15-25 % on exec-heavy work on a small VM); the BPF recorder reads the kernel's own
-//! copies as the exec completes, with no wait (under +10 %), but loading and verifying
-//! its programs costs each session's start tens of milliseconds, so it pays only for
-//! runs of many programs, and only root can load it. Both record every program; where
-//! their records differ is in the README ("What exec tracing records").
+//! copies as the exec completes, with no wait (+2-4 %), but only root can load it.
+//! Unset, root's native runs without an image use the BPF recorder and every other
+//! run seccomp notification (the session's plan decides). Both record every
+//! program; where their records differ is in the README ("What exec tracing
+//! records").
 
 use std::fmt;
 use std::str::FromStr;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ExecTrace {
     /// Seccomp user notification: every user, every backend that records execs.
-    #[default]
     Seccomp,
-    /// The BPF recorder, natively as root without an approval gate; elsewhere
-    /// seccomp notification, and the record says why.
+    /// The BPF recorder, natively as root without an approval gate, image runs
+    /// included; elsewhere seccomp notification, and the record says why.
     Bpf,
 }
 
@@ -40,7 +40,9 @@ impl fmt::Display for ExecTrace {
 
 /// An unknown `exec_trace` value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown exec_trace {0:?}: use \"seccomp\" (the default) or \"bpf\"")]
+#[error(
+    "unknown exec_trace {0:?}: use \"seccomp\" or \"bpf\" (unset: bpf as root natively without an image, seccomp otherwise)"
+)]
 pub struct UnknownExecTrace(pub String);
 
 impl FromStr for ExecTrace {
@@ -63,7 +65,6 @@ mod tests {
         for trace in ExecTrace::ALL {
             assert_eq!(trace.as_str().parse::<ExecTrace>(), Ok(trace));
         }
-        assert_eq!(ExecTrace::default(), ExecTrace::Seccomp);
         let err = "ebpf".parse::<ExecTrace>().unwrap_err().to_string();
         assert!(err.contains("\"ebpf\"") && err.contains("\"bpf\""), "{err}");
     }

@@ -364,7 +364,7 @@ pub fn exec_recorder() -> Check {
     match crate::exectrace::ExecRecorder::load() {
         Ok(_) => Check::ok(
             EXEC_RECORDER_LAYER,
-            "loads and attaches (sched_process_exec and sched_process_exit raw trace points; loaded once per boot, pinned in /run/vectraguard/bpf): a root run without --ask records its execs without making them wait",
+            "loads and attaches (sched_process_exec and sched_process_exit raw trace points; loaded once per boot, pinned in /run/vectraguard/bpf): a root run without --ask or --image records its execs with it by default, without making them wait (exec_trace = \"seccomp\" turns it off)",
         ),
         Err(why) => Check::missing(
             EXEC_RECORDER_LAYER,

@@ -225,7 +225,7 @@ impl Plan {
             exec_by_bpf: native_traced
                 && gate.is_none()
                 && !request.persistent
-                && exec_by_bpf_allowed(settings.exec_trace),
+                && exec_by_bpf_allowed(settings.exec_trace, image.is_some()),
             exits: exits(settings.exec_check.unwrap_or_default()),
             // Every recorded run reports refused changes and system calls
             // (`violation` events), refused reads too with `--violations all`; a
@@ -340,29 +340,43 @@ pub fn exits(check: vg_policy::ExecCheck) -> vg_sandbox::trace::Exits {
     }
 }
 
-/// Whether execs may be recorded by the BPF recorder (`vg_sandbox::exectrace`):
-/// when `exec_trace = "bpf"` (or `VECTRAGUARD_EXEC_TRACE`, which overrides the
-/// configuration for one run) asks for it, and only as root, which can load it. An
-/// approval gate keeps seccomp notification, which can hold an exec; so does a
-/// persistent sandbox.
-pub fn exec_by_bpf_allowed(configured: Option<vg_policy::ExecTrace>) -> bool {
-    vg_sandbox::real_ids().0 == 0
-        && wanted_exec_trace(
-            configured,
-            std::env::var_os("VECTRAGUARD_EXEC_TRACE").as_deref(),
-        ) == vg_policy::ExecTrace::Bpf
+/// Whether execs may be recorded by the BPF recorder (`vg_sandbox::exectrace`): as
+/// root, which can load it, by default (see [`bpf_chosen`]), and wherever
+/// `exec_trace = "bpf"` (or `VECTRAGUARD_EXEC_TRACE`, which overrides the
+/// configuration for one run) asks for it. An approval gate keeps seccomp
+/// notification, which can hold an exec; so does a persistent sandbox (the caller's
+/// conditions). Where the recorder cannot load, seccomp notification records and
+/// the record says why.
+pub fn exec_by_bpf_allowed(configured: Option<vg_policy::ExecTrace>, image: bool) -> bool {
+    let wanted = wanted_exec_trace(
+        configured,
+        std::env::var_os("VECTRAGUARD_EXEC_TRACE").as_deref(),
+    );
+    bpf_chosen(vg_sandbox::real_ids().0 == 0, image, wanted)
+}
+
+/// The choice of recorder as a value: root's BPF recorder unless seccomp
+/// notification was asked for; by default not for an image run, whose root the
+/// command can write, so that no read-only mount vouches for the system's loader
+/// and the BPF recorder would name it on every line (seccomp notification keeps an
+/// identity of it instead).
+fn bpf_chosen(root: bool, image: bool, wanted: Option<vg_policy::ExecTrace>) -> bool {
+    root && match wanted {
+        Some(vg_policy::ExecTrace::Bpf) => true,
+        Some(vg_policy::ExecTrace::Seccomp) => false,
+        None => !image,
+    }
 }
 
 /// The exec trace asked for: the environment's, when it names one, over the
-/// configuration's (pure).
+/// configuration's; `None` when neither chose (pure).
 fn wanted_exec_trace(
     configured: Option<vg_policy::ExecTrace>,
     env: Option<&std::ffi::OsStr>,
-) -> vg_policy::ExecTrace {
+) -> Option<vg_policy::ExecTrace> {
     env.and_then(|v| v.to_str())
         .and_then(|v| v.parse().ok())
         .or(configured)
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -373,13 +387,36 @@ mod tests {
     fn the_environment_s_exec_trace_overrides_the_configuration_s() {
         use vg_policy::ExecTrace::{Bpf, Seccomp};
         let env = |v: &'static str| Some(std::ffi::OsStr::new(v));
-        assert_eq!(wanted_exec_trace(None, None), Seccomp);
-        assert_eq!(wanted_exec_trace(Some(Bpf), None), Bpf);
-        assert_eq!(wanted_exec_trace(Some(Bpf), env("seccomp")), Seccomp);
-        assert_eq!(wanted_exec_trace(None, env("bpf")), Bpf);
+        assert_eq!(wanted_exec_trace(None, None), None);
+        assert_eq!(wanted_exec_trace(Some(Bpf), None), Some(Bpf));
+        assert_eq!(wanted_exec_trace(Some(Bpf), env("seccomp")), Some(Seccomp));
+        assert_eq!(wanted_exec_trace(None, env("bpf")), Some(Bpf));
         // A value that names none leaves the configuration's.
-        assert_eq!(wanted_exec_trace(Some(Bpf), env("")), Bpf);
-        assert_eq!(wanted_exec_trace(None, env("ebpf")), Seccomp);
+        assert_eq!(wanted_exec_trace(Some(Seccomp), env("")), Some(Seccomp));
+        assert_eq!(wanted_exec_trace(None, env("ebpf")), None);
+    }
+
+    #[test]
+    fn root_records_by_bpf_by_default_except_in_an_image_and_when_told_not_to() {
+        use vg_policy::ExecTrace::{Bpf, Seccomp};
+        // (root, image run, asked for) -> BPF
+        let cases = [
+            ((true, false, None), true),
+            ((true, true, None), false),
+            ((true, true, Some(Bpf)), true),
+            ((true, false, Some(Seccomp)), false),
+            ((true, true, Some(Seccomp)), false),
+            // Only root can load it, whatever is asked.
+            ((false, false, None), false),
+            ((false, false, Some(Bpf)), false),
+        ];
+        for ((root, image, wanted), bpf) in cases {
+            assert_eq!(
+                bpf_chosen(root, image, wanted),
+                bpf,
+                "root {root}, image {image}, asked {wanted:?}"
+            );
+        }
     }
 
     #[test]

@@ -631,11 +631,12 @@ fn the_recorder_is_shared_and_a_killed_supervisor_s_entry_is_swept_by_the_next_s
     );
 }
 
-/// Seccomp notification unless asked: root's run records through it by default,
-/// through the BPF recorder with `exec_trace = "bpf"` in the user's file, and a
-/// project file cannot choose (the sandbox can write it).
+/// Root's native run records through the BPF recorder by default (with the
+/// variable that overrides the configuration empty, as a user's shell has it),
+/// through seccomp notification with `exec_trace = "seccomp"` in the user's file,
+/// and a project file cannot choose (the sandbox can write it).
 #[test]
-fn the_bpf_recorder_is_used_when_the_user_s_config_asks_for_it() {
+fn root_records_by_bpf_by_default_and_the_user_s_config_can_turn_it_off() {
     if !is_root() {
         return;
     }
@@ -643,7 +644,7 @@ fn the_bpf_recorder_is_used_when_the_user_s_config_asks_for_it() {
     let trace_of = |xdg: Option<&super::harness::TempDir>| {
         let home = RecordsHome::new(Runner::Root);
         let mut vg = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/true"]);
-        vg.records_home(&home);
+        vg.records_home(&home).env(BPF.0, "");
         if let Some(xdg) = xdg {
             vg.env("XDG_CONFIG_HOME", &xdg.arg(""));
         }
@@ -654,10 +655,12 @@ fn the_bpf_recorder_is_used_when_the_user_s_config_asks_for_it() {
             .unwrap_or_default()
             .to_owned()
     };
-    assert_eq!(trace_of(None), "seccomp-notify");
+    assert_eq!(trace_of(None), "bpf");
+    let xdg = super::exec_records::user_config(Runner::Root, "exec_trace = \"seccomp\"\n");
+    assert_eq!(trace_of(Some(&xdg)), "seccomp-notify");
     let xdg = super::exec_records::user_config(Runner::Root, "exec_trace = \"bpf\"\n");
     assert_eq!(trace_of(Some(&xdg)), "bpf");
-    ws.write("vectraguard.toml", "exec_trace = \"bpf\"\n");
+    ws.write("vectraguard.toml", "exec_trace = \"seccomp\"\n");
     let home = RecordsHome::new(Runner::Root);
     let out = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/true"])
         .records_home(&home)

@@ -290,7 +290,12 @@ for label, path in [
     _, status = os.waitpid(pid, 0)
     print(label, "status", os.waitstatus_to_exitcode(status), flush=True)
 "#;
-        let out = run_recorded(runner, &ws, &home, &[], &[PYTHON, "-c", script]);
+        // Seccomp notification's refusal (the BPF recorder runs such a path and
+        // names its file: `exec_bpf.rs`).
+        let out = Vg::sandbox(runner, &ws, &[], &[PYTHON, "-c", script])
+            .records_home(&home)
+            .env(SECCOMP.0, SECCOMP.1)
+            .run();
         out.assert_success();
         let log = commands(&home.only_session());
         // A path that continues past such a link cannot be named: refused, not run.
@@ -1184,10 +1189,10 @@ fn exits_are_recorded_with_how_they_ended_without_trapping_them() {
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
-        run_recorded(
+        // Seccomp notification's exits (the BPF recorder's: `exec_bpf.rs`).
+        Vg::sandbox(
             runner,
             &ws,
-            &home,
             &[],
             &[
                 "/bin/sh",
@@ -1195,6 +1200,9 @@ fn exits_are_recorded_with_how_they_ended_without_trapping_them() {
                 "/bin/true; /bin/false; /bin/sh -c 'kill -KILL $$'; /bin/echo end",
             ],
         )
+        .records_home(&home)
+        .env(SECCOMP.0, SECCOMP.1)
+        .run()
         .assert_success();
         let dir = home.only_session();
         let meta = session_metadata(&dir);

@@ -231,6 +231,10 @@ fn the_writable_layer_is_discarded_and_the_image_is_never_written() {
         assert!(out.stdout.contains("127.0.1.1\tlayered"), "{out}");
         assert!(out.stdout.contains("layered\n"), "{out}");
         assert!(out.stdout.contains("--network none"), "{out}");
+        // An image's root is writable: root's run keeps seccomp notification by
+        // default (the BPF recorder would name the system's loader on every line).
+        let meta = session_metadata(&home.only_session());
+        assert_eq!(meta["layers"]["exec_trace"], "seccomp-notify", "{meta}");
 
         let out = run_image(
             runner,

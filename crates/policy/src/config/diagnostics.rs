@@ -86,7 +86,7 @@ pub(super) fn key_hint(key: &str) -> &'static str {
             "exec_check is \"next-exec\" (the default) or \"exit\" (each recorded program is also checked against its exec line as it exits, at the cost of a round trip per program)"
         }
         "exec_trace" => {
-            "exec_trace is \"seccomp\" (the default) or \"bpf\" (as root, natively, without an approval gate: execs recorded by a BPF program with no wait for each, at the cost of tens of milliseconds at each start)"
+            "exec_trace is \"seccomp\" (every exec waits while Vectra Guard reads it) or \"bpf\" (as root, natively, without an approval gate: execs recorded by a BPF program with no wait for each); unset, root's native runs without an image use bpf and the rest seccomp"
         }
         "network_rules" => {
             "network_rules is an array of \"allow TARGET[:PORTS]\" or \"deny TARGET[:PORTS]\" strings, or \"allow METHODS URL-GLOB\" for method and path rules, tried in order, e.g. network_rules = [\"allow github.com:443\", \"allow GET,HEAD https://api.github.com/repos/acme/**\", \"deny *.evil.com\"]"
