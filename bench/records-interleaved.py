@@ -5,8 +5,10 @@ shuffled each round, so that load changing during a sitting lands on every comma
 (hyperfine runs one command's rounds in a row, which a shared machine's load skews).
 
 Usage: VG_BASELINE=/path/to/older/vectraguard bench/records-interleaved.py [ROUNDS]
-Run as root (the workspace is given to nobody, as in bench/records.sh); root's runs
-also measure the BPF exec recorder (VECTRAGUARD_EXEC_TRACE=bpf). VG_BIN overrides
+Run as root (the workspace is given to nobody, as in bench/records.sh). Each build
+records with its default (since session 23, root's BPF exec recorder; before,
+seccomp notification); as root this build is also measured with
+VECTRAGUARD_EXEC_TRACE=seccomp, seccomp notification, every user's. VG_BIN overrides
 this build's path (default target/release/vectraguard). Prints medians, each build's
 overhead of recording (median of recorded / median of --no-record) and the median of
 the per-round ratios (each round's recorded run against the same round's --no-record)."""
@@ -33,10 +35,11 @@ cmds = {}
 for name, vg in builds.items():
     cmds[(name, "recorded")] = run(vg)
     cmds[(name, "no-record")] = run(vg, "--no-record")
-# As root, this build's BPF exec recorder (exec_trace = "bpf") too: that row runs with
-# VECTRAGUARD_EXEC_TRACE=bpf, every other with =seccomp.
+# As root, this build's seccomp notification too (exec_trace = "seccomp"): that row
+# runs with VECTRAGUARD_EXEC_TRACE=seccomp, every other with each build's default.
 if os.getuid() == 0:
-    cmds[("this build", "recorded, bpf recorder")] = run(new)
+    cmds[("this build", "recorded, seccomp notification")] = run(new)
+os.environ.pop("VECTRAGUARD_EXEC_TRACE", None)
 times = {k: [] for k in cmds}
 try:
     for r in range(rounds + 1):  # one round of warm-up
@@ -44,7 +47,9 @@ try:
         random.shuffle(order)
         for k in order:
             t0 = time.perf_counter()
-            env = dict(os.environ, VECTRAGUARD_EXEC_TRACE="bpf" if "bpf" in k[1] else "seccomp")
+            env = dict(os.environ)
+            if "seccomp" in k[1]:
+                env["VECTRAGUARD_EXEC_TRACE"] = "seccomp"
             subprocess.run(cmds[k], cwd=ws, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
             if r >= 1:
                 times[k].append(time.perf_counter() - t0)
@@ -60,11 +65,11 @@ for name in builds:
     paired = statistics.median(a / b for a, b in zip(rec, plain))
     print(f"  {name:10s} recorded {mr:6.3f} s, --no-record {mp:6.3f} s: "
           f"overhead {100 * (mr / mp - 1):+5.1f} % (per round: {100 * (paired - 1):+5.1f} %)")
-if ("this build", "recorded, bpf recorder") in times:
-    rec, plain = times[("this build", "recorded, bpf recorder")], times[("this build", "no-record")]
+if ("this build", "recorded, seccomp notification") in times:
+    rec, plain = times[("this build", "recorded, seccomp notification")], times[("this build", "no-record")]
     mr, mp = statistics.median(rec), statistics.median(plain)
     paired = statistics.median(a / b for a, b in zip(rec, plain))
-    print(f"  this build, bpf recorder: recorded {mr:6.3f} s: "
+    print(f"  this build, seccomp notification: recorded {mr:6.3f} s: "
           f"overhead {100 * (mr / mp - 1):+5.1f} % (per round: {100 * (paired - 1):+5.1f} %)")
 if base:
     for kind in ("recorded", "no-record"):

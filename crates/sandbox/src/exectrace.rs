@@ -43,7 +43,7 @@ const KIND_EXIT: u32 = 2;
 const PATH_CAP: usize = 4096;
 const CWD_CAP: usize = 4096 + 256;
 /// `struct exec_event`'s layout (`exec.bpf.c`): the header, then fixed regions.
-const HEADER: usize = 64;
+const HEADER: usize = 72;
 /// The path goes through a descriptor (`/dev/fd/N`, `/proc/...`): the program is
 /// named by its file's own path.
 const FLAG_VIA_FD: u32 = 1;
@@ -93,6 +93,20 @@ pub struct Decoded {
     /// An exec's ELF loader (the program the kernel started first), which the
     /// recorder names in the exec's `interpreter` unless it is the system's.
     pub loader: Option<Loader>,
+    /// When it happened, on the kernel's boot clock (`CLOCK_BOOTTIME`, ns); the
+    /// drain turns it into the event's `at` ([`wall_time`]).
+    pub boot_ns: Option<u64>,
+}
+
+/// The wall-clock time of `boot_ns` on the boot clock, given both clocks' readings
+/// now: what a line is timed with, rather than when the ring was drained.
+pub fn wall_time(
+    now: std::time::SystemTime,
+    now_boot_ns: u64,
+    boot_ns: u64,
+) -> std::time::SystemTime {
+    let ago = std::time::Duration::from_nanos(now_boot_ns.saturating_sub(boot_ns));
+    now.checked_sub(ago).unwrap_or(now)
 }
 
 /// The file the kernel mapped as an exec's ELF loader.
@@ -145,7 +159,9 @@ pub fn decode(b: &[u8]) -> Option<Decoded> {
             event: TraceEvent::Exit {
                 pid: i32_at(b, 8)?,
                 status: ExitStatus::from_wait_status(i32_at(b, 12)?),
+                at: None,
             },
+            boot_ns: u64_at(b, 24),
         }),
         _ => None,
     }
@@ -200,6 +216,7 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
         })
         .flatten();
     let full = u64_at(b, 32)?;
+    let boot_ns = u64_at(b, 64)?;
     let argc = u64::from(u32_at(b, 48)?);
     let cut = flags & FLAG_ARGV_CUT != 0 || (raw.len() as u64) < full;
     let (mut argv, truncated) = split_argv(raw, cut);
@@ -225,6 +242,7 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
     Some(Decoded {
         host_pid,
         loader,
+        boot_ns: Some(boot_ns),
         event: TraceEvent::Exec {
             pid,
             ppid,
@@ -238,6 +256,7 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
             interpreter: is_script.then(|| interp.to_vec()),
             root: None,
             cwd_id: None,
+            at: None,
         },
     })
 }
@@ -414,6 +433,7 @@ mod tests {
         let argc = argv.iter().filter(|&&c| c == 0).count() as u32;
         put(&mut b, 48, argc);
         put(&mut b, 52, loader_names.len() as u32);
+        b[64..72].copy_from_slice(&123_456_789u64.to_ne_bytes());
         for region in [path, interp, cwd_names, file_names, loader_names, argv] {
             b.extend_from_slice(region);
         }
@@ -560,7 +580,8 @@ mod tests {
             d.event,
             TraceEvent::Exit {
                 pid: 5,
-                status: ExitStatus::Code(3)
+                status: ExitStatus::Code(3),
+                at: None,
             }
         );
         b[12..16].copy_from_slice(&9i32.to_ne_bytes());
@@ -568,12 +589,34 @@ mod tests {
             decode(&b).unwrap().event,
             TraceEvent::Exit {
                 pid: 5,
-                status: ExitStatus::Signal(9)
+                status: ExitStatus::Signal(9),
+                at: None,
             }
         );
         assert_eq!(session_of(&b), None, "no session: the record is short");
         b.extend_from_slice(&77u64.to_ne_bytes());
         assert_eq!(session_of(&b), Some(77));
+        assert_eq!(
+            decode(&b).unwrap().boot_ns,
+            None,
+            "no time: the record is short"
+        );
+        b.extend_from_slice(&42u64.to_ne_bytes());
+        assert_eq!(decode(&b).unwrap().boot_ns, Some(42));
+    }
+
+    #[test]
+    fn an_exec_carries_its_kernel_time_and_a_line_is_timed_with_it() {
+        let b = exec_record(b"/bin/true", b"", b"", b"true\0", 5);
+        assert_eq!(decode(&b).unwrap().boot_ns, Some(123_456_789));
+        let now = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000);
+        // 25 ms before the drain read both clocks.
+        assert_eq!(
+            wall_time(now, 5_000_000_000, 4_975_000_000),
+            now - std::time::Duration::from_millis(25)
+        );
+        // A time after the clocks were read (never from the ring) is now.
+        assert_eq!(wall_time(now, 5_000_000_000, 6_000_000_000), now);
     }
 
     #[test]

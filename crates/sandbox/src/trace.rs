@@ -100,24 +100,23 @@ pub enum TraceEvent {
         /// The working directory by device and inode (with `file`): what was decided
         /// runs there, or not at all.
         cwd_id: Option<(u64, u64)>,
+        /// When the exec happened, where that is earlier than when it is handed on
+        /// (the BPF recorder's ring is drained every few milliseconds); `None`: now.
+        at: Option<std::time::SystemTime>,
     },
     Exit {
         pid: i32,
         status: ExitStatus,
+        /// When the process ended, as for an exec's `at`.
+        at: Option<std::time::SystemTime>,
     },
     /// The program a traced exec started is not the file its `Exec` event named:
     /// another thread changed the path between our read and the kernel's. `ran` is
     /// the program that did run, as the kernel names it.
-    Mismatch {
-        pid: i32,
-        ran: Vec<u8>,
-    },
+    Mismatch { pid: i32, ran: Vec<u8> },
     /// An exec that could not be read (e.g. the process's memory is unreadable to
     /// the supervisor): it was refused with EPERM rather than run unrecorded.
-    Refused {
-        host_pid: u32,
-        reason: String,
-    },
+    Refused { host_pid: u32, reason: String },
     /// A traced file call (the sandbox's `trace_files`) named `path`, reported after
     /// the call was let go: an attempt, whose outcome is not known here (it may
     /// still fail: no such file, or refused by the view or Landlock). One event per
@@ -504,8 +503,8 @@ fn recorded(
 /// How often the BPF recorder's ring buffer is drained: it wakes the tracer only
 /// once a quarter full (`exec.bpf.c`), so the tracer looks every `RING_POLL_BUSY`
 /// while events come, backing off to `RING_POLL_IDLE` in a quiet sandbox. This is
-/// how long an exec line may wait to be written (and how late its time may be:
-/// lines are timed as they are written), not how long an exec waits.
+/// how long an exec line may wait to be written (it is timed when the exec
+/// happened: the program stamps each event), not how long an exec waits.
 const RING_POLL_BUSY: std::time::Duration = std::time::Duration::from_millis(5);
 const RING_POLL_IDLE: std::time::Duration = std::time::Duration::from_millis(25);
 
@@ -886,6 +885,7 @@ impl Entry {
         TraceEvent::Exit {
             pid: self.ns,
             status,
+            at: None,
         }
     }
 }
@@ -1229,6 +1229,7 @@ fn describe(n: &sys::SeccompNotif, tracked: &mut Tracked) -> Described {
             Some(pid) => Described::Event(TraceEvent::Exit {
                 pid,
                 status: ExitStatus::Code(i32::try_from(n.args[0] & 0xff).unwrap_or(0)),
+                at: None,
             }),
             None => Described::Nothing,
         },
@@ -1414,6 +1415,7 @@ fn describe_exec(
         interpreter,
         root,
         cwd_id,
+        at: None,
     }))
 }
 

@@ -398,7 +398,9 @@ os.waitpid(p, 0)'; /bin/sleep 0.2";
                 .iter()
                 .enumerate()
                 .filter_map(|(i, e)| match e {
-                    TraceEvent::Exit { pid, status } if pids.contains(pid) => Some((i, *status)),
+                    TraceEvent::Exit { pid, status, .. } if pids.contains(pid) => {
+                        Some((i, *status))
+                    }
                     _ => None,
                 })
                 .collect()
@@ -598,7 +600,7 @@ impl std::fmt::Debug for Run {
         for event in &self.events {
             match event {
                 TraceEvent::Exec { pid, path, .. } => writeln!(f, "  exec {pid} {}", text(path))?,
-                TraceEvent::Exit { pid, status } => writeln!(f, "  exit {pid} {status:?}")?,
+                TraceEvent::Exit { pid, status, .. } => writeln!(f, "  exit {pid} {status:?}")?,
                 TraceEvent::File {
                     pid,
                     syscall,

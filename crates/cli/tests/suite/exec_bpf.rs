@@ -141,6 +141,48 @@ fn a_symlink_pointed_elsewhere_after_the_exec_leaves_the_file_that_ran_named() {
     assert!(fdl[0].contains(" exe=/tmp/fdl ran=/tmp/payload "), "{log}");
 }
 
+/// A line is timed when its exec and exit happened, not when the ring was drained
+/// (every 5-25 ms): each `date` prints the time just after its exec, and its line's
+/// time is not later (to the line's millisecond). Timed at the drain, nearly every
+/// line would be later.
+#[test]
+fn execs_and_exits_are_timed_when_they_happened_not_when_drained() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    let script = "for i in 1 2 3 4 5 6; do /bin/date +%s.%N; sleep 0.03; done";
+    let home = RecordsHome::new(Runner::Root);
+    let out = Vg::sandbox(Runner::Root, &ws, &[], &["/bin/sh", "-c", script])
+        .records_home(&home)
+        .env(BPF.0, BPF.1)
+        .run();
+    out.assert_success();
+    let dir = home.only_session();
+    assert_eq!(session_metadata(&dir)["layers"]["exec_trace"], "bpf");
+    let log = commands(&dir);
+    let printed: Vec<f64> = out.lines().iter().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(printed.len(), 6, "{out}");
+    let timed: Vec<f64> = log
+        .lines()
+        .filter(|l| l.ends_with(" -- /bin/date +%s.%N"))
+        .map(|l| {
+            let stamp = l.split(' ').next().unwrap();
+            let t = vg_records::time::parse_rfc3339(stamp).unwrap();
+            t.duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()
+        })
+        .collect();
+    assert_eq!(timed.len(), 6, "{log}");
+    for (line, date) in timed.iter().zip(&printed) {
+        assert!(
+            *line <= date + 0.001,
+            "an exec line timed {line:.3} after its program printed {date:.6}\n{log}"
+        );
+    }
+}
+
 /// ATTACK (records): a payload run as a `#!` script's interpreter, directly or
 /// through a chain of scripts, is named on the script's line by the BPF recorder
 /// too (the kernel's last `bprm->interp`).

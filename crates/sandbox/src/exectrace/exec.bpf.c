@@ -165,6 +165,7 @@ struct exec_event {
 	__u32 loader_len; // bytes of loader: names from the ELF loader's file up (the
 	                  // program the kernel started first: PT_INTERP's), if any
 	__u64 session;   // the session's key (its pid namespace's id)
+	__u64 time;      // when the exec completed (CLOCK_BOOTTIME, ns)
 	// The regions, filled here; the record sent has them one after another, each
 	// as long as its length says (path, interp, cwd, file, loader, argv).
 	char path[PATH_CAP];
@@ -177,7 +178,7 @@ struct exec_event {
 
 #define HEADER_SIZE __builtin_offsetof(struct exec_event, path)
 // Where the next region may start in a record: the regions before argv end by
-// 64 + 2 * 4096 + 3 * 4352 bytes, below this mask.
+// 72 + 2 * 4096 + 3 * 4352 bytes, below this mask.
 #define OFF_MASK 0x7fff
 
 // One exec being assembled, and its record, per CPU.
@@ -193,6 +194,7 @@ struct exit_event {
 	__s32 pid;
 	__s32 status; // a wait status
 	__u64 session;
+	__u64 time;   // when the process ended (CLOCK_BOOTTIME, ns)
 };
 
 // One exec being assembled per CPU, indexed by the CPU's number (a per-CPU
@@ -463,6 +465,7 @@ int record_exec(__u64 *ctx)
 	e->kind = KIND_EXEC;
 	e->flags = 0;
 	e->session = f.id;
+	e->time = bpf_ktime_get_boot_ns();
 	e->pid = pid;
 	// The parent process: a child forked by a thread other than the main one has
 	// that thread as its real_parent, whose id names no process.
@@ -606,6 +609,7 @@ int record_exit(__u64 *ctx)
 	struct exit_event ev = {};
 	ev.kind = KIND_EXIT;
 	ev.session = f.id;
+	ev.time = bpf_ktime_get_boot_ns();
 	ev.host_pid = BPF_CORE_READ(task, tgid);
 	// Inside, by the thread group (the leader's pid).
 	ev.pid = pid_at(BPF_CORE_READ(task, group_leader), f.level, f.id);

@@ -250,6 +250,8 @@ impl ExecRecorder {
     pub fn drain(&mut self, mut on_event: impl FnMut(Decoded)) -> usize {
         let mut count = 0;
         let key = self.key;
+        // Both clocks read once per drain, at its first event.
+        let mut now = None;
         loop {
             let mut decoded = None;
             let more = self.ring.next(|item| {
@@ -260,6 +262,7 @@ impl ExecRecorder {
                 }
                 decoded = Some(decode(item).unwrap_or_else(|| Decoded {
                     loader: None,
+                    boot_ns: None,
                     host_pid: 0,
                     event: TraceEvent::Refused {
                         host_pid: 0,
@@ -273,6 +276,17 @@ impl ExecRecorder {
             if let Some(mut decoded) = decoded {
                 count += 1;
                 self.name_loader(&mut decoded);
+                if let Some(boot_ns) = decoded.boot_ns {
+                    let clocks = *now
+                        .get_or_insert_with(|| (std::time::SystemTime::now(), sys::boottime_ns()));
+                    if let (
+                        TraceEvent::Exec { at, .. } | TraceEvent::Exit { at, .. },
+                        (real, Some(boot)),
+                    ) = (&mut decoded.event, clocks)
+                    {
+                        *at = Some(super::wall_time(real, boot, boot_ns));
+                    }
+                }
                 on_event(decoded);
             }
         }
@@ -301,6 +315,7 @@ impl ExecRecorder {
                 *slot = lost[which];
                 on_event(Decoded {
                     loader: None,
+                    boot_ns: None,
                     host_pid: 0,
                     event: TraceEvent::Refused {
                         host_pid: 0,
@@ -325,12 +340,8 @@ impl ExecRecorder {
         let system = self.system_loaders.get_or_insert_with(|| {
             crate::trace::system_loaders()
                 .iter()
-                .flat_map(|path| {
-                    let path = std::path::Path::new(std::ffi::OsStr::from_bytes(path));
-                    [Some(path.to_path_buf()), std::fs::canonicalize(path).ok()]
-                })
+                .flat_map(|path| [Some(path.to_vec()), followed(path)])
                 .flatten()
-                .map(|p| p.into_os_string().into_vec())
                 .collect()
         });
         if loader.read_only && system.contains(&loader.path) {
@@ -340,6 +351,20 @@ impl ExecRecorder {
             *interpreter = Some(loader.path);
         }
     }
+}
+
+/// `path` with its links followed, as the kernel names the file it reaches; `None`
+/// when nothing is there. One `open(O_PATH)` and one `readlink` of the descriptor,
+/// where `canonicalize` reads every component's link in turn (about 60 `readlink`s
+/// for the list of loaders, at each session's first dynamic exec).
+fn followed(path: &[u8]) -> Option<Vec<u8>> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(std::ffi::OsStr::from_bytes(path))
+        .ok()?;
+    let name = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
+    Some(name.into_os_string().into_vec())
 }
 
 impl Drop for ExecRecorder {

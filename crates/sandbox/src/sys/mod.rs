@@ -64,6 +64,8 @@ pub use pidfd::{
     pidfd_exit_status, pidfd_exited, pidfd_open, pidfd_parent, pidfd_send_signal, pidns_host_pid,
     pidns_tgid,
 };
+#[cfg(vg_exec_bpf)]
+pub use process::boottime_ns;
 pub use process::{
     clone_fork, execve, exit_now, fork, kill, loaded_objects, new_process_group, prctl,
     raise_open_files_limit, read_process_memory, sethostname, setrlimit, setsid, unshare, waitpid,

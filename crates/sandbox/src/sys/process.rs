@@ -52,6 +52,21 @@ pub unsafe fn fork() -> io::Result<Option<pid_t>> {
     Ok(if pid == 0 { None } else { Some(pid) })
 }
 
+/// The boot clock (`CLOCK_BOOTTIME`, which the BPF recorder stamps events with), in
+/// nanoseconds; `None` if it cannot be read.
+#[cfg(vg_exec_bpf)]
+pub fn boottime_ns() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is.
+    check(unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &raw mut ts) }).ok()?;
+    let secs = u64::try_from(ts.tv_sec).ok()?;
+    let nanos = u64::try_from(ts.tv_nsec).ok()?;
+    secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
 pub fn unshare(flags: c_int) -> io::Result<()> {
     // SAFETY: unshare takes a flag word only.
     check(unsafe { libc::unshare(flags) }).map(drop)

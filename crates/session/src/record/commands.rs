@@ -207,13 +207,13 @@ impl CommandsLog {
                     shared.fail("events.jsonl", e);
                 }
             }
-            TraceEvent::Exit { pid, status } => {
+            TraceEvent::Exit { pid, status, at } => {
                 if self.live.remove(&pid) {
                     let exit = match status {
                         trace::ExitStatus::Code(code) => CommandExit::Code(code),
                         trace::ExitStatus::Signal(signal) => CommandExit::Signal(signal),
                     };
-                    self.traced_exit(pid, exit, shared);
+                    self.traced_exit(pid, exit, at, shared);
                 }
             }
             // Only traced when the session asks for them, which it does not yet.
@@ -226,7 +226,7 @@ impl CommandsLog {
     /// trace points give a wait status, signals included).
     pub fn exited(&mut self, shared: &Shared, pid: i32, exit: CommandExit) {
         if self.live.remove(&pid) {
-            self.traced_exit(pid, exit, shared);
+            self.traced_exit(pid, exit, None, shared);
         }
     }
 
@@ -249,6 +249,7 @@ impl CommandsLog {
             argv,
             truncated,
             interpreter,
+            at,
             ..
         } = event
         else {
@@ -275,6 +276,9 @@ impl CommandsLog {
         .with_exe(OsString::from_vec(path));
         if let Some(ran) = ran {
             record = record.with_ran(OsString::from_vec(ran));
+        }
+        if let Some(at) = at {
+            record.time = at;
         }
         if let Some(interp) = interpreter {
             record = record.with_interp(OsString::from_vec(interp));
@@ -324,16 +328,24 @@ impl CommandsLog {
     /// The `exit` line of a process the tracer saw call `exit_group`: held while
     /// batching (the process was let go already, and what it did is in order in the
     /// file once the line is written before the next `exec` line), else written.
-    fn traced_exit(&mut self, pid: i32, exit: CommandExit, shared: &Shared) {
+    /// `at`: when it ended, if earlier than now (see `TraceEvent::Exit`).
+    fn traced_exit(
+        &mut self,
+        pid: i32,
+        exit: CommandExit,
+        at: Option<SystemTime>,
+        shared: &Shared,
+    ) {
         if !self.batch {
-            self.exit(shared, pid, exit);
+            self.exit_at(shared, pid, exit, at);
             return;
         }
         if !self.room() {
             self.dropped_exits += 1;
             return;
         }
-        let line = vg_records::exit_line(SystemTime::now(), u32::try_from(pid).unwrap_or(0), &exit);
+        let time = at.unwrap_or_else(SystemTime::now);
+        let line = vg_records::exit_line(time, u32::try_from(pid).unwrap_or(0), &exit);
         self.written = self
             .written
             .saturating_add(u64::try_from(line.len()).unwrap_or(u64::MAX));
@@ -344,16 +356,22 @@ impl CommandsLog {
     /// Writes the `exit` line of a traced process now (e.g. the command, from init's
     /// report, when it died of a signal), after what was held.
     pub fn exit(&mut self, shared: &Shared, pid: i32, exit: CommandExit) {
+        self.exit_at(shared, pid, exit, None);
+    }
+
+    /// [`Self::exit`], timed `at` when that is known (else now).
+    fn exit_at(&mut self, shared: &Shared, pid: i32, exit: CommandExit, at: Option<SystemTime>) {
         self.live.remove(&pid);
         self.flush(shared);
         if !self.room() {
             self.dropped_exits += 1;
             return;
         }
-        match shared
-            .writer
-            .record_exit(u32::try_from(pid).unwrap_or(0), exit)
-        {
+        match shared.writer.record_exit_at(
+            at.unwrap_or_else(SystemTime::now),
+            u32::try_from(pid).unwrap_or(0),
+            exit,
+        ) {
             Ok(len) => self.written = self.written.saturating_add(len),
             Err(e) => shared.fail("commands.log", e),
         }

@@ -247,6 +247,7 @@ pub(super) fn record(gvisor: &GvisorLog, shared: &Shared, event: GvisorEvent) {
                     interpreter: None,
                     root: None,
                     cwd_id: None,
+                    at: None,
                 },
             );
         }
