@@ -205,14 +205,18 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
     // The program's file by its own path, when the path given (through a symlink)
     // names another. A script's file is gone from the exec by now (the kernel's file
     // is its interpreter's), so a script has none.
+    // A file named only by its last names (`(deeper)/…`, its walk cut) is named
+    // always: compared with a cwd cut the same way, two different files could
+    // look alike (session-23 red team).
     let ran = (!by_file && !is_script && !file.is_empty())
         .then(|| {
             let reached = path_from_names(file, flags >> FILE_FLAGS);
-            crate::trace::ran::other_file(
-                cwd.as_os_str().as_bytes(),
-                given,
-                reached.as_os_str().as_bytes(),
-            )
+            let reached = reached.as_os_str().as_bytes();
+            if (flags >> FILE_FLAGS) & FLAG_DEEP != 0 {
+                Some(reached.to_vec())
+            } else {
+                crate::trace::ran::other_file(cwd.as_os_str().as_bytes(), given, reached)
+            }
         })
         .flatten();
     let full = u64_at(b, 32)?;
@@ -518,6 +522,31 @@ mod tests {
         // A cwd deeper than the walk goes: its last names, marked.
         let b = record(FLAG_DEEP, b"/dev/fd/3", b"c\0b\0", b"memfd:hidden\0");
         assert_eq!(exec_of(&b).2, PathBuf::from("(deeper)/b/c"));
+    }
+
+    fn ran_of(b: &[u8]) -> Option<Vec<u8>> {
+        match decode(b).unwrap().event {
+            TraceEvent::Exec { ran, .. } => ran,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_program_reached_through_a_link_names_its_file_and_a_cut_file_always() {
+        let record = |flags, path: &[u8], cwd: &[u8], file: &[u8]| {
+            exec_record_of(flags, path, b"", [cwd, file, b""], b"x\0", 2)
+        };
+        // `/w/x -> /w/payload`, run as `./x` from /w.
+        let b = record(0, b"./x", b"w\0", b"payload\0w\0");
+        assert_eq!(ran_of(&b), Some(b"/w/payload".to_vec()));
+        // The path names its file: nothing more.
+        let b = record(0, b"./payload", b"w\0", b"payload\0w\0");
+        assert_eq!(ran_of(&b), None);
+        // Both walks cut above the same last names: they look alike, and the file
+        // is named anyway (session-23 red team).
+        let deep = FLAG_DEEP | (FLAG_DEEP << FILE_FLAGS);
+        let b = record(deep, b"./link", b"b\0a\0", b"link\0b\0a\0");
+        assert_eq!(ran_of(&b), Some(b"(deeper)/a/b/link".to_vec()));
     }
 
     #[test]

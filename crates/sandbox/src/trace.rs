@@ -1321,11 +1321,20 @@ fn describe_exec(
     let cwd = resolve::read_link(&format!("/proc/{host_pid}/cwd")).unwrap_or_default();
     // The file the lookup reached, by its own path (named from the sandbox's root,
     // as the cwd above), when the path as given names another.
-    let ran = looked_up
-        .opened
-        .as_ref()
-        .and_then(|fd| resolve::read_link(&format!("/proc/self/fd/{}", fd.as_raw_fd())))
-        .and_then(|reached| ran::other_file(&cwd, &looked_up.exe, &reached));
+    // A file with no name to read (deeper than PATH_MAX from the root, which a
+    // link can reach from a short path) could be re-pointed unseen: refused, as a
+    // path that cannot be named is (session-23 red team).
+    let ran = match &looked_up.opened {
+        Some(fd) => match resolve::read_link(&format!("/proc/self/fd/{}", fd.as_raw_fd())) {
+            Some(reached) => ran::other_file(&cwd, &looked_up.exe, &reached),
+            None => {
+                return Err(
+                    "the file its path reaches has no name that fits in PATH_MAX from the sandbox's root: run it from a shallower folder".into(),
+                );
+            }
+        },
+        None => None,
+    };
     let (file, script, root) = if tracked.inspect {
         let file = looked_up.opened.take().and_then(ExecFile::from_fd);
         // The kernel names the script to its interpreter as it names the exec: the

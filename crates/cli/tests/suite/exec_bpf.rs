@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::exec_records::{
-    BPF, HIDDEN_INTERPRETER, LOADER_PAYLOAD, PATH_SWAP, RELINKED, SECCOMP,
+    BPF, DEEP_LINK, HIDDEN_INTERPRETER, LOADER_PAYLOAD, PATH_SWAP, RELINKED, SECCOMP,
     assert_names_hidden_interpreters, assert_names_payload_loader, assert_names_the_files_that_ran,
     commands, events,
 };
@@ -264,6 +264,114 @@ fn a_payload_loader_linked_at_a_fixed_address_is_named() {
             "seccomp={seccomp}: {line}"
         );
     }
+}
+
+/// A program whose header claims its loader's entry point as its own (`e_entry`),
+/// with `PT_INTERP` naming the loader: built here, an ET_EXEC file of two program
+/// headers whose own code is one `ud2`.
+fn program_entering_its_loader(interp: &[u8], entry: u64) -> Vec<u8> {
+    let base: u64 = 0x40_0000;
+    let mut interp = interp.to_vec();
+    interp.push(0);
+    let (phoff, phnum) = (64u64, 2u16);
+    let at_interp = phoff + 56 * u64::from(phnum);
+    let len = interp.len() as u64;
+    let size = at_interp + len + 2;
+    let mut b = b"\x7fELF\x02\x01\x01".to_vec();
+    b.extend([0u8; 9]);
+    for half in [2u16, 62] {
+        b.extend(half.to_le_bytes());
+    }
+    b.extend(1u32.to_le_bytes());
+    for word in [entry, phoff, 0] {
+        b.extend(word.to_le_bytes());
+    }
+    b.extend(0u32.to_le_bytes());
+    for half in [64u16, 56, phnum, 64, 0, 0] {
+        b.extend(half.to_le_bytes());
+    }
+    // PT_INTERP, then PT_LOAD (readable, executable) of the whole file.
+    for (kind, flags, offset, addr, bytes, align) in [
+        (3u32, 4u32, at_interp, base + at_interp, len, 1u64),
+        (1, 5, 0, base, size, 0x1000),
+    ] {
+        b.extend(kind.to_le_bytes());
+        b.extend(flags.to_le_bytes());
+        for word in [offset, addr, addr, bytes, bytes, align] {
+            b.extend(word.to_le_bytes());
+        }
+    }
+    b.extend(interp);
+    b.extend([0x0f, 0x0b]);
+    b
+}
+
+/// ATTACK (records, session-23 red team): a program whose header names its
+/// loader's entry point as its own starts the loader's code where its own entry
+/// would be, and ran unnamed (the recorder compared the first instruction with
+/// `AT_ENTRY`). The recorder now names the file at the first instruction whenever
+/// it is not the file of the program's own code; seccomp notification names it
+/// from `PT_INTERP`.
+#[test]
+fn a_loader_entered_at_the_entry_the_program_claims_is_named() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    let loader = ws.join("loader");
+    build_static_c(
+        FIXED_ADDRESS_LOADER,
+        &loader,
+        &[
+            "-nostdlib",
+            "-no-pie",
+            "-fno-pie",
+            "-Wl,-Ttext-segment=0x20000000",
+        ],
+    );
+    let elf = std::fs::read(&loader).unwrap();
+    let entry = u64::from_le_bytes(elf[24..32].try_into().unwrap());
+    ws.write_mode(
+        "prog",
+        program_entering_its_loader(b"/tmp/evil_ld", entry),
+        0o755,
+    );
+    let script = "cp loader /tmp/evil_ld && ./prog e";
+    for seccomp in [false, true] {
+        let (log, meta, _) = recorded(&ws, &["/bin/sh", "-c", script], seccomp);
+        assert_eq!(
+            meta["layers"]["exec_trace"],
+            if seccomp { "seccomp-notify" } else { "bpf" }
+        );
+        let line = log
+            .lines()
+            .find(|l| l.ends_with(" -- ./prog e"))
+            .unwrap_or_else(|| panic!("no line for ./prog\n{log}"));
+        assert!(
+            line.contains(" interp=/tmp/evil_ld "),
+            "seccomp={seccomp}: {line}"
+        );
+    }
+}
+
+/// ATTACK (records, session-23 red team): a link to a file deeper than
+/// `PATH_MAX` runs under the BPF recorder, whose line names the file by its last
+/// names (`ran='(deeper)/…'`), where seccomp notification refuses it
+/// (`exec_records.rs`).
+#[test]
+fn a_link_to_a_file_deeper_than_path_max_is_named_by_its_last_names() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    let (log, meta, _) = recorded(&ws, &[PYTHON, "-c", DEEP_LINK], false);
+    assert_eq!(meta["layers"]["exec_trace"], "bpf", "{meta}");
+    let line = log
+        .lines()
+        .find(|l| l.ends_with(" -- /tmp/x deep-ran"))
+        .unwrap_or_else(|| panic!("no line for /tmp/x\n{log}"));
+    assert!(line.contains(" exe=/tmp/x ran='(deeper)/"), "{line}");
+    assert!(line.contains("/payload' "), "{line}");
 }
 
 /// ATTACK (records, session-22 red team): a supervisor in a pid namespace of its

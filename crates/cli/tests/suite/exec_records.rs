@@ -815,6 +815,53 @@ fn a_symlink_pointed_elsewhere_after_the_exec_leaves_the_file_that_ran_named() {
     });
 }
 
+/// Python making `/tmp/x`, a link to a copy of `echo` deeper than `PATH_MAX`
+/// from the root (through a second link), and executing it: the file's own path
+/// cannot be read, so `ran=` could not be written (see the tests using it).
+pub(super) const DEEP_LINK: &str = r#"
+import os
+name = lambda i: "a" * 250 + str(i)
+fds = [os.open("/tmp", os.O_DIRECTORY)]
+for i, n in enumerate(["base"] + [name(i) for i in range(1, 21)]):
+    os.mkdir(n, dir_fd=fds[-1])
+    fds.append(os.open(n, os.O_DIRECTORY, dir_fd=fds[-1]))
+data = open("/usr/bin/echo", "rb").read()
+with os.fdopen(os.open("payload", os.O_CREAT | os.O_WRONLY, 0o755, dir_fd=fds[-1]), "wb") as f:
+    f.write(data)
+os.symlink("/".join(name(i) for i in range(16, 21)) + "/payload", "hop", dir_fd=fds[16])
+os.symlink("/tmp/base/" + "/".join(name(i) for i in range(1, 16)) + "/hop", "/tmp/x")
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execv("/tmp/x", ["/tmp/x", "deep-ran"])
+    except OSError as e:
+        print("refused", e.errno, flush=True)
+    os._exit(1)
+os.waitpid(pid, 0)
+"#;
+
+/// ATTACK (records, session-23 red team): a link to a file deeper than
+/// `PATH_MAX` from the root leaves seccomp notification no name for `ran=`, so
+/// the link could be re-pointed unseen: such an exec is refused, as an exec whose
+/// path cannot be named is. As root and unprivileged.
+#[test]
+fn a_link_to_a_file_with_no_readable_name_is_refused_by_seccomp_notification() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let out = Vg::sandbox(runner, &ws, &[], &[PYTHON, "-c", DEEP_LINK])
+            .records_home(&home)
+            .env(SECCOMP.0, SECCOMP.1)
+            .run();
+        out.assert_success().assert_stdout_contains("refused 1");
+        let log = commands(&home.only_session());
+        assert!(
+            execs_of(&log, "/tmp/x deep-ran").is_empty(),
+            "[{runner}] {log}"
+        );
+    });
+}
+
 /// Runs a copy of `echo` through links, then points them at `true` (see
 /// [`assert_names_the_files_that_ran`]).
 pub(super) const RELINKED: &str = "cp /usr/bin/echo /tmp/payload \

@@ -43,10 +43,9 @@ struct vfsmount { struct dentry *mnt_root; struct super_block *mnt_sb; int mnt_f
 struct mount { struct mount *mnt_parent; struct dentry *mnt_mountpoint; struct vfsmount mnt; } PRESERVE;
 struct path { struct vfsmount *mnt; struct dentry *dentry; } PRESERVE;
 struct fs_struct { struct path root; struct path pwd; } PRESERVE;
-// saved_auxv: the auxiliary vector the new program was given (AT_ENTRY: its
-// entry point).
-#define AUXV_WORDS 56
-struct mm_struct { unsigned long arg_start; unsigned long arg_end; unsigned long saved_auxv[AUXV_WORDS]; } PRESERVE;
+// start_code: the lowest executable segment of the program's own file (never its
+// loader's).
+struct mm_struct { unsigned long start_code; unsigned long arg_start; unsigned long arg_end; } PRESERVE;
 struct vm_area_struct { struct file *vm_file; } PRESERVE;
 // Where the new program's first instruction is (x86-64's name for it).
 struct pt_regs { unsigned long ip; } PRESERVE;
@@ -67,7 +66,8 @@ struct task_struct {
 	struct mm_struct *mm;
 	struct signal_struct *signal;
 } PRESERVE;
-struct file { struct path f_path; } PRESERVE;
+struct inode;
+struct file { struct path f_path; struct inode *f_inode; } PRESERVE;
 struct linux_binprm { struct file *file; const char *filename; const char *interp; int argc; } PRESERVE;
 
 // A recorded session, by its pid namespace's id. Added by its supervisor between
@@ -132,6 +132,9 @@ struct {
 // (both walks): a deeper cwd is recorded with its last names, marked "(deeper)".
 #define MAX_DEPTH 32
 #define ARGV_CAP 65536
+// What a record keeps of argv when the ring cannot take all of it: the most a
+// commands.log line keeps (vg_records::MAX_RECORDED_ARGV_BYTES).
+#define ARGV_TIGHT 16384
 #define FLAG_VIA_FD 1     // the path goes through a descriptor: name the file by its own path
 #define FLAG_ARGV_CUT 2   // argv is longer than ARGV_CAP: what fits was read
 #define FLAG_LOADER_READ_ONLY 128 // the loader's file is on a read-only mount
@@ -184,7 +187,6 @@ struct exec_event {
 // One exec being assembled, and its record, per CPU.
 struct scratch {
 	struct exec_event e;
-	__u64 auxv[AUXV_WORDS];
 	__u8 out[OFF_MASK + 1 + ARGV_CAP];
 };
 
@@ -340,24 +342,6 @@ static __always_inline int walk(struct fs_struct *fs, struct dentry *d,
 	}
 	e->flags |= FLAG_DEEP << shift;
 	return 1;
-}
-
-// The address the new program starts at (AT_ENTRY, its own entry point), or -1
-// when the auxiliary vector cannot be read.
-#define AT_NULL 0
-#define AT_ENTRY 9
-static __always_inline __u64 program_entry(struct mm_struct *mm, struct scratch *sc)
-{
-	if (bpf_probe_read_kernel(sc->auxv, sizeof(sc->auxv),
-				  (char *)mm + bpf_core_field_offset(struct mm_struct, saved_auxv)))
-		return (__u64)-1;
-	for (int i = 0; i + 1 < AUXV_WORDS; i += 2) {
-		if (sc->auxv[i] == AT_NULL)
-			return (__u64)-1;
-		if (sc->auxv[i] == AT_ENTRY)
-			return sc->auxv[i + 1];
-	}
-	return (__u64)-1;
 }
 
 struct vma_file {
@@ -521,26 +505,30 @@ int record_exec(__u64 *ctx)
 	struct mm_struct *mm = BPF_CORE_READ(task, mm);
 	// The ELF loader the kernel started (a dynamic program's PT_INTERP, or a #!
 	// script's interpreter's), so that a payload run as a program's loader is on
-	// its line: when the first instruction the task will run is not the program's
-	// entry point (AT_ENTRY), the file mapped there started first, and is named.
-	// (Not AT_BASE, the loader's load address: it is 0 for a loader linked at a
-	// fixed address, as for no loader at all; session-22 red team.)
+	// its line: the file mapped where the task's first instruction is, when it is
+	// not the file mapped at the program's own code (the kernel's file, an
+	// interpreter's for a script), started first, and is named. Compared by inode,
+	// as mapped: an overlay's file is mapped as the file beneath it. (Not
+	// AT_BASE, the loader's load address: 0 for a loader linked at a fixed
+	// address, session-22 red team; nor a comparison with AT_ENTRY, the entry the
+	// program's header claims, which can be the loader's own, session-23 red
+	// team.) An address in no file (anonymous memory, the vDSO), or a program
+	// with no code of its own, kills the exec: what runs cannot be named.
 	e->loader_len = 0;
-	__u64 entry = program_entry(mm, sc);
-	if (entry == (__u64)-1) {
-		kill_unrecorded(s);
-		return 0;
-	}
 	// The exec's task is the current one here; these helpers take it typed.
 	struct task_struct *current = bpf_get_current_task_btf();
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(current);
 	__u64 ip = BPF_CORE_READ(regs, ip);
-	if (ip != entry) {
-		struct vma_file vf = {};
-		if (bpf_find_vma(current, ip, file_of_vma, &vf, 0) || !vf.file) {
-			kill_unrecorded(s);
-			return 0;
-		}
+	__u64 code = BPF_CORE_READ(mm, start_code);
+	struct vma_file vf = {}, own = {};
+	if (bpf_find_vma(current, ip, file_of_vma, &vf, 0) || !vf.file ||
+	    bpf_find_vma(current, code, file_of_vma, &own, 0) || !own.file) {
+		kill_unrecorded(s);
+		return 0;
+	}
+	// Out of the structs first (see below).
+	struct file *first = vf.file, *program = own.file;
+	if (BPF_CORE_READ(first, f_inode) != BPF_CORE_READ(program, f_inode)) {
 		// Out of the struct first: a CO-RE read would relocate vma_file's own
 		// field against the kernel's types, where it is not.
 		struct file *lf = vf.file;
@@ -583,8 +571,20 @@ int record_exec(__u64 *ctx)
 		return 0;
 	}
 	__u64 size = off + len;
-	if (bpf_ringbuf_output(ring, out, size, wakeup(ring)))
-		kill_unrecorded(s);
+	if (!bpf_ringbuf_output(ring, out, size, wakeup(ring)))
+		return 0;
+	// The ring is tight (a flood of long command lines faster than it is
+	// drained): a line keeps at most 16 KiB of argv anyway, so that much goes
+	// rather than the exec being killed (session-23 red team: 8 loops of 55 KiB
+	// arguments lost up to half their execs).
+	if (len > ARGV_TIGHT) {
+		e->argv_len = ARGV_TIGHT;
+		e->flags |= FLAG_ARGV_CUT;
+		__builtin_memcpy(out, e, HEADER_SIZE);
+		if (!bpf_ringbuf_output(ring, out, off + ARGV_TIGHT, wakeup(ring)))
+			return 0;
+	}
+	kill_unrecorded(s);
 	return 0;
 }
 
