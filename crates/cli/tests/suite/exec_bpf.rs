@@ -199,9 +199,9 @@ fn a_payload_run_as_a_scripts_interpreter_is_named() {
 
 /// ATTACK (records): a payload run as a program's own ELF loader (`PT_INTERP`),
 /// whatever byte order the header claims, and behind a script, is named on the
-/// program's line by the BPF recorder too: the file the kernel mapped where the
-/// new program's auxiliary vector says its loader is (`AT_BASE`). A program
-/// linked against the system's loader, on a read-only mount, names none.
+/// program's line by the BPF recorder too: the file mapped at the new task's first
+/// instruction, when it is not the program's own. A program linked against the
+/// system's loader, on a read-only mount, names none.
 #[test]
 fn a_payload_run_as_a_programs_loader_is_named() {
     if !is_root() {
@@ -232,7 +232,7 @@ void _start(void) {
 /// ATTACK (records, session-22 red team): a payload loader linked at a fixed
 /// address (an ET_EXEC program as `PT_INTERP`) has no load address in the new
 /// program's auxiliary vector (`AT_BASE` 0, as for no loader at all), and ran
-/// unnamed; the recorder names whatever starts before the program's entry point,
+/// unnamed; the recorder names whatever file starts before the program's own code,
 /// so it is named. Seccomp notification names it from `PT_INTERP`.
 #[test]
 fn a_payload_loader_linked_at_a_fixed_address_is_named() {
