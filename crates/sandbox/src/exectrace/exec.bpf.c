@@ -38,7 +38,7 @@ struct pid { unsigned int level; struct upid numbers[1]; } PRESERVE;
 struct qstr { unsigned int len; const unsigned char *name; } PRESERVE;
 struct hlist_bl_node { struct hlist_bl_node *next, **pprev; } PRESERVE;
 struct dentry { struct hlist_bl_node d_hash; struct dentry *d_parent; struct qstr d_name; } PRESERVE;
-struct super_block { unsigned long s_flags; } PRESERVE;
+struct super_block { unsigned long s_flags; unsigned long s_magic; } PRESERVE;
 struct vfsmount { struct dentry *mnt_root; struct super_block *mnt_sb; int mnt_flags; } PRESERVE;
 struct mount { struct mount *mnt_parent; struct dentry *mnt_mountpoint; struct vfsmount mnt; } PRESERVE;
 struct path { struct vfsmount *mnt; struct dentry *dentry; } PRESERVE;
@@ -66,7 +66,7 @@ struct task_struct {
 	struct mm_struct *mm;
 	struct signal_struct *signal;
 } PRESERVE;
-struct inode;
+struct inode { struct super_block *i_sb; } PRESERVE;
 struct file { struct path f_path; struct inode *f_inode; } PRESERVE;
 struct linux_binprm { struct file *file; const char *filename; const char *interp; int argc; } PRESERVE;
 
@@ -355,6 +355,7 @@ static long file_of_vma(struct task_struct *task, struct vm_area_struct *vma, vo
 	return 0;
 }
 
+#define OVERLAYFS_SUPER_MAGIC 0x794c7630
 #define MNT_READONLY 0x40
 #define SB_RDONLY 1
 
@@ -506,14 +507,16 @@ int record_exec(__u64 *ctx)
 	// The ELF loader the kernel started (a dynamic program's PT_INTERP, or a #!
 	// script's interpreter's), so that a payload run as a program's loader is on
 	// its line: the file mapped where the task's first instruction is, when it is
-	// not the file mapped at the program's own code (the kernel's file, an
-	// interpreter's for a script), started first, and is named. Compared by inode,
-	// as mapped: an overlay's file is mapped as the file beneath it. (Not
-	// AT_BASE, the loader's load address: 0 for a loader linked at a fixed
-	// address, session-22 red team; nor a comparison with AT_ENTRY, the entry the
-	// program's header claims, which can be the loader's own, session-23 red
-	// team.) An address in no file (anonymous memory, the vDSO), or a program
-	// with no code of its own, kills the exec: what runs cannot be named.
+	// not the program's own (the kernel's file, an interpreter's for a script),
+	// started first, and is named. Compared by inode. An overlay's file is mapped
+	// as the file beneath it, another inode: there the program's own is the file
+	// mapped at its code (start_code), which a loader mapped over the program's
+	// code could pass for (documented). (Not AT_BASE, the loader's load address:
+	// 0 for a loader linked at a fixed address, session-22 red team; nor a
+	// comparison with AT_ENTRY, the entry the program's header claims, which can
+	// be the loader's own, session-23 red team.) An address in no file
+	// (anonymous memory, the vDSO), or a program with no code of its own, kills
+	// the exec: what runs cannot be named.
 	e->loader_len = 0;
 	// The exec's task is the current one here; these helpers take it typed.
 	struct task_struct *current = bpf_get_current_task_btf();
@@ -528,7 +531,11 @@ int record_exec(__u64 *ctx)
 	}
 	// Out of the structs first (see below).
 	struct file *first = vf.file, *program = own.file;
-	if (BPF_CORE_READ(first, f_inode) != BPF_CORE_READ(program, f_inode)) {
+	struct file *kernels = BPF_CORE_READ(bprm, file);
+	struct inode *own_inode = BPF_CORE_READ(kernels, f_inode);
+	if (BPF_CORE_READ(own_inode, i_sb, s_magic) == OVERLAYFS_SUPER_MAGIC)
+		own_inode = BPF_CORE_READ(program, f_inode);
+	if (BPF_CORE_READ(first, f_inode) != own_inode) {
 		// Out of the struct first: a CO-RE read would relocate vma_file's own
 		// field against the kernel's types, where it is not.
 		struct file *lf = vf.file;
