@@ -498,7 +498,7 @@ async function sessionPage(id) {
         el("span", { class: "argv", text: x.command || x.argv.join(" ") }),
         // What the kernel started first (a #! script's interpreter, a program's own
         // loader), which the argv does not show.
-        ...(x.interp ? [el("span", { class: "interp muted", text: " (runs " + x.interp + ")" })] : []),
+        ...(x.interp ? [el("span", { class: "interp muted", text: " (runs " + (x.interp_ran || x.interp) + ")" })] : []),
         // The file its path reached through a symlink, whatever the link names now.
         ...(x.ran ? [el("span", { class: "ran muted", text: " (file " + x.ran + ")" })] : [])),
       el("td", { class: "mono muted", text: x.cwd }),

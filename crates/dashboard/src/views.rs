@@ -24,6 +24,8 @@ pub struct Exec {
     /// What the kernel started first (a `#!` script's last interpreter, or a
     /// program's loader that is not the system's), quoted for a shell.
     pub interp: Option<String>,
+    /// `interp`'s own file when a link made it another, quoted for a shell.
+    pub interp_ran: Option<String>,
     /// RFC 3339, UTC.
     pub time: String,
     pub exit: Option<Exit>,
@@ -68,6 +70,7 @@ impl Exec {
             // Quoted as `commands.log` quotes it: control and invisible characters
             // shown escaped, never raw.
             interp: e.interp.as_deref().map(vg_records::quote_arg),
+            interp_ran: e.interp_ran.as_deref().map(vg_records::quote_arg),
             time: vg_records::time::format_rfc3339(e.time),
             exit: e.exit.map(Exit::from),
             truncated: e.truncated.map(|t| format!("{},{}", t.args, t.bytes)),

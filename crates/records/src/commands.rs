@@ -23,6 +23,8 @@ pub struct ExecLine {
     /// What the kernel started first in place of the file's own code (a script's
     /// interpreter, a program's own loader), when recorded.
     pub interp: Option<Vec<u8>>,
+    /// `interp`'s own file when a link made it another (as `ran` for `exe`).
+    pub interp_ran: Option<Vec<u8>>,
     /// Present when the exit was known as the exec was recorded.
     pub exit: Option<CommandExit>,
     /// The argv's bytes, unquoted: cut to the recording limits when `truncated`.
@@ -104,7 +106,7 @@ fn parse_truncated(text: &str) -> Option<(ArgvSize, &str)> {
     Some((size, &rest[end..]))
 }
 
-/// `pid=<pid> ppid=<ppid> cwd=<quoted> [exe=<quoted>] [ran=<quoted>] [interp=<quoted>] [status=<n>|signal=<n>|denied=<errno>]
+/// `pid=<pid> ppid=<ppid> cwd=<quoted> [exe=<quoted>] [ran=<quoted>] [interp=<quoted>] [interp_ran=<quoted>] [status=<n>|signal=<n>|denied=<errno>]
 /// [truncated=<args>,<bytes>] -- <argv>`.
 fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
     let (pid, rest) = field(text, "pid=")?;
@@ -126,6 +128,12 @@ fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
     if let Some(after) = rest.strip_prefix(" interp=") {
         let (path, r) = unquote_word(after)?;
         interp = Some(path);
+        rest = r;
+    }
+    let mut interp_ran = None;
+    if let Some(after) = rest.strip_prefix(" interp_ran=") {
+        let (path, r) = unquote_word(after)?;
+        interp_ran = Some(path);
         rest = r;
     }
     let mut exit = None;
@@ -154,6 +162,7 @@ fn parse_exec(time: SystemTime, text: &str) -> Option<ExecLine> {
         exe,
         ran,
         interp,
+        interp_ran,
         exit,
         argv: unquote_argv(command)?,
         truncated,
@@ -181,6 +190,7 @@ mod tests {
             ran: (argv.len() == 3).then(|| "/usr/bin/ran= z".into()),
             // A script's interpreter, for one argv length: written and read back.
             interp: (argv.len() == 2).then(|| "/tmp/it's -- here".into()),
+            interp_ran: (argv.len() == 2).then(|| "/usr/bin/interp_ran=x".into()),
             argv: argv.into_iter().map(OsString::from_vec).collect(),
             exit,
         }
@@ -218,6 +228,11 @@ mod tests {
             assert_eq!(
                 e.interp.map(OsString::from_vec),
                 rec.interp.clone().map(|p| p.into_os_string()),
+                "{line}"
+            );
+            assert_eq!(
+                e.interp_ran.map(OsString::from_vec),
+                rec.interp_ran.clone().map(|p| p.into_os_string()),
                 "{line}"
             );
             assert_eq!(

@@ -20,7 +20,7 @@
 //! `commands.log` has one line per record:
 //!
 //! ```text
-//! <time> exec pid=<pid> ppid=<ppid> cwd=<quoted cwd> [exe=<quoted path>] [ran=<quoted path>] [interp=<quoted path>] [status=<n>|signal=<n>|denied=<errno>] [truncated=<args>,<bytes>] -- <quoted argv>
+//! <time> exec pid=<pid> ppid=<ppid> cwd=<quoted cwd> [exe=<quoted path>] [ran=<quoted path>] [interp=<quoted path>] [interp_ran=<quoted path>] [status=<n>|signal=<n>|denied=<errno>] [truncated=<args>,<bytes>] -- <quoted argv>
 //! <time> exit pid=<pid> status=<n>
 //! <time> exit pid=<pid> signal=<n>
 //! ```
@@ -33,7 +33,8 @@
 //! names what the kernel started first in place of that file's own code: for a `#!`
 //! script, the last interpreter of its chain as the `#!` line names it (`#!/tmp/x`
 //! runs `/tmp/x`, which the line says, whatever the script's name); for an ELF
-//! program whose loader is not the system's, that loader.
+//! program whose loader is not the system's, that loader. `interp_ran` is to
+//! `interp` what `ran` is to `exe` (`interp=/bin/sh interp_ran=/usr/bin/dash`).
 //! The exit status of a command usually comes later, as its own `exit` line
 //! naming the pid (the file is append-only). Quoting follows [`crate::quote`],
 //! so the part after ` -- ` pastes back into a shell.
@@ -169,6 +170,9 @@ pub struct CommandRecord {
     /// What the kernel started first in place of that file's own code: a `#!`
     /// script's last interpreter, or an ELF program's loader that is not the system's.
     pub interp: Option<PathBuf>,
+    /// `interp`'s own file, when `interp` reaches it through a link (as `ran` for
+    /// `exe`): what started, even once the link is pointed elsewhere.
+    pub interp_ran: Option<PathBuf>,
     pub argv: Vec<OsString>,
     /// Known only when the exec is recorded after the fact.
     pub exit: Option<CommandExit>,
@@ -189,6 +193,7 @@ impl CommandRecord {
             exe: None,
             ran: None,
             interp: None,
+            interp_ran: None,
             argv: argv.into_iter().map(Into::into).collect(),
             exit: None,
         }
@@ -232,6 +237,10 @@ impl CommandRecord {
         if let Some(interp) = &self.interp {
             s.push_str(" interp=");
             s.push_str(&quote_arg(interp.as_os_str().as_bytes()));
+        }
+        if let Some(file) = &self.interp_ran {
+            s.push_str(" interp_ran=");
+            s.push_str(&quote_arg(file.as_os_str().as_bytes()));
         }
         if let Some(exit) = self.exit {
             s.push_str(&format!(" {exit}"));

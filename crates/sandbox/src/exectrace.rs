@@ -203,22 +203,25 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
     };
     let is_script = !interp.is_empty() && interp != given;
     // The program's file by its own path, when the path given (through a symlink)
-    // names another. A script's file is gone from the exec by now (the kernel's file
-    // is its interpreter's), so a script has none.
+    // names another; for a script, whose own file is gone from the exec by now, its
+    // last interpreter's (the kernel's file), when the `#!` line's name does.
     // A file named only by its last names (`(deeper)/…`, its walk cut) is named
     // always: compared with a cwd cut the same way, two different files could
     // look alike (session-23 red team).
-    let ran = (!by_file && !is_script && !file.is_empty())
-        .then(|| {
-            let reached = path_from_names(file, flags >> FILE_FLAGS);
-            let reached = reached.as_os_str().as_bytes();
-            if (flags >> FILE_FLAGS) & FLAG_DEEP != 0 {
-                Some(reached.to_vec())
-            } else {
-                crate::trace::ran::other_file(cwd.as_os_str().as_bytes(), given, reached)
-            }
-        })
-        .flatten();
+    let reached = (!by_file && !file.is_empty()).then(|| {
+        let named: &[u8] = if is_script { interp } else { given };
+        let reached = path_from_names(file, flags >> FILE_FLAGS);
+        let reached = reached.as_os_str().as_bytes();
+        if (flags >> FILE_FLAGS) & FLAG_DEEP != 0 {
+            Some(reached.to_vec())
+        } else {
+            crate::trace::ran::other_file(cwd.as_os_str().as_bytes(), named, reached)
+        }
+    });
+    let (ran, interp_ran) = match reached.flatten() {
+        Some(r) if is_script => (None, Some(r)),
+        r => (r, None),
+    };
     let full = u64_at(b, 32)?;
     let boot_ns = u64_at(b, 64)?;
     let argc = u64::from(u32_at(b, 48)?);
@@ -258,6 +261,7 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
             file: None,
             script: None,
             interpreter: is_script.then(|| interp.to_vec()),
+            interp_ran,
             root: None,
             cwd_id: None,
             at: None,

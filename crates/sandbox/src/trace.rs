@@ -95,6 +95,9 @@ pub enum TraceEvent {
         /// recorders); for an ELF program whose loader (`PT_INTERP`) is not the
         /// system's as the sandbox found it, that loader (seccomp notification).
         interpreter: Option<Vec<u8>>,
+        /// A script's last interpreter's own file, when `interpreter` reaches it
+        /// through a link (as [`ran`] for `path`): `interp_ran=`.
+        interp_ran: Option<Vec<u8>>,
         /// The sandbox's root directory (with `file`), to look other files up inside.
         root: Option<SandboxRoot>,
         /// The working directory by device and inode (with `file`): what was decided
@@ -1366,7 +1369,7 @@ fn describe_exec(
         (Some(file), _) => Some(file.descriptor()),
         (None, opened) => opened.as_ref().map(AsFd::as_fd),
     };
-    let interpreter = match opened {
+    let started = match opened {
         Some(opened) => {
             let mut read = Vec::new();
             let mut kept = std::mem::take(&mut tracked.kept);
@@ -1383,6 +1386,13 @@ fn describe_exec(
             }
         }
         None => None,
+    };
+    let (interpreter, interp_ran) = match started {
+        Some(file::Started { name, reached }) => {
+            let other = reached.and_then(|r| ran::other_file(&cwd, &name, &r));
+            (Some(name), other)
+        }
+        None => (None, None),
     };
     let cwd_id = tracked
         .inspect
@@ -1422,6 +1432,7 @@ fn describe_exec(
         file,
         script,
         interpreter,
+        interp_ran,
         root,
         cwd_id,
         at: None,

@@ -125,6 +125,7 @@ pub fn command_json(line_no: usize, line: &[u8]) -> Value {
                 "exe": e.exe.as_deref().map(lossy),
                 "ran": e.ran.as_deref().map(lossy),
                 "interp": e.interp.as_deref().map(lossy),
+                "interp_ran": e.interp_ran.as_deref().map(lossy),
                 "argv": e.argv.iter().map(|a| lossy(a)).collect::<Vec<_>>(),
                 "command": e.command,
                 "truncated": e.truncated.map(|t| json!({"args": t.args, "bytes": t.bytes})),

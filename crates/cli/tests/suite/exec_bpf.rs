@@ -21,6 +21,18 @@ use super::harness::{
     wait_until,
 };
 
+/// ` KEY=FILE` for a path that reaches FILE through a link on this machine (the
+/// sandbox sees the host's `/usr` and `/bin`), else nothing: `/bin/sh` is named
+/// with `ran=`/`interp_ran=` where it is a link (`dash` on Debian).
+fn linked(key: &str, path: &str) -> String {
+    let file = std::fs::canonicalize(path).unwrap();
+    if file == Path::new(path) {
+        String::new()
+    } else {
+        format!(" {key}={}", file.display())
+    }
+}
+
 /// `commands.log` without each line's time.
 fn untimed(log: &str) -> Vec<String> {
     log.lines()
@@ -97,14 +109,10 @@ fn bpf_records_what_seccomp_notification_records() {
     );
     // The script's checks happened: each kind of exec is there. `/bin/sh` is
     // named with the file it reaches where `/bin` or `sh` is a link (`ran=`).
-    let sh = std::fs::canonicalize("/bin/sh").unwrap();
-    let sh = if sh == Path::new("/bin/sh") {
-        String::new()
-    } else {
-        format!(" ran={}", sh.display())
-    };
+    let sh = linked("ran", "/bin/sh");
+    let sh_interp = linked("interp_ran", "/bin/sh");
     for needle in [
-        "cwd=/tmp/d/e exe=./s.sh interp=/bin/sh -- ./s.sh one two",
+        &format!("cwd=/tmp/d/e exe=./s.sh interp=/bin/sh{sh_interp} -- ./s.sh one two"),
         "exe=./t.sh interp=/usr/bin/env -- ./t.sh",
         &format!("exe=/bin/sh{sh} -- sh -c 'exit 7'"),
         &format!("cwd=/ exe=/bin/sh{sh} -- /bin/sh -c 'exit 4'"),
@@ -424,7 +432,10 @@ fn a_script_on_path_and_a_failed_exec_are_recorded_as_the_kernel_ran_them() {
     assert_eq!(tool.len(), 1, "{log}");
     let path = format!("{}/bin/tool", ws.path().display());
     assert!(
-        tool[0].ends_with(&format!("exe={path} interp=/bin/sh -- {path} arg")),
+        tool[0].ends_with(&format!(
+            "exe={path} interp=/bin/sh{} -- {path} arg",
+            linked("interp_ran", "/bin/sh")
+        )),
         "{log}"
     );
     assert!(!log.lines().any(|l| l.ends_with("-- ./notexec")), "{log}");

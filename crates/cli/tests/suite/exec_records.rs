@@ -798,7 +798,8 @@ fn a_payload_run_as_a_programs_loader_is_named() {
 /// afterwards must not leave a line that names the innocent program only. The
 /// line keeps the path given (`exe=`) and names the file it reached (`ran=`):
 /// through a file link, a relative one, a folder link; a path that names its file
-/// has none. As root and unprivileged (session-22 red team: the line named the
+/// has none; and a `#!` line's interpreter reached through a link is named by its
+/// file too (`interp_ran=`, session-23 red team). As root and unprivileged (session-22 red team: the line named the
 /// path alone, which then named `/usr/bin/true`).
 #[test]
 fn a_symlink_pointed_elsewhere_after_the_exec_leaves_the_file_that_ran_named() {
@@ -869,7 +870,9 @@ pub(super) const RELINKED: &str = "cp /usr/bin/echo /tmp/payload \
  && ln -s payload /tmp/y && cd /tmp && ./y c >/dev/null && ln -sf /usr/bin/true y && cd / \
  && mkdir /tmp/real && cp /usr/bin/echo /tmp/real/p && ln -s /tmp/real /tmp/d && /tmp/d/p d >/dev/null \
  && rm /tmp/d && mkdir /tmp/d && cp /usr/bin/true /tmp/d/p \
- && /tmp/payload e >/dev/null && echo relinked";
+ && /tmp/payload e >/dev/null \
+ && ln -s /tmp/payload /tmp/i && printf '#!/tmp/i\\n' > /tmp/s && chmod +x /tmp/s && /tmp/s g >/dev/null \
+ && ln -sf /usr/bin/true /tmp/i && echo relinked";
 
 pub(super) fn assert_names_the_files_that_ran(log: &str) {
     let line = |argv: &str| {
@@ -889,6 +892,10 @@ pub(super) fn assert_names_the_files_that_ran(log: &str) {
     }
     let own = line("/tmp/payload e");
     assert!(!own.contains(" ran="), "{own}");
+    // A script whose `#!` line names a link: its interpreter's own file too.
+    let script = line("/tmp/s g");
+    assert_eq!(field(&script, "interp"), "/tmp/i", "{script}");
+    assert_eq!(field(&script, "interp_ran"), "/tmp/payload", "{script}");
 }
 
 /// Python making `/tmp/patched` (`true` with its loader path changed to

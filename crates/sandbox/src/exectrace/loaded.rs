@@ -347,8 +347,15 @@ impl ExecRecorder {
         if loader.read_only && system.contains(&loader.path) {
             return;
         }
-        if let TraceEvent::Exec { interpreter, .. } = &mut decoded.event {
+        if let TraceEvent::Exec {
+            interpreter,
+            interp_ran,
+            ..
+        } = &mut decoded.event
+        {
+            // The loader is named by its own file: nothing to add.
             *interpreter = Some(loader.path);
+            *interp_ran = None;
         }
     }
 }

@@ -381,7 +381,7 @@ pub(super) fn interpreter_of(
     opened: BorrowedFd<'_>,
     kept: &mut Kept,
     closing: &mut Vec<OwnedFd>,
-) -> Result<Option<Vec<u8>>, Unread> {
+) -> Result<Option<Started>, Unread> {
     let Some(st) = executable(opened)? else {
         return Ok(None);
     };
@@ -395,8 +395,22 @@ pub(super) fn interpreter_of(
             &mut kept.loaders,
             closing,
         )?),
-        None => own_loader(file, &head, root, &mut kept.loaders),
+        None => own_loader(file, &head, root, &mut kept.loaders).map(|name| Started {
+            name,
+            reached: None,
+        }),
     })
+}
+
+/// What the kernel starts first for an exec ([`interpreter_of`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Started {
+    /// As the `#!` line (or `PT_INTERP`) names it.
+    pub name: Vec<u8>,
+    /// A `#!` chain's last interpreter's own file, by its path from the sandbox's
+    /// root as the kernel names it, when it was found there; the caller compares it
+    /// with `name` (a link on the way makes them differ, `interp_ran=`).
+    pub reached: Option<Vec<u8>>,
 }
 
 /// What the tracer keeps from one exec to the next to read them.
@@ -444,10 +458,15 @@ fn last_interpreter(
     mut interpreter: Vec<u8>,
     loaders: &mut Option<SystemLoaders>,
     closing: &mut Vec<OwnedFd>,
-) -> Result<Vec<u8>, Unread> {
-    let Some(root) = root else {
-        return Ok(interpreter);
+) -> Result<Started, Unread> {
+    let unreached = |name| Started {
+        name,
+        reached: None,
     };
+    let Some(root) = root else {
+        return Ok(unreached(interpreter));
+    };
+    let mut reached = None;
     // Each interpreter is opened, the last (the program that runs) for its loader.
     for _ in 0..MAX_INTERPRETERS {
         // A relative name from the working directory, by the name that reaches it
@@ -481,9 +500,12 @@ fn last_interpreter(
                     return Err(Unread::Missing);
                 }
                 // Not for us to reach (permissions, loops): the kernel decides.
-                Err(_) => return Ok(interpreter),
+                Err(_) => return Ok(unreached(interpreter)),
             }
         };
+        // Its own name, as the kernel names a file of the sandbox's mount namespace
+        // from its root (see `resolve.rs`).
+        reached = super::resolve::read_link(&format!("/proc/self/fd/{}", found.as_raw_fd()));
         let head = head_of(found.as_fd(), HEAD_BYTES);
         closing.push(found);
         let Some((file, head)) = head? else {
@@ -499,12 +521,19 @@ fn last_interpreter(
             .flatten();
         closing.push(OwnedFd::from(file));
         match (next, loader) {
-            (Some((next, _)), _) => interpreter = next,
-            (None, Some(loader)) => return Ok(loader),
+            (Some((next, _)), _) => {
+                // Not opened yet: what was reached is the one before.
+                interpreter = next;
+                reached = None;
+            }
+            (None, Some(loader)) => return Ok(unreached(loader)),
             (None, None) => break,
         }
     }
-    Ok(interpreter)
+    Ok(Started {
+        name: interpreter,
+        reached,
+    })
 }
 
 /// What a `#!` script really runs: the command the kernel starts, and the program
@@ -712,6 +741,7 @@ mod tests {
                 &mut kept.borrow_mut(),
                 &mut Vec::new(),
             )
+            .map(|started| started.map(|s| s.name))
         };
         // A chain, followed to the program that runs.
         assert_eq!(of(&dir.join("outer")), Ok(Some(b"/bin/sh".to_vec())));
@@ -728,7 +758,10 @@ mod tests {
                 &mut Kept::default(),
                 &mut Vec::new()
             ),
-            Ok(Some(inner.as_os_str().as_encoded_bytes().to_vec()))
+            Ok(Some(Started {
+                name: inner.as_os_str().as_encoded_bytes().to_vec(),
+                reached: None
+            }))
         );
         // No script, and something that is no regular file, which is never read.
         assert_eq!(of(std::path::Path::new("/bin/sh")), Ok(None));

@@ -249,6 +249,7 @@ impl CommandsLog {
             argv,
             truncated,
             interpreter,
+            interp_ran,
             at,
             ..
         } = event
@@ -282,6 +283,9 @@ impl CommandsLog {
         }
         if let Some(interp) = interpreter {
             record = record.with_interp(OsString::from_vec(interp));
+        }
+        if let Some(file) = interp_ran {
+            record.interp_ran = Some(OsString::from_vec(file).into());
         }
         record.exit = denied;
         if self.batch && denied.is_none() {

@@ -245,6 +245,7 @@ pub(super) fn record(gvisor: &GvisorLog, shared: &Shared, event: GvisorEvent) {
                     // gVisor's exec points carry the path and argv given, not
                     // what a `#!` line starts.
                     interpreter: None,
+                    interp_ran: None,
                     root: None,
                     cwd_id: None,
                     at: None,
