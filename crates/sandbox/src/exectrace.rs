@@ -585,6 +585,34 @@ mod tests {
     }
 
     #[test]
+    fn a_record_cut_for_a_tight_ring_states_the_full_size() {
+        // 2,004 arguments of 51,894 bytes in all, sent with 32 KiB of them (the
+        // BPF program's ARGV_TIGHT) as the ring could not take them all.
+        let mut raw = b"true\0".to_vec();
+        let mut i = 0;
+        while raw.len() + 26 <= 32_768 {
+            raw.extend_from_slice(format!("/HIDDEN-ARG-{i:013}\0").as_bytes());
+            i += 1;
+        }
+        let mut b = exec_record_of(
+            FLAG_ARGV_CUT,
+            b"/bin/true",
+            b"",
+            [b"", b"", b""],
+            &raw,
+            51_894,
+        );
+        b[48..52].copy_from_slice(&2004u32.to_ne_bytes());
+        let (.., argv, truncated) = exec_of(&b);
+        assert!(truncated);
+        assert_eq!(argv.len(), 2004);
+        assert_eq!(
+            argv.iter().map(|a| a.len() as u64).sum::<u64>(),
+            51_894 - 2004
+        );
+    }
+
+    #[test]
     fn a_scripts_argv_is_the_callers_with_its_path_as_argv0() {
         // `#!/bin/sh`: [interp, path, args].
         let b = exec_record(b"./s.sh", b"/bin/sh", b"", b"/bin/sh\0./s.sh\0a\0", 17);

@@ -257,21 +257,12 @@ fn a_payload_loader_linked_at_a_fixed_address_is_named() {
         "cp payload /tmp/ld-payload-x86-64.so.2 && {PYTHON} -c 'open(\"/tmp/patched\", \"wb\").write(open(\"/bin/true\", \"rb\").read().replace(b\"/lib64/ld-linux-x86-64.so.2\", b\"/tmp/ld-payload-x86-64.so.2\", 1))' \
          && chmod +x /tmp/patched && /tmp/patched e"
     );
-    for seccomp in [false, true] {
-        let (log, meta, _) = recorded(&ws, &["/bin/sh", "-c", &script], seccomp);
-        assert_eq!(
-            meta["layers"]["exec_trace"],
-            if seccomp { "seccomp-notify" } else { "bpf" }
-        );
-        let line = log
-            .lines()
-            .find(|l| l.ends_with(" -- /tmp/patched e"))
-            .unwrap_or_else(|| panic!("no line for /tmp/patched\n{log}"));
-        assert!(
-            line.contains(" interp=/tmp/ld-payload-x86-64.so.2 "),
-            "seccomp={seccomp}: {line}"
-        );
-    }
+    assert_both_name_the_loader(
+        &ws,
+        &script,
+        "/tmp/patched e",
+        "/tmp/ld-payload-x86-64.so.2",
+    );
 }
 
 /// A program whose header claims its loader's entry point as its own (`e_entry`),
@@ -345,18 +336,24 @@ fn a_loader_entered_at_the_entry_the_program_claims_is_named() {
         0o755,
     );
     let script = "cp loader /tmp/evil_ld && ./prog e";
+    assert_both_name_the_loader(&ws, script, "./prog e", "/tmp/evil_ld");
+}
+
+/// Runs `script` recorded by each recorder, and checks that the line of the exec
+/// whose argv is `argv` names `loader` as what started first.
+fn assert_both_name_the_loader(ws: &Workspace, script: &str, argv: &str, loader: &str) {
     for seccomp in [false, true] {
-        let (log, meta, _) = recorded(&ws, &["/bin/sh", "-c", script], seccomp);
+        let (log, meta, _) = recorded(ws, &["/bin/sh", "-c", script], seccomp);
         assert_eq!(
             meta["layers"]["exec_trace"],
             if seccomp { "seccomp-notify" } else { "bpf" }
         );
         let line = log
             .lines()
-            .find(|l| l.ends_with(" -- ./prog e"))
-            .unwrap_or_else(|| panic!("no line for ./prog\n{log}"));
+            .find(|l| l.ends_with(&format!(" -- {argv}")))
+            .unwrap_or_else(|| panic!("no line for {argv}\n{log}"));
         assert!(
-            line.contains(" interp=/tmp/evil_ld "),
+            line.contains(&format!(" interp={loader} ")),
             "seccomp={seccomp}: {line}"
         );
     }
@@ -380,6 +377,14 @@ fn a_link_to_a_file_deeper_than_path_max_is_named_by_its_last_names() {
         .unwrap_or_else(|| panic!("no line for /tmp/x\n{log}"));
     assert!(line.contains(" exe=/tmp/x ran='(deeper)/"), "{line}");
     assert!(line.contains("/payload' "), "{line}");
+    let script = log
+        .lines()
+        .find(|l| l.ends_with(" -- /tmp/s"))
+        .unwrap_or_else(|| panic!("no line for /tmp/s\n{log}"));
+    assert!(
+        script.contains(" interp=/tmp/x interp_ran='(deeper)/"),
+        "{script}"
+    );
 }
 
 /// ATTACK (records, session-22 red team): a supervisor in a pid namespace of its

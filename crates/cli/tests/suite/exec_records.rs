@@ -817,9 +817,10 @@ fn a_symlink_pointed_elsewhere_after_the_exec_leaves_the_file_that_ran_named() {
 }
 
 /// Python making `/tmp/x`, a link to a copy of `echo` deeper than `PATH_MAX`
-/// from the root (through a second link), and executing it: the file's own path
-/// cannot be read, so `ran=` could not be written (see the tests using it).
-pub(super) const DEEP_LINK: &str = r#"
+/// from the root (through a second link), and executing it, then a script whose
+/// `#!` line names it: the file's own path cannot be read, so `ran=` or
+/// `interp_ran=` could not be written (see the tests using it).
+pub(super) const DEEP_LINK: &str = r##"
 import os
 name = lambda i: "a" * 250 + str(i)
 fds = [os.open("/tmp", os.O_DIRECTORY)]
@@ -831,20 +832,25 @@ with os.fdopen(os.open("payload", os.O_CREAT | os.O_WRONLY, 0o755, dir_fd=fds[-1
     f.write(data)
 os.symlink("/".join(name(i) for i in range(16, 21)) + "/payload", "hop", dir_fd=fds[16])
 os.symlink("/tmp/base/" + "/".join(name(i) for i in range(1, 16)) + "/hop", "/tmp/x")
-pid = os.fork()
-if pid == 0:
-    try:
-        os.execv("/tmp/x", ["/tmp/x", "deep-ran"])
-    except OSError as e:
-        print("refused", e.errno, flush=True)
-    os._exit(1)
-os.waitpid(pid, 0)
-"#;
+with open("/tmp/s", "w") as f:
+    f.write("#!/tmp/x\n")
+os.chmod("/tmp/s", 0o755)
+for label, argv in [("", ["/tmp/x", "deep-ran"]), ("script ", ["/tmp/s"])]:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.execv(argv[0], argv)
+        except OSError as e:
+            print(label + "refused", e.errno, flush=True)
+        os._exit(1)
+    os.waitpid(pid, 0)
+"##;
 
-/// ATTACK (records, session-23 red team): a link to a file deeper than
-/// `PATH_MAX` from the root leaves seccomp notification no name for `ran=`, so
-/// the link could be re-pointed unseen: such an exec is refused, as an exec whose
-/// path cannot be named is. As root and unprivileged.
+/// ATTACK (records, session-23 red teams): a link to a file deeper than
+/// `PATH_MAX` from the root leaves seccomp notification no name for `ran=` (or, as
+/// a `#!` line's interpreter, for `interp_ran=`), so the link could be re-pointed
+/// unseen: such an exec is refused, as an exec whose path cannot be named is. As
+/// root and unprivileged.
 #[test]
 fn a_link_to_a_file_with_no_readable_name_is_refused_by_seccomp_notification() {
     each_identity(|runner| {
@@ -854,12 +860,16 @@ fn a_link_to_a_file_with_no_readable_name_is_refused_by_seccomp_notification() {
             .records_home(&home)
             .env(SECCOMP.0, SECCOMP.1)
             .run();
-        out.assert_success().assert_stdout_contains("refused 1");
+        out.assert_success();
+        for refused in ["refused 1", "script refused 1"] {
+            assert!(out.lines().contains(&refused), "[{runner}] {out}");
+        }
         let log = commands(&home.only_session());
         assert!(
             execs_of(&log, "/tmp/x deep-ran").is_empty(),
             "[{runner}] {log}"
         );
+        assert!(execs_of(&log, "/tmp/s").is_empty(), "[{runner}] {log}");
     });
 }
 

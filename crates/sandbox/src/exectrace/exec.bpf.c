@@ -132,9 +132,12 @@ struct {
 // (both walks): a deeper cwd is recorded with its last names, marked "(deeper)".
 #define MAX_DEPTH 32
 #define ARGV_CAP 65536
-// What a record keeps of argv when the ring cannot take all of it: the most a
-// commands.log line keeps (vg_records::MAX_RECORDED_ARGV_BYTES).
-#define ARGV_TIGHT 16384
+// What a record keeps of argv when the ring cannot take all of it: twice what a
+// commands.log line keeps (vg_records::MAX_RECORDED_ARGV_BYTES, 16 KiB), so that
+// what is read, without each argument's NUL, still holds more than the line keeps
+// and the line states the argv's full size (exectrace.rs `complete`; with 16 KiB
+// read, a line of many arguments stated the size read: session-23 red team).
+#define ARGV_TIGHT 32768
 #define FLAG_VIA_FD 1     // the path goes through a descriptor: name the file by its own path
 #define FLAG_ARGV_CUT 2   // argv is longer than ARGV_CAP: what fits was read
 #define FLAG_LOADER_READ_ONLY 128 // the loader's file is on a read-only mount
@@ -581,7 +584,7 @@ int record_exec(__u64 *ctx)
 	if (!bpf_ringbuf_output(ring, out, size, wakeup(ring)))
 		return 0;
 	// The ring is tight (a flood of long command lines faster than it is
-	// drained): a line keeps at most 16 KiB of argv anyway, so that much goes
+	// drained): a line keeps at most 16 KiB of argv anyway, so ARGV_TIGHT goes
 	// rather than the exec being killed (session-23 red team: 8 loops of 55 KiB
 	// arguments lost up to half their execs).
 	if (len > ARGV_TIGHT) {

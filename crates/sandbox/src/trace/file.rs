@@ -185,6 +185,10 @@ pub(super) enum Unread {
     /// An interpreter named through a `/proc` link to a directory or to a file
     /// that cannot be named from outside.
     ThroughProcLink,
+    /// An interpreter found whose own file has no name within `PATH_MAX` from the
+    /// sandbox's root (a link can reach one from a short name): it could be
+    /// re-pointed unseen, as for an exec's own path (`trace.rs`).
+    Unnamed,
     /// An interpreter that is not there as the supervisor looks it up: the kernel
     /// fails the exec (`ENOENT`), and so does the tracer, without asking the kernel,
     /// since a name can reach a file for the process that it cannot for the
@@ -207,6 +211,9 @@ impl Unread {
                 "its #! line names its interpreter through a /proc link whose file cannot be named (name the interpreter by its path)"
             }
             Unread::Missing => "its #! line names an interpreter that is not there",
+            Unread::Unnamed => {
+                "its #! line names an interpreter whose file has no name that fits in PATH_MAX from the sandbox's root: name it by a shallower path"
+            }
         }
     }
 }
@@ -505,7 +512,10 @@ fn last_interpreter(
         };
         // Its own name, as the kernel names a file of the sandbox's mount namespace
         // from its root (see `resolve.rs`).
-        reached = super::resolve::read_link(&format!("/proc/self/fd/{}", found.as_raw_fd()));
+        reached = Some(
+            super::resolve::read_link(&format!("/proc/self/fd/{}", found.as_raw_fd()))
+                .ok_or(Unread::Unnamed)?,
+        );
         let head = head_of(found.as_fd(), HEAD_BYTES);
         closing.push(found);
         let Some((file, head)) = head? else {
