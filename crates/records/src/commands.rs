@@ -177,7 +177,7 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
-    use crate::writer::CommandRecord;
+    use crate::writer::{CommandRecord, MAX_RECORDED_ARG_BYTES, MAX_RECORDED_ARGV_BYTES};
 
     fn record(argv: Vec<Vec<u8>>, cwd: &[u8], exit: Option<CommandExit>) -> CommandRecord {
         CommandRecord {
@@ -247,8 +247,25 @@ mod tests {
     }
 
     #[test]
+    fn empty_arguments_cannot_grow_a_line_past_its_bound() {
+        // 60,000 empty arguments: each costs a byte of the line's room.
+        let mut argv = vec![b"true".to_vec()];
+        argv.extend(std::iter::repeat_n(Vec::new(), 60_000));
+        let line = record(argv, b"/w", None).to_line();
+        assert!(
+            line.len() < 3 * MAX_RECORDED_ARGV_BYTES + 200,
+            "{} bytes",
+            line.len()
+        );
+        let Some(CommandLogLine::Exec(e)) = CommandLogLine::parse(&line) else {
+            panic!("not parsed");
+        };
+        let size = e.truncated.expect("the line says it was cut");
+        assert_eq!((size.args, size.bytes), (60_001, 4));
+    }
+
+    #[test]
     fn long_argv_is_cut_and_the_line_says_its_full_size() {
-        use crate::writer::{MAX_RECORDED_ARG_BYTES, MAX_RECORDED_ARGV_BYTES};
         // 8 arguments of 128 KiB, as a hostile loop would pass: one line keeps 4 KiB of
         // each, 16 KiB in all, and states the full size.
         let mut argv = vec![b"prog".to_vec()];
