@@ -33,6 +33,13 @@ fn linked(key: &str, path: &str) -> String {
     }
 }
 
+/// The exec line of `commands.log` whose argv is `argv`.
+fn line_of<'a>(log: &'a str, argv: &str) -> &'a str {
+    log.lines()
+        .find(|l| l.ends_with(&format!(" -- {argv}")))
+        .unwrap_or_else(|| panic!("no line for {argv}\n{log}"))
+}
+
 /// `commands.log` without each line's time.
 fn untimed(log: &str) -> Vec<String> {
     log.lines()
@@ -348,10 +355,7 @@ fn assert_both_name_the_loader(ws: &Workspace, script: &str, argv: &str, loader:
             meta["layers"]["exec_trace"],
             if seccomp { "seccomp-notify" } else { "bpf" }
         );
-        let line = log
-            .lines()
-            .find(|l| l.ends_with(&format!(" -- {argv}")))
-            .unwrap_or_else(|| panic!("no line for {argv}\n{log}"));
+        let line = line_of(&log, argv);
         assert!(
             line.contains(&format!(" interp={loader} ")),
             "seccomp={seccomp}: {line}"
@@ -371,16 +375,10 @@ fn a_link_to_a_file_deeper_than_path_max_is_named_by_its_last_names() {
     let ws = Workspace::new();
     let (log, meta, _) = recorded(&ws, &[PYTHON, "-c", DEEP_LINK], false);
     assert_eq!(meta["layers"]["exec_trace"], "bpf", "{meta}");
-    let line = log
-        .lines()
-        .find(|l| l.ends_with(" -- /tmp/x deep-ran"))
-        .unwrap_or_else(|| panic!("no line for /tmp/x\n{log}"));
+    let line = line_of(&log, "/tmp/x deep-ran");
     assert!(line.contains(" exe=/tmp/x ran='(deeper)/"), "{line}");
     assert!(line.contains("/payload' "), "{line}");
-    let script = log
-        .lines()
-        .find(|l| l.ends_with(" -- /tmp/s"))
-        .unwrap_or_else(|| panic!("no line for /tmp/s\n{log}"));
+    let script = line_of(&log, "/tmp/s");
     assert!(
         script.contains(" interp=/tmp/x interp_ran='(deeper)/"),
         "{script}"

@@ -518,35 +518,39 @@ int record_exec(__u64 *ctx)
 	// 0 for a loader linked at a fixed address, session-22 red team; nor a
 	// comparison with AT_ENTRY, the entry the program's header claims, which can
 	// be the loader's own, session-23 red team.) An address in no file
-	// (anonymous memory, the vDSO), or a program with no code of its own, kills
-	// the exec: what runs cannot be named.
+	// (anonymous memory, the vDSO), or on an overlay a program with no code of
+	// its own, kills the exec: what runs cannot be named.
 	e->loader_len = 0;
 	// The exec's task is the current one here; these helpers take it typed.
 	struct task_struct *current = bpf_get_current_task_btf();
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(current);
 	__u64 ip = BPF_CORE_READ(regs, ip);
-	__u64 code = BPF_CORE_READ(mm, start_code);
-	struct vma_file vf = {}, own = {};
-	if (bpf_find_vma(current, ip, file_of_vma, &vf, 0) || !vf.file ||
-	    bpf_find_vma(current, code, file_of_vma, &own, 0) || !own.file) {
+	struct vma_file vf = {};
+	if (bpf_find_vma(current, ip, file_of_vma, &vf, 0) || !vf.file) {
 		kill_unrecorded(s);
 		return 0;
 	}
-	// Out of the structs first (see below).
-	struct file *first = vf.file, *program = own.file;
+	// Out of the struct first: a CO-RE read would relocate vma_file's own field
+	// against the kernel's types, where it is not.
+	struct file *first = vf.file;
 	struct file *kernels = BPF_CORE_READ(bprm, file);
 	struct inode *own_inode = BPF_CORE_READ(kernels, f_inode);
-	if (BPF_CORE_READ(own_inode, i_sb, s_magic) == OVERLAYFS_SUPER_MAGIC)
+	if (BPF_CORE_READ(own_inode, i_sb, s_magic) == OVERLAYFS_SUPER_MAGIC) {
+		struct vma_file own = {};
+		if (bpf_find_vma(current, BPF_CORE_READ(mm, start_code), file_of_vma, &own, 0) ||
+		    !own.file) {
+			kill_unrecorded(s);
+			return 0;
+		}
+		struct file *program = own.file;
 		own_inode = BPF_CORE_READ(program, f_inode);
+	}
 	if (BPF_CORE_READ(first, f_inode) != own_inode) {
-		// Out of the struct first: a CO-RE read would relocate vma_file's own
-		// field against the kernel's types, where it is not.
-		struct file *lf = vf.file;
-		struct vfsmount *lm = BPF_CORE_READ(lf, f_path.mnt);
+		struct vfsmount *lm = BPF_CORE_READ(first, f_path.mnt);
 		if ((BPF_CORE_READ(lm, mnt_flags) & MNT_READONLY) ||
 		    (BPF_CORE_READ(lm, mnt_sb, s_flags) & SB_RDONLY))
 			e->flags |= FLAG_LOADER_READ_ONLY;
-		if (!walk(fs, BPF_CORE_READ(lf, f_path.dentry), lm, e, LOADER)) {
+		if (!walk(fs, BPF_CORE_READ(first, f_path.dentry), lm, e, LOADER)) {
 			kill_unrecorded(s);
 			return 0;
 		}
