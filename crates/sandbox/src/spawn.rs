@@ -254,6 +254,12 @@ pub fn spawn_in(
     }
     let released = write_id_maps(pid, &prepared.identity, prepared.inside)
         .and_then(|()| sync_w.write_all(b"1").map_err(SetupError::Fork))
+        // While init builds its file system; before it is placed, so before
+        // anything of the command's runs.
+        .and_then(|()| match recorder.as_mut() {
+            Some(recorder) => recorder.map_ring().map_err(SetupError::ExecRecorder),
+            None => Ok(()),
+        })
         .and_then(|()| match cgroup {
             Some(cg) if supervisor_moves => cg.attach(pid).map_err(SetupError::Cgroup),
             _ => Ok(()),

@@ -297,7 +297,9 @@ pub fn learned(
 /// Every program `commands.log` names, by absolute path (a relative one joined to
 /// the exec's working directory), as a program and as a file read: each exec's file,
 /// and what the kernel started first for it (`interp=`: a script's interpreter, a
-/// program's own loader), which the profile must let run as well.
+/// program's own loader), which the profile must let run as well; and, where either
+/// was reached through a symlink, the file it reached (`ran=`, `interp_ran=`, always
+/// absolute), without which the link leads nowhere under the profile.
 fn programs(dir: &Path, observations: &mut vg_learn::Observations) {
     use std::os::unix::ffi::OsStrExt;
     let path = vg_records::layout::file_path(dir, vg_records::layout::RecordFile::Commands);
@@ -315,7 +317,16 @@ fn programs(dir: &Path, observations: &mut vg_learn::Observations) {
         let exe = exec.exe.as_deref().or(exec.argv.first().map(Vec::as_slice));
         // The kernel opens an interpreter or loader named without a slash from the
         // working directory, never from PATH.
-        let programs = [(exe, false), (exec.interp.as_deref(), true)];
+        // What a link reached is written absolute, or cut for its depth and no
+        // path (`(deeper)/…`).
+        let ran = exec.ran.as_deref().filter(|p| p.starts_with(b"/"));
+        let interp_ran = exec.interp_ran.as_deref().filter(|p| p.starts_with(b"/"));
+        let programs = [
+            (exe, false),
+            (ran, false),
+            (exec.interp.as_deref(), true),
+            (interp_ran, false),
+        ];
         for (program, from_cwd) in programs {
             let Some(program) = program else {
                 continue;
@@ -401,6 +412,43 @@ mod tests {
                 Path::new("/w/s.sh"),
                 Path::new("/w/sub/tool"),
                 Path::new("/w/t"),
+            ]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A program or interpreter run through a symlink: the file the link reached
+    /// (`ran=`, `interp_ran=`) is learned next to the link, so that the profile lets
+    /// the link lead somewhere. A name cut for its depth (`(deeper)/…`) is no path
+    /// and is left out.
+    #[test]
+    fn the_file_a_symlink_reached_is_learned_with_the_link() {
+        let dir = std::env::temp_dir().join(format!("vg-learn-ran-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            vg_records::layout::file_path(&dir, vg_records::layout::RecordFile::Commands),
+            "2026-01-01T00:00:00.000Z exec pid=2 ppid=1 cwd=/w exe=/bin/sh ran=/usr/bin/dash -- sh\n\
+             2026-01-01T00:00:00.000Z exec pid=3 ppid=2 cwd=/w exe=/w/s.sh interp=/w/py interp_ran=/opt/py/bin/python3.13 -- /w/s.sh\n\
+             2026-01-01T00:00:00.000Z exec pid=4 ppid=2 cwd=/w exe=/w/deep ran='(deeper)/x/y' -- /w/deep\n",
+        )
+        .unwrap();
+        let mut observations = vg_learn::Observations::new();
+        programs(&dir, &mut observations);
+        let learned: Vec<&Path> = observations
+            .programs()
+            .keys()
+            .map(PathBuf::as_path)
+            .collect();
+        assert_eq!(
+            learned,
+            [
+                Path::new("/bin/sh"),
+                Path::new("/opt/py/bin/python3.13"),
+                Path::new("/usr/bin/dash"),
+                Path::new("/w/deep"),
+                Path::new("/w/py"),
+                Path::new("/w/s.sh"),
             ]
         );
         std::fs::remove_dir_all(&dir).unwrap();

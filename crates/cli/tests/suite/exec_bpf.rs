@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::exec_records::{
-    BPF, DEEP_LINK, HIDDEN_INTERPRETER, LOADER_PAYLOAD, PATH_SWAP, RELINKED, SECCOMP,
+    BPF, DEEP_LINK, HIDDEN_INTERPRETER, LOADER_LINK, LOADER_PAYLOAD, PATH_SWAP, RELINKED, SECCOMP,
     assert_names_hidden_interpreters, assert_names_payload_loader, assert_names_the_files_that_ran,
     commands, events,
 };
@@ -229,6 +229,28 @@ fn a_payload_run_as_a_programs_loader_is_named() {
     let (log, meta, _) = recorded(&ws, &["/bin/sh", "-c", &script], false);
     assert_eq!(meta["layers"]["exec_trace"], "bpf", "{meta}");
     assert_names_payload_loader(&log);
+}
+
+/// ATTACK (records): a program's loader (`PT_INTERP`) reached through a symlink that
+/// is pointed at the system's loader afterwards: the BPF recorder names the loader
+/// by the file the kernel mapped, directly and at the end of a `#!` chain (seccomp
+/// notification names the link and `interp_ran=`, `exec_records.rs`).
+#[test]
+fn a_loader_reached_through_a_symlink_is_named_by_its_file() {
+    if !is_root() {
+        return;
+    }
+    let ws = Workspace::new();
+    let script = format!(
+        "{PYTHON} -c '{LOADER_LINK}' && /tmp/via-link j && /tmp/script-via-link k \
+         && ln -sf /lib64/ld-linux-x86-64.so.2 /tmp/ld-symlink-x86-64.so.2"
+    );
+    let (log, meta, _) = recorded(&ws, &["/bin/sh", "-c", &script], false);
+    assert_eq!(meta["layers"]["exec_trace"], "bpf", "{meta}");
+    for argv in ["/tmp/via-link j", "/tmp/script-via-link k"] {
+        let line = line_of(&log, argv);
+        assert!(line.contains(" interp=/tmp/payload-loader "), "{log}");
+    }
 }
 
 /// A loader that takes no libraries: it prints and exits (bare system calls).

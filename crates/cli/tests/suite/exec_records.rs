@@ -794,6 +794,63 @@ fn a_payload_run_as_a_programs_loader_is_named() {
     });
 }
 
+/// ATTACK (records): a program whose loader (`PT_INTERP`) is a symlink to a payload,
+/// pointed at the system's loader once the program has run, must not leave a line
+/// naming only the innocent-looking link: seccomp notification names the file the
+/// link reached (`interp_ran=`), as it does for a `#!` line's interpreter, directly
+/// and at the end of a `#!` chain (session-23 red team, finding 3). As root and
+/// unprivileged.
+#[test]
+fn a_loader_reached_through_a_symlink_is_named_by_its_file() {
+    let script = format!(
+        "{PYTHON} -c '{LOADER_LINK}' && /tmp/via-link j && /tmp/script-via-link k \
+         && ln -sf /lib64/ld-linux-x86-64.so.2 /tmp/ld-symlink-x86-64.so.2 && echo ran"
+    );
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        Vg::sandbox(runner, &ws, &[], &["sh", "-c", &script])
+            .records_home(&home)
+            .env(SECCOMP.0, SECCOMP.1)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("ran");
+        let log = commands(&home.only_session());
+        for argv in ["/tmp/via-link j", "/tmp/script-via-link k"] {
+            let line = execs_of(&log, argv);
+            assert_eq!(line.len(), 1, "[{runner}] {log}");
+            assert_eq!(
+                field(line[0], "interp"),
+                "/tmp/ld-symlink-x86-64.so.2",
+                "[{runner}] {log}"
+            );
+            assert_eq!(
+                field(line[0], "interp_ran"),
+                "/tmp/payload-loader",
+                "[{runner}] {log}"
+            );
+        }
+    });
+}
+
+/// Python making `/tmp/via-link` (`true` with its loader path changed to
+/// `/tmp/ld-symlink-x86-64.so.2`, a symlink to `/tmp/payload-loader`, a copy of the
+/// system's loader) and `/tmp/script-via-link` (a script whose interpreter is it).
+pub(super) const LOADER_LINK: &str = r##"
+import os, shutil
+old = b"/lib64/ld-linux-x86-64.so.2"
+new = b"/tmp/ld-symlink-x86-64.so.2"
+assert len(old) == len(new)
+shutil.copy(old.decode(), "/tmp/payload-loader")
+os.symlink("/tmp/payload-loader", new.decode())
+data = open("/bin/true", "rb").read()
+assert old in data
+open("/tmp/via-link", "wb").write(data.replace(old, new, 1))
+open("/tmp/script-via-link", "w").write("#!/tmp/via-link\n")
+for name in ("via-link", "script-via-link"):
+    os.chmod("/tmp/" + name, 0o755)
+"##;
+
 /// ATTACK (records): a program run through a symlink that is pointed elsewhere
 /// afterwards must not leave a line that names the innocent program only. The
 /// line keeps the path given (`exe=`) and names the file it reached (`ran=`):

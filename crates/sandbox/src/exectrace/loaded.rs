@@ -200,7 +200,9 @@ impl ExecRecorder {
         let slots = slots_of(&dir);
         let slot = free_slot(&slots)?;
         free_rings(rings.as_fd(), &slots, slot.0);
-        let ring = sys::Ring::map(ring_of(rings.as_fd(), slot.0)?, RING_SIZE as usize)
+        // Its start position now, its data pages by `map_ring` once init is
+        // building (see `sys::Ring::map_data`).
+        let ring = sys::Ring::open(ring_of(rings.as_fd(), slot.0)?, RING_SIZE as usize)
             .map_err(|e| format!("cannot map the session's ring buffer: {e}"))?;
         Ok(Self {
             _links: links,
@@ -240,6 +242,15 @@ impl ExecRecorder {
         Ok(())
     }
 
+    /// Maps the ring buffer's data pages: called by `spawn_in` after init's go and
+    /// before it is placed, so before anything of the command's can run; a failure
+    /// stops the start there.
+    pub fn map_ring(&mut self) -> Result<(), String> {
+        self.ring
+            .map_data()
+            .map_err(|e| format!("cannot map the session's ring buffer: {e}"))
+    }
+
     /// The ring buffer's descriptor, readable when events wait.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.ring.as_fd()
@@ -248,6 +259,20 @@ impl ExecRecorder {
     /// Hands every waiting event of this session's to `on_event`, then what was
     /// lost; returns how many events there were.
     pub fn drain(&mut self, mut on_event: impl FnMut(Decoded)) -> usize {
+        // `spawn_in` has mapped it; were it not, the record says so rather than
+        // showing a session without execs.
+        if let Err(reason) = self.map_ring() {
+            on_event(Decoded {
+                loader: None,
+                boot_ns: None,
+                host_pid: 0,
+                event: TraceEvent::Refused {
+                    host_pid: 0,
+                    reason: format!("{reason}: this session's execs were not read"),
+                },
+            });
+            return 1;
+        }
         let mut count = 0;
         let key = self.key;
         // Both clocks read once per drain, at its first event.

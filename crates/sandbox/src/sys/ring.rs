@@ -11,6 +11,10 @@
 //! the end is still contiguous. Each record starts with an 8-byte header whose
 //! first word is its length, with a busy bit (being written) and a discard bit.
 //!
+//! The data pages are mapped apart from the positions ([`Ring::map_data`]): a
+//! session's 2 MiB ring is 4 MiB of page table entries, filled at `mmap`, which the
+//! supervisor does while init builds the sandbox rather than before its `clone`.
+//!
 //! A reader starts at the end of what was written: what a ring holds before it is
 //! mapped was written for an earlier session. Positions it cannot explain (not
 //! behind the kernel's by at most the ring's size) make it start again from the
@@ -67,6 +71,8 @@ pub struct Ring {
     fd: OwnedFd,
     consumer: Mapped,
     producer: Mapped,
+    /// The data pages, twice in a row; `None` until [`Ring::map_data`].
+    data: Option<Mapped>,
     page: usize,
     mask: usize,
 }
@@ -76,8 +82,9 @@ pub struct Ring {
 unsafe impl Send for Ring {}
 
 impl Ring {
-    /// Maps the ring buffer map `fd`, whose size is `size` bytes.
-    pub fn map(fd: OwnedFd, size: usize) -> io::Result<Self> {
+    /// Maps the ring buffer map `fd`'s positions, and starts reading at the end of
+    /// what was written; [`Ring::map_data`] must follow before anything is read.
+    pub fn open(fd: OwnedFd, size: usize) -> io::Result<Self> {
         if !size.is_power_of_two() {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
@@ -85,16 +92,28 @@ impl Ring {
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
             .map_err(|_| io::Error::last_os_error())?;
         let consumer = Mapped::new(fd.as_fd(), page, libc::PROT_READ | libc::PROT_WRITE, 0)?;
-        let producer = Mapped::new(fd.as_fd(), page + 2 * size, libc::PROT_READ, page)?;
+        let producer = Mapped::new(fd.as_fd(), page, libc::PROT_READ, page)?;
         let ring = Self {
             fd,
             consumer,
             producer,
+            data: None,
             page,
             mask: size - 1,
         };
         ring.skip_all();
         Ok(ring)
+    }
+
+    /// Maps the data pages (once; again is a no-op). The kernel writes them whether
+    /// or not they are mapped here, so what was written since [`Ring::open`] is read.
+    pub fn map_data(&mut self) -> io::Result<()> {
+        if self.data.is_none() {
+            let size = self.mask + 1;
+            let data = Mapped::new(self.fd.as_fd(), 2 * size, libc::PROT_READ, 2 * self.page)?;
+            self.data = Some(data);
+        }
+        Ok(())
     }
 
     /// Passes over every record written so far: they were written before this
@@ -117,9 +136,13 @@ impl Ring {
     }
 
     /// Hands the next record to `on_record` and consumes it; `false` when no
-    /// whole record waits.
+    /// whole record waits, or before [`Ring::map_data`] (whose caller refuses to
+    /// go on without it, so that nothing is left unread unnoticed).
     pub fn next(&mut self, on_record: impl FnOnce(&[u8])) -> bool {
         let mut on_record = Some(on_record);
+        let Some(base) = self.data.as_ref().map(|d| d.ptr.cast::<u8>()) else {
+            return false;
+        };
         loop {
             let at = self.consumer_pos().load(Ordering::Acquire);
             // Pairs with the kernel's release of a committed record's position.
@@ -134,18 +157,11 @@ impl Ring {
                 self.skip_all();
                 return false;
             }
-            let offset = self.page + (at & self.mask);
+            let offset = at & self.mask;
             // SAFETY: offset is within the first copy of the data pages, and the
             // header is 8-byte aligned (the kernel rounds records to 8 bytes).
-            let header = unsafe {
-                self.producer
-                    .ptr
-                    .cast::<u8>()
-                    .add(offset)
-                    .cast::<AtomicU32>()
-                    .as_ref()
-            }
-            .load(Ordering::Acquire);
+            let header =
+                unsafe { base.add(offset).cast::<AtomicU32>().as_ref() }.load(Ordering::Acquire);
             if header & BUSY != 0 {
                 return false;
             }
@@ -159,12 +175,8 @@ impl Ring {
                 // SAFETY: the record's bytes follow its header, within the data
                 // pages' second copy at worst (len < size), and are not written
                 // again until the consumer position passes them.
-                let data = unsafe {
-                    std::slice::from_raw_parts(
-                        self.producer.ptr.cast::<u8>().as_ptr().add(offset + HEADER),
-                        len,
-                    )
-                };
+                let data =
+                    unsafe { std::slice::from_raw_parts(base.as_ptr().add(offset + HEADER), len) };
                 if let Some(on_record) = on_record.take() {
                     on_record(data);
                 }
@@ -188,6 +200,13 @@ impl AsFd for Ring {
 mod tests {
     use super::*;
 
+    /// The ring buffer map `fd` of `size` bytes, mapped whole.
+    fn map(fd: OwnedFd, size: usize) -> io::Result<Ring> {
+        let mut ring = Ring::open(fd, size)?;
+        ring.map_data()?;
+        Ok(ring)
+    }
+
     /// A ring of `size` bytes, mapped, and its map's descriptor. The unit tests run
     /// as root (scripts/test), which making a BPF map needs.
     fn ring(size: u32) -> (Ring, OwnedFd) {
@@ -205,7 +224,7 @@ mod tests {
         )
         .expect("a ring buffer");
         let copy = fd.try_clone().unwrap();
-        (Ring::map(fd, size as usize).unwrap(), copy)
+        (map(fd, size as usize).unwrap(), copy)
     }
 
     /// ATTACK (records): a consumer position no reader of ours wrote (ahead of the
@@ -219,14 +238,28 @@ mod tests {
         assert_eq!(ring.consumer_pos().load(Ordering::SeqCst), 0);
         // A reader mapping the ring later starts at the end as well.
         ring.consumer_pos().store(24, Ordering::SeqCst);
-        let mut again = Ring::map(fd, 4096 * 4).unwrap();
+        let mut again = map(fd, 4096 * 4).unwrap();
         assert_eq!(again.consumer_pos().load(Ordering::SeqCst), 0);
         assert!(!again.next(|_| panic!("a record from nothing")));
+    }
+
+    /// The data pages are mapped apart, after the start position was taken: before
+    /// that nothing is read, after it what the positions say.
+    #[test]
+    fn an_opened_ring_reads_only_once_its_data_pages_are_mapped() {
+        let (_, fd) = ring(4096 * 4);
+        let mut opened = Ring::open(fd, 4096 * 4).unwrap();
+        assert!(opened.data.is_none());
+        assert!(!opened.next(|_| panic!("a record from unmapped pages")));
+        opened.map_data().unwrap();
+        opened.map_data().unwrap();
+        assert!(!opened.next(|_| panic!("a record from nothing")));
+        assert_eq!(opened.data.as_ref().map(|d| d.len), Some(2 * 4096 * 4));
     }
 
     #[test]
     fn a_size_that_is_not_a_power_of_two_is_refused() {
         let (_, fd) = ring(4096);
-        assert!(Ring::map(fd, 4096 * 3).is_err());
+        assert!(Ring::open(fd, 4096 * 3).is_err());
     }
 }

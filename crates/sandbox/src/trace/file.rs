@@ -402,10 +402,55 @@ pub(super) fn interpreter_of(
             &mut kept.loaders,
             closing,
         )?),
-        None => own_loader(file, &head, root, &mut kept.loaders).map(|name| Started {
-            name,
+        None => match own_loader(file, &head, root, &mut kept.loaders) {
+            Some(loader) => Some(loader_started(host_pid, root, loader, closing)?),
+            None => None,
+        },
+    })
+}
+
+/// A program's own loader (`PT_INTERP`, not the system's), with the file it
+/// reaches, found as the kernel opens it: from the sandbox's root, a relative name
+/// from the exec'ing process's working directory. Where it cannot be opened here
+/// (missing, not for us to reach, through a descriptor link), the kernel decides,
+/// and the line names the loader as the program does.
+fn loader_started(
+    host_pid: libc::pid_t,
+    root: Option<BorrowedFd<'_>>,
+    loader: Vec<u8>,
+    closing: &mut Vec<OwnedFd>,
+) -> Result<Started, Unread> {
+    let Some(root) = root else {
+        return Ok(Started {
+            name: loader,
             reached: None,
-        }),
+        });
+    };
+    let base = if loader.starts_with(b"/") {
+        Vec::new()
+    } else {
+        super::resolve::inside_dir(host_pid, root, super::resolve::Base::Cwd)
+            .ok_or(Unread::NoCwd)?
+    };
+    let found = match open_path_in(root, &base, &loader) {
+        Ok(found) => found,
+        Err(e) if super::resolve::is_out_of_descriptors(&e) => return Err(Unread::NoDescriptor),
+        Err(_) => {
+            return Ok(Started {
+                name: loader,
+                reached: None,
+            });
+        }
+    };
+    // Its own name, as the kernel names a file of the sandbox's mount namespace
+    // from its root; a file with none within PATH_MAX is refused, as an
+    // interpreter's is.
+    let reached = super::resolve::read_link(&format!("/proc/self/fd/{}", found.as_raw_fd()))
+        .ok_or(Unread::Unnamed)?;
+    closing.push(found);
+    Ok(Started {
+        name: loader,
+        reached: Some(reached),
     })
 }
 
@@ -536,7 +581,9 @@ fn last_interpreter(
                 interpreter = next;
                 reached = None;
             }
-            (None, Some(loader)) => return Ok(unreached(loader)),
+            (None, Some(loader)) => {
+                return loader_started(host_pid, Some(root), loader, closing);
+            }
             (None, None) => break,
         }
     }
