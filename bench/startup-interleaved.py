@@ -3,7 +3,9 @@
 round, so that load changing during a sitting lands on every command alike (on a shared
 machine, hyperfine's 40 runs in a row of one command, then the next, do not compare).
 
-Usage: VG_BASELINE=/path/to/older/vectraguard [VG_SESSIONS=N] bench/startup-interleaved.py [ROUNDS]
+Usage: VG_BASELINE=/path/to/older/vectraguard [VG_BIN=/path/to/vectraguard] [VG_SESSIONS=N]
+bench/startup-interleaved.py [ROUNDS] (VG_BIN: the build measured, by default this
+repository's target/release/vectraguard)
 Run as root (the workspace is given to nobody, as in bench/startup.sh). Prints medians
 and the ratios to bubblewrap and to the baseline; `--memory unlimited` rows show what
 the default memory cap's cgroup costs. VG_SESSIONS=N starts with N (empty) session
@@ -13,7 +15,7 @@ import os, random, shutil, statistics, subprocess, sys, tempfile, time
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 50
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-new = os.path.join(root, "target/release/vectraguard")
+new = os.environ.get("VG_BIN", os.path.join(root, "target/release/vectraguard"))
 base = os.environ.get("VG_BASELINE")
 ws = tempfile.mkdtemp(prefix="vg-bench.")
 os.environ["VECTRAGUARD_HOME"] = ws + ".home"

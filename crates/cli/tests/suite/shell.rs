@@ -112,17 +112,31 @@ impl Tmux {
             .is_ok_and(|o| o.status.success())
     }
 
-    /// Waits until the screen satisfies `check`; fails the test with the screen.
+    /// Waits until the screen satisfies `check`; fails the test with the screen. A
+    /// pane whose program ended is gone with its screen (tmux closes it): that fails
+    /// at once, with the last screen seen, rather than as a time-out on an empty
+    /// screen. A test that reads what a program prints just before it ends keeps the
+    /// pane open after it (`PROGRAM; echo exited-$?; sleep 60`): the screen is read
+    /// every 50 ms, and the pane can close sooner than that.
     #[track_caller]
     fn wait(&self, what: &str, check: impl Fn(&str) -> bool) -> String {
         let end = Instant::now() + Duration::from_secs(20);
+        let mut last = String::new();
         loop {
             let screen = self.screen();
             if check(&screen) {
                 return screen;
             }
+            if screen.is_empty() && !self.alive() {
+                panic!(
+                    "the pane closed (its program ended) before {what} was seen; the last screen seen:\n{last}"
+                );
+            }
             if Instant::now() > end {
                 panic!("timed out waiting for {what}; the screen:\n{screen}");
+            }
+            if !screen.is_empty() {
+                last = screen;
             }
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -443,8 +443,10 @@ fn engine_terminal(
         return;
     };
     // Our terminal resized while the container started had no terminal to pass its
-    // size to (the resizer's slot was empty until now): the size it has now. One
-    // resized from here on is passed on by the resizer (red team, session 16).
+    // size to (the resizer's slot was empty until now): the size it has now (the
+    // tracer's thread gave it before the go; copied again for a resize since, and
+    // recorded). One resized from here on is passed on by the resizer (red team,
+    // session 16).
     if follow
         && let Ok(now) = vg_sandbox::terminal::copy_size(std::io::stdin().as_fd(), master.as_fd())
         && now != size
@@ -817,15 +819,18 @@ impl Session {
         }
         // A container's terminal comes with its init's listener, on the tracer's
         // thread; it is sized before the init's go, so that the command's first look
-        // finds the size.
+        // finds the size: our terminal's size then (it may have been resized while
+        // the engine started the container), else the size taken at the start.
         let terminal_size = match &output {
-            Some(Output::Tty { size, .. }) => Some(size.unwrap_or(DEFAULT_TERMINAL_SIZE)),
+            Some(Output::Tty { size, .. }) => {
+                Some((size.unwrap_or(DEFAULT_TERMINAL_SIZE), size.is_some()))
+            }
             None | Some(Output::Pipes(..)) => None,
         };
         let (terminal_to, terminal_from) = match (terminal_size, &self.engine_handshake) {
-            (Some(size), Some(_)) => {
+            (Some(sized), Some(_)) => {
                 let (to, from) = std::sync::mpsc::sync_channel(1);
-                (Some((to, size)), Some(from))
+                (Some((to, sized)), Some(from))
             }
             _ => (None, None),
         };
@@ -848,8 +853,18 @@ impl Session {
                         engine_network(peer, tun, start, &slot)
                             .inspect_err(|e| shared.fail_layer("the mediated network", e))?;
                     }
-                    if let (Some(master), Some((to, size))) = (peer.terminal, &terminal_to) {
-                        let _ = vg_sandbox::terminal::set_size(master, *size);
+                    if let (Some(master), Some((to, (size, follow)))) =
+                        (peer.terminal, &terminal_to)
+                    {
+                        // Copied here, not only once the terminal thread has it: the
+                        // go follows at once, and the command could look before that
+                        // thread copied the size (red team, session 16).
+                        let copied = *follow
+                            && vg_sandbox::terminal::copy_size(std::io::stdin().as_fd(), master)
+                                .is_ok();
+                        if !copied {
+                            let _ = vg_sandbox::terminal::set_size(master, *size);
+                        }
                         let master = master
                             .try_clone_to_owned()
                             .map_err(|e| format!("cannot keep the container's terminal: {e}"))?;
