@@ -2,15 +2,18 @@
 """Writes the seed corpora, fuzz/corpus/<target>/, from real inputs: packets and DNS
 queries as a sandbox's kernel sends them, a real TLS ClientHello (Python's ssl), tar
 layers with the entries images really carry (and the attacks unpack.rs refuses), the
-README's configuration and flags, and records of a real session (fuzz/seeds/session/).
+README's configuration and flags, records of a real session (fuzz/seeds/session/), and
+exec traces (gVisor's trace points, the BPF recorder's ring records) laid out as their
+writers lay them out.
 
 Run from the repository root: python3 fuzz/seeds/make_seeds.py. The seeds are
-committed; rerun after changing an input format."""
+committed; rerun after changing an input format. It rewrites its own seeds by name and
+leaves every other file of the corpora alone (inputs kept by `cargo fuzz cmin`,
+regressions of fixed findings)."""
 
 import gzip
 import io
 import os
-import shutil
 import socket
 import ssl
 import struct
@@ -349,14 +352,78 @@ def records():
     write("records_cast", "utf8-carry", b"\2" + parts("é€😀 and \xff broken".encode("utf-8") + b"\xe2\x82", bytes([1, 1, 1, 2, 5])))
 
 
+# --- exec traces --------------------------------------------------------------------
+
+def varint(n):
+    out = b""
+    n &= (1 << 64) - 1
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def field(tag, value):
+    """One protobuf field: an int as a varint, bytes or a message as length-delimited."""
+    if isinstance(value, int):
+        return varint(tag << 3) + varint(value)
+    return varint(tag << 3 | 2) + varint(len(value)) + value
+
+
+def gvisor_record(kind, message, dropped=0):
+    return struct.pack("<HHI", 8, kind, dropped) + message
+
+
+def framed(*records):
+    return b"".join(struct.pack("<H", len(r)) + r for r in records)
+
+
+def gvisor():
+    creds = field(2, 1000) + field(5, 1000)
+    def ctx(tgid, cwd=b"/work"):
+        return field(1, field(1, 1_700_000_000_000_000_000) + field(4, tgid) + field(7, creds) + field(8, cwd))
+    start = gvisor_record(1, ctx(1) + field(3, b"/work") + field(4, b"sh") + field(4, b"-c") + field(4, b"ls; true"))
+    clone = gvisor_record(2, ctx(1) + field(4, 2) + field(6, 0x11))
+    execve = gvisor_record(3, ctx(2) + field(2, b"/usr/bin/ls") + field(3, b"ls") + field(3, b"-la"))
+    enter = gvisor_record(6, ctx(2) + field(4, 59))
+    leave = gvisor_record(6, ctx(2) + field(2, field(1, 0)) + field(4, 59))
+    exit_ = gvisor_record(4, ctx(2) + field(2, 0))
+    write("gvisor_trace", "session", framed(start, clone, execve, enter, leave, exit_))
+    write("gvisor_trace", "dropped", framed(start, gvisor_record(2, ctx(1) + field(4, 3), dropped=4), gvisor_record(99, b"")))
+    write("gvisor_trace", "bad-headers", framed(b"\x01\x00", struct.pack("<HHI", 200, 3, 0) + b"x", struct.pack("<HHI", 4, 3, 0)))
+
+
+def exec_record(path, argv, cwd_names=(b"work",), interp=b"", file_names=(), loader_names=(), flags=0, session=0x1234):
+    cwd = b"".join(n + b"\0" for n in cwd_names)
+    file = b"".join(n + b"\0" for n in file_names)
+    loader = b"".join(n + b"\0" for n in loader_names)
+    raw = b"".join(a + b"\0" for a in argv)
+    header = struct.pack("<IIiiIIIIQIIII QQ".replace(" ", ""), 1, flags, 2, 1, 4242, len(path), len(cwd), len(raw),
+                         len(raw), len(interp), len(file), len(argv), len(loader), session, 123_456_789)
+    return header + path + interp + cwd + file + loader + raw
+
+
+def exectrace():
+    write("exectrace_decode", "exec", exec_record(b"/bin/ls", [b"ls", b"-la"], file_names=(b"ls", b"bin", b"usr")))
+    write("exectrace_decode", "script", exec_record(b"./s.sh", [b"/bin/sh", b"./s.sh", b"a"], interp=b"/bin/sh",
+                                                    file_names=(b"dash", b"bin", b"usr")))
+    write("exectrace_decode", "loader", exec_record(b"/tmp/p", [b"/tmp/p"], loader_names=(b"ld.so", b"tmp"), flags=128))
+    write("exectrace_decode", "via-fd", exec_record(b"/dev/fd/3", [b"x"], file_names=(b"memfd:x",), flags=1 | (16 << 8)))
+    write("exectrace_decode", "exit", struct.pack("<IIiiQQ", 2, 4242, 2, 0x0100, 0x1234, 123_456_789))
+
+
 def main():
-    shutil.rmtree(CORPUS, ignore_errors=True)
     packets()
     dns()
     sni()
     images()
     policy()
     records()
+    gvisor()
+    exectrace()
 
 
 if __name__ == "__main__":

@@ -151,6 +151,11 @@ pub fn session_of(b: &[u8]) -> Option<u64> {
 /// One ring buffer record as an event; `None` for a malformed one (never from
 /// our program: the supervisor then says the record is incomplete).
 pub fn decode(b: &[u8]) -> Option<Decoded> {
+    // Whole, as the program writes it: a record cut short is no event (the drain
+    // then says the recorder sent one it cannot read), even where the fields an
+    // event shows are there (fuzzing found a 16-byte exit, with no session, taken
+    // for one).
+    session_of(b)?;
     match u32_at(b, 0)? {
         KIND_EXEC => decode_exec(b),
         KIND_EXIT => Some(Decoded {
@@ -161,7 +166,7 @@ pub fn decode(b: &[u8]) -> Option<Decoded> {
                 status: ExitStatus::from_wait_status(i32_at(b, 12)?),
                 at: None,
             },
-            boot_ns: u64_at(b, 24),
+            boot_ns: Some(u64_at(b, 24)?),
         }),
         _ => None,
     }
@@ -635,8 +640,12 @@ mod tests {
             b.extend_from_slice(&v.to_ne_bytes());
         }
         b.extend_from_slice(&(3i32 << 8).to_ne_bytes());
+        b.extend_from_slice(&77u64.to_ne_bytes());
+        b.extend_from_slice(&42u64.to_ne_bytes());
         let d = decode(&b).unwrap();
         assert_eq!(d.host_pid, 99);
+        assert_eq!(d.boot_ns, Some(42));
+        assert_eq!(session_of(&b), Some(77));
         assert_eq!(
             d.event,
             TraceEvent::Exit {
@@ -654,16 +663,29 @@ mod tests {
                 at: None,
             }
         );
-        assert_eq!(session_of(&b), None, "no session: the record is short");
-        b.extend_from_slice(&77u64.to_ne_bytes());
-        assert_eq!(session_of(&b), Some(77));
-        assert_eq!(
-            decode(&b).unwrap().boot_ns,
-            None,
-            "no time: the record is short"
-        );
-        b.extend_from_slice(&42u64.to_ne_bytes());
-        assert_eq!(decode(&b).unwrap().boot_ns, Some(42));
+    }
+
+    /// ATTACK (records, fuzzing, session 24): a record cut short is no event, even
+    /// where every field an event shows is there: a 16-byte exit (no session, no
+    /// time) was decoded, and the drain, which skips another session's records by
+    /// their session, would have taken it for this session's.
+    #[test]
+    fn a_record_cut_short_is_no_event() {
+        let mut exit = Vec::new();
+        for v in [KIND_EXIT, 99, 5, 0] {
+            exit.extend_from_slice(&v.to_ne_bytes());
+        }
+        exit.extend_from_slice(&77u64.to_ne_bytes());
+        exit.extend_from_slice(&42u64.to_ne_bytes());
+        assert!(decode(&exit).is_some());
+        for len in [16, 20, 24, 31] {
+            assert!(decode(&exit[..len]).is_none(), "{len} bytes");
+        }
+        let exec = exec_record(b"/bin/true", b"", b"", b"true\0", 5);
+        assert!(decode(&exec).is_some());
+        for len in [HEADER - 1, 60, 40] {
+            assert!(decode(&exec[..len]).is_none(), "{len} bytes");
+        }
     }
 
     #[test]

@@ -57,6 +57,22 @@ use serde_json::json;
 
 pub use sink::{MAX_MESSAGE, Served, Sink, StopHandle};
 
+/// For `fuzz/` (`gvisor_trace`): the records of one connection fed to its decoder
+/// in turn, as [`Sink::serve`] feeds them, and what each one emitted. Changes no
+/// behaviour.
+#[doc(hidden)]
+pub fn fuzz_feed(records: &[&[u8]]) -> Vec<Vec<GvisorEvent>> {
+    let mut tracker = decode::Tracker::default();
+    records
+        .iter()
+        .map(|record| {
+            let mut events = Vec::new();
+            tracker.feed(record, &mut |event| events.push(event));
+            events
+        })
+        .collect()
+}
+
 /// How many times the sentry retries a point that finds the socket full
 /// before dropping it (the sink's `retries`); with the sink's backoff capped
 /// at 10 ms, about a minute of a stalled reader.
