@@ -785,6 +785,48 @@ pub(crate) mod tests {
         );
     }
 
+    /// ATTACK (learning, session-24 red team F7): listing an AI agent's folder while
+    /// learning granted it (`~/.codex`, whose `auth.json` holds its login): its
+    /// folders are sensitive, reported and never granted, nor is a folder above them.
+    #[test]
+    fn an_ai_agent_s_login_is_never_granted() {
+        let host = FakeHost::new(&[
+            "/home/u/.codex/auth.json",
+            "/home/u/.claude/.credentials.json",
+            "/home/u/.config/github-copilot/apps.json",
+            "/home/u/.config/tool/x",
+        ]);
+        let l = learned(
+            &host,
+            &[
+                ("/home/u/.codex", Read),
+                ("/home/u/.claude/.credentials.json", Read),
+                ("/home/u/.config/github-copilot/apps.json", Read),
+                ("/home/u/.config", Read),
+            ],
+        );
+        assert!(l.grants.is_empty(), "{:?}", grants(&l));
+        let used: Vec<(&str, Sensitive)> = l
+            .sensitive
+            .iter()
+            .map(|s| (s.path.to_str().unwrap(), s.category))
+            .collect();
+        assert_eq!(
+            used,
+            [
+                (
+                    "/home/u/.claude/.credentials.json",
+                    Sensitive::AgentCredentials
+                ),
+                ("/home/u/.codex", Sensitive::AgentCredentials),
+                (
+                    "/home/u/.config/github-copilot/apps.json",
+                    Sensitive::AgentCredentials
+                ),
+            ]
+        );
+    }
+
     #[test]
     fn never_home_root_top_level_or_a_shared_base() {
         let host = FakeHost::new(&[

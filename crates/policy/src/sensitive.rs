@@ -30,6 +30,7 @@ pub enum Sensitive {
     ShellStartup,
     HostSocket,
     ApiTokens,
+    AgentCredentials,
     RunsOnHost,
     VectraGuard,
 }
@@ -52,6 +53,7 @@ impl Sensitive {
             Sensitive::ShellStartup => "a shell startup file (runs in every new shell)",
             Sensitive::HostSocket => "a socket that controls the host or the desktop session",
             Sensitive::ApiTokens => "access tokens (a code host, a package registry or a service)",
+            Sensitive::AgentCredentials => "an AI agent's login and settings (API keys, tokens)",
             Sensitive::RunsOnHost => {
                 "a place the host runs programs from (user services, autostart, PATH, git's configuration)"
             }
@@ -142,6 +144,15 @@ pub const HOME_LOCATIONS: &[Location] = &[
     read(".vault-token", Sensitive::ApiTokens),
     read(".terraform.d/credentials.tfrc.json", Sensitive::ApiTokens),
     read(".config/rclone", Sensitive::ApiTokens),
+    // AI agents' logins and settings, which hold their API keys and tokens (the
+    // session-24 red team had learning grant `~/.codex`). `agent start` mounts an
+    // agent's own folders (`agents.rs`); learning never grants any.
+    read(".claude", Sensitive::AgentCredentials),
+    read(".claude.json", Sensitive::AgentCredentials),
+    read(".codex", Sensitive::AgentCredentials),
+    read(".gemini", Sensitive::AgentCredentials),
+    read(".aider.conf.yml", Sensitive::AgentCredentials),
+    read(".config/github-copilot", Sensitive::AgentCredentials),
     // Vectra Guard's own folders at their default places (a sandbox that could write
     // its configuration or learned profiles would choose its next sandbox; the records
     // hold other sessions' output). Elsewhere (`XDG_CONFIG_HOME`, `VECTRAGUARD_HOME`),
@@ -311,6 +322,21 @@ mod tests {
             ("/var/run/docker.sock", Sensitive::HostSocket),
             ("/run/docker.sock", Sensitive::HostSocket),
             ("/home/u/.config/gh/hosts.yml", Sensitive::ApiTokens),
+            ("/home/u/.codex", Sensitive::AgentCredentials),
+            ("/home/u/.codex/auth.json", Sensitive::AgentCredentials),
+            (
+                "/home/u/.claude/.credentials.json",
+                Sensitive::AgentCredentials,
+            ),
+            ("/home/u/.claude.json", Sensitive::AgentCredentials),
+            (
+                "/home/u/.gemini/oauth_creds.json",
+                Sensitive::AgentCredentials,
+            ),
+            (
+                "/home/u/.config/github-copilot/apps.json",
+                Sensitive::AgentCredentials,
+            ),
             ("/home/u/.npmrc", Sensitive::ApiTokens),
             ("/home/u/.cargo/credentials.toml", Sensitive::ApiTokens),
             (

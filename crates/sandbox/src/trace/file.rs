@@ -189,6 +189,9 @@ pub(super) enum Unread {
     /// sandbox's root (a link can reach one from a short name): it could be
     /// re-pointed unseen, as for an exec's own path (`trace.rs`).
     Unnamed,
+    /// A program's own loader (`PT_INTERP`) named through a descriptor or a `/proc`
+    /// link: the file behind it (a deleted payload, a memfd) would go unnamed.
+    LoaderThroughProcLink,
     /// An interpreter that is not there as the supervisor looks it up: the kernel
     /// fails the exec (`ENOENT`), and so does the tracer, without asking the kernel,
     /// since a name can reach a file for the process that it cannot for the
@@ -209,6 +212,9 @@ impl Unread {
             }
             Unread::ThroughProcLink => {
                 "its #! line names its interpreter through a /proc link whose file cannot be named (name the interpreter by its path)"
+            }
+            Unread::LoaderThroughProcLink => {
+                "its loader (PT_INTERP) is named through a descriptor or a /proc link, whose file cannot be named (link it against a loader by its path)"
             }
             Unread::Missing => "its #! line names an interpreter that is not there",
             Unread::Unnamed => {
@@ -403,55 +409,56 @@ pub(super) fn interpreter_of(
             closing,
         )?),
         None => match own_loader(file, &head, root, &mut kept.loaders) {
-            Some(loader) => Some(loader_started(host_pid, root, loader, closing)?),
+            Some(loader) => Some(Started {
+                name: checked_loader(host_pid, root, loader)?,
+                reached: None,
+            }),
             None => None,
         },
     })
 }
 
-/// A program's own loader (`PT_INTERP`, not the system's), with the file it
-/// reaches, found as the kernel opens it: from the sandbox's root, a relative name
-/// from the exec'ing process's working directory. Where it cannot be opened here
-/// (missing, not for us to reach, through a descriptor link), the kernel decides,
-/// and the line names the loader as the program does.
-fn loader_started(
+/// A program's own loader (`PT_INTERP`, not the system's), named as the program
+/// names it, once its name is known not to go through a descriptor or a `/proc`
+/// link (`/dev/fd/3`, `/proc/self/fd/3`, a symlink to one), which would leave the
+/// file that runs (a deleted payload, a memfd) unnamed: such an exec is refused
+/// (session-24 red team). Never named by a file the supervisor looks up itself: the
+/// kernel opens the loader after the answer, and a link flipped in between made
+/// such a name the system loader's while a payload ran (session-24 red team). A
+/// link flipped in that window to a descriptor is not caught either; the name the
+/// line gives is then still the program's, not the system's.
+fn checked_loader(
     host_pid: libc::pid_t,
     root: Option<BorrowedFd<'_>>,
     loader: Vec<u8>,
-    closing: &mut Vec<OwnedFd>,
-) -> Result<Started, Unread> {
+) -> Result<Vec<u8>, Unread> {
+    if super::resolve::descriptor_link(host_pid, &loader).is_some() {
+        return Err(Unread::LoaderThroughProcLink);
+    }
     let Some(root) = root else {
-        return Ok(Started {
-            name: loader,
-            reached: None,
-        });
+        return Ok(loader);
     };
     let base = if loader.starts_with(b"/") {
         Vec::new()
     } else {
-        super::resolve::inside_dir(host_pid, root, super::resolve::Base::Cwd)
-            .ok_or(Unread::NoCwd)?
-    };
-    let found = match open_path_in(root, &base, &loader) {
-        Ok(found) => found,
-        Err(e) if super::resolve::is_out_of_descriptors(&e) => return Err(Unread::NoDescriptor),
-        Err(_) => {
-            return Ok(Started {
-                name: loader,
-                reached: None,
-            });
+        match super::resolve::inside_dir(host_pid, root, super::resolve::Base::Cwd) {
+            Some(base) => base,
+            None => return Err(Unread::NoCwd),
         }
     };
-    // Its own name, as the kernel names a file of the sandbox's mount namespace
-    // from its root; a file with none within PATH_MAX is refused, as an
-    // interpreter's is.
-    let reached = super::resolve::read_link(&format!("/proc/self/fd/{}", found.as_raw_fd()))
-        .ok_or(Unread::Unnamed)?;
-    closing.push(found);
-    Ok(Started {
-        name: loader,
-        reached: Some(reached),
-    })
+    match open_path_in(root, &base, &loader) {
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => Err(Unread::LoaderThroughProcLink),
+        Err(e) if super::resolve::is_out_of_descriptors(&e) => Err(Unread::NoDescriptor),
+        // Not there as the supervisor looks it up: failed with ENOENT, as the kernel
+        // fails a missing loader, since a name can reach a file for the process
+        // that it cannot for the supervisor (`/dev/./fd/3`, through `/proc/self`).
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+            Err(Unread::Missing)
+        }
+        // Found, or not for us to reach (permissions, loops): the kernel decides,
+        // and the line names the loader as the program does.
+        _ => Ok(loader),
+    }
 }
 
 /// What the kernel starts first for an exec ([`interpreter_of`]).
@@ -582,7 +589,7 @@ fn last_interpreter(
                 reached = None;
             }
             (None, Some(loader)) => {
-                return loader_started(host_pid, Some(root), loader, closing);
+                return Ok(unreached(checked_loader(host_pid, Some(root), loader)?));
             }
             (None, None) => break,
         }
