@@ -785,6 +785,14 @@ pub(crate) mod tests {
         );
     }
 
+    /// The sensitive places `l` reports, with their categories.
+    fn sensitive_used(l: &Learned) -> Vec<(&str, Sensitive)> {
+        l.sensitive
+            .iter()
+            .map(|s| (s.path.to_str().unwrap(), s.category))
+            .collect()
+    }
+
     /// ATTACK (learning, session-24 red team F7): listing an AI agent's folder while
     /// learning granted it (`~/.codex`, whose `auth.json` holds its login): its
     /// folders are sensitive, reported and never granted, nor is a folder above them.
@@ -806,13 +814,8 @@ pub(crate) mod tests {
             ],
         );
         assert!(l.grants.is_empty(), "{:?}", grants(&l));
-        let used: Vec<(&str, Sensitive)> = l
-            .sensitive
-            .iter()
-            .map(|s| (s.path.to_str().unwrap(), s.category))
-            .collect();
         assert_eq!(
-            used,
+            sensitive_used(&l),
             [
                 (
                     "/home/u/.claude/.credentials.json",
@@ -1133,13 +1136,8 @@ pub(crate) mod tests {
                 ("/home/u/dotfiles/vim".into(), false)
             ]
         );
-        let used: Vec<(&str, Sensitive)> = l
-            .sensitive
-            .iter()
-            .map(|s| (s.path.to_str().unwrap(), s.category))
-            .collect();
         assert_eq!(
-            used,
+            sensitive_used(&l),
             [
                 (
                     "/home/u/.config/systemd/user/evil.service",

@@ -382,28 +382,33 @@ fn destinations(dir: &Path, observations: &mut vg_learn::Observations) {
 mod tests {
     use super::*;
 
+    /// The programs learned from a `commands.log` holding `log`.
+    fn programs_learned_from(name: &str, log: &str) -> Vec<PathBuf> {
+        let dir = std::env::temp_dir().join(format!("vg-learn-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            vg_records::layout::file_path(&dir, vg_records::layout::RecordFile::Commands),
+            log,
+        )
+        .unwrap();
+        let mut observations = vg_learn::Observations::new();
+        programs(&dir, &mut observations);
+        std::fs::remove_dir_all(&dir).unwrap();
+        observations.programs().keys().cloned().collect()
+    }
+
     /// A script's interpreter is a program the profile must let run: learned from the
     /// exec line's `interp=` (absolute, or from the working directory, as the kernel
     /// opens it), next to the exec's own file.
     #[test]
     fn a_scripts_interpreter_is_learned_as_a_program() {
-        let dir = std::env::temp_dir().join(format!("vg-learn-interp-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            vg_records::layout::file_path(&dir, vg_records::layout::RecordFile::Commands),
+        let learned = programs_learned_from(
+            "interp",
             "2026-01-01T00:00:00.000Z exec pid=2 ppid=1 cwd=/w exe=./s.sh interp=/opt/py/bin/python3 -- ./s.sh a\n\
              2026-01-01T00:00:00.000Z exec pid=3 ppid=2 cwd=/w/sub exe=/w/t interp=tool -- /w/t\n\
              2026-01-01T00:00:00.000Z exec pid=4 ppid=2 cwd=/w exe=/bin/true -- true\n",
-        )
-        .unwrap();
-        let mut observations = vg_learn::Observations::new();
-        programs(&dir, &mut observations);
-        let learned: Vec<&Path> = observations
-            .programs()
-            .keys()
-            .map(PathBuf::as_path)
-            .collect();
+        );
         assert_eq!(
             learned,
             [
@@ -414,7 +419,6 @@ mod tests {
                 Path::new("/w/t"),
             ]
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A program or interpreter run through a symlink: the file the link reached
@@ -423,23 +427,12 @@ mod tests {
     /// and is left out.
     #[test]
     fn the_file_a_symlink_reached_is_learned_with_the_link() {
-        let dir = std::env::temp_dir().join(format!("vg-learn-ran-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            vg_records::layout::file_path(&dir, vg_records::layout::RecordFile::Commands),
+        let learned = programs_learned_from(
+            "ran",
             "2026-01-01T00:00:00.000Z exec pid=2 ppid=1 cwd=/w exe=/bin/sh ran=/usr/bin/dash -- sh\n\
              2026-01-01T00:00:00.000Z exec pid=3 ppid=2 cwd=/w exe=/w/s.sh interp=/w/py interp_ran=/opt/py/bin/python3.13 -- /w/s.sh\n\
              2026-01-01T00:00:00.000Z exec pid=4 ppid=2 cwd=/w exe=/w/deep ran='(deeper)/x/y' -- /w/deep\n",
-        )
-        .unwrap();
-        let mut observations = vg_learn::Observations::new();
-        programs(&dir, &mut observations);
-        let learned: Vec<&Path> = observations
-            .programs()
-            .keys()
-            .map(PathBuf::as_path)
-            .collect();
+        );
         assert_eq!(
             learned,
             [
@@ -451,7 +444,6 @@ mod tests {
                 Path::new("/w/s.sh"),
             ]
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -55,6 +55,21 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
     value.split(' ').next().unwrap()
 }
 
+/// One seccomp-notification session of `sh -c script` as `runner`, which must
+/// succeed and print `ran`: its records home (removed when dropped) and session folder.
+fn ran_by_seccomp(runner: Runner, script: &str) -> (RecordsHome, std::path::PathBuf) {
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    Vg::sandbox(runner, &ws, &[], &["sh", "-c", script])
+        .records_home(&home)
+        .env(SECCOMP.0, SECCOMP.1)
+        .run()
+        .assert_success()
+        .assert_stdout_contains("ran");
+    let dir = home.only_session();
+    (home, dir)
+}
+
 fn run_recorded(
     runner: Runner,
     ws: &Workspace,
@@ -768,15 +783,7 @@ fn a_payload_run_as_a_programs_loader_is_named() {
          && echo ran"
     );
     each_identity(|runner| {
-        let ws = Workspace::new();
-        let home = RecordsHome::new(runner);
-        Vg::sandbox(runner, &ws, &[], &["sh", "-c", &script])
-            .records_home(&home)
-            .env(SECCOMP.0, SECCOMP.1)
-            .run()
-            .assert_success()
-            .assert_stdout_contains("ran");
-        let dir = home.only_session();
+        let (_home, dir) = ran_by_seccomp(runner, &script);
         let log = commands(&dir);
         assert_names_payload_loader(&log);
         // A program whose file changed after it was read is reported at its next
@@ -809,15 +816,8 @@ fn a_loader_reached_through_a_symlink_is_named_as_the_program_names_it() {
          && ln -sf /lib64/ld-linux-x86-64.so.2 /tmp/ld-symlink-x86-64.so.2 && echo ran"
     );
     each_identity(|runner| {
-        let ws = Workspace::new();
-        let home = RecordsHome::new(runner);
-        Vg::sandbox(runner, &ws, &[], &["sh", "-c", &script])
-            .records_home(&home)
-            .env(SECCOMP.0, SECCOMP.1)
-            .run()
-            .assert_success()
-            .assert_stdout_contains("ran");
-        let log = commands(&home.only_session());
+        let (_home, dir) = ran_by_seccomp(runner, &script);
+        let log = commands(&dir);
         for argv in ["/tmp/via-link j", "/tmp/script-via-link k"] {
             let line = execs_of(&log, argv);
             assert_eq!(line.len(), 1, "[{runner}] {log}");

@@ -262,15 +262,9 @@ impl ExecRecorder {
         // `spawn_in` has mapped it; were it not, the record says so rather than
         // showing a session without execs.
         if let Err(reason) = self.map_ring() {
-            on_event(Decoded {
-                loader: None,
-                boot_ns: None,
-                host_pid: 0,
-                event: TraceEvent::Refused {
-                    host_pid: 0,
-                    reason: format!("{reason}: this session's execs were not read"),
-                },
-            });
+            on_event(told(format!(
+                "{reason}: this session's execs were not read"
+            )));
             return 1;
         }
         let mut count = 0;
@@ -338,15 +332,7 @@ impl ExecRecorder {
             if lost[which] > *slot {
                 let n = lost[which] - *slot;
                 *slot = lost[which];
-                on_event(Decoded {
-                    loader: None,
-                    boot_ns: None,
-                    host_pid: 0,
-                    event: TraceEvent::Refused {
-                        host_pid: 0,
-                        reason: format!("{n} {what}"),
-                    },
-                });
+                on_event(told(format!("{n} {what}")));
             }
         }
         count
@@ -413,6 +399,20 @@ impl Drop for ExecRecorder {
 }
 
 /// The folder of the slots' lock files of the build whose pins are in `dir`.
+/// What the recorder tells the record about itself (an event no process made): a
+/// refusal with no process, carrying `reason`.
+fn told(reason: String) -> Decoded {
+    Decoded {
+        loader: None,
+        boot_ns: None,
+        host_pid: 0,
+        event: TraceEvent::Refused {
+            host_pid: 0,
+            reason,
+        },
+    }
+}
+
 fn slots_of(dir: &Path) -> PathBuf {
     Path::new(SLOTS).join(format!(
         "slots-{}",
