@@ -149,10 +149,15 @@ pub const HOME_LOCATIONS: &[Location] = &[
     // agent's own folders (`agents.rs`); learning never grants any.
     read(".claude", Sensitive::AgentCredentials),
     read(".claude.json", Sensitive::AgentCredentials),
+    read(".claude.json.backup", Sensitive::AgentCredentials),
     read(".codex", Sensitive::AgentCredentials),
     read(".gemini", Sensitive::AgentCredentials),
+    read(".qwen", Sensitive::AgentCredentials),
+    read(".aider", Sensitive::AgentCredentials),
     read(".aider.conf.yml", Sensitive::AgentCredentials),
+    read(".copilot", Sensitive::AgentCredentials),
     read(".config/github-copilot", Sensitive::AgentCredentials),
+    read(".local/share/opencode", Sensitive::AgentCredentials),
     // Vectra Guard's own folders at their default places (a sandbox that could write
     // its configuration or learned profiles would choose its next sandbox; the records
     // hold other sessions' output). Elsewhere (`XDG_CONFIG_HOME`, `VECTRAGUARD_HOME`),
@@ -329,6 +334,17 @@ mod tests {
                 Sensitive::AgentCredentials,
             ),
             ("/home/u/.claude.json", Sensitive::AgentCredentials),
+            ("/home/u/.claude.json.backup", Sensitive::AgentCredentials),
+            ("/home/u/.aider/oauth-keys.env", Sensitive::AgentCredentials),
+            (
+                "/home/u/.local/share/opencode/auth.json",
+                Sensitive::AgentCredentials,
+            ),
+            ("/home/u/.copilot/config.json", Sensitive::AgentCredentials),
+            (
+                "/home/u/.qwen/oauth_creds.json",
+                Sensitive::AgentCredentials,
+            ),
             (
                 "/home/u/.gemini/oauth_creds.json",
                 Sensitive::AgentCredentials,

@@ -188,16 +188,23 @@ fn mask_targets(path: &Path, home: &Path) -> Vec<(PathBuf, NodeKind)> {
 }
 
 /// The places a learned profile never grants beyond `vg_policy::sensitive`'s, as
-/// `vg_learn` takes them: Vectra Guard's own folders (wherever they are), and the
-/// real paths of the home's sensitive locations that are symlinks (a shell startup
-/// file's for writing only).
+/// `vg_learn` takes them: Vectra Guard's own folders (wherever they are), AI agents'
+/// login folders moved by the environment ([`moved_agent_folders`]), and the real
+/// paths of the home's sensitive locations that are symlinks (a shell startup file's
+/// for writing only).
 pub fn withheld(home: &Path) -> Vec<vg_learn::Withheld> {
     use vg_policy::sensitive::{HOME_LOCATIONS, HOST_LOCATIONS, Sensitive};
     let mut out: Vec<vg_learn::Withheld> = Vec::new();
-    for folder in own_folders(home) {
+    let own = own_folders(home)
+        .into_iter()
+        .map(|folder| (folder, Sensitive::VectraGuard));
+    let agents = moved_agent_folders(|name| std::env::var_os(name))
+        .into_iter()
+        .map(|folder| (folder, Sensitive::AgentCredentials));
+    for (folder, category) in own.chain(agents) {
         let real = std::fs::canonicalize(&folder).unwrap_or_else(|_| folder.clone());
         for path in [folder, real] {
-            out.push(vg_learn::Withheld::new(path, Sensitive::VectraGuard));
+            out.push(vg_learn::Withheld::new(path, category));
         }
     }
     let locations = HOME_LOCATIONS
@@ -216,6 +223,25 @@ pub fn withheld(home: &Path) -> Vec<vg_learn::Withheld> {
     }
     out.dedup();
     out
+}
+
+/// AI agents' login folders where the environment moved them (`XDG_CONFIG_HOME`'s
+/// `github-copilot`, `CODEX_HOME`, `CLAUDE_CONFIG_DIR`): `vg_policy::sensitive`
+/// knows only their places in the home (session-24 red team: learning granted
+/// `$XDG_CONFIG_HOME/github-copilot`). Absolute values only, as the tools take them.
+fn moved_agent_folders(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Vec<PathBuf> {
+    [
+        ("XDG_CONFIG_HOME", Some("github-copilot")),
+        ("CODEX_HOME", None),
+        ("CLAUDE_CONFIG_DIR", None),
+    ]
+    .into_iter()
+    .filter_map(|(name, inside)| {
+        let dir = PathBuf::from(var(name)?);
+        dir.is_absolute()
+            .then(|| inside.map_or_else(|| dir.clone(), |inside| dir.join(inside)))
+    })
+    .collect()
 }
 
 /// Of [`EXTRA_READ_ONLY`], the folders this host has (real folders, not links).
@@ -381,6 +407,24 @@ fn destinations(dir: &Path, observations: &mut vg_learn::Observations) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agent_login_folders_moved_by_the_environment_are_withheld() {
+        let env = |name: &str| match name {
+            "XDG_CONFIG_HOME" => Some("/home/u/xdg".into()),
+            "CODEX_HOME" => Some("/srv/codex".into()),
+            "CLAUDE_CONFIG_DIR" => Some("relative/claude".into()),
+            _ => None,
+        };
+        assert_eq!(
+            moved_agent_folders(env),
+            [
+                PathBuf::from("/home/u/xdg/github-copilot"),
+                PathBuf::from("/srv/codex")
+            ]
+        );
+        assert!(moved_agent_folders(|_| None).is_empty());
+    }
 
     /// The programs learned from a `commands.log` holding `log`.
     fn programs_learned_from(name: &str, log: &str) -> Vec<PathBuf> {

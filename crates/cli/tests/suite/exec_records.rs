@@ -884,6 +884,96 @@ fn a_loader_named_through_a_descriptor_is_refused_by_seccomp_notification() {
     });
 }
 
+/// ATTACK (records, session-24 red team, round 2): names of a loader or a `#!`
+/// interpreter that reach a descriptor for the kernel while the supervisor's own
+/// lookup failed otherwise than for absence, which it used to let go: a relative
+/// name from a working directory 4,092 bytes deep (the supervisor's whole path is
+/// past `PATH_MAX`), and a link to the process's own `/proc/PID/fd/3` from a
+/// non-dumpable process (denied to an unprivileged supervisor). Each ran a payload
+/// loader held only by descriptor 3 under a line naming `ld.so` or `/tmp/L`; each
+/// is now refused. As root and unprivileged.
+#[test]
+fn a_loader_or_interpreter_the_supervisor_cannot_look_up_is_refused() {
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let out = Vg::sandbox(runner, &ws, &[], &[PYTHON, "-c", UNLOOKABLE])
+            .records_home(&home)
+            .env(SECCOMP.0, SECCOMP.1)
+            .run();
+        out.assert_success();
+        let log = commands(&home.only_session());
+        for case in [
+            "deep-loader",
+            "deep-script",
+            "undumpable-loader",
+            "undumpable-script",
+        ] {
+            let status = out
+                .lines()
+                .into_iter()
+                .find_map(|l| l.strip_prefix(&format!("{case} ")))
+                .unwrap_or_else(|| panic!("[{runner}] no status for {case}\n{out}"));
+            assert_ne!(status, "0", "[{runner}] {case} ran\n{out}\n{log}");
+            assert!(!log.contains(&format!("RAN-{case}")), "[{runner}] {log}");
+        }
+    });
+}
+
+/// Python running, each in a child holding a copy of the system's loader (deleted)
+/// on descriptor 3: copies of `true` whose loader is `ld.so` (relative) and
+/// `/tmp/L`, and scripts whose `#!` line names them, from a working directory
+/// 4,092 bytes deep where `ld.so` links to `/proc/self/fd/3`, and from a
+/// non-dumpable process where `/tmp/L` links to its own `/proc/PID/fd/3`; prints each
+/// one's exit status (0: the payload ran).
+const UNLOOKABLE: &str = r##"
+import ctypes, os, shutil
+old = b"/lib64/ld-linux-x86-64.so.2"
+data = open("/bin/true", "rb").read()
+def program(path, loader):
+    open(path, "wb").write(data.replace(old, loader.ljust(len(old), b"\0"), 1))
+    os.chmod(path, 0o755)
+def script(path, interpreter):
+    open(path, "w").write("#!" + interpreter + "\n")
+    os.chmod(path, 0o755)
+program("/tmp/t_rel", b"ld.so")
+script("/tmp/s_rel", "ld.so")
+program("/tmp/t_L", b"/tmp/L")
+script("/tmp/s_L", "/tmp/L")
+shutil.copy(old.decode(), "/tmp/payload-loader")
+deep = "/tmp/d"
+while len(deep) < 4092 - 201:
+    deep += "/" + "a" * 200
+deep += "/" + "b" * (4092 - len(deep) - 1)
+os.makedirs(deep)
+# By its folder: the whole path is past PATH_MAX.
+folder = os.open(deep, os.O_RDONLY | os.O_DIRECTORY)
+os.symlink("/proc/self/fd/3", "ld.so", dir_fd=folder)
+libc = ctypes.CDLL(None, use_errno=True)
+for case, path, cwd, undumpable in (
+    ("deep-loader", "/tmp/t_rel", deep, False),
+    ("deep-script", "/tmp/s_rel", deep, False),
+    ("undumpable-loader", "/tmp/t_L", "/", True),
+    ("undumpable-script", "/tmp/s_L", "/", True),
+):
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open("/tmp/payload-loader", os.O_RDONLY)
+        os.dup2(fd, 3)
+        os.chdir(cwd)
+        if undumpable:
+            if os.path.lexists("/tmp/L"):
+                os.unlink("/tmp/L")
+            os.symlink("/proc/%d/fd/3" % os.getpid(), "/tmp/L")
+            libc.prctl(4, 0, 0, 0, 0)
+        try:
+            os.execv(path, [path, "RAN-" + case])
+        except OSError:
+            os._exit(126)
+    _, status = os.waitpid(pid, 0)
+    print(case, os.waitstatus_to_exitcode(status), flush=True)
+"##;
+
 /// Python making `/tmp/payload-loader` (a copy of the system's loader) and copies of
 /// `true` whose loader path (`PT_INTERP`) is `/dev/fd/3` (`/tmp/via-fd`),
 /// `/proc/self/fd/3` (`/tmp/via-proc`), `/tmp/fd-link`, a symlink to

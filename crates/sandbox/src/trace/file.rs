@@ -167,8 +167,22 @@ fn open_path_in(root: BorrowedFd<'_>, cwd: &[u8], path: &[u8]) -> std::io::Resul
     }
     full.extend_from_slice(path);
     let c_path = CString::new(full).map_err(|_| std::io::ErrorKind::InvalidInput)?;
-    sys::openat2(root, &c_path, libc::O_PATH, sys::RESOLVE_IN_ROOT)
+    // `RESOLVE_IN_ROOT` fails a walk through `..` with EAGAIN when anything on the
+    // machine is renamed meanwhile (the sandbox can rename in a loop): tried again,
+    // a few times, before the caller refuses.
+    let mut tries = 0;
+    loop {
+        match sys::openat2(root, &c_path, libc::O_PATH, sys::RESOLVE_IN_ROOT) {
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && tries < LOOKUP_TRIES => {
+                tries += 1;
+            }
+            done => return done,
+        }
+    }
 }
+
+/// How many times a lookup that met a rename is tried again ([`open_path_in`]).
+const LOOKUP_TRIES: u32 = 8;
 
 /// Why what an exec starts could not be read: the exec is refused, as one whose
 /// file could not be looked up is, rather than recorded without it.
@@ -180,7 +194,8 @@ pub(super) enum Unread {
     /// supervisor (the kernel reads a script without read permission), held by a
     /// lease, an I/O error.
     Unreadable,
-    /// An interpreter named relative to a working directory that has no name here.
+    /// An interpreter or loader named relative to a working directory that has no
+    /// name here.
     NoCwd,
     /// An interpreter named through a `/proc` link to a directory or to a file
     /// that cannot be named from outside.
@@ -192,6 +207,14 @@ pub(super) enum Unread {
     /// A program's own loader (`PT_INTERP`) named through a descriptor or a `/proc`
     /// link: the file behind it (a deleted payload, a memfd) would go unnamed.
     LoaderThroughProcLink,
+    /// An interpreter or loader the supervisor could not look up for another reason
+    /// than its absence (permission, a name too long from the working directory,
+    /// too many links, renames meanwhile): what the kernel finds by that name cannot
+    /// be known, and it could be a descriptor's file (session-24 red team: a
+    /// relative name from a working directory 4,090 bytes deep, a non-dumpable
+    /// process's `/proc/PID/fd` to an unprivileged supervisor, `..` walks failed
+    /// with EAGAIN by renames in a loop, each ran a deleted payload unnamed).
+    NotLookedUp,
     /// An interpreter that is not there as the supervisor looks it up: the kernel
     /// fails the exec (`ENOENT`), and so does the tracer, without asking the kernel,
     /// since a name can reach a file for the process that it cannot for the
@@ -208,10 +231,13 @@ impl Unread {
                 "Vectra Guard cannot read the file to name what it starts (an execute-only file, or one held by a lease): give it read permission"
             }
             Unread::NoCwd => {
-                "its #! line names its interpreter relative to a working directory that cannot be named from the sandbox's root (deeper than PATH_MAX, or removed)"
+                "its #! line or its loader (PT_INTERP) names a file relative to a working directory that cannot be named from the sandbox's root (deeper than PATH_MAX, or removed)"
             }
             Unread::ThroughProcLink => {
                 "its #! line names its interpreter through a /proc link whose file cannot be named (name the interpreter by its path)"
+            }
+            Unread::NotLookedUp => {
+                "its #! line or its loader (PT_INTERP) names a file Vectra Guard cannot look up in the sandbox (permission, a name too long from the working directory, too many links): name it by a path from the root"
             }
             Unread::LoaderThroughProcLink => {
                 "its loader (PT_INTERP) is named through a descriptor or a /proc link, whose file cannot be named (link it against a loader by its path)"
@@ -455,9 +481,10 @@ fn checked_loader(
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
             Err(Unread::Missing)
         }
-        // Found, or not for us to reach (permissions, loops): the kernel decides,
-        // and the line names the loader as the program does.
-        _ => Ok(loader),
+        Err(_) => Err(Unread::NotLookedUp),
+        // Found as a file of the sandbox, not through a descriptor: the line names
+        // it as the program does.
+        Ok(_) => Ok(loader),
     }
 }
 
@@ -558,8 +585,7 @@ fn last_interpreter(
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
                     return Err(Unread::Missing);
                 }
-                // Not for us to reach (permissions, loops): the kernel decides.
-                Err(_) => return Ok(unreached(interpreter)),
+                Err(_) => return Err(Unread::NotLookedUp),
             }
         };
         // Its own name, as the kernel names a file of the sandbox's mount namespace
