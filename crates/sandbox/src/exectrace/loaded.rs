@@ -398,7 +398,6 @@ impl Drop for ExecRecorder {
     }
 }
 
-/// The folder of the slots' lock files of the build whose pins are in `dir`.
 /// What the recorder tells the record about itself (an event no process made): a
 /// refusal with no process, carrying `reason`.
 fn told(reason: String) -> Decoded {
@@ -413,6 +412,7 @@ fn told(reason: String) -> Decoded {
     }
 }
 
+/// The folder of the slots' lock files of the build whose pins are in `dir`.
 fn slots_of(dir: &Path) -> PathBuf {
     Path::new(SLOTS).join(format!(
         "slots-{}",

@@ -445,14 +445,15 @@ pub(super) fn interpreter_of(
 }
 
 /// A program's own loader (`PT_INTERP`, not the system's), named as the program
-/// names it, once its name is known not to go through a descriptor or a `/proc`
-/// link (`/dev/fd/3`, `/proc/self/fd/3`, a symlink to one), which would leave the
-/// file that runs (a deleted payload, a memfd) unnamed: such an exec is refused
-/// (session-24 red team). Never named by a file the supervisor looks up itself: the
+/// names it, once the supervisor's own lookup found it as a file of the sandbox:
+/// named through a descriptor or a `/proc` link (`/dev/fd/3`, `/proc/self/fd/3`, a
+/// symlink to one), or not to be looked up for another reason than its absence, it
+/// could be a file no name reaches (a deleted payload, a memfd), and the exec is
+/// refused (session-24 red team). Never named by the file that lookup found: the
 /// kernel opens the loader after the answer, and a link flipped in between made
-/// such a name the system loader's while a payload ran (session-24 red team). A
-/// link flipped in that window to a descriptor is not caught either; the name the
-/// line gives is then still the program's, not the system's.
+/// such a name the system loader's while a payload ran. A link flipped in that
+/// window to a descriptor still gets through (round 3: 3-16 % of tries); the line
+/// then names the program's own spelling, never the system's loader.
 fn checked_loader(
     host_pid: libc::pid_t,
     root: Option<BorrowedFd<'_>>,
