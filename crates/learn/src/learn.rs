@@ -649,7 +649,7 @@ pub(crate) mod tests {
             .map(|i| format!("/home/u/.cache/opencode/f{i}"))
             .collect();
         files.push("/home/u/.config/opencode/config.json".into());
-        files.push("/home/u/.local/share/opencode/auth.json".into());
+        files.push("/home/u/.local/share/tool/data.db".into());
         files.push("/home/u/.local/state/tool/history".into());
         files.push("/home/u/.gitconfig".into());
         files.push("/home/u/.npm/_cacache/index/x".into());
@@ -668,7 +668,7 @@ pub(crate) mod tests {
                 ("/home/u/.cache/opencode".into(), true),
                 ("/home/u/.config/opencode".into(), false),
                 ("/home/u/.gitconfig".into(), false),
-                ("/home/u/.local/share/opencode".into(), false),
+                ("/home/u/.local/share/tool".into(), false),
                 ("/home/u/.local/state/tool".into(), true),
                 ("/home/u/.npm".into(), false),
                 ("/home/u/go/pkg".into(), false),
