@@ -55,19 +55,34 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
     value.split(' ').next().unwrap()
 }
 
-/// One seccomp-notification session of `sh -c script` as `runner`, which must
-/// succeed and print `ran`: its records home (removed when dropped) and session folder.
-fn ran_by_seccomp(runner: Runner, script: &str) -> (RecordsHome, std::path::PathBuf) {
+/// One seccomp-notification session of `cmd` as `runner`, which must succeed: its
+/// records home (removed when dropped) and its output.
+fn by_seccomp(runner: Runner, cmd: &[&str]) -> (RecordsHome, Output) {
     let ws = Workspace::new();
     let home = RecordsHome::new(runner);
-    Vg::sandbox(runner, &ws, &[], &["sh", "-c", script])
+    let out = Vg::sandbox(runner, &ws, &[], cmd)
         .records_home(&home)
         .env(SECCOMP.0, SECCOMP.1)
-        .run()
-        .assert_success()
-        .assert_stdout_contains("ran");
+        .run();
+    out.assert_success();
+    (home, out)
+}
+
+/// [`by_seccomp`] of `sh -c script`, which must print `ran`: its records home and
+/// session folder.
+fn ran_by_seccomp(runner: Runner, script: &str) -> (RecordsHome, std::path::PathBuf) {
+    let (home, out) = by_seccomp(runner, &["sh", "-c", script]);
+    out.assert_stdout_contains("ran");
     let dir = home.only_session();
     (home, dir)
+}
+
+/// What a test script printed for `case`, as `CASE STATUS` lines: its exit status.
+fn status_of<'a>(runner: Runner, out: &'a Output, case: &str) -> &'a str {
+    out.lines()
+        .into_iter()
+        .find_map(|l| l.strip_prefix(&format!("{case} ")))
+        .unwrap_or_else(|| panic!("[{runner}] no status for {case}\n{out}"))
 }
 
 fn run_recorded(
@@ -715,13 +730,7 @@ run("deepinterp", ["/tmp/srel"])
 #[test]
 fn tricks_that_hid_a_scripts_interpreter_name_it_or_are_refused() {
     each_identity(|runner| {
-        let ws = Workspace::new();
-        let home = RecordsHome::new(runner);
-        let out = Vg::sandbox(runner, &ws, &[], &[PYTHON, "-c", INTERPRETER_TRICKS])
-            .records_home(&home)
-            .env(SECCOMP.0, SECCOMP.1)
-            .run();
-        out.assert_success();
+        let (home, out) = by_seccomp(runner, &[PYTHON, "-c", INTERPRETER_TRICKS]);
         let dir = home.only_session();
         let log = commands(&dir);
         let stdout = &out.stdout;
@@ -845,13 +854,7 @@ fn a_loader_named_through_a_descriptor_is_refused_by_seccomp_notification() {
          && for p in via-fd via-proc via-fd-link via-dot; do /tmp/$p RAN-$p; echo \"$p $?\"; done"
     );
     each_identity(|runner| {
-        let ws = Workspace::new();
-        let home = RecordsHome::new(runner);
-        let out = Vg::sandbox(runner, &ws, &[], &["sh", "-c", &script])
-            .records_home(&home)
-            .env(SECCOMP.0, SECCOMP.1)
-            .run();
-        out.assert_success();
+        let (home, out) = by_seccomp(runner, &["sh", "-c", &script]);
         let dir = home.only_session();
         let log = commands(&dir);
         let failures: Vec<String> = events(&dir)
@@ -860,11 +863,7 @@ fn a_loader_named_through_a_descriptor_is_refused_by_seccomp_notification() {
             .map(|e| e["error"].as_str().unwrap_or_default().to_owned())
             .collect();
         for program in ["via-fd", "via-proc", "via-fd-link", "via-dot"] {
-            let status = out
-                .lines()
-                .into_iter()
-                .find_map(|l| l.strip_prefix(&format!("{program} ")))
-                .unwrap_or_else(|| panic!("[{runner}] no status for {program}\n{out}"));
+            let status = status_of(runner, &out, program);
             assert_ne!(status, "0", "[{runner}] {program} ran\n{out}\n{log}");
             assert!(
                 execs_of(&log, &format!("/tmp/{program} RAN-")).is_empty(),
@@ -895,13 +894,7 @@ fn a_loader_named_through_a_descriptor_is_refused_by_seccomp_notification() {
 #[test]
 fn a_loader_or_interpreter_the_supervisor_cannot_look_up_is_refused() {
     each_identity(|runner| {
-        let ws = Workspace::new();
-        let home = RecordsHome::new(runner);
-        let out = Vg::sandbox(runner, &ws, &[], &[PYTHON, "-c", UNLOOKABLE])
-            .records_home(&home)
-            .env(SECCOMP.0, SECCOMP.1)
-            .run();
-        out.assert_success();
+        let (home, out) = by_seccomp(runner, &[PYTHON, "-c", UNLOOKABLE]);
         let log = commands(&home.only_session());
         for case in [
             "deep-loader",
@@ -909,11 +902,7 @@ fn a_loader_or_interpreter_the_supervisor_cannot_look_up_is_refused() {
             "undumpable-loader",
             "undumpable-script",
         ] {
-            let status = out
-                .lines()
-                .into_iter()
-                .find_map(|l| l.strip_prefix(&format!("{case} ")))
-                .unwrap_or_else(|| panic!("[{runner}] no status for {case}\n{out}"));
+            let status = status_of(runner, &out, case);
             assert_ne!(status, "0", "[{runner}] {case} ran\n{out}\n{log}");
             assert!(!log.contains(&format!("RAN-{case}")), "[{runner}] {log}");
         }
