@@ -127,15 +127,15 @@ fn codex_makes_the_proof(runner: super::harness::Runner, backend: &[&str]) {
         let port = super::harness::free_port();
         let log =
             std::env::temp_dir().join(format!("vg-fake-model-{}.log", super::harness::unique()));
-        let mut model = std::process::Command::new("python3")
+        let mut command = std::process::Command::new("python3");
+        command
             .arg(
                 std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
                     .join("tests/agent/fake_model.py"),
             )
             .arg(port.to_string())
-            .arg(&log)
-            .spawn()
-            .unwrap();
+            .arg(&log);
+        let model = super::harness::Helper::spawn(command);
         assert!(super::harness::wait_until(
             std::time::Duration::from_secs(20),
             || { std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() }
@@ -178,8 +178,7 @@ fn codex_makes_the_proof(runner: super::harness::Runner, backend: &[&str]) {
                 &path,
             ])
             .run();
-        let _ = model.kill();
-        let _ = model.wait();
+        drop(model);
         let requests = std::fs::read_to_string(&log).unwrap_or_default();
         let _ = std::fs::remove_file(&log);
         out.assert_success();

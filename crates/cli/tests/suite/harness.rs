@@ -1013,6 +1013,31 @@ impl Drop for Running {
     }
 }
 
+/// A helper process of a test (a scripted server), killed when dropped, a failed
+/// test's included. Its output goes nowhere, so that one left behind cannot hold the
+/// test run's output open: a fake model server that outlived a timed-out test kept
+/// `scripts/test`'s pipe, and with it CI, waiting.
+pub struct Helper(std::process::Child);
+
+impl Helper {
+    pub fn spawn(mut command: std::process::Command) -> Self {
+        let child = command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+        Self(child)
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The value of `Key:` in /proc/self/status text.
 pub fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
     status

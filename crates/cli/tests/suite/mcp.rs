@@ -364,13 +364,12 @@ fn a_package_installs_from_the_index_and_only_the_index_is_reachable() {
     }
     let dir = tempfile_dir();
     let port = super::harness::free_port();
-    let mut index = std::process::Command::new("python3")
+    let mut command = std::process::Command::new("python3");
+    command
         .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/index.py"))
         .arg(&dir)
-        .arg(port.to_string())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .arg(port.to_string());
+    let index = super::harness::Helper::spawn(command);
     assert!(
         wait_until(Duration::from_secs(20), || {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
@@ -407,8 +406,7 @@ fn a_package_installs_from_the_index_and_only_the_index_is_reachable() {
         assert_eq!(body(&r[1])["stdout"], "42\n", "{}", r[1]);
         assert_eq!(body(&r[2])["stdout"], "200\nrefused\n", "{}", r[2]);
     });
-    let _ = index.kill();
-    let _ = index.wait();
+    drop(index);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
