@@ -465,28 +465,37 @@ fn checked_loader(
     let Some(root) = root else {
         return Ok(loader);
     };
-    let base = if loader.starts_with(b"/") {
+    // Found as a file of the sandbox, not through a descriptor: the line names it
+    // as the program does.
+    look_up(host_pid, root, &loader, Unread::LoaderThroughProcLink)?;
+    Ok(loader)
+}
+
+/// `name` (a `#!` line's interpreter or a program's loader) looked up as the kernel
+/// looks it up for the exec'ing process `host_pid`: from the sandbox's root, a
+/// relative name from its working directory (by the name that reaches that from the
+/// root). Through a `/proc` link, `through`; not there, [`Unread::Missing`] (the
+/// kernel fails a missing file with ENOENT, and a name can reach a file for the
+/// process that it cannot for the supervisor: `/dev/./fd/3`, through `/proc/self`);
+/// any other failure, [`Unread::NotLookedUp`].
+fn look_up(
+    host_pid: libc::pid_t,
+    root: BorrowedFd<'_>,
+    name: &[u8],
+    through: Unread,
+) -> Result<OwnedFd, Unread> {
+    let base = if name.starts_with(b"/") {
         Vec::new()
     } else {
-        match super::resolve::inside_dir(host_pid, root, super::resolve::Base::Cwd) {
-            Some(base) => base,
-            None => return Err(Unread::NoCwd),
-        }
+        super::resolve::inside_dir(host_pid, root, super::resolve::Base::Cwd)
+            .ok_or(Unread::NoCwd)?
     };
-    match open_path_in(root, &base, &loader) {
-        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => Err(Unread::LoaderThroughProcLink),
-        Err(e) if super::resolve::is_out_of_descriptors(&e) => Err(Unread::NoDescriptor),
-        // Not there as the supervisor looks it up: failed with ENOENT, as the kernel
-        // fails a missing loader, since a name can reach a file for the process
-        // that it cannot for the supervisor (`/dev/./fd/3`, through `/proc/self`).
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
-            Err(Unread::Missing)
-        }
-        Err(_) => Err(Unread::NotLookedUp),
-        // Found as a file of the sandbox, not through a descriptor: the line names
-        // it as the program does.
-        Ok(_) => Ok(loader),
-    }
+    open_path_in(root, &base, name).map_err(|e| match e.raw_os_error() {
+        Some(libc::EXDEV) => through,
+        _ if super::resolve::is_out_of_descriptors(&e) => Unread::NoDescriptor,
+        Some(libc::ENOENT | libc::ENOTDIR) => Unread::Missing,
+        _ => Unread::NotLookedUp,
+    })
 }
 
 /// What the kernel starts first for an exec ([`interpreter_of`]).
@@ -556,14 +565,6 @@ fn last_interpreter(
     let mut reached = None;
     // Each interpreter is opened, the last (the program that runs) for its loader.
     for _ in 0..MAX_INTERPRETERS {
-        // A relative name from the working directory, by the name that reaches it
-        // from the sandbox's root (checked, as an exec's own relative path is).
-        let base = if interpreter.starts_with(b"/") {
-            Vec::new()
-        } else {
-            super::resolve::inside_dir(host_pid, root, super::resolve::Base::Cwd)
-                .ok_or(Unread::NoCwd)?
-        };
         let found = if let Some(link) = super::resolve::descriptor_link(host_pid, &interpreter) {
             use super::resolve::Presence;
             match link.presence {
@@ -575,19 +576,9 @@ fn last_interpreter(
                 _ => return Err(Unread::ThroughProcLink),
             }
         } else {
-            match open_path_in(root, &base, &interpreter) {
-                Ok(found) => found,
-                Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
-                    return Err(Unread::ThroughProcLink);
-                }
-                Err(e) if super::resolve::is_out_of_descriptors(&e) => {
-                    return Err(Unread::NoDescriptor);
-                }
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
-                    return Err(Unread::Missing);
-                }
-                Err(_) => return Err(Unread::NotLookedUp),
-            }
+            // A relative name by the name that reaches it from the sandbox's root
+            // (checked, as an exec's own relative path is).
+            look_up(host_pid, root, &interpreter, Unread::ThroughProcLink)?
         };
         // Its own name, as the kernel names a file of the sandbox's mount namespace
         // from its root (see `resolve.rs`).
