@@ -18,6 +18,8 @@ use vg_policy::network::Rule;
 use vg_policy::view::{HostLayout, LearnView, NodeKind, ViewOptions};
 use vg_policy::{FsView, NetworkMode};
 
+mod hard_links;
+
 /// Host folders shown read-only while learning, besides the system folders of the
 /// default view and the home. Secrets in them stay hidden by the host's own
 /// permissions: the sandbox runs as the user.
@@ -312,12 +314,59 @@ pub fn learned(
         )
         .collect();
     cx.withheld = withheld(&home);
+    let profile = around_hard_links(&observations, &mut cx)?;
     Ok(Learned {
         name: learn.name.clone(),
         session: session.to_owned(),
         command: plan.spec.argv.clone(),
-        profile: vg_learn::learn(&observations, &cx),
+        profile,
     })
+}
+
+/// Learns, and learns again with each other name of a sensitive file that a grant
+/// would reach withheld ([`hard_links`]), until no grant reaches one. Each round
+/// withholds a name more, so grants only narrow; a profile still reaching one after
+/// that many rounds is refused rather than saved.
+fn around_hard_links(
+    observations: &vg_learn::Observations,
+    cx: &mut vg_learn::LearnContext<'_>,
+) -> Result<vg_learn::Learned> {
+    const ROUNDS: usize = 16;
+    let files = hard_links::SensitiveFiles::find(&sensitive_places(&cx.home, &cx.withheld));
+    for _ in 0..ROUNDS {
+        let learned = vg_learn::learn(observations, cx);
+        let mut more: Vec<vg_learn::Withheld> = learned
+            .grants
+            .iter()
+            .filter(|g| !g.missing)
+            .flat_map(|g| files.names_within(&g.path))
+            .filter(|name| !cx.withheld.contains(name))
+            .collect();
+        if more.is_empty() {
+            return Ok(learned);
+        }
+        more.dedup();
+        cx.withheld.extend(more);
+    }
+    bail!(
+        "learning found hard links to sensitive files (SSH keys, tokens, agents' logins) under the folders it would grant, and could not leave them out: nothing was saved; remove the extra names (`find ~ -samefile FILE`) and learn again"
+    )
+}
+
+/// Every sensitive place of this home, for [`hard_links::SensitiveFiles::find`]:
+/// `vg_policy::sensitive`'s and the [`withheld`] ones.
+fn sensitive_places(home: &Path, withheld: &[vg_learn::Withheld]) -> Vec<vg_learn::Withheld> {
+    use vg_policy::sensitive::{HOME_LOCATIONS, HOST_LOCATIONS};
+    HOME_LOCATIONS
+        .iter()
+        .map(|l| (home.join(l.path), l))
+        .chain(HOST_LOCATIONS.iter().map(|l| (PathBuf::from(l.path), l)))
+        .map(|(path, l)| vg_learn::Withheld {
+            write_only: l.write_only,
+            ..vg_learn::Withheld::new(path, l.category)
+        })
+        .chain(withheld.iter().cloned())
+        .collect()
 }
 
 /// Every program `commands.log` names, by absolute path (a relative one joined to

@@ -290,3 +290,60 @@ report("first", bad[:3])
         }
     });
 }
+
+/// A hard link is a sensitive file by another name: learning grants neither it nor a
+/// folder holding it (session-24 red team, round 2 F2a: a hard link to an AI agent's
+/// login file, read while learning, was granted with its folder). The agent's folder
+/// is the one `CODEX_HOME` names.
+#[test]
+fn a_hard_link_to_an_agent_s_login_is_never_granted() {
+    each_identity(|runner| {
+        let user = test_user();
+        let ws = Workspace::new();
+        let config = config_home(runner);
+        let u = unique();
+        let base = user.home.join(format!(".vg-e2e-links-{u}"));
+        let (codex, work) = (base.join("codex"), base.join("work"));
+        for dir in [&base, &codex, &work] {
+            std::fs::create_dir(dir).unwrap();
+            chown_to(dir, &runner.invoker());
+        }
+        let login = codex.join("auth.json");
+        let link = work.join("notes.txt");
+        std::fs::write(&login, "RED-AGENT-TOKEN").unwrap();
+        chown_to(&login, &runner.invoker());
+        std::fs::hard_link(&login, &link).unwrap();
+        std::fs::write(work.join("other.txt"), "plain").unwrap();
+        chown_to(&work.join("other.txt"), &runner.invoker());
+        let name = format!("red{u}");
+        let script = format!(
+            "cat {w}/notes.txt {w}/other.txt >/dev/null; true",
+            w = work.display()
+        );
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &["--learn", &name, "--yes"],
+            &["sh", "-c", &script],
+        )
+        .env("XDG_CONFIG_HOME", &config.arg(""))
+        .env("CODEX_HOME", &codex.to_string_lossy())
+        .run();
+        let profile =
+            std::fs::read_to_string(config.join(format!("vectraguard/profiles/{name}.toml")));
+        let _ = std::fs::remove_dir_all(&base);
+        out.assert_success();
+        let profile = profile.unwrap_or_else(|e| panic!("no profile: {e}\n{out}"));
+        let grants = granted(&profile);
+        assert!(
+            grants.iter().any(|g| g.ends_with("other.txt")),
+            "[{runner}] what was read beside it is granted: {grants:?}\n{profile}"
+        );
+        assert!(
+            !grants.iter().any(|g| link.starts_with(g)),
+            "[{runner}] the profile reaches the hard link {}: {grants:?}\n{profile}",
+            link.display()
+        );
+        assert!(profile.contains("notes.txt"), "reported: {profile}");
+    });
+}
