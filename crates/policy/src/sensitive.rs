@@ -33,6 +33,9 @@ pub enum Sensitive {
     AgentCredentials,
     RunsOnHost,
     VectraGuard,
+    /// A folder learning could not look through for the others (unreadable, another
+    /// file system, too large): not granted rather than granted unchecked.
+    Unchecked,
 }
 
 impl Sensitive {
@@ -59,6 +62,9 @@ impl Sensitive {
             }
             Sensitive::VectraGuard => {
                 "Vectra Guard's own records, configuration or learned profiles"
+            }
+            Sensitive::Unchecked => {
+                "a folder Vectra Guard could not look through for secrets (unreadable, another file system, or too large)"
             }
         }
     }

@@ -1304,7 +1304,7 @@ fn describe_exec(
         }
         Presence::NoBase => {
             return Err(
-                "its path is relative to a directory that cannot be named from the sandbox's root (deeper than PATH_MAX, or removed), so what it starts cannot be read (run it by its absolute path)".into(),
+                "its path is relative to a directory that cannot be named from the sandbox's root (deeper than PATH_MAX, removed, or below a folder Vectra Guard may not search), so what it starts cannot be read (run it by its absolute path)".into(),
             );
         }
         Presence::Present => {}

@@ -18,7 +18,7 @@ use vg_policy::network::Rule;
 use vg_policy::view::{HostLayout, LearnView, NodeKind, ViewOptions};
 use vg_policy::{FsView, NetworkMode};
 
-mod hard_links;
+mod grant_scan;
 
 /// Host folders shown read-only while learning, besides the system folders of the
 /// default view and the home. Secrets in them stay hidden by the host's own
@@ -314,7 +314,7 @@ pub fn learned(
         )
         .collect();
     cx.withheld = withheld(&home);
-    let profile = around_hard_links(&observations, &mut cx)?;
+    let profile = around_host_secrets(&observations, &mut cx)?;
     Ok(Learned {
         name: learn.name.clone(),
         session: session.to_owned(),
@@ -323,37 +323,39 @@ pub fn learned(
     })
 }
 
-/// Learns, and learns again with each other name of a sensitive file that a grant
-/// would reach withheld ([`hard_links`]), until no grant reaches one. Each round
-/// withholds a name more, so grants only narrow; a profile still reaching one after
-/// that many rounds is refused rather than saved.
-fn around_hard_links(
+/// Learns, and learns again with what [`grant_scan`] finds inside the grants on the
+/// host withheld (a sensitive file's other names, sockets, `.env*` files, folders
+/// it cannot look through), until no grant holds any. Each round withholds more, so
+/// grants only narrow; a profile still holding one after that many rounds is refused
+/// rather than saved.
+fn around_host_secrets(
     observations: &vg_learn::Observations,
     cx: &mut vg_learn::LearnContext<'_>,
 ) -> Result<vg_learn::Learned> {
     const ROUNDS: usize = 16;
-    let files = hard_links::SensitiveFiles::find(&sensitive_places(&cx.home, &cx.withheld));
+    let secrets = grant_scan::Secrets::find(&sensitive_places(&cx.home, &cx.withheld));
+    cx.withheld.extend(secrets.linked().iter().cloned());
     for _ in 0..ROUNDS {
         let learned = vg_learn::learn(observations, cx);
-        let mut more: Vec<vg_learn::Withheld> = learned
-            .grants
-            .iter()
-            .filter(|g| !g.missing)
-            .flat_map(|g| files.names_within(&g.path))
-            .filter(|name| !cx.withheld.contains(name))
-            .collect();
+        let mut more: Vec<vg_learn::Withheld> = Vec::new();
+        for grant in learned.grants.iter().filter(|g| !g.missing) {
+            for held in secrets.held_within(&cx.home, &grant.path, grant.write) {
+                if !cx.withheld.contains(&held) && !more.contains(&held) {
+                    more.push(held);
+                }
+            }
+        }
         if more.is_empty() {
             return Ok(learned);
         }
-        more.dedup();
         cx.withheld.extend(more);
     }
     bail!(
-        "learning found hard links to sensitive files (SSH keys, tokens, agents' logins) under the folders it would grant, and could not leave them out: nothing was saved; remove the extra names (`find ~ -samefile FILE`) and learn again"
+        "learning kept finding secrets (hard links to sensitive files, sockets, .env files) or unreadable folders inside the folders it would grant, and could not leave them out: nothing was saved; remove them (`find ~ -samefile FILE` finds a file's other names) and learn again"
     )
 }
 
-/// Every sensitive place of this home, for [`hard_links::SensitiveFiles::find`]:
+/// Every sensitive place of this home, for [`grant_scan::Secrets::find`]:
 /// `vg_policy::sensitive`'s and the [`withheld`] ones.
 fn sensitive_places(home: &Path, withheld: &[vg_learn::Withheld]) -> Vec<vg_learn::Withheld> {
     use vg_policy::sensitive::{HOME_LOCATIONS, HOST_LOCATIONS};

@@ -347,3 +347,89 @@ fn a_hard_link_to_an_agent_s_login_is_never_granted() {
         assert!(profile.contains("notes.txt"), "reported: {profile}");
     });
 }
+
+/// What a folder holds that its name does not show stays out of a profile that
+/// grants around it (session-25 red team of the fix above): an `.env` file, a
+/// socket (`connect` works through a read-only mount), a folder that can be entered
+/// but not listed (which hid a hard link to the agent's login from the check), and
+/// the real place of a symlink inside the agent's folder.
+#[test]
+fn a_granted_folder_holds_no_secret_its_names_do_not_show() {
+    each_identity(|runner| {
+        let user = test_user();
+        let ws = Workspace::new();
+        let config = config_home(runner);
+        let u = unique();
+        let base = user.home.join(format!(".vg-e2e-scan-{u}"));
+        let (codex, app, dots) = (base.join("codex"), base.join("app"), base.join("dots"));
+        let owned_dir = |dir: &Path| {
+            std::fs::create_dir(dir).unwrap();
+            chown_to(dir, &runner.invoker());
+        };
+        let owned_file = |file: &Path, text: &str| {
+            std::fs::write(file, text).unwrap();
+            chown_to(file, &runner.invoker());
+        };
+        for dir in [
+            &base,
+            &codex,
+            &app,
+            &app.join("src"),
+            &app.join("hid"),
+            &dots,
+        ] {
+            owned_dir(dir);
+        }
+        owned_file(&codex.join("auth.json"), "RED-AGENT-TOKEN");
+        owned_file(&app.join("src/main.py"), "print()");
+        owned_file(&app.join(".env"), "API_KEY=red");
+        std::fs::hard_link(codex.join("auth.json"), app.join("hid/k")).unwrap();
+        std::fs::set_permissions(app.join("hid"), std::fs::Permissions::from_mode(0o311)).unwrap();
+        let socket = std::os::unix::net::UnixListener::bind(app.join("agent.sock")).unwrap();
+        chown_to(&app.join("agent.sock"), &runner.invoker());
+        owned_file(&dots.join("readme"), "dotfiles");
+        owned_file(&dots.join("token.json"), "RED-LINKED-TOKEN");
+        std::os::unix::fs::symlink(dots.join("token.json"), codex.join("token.json")).unwrap();
+        let name = format!("red{u}");
+        let script = format!(
+            "cat {a}/src/main.py; ls {a}; cat {d}/readme; ls {d}; true",
+            a = app.display(),
+            d = dots.display()
+        );
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &["--learn", &name, "--yes"],
+            &["sh", "-c", &script],
+        )
+        .env("XDG_CONFIG_HOME", &config.arg(""))
+        .env("CODEX_HOME", &codex.to_string_lossy())
+        .run();
+        drop(socket);
+        let profile =
+            std::fs::read_to_string(config.join(format!("vectraguard/profiles/{name}.toml")));
+        let _ = std::fs::set_permissions(app.join("hid"), std::fs::Permissions::from_mode(0o755));
+        let _ = std::fs::remove_dir_all(&base);
+        out.assert_success();
+        let profile = profile.unwrap_or_else(|e| panic!("no profile: {e}\n{out}"));
+        let grants = granted(&profile);
+        for used in ["src", "readme"] {
+            assert!(
+                grants.iter().any(|g| g.ends_with(used)),
+                "[{runner}] {used} is granted: {grants:?}\n{profile}"
+            );
+        }
+        for secret in [
+            app.join(".env"),
+            app.join("agent.sock"),
+            app.join("hid/k"),
+            dots.join("token.json"),
+        ] {
+            assert!(
+                !grants.iter().any(|g| secret.starts_with(g)),
+                "[{runner}] the profile reaches {}: {grants:?}\n{profile}",
+                secret.display()
+            );
+        }
+    });
+}

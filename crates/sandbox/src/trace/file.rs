@@ -231,7 +231,7 @@ impl Unread {
                 "Vectra Guard cannot read the file to name what it starts (an execute-only file, or one held by a lease): give it read permission"
             }
             Unread::NoCwd => {
-                "its #! line or its loader (PT_INTERP) names a file relative to a working directory that cannot be named from the sandbox's root (deeper than PATH_MAX, or removed)"
+                "its #! line or its loader (PT_INTERP) names a file relative to a working directory that cannot be named from the sandbox's root (deeper than PATH_MAX, removed, or below a folder Vectra Guard may not search): name it by a path from the root"
             }
             Unread::ThroughProcLink => {
                 "its #! line names its interpreter through a /proc link whose file cannot be named (name the interpreter by its path)"

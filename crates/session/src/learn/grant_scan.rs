@@ -1,0 +1,364 @@
+//! What a folder a learned profile would grant holds on the host that its path does
+//! not show: the scan that keeps secrets out of grants where `vg_policy::sensitive`'s
+//! names cannot see them. Each one found is withheld like a sensitive place, so that
+//! learning grants around it ([`super::around_host_secrets`]):
+//! - a sensitive file by another name: a hard link, the same file anywhere on the
+//!   same file system, found by identity, device and inode (session-24 red team,
+//!   round 2 F2a: a hard link to an AI agent's login file was granted with its
+//!   folder). [`Secrets::find`] keeps the sensitive places' files that have more than
+//!   one name; where a place cannot be looked through whole, every file with more
+//!   than one name is suspect;
+//! - a socket (`connect` works through a read-only mount: an ssh-agent's or a
+//!   desktop's socket linked into a project folder), and a file the policy names
+//!   sensitive by its name wherever it is (`.env*`), inside the folder;
+//! - what cannot be looked through: an unreadable folder, another file system's, a
+//!   folder of more than [`MAX_WALKED`] entries (session-25 red team: a hard link in
+//!   a folder that could be entered but not listed was granted).
+//!
+//! Symlinks are not followed: inside a sandbox a link leads only where its view does.
+//! A secret linked into a granted folder after learning is not seen (the README says
+//! so).
+
+use std::collections::HashMap;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+
+use vg_learn::Withheld;
+use vg_policy::sensitive::{Sensitive, sensitive};
+
+/// Entries looked at in one place or one granted folder: far more than any
+/// sensitive place holds; a granted folder this large is withheld whole.
+const MAX_WALKED: usize = 500_000;
+
+/// The sensitive places' files that have other names, by identity, and the real
+/// places of the symlinks in them.
+#[derive(Debug, Default)]
+pub(super) struct Secrets {
+    by_id: HashMap<(u64, u64), Found>,
+    /// File systems (by device) a place could not be looked through whole on, with
+    /// its category: any file there with more than one name may be one of its (a
+    /// hard link never leaves its file system).
+    unknown: HashMap<u64, Sensitive>,
+    /// The real paths of symlinks inside the places that lead out of them
+    /// (`~/.ssh/id_github -> ~/dotfiles/ssh/id_github`).
+    linked: Vec<Withheld>,
+}
+
+/// What a name of a sensitive file is withheld as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Found {
+    category: Sensitive,
+    /// Readable, never writable (a shell startup file), as its place is.
+    write_only: bool,
+}
+
+impl Secrets {
+    /// Looks through `places` (each a file or a folder), and the places their
+    /// symlinks lead to.
+    pub(super) fn find(places: &[Withheld]) -> Self {
+        let mut secrets = Self::default();
+        let mut linked = Vec::new();
+        for place in places {
+            secrets.look_through(place, Some(&mut linked));
+        }
+        for place in &linked {
+            secrets.look_through(place, None);
+        }
+        secrets.linked = linked;
+        secrets
+    }
+
+    fn look_through(&mut self, place: &Withheld, mut linked: Option<&mut Vec<Withheld>>) {
+        let found = Found {
+            category: place.category,
+            write_only: place.write_only,
+        };
+        let (by_id, unknown) = (&mut self.by_id, &mut self.unknown);
+        let mut not_whole = |device: u64| {
+            let category = unknown.entry(device).or_insert(place.category);
+            if !place.write_only {
+                *category = place.category;
+            }
+        };
+        let whole = walk(&place.path, |path, meta| match meta {
+            Seen::Entry(meta) if meta.file_type().is_symlink() => {
+                if let Some(linked) = linked.as_deref_mut()
+                    && let Ok(real) = std::fs::canonicalize(path)
+                    && !vg_policy::paths::is_within(&real, &place.path)
+                {
+                    linked.push(Withheld {
+                        path: real,
+                        ..place.clone()
+                    });
+                }
+            }
+            Seen::Entry(meta) if meta.nlink() > 1 && !meta.is_dir() => {
+                // The stricter of two places holding the same file.
+                let entry = by_id.entry((meta.dev(), meta.ino())).or_insert(found);
+                entry.write_only &= found.write_only;
+            }
+            Seen::Entry(_) => {}
+            Seen::Unlisted { device } => not_whole(device),
+        });
+        if let Walked::Stopped { device } = whole {
+            not_whole(device);
+        }
+    }
+
+    /// The real places of the places' symlinks, withheld as the places are.
+    pub(super) fn linked(&self) -> &[Withheld] {
+        &self.linked
+    }
+
+    /// What inside `grant` (a file or a folder) must be withheld for the profile to
+    /// grant it with `write`.
+    pub(super) fn held_within(&self, home: &Path, grant: &Path, write: bool) -> Vec<Withheld> {
+        let mut held = Vec::new();
+        let whole = walk(grant, |path, seen| {
+            let meta = match seen {
+                Seen::Unlisted { .. } => {
+                    held.push(Withheld::new(path, Sensitive::Unchecked));
+                    return;
+                }
+                Seen::Entry(meta) => meta,
+            };
+            if meta.file_type().is_symlink() {
+                return;
+            }
+            if let Some(category) = sensitive(home, path, false) {
+                held.push(Withheld::new(path, category));
+            } else if write && let Some(category) = sensitive(home, path, true) {
+                held.push(Withheld {
+                    write_only: true,
+                    ..Withheld::new(path, category)
+                });
+            } else if meta.file_type().is_socket() {
+                held.push(Withheld::new(path, Sensitive::HostSocket));
+            }
+            if meta.nlink() > 1 && !meta.is_dir() {
+                if let Some(found) = self.by_id.get(&(meta.dev(), meta.ino())) {
+                    held.push(Withheld {
+                        write_only: found.write_only,
+                        ..Withheld::new(path, found.category)
+                    });
+                } else if let Some(category) = self.unknown.get(&meta.dev()) {
+                    held.push(Withheld::new(path, *category));
+                }
+            }
+        });
+        if let Walked::Stopped { .. } = whole {
+            return vec![Withheld::new(grant, Sensitive::Unchecked)];
+        }
+        held
+    }
+}
+
+/// What [`walk`] shows of an entry.
+enum Seen<'a> {
+    /// Not followed if a symlink; a folder is then gone into.
+    Entry(&'a std::fs::Metadata),
+    /// A folder (on `device`) that could not be listed whole, or one on another file
+    /// system than the top's (a mount inside it), not gone into.
+    Unlisted { device: u64 },
+}
+
+/// How a [`walk`] ended.
+enum Walked {
+    /// Everything below the top was seen, or listed as [`Seen::Unlisted`]; a missing
+    /// top is nothing to look through.
+    Whole,
+    /// At [`MAX_WALKED`] entries, or at a top that could not be listed (on `device`).
+    Stopped { device: u64 },
+}
+
+/// Calls `each` for `top` and every entry below it, without following symlinks.
+fn walk(top: &Path, mut each: impl FnMut(&Path, Seen<'_>)) -> Walked {
+    let Ok(meta) = std::fs::symlink_metadata(top) else {
+        return Walked::Whole;
+    };
+    each(top, Seen::Entry(&meta));
+    if !meta.is_dir() {
+        return Walked::Whole;
+    }
+    let device = meta.dev();
+    let mut walked = 0usize;
+    let mut folders = vec![top.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        let entries = match std::fs::read_dir(&folder) {
+            Ok(entries) => entries,
+            Err(_) if folder == top => return Walked::Stopped { device },
+            Err(_) => {
+                each(&folder, Seen::Unlisted { device });
+                continue;
+            }
+        };
+        for entry in entries {
+            walked += 1;
+            if walked > MAX_WALKED {
+                return Walked::Stopped { device };
+            }
+            let Ok(entry) = entry else {
+                each(&folder, Seen::Unlisted { device });
+                break;
+            };
+            let path = entry.path();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                // Gone meanwhile, or its folder cannot be searched: a name that
+                // cannot be looked at is not vouched for.
+                each(&folder, Seen::Unlisted { device });
+                continue;
+            };
+            if meta.is_dir() && meta.dev() != device {
+                each(&path, Seen::Unlisted { device: meta.dev() });
+                continue;
+            }
+            each(&path, Seen::Entry(&meta));
+            if meta.is_dir() {
+                folders.push(path);
+            }
+        }
+    }
+    Walked::Whole
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
+
+    /// The paths of `held`, with their categories, in order.
+    fn paths(held: &[Withheld]) -> Vec<(PathBuf, Sensitive)> {
+        let mut out: Vec<_> = held.iter().map(|w| (w.path.clone(), w.category)).collect();
+        out.sort();
+        out
+    }
+
+    struct Dir(PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::set_permissions(
+                self.0.join("home/work/locked"),
+                std::fs::Permissions::from_mode(0o755),
+            );
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    fn dir(name: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("vg-scan-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("home/work")).unwrap();
+        Dir(d)
+    }
+    fn codex(d: &Dir) -> Withheld {
+        Withheld::new(d.0.join("home/.codex"), Sensitive::AgentCredentials)
+    }
+
+    #[test]
+    fn a_hard_link_to_a_sensitive_file_is_found_by_identity_under_a_grant() {
+        let d = dir("found");
+        let (home, work) = (d.0.join("home"), d.0.join("home/work"));
+        std::fs::create_dir_all(home.join(".codex")).unwrap();
+        std::fs::create_dir_all(work.join("deep")).unwrap();
+        std::fs::write(home.join(".codex/auth.json"), "token").unwrap();
+        std::fs::write(home.join(".codex/config.toml"), "one name only").unwrap();
+        std::fs::hard_link(home.join(".codex/auth.json"), work.join("deep/notes.txt")).unwrap();
+        std::fs::write(work.join("plain.txt"), "token").unwrap();
+        let secrets = Secrets::find(&[codex(&d)]);
+        // Only the file with two names is kept.
+        assert_eq!(secrets.by_id.len(), 1);
+        assert!(secrets.unknown.is_empty());
+        let held = secrets.held_within(&home, &work, false);
+        assert_eq!(
+            paths(&held),
+            [(work.join("deep/notes.txt"), Sensitive::AgentCredentials)]
+        );
+        // The link granted as a file is found as well.
+        assert_eq!(
+            paths(&secrets.held_within(&home, &work.join("deep/notes.txt"), false)),
+            paths(&held)
+        );
+        assert!(
+            secrets
+                .held_within(&home, &work.join("plain.txt"), false)
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn sockets_env_files_and_what_cannot_be_looked_through_are_held() {
+        let d = dir("held");
+        let (home, work) = (d.0.join("home"), d.0.join("home/work"));
+        std::fs::write(work.join(".env.local"), "KEY=1").unwrap();
+        let _listener = std::os::unix::net::UnixListener::bind(work.join("agent.sock")).unwrap();
+        std::fs::create_dir(work.join("locked")).unwrap();
+        std::fs::write(work.join("locked/x"), "x").unwrap();
+        std::fs::set_permissions(work.join("locked"), std::fs::Permissions::from_mode(0o311))
+            .unwrap();
+        let held = Secrets::default().held_within(&home, &work, false);
+        let mut want = vec![
+            (work.join(".env.local"), Sensitive::EnvFile),
+            (work.join("agent.sock"), Sensitive::HostSocket),
+        ];
+        // Root lists any folder.
+        if vg_sandbox::real_ids().0 != 0 {
+            want.push((work.join("locked"), Sensitive::Unchecked));
+        }
+        want.sort();
+        assert_eq!(paths(&held), want);
+    }
+
+    #[test]
+    fn a_place_not_looked_through_whole_makes_every_file_of_two_names_suspect() {
+        let d = dir("unknown");
+        let (home, work) = (d.0.join("home"), d.0.join("home/work"));
+        std::fs::write(work.join("a"), "a").unwrap();
+        std::fs::hard_link(work.join("a"), work.join("b")).unwrap();
+        let device = std::fs::metadata(&work).unwrap().dev();
+        let secrets = Secrets {
+            unknown: HashMap::from([(device, Sensitive::SshKeys)]),
+            ..Secrets::default()
+        };
+        assert_eq!(
+            paths(&secrets.held_within(&home, &work, false)),
+            [
+                (work.join("a"), Sensitive::SshKeys),
+                (work.join("b"), Sensitive::SshKeys)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_symlink_out_of_a_sensitive_place_withholds_its_real_place() {
+        let d = dir("linked");
+        let home = d.0.join("home");
+        std::fs::create_dir_all(home.join(".codex")).unwrap();
+        std::fs::create_dir_all(home.join("dotfiles")).unwrap();
+        std::fs::write(home.join("dotfiles/auth.json"), "token").unwrap();
+        std::os::unix::fs::symlink(
+            home.join("dotfiles/auth.json"),
+            home.join(".codex/auth.json"),
+        )
+        .unwrap();
+        let secrets = Secrets::find(&[codex(&d)]);
+        assert_eq!(
+            paths(secrets.linked()),
+            [(home.join("dotfiles/auth.json"), Sensitive::AgentCredentials)]
+        );
+    }
+
+    #[test]
+    fn a_shell_startup_file_s_other_name_stays_readable() {
+        let d = dir("startup");
+        let home = d.0.join("home");
+        std::fs::write(home.join(".bashrc"), "alias").unwrap();
+        std::fs::hard_link(home.join(".bashrc"), home.join("work/bashrc")).unwrap();
+        let secrets = Secrets::find(&[Withheld {
+            write_only: true,
+            ..Withheld::new(home.join(".bashrc"), Sensitive::ShellStartup)
+        }]);
+        let held = secrets.held_within(&home, &home.join("work"), false);
+        assert_eq!(held.len(), 1);
+        assert!(held[0].write_only);
+    }
+}
