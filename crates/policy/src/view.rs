@@ -220,6 +220,14 @@ pub struct FsView {
 }
 
 impl FsView {
+    /// The unpacked image on the host, when the root is one ([`MountOp::ImageRoot`]).
+    pub fn image_root(&self) -> Option<&Path> {
+        match self.ops.first() {
+            Some(MountOp::ImageRoot { lower, .. }) => Some(lower),
+            _ => None,
+        }
+    }
+
     /// Builds the default view: system directories read-only, secrets masked, fresh
     /// `/proc`, minimal `/dev`, private `/tmp` and `$HOME`, then the user's mounts
     /// (parents before children), then the masks again on top of everything so that

@@ -43,7 +43,7 @@ const KIND_EXIT: u32 = 2;
 const PATH_CAP: usize = 4096;
 const CWD_CAP: usize = 4096 + 256;
 /// `struct exec_event`'s layout (`exec.bpf.c`): the header, then fixed regions.
-const HEADER: usize = 72;
+const HEADER: usize = 88;
 /// The path goes through a descriptor (`/dev/fd/N`, `/proc/...`): the program is
 /// named by its file's own path.
 const FLAG_VIA_FD: u32 = 1;
@@ -116,6 +116,16 @@ pub struct Loader {
     pub path: Vec<u8>,
     /// Whether it is on a read-only mount (the sandbox cannot have changed it).
     pub read_only: bool,
+    /// Its file's identity: its file system's device, in the kernel's own encoding
+    /// (`major << 20 | minor`, see [`kernel_dev`]), and its inode number.
+    pub id: (u64, u64),
+}
+
+/// A device number as `stat` gives it, in the kernel's own encoding (its `dev_t`:
+/// the major number above the lower 20 bits), as the recorder reads it from a
+/// file system.
+pub fn kernel_dev(st_dev: u64) -> u64 {
+    (u64::from(libc::major(st_dev)) << 20) | u64::from(libc::minor(st_dev))
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -245,11 +255,13 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
     if truncated {
         complete(&mut argv, size.0, size.1.saturating_sub(size.0));
     }
+    let loader_id = (u64_at(b, 72)?, u64_at(b, 80)?);
     let loader = (!loader.is_empty()).then(|| Loader {
         path: path_from_names(loader, flags >> LOADER_FLAGS)
             .into_os_string()
             .into_vec(),
         read_only: flags & FLAG_LOADER_READ_ONLY != 0,
+        id: loader_id,
     });
     Some(Decoded {
         host_pid,
@@ -447,6 +459,8 @@ mod tests {
         put(&mut b, 48, argc);
         put(&mut b, 52, loader_names.len() as u32);
         b[64..72].copy_from_slice(&123_456_789u64.to_ne_bytes());
+        b[72..80].copy_from_slice(&(8u64 << 20 | 1).to_ne_bytes());
+        b[80..88].copy_from_slice(&4321u64.to_ne_bytes());
         for region in [path, interp, cwd_names, file_names, loader_names, argv] {
             b.extend_from_slice(region);
         }
@@ -709,6 +723,7 @@ mod tests {
         let loader = decode(&b).unwrap().loader.unwrap();
         assert_eq!(loader.path, b"/tmp/ld.so");
         assert!(!loader.read_only);
+        assert_eq!(loader.id, (8 << 20 | 1, 4321));
         let b = exec_record_of(
             FLAG_LOADER_READ_ONLY,
             b"/bin/ls",
@@ -723,6 +738,21 @@ mod tests {
         // A static program: none.
         let b = exec_record(b"/bin/ls", b"", b"", b"ls\0", 3);
         assert_eq!(decode(&b).unwrap().loader, None);
+    }
+
+    #[test]
+    fn a_device_number_from_stat_is_put_in_the_kernel_s_encoding() {
+        assert_eq!(kernel_dev(libc::makedev(8, 1)), 8 << 20 | 1);
+        assert_eq!(kernel_dev(libc::makedev(259, 70_000)), 259 << 20 | 70_000);
+        // This file's file system, as stat and the kernel's own `dev_t` name it.
+        let meta = std::fs::metadata("/proc/self/exe").unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+        assert!(
+            text.contains(&format!(" {major}:{minor} ")),
+            "{major}:{minor}"
+        );
     }
 
     #[test]

@@ -165,7 +165,12 @@ pub fn spawn_in(
             },
         ),
         (true, true) => match crate::exectrace::ExecRecorder::load() {
-            Ok(recorder) => (Some(recorder), ExecTrace::Bpf),
+            Ok(mut recorder) => {
+                if let Some(rootfs) = spec.view.image_root() {
+                    recorder.trust_image_loaders(rootfs);
+                }
+                (Some(recorder), ExecTrace::Bpf)
+            }
             Err(why) => (
                 None,
                 ExecTrace::SeccompNotify {

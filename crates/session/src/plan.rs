@@ -225,7 +225,7 @@ impl Plan {
             exec_by_bpf: native_traced
                 && gate.is_none()
                 && !request.persistent
-                && exec_by_bpf_allowed(settings.exec_trace, image.is_some()),
+                && exec_by_bpf_allowed(settings.exec_trace),
             exits: exits(settings.exec_check.unwrap_or_default()),
             // Every recorded run reports refused changes and system calls
             // (`violation` events), refused reads too with `--violations all`; a
@@ -347,25 +347,21 @@ pub fn exits(check: vg_policy::ExecCheck) -> vg_sandbox::trace::Exits {
 /// notification, which can hold an exec; so does a persistent sandbox (the caller's
 /// conditions). Where the recorder cannot load, seccomp notification records and
 /// the record says why.
-pub fn exec_by_bpf_allowed(configured: Option<vg_policy::ExecTrace>, image: bool) -> bool {
+pub fn exec_by_bpf_allowed(configured: Option<vg_policy::ExecTrace>) -> bool {
     let wanted = wanted_exec_trace(
         configured,
         std::env::var_os("VECTRAGUARD_EXEC_TRACE").as_deref(),
     );
-    bpf_chosen(vg_sandbox::real_ids().0 == 0, image, wanted)
+    bpf_chosen(vg_sandbox::real_ids().0 == 0, wanted)
 }
 
 /// The choice of recorder as a value: root's BPF recorder unless seccomp
-/// notification was asked for; by default not for an image run, whose root the
-/// command can write, so that no read-only mount vouches for the system's loader
-/// and the BPF recorder would name it on every line (seccomp notification keeps an
-/// identity of it instead).
-fn bpf_chosen(root: bool, image: bool, wanted: Option<vg_policy::ExecTrace>) -> bool {
-    root && match wanted {
-        Some(vg_policy::ExecTrace::Bpf) => true,
-        Some(vg_policy::ExecTrace::Seccomp) => false,
-        None => !image,
-    }
+/// notification was asked for, in an image run too (whose system loader it tells by
+/// the identity of the file the kernel mapped, which no race of names can change;
+/// seccomp notification checks a name, which a loop swapping it beat, session-24
+/// red team F3).
+fn bpf_chosen(root: bool, wanted: Option<vg_policy::ExecTrace>) -> bool {
+    root && wanted != Some(vg_policy::ExecTrace::Seccomp)
 }
 
 /// The exec trace asked for: the environment's, when it names one, over the
@@ -397,24 +393,22 @@ mod tests {
     }
 
     #[test]
-    fn root_records_by_bpf_by_default_except_in_an_image_and_when_told_not_to() {
+    fn root_records_by_bpf_by_default_unless_told_not_to() {
         use vg_policy::ExecTrace::{Bpf, Seccomp};
-        // (root, image run, asked for) -> BPF
+        // (root, asked for) -> BPF
         let cases = [
-            ((true, false, None), true),
-            ((true, true, None), false),
-            ((true, true, Some(Bpf)), true),
-            ((true, false, Some(Seccomp)), false),
-            ((true, true, Some(Seccomp)), false),
+            ((true, None), true),
+            ((true, Some(Bpf)), true),
+            ((true, Some(Seccomp)), false),
             // Only root can load it, whatever is asked.
-            ((false, false, None), false),
-            ((false, false, Some(Bpf)), false),
+            ((false, None), false),
+            ((false, Some(Bpf)), false),
         ];
-        for ((root, image, wanted), bpf) in cases {
+        for ((root, wanted), bpf) in cases {
             assert_eq!(
-                bpf_chosen(root, image, wanted),
+                bpf_chosen(root, wanted),
                 bpf,
-                "root {root}, image {image}, asked {wanted:?}"
+                "root {root}, asked {wanted:?}"
             );
         }
     }

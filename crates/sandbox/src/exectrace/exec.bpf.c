@@ -38,7 +38,7 @@ struct pid { unsigned int level; struct upid numbers[1]; } PRESERVE;
 struct qstr { unsigned int len; const unsigned char *name; } PRESERVE;
 struct hlist_bl_node { struct hlist_bl_node *next, **pprev; } PRESERVE;
 struct dentry { struct hlist_bl_node d_hash; struct dentry *d_parent; struct qstr d_name; } PRESERVE;
-struct super_block { unsigned long s_flags; unsigned long s_magic; } PRESERVE;
+struct super_block { unsigned int s_dev; unsigned long s_flags; unsigned long s_magic; } PRESERVE;
 struct vfsmount { struct dentry *mnt_root; struct super_block *mnt_sb; int mnt_flags; } PRESERVE;
 struct mount { struct mount *mnt_parent; struct dentry *mnt_mountpoint; struct vfsmount mnt; } PRESERVE;
 struct path { struct vfsmount *mnt; struct dentry *dentry; } PRESERVE;
@@ -66,7 +66,7 @@ struct task_struct {
 	struct mm_struct *mm;
 	struct signal_struct *signal;
 } PRESERVE;
-struct inode { struct super_block *i_sb; } PRESERVE;
+struct inode { struct super_block *i_sb; unsigned long i_ino; } PRESERVE;
 struct file { struct path f_path; struct inode *f_inode; } PRESERVE;
 struct linux_binprm { struct file *file; const char *filename; const char *interp; int argc; } PRESERVE;
 
@@ -172,6 +172,8 @@ struct exec_event {
 	                  // program the kernel started first: PT_INTERP's), if any
 	__u64 session;   // the session's key (its pid namespace's id)
 	__u64 time;      // when the exec completed (CLOCK_BOOTTIME, ns)
+	__u64 loader_dev; // the loader's file: its file system's device (the kernel's
+	__u64 loader_ino; // encoding) and inode, to tell an image's own loader by identity
 	// The regions, filled here; the record sent has them one after another, each
 	// as long as its length says (path, interp, cwd, file, loader, argv).
 	char path[PATH_CAP];
@@ -184,7 +186,7 @@ struct exec_event {
 
 #define HEADER_SIZE __builtin_offsetof(struct exec_event, path)
 // Where the next region may start in a record: the regions before argv end by
-// 72 + 2 * 4096 + 3 * 4352 bytes, below this mask.
+// 88 + 2 * 4096 + 3 * 4352 bytes, below this mask.
 #define OFF_MASK 0x7fff
 
 // One exec being assembled, and its record, per CPU.
@@ -521,6 +523,8 @@ int record_exec(__u64 *ctx)
 	// (anonymous memory, the vDSO), or on an overlay a program with no code of
 	// its own, kills the exec: what runs cannot be named.
 	e->loader_len = 0;
+	e->loader_dev = 0;
+	e->loader_ino = 0;
 	// The exec's task is the current one here; these helpers take it typed.
 	struct task_struct *current = bpf_get_current_task_btf();
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(current);
@@ -546,6 +550,9 @@ int record_exec(__u64 *ctx)
 		own_inode = BPF_CORE_READ(program, f_inode);
 	}
 	if (BPF_CORE_READ(first, f_inode) != own_inode) {
+		struct inode *loader_inode = BPF_CORE_READ(first, f_inode);
+		e->loader_dev = BPF_CORE_READ(loader_inode, i_sb, s_dev);
+		e->loader_ino = BPF_CORE_READ(loader_inode, i_ino);
 		struct vfsmount *lm = BPF_CORE_READ(first, f_path.mnt);
 		if ((BPF_CORE_READ(lm, mnt_flags) & MNT_READONLY) ||
 		    (BPF_CORE_READ(lm, mnt_sb, s_flags) & SB_RDONLY))

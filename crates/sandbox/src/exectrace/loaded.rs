@@ -167,6 +167,9 @@ pub struct ExecRecorder {
     /// The system's loaders' paths, as a loader's file is named (found at the
     /// first loader seen).
     system_loaders: Option<Vec<Vec<u8>>>,
+    /// In an image run, the files the image's own system loaders' paths reached
+    /// before anything of the sandbox ran ([`ExecRecorder::trust_image_loaders`]).
+    image_loaders: Vec<(u64, u64)>,
     /// This session's key, once its namespace is watched.
     key: Option<u64>,
     reported: [u64; 3],
@@ -212,6 +215,7 @@ impl ExecRecorder {
             slot,
             owner,
             system_loaders: None,
+            image_loaders: Vec::new(),
             key: None,
             reported: [0; 3],
         })
@@ -340,6 +344,30 @@ impl ExecRecorder {
 }
 
 impl ExecRecorder {
+    /// An image's root is a writable layer over the unpacked image (`rootfs` on the
+    /// host): the sandbox can replace its system loader, so no read-only mount
+    /// vouches for it. The files its system loaders' paths reach in `rootfs` now,
+    /// before anything of the sandbox runs, are trusted by identity instead: a
+    /// loader mapped from one of them is not named, and any other file, a loader
+    /// replaced or swapped in the layer above included, is (a file the kernel
+    /// mapped, so no race of the names can hide it; session-24 red team F3).
+    pub fn trust_image_loaders(&mut self, rootfs: &std::path::Path) {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(root) = std::fs::File::open(rootfs) else {
+            return;
+        };
+        self.image_loaders = crate::trace::system_loaders()
+            .iter()
+            .filter_map(|path| {
+                let path = std::ffi::CString::new(path.to_vec()).ok()?;
+                let found =
+                    sys::openat2(root.as_fd(), &path, libc::O_PATH, sys::RESOLVE_IN_ROOT).ok()?;
+                let meta = File::from(found).metadata().ok()?;
+                Some((crate::exectrace::kernel_dev(meta.dev()), meta.ino()))
+            })
+            .collect();
+    }
+
     /// Names an exec's ELF loader as what it ran (`interp=`, in place of a `#!`
     /// script's interpreter, whose own loader it is then), unless it is one of
     /// the system's loaders (by their paths here, links followed) on a mount the
@@ -348,6 +376,9 @@ impl ExecRecorder {
         let Some(loader) = decoded.loader.take() else {
             return;
         };
+        if self.image_loaders.contains(&loader.id) {
+            return;
+        }
         let system = self.system_loaders.get_or_insert_with(|| {
             crate::trace::system_loaders()
                 .iter()
