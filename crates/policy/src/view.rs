@@ -220,12 +220,17 @@ pub struct FsView {
 }
 
 impl FsView {
-    /// The unpacked image on the host, when the root is one ([`MountOp::ImageRoot`]).
-    pub fn image_root(&self) -> Option<&Path> {
-        match self.ops.first() {
-            Some(MountOp::ImageRoot { lower, .. }) => Some(lower),
-            _ => None,
-        }
+    /// Each overlay, as its folder inside and its lower folder on the host: an
+    /// image's root (at `/`, [`MountOp::ImageRoot`]) and [`MountOp::Overlay`]s.
+    pub fn overlays(&self) -> Vec<(&Path, &Path)> {
+        self.ops
+            .iter()
+            .filter_map(|op| match op {
+                MountOp::ImageRoot { lower, .. } => Some((Path::new("/"), lower.as_path())),
+                MountOp::Overlay { lower, dst, .. } => Some((dst.as_path(), lower.as_path())),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Builds the default view: system directories read-only, secrets masked, fresh

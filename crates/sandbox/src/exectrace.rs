@@ -57,6 +57,9 @@ const FLAG_DEEP: u32 = 64;
 const FILE_FLAGS: u32 = 8;
 const LOADER_FLAGS: u32 = 16;
 const FLAG_LOADER_READ_ONLY: u32 = 128;
+/// The program is on an overlay: the loader is the first instruction's file, which
+/// may be the program's own (see [`Loader::uncompared`]).
+const FLAG_LOADER_UNCOMPARED: u32 = 1 << 24;
 
 /// Whether this binary carries the BPF recorder, or why not (for `doctor`).
 pub fn built() -> Result<(), String> {
@@ -119,6 +122,11 @@ pub struct Loader {
     /// Its file's identity: its file system's device, in the kernel's own encoding
     /// (`major << 20 | minor`, see [`kernel_dev`]), and its inode number.
     pub id: (u64, u64),
+    /// The program is on an overlay, whose files are mapped as the files beneath
+    /// them: this is the file at the first instruction, not compared with the
+    /// program's own (the recorder compares it with the file the program's path
+    /// names in the overlay's lower folder).
+    pub uncompared: bool,
 }
 
 /// A device number as `stat` gives it, in the kernel's own encoding (its `dev_t`:
@@ -262,6 +270,7 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
             .into_vec(),
         read_only: flags & FLAG_LOADER_READ_ONLY != 0,
         id: loader_id,
+        uncompared: flags & FLAG_LOADER_UNCOMPARED != 0,
     });
     Some(Decoded {
         host_pid,
@@ -292,8 +301,8 @@ fn decode_exec(b: &[u8]) -> Option<Decoded> {
 fn path_from_names(names: &[u8], flags: u32) -> PathBuf {
     let mut path = Vec::with_capacity(names.len() + 1);
     if flags & FLAG_OUTSIDE_ROOT != 0 {
-        // Not under the task's root (not possible in the sandbox, which has no way
-        // to chroot): said, not hidden.
+        // Not under the task's root: an overlay's file mapped as the file in its
+        // writable layer (the sandbox has no way to chroot), said, not hidden.
         path.extend_from_slice(b"(outside the root)");
     }
     if flags & FLAG_DEEP != 0 {

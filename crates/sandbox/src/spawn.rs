@@ -166,9 +166,7 @@ pub fn spawn_in(
         ),
         (true, true) => match crate::exectrace::ExecRecorder::load() {
             Ok(mut recorder) => {
-                if let Some(rootfs) = spec.view.image_root() {
-                    recorder.trust_image_loaders(rootfs);
-                }
+                recorder.know_overlays(&spec.view.overlays());
                 (Some(recorder), ExecTrace::Bpf)
             }
             Err(why) => (

@@ -376,6 +376,92 @@ subprocess.run(["/usr/bin/python3.11", "-c", "print(2)"], check=True)
     });
 }
 
+/// A payload loader, and a program naming it, both linked at 0x400000: the kernel
+/// maps the loader over the program's own code.
+const OVERLAPPING_LOADER: &str = r#"
+static long sys3(long n, long a, long b, long c) {
+    long r;
+    __asm__ volatile ("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+    return r;
+}
+void _start(void) {
+    sys3(1, 1, (long)"payload ran\n", 12);
+    sys3(60, 0, 0, 0);
+}
+"#;
+
+/// ATTACK (records, session-25 red team): on an image's overlay, files are mapped
+/// as the files beneath them, and the BPF recorder took the file mapped at the
+/// program's code for the program's own; a loader linked at the program's address
+/// is mapped over that code, passed for the program and ran unnamed. Its identity
+/// is now compared with the file the program's path names in the image. Seccomp
+/// notification (unprivileged) names it from `PT_INTERP`.
+#[test]
+fn a_loader_mapped_over_the_program_s_code_in_an_image_is_named() {
+    require_tools!();
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let home = RecordsHome::new(runner);
+        let build = |source: &str, out: &str, flags: &[&str]| {
+            let file = ws.join(format!("{out}.c"));
+            fs::write(&file, source).unwrap();
+            let built = Command::new("gcc")
+                .args(["-O1", "-no-pie", "-fno-pic", "-Wl,-Ttext-segment=0x400000"])
+                .args(flags)
+                .arg("-o")
+                .arg(ws.join(out))
+                .arg(&file)
+                .output()
+                .unwrap();
+            assert!(
+                built.status.success(),
+                "gcc: {}",
+                String::from_utf8_lossy(&built.stderr)
+            );
+        };
+        build(OVERLAPPING_LOADER, "evil-ld", &["-nostdlib", "-static"]);
+        build(
+            OVERLAPPING_LOADER,
+            "prog",
+            &[
+                "-nostartfiles",
+                "-Wl,--dynamic-linker=/root/evil-ld",
+                "-Wl,--no-as-needed",
+                "-lc",
+            ],
+        );
+        let tar = python_image_tar().display().to_string();
+        image(runner, &home, &["import", &tar, "--tag", "local/python"]).assert_success();
+        let script = r#"
+import os, shutil, subprocess
+os.makedirs("/root", exist_ok=True)
+for name in ("evil-ld", "prog"):
+    shutil.copy(name, "/root/" + name)
+    os.chmod("/root/" + name, 0o755)
+subprocess.run(["/root/prog"], check=True)
+"#;
+        let out = run_image(
+            runner,
+            &ws,
+            &home,
+            &["--image", "local/python"],
+            &["/usr/bin/python3.11", "-c", script],
+        );
+        out.assert_success();
+        assert!(out.stdout.contains("payload ran"), "{out}");
+        let log = super::exec_records::commands(&home.only_session());
+        let line: Vec<&str> = log
+            .lines()
+            .filter(|l| l.ends_with("-- /root/prog"))
+            .collect();
+        assert_eq!(line.len(), 1, "[{runner}] {log}");
+        assert!(
+            line[0].contains(" interp=") && line[0].contains("/root/evil-ld"),
+            "[{runner}] the payload loader is unnamed: {log}"
+        );
+    });
+}
+
 #[test]
 fn the_foundation_attacks_fail_inside_an_image_too() {
     require_tools!();

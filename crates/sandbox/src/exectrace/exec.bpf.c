@@ -43,9 +43,7 @@ struct vfsmount { struct dentry *mnt_root; struct super_block *mnt_sb; int mnt_f
 struct mount { struct mount *mnt_parent; struct dentry *mnt_mountpoint; struct vfsmount mnt; } PRESERVE;
 struct path { struct vfsmount *mnt; struct dentry *dentry; } PRESERVE;
 struct fs_struct { struct path root; struct path pwd; } PRESERVE;
-// start_code: the lowest executable segment of the program's own file (never its
-// loader's).
-struct mm_struct { unsigned long start_code; unsigned long arg_start; unsigned long arg_end; } PRESERVE;
+struct mm_struct { unsigned long arg_start; unsigned long arg_end; } PRESERVE;
 struct vm_area_struct { struct file *vm_file; } PRESERVE;
 // Where the new program's first instruction is (x86-64's name for it).
 struct pt_regs { unsigned long ip; } PRESERVE;
@@ -141,6 +139,8 @@ struct {
 #define FLAG_VIA_FD 1     // the path goes through a descriptor: name the file by its own path
 #define FLAG_ARGV_CUT 2   // argv is longer than ARGV_CAP: what fits was read
 #define FLAG_LOADER_READ_ONLY 128 // the loader's file is on a read-only mount
+#define FLAG_LOADER_UNCOMPARED (1 << 24) // the program is on an overlay: the "loader" is
+                                         // the first instruction's file, perhaps its own
 // A walk's end, for the cwd (shifted by 0), the file (by 8) and the loader (by 16):
 #define FLAG_OUTSIDE_ROOT 4 // it reached the top of the mounts without the root
 #define FLAG_DETACHED 16    // it ended at a name of no directory (memfd, anon)
@@ -514,14 +514,17 @@ int record_exec(__u64 *ctx)
 	// its line: the file mapped where the task's first instruction is, when it is
 	// not the program's own (the kernel's file, an interpreter's for a script),
 	// started first, and is named. Compared by inode. An overlay's file is mapped
-	// as the file beneath it, another inode: there the program's own is the file
-	// mapped at its code (start_code), which a loader mapped over the program's
-	// code could pass for (documented). (Not AT_BASE, the loader's load address:
-	// 0 for a loader linked at a fixed address, session-22 red team; nor a
-	// comparison with AT_ENTRY, the entry the program's header claims, which can
-	// be the loader's own, session-23 red team.) An address in no file
-	// (anonymous memory, the vDSO), or on an overlay a program with no code of
-	// its own, kills the exec: what runs cannot be named.
+	// as the file beneath it, another inode, and the file mapped at the program's
+	// code (start_code) is no proof of the program either: a loader mapped over
+	// it passed for it (session-25 red team). So for a program on an overlay the
+	// first instruction's file is always sent, marked FLAG_LOADER_UNCOMPARED, and
+	// user space compares its identity with the file the program's path names in
+	// the overlay's lower folder, which the sandbox cannot change. (Not AT_BASE,
+	// the loader's load address: 0 for a loader linked at a fixed address,
+	// session-22 red team; nor a comparison with AT_ENTRY, the entry the
+	// program's header claims, which can be the loader's own, session-23 red
+	// team.) An address in no file (anonymous memory, the vDSO) kills the exec:
+	// what runs cannot be named.
 	e->loader_len = 0;
 	e->loader_dev = 0;
 	e->loader_ino = 0;
@@ -539,17 +542,10 @@ int record_exec(__u64 *ctx)
 	struct file *first = vf.file;
 	struct file *kernels = BPF_CORE_READ(bprm, file);
 	struct inode *own_inode = BPF_CORE_READ(kernels, f_inode);
-	if (BPF_CORE_READ(own_inode, i_sb, s_magic) == OVERLAYFS_SUPER_MAGIC) {
-		struct vma_file own = {};
-		if (bpf_find_vma(current, BPF_CORE_READ(mm, start_code), file_of_vma, &own, 0) ||
-		    !own.file) {
-			kill_unrecorded(s);
-			return 0;
-		}
-		struct file *program = own.file;
-		own_inode = BPF_CORE_READ(program, f_inode);
-	}
-	if (BPF_CORE_READ(first, f_inode) != own_inode) {
+	int uncompared = BPF_CORE_READ(own_inode, i_sb, s_magic) == OVERLAYFS_SUPER_MAGIC;
+	if (uncompared)
+		e->flags |= FLAG_LOADER_UNCOMPARED;
+	if (uncompared || BPF_CORE_READ(first, f_inode) != own_inode) {
 		struct inode *loader_inode = BPF_CORE_READ(first, f_inode);
 		e->loader_dev = BPF_CORE_READ(loader_inode, i_sb, s_dev);
 		e->loader_ino = BPF_CORE_READ(loader_inode, i_ino);

@@ -170,6 +170,8 @@ pub struct ExecRecorder {
     /// In an image run, the files the image's own system loaders' paths reached
     /// before anything of the sandbox ran ([`ExecRecorder::trust_image_loaders`]).
     image_loaders: Vec<(u64, u64)>,
+    /// The overlays' folders inside and their lower folders on the host.
+    lower: Vec<(Vec<u8>, OwnedFd)>,
     /// This session's key, once its namespace is watched.
     key: Option<u64>,
     reported: [u64; 3],
@@ -216,6 +218,7 @@ impl ExecRecorder {
             owner,
             system_loaders: None,
             image_loaders: Vec::new(),
+            lower: Vec::new(),
             key: None,
             reported: [0; 3],
         })
@@ -344,28 +347,64 @@ impl ExecRecorder {
 }
 
 impl ExecRecorder {
-    /// An image's root is a writable layer over the unpacked image (`rootfs` on the
-    /// host): the sandbox can replace its system loader, so no read-only mount
-    /// vouches for it. The files its system loaders' paths reach in `rootfs` now,
-    /// before anything of the sandbox runs, are trusted by identity instead: a
-    /// loader mapped from one of them is not named, and any other file, a loader
-    /// replaced or swapped in the layer above included, is (a file the kernel
-    /// mapped, so no race of the names can hide it; session-24 red team F3).
-    pub fn trust_image_loaders(&mut self, rootfs: &std::path::Path) {
-        use std::os::unix::fs::MetadataExt;
-        let Ok(root) = std::fs::File::open(rootfs) else {
-            return;
+    /// The sandbox's overlays (an image's root, learning's home), each as the
+    /// folder inside and its lower folder on the host, which the sandbox cannot
+    /// change. On an overlay, files are mapped as the files beneath them, so the
+    /// recorder cannot tell a program's own file from a loader by inode
+    /// ([`Loader::uncompared`](super::Loader)): the file the program's path names in
+    /// the lower folder is compared instead ([`Self::program_in_lower`]). And an
+    /// image's root is a writable layer, so no read-only mount vouches for its
+    /// system loader: the files its system loaders' paths reach in the image now,
+    /// before anything of the sandbox runs, are trusted by identity instead. A
+    /// loader mapped from any other file, one replaced or swapped in the layer above
+    /// included, is named (a file the kernel mapped, so no race of names can hide
+    /// it; session-24 red team F3).
+    pub fn know_overlays(&mut self, overlays: &[(&Path, &Path)]) {
+        for (inside, lower) in overlays {
+            let Ok(dir) = File::open(lower) else {
+                continue;
+            };
+            if *inside == Path::new("/") {
+                self.image_loaders = crate::trace::system_loaders()
+                    .iter()
+                    .filter_map(|path| identity_in(dir.as_fd(), path))
+                    .collect();
+            }
+            self.lower
+                .push((inside.as_os_str().as_bytes().to_vec(), OwnedFd::from(dir)));
+        }
+    }
+
+    /// The identity of the file an exec's program (a script's last interpreter,
+    /// as the kernel names it) names in the lower folder of the overlay it is on;
+    /// `None` where it names none (a file the sandbox made in the layer above).
+    fn program_in_lower(&self, event: &TraceEvent) -> Option<(u64, u64)> {
+        let TraceEvent::Exec {
+            path,
+            cwd,
+            interpreter,
+            ..
+        } = event
+        else {
+            return None;
         };
-        self.image_loaders = crate::trace::system_loaders()
+        let named = interpreter.as_deref().unwrap_or(path);
+        let mut inside = Vec::new();
+        if !named.starts_with(b"/") {
+            inside.extend_from_slice(cwd.as_os_str().as_bytes());
+            inside.push(b'/');
+        }
+        inside.extend_from_slice(named);
+        let (prefix, dir) = self
+            .lower
             .iter()
-            .filter_map(|path| {
-                let path = std::ffi::CString::new(path.to_vec()).ok()?;
-                let found =
-                    sys::openat2(root.as_fd(), &path, libc::O_PATH, sys::RESOLVE_IN_ROOT).ok()?;
-                let meta = File::from(found).metadata().ok()?;
-                Some((crate::exectrace::kernel_dev(meta.dev()), meta.ino()))
+            .filter(|(prefix, _)| {
+                Path::new(std::ffi::OsStr::from_bytes(&inside))
+                    .starts_with(std::ffi::OsStr::from_bytes(prefix))
             })
-            .collect();
+            .max_by_key(|(prefix, _)| prefix.len())?;
+        let rest = inside.get(prefix.len()..)?;
+        identity_in(dir.as_fd(), if rest.is_empty() { b"/" } else { rest })
     }
 
     /// Names an exec's ELF loader as what it ran (`interp=`, in place of a `#!`
@@ -376,7 +415,9 @@ impl ExecRecorder {
         let Some(loader) = decoded.loader.take() else {
             return;
         };
-        if self.image_loaders.contains(&loader.id) {
+        if self.image_loaders.contains(&loader.id)
+            || (loader.uncompared && self.program_in_lower(&decoded.event) == Some(loader.id))
+        {
             return;
         }
         let system = self.system_loaders.get_or_insert_with(|| {
@@ -400,6 +441,16 @@ impl ExecRecorder {
             *interp_ran = None;
         }
     }
+}
+
+/// The identity (the kernel's device encoding, inode) of the file `path` reaches
+/// below `dir`, links followed and kept inside it.
+fn identity_in(dir: BorrowedFd<'_>, path: &[u8]) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let path = CString::new(path).ok()?;
+    let found = sys::openat2(dir, &path, libc::O_PATH, sys::RESOLVE_IN_ROOT).ok()?;
+    let meta = File::from(found).metadata().ok()?;
+    Some((super::kernel_dev(meta.dev()), meta.ino()))
 }
 
 /// `path` with its links followed, as the kernel names the file it reaches; `None`
