@@ -6,8 +6,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use super::harness::{
-    PYTHON, Runner, TempDir, Vg, Workspace, chown_to, each_identity, home_secret, py, test_user,
-    unique,
+    PYTHON, Runner, TempDir, Vg, Workspace, chown_to, each_identity, home_secret, is_root, py,
+    test_user, unique,
 };
 
 /// `$XDG_CONFIG_HOME` for one test, owned by the invoker.
@@ -431,5 +431,76 @@ fn a_granted_folder_holds_no_secret_its_names_do_not_show() {
                 secret.display()
             );
         }
+    });
+}
+
+/// A folder mounted inside a granted folder is another view even on the same disk
+/// (session-25 red team, round 2: `~/.codex` bound under `/srv/…/app/keys`, learning
+/// listed `app` and the profile granted it with the mount). It is not granted.
+#[test]
+fn a_mount_inside_a_granted_folder_is_not_granted() {
+    if !is_root() {
+        // Only root can make the bind mount this attack needs.
+        return;
+    }
+    each_identity(|runner| {
+        let user = test_user();
+        let ws = Workspace::new();
+        let config = config_home(runner);
+        let u = unique();
+        let codex = user.home.join(format!(".vg-e2e-codex-{u}"));
+        let srv = Path::new("/srv").join(format!("vg-e2e-{u}"));
+        let app = srv.join("app");
+        std::fs::create_dir_all(app.join("keys")).unwrap();
+        std::fs::create_dir(&codex).unwrap();
+        std::fs::write(codex.join("auth.json"), "RED-AGENT-TOKEN").unwrap();
+        std::fs::write(app.join("config.txt"), "cfg").unwrap();
+        for path in [
+            &codex,
+            &codex.join("auth.json"),
+            &srv,
+            &app,
+            &app.join("config.txt"),
+        ] {
+            chown_to(path, &runner.invoker());
+        }
+        let bound = std::process::Command::new("mount")
+            .args(["--bind"])
+            .arg(&codex)
+            .arg(app.join("keys"))
+            .status()
+            .unwrap();
+        assert!(bound.success());
+        let name = format!("red{u}");
+        let script = format!("cat {a}/config.txt; ls {a}; true", a = app.display());
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &["--learn", &name, "--yes"],
+            &["sh", "-c", &script],
+        )
+        .env("XDG_CONFIG_HOME", &config.arg(""))
+        .env("CODEX_HOME", &codex.to_string_lossy())
+        .run();
+        let profile =
+            std::fs::read_to_string(config.join(format!("vectraguard/profiles/{name}.toml")));
+        let _ = std::process::Command::new("umount")
+            .arg(app.join("keys"))
+            .status();
+        let _ = std::fs::remove_dir_all(&srv);
+        let _ = std::fs::remove_dir_all(&codex);
+        out.assert_success();
+        let profile = profile.unwrap_or_else(|e| panic!("no profile: {e}\n{out}"));
+        let grants = granted(&profile);
+        assert!(
+            grants.iter().any(|g| g.ends_with("config.txt")),
+            "[{runner}] config.txt is granted: {grants:?}\n{profile}"
+        );
+        let key = app.join("keys/auth.json");
+        assert!(
+            !grants.iter().any(|g| key.starts_with(g)),
+            "[{runner}] the profile reaches {}: {grants:?}\n{profile}",
+            key.display()
+        );
     });
 }

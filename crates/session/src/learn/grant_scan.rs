@@ -19,9 +19,9 @@
 //! A secret linked into a granted folder after learning is not seen (the README says
 //! so).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use vg_learn::Withheld;
 use vg_policy::sensitive::{Sensitive, sensitive};
@@ -29,6 +29,12 @@ use vg_policy::sensitive::{Sensitive, sensitive};
 /// Entries looked at in one place or one granted folder: far more than any
 /// sensitive place holds; a granted folder this large is withheld whole.
 const MAX_WALKED: usize = 500_000;
+
+/// Things withheld inside one grant before the grant is withheld whole instead.
+const MAX_HELD: usize = 256;
+
+/// Steps of symlinks followed out of the sensitive places.
+const LINK_STEPS: usize = 8;
 
 /// The sensitive places' files that have other names, by identity, and the real
 /// places of the symlinks in them.
@@ -40,8 +46,12 @@ pub(super) struct Secrets {
     /// hard link never leaves its file system).
     unknown: HashMap<u64, Sensitive>,
     /// The real paths of symlinks inside the places that lead out of them
-    /// (`~/.ssh/id_github -> ~/dotfiles/ssh/id_github`).
+    /// (`~/.ssh/id_github -> ~/dotfiles/ssh/id_github`), and out of those in turn.
     linked: Vec<Withheld>,
+    /// This mount namespace's mount points: a mount inside a grant is another file
+    /// system's view even on the same device (a bind mount of `~/.ssh`), and the
+    /// profile's mount would carry it (session-25 red team, round 2).
+    mounts: HashSet<PathBuf>,
 }
 
 /// What a name of a sensitive file is withheld as.
@@ -54,21 +64,33 @@ struct Found {
 
 impl Secrets {
     /// Looks through `places` (each a file or a folder), and the places their
-    /// symlinks lead to.
+    /// symlinks lead to, and theirs, [`LINK_STEPS`] deep (a stow layout's
+    /// `~/.ssh -> ~/dotfiles/ssh` whose files are links again: session-25 red team,
+    /// round 2).
     pub(super) fn find(places: &[Withheld]) -> Self {
-        let mut secrets = Self::default();
-        let mut linked = Vec::new();
+        let mut secrets = Self {
+            mounts: mount_points(),
+            ..Self::default()
+        };
+        let mut next = Vec::new();
         for place in places {
-            secrets.look_through(place, Some(&mut linked));
+            secrets.look_through(place, &mut next);
         }
-        for place in &linked {
-            secrets.look_through(place, None);
+        for _ in 0..LINK_STEPS {
+            next.retain(|p: &Withheld| !secrets.linked.iter().any(|l| l.path == p.path));
+            if next.is_empty() {
+                break;
+            }
+            let these = std::mem::take(&mut next);
+            for place in &these {
+                secrets.look_through(place, &mut next);
+            }
+            secrets.linked.extend(these);
         }
-        secrets.linked = linked;
         secrets
     }
 
-    fn look_through(&mut self, place: &Withheld, mut linked: Option<&mut Vec<Withheld>>) {
+    fn look_through(&mut self, place: &Withheld, linked: &mut Vec<Withheld>) {
         let found = Found {
             category: place.category,
             write_only: place.write_only,
@@ -80,10 +102,9 @@ impl Secrets {
                 *category = place.category;
             }
         };
-        let whole = walk(&place.path, |path, meta| match meta {
+        let whole = walk(&place.path, &self.mounts, |path, meta| match meta {
             Seen::Entry(meta) if meta.file_type().is_symlink() => {
-                if let Some(linked) = linked.as_deref_mut()
-                    && let Ok(real) = std::fs::canonicalize(path)
+                if let Ok(real) = std::fs::canonicalize(path)
                     && !vg_policy::paths::is_within(&real, &place.path)
                 {
                     linked.push(Withheld {
@@ -98,7 +119,13 @@ impl Secrets {
                 entry.write_only &= found.write_only;
             }
             Seen::Entry(_) => {}
-            Seen::Unlisted { device } => not_whole(device),
+            // A folder its owner keeps us out of altogether (root's `~/.kube/cache`
+            // after `sudo kubectl`) is no one's to link from but that owner's: only
+            // one we may enter but not list hides names we could be given (a
+            // session-25 red team case; the other made every file of two names on
+            // the disk a suspect).
+            Seen::Unlisted { device, path } if searchable(path) => not_whole(device),
+            Seen::Unlisted { .. } => {}
         });
         if let Walked::Stopped { device } = whole {
             not_whole(device);
@@ -114,7 +141,7 @@ impl Secrets {
     /// grant it with `write`.
     pub(super) fn held_within(&self, home: &Path, grant: &Path, write: bool) -> Vec<Withheld> {
         let mut held = Vec::new();
-        let whole = walk(grant, |path, seen| {
+        let whole = walk(grant, &self.mounts, |path, seen| {
             let meta = match seen {
                 Seen::Unlisted { .. } => {
                     held.push(Withheld::new(path, Sensitive::Unchecked));
@@ -132,7 +159,8 @@ impl Secrets {
                     write_only: true,
                     ..Withheld::new(path, category)
                 });
-            } else if meta.file_type().is_socket() {
+            } else if meta.file_type().is_socket() || meta.file_type().is_fifo() {
+                // A read-only mount stops neither `connect` nor a FIFO's writer.
                 held.push(Withheld::new(path, Sensitive::HostSocket));
             }
             if meta.nlink() > 1 && !meta.is_dir() {
@@ -149,6 +177,12 @@ impl Secrets {
         if let Walked::Stopped { .. } = whole {
             return vec![Withheld::new(grant, Sensitive::Unchecked)];
         }
+        // A folder holding this many is not granted whole, nor is each withheld one
+        // by one (learning would compare every path with every one of them).
+        if held.len() > MAX_HELD {
+            let category = held[0].category;
+            return vec![Withheld::new(grant, category)];
+        }
         held
     }
 }
@@ -157,9 +191,9 @@ impl Secrets {
 enum Seen<'a> {
     /// Not followed if a symlink; a folder is then gone into.
     Entry(&'a std::fs::Metadata),
-    /// A folder (on `device`) that could not be listed whole, or one on another file
-    /// system than the top's (a mount inside it), not gone into.
-    Unlisted { device: u64 },
+    /// A folder (on `device`) that could not be listed whole, or a mount inside the
+    /// top, not gone into.
+    Unlisted { device: u64, path: &'a Path },
 }
 
 /// How a [`walk`] ended.
@@ -171,8 +205,9 @@ enum Walked {
     Stopped { device: u64 },
 }
 
-/// Calls `each` for `top` and every entry below it, without following symlinks.
-fn walk(top: &Path, mut each: impl FnMut(&Path, Seen<'_>)) -> Walked {
+/// Calls `each` for `top` and every entry below it, without following symlinks or
+/// going into `mounts` or another device's folders.
+fn walk(top: &Path, mounts: &HashSet<PathBuf>, mut each: impl FnMut(&Path, Seen<'_>)) -> Walked {
     let Ok(meta) = std::fs::symlink_metadata(top) else {
         return Walked::Whole;
     };
@@ -188,7 +223,13 @@ fn walk(top: &Path, mut each: impl FnMut(&Path, Seen<'_>)) -> Walked {
             Ok(entries) => entries,
             Err(_) if folder == top => return Walked::Stopped { device },
             Err(_) => {
-                each(&folder, Seen::Unlisted { device });
+                each(
+                    &folder,
+                    Seen::Unlisted {
+                        device,
+                        path: &folder,
+                    },
+                );
                 continue;
             }
         };
@@ -198,18 +239,36 @@ fn walk(top: &Path, mut each: impl FnMut(&Path, Seen<'_>)) -> Walked {
                 return Walked::Stopped { device };
             }
             let Ok(entry) = entry else {
-                each(&folder, Seen::Unlisted { device });
+                each(
+                    &folder,
+                    Seen::Unlisted {
+                        device,
+                        path: &folder,
+                    },
+                );
                 break;
             };
             let path = entry.path();
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 // Gone meanwhile, or its folder cannot be searched: a name that
                 // cannot be looked at is not vouched for.
-                each(&folder, Seen::Unlisted { device });
+                each(
+                    &folder,
+                    Seen::Unlisted {
+                        device,
+                        path: &folder,
+                    },
+                );
                 continue;
             };
-            if meta.is_dir() && meta.dev() != device {
-                each(&path, Seen::Unlisted { device: meta.dev() });
+            if meta.is_dir() && (meta.dev() != device || mounts.contains(&path)) {
+                each(
+                    &path,
+                    Seen::Unlisted {
+                        device: meta.dev(),
+                        path: &path,
+                    },
+                );
                 continue;
             }
             each(&path, Seen::Entry(&meta));
@@ -221,11 +280,50 @@ fn walk(top: &Path, mut each: impl FnMut(&Path, Seen<'_>)) -> Walked {
     Walked::Whole
 }
 
+/// Whether we may enter `folder` (search it), listing it or not.
+fn searchable(folder: &Path) -> bool {
+    std::fs::symlink_metadata(folder.join(".")).is_ok()
+}
+
+/// The mount points of this mount namespace (`/proc/self/mountinfo`'s fifth
+/// field, its octal escapes undone).
+fn mount_points() -> HashSet<PathBuf> {
+    mount_points_in(&std::fs::read("/proc/self/mountinfo").unwrap_or_default())
+}
+
+fn mount_points_in(text: &[u8]) -> HashSet<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    text.split(|&b| b == b'\n')
+        .filter_map(|line| line.split(|&b| b == b' ').nth(4))
+        .map(|field| {
+            let mut out = Vec::with_capacity(field.len());
+            let mut i = 0;
+            while i < field.len() {
+                let octal = field.get(i + 1..i + 4).and_then(|d| {
+                    std::str::from_utf8(d)
+                        .ok()
+                        .and_then(|d| u8::from_str_radix(d, 8).ok())
+                });
+                match (field[i], octal) {
+                    (b'\\', Some(byte)) => {
+                        out.push(byte);
+                        i += 4;
+                    }
+                    (byte, _) => {
+                        out.push(byte);
+                        i += 1;
+                    }
+                }
+            }
+            PathBuf::from(std::ffi::OsString::from_vec(out))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
-    use std::path::PathBuf;
 
     /// The paths of `held`, with their categories, in order.
     fn paths(held: &[Withheld]) -> Vec<(PathBuf, Sensitive)> {
@@ -345,6 +443,76 @@ mod tests {
             paths(secrets.linked()),
             [(home.join("dotfiles/auth.json"), Sensitive::AgentCredentials)]
         );
+    }
+
+    #[test]
+    fn mount_points_are_read_with_their_escapes_undone() {
+        let text = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+            40 22 8:1 /home/u/.ssh /srv/app/my\\040keys rw - ext4 /dev/sda1 rw\n";
+        let mounts = mount_points_in(text);
+        assert!(mounts.contains(Path::new("/")));
+        assert!(mounts.contains(Path::new("/srv/app/my keys")));
+        assert_eq!(mounts.len(), 2);
+        // This namespace's own root is one.
+        assert!(mount_points().contains(Path::new("/")));
+    }
+
+    #[test]
+    fn a_mount_inside_a_grant_is_not_looked_through() {
+        let d = dir("mounted");
+        let work = d.0.join("home/work");
+        std::fs::create_dir_all(work.join("keys")).unwrap();
+        std::fs::write(work.join("keys/id"), "key").unwrap();
+        let secrets = Secrets {
+            mounts: HashSet::from([work.join("keys")]),
+            ..Secrets::default()
+        };
+        assert_eq!(
+            paths(&secrets.held_within(&d.0.join("home"), &work, false)),
+            [(work.join("keys"), Sensitive::Unchecked)]
+        );
+    }
+
+    #[test]
+    fn symlinks_out_of_a_sensitive_place_are_followed_step_by_step() {
+        let d = dir("chain");
+        let home = d.0.join("home");
+        for folder in [".codex", "dotfiles/keys", "vault"] {
+            std::fs::create_dir_all(home.join(folder)).unwrap();
+        }
+        std::fs::write(home.join("vault/token"), "t").unwrap();
+        std::os::unix::fs::symlink(home.join("dotfiles/keys"), home.join(".codex/keys")).unwrap();
+        std::os::unix::fs::symlink(home.join("vault/token"), home.join("dotfiles/keys/token"))
+            .unwrap();
+        let secrets = Secrets::find(&[codex(&d)]);
+        assert_eq!(
+            paths(secrets.linked()),
+            [
+                (home.join("dotfiles/keys"), Sensitive::AgentCredentials),
+                (home.join("vault/token"), Sensitive::AgentCredentials)
+            ]
+        );
+    }
+
+    #[test]
+    fn fifos_are_held_and_a_folder_of_many_secrets_is_held_whole() {
+        let d = dir("many");
+        let (home, work) = (d.0.join("home"), d.0.join("home/work"));
+        let made = std::process::Command::new("mkfifo")
+            .arg(work.join("cmd"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert_eq!(
+            paths(&Secrets::default().held_within(&home, &work, false)),
+            [(work.join("cmd"), Sensitive::HostSocket)]
+        );
+        for i in 0..=MAX_HELD {
+            std::fs::write(work.join(format!(".env{i}")), "K=1").unwrap();
+        }
+        let held = Secrets::default().held_within(&home, &work, false);
+        assert_eq!(held.len(), 1);
+        assert_eq!(held[0].path, work);
     }
 
     #[test]
