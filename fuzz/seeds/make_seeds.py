@@ -401,8 +401,10 @@ def exec_record(path, argv, cwd_names=(b"work",), interp=b"", file_names=(), loa
     file = b"".join(n + b"\0" for n in file_names)
     loader = b"".join(n + b"\0" for n in loader_names)
     raw = b"".join(a + b"\0" for a in argv)
-    header = struct.pack("<IIiiIIIIQIIII QQ".replace(" ", ""), 1, flags, 2, 1, 4242, len(path), len(cwd), len(raw),
-                         len(raw), len(interp), len(file), len(argv), len(loader), session, 123_456_789)
+    # ... session, time, then the loader's device and inode (session 25).
+    header = struct.pack("<IIiiIIIIQIIII QQQQ".replace(" ", ""), 1, flags, 2, 1, 4242, len(path), len(cwd), len(raw),
+                         len(raw), len(interp), len(file), len(argv), len(loader), session, 123_456_789,
+                         (8 << 20) | 1, 4321 if loader_names else 0)
     return header + path + interp + cwd + file + loader + raw
 
 
@@ -411,6 +413,8 @@ def exectrace():
     write("exectrace_decode", "script", exec_record(b"./s.sh", [b"/bin/sh", b"./s.sh", b"a"], interp=b"/bin/sh",
                                                     file_names=(b"dash", b"bin", b"usr")))
     write("exectrace_decode", "loader", exec_record(b"/tmp/p", [b"/tmp/p"], loader_names=(b"ld.so", b"tmp"), flags=128))
+    write("exectrace_decode", "loader-on-overlay", exec_record(b"/bin/ls", [b"ls"], loader_names=(b"ls", b"bin"),
+                                                                flags=1 << 24))
     write("exectrace_decode", "via-fd", exec_record(b"/dev/fd/3", [b"x"], file_names=(b"memfd:x",), flags=1 | (16 << 8)))
     write("exectrace_decode", "exit", struct.pack("<IIiiQQ", 2, 4242, 2, 0x0100, 0x1234, 123_456_789))
 
