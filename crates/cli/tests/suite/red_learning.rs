@@ -436,7 +436,9 @@ fn a_granted_folder_holds_no_secret_its_names_do_not_show() {
 
 /// A folder mounted inside a granted folder is another view even on the same disk
 /// (session-25 red team, round 2: `~/.codex` bound under `/srv/…/app/keys`, learning
-/// listed `app` and the profile granted it with the mount). It is not granted.
+/// listed `app` and the profile granted it with the mount). It is not granted, nor
+/// is a sensitive folder bound where a grant would be itself, or a sensitive file
+/// bound over a file of a granted folder (round 3: `/srv/k2`, `app/notes.txt`).
 #[test]
 fn a_mount_inside_a_granted_folder_is_not_granted() {
     if !is_root() {
@@ -451,7 +453,10 @@ fn a_mount_inside_a_granted_folder_is_not_granted() {
         let codex = user.home.join(format!(".vg-e2e-codex-{u}"));
         let srv = Path::new("/srv").join(format!("vg-e2e-{u}"));
         let app = srv.join("app");
+        let k2 = srv.join("k2");
         std::fs::create_dir_all(app.join("keys")).unwrap();
+        std::fs::create_dir(&k2).unwrap();
+        std::fs::write(app.join("notes.txt"), "notes").unwrap();
         std::fs::create_dir(&codex).unwrap();
         std::fs::write(codex.join("auth.json"), "RED-AGENT-TOKEN").unwrap();
         std::fs::write(app.join("config.txt"), "cfg").unwrap();
@@ -464,15 +469,26 @@ fn a_mount_inside_a_granted_folder_is_not_granted() {
         ] {
             chown_to(path, &runner.invoker());
         }
-        let bound = std::process::Command::new("mount")
-            .args(["--bind"])
-            .arg(&codex)
-            .arg(app.join("keys"))
-            .status()
-            .unwrap();
-        assert!(bound.success());
+        let binds = [
+            (codex.clone(), app.join("keys")),
+            (codex.clone(), k2.clone()),
+            (codex.join("auth.json"), app.join("notes.txt")),
+        ];
+        for (from, to) in &binds {
+            let bound = std::process::Command::new("mount")
+                .arg("--bind")
+                .arg(from)
+                .arg(to)
+                .status()
+                .unwrap();
+            assert!(bound.success());
+        }
         let name = format!("red{u}");
-        let script = format!("cat {a}/config.txt; ls {a}; true", a = app.display());
+        let script = format!(
+            "cat {a}/config.txt {a}/notes.txt; ls {a} {k}; cat {k}/auth.json; true",
+            a = app.display(),
+            k = k2.display()
+        );
         let out = Vg::sandbox(
             runner,
             &ws,
@@ -484,9 +500,9 @@ fn a_mount_inside_a_granted_folder_is_not_granted() {
         .run();
         let profile =
             std::fs::read_to_string(config.join(format!("vectraguard/profiles/{name}.toml")));
-        let _ = std::process::Command::new("umount")
-            .arg(app.join("keys"))
-            .status();
+        for (_, to) in &binds {
+            let _ = std::process::Command::new("umount").arg(to).status();
+        }
         let _ = std::fs::remove_dir_all(&srv);
         let _ = std::fs::remove_dir_all(&codex);
         out.assert_success();
@@ -496,11 +512,72 @@ fn a_mount_inside_a_granted_folder_is_not_granted() {
             grants.iter().any(|g| g.ends_with("config.txt")),
             "[{runner}] config.txt is granted: {grants:?}\n{profile}"
         );
-        let key = app.join("keys/auth.json");
+        for key in [
+            app.join("keys/auth.json"),
+            app.join("notes.txt"),
+            k2.join("auth.json"),
+        ] {
+            assert!(
+                !grants.iter().any(|g| key.starts_with(g)),
+                "[{runner}] the profile reaches {}: {grants:?}\n{profile}",
+                key.display()
+            );
+        }
+    });
+}
+
+/// A folder of the user's own inside a sensitive place that no one may enter still
+/// hides files that can have other names (session-25 red team, round 3: a key in a
+/// mode-000 folder of `~/.ssh`, hard-linked into a project, was granted): every
+/// file with more than one name on that disk is withheld then.
+#[test]
+fn a_hard_link_from_a_closed_folder_of_a_sensitive_place_is_never_granted() {
+    each_identity(|runner| {
+        let user = test_user();
+        let ws = Workspace::new();
+        let config = config_home(runner);
+        let u = unique();
+        let base = user.home.join(format!(".vg-e2e-closed-{u}"));
+        let (codex, work) = (base.join("codex"), base.join("work"));
+        for dir in [&base, &codex, &codex.join("old"), &work] {
+            std::fs::create_dir(dir).unwrap();
+            chown_to(dir, &runner.invoker());
+        }
+        std::fs::write(codex.join("old/auth.json"), "RED-OLD-TOKEN").unwrap();
+        std::fs::hard_link(codex.join("old/auth.json"), work.join("keep.txt")).unwrap();
+        std::fs::write(work.join("a.txt"), "a").unwrap();
+        for file in [work.join("keep.txt"), work.join("a.txt")] {
+            chown_to(&file, &runner.invoker());
+        }
+        std::fs::set_permissions(codex.join("old"), std::fs::Permissions::from_mode(0o000))
+            .unwrap();
+        let name = format!("red{u}");
+        let script = format!("cat {w}/a.txt {w}/keep.txt; true", w = work.display());
+        let out = Vg::sandbox(
+            runner,
+            &ws,
+            &["--learn", &name, "--yes"],
+            &["sh", "-c", &script],
+        )
+        .env("XDG_CONFIG_HOME", &config.arg(""))
+        .env("CODEX_HOME", &codex.to_string_lossy())
+        .run();
+        let profile =
+            std::fs::read_to_string(config.join(format!("vectraguard/profiles/{name}.toml")));
+        let _ = std::fs::set_permissions(codex.join("old"), std::fs::Permissions::from_mode(0o755));
+        let _ = std::fs::remove_dir_all(&base);
+        out.assert_success();
+        let profile = profile.unwrap_or_else(|e| panic!("no profile: {e}\n{out}"));
+        let grants = granted(&profile);
+        let link = work.join("keep.txt");
         assert!(
-            !grants.iter().any(|g| key.starts_with(g)),
+            !grants.iter().any(|g| link.starts_with(g)),
             "[{runner}] the profile reaches {}: {grants:?}\n{profile}",
-            key.display()
+            link.display()
+        );
+        assert!(
+            grants.iter().any(|g| g.ends_with("a.txt")),
+            "[{runner}] a.txt is granted: {grants:?}\n{profile}"
         );
     });
 }

@@ -2,12 +2,13 @@
 //! not show: the scan that keeps secrets out of grants where `vg_policy::sensitive`'s
 //! names cannot see them. Each one found is withheld like a sensitive place, so that
 //! learning grants around it ([`super::around_host_secrets`]):
-//! - a sensitive file by another name: a hard link, the same file anywhere on the
-//!   same file system, found by identity, device and inode (session-24 red team,
-//!   round 2 F2a: a hard link to an AI agent's login file was granted with its
-//!   folder). [`Secrets::find`] keeps the sensitive places' files that have more than
-//!   one name; where a place cannot be looked through whole, every file with more
-//!   than one name is suspect;
+//! - a sensitive file or folder by another name: a hard link, or a bind mount of it
+//!   (of a file or a folder, even the granted folder itself), found by identity,
+//!   device and inode (session-24 red team, round 2 F2a: a hard link to an AI
+//!   agent's login file was granted with its folder; session-25: `~/.ssh` bound at
+//!   `/srv/k2`, or a key bound over a file in a granted folder). [`Secrets::find`]
+//!   keeps the identity of everything in the sensitive places; where a place cannot
+//!   be looked through whole, every file with more than one name is suspect;
 //! - a socket (`connect` works through a read-only mount: an ssh-agent's or a
 //!   desktop's socket linked into a project folder), and a file the policy names
 //!   sensitive by its name wherever it is (`.env*`), inside the folder;
@@ -40,6 +41,7 @@ const LINK_STEPS: usize = 8;
 /// places of the symlinks in them.
 #[derive(Debug, Default)]
 pub(super) struct Secrets {
+    /// Everything in the sensitive places (files and folders), by identity.
     by_id: HashMap<(u64, u64), Found>,
     /// File systems (by device) a place could not be looked through whole on, with
     /// its category: any file there with more than one name may be one of its (a
@@ -87,6 +89,9 @@ impl Secrets {
             }
             secrets.linked.extend(these);
         }
+        // Deeper than that: withheld all the same, though not looked through.
+        next.retain(|p: &Withheld| !secrets.linked.iter().any(|l| l.path == p.path));
+        secrets.linked.extend(next);
         secrets
     }
 
@@ -113,18 +118,18 @@ impl Secrets {
                     });
                 }
             }
-            Seen::Entry(meta) if meta.nlink() > 1 && !meta.is_dir() => {
+            Seen::Entry(meta) => {
                 // The stricter of two places holding the same file.
                 let entry = by_id.entry((meta.dev(), meta.ino())).or_insert(found);
                 entry.write_only &= found.write_only;
             }
-            Seen::Entry(_) => {}
-            // A folder its owner keeps us out of altogether (root's `~/.kube/cache`
-            // after `sudo kubectl`) is no one's to link from but that owner's: only
-            // one we may enter but not list hides names we could be given (a
-            // session-25 red team case; the other made every file of two names on
-            // the disk a suspect).
-            Seen::Unlisted { device, path } if searchable(path) => not_whole(device),
+            // A folder another user keeps us out of altogether (root's
+            // `~/.kube/cache` after `sudo kubectl`) is no one's to link from but
+            // that owner's; one we may enter but not list, or one of our own, hides
+            // names that could be linked (session-25 red team: counting the first
+            // made every file of two names on the disk a suspect; not counting the
+            // last hid a link from a mode-000 folder in `~/.ssh`).
+            Seen::Unlisted { device, path } if searchable(path) || ours(path) => not_whole(device),
             Seen::Unlisted { .. } => {}
         });
         if let Walked::Stopped { device } = whole {
@@ -163,20 +168,23 @@ impl Secrets {
                 // A read-only mount stops neither `connect` nor a FIFO's writer.
                 held.push(Withheld::new(path, Sensitive::HostSocket));
             }
-            if meta.nlink() > 1 && !meta.is_dir() {
-                if let Some(found) = self.by_id.get(&(meta.dev(), meta.ino())) {
-                    held.push(Withheld {
-                        write_only: found.write_only,
-                        ..Withheld::new(path, found.category)
-                    });
-                } else if let Some(category) = self.unknown.get(&meta.dev()) {
-                    held.push(Withheld::new(path, *category));
-                }
+            if let Some(found) = self.by_id.get(&(meta.dev(), meta.ino())) {
+                held.push(Withheld {
+                    write_only: found.write_only,
+                    ..Withheld::new(path, found.category)
+                });
+            } else if meta.nlink() > 1
+                && !meta.is_dir()
+                && let Some(category) = self.unknown.get(&meta.dev())
+            {
+                held.push(Withheld::new(path, *category));
             }
         });
         if let Walked::Stopped { .. } = whole {
             return vec![Withheld::new(grant, Sensitive::Unchecked)];
         }
+        // One entry per path (one can be sensitive by its name and by identity).
+        held.dedup_by(|a, b| a.path == b.path);
         // A folder holding this many is not granted whole, nor is each withheld one
         // by one (learning would compare every path with every one of them).
         if held.len() > MAX_HELD {
@@ -261,7 +269,7 @@ fn walk(top: &Path, mounts: &HashSet<PathBuf>, mut each: impl FnMut(&Path, Seen<
                 );
                 continue;
             };
-            if meta.is_dir() && (meta.dev() != device || mounts.contains(&path)) {
+            if (meta.is_dir() && meta.dev() != device) || mounts.contains(&path) {
                 each(
                     &path,
                     Seen::Unlisted {
@@ -283,6 +291,11 @@ fn walk(top: &Path, mounts: &HashSet<PathBuf>, mut each: impl FnMut(&Path, Seen<
 /// Whether we may enter `folder` (search it), listing it or not.
 fn searchable(folder: &Path) -> bool {
     std::fs::symlink_metadata(folder.join(".")).is_ok()
+}
+
+/// Whether `path` belongs to the user learning runs as.
+fn ours(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.uid() == vg_sandbox::real_ids().0)
 }
 
 /// The mount points of this mount namespace (`/proc/self/mountinfo`'s fifth
@@ -363,8 +376,8 @@ mod tests {
         std::fs::hard_link(home.join(".codex/auth.json"), work.join("deep/notes.txt")).unwrap();
         std::fs::write(work.join("plain.txt"), "token").unwrap();
         let secrets = Secrets::find(&[codex(&d)]);
-        // Only the file with two names is kept.
-        assert_eq!(secrets.by_id.len(), 1);
+        // The folder and its two files, by identity.
+        assert_eq!(secrets.by_id.len(), 3);
         assert!(secrets.unknown.is_empty());
         let held = secrets.held_within(&home, &work, false);
         assert_eq!(
@@ -442,6 +455,49 @@ mod tests {
         assert_eq!(
             paths(secrets.linked()),
             [(home.join("dotfiles/auth.json"), Sensitive::AgentCredentials)]
+        );
+    }
+
+    /// A bind mount shows the same folder or file, by the same identity, under
+    /// another path: the granted folder itself, or a file in it (session-25 red
+    /// team: `~/.ssh` bound at `/srv/k2`; a key bound over `/srv/app/notes.txt`).
+    #[test]
+    fn a_sensitive_folder_or_file_under_another_path_is_held_by_identity() {
+        let d = dir("bound");
+        let home = d.0.join("home");
+        std::fs::create_dir_all(home.join(".codex/sub")).unwrap();
+        std::fs::write(home.join(".codex/auth.json"), "token").unwrap();
+        let secrets = Secrets::find(&[codex(&d)]);
+        // As a grant that is the folder (its identity), or holds the file.
+        for (grant, held) in [
+            (home.join(".codex/sub"), home.join(".codex/sub")),
+            (home.join(".codex/auth.json"), home.join(".codex/auth.json")),
+        ] {
+            assert_eq!(
+                paths(&secrets.held_within(&home, &grant, false)),
+                [(held, Sensitive::AgentCredentials)]
+            );
+        }
+    }
+
+    #[test]
+    fn a_symlink_chain_longer_than_followed_is_withheld_at_its_last_step() {
+        let d = dir("longchain");
+        let home = d.0.join("home");
+        std::fs::create_dir_all(home.join(".codex")).unwrap();
+        let mut from = home.join(".codex");
+        for step in 0..=LINK_STEPS {
+            let to = home.join(format!("d{step}"));
+            std::fs::create_dir_all(&to).unwrap();
+            std::os::unix::fs::symlink(&to, from.join("next")).unwrap();
+            from = to;
+        }
+        let secrets = Secrets::find(&[codex(&d)]);
+        let last = home.join(format!("d{LINK_STEPS}"));
+        assert!(
+            secrets.linked().iter().any(|l| l.path == last),
+            "{:?}",
+            paths(secrets.linked())
         );
     }
 
