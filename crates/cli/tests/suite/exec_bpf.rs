@@ -254,7 +254,7 @@ fn a_loader_reached_through_a_symlink_is_named_by_its_file() {
 }
 
 /// A loader that takes no libraries: it prints and exits (bare system calls).
-const FIXED_ADDRESS_LOADER: &str = r#"
+pub(super) const FIXED_ADDRESS_LOADER: &str = r#"
 static long sys3(long n, long a, long b, long c) {
     long r;
     __asm__ volatile ("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");

@@ -1313,11 +1313,16 @@ pub fn busybox_root_preloading(root: &Path, applets: &[&str], preloaded: &str) {
 /// The C program `source` built with gcc as a static program at `program` (one that
 /// runs in any image), with `flags` added (`-pthread`); gcc comes from scripts/test.
 pub fn build_static_c(source: &str, program: &Path, flags: &[&str]) {
+    build_c(source, program, &[&["-static"], flags].concat());
+}
+
+/// The C program `source` built with gcc at `program`, with `flags`.
+pub fn build_c(source: &str, program: &Path, flags: &[&str]) {
     let build = Workspace::new();
     let file = build.join("program.c");
     std::fs::write(&file, source).unwrap();
     let built = Command::new("gcc")
-        .args(["-static", "-O1"])
+        .arg("-O1")
         .args(flags)
         .arg("-o")
         .arg(program)

@@ -11,7 +11,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use super::harness::{
-    PY_PRELUDE, RecordsHome, Runner, TempDir, Vg, Workspace, each_identity, session_metadata,
+    PY_PRELUDE, RecordsHome, Runner, TempDir, Vg, Workspace, build_c, each_identity,
+    session_metadata,
 };
 use super::images::{
     IMAGE_TOOLS, Layout, Registry, busybox_layer, default_config, host_arch, image, inspect,
@@ -376,20 +377,6 @@ subprocess.run(["/usr/bin/python3.11", "-c", "print(2)"], check=True)
     });
 }
 
-/// A payload loader, and a program naming it, both linked at 0x400000: the kernel
-/// maps the loader over the program's own code.
-const OVERLAPPING_LOADER: &str = r#"
-static long sys3(long n, long a, long b, long c) {
-    long r;
-    __asm__ volatile ("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
-    return r;
-}
-void _start(void) {
-    sys3(1, 1, (long)"payload ran\n", 12);
-    sys3(60, 0, 0, 0);
-}
-"#;
-
 /// ATTACK (records, session-25 red team): on an image's overlay, files are mapped
 /// as the files beneath them, and the BPF recorder took the file mapped at the
 /// program's code for the program's own; a loader linked at the program's address
@@ -402,34 +389,22 @@ fn a_loader_mapped_over_the_program_s_code_in_an_image_is_named() {
     each_identity(|runner| {
         let ws = Workspace::new();
         let home = RecordsHome::new(runner);
-        let build = |source: &str, out: &str, flags: &[&str]| {
-            let file = ws.join(format!("{out}.c"));
-            fs::write(&file, source).unwrap();
-            let built = Command::new("gcc")
-                .args(["-O1", "-no-pie", "-fno-pic", "-Wl,-Ttext-segment=0x400000"])
-                .args(flags)
-                .arg("-o")
-                .arg(ws.join(out))
-                .arg(&file)
-                .output()
-                .unwrap();
-            assert!(
-                built.status.success(),
-                "gcc: {}",
-                String::from_utf8_lossy(&built.stderr)
-            );
-        };
-        build(OVERLAPPING_LOADER, "evil-ld", &["-nostdlib", "-static"]);
-        build(
-            OVERLAPPING_LOADER,
-            "prog",
-            &[
-                "-nostartfiles",
-                "-Wl,--dynamic-linker=/root/evil-ld",
-                "-Wl,--no-as-needed",
-                "-lc",
-            ],
+        // A payload loader, and a program naming it, both linked at 0x400000: the
+        // kernel maps the loader over the program's own code.
+        let at = ["-no-pie", "-fno-pic", "-Wl,-Ttext-segment=0x400000"];
+        let loader = super::exec_bpf::FIXED_ADDRESS_LOADER;
+        build_c(
+            loader,
+            &ws.join("evil-ld"),
+            &[&at[..], &["-nostdlib", "-static"]].concat(),
         );
+        let naming = [
+            "-nostartfiles",
+            "-Wl,--dynamic-linker=/root/evil-ld",
+            "-Wl,--no-as-needed",
+            "-lc",
+        ];
+        build_c(loader, &ws.join("prog"), &[&at[..], &naming].concat());
         let tar = python_image_tar().display().to_string();
         image(runner, &home, &["import", &tar, "--tag", "local/python"]).assert_success();
         let script = r#"

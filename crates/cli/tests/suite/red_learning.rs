@@ -6,8 +6,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use super::harness::{
-    PYTHON, Runner, TempDir, Vg, Workspace, chown_to, each_identity, home_secret, is_root, py,
-    test_user, unique,
+    Output, PYTHON, Runner, TempDir, Vg, Workspace, chown_to, each_identity, home_secret, is_root,
+    py, test_user, unique,
 };
 
 /// `$XDG_CONFIG_HOME` for one test, owned by the invoker.
@@ -23,6 +23,72 @@ fn granted(profile: &str) -> Vec<String> {
         .filter(|l| l.starts_with("    \""))
         .map(|l| l.trim().trim_end_matches(',').trim_matches('"').to_owned())
         .collect()
+}
+
+/// A learning run's output and the profile it saved, read as soon as it ended
+/// (before the test tidies up what it made).
+struct Learning {
+    out: Output,
+    profile: std::io::Result<String>,
+}
+
+impl Learning {
+    /// The profile's text and grants, once the run is known to have succeeded.
+    fn grants(self) -> (String, Vec<String>) {
+        self.out.assert_success();
+        let out = self.out;
+        let profile = self
+            .profile
+            .unwrap_or_else(|e| panic!("no profile: {e}\n{out}"));
+        let grants = granted(&profile);
+        (profile, grants)
+    }
+}
+
+/// Learns `sh -c script` into the profile `name`, with an AI agent's login folder
+/// at `codex` (`CODEX_HOME`).
+fn learn_with_codex(
+    runner: Runner,
+    ws: &Workspace,
+    config: &TempDir,
+    name: &str,
+    script: &str,
+    codex: &Path,
+) -> Learning {
+    let out = Vg::sandbox(
+        runner,
+        ws,
+        &["--learn", name, "--yes"],
+        &["sh", "-c", script],
+    )
+    .env("XDG_CONFIG_HOME", &config.arg(""))
+    .env("CODEX_HOME", &codex.to_string_lossy())
+    .run();
+    let profile = std::fs::read_to_string(config.join(format!("vectraguard/profiles/{name}.toml")));
+    Learning { out, profile }
+}
+
+/// Asserts that a grant ends with each of `used` and that none reaches any of
+/// `secrets` (is one, or a folder holding one).
+fn assert_grants(
+    runner: Runner,
+    (profile, grants): (&str, &[String]),
+    used: &[&str],
+    secrets: &[std::path::PathBuf],
+) {
+    for used in used {
+        assert!(
+            grants.iter().any(|g| g.ends_with(used)),
+            "[{runner}] {used} is granted: {grants:?}\n{profile}"
+        );
+    }
+    for secret in secrets {
+        assert!(
+            !grants.iter().any(|g| secret.starts_with(g)),
+            "[{runner}] the profile reaches {}: {grants:?}\n{profile}",
+            secret.display()
+        );
+    }
 }
 
 /// A symlink in the test user's home, removed on drop.
@@ -320,30 +386,10 @@ fn a_hard_link_to_an_agent_s_login_is_never_granted() {
             "cat {w}/notes.txt {w}/other.txt >/dev/null; true",
             w = work.display()
         );
-        let out = Vg::sandbox(
-            runner,
-            &ws,
-            &["--learn", &name, "--yes"],
-            &["sh", "-c", &script],
-        )
-        .env("XDG_CONFIG_HOME", &config.arg(""))
-        .env("CODEX_HOME", &codex.to_string_lossy())
-        .run();
-        let profile =
-            std::fs::read_to_string(config.join(format!("vectraguard/profiles/{name}.toml")));
+        let learned = learn_with_codex(runner, &ws, &config, &name, &script, &codex);
         let _ = std::fs::remove_dir_all(&base);
-        out.assert_success();
-        let profile = profile.unwrap_or_else(|e| panic!("no profile: {e}\n{out}"));
-        let grants = granted(&profile);
-        assert!(
-            grants.iter().any(|g| g.ends_with("other.txt")),
-            "[{runner}] what was read beside it is granted: {grants:?}\n{profile}"
-        );
-        assert!(
-            !grants.iter().any(|g| link.starts_with(g)),
-            "[{runner}] the profile reaches the hard link {}: {grants:?}\n{profile}",
-            link.display()
-        );
+        let (profile, grants) = learned.grants();
+        assert_grants(runner, (&profile, &grants), &["other.txt"], &[link]);
         assert!(profile.contains("notes.txt"), "reported: {profile}");
     });
 }
@@ -396,41 +442,18 @@ fn a_granted_folder_holds_no_secret_its_names_do_not_show() {
             a = app.display(),
             d = dots.display()
         );
-        let out = Vg::sandbox(
-            runner,
-            &ws,
-            &["--learn", &name, "--yes"],
-            &["sh", "-c", &script],
-        )
-        .env("XDG_CONFIG_HOME", &config.arg(""))
-        .env("CODEX_HOME", &codex.to_string_lossy())
-        .run();
+        let learned = learn_with_codex(runner, &ws, &config, &name, &script, &codex);
         drop(socket);
-        let profile =
-            std::fs::read_to_string(config.join(format!("vectraguard/profiles/{name}.toml")));
         let _ = std::fs::set_permissions(app.join("hid"), std::fs::Permissions::from_mode(0o755));
         let _ = std::fs::remove_dir_all(&base);
-        out.assert_success();
-        let profile = profile.unwrap_or_else(|e| panic!("no profile: {e}\n{out}"));
-        let grants = granted(&profile);
-        for used in ["src", "readme"] {
-            assert!(
-                grants.iter().any(|g| g.ends_with(used)),
-                "[{runner}] {used} is granted: {grants:?}\n{profile}"
-            );
-        }
-        for secret in [
+        let (profile, grants) = learned.grants();
+        let secrets = [
             app.join(".env"),
             app.join("agent.sock"),
             app.join("hid/k"),
             dots.join("token.json"),
-        ] {
-            assert!(
-                !grants.iter().any(|g| secret.starts_with(g)),
-                "[{runner}] the profile reaches {}: {grants:?}\n{profile}",
-                secret.display()
-            );
-        }
+        ];
+        assert_grants(runner, (&profile, &grants), &["src", "readme"], &secrets);
     });
 }
 
@@ -489,40 +512,19 @@ fn a_mount_inside_a_granted_folder_is_not_granted() {
             a = app.display(),
             k = k2.display()
         );
-        let out = Vg::sandbox(
-            runner,
-            &ws,
-            &["--learn", &name, "--yes"],
-            &["sh", "-c", &script],
-        )
-        .env("XDG_CONFIG_HOME", &config.arg(""))
-        .env("CODEX_HOME", &codex.to_string_lossy())
-        .run();
-        let profile =
-            std::fs::read_to_string(config.join(format!("vectraguard/profiles/{name}.toml")));
+        let learned = learn_with_codex(runner, &ws, &config, &name, &script, &codex);
         for (_, to) in &binds {
             let _ = std::process::Command::new("umount").arg(to).status();
         }
         let _ = std::fs::remove_dir_all(&srv);
         let _ = std::fs::remove_dir_all(&codex);
-        out.assert_success();
-        let profile = profile.unwrap_or_else(|e| panic!("no profile: {e}\n{out}"));
-        let grants = granted(&profile);
-        assert!(
-            grants.iter().any(|g| g.ends_with("config.txt")),
-            "[{runner}] config.txt is granted: {grants:?}\n{profile}"
-        );
-        for key in [
+        let (profile, grants) = learned.grants();
+        let keys = [
             app.join("keys/auth.json"),
             app.join("notes.txt"),
             k2.join("auth.json"),
-        ] {
-            assert!(
-                !grants.iter().any(|g| key.starts_with(g)),
-                "[{runner}] the profile reaches {}: {grants:?}\n{profile}",
-                key.display()
-            );
-        }
+        ];
+        assert_grants(runner, (&profile, &grants), &["config.txt"], &keys);
     });
 }
 
@@ -553,31 +555,11 @@ fn a_hard_link_from_a_closed_folder_of_a_sensitive_place_is_never_granted() {
             .unwrap();
         let name = format!("red{u}");
         let script = format!("cat {w}/a.txt {w}/keep.txt; true", w = work.display());
-        let out = Vg::sandbox(
-            runner,
-            &ws,
-            &["--learn", &name, "--yes"],
-            &["sh", "-c", &script],
-        )
-        .env("XDG_CONFIG_HOME", &config.arg(""))
-        .env("CODEX_HOME", &codex.to_string_lossy())
-        .run();
-        let profile =
-            std::fs::read_to_string(config.join(format!("vectraguard/profiles/{name}.toml")));
+        let learned = learn_with_codex(runner, &ws, &config, &name, &script, &codex);
         let _ = std::fs::set_permissions(codex.join("old"), std::fs::Permissions::from_mode(0o755));
         let _ = std::fs::remove_dir_all(&base);
-        out.assert_success();
-        let profile = profile.unwrap_or_else(|e| panic!("no profile: {e}\n{out}"));
-        let grants = granted(&profile);
+        let (profile, grants) = learned.grants();
         let link = work.join("keep.txt");
-        assert!(
-            !grants.iter().any(|g| link.starts_with(g)),
-            "[{runner}] the profile reaches {}: {grants:?}\n{profile}",
-            link.display()
-        );
-        assert!(
-            grants.iter().any(|g| g.ends_with("a.txt")),
-            "[{runner}] a.txt is granted: {grants:?}\n{profile}"
-        );
+        assert_grants(runner, (&profile, &grants), &["a.txt"], &[link]);
     });
 }
