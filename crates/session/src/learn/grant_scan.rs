@@ -129,7 +129,7 @@ impl Secrets {
             // names that could be linked (session-25 red team: counting the first
             // made every file of two names on the disk a suspect; not counting the
             // last hid a link from a mode-000 folder in `~/.ssh`).
-            Seen::Unlisted { device, path } if searchable(path) || ours(path) => not_whole(device),
+            Seen::Unlisted { device } if searchable(path) || ours(path) => not_whole(device),
             Seen::Unlisted { .. } => {}
         });
         if let Walked::Stopped { device } = whole {
@@ -201,7 +201,7 @@ enum Seen<'a> {
     Entry(&'a std::fs::Metadata),
     /// A folder (on `device`) that could not be listed whole, or a mount inside the
     /// top, not gone into.
-    Unlisted { device: u64, path: &'a Path },
+    Unlisted { device: u64 },
 }
 
 /// How a [`walk`] ended.
@@ -231,13 +231,7 @@ fn walk(top: &Path, mounts: &HashSet<PathBuf>, mut each: impl FnMut(&Path, Seen<
             Ok(entries) => entries,
             Err(_) if folder == top => return Walked::Stopped { device },
             Err(_) => {
-                each(
-                    &folder,
-                    Seen::Unlisted {
-                        device,
-                        path: &folder,
-                    },
-                );
+                each(&folder, Seen::Unlisted { device });
                 continue;
             }
         };
@@ -247,36 +241,18 @@ fn walk(top: &Path, mounts: &HashSet<PathBuf>, mut each: impl FnMut(&Path, Seen<
                 return Walked::Stopped { device };
             }
             let Ok(entry) = entry else {
-                each(
-                    &folder,
-                    Seen::Unlisted {
-                        device,
-                        path: &folder,
-                    },
-                );
+                each(&folder, Seen::Unlisted { device });
                 break;
             };
             let path = entry.path();
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 // Gone meanwhile, or its folder cannot be searched: a name that
                 // cannot be looked at is not vouched for.
-                each(
-                    &folder,
-                    Seen::Unlisted {
-                        device,
-                        path: &folder,
-                    },
-                );
+                each(&folder, Seen::Unlisted { device });
                 continue;
             };
             if (meta.is_dir() && meta.dev() != device) || mounts.contains(&path) {
-                each(
-                    &path,
-                    Seen::Unlisted {
-                        device: meta.dev(),
-                        path: &path,
-                    },
-                );
+                each(&path, Seen::Unlisted { device: meta.dev() });
                 continue;
             }
             each(&path, Seen::Entry(&meta));
