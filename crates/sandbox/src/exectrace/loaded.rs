@@ -168,7 +168,7 @@ pub struct ExecRecorder {
     /// first loader seen).
     system_loaders: Option<Vec<Vec<u8>>>,
     /// In an image run, the files the image's own system loaders' paths reached
-    /// before anything of the sandbox ran ([`ExecRecorder::trust_image_loaders`]).
+    /// before anything of the sandbox ran ([`ExecRecorder::know_overlays`]).
     image_loaders: Vec<(u64, u64)>,
     /// The overlays' folders inside and their lower folders on the host.
     lower: Vec<(Vec<u8>, OwnedFd)>,

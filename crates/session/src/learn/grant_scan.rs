@@ -9,12 +9,14 @@
 //!   `/srv/k2`, or a key bound over a file in a granted folder). [`Secrets::find`]
 //!   keeps the identity of everything in the sensitive places; where a place cannot
 //!   be looked through whole, every file with more than one name is suspect;
-//! - a socket (`connect` works through a read-only mount: an ssh-agent's or a
-//!   desktop's socket linked into a project folder), and a file the policy names
-//!   sensitive by its name wherever it is (`.env*`), inside the folder;
-//! - what cannot be looked through: an unreadable folder, another file system's, a
-//!   folder of more than [`MAX_WALKED`] entries (session-25 red team: a hard link in
-//!   a folder that could be entered but not listed was granted).
+//! - a socket or a FIFO (a read-only mount stops neither `connect` nor a FIFO's
+//!   writer: an ssh-agent's socket linked into a project folder), and a file the
+//!   policy names sensitive by its name wherever it is (`.env*`), inside the folder;
+//! - what cannot be looked through: an unreadable folder, a mount (even of the same
+//!   disk), a folder of more than [`MAX_WALKED`] entries (session-25 red team: a hard
+//!   link in a folder that could be entered but not listed was granted).
+//!
+//! A grant holding more than [`MAX_HELD`] of these is withheld whole.
 //!
 //! Symlinks are not followed: inside a sandbox a link leads only where its view does.
 //! A secret linked into a granted folder after learning is not seen (the README says
@@ -37,8 +39,8 @@ const MAX_HELD: usize = 256;
 /// Steps of symlinks followed out of the sensitive places.
 const LINK_STEPS: usize = 8;
 
-/// The sensitive places' files that have other names, by identity, and the real
-/// places of the symlinks in them.
+/// What the sensitive places hold, by identity, and the real places of the
+/// symlinks in them.
 #[derive(Debug, Default)]
 pub(super) struct Secrets {
     /// Everything in the sensitive places (files and folders), by identity.
