@@ -64,7 +64,7 @@ impl Sensitive {
                 "Vectra Guard's own records, configuration or learned profiles"
             }
             Sensitive::Unchecked => {
-                "a folder Vectra Guard could not look through for secrets (unreadable, another file system, or too large)"
+                "a folder Vectra Guard could not look through for secrets (unreadable, another file system, too large, or holding too many)"
             }
         }
     }

@@ -563,3 +563,46 @@ fn a_hard_link_from_a_closed_folder_of_a_sensitive_place_is_never_granted() {
         assert_grants(runner, (&profile, &grants), &["a.txt"], &[link]);
     });
 }
+
+/// A sensitive place another user keeps us out of (root's, left by `sudo`) is no
+/// one's to link from but that user's: it does not make the user's own harmless
+/// hard links suspect (session-25 red team, round 4: root's `/run/containerd` on the
+/// home's disk made learning refuse a pnpm project's `node_modules`).
+#[test]
+fn a_place_root_keeps_closed_does_not_refuse_harmless_hard_links() {
+    if !is_root() {
+        // Only root can make the folder root keeps closed.
+        return;
+    }
+    each_identity(|runner| {
+        let user = test_user();
+        let ws = Workspace::new();
+        let config = config_home(runner);
+        let u = unique();
+        let base = user.home.join(format!(".vg-e2e-sudo-{u}"));
+        let (codex, work) = (base.join("codex"), base.join("work"));
+        std::fs::create_dir(&base).unwrap();
+        chown_to(&base, &runner.invoker());
+        // Root's, mode 0700, as `sudo` leaves it.
+        std::fs::create_dir(&codex).unwrap();
+        std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::create_dir(&work).unwrap();
+        chown_to(&work, &runner.invoker());
+        std::fs::write(work.join("a.js"), "a").unwrap();
+        std::fs::hard_link(work.join("a.js"), work.join("b.js")).unwrap();
+        chown_to(&work.join("a.js"), &runner.invoker());
+        let name = format!("red{u}");
+        let script = format!("cat {w}/a.js {w}/b.js; true", w = work.display());
+        let learned = learn_with_codex(runner, &ws, &config, &name, &script, &codex);
+        let _ = std::fs::remove_dir_all(&base);
+        let (profile, grants) = learned.grants();
+        for file in ["a.js", "b.js"] {
+            let file = work.join(file);
+            assert!(
+                grants.iter().any(|g| file.starts_with(g)),
+                "[{runner}] {} is granted: {grants:?}\n{profile}",
+                file.display()
+            );
+        }
+    });
+}

@@ -190,8 +190,7 @@ impl Secrets {
         // A folder holding this many is not granted whole, nor is each withheld one
         // by one (learning would compare every path with every one of them).
         if held.len() > MAX_HELD {
-            let category = held[0].category;
-            return vec![Withheld::new(grant, category)];
+            return vec![Withheld::new(grant, Sensitive::Unchecked)];
         }
         held
     }
@@ -211,7 +210,7 @@ enum Walked {
     /// Everything below the top was seen, or listed as [`Seen::Unlisted`]; a missing
     /// top is nothing to look through.
     Whole,
-    /// At [`MAX_WALKED`] entries, or at a top that could not be listed (on `device`).
+    /// At [`MAX_WALKED`] entries (on `device`).
     Stopped { device: u64 },
 }
 
@@ -231,7 +230,10 @@ fn walk(top: &Path, mounts: &HashSet<PathBuf>, mut each: impl FnMut(&Path, Seen<
     while let Some(folder) = folders.pop() {
         let entries = match std::fs::read_dir(&folder) {
             Ok(entries) => entries,
-            Err(_) if folder == top => return Walked::Stopped { device },
+            // The top too: as a place, a folder another user keeps us out of is
+            // judged like any other (session-25 red team, round 4: root's
+            // `/run/containerd` on the home's disk made every file of two names
+            // a suspect); as a grant, it is withheld.
             Err(_) => {
                 each(&folder, Seen::Unlisted { device });
                 continue;
@@ -546,7 +548,10 @@ mod tests {
         }
         let held = Secrets::default().held_within(&home, &work, false);
         assert_eq!(held.len(), 1);
-        assert_eq!(held[0].path, work);
+        assert_eq!(
+            (&held[0].path, held[0].category),
+            (&work, Sensitive::Unchecked)
+        );
     }
 
     #[test]
