@@ -335,13 +335,20 @@ fn around_host_secrets(
     const ROUNDS: usize = 16;
     let secrets = grant_scan::Secrets::find(&sensitive_places(&cx.home, &cx.withheld));
     cx.withheld.extend(secrets.linked().iter().cloned());
+    // Each grant is looked through once: a round changes only the grants that held
+    // something, and a folder can take seconds to walk.
+    let mut scanned: std::collections::HashMap<(PathBuf, bool), Vec<vg_learn::Withheld>> =
+        std::collections::HashMap::new();
     for _ in 0..ROUNDS {
         let learned = vg_learn::learn(observations, cx);
         let mut more: Vec<vg_learn::Withheld> = Vec::new();
         for grant in learned.grants.iter().filter(|g| !g.missing) {
-            for held in secrets.held_within(&cx.home, &grant.path, grant.write) {
-                if !cx.withheld.contains(&held) && !more.contains(&held) {
-                    more.push(held);
+            let held = scanned
+                .entry((grant.path.clone(), grant.write))
+                .or_insert_with(|| secrets.held_within(&cx.home, &grant.path, grant.write));
+            for held in held.iter() {
+                if !cx.withheld.contains(held) && !more.contains(held) {
+                    more.push(held.clone());
                 }
             }
         }

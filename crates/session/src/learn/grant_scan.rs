@@ -80,20 +80,17 @@ impl Secrets {
         for place in places {
             secrets.look_through(place, &mut next);
         }
-        for _ in 0..LINK_STEPS {
+        for step in 0..=LINK_STEPS {
             next.retain(|p: &Withheld| !secrets.linked.iter().any(|l| l.path == p.path));
-            if next.is_empty() {
-                break;
-            }
             let these = std::mem::take(&mut next);
-            for place in &these {
-                secrets.look_through(place, &mut next);
+            // Deeper than LINK_STEPS: withheld all the same, though not looked through.
+            if step < LINK_STEPS {
+                for place in &these {
+                    secrets.look_through(place, &mut next);
+                }
             }
             secrets.linked.extend(these);
         }
-        // Deeper than that: withheld all the same, though not looked through.
-        next.retain(|p: &Withheld| !secrets.linked.iter().any(|l| l.path == p.path));
-        secrets.linked.extend(next);
         secrets
     }
 
