@@ -1094,6 +1094,11 @@ fn the_approval_prompt_works_in_a_plain_run_and_keeps_the_answer_from_the_sandbo
 /// With `-t`, a full-screen program whose exec is held gets the prompt drawn over its
 /// screen; once answered, the program is asked to redraw (a size change, SIGWINCH), so
 /// nothing of the prompt is left on its screen.
+///
+/// The program repaints whenever asked, as editors and agents' full-screen front ends
+/// do: it waits in `wait`, where bash runs a trap at once. A foreground `sleep` would
+/// defer the trap until the sleep ended, and the test would then depend on the
+/// SIGWINCH arriving before `rm` had finished (it failed once in CI when it did not).
 #[test]
 fn a_full_screen_program_is_redrawn_after_the_approval_prompt() {
     if !require_tools(&[TMUX, BASH]) {
@@ -1103,7 +1108,7 @@ fn a_full_screen_program_is_redrawn_after_the_approval_prompt() {
         let ws = Workspace::new();
         ws.write(
             "screen.sh",
-            "#!/bin/bash\ndraw() { printf '\\033[2J\\033[H'; echo \"FULL-SCREEN-$1\"; }\nmkdir -p /tmp/x\ntrap 'draw redrawn' WINCH\nprintf '\\033[?1049h'\ndraw first\nrm -rf /tmp/x\nsleep 30\n",
+            "#!/bin/bash\ndraw() { printf '\\033[2J\\033[H'; echo \"FULL-SCREEN-$1\"; }\nmkdir -p /tmp/x\ntrap 'draw redrawn' WINCH\nprintf '\\033[?1049h'\ndraw first\nrm -rf /tmp/x\nsleep 30 & while ! wait $!; do :; done\n",
         );
         let home = RecordsHome::new(runner);
         let t = Tmux::start(
