@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::harness::{
     Output, PYTHON, Runner, TempDir, Vg, Workspace, chown_to, each_identity, home_secret, is_root,
-    py, test_user, unique,
+    py, require_tools, test_user, unique,
 };
 
 /// `$XDG_CONFIG_HOME` for one test, owned by the invoker.
@@ -525,6 +525,86 @@ fn a_mount_inside_a_granted_folder_is_not_granted() {
             k2.join("auth.json"),
         ];
         assert_grants(runner, (&profile, &grants), &["config.txt"], &keys);
+    });
+}
+
+/// A mount an administrator made that shows the home again under another device (an
+/// overlay with the home as a layer, a `bindfs` FUSE view) gives the home's files
+/// other identities (session-25 red team, round 4 F1: learning
+/// `cat /srv/ov/u/proj/file; ls /srv/ov/u/.ssh` granted `/srv/ov/u`). The agent's
+/// login seen through either is not granted; the project file read through them is.
+#[test]
+fn a_view_of_the_home_mounted_elsewhere_grants_none_of_its_secrets() {
+    if !is_root() {
+        // Only root can make the mounts this attack needs.
+        return;
+    }
+    if !require_tools(&[("/usr/bin/bindfs", "bindfs")]) {
+        return;
+    }
+    each_identity(|runner| {
+        let user = test_user();
+        let ws = Workspace::new();
+        let config = config_home(runner);
+        let u = unique();
+        let codex_name = format!(".vg-e2e-codex-{u}");
+        let proj_name = format!("vg-e2e-proj-{u}");
+        let codex = user.home.join(&codex_name);
+        let proj = user.home.join(&proj_name);
+        let srv = Path::new("/srv").join(format!("vg-e2e-view-{u}"));
+        let (ov, fuse, empty) = (srv.join("ov"), srv.join("fuse"), srv.join("empty"));
+        for folder in [&codex, &proj, &ov, &fuse, &empty] {
+            std::fs::create_dir_all(folder).unwrap();
+        }
+        std::fs::write(codex.join("auth.json"), "RED-AGENT-TOKEN").unwrap();
+        std::fs::write(proj.join("readme"), "read me").unwrap();
+        for path in [
+            &codex,
+            &codex.join("auth.json"),
+            &proj,
+            &proj.join("readme"),
+        ] {
+            chown_to(path, &runner.invoker());
+        }
+        let mounted = |command: &mut std::process::Command| {
+            assert!(command.status().unwrap().success(), "{command:?}");
+        };
+        // Read-only: two lower layers, no upper.
+        mounted(
+            std::process::Command::new("mount")
+                .args(["-t", "overlay", "overlay", "-o"])
+                .arg(format!(
+                    "lowerdir={}:{}",
+                    user.home.display(),
+                    empty.display()
+                ))
+                .arg(&ov),
+        );
+        mounted(
+            std::process::Command::new("bindfs")
+                .args(["-o", "allow_other"])
+                .arg(&user.home)
+                .arg(&fuse),
+        );
+        let script = [&ov, &fuse]
+            .map(|view| {
+                format!(
+                    "cat {v}/{proj_name}/readme; ls {v}/{codex_name}; cat {v}/{codex_name}/auth.json; ",
+                    v = view.display()
+                )
+            })
+            .concat()
+            + "true";
+        let learned = learn_with_codex(runner, &ws, &config, &format!("red{u}"), &script, &codex);
+        for view in [&ov, &fuse] {
+            let _ = std::process::Command::new("umount").arg(view).status();
+        }
+        let _ = std::fs::remove_dir_all(&srv);
+        let _ = std::fs::remove_dir_all(&codex);
+        let _ = std::fs::remove_dir_all(&proj);
+        let (profile, grants) = learned.grants();
+        let keys = [&ov, &fuse].map(|view| view.join(&codex_name).join("auth.json"));
+        assert_grants(runner, (&profile, &grants), &[&proj_name], &keys);
     });
 }
 

@@ -14,7 +14,11 @@
 //!   policy names sensitive by its name wherever it is (`.env*`), inside the folder;
 //! - what cannot be looked through: an unreadable folder, a mount (even of the same
 //!   disk), a folder of more than [`MAX_WALKED`] entries (session-25 red team: a hard
-//!   link in a folder that could be entered but not listed was granted).
+//!   link in a folder that could be entered but not listed was granted);
+//! - on a mount that shows other files under identities of its own
+//!   ([`Mounts::view_of`]): what the same paths hold in an overlay's layers, and
+//!   files of a sensitive file's size and modification time on a FUSE or network
+//!   mount; a grant whose mount cannot be told about is withheld.
 //!
 //! A grant holding more than [`MAX_HELD`] of these is withheld whole.
 //!
@@ -22,9 +26,11 @@
 //! A secret linked into a granted folder after learning is not seen (the README says
 //! so).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use super::mounts::Mounts;
 
 use vg_learn::Withheld;
 use vg_policy::sensitive::{Sensitive, sensitive};
@@ -39,12 +45,20 @@ const MAX_HELD: usize = 256;
 /// Steps of symlinks followed out of the sensitive places.
 const LINK_STEPS: usize = 8;
 
+/// Mounts showing other mounts (an overlay of an overlay) followed down to their
+/// layers; deeper, the grant is withheld.
+const VIEW_STEPS: usize = 4;
+
 /// What the sensitive places hold, by identity, and the real places of the
 /// symlinks in them.
 #[derive(Debug, Default)]
 pub(super) struct Secrets {
     /// Everything in the sensitive places (files and folders), by identity.
     by_id: HashMap<(u64, u64), Found>,
+    /// The sensitive places' files that hold something, by size and modification
+    /// time (seconds: `sshfs` shows no finer): how a file is recognised on a mount
+    /// that shows it under another identity.
+    by_signature: HashMap<(u64, i64), Found>,
     /// File systems (by device) a place could not be looked through whole on, with
     /// its category: any file there with more than one name may be one of its (a
     /// hard link never leaves its file system).
@@ -52,10 +66,10 @@ pub(super) struct Secrets {
     /// The real paths of symlinks inside the places that lead out of them
     /// (`~/.ssh/id_github -> ~/dotfiles/ssh/id_github`), and out of those in turn.
     linked: Vec<Withheld>,
-    /// This mount namespace's mount points: a mount inside a grant is another file
+    /// This mount namespace's mounts: a mount inside a grant is another file
     /// system's view even on the same device (a bind mount of `~/.ssh`), and the
     /// profile's mount would carry it (session-25 red team, round 2).
-    mounts: HashSet<PathBuf>,
+    mounts: Mounts,
 }
 
 /// What a name of a sensitive file is withheld as.
@@ -73,7 +87,7 @@ impl Secrets {
     /// round 2).
     pub(super) fn find(places: &[Withheld]) -> Self {
         let mut secrets = Self {
-            mounts: mount_points(),
+            mounts: Mounts::read(),
             ..Self::default()
         };
         let mut next = Vec::new();
@@ -99,7 +113,8 @@ impl Secrets {
             category: place.category,
             write_only: place.write_only,
         };
-        let (by_id, unknown) = (&mut self.by_id, &mut self.unknown);
+        let (by_id, by_signature, unknown) =
+            (&mut self.by_id, &mut self.by_signature, &mut self.unknown);
         let mut not_whole = |device: u64| {
             let category = unknown.entry(device).or_insert(place.category);
             if !place.write_only {
@@ -121,6 +136,12 @@ impl Secrets {
                 // The stricter of two places holding the same file.
                 let entry = by_id.entry((meta.dev(), meta.ino())).or_insert(found);
                 entry.write_only &= found.write_only;
+                if meta.is_file() && meta.len() > 0 {
+                    let entry = by_signature
+                        .entry((meta.len(), meta.mtime()))
+                        .or_insert(found);
+                    entry.write_only &= found.write_only;
+                }
             }
             // A folder another user keeps us out of altogether (root's
             // `~/.kube/cache` after `sudo kubectl`) is no one's to link from but
@@ -144,8 +165,24 @@ impl Secrets {
     /// What inside `grant` (a file or a folder) must be withheld for the profile to
     /// grant it with `write`.
     pub(super) fn held_within(&self, home: &Path, grant: &Path, write: bool) -> Vec<Withheld> {
+        self.held_within_view(home, grant, write, 0)
+    }
+
+    /// [`Self::held_within`], `steps` mounts below the grant's own.
+    fn held_within_view(
+        &self,
+        home: &Path,
+        grant: &Path,
+        write: bool,
+        steps: usize,
+    ) -> Vec<Withheld> {
+        let whole = || vec![Withheld::new(grant, Sensitive::Unchecked)];
+        let view = self.mounts.view_of(grant);
+        if view.unknown || steps > VIEW_STEPS {
+            return whole();
+        }
         let mut held = Vec::new();
-        let whole = walk(grant, &self.mounts, |path, seen| {
+        let walked = walk(grant, &self.mounts, |path, seen| {
             let meta = match seen {
                 Seen::Unlisted { .. } => {
                     held.push(Withheld::new(path, Sensitive::Unchecked));
@@ -167,7 +204,12 @@ impl Secrets {
                 // A read-only mount stops neither `connect` nor a FIFO's writer.
                 held.push(Withheld::new(path, Sensitive::HostSocket));
             }
-            if let Some(found) = self.by_id.get(&(meta.dev(), meta.ino())) {
+            let like = || {
+                (view.compare_contents && meta.is_file())
+                    .then(|| self.by_signature.get(&(meta.len(), meta.mtime())))
+                    .flatten()
+            };
+            if let Some(found) = self.by_id.get(&(meta.dev(), meta.ino())).or_else(like) {
                 held.push(Withheld {
                     write_only: found.write_only,
                     ..Withheld::new(path, found.category)
@@ -179,15 +221,33 @@ impl Secrets {
                 held.push(Withheld::new(path, *category));
             }
         });
-        if let Walked::Stopped { .. } = whole {
-            return vec![Withheld::new(grant, Sensitive::Unchecked)];
+        if let Walked::Stopped { .. } = walked {
+            return whole();
+        }
+        // The same paths in the layers the mount shows, under their own identities,
+        // named as the grant shows them.
+        for layer in &view.layers {
+            for found in self.held_within_view(home, layer, write, steps + 1) {
+                let Ok(inside) = found.path.strip_prefix(layer) else {
+                    continue;
+                };
+                held.push(Withheld {
+                    path: if inside.as_os_str().is_empty() {
+                        grant.to_path_buf()
+                    } else {
+                        grant.join(inside)
+                    },
+                    ..found
+                });
+            }
         }
         // One entry per path (one can be sensitive by its name and by identity).
+        held.sort_by(|a, b| a.path.cmp(&b.path));
         held.dedup_by(|a, b| a.path == b.path);
         // A folder holding this many is not granted whole, nor is each withheld one
         // by one (learning would compare every path with every one of them).
         if held.len() > MAX_HELD {
-            return vec![Withheld::new(grant, Sensitive::Unchecked)];
+            return whole();
         }
         held
     }
@@ -213,7 +273,7 @@ enum Walked {
 
 /// Calls `each` for `top` and every entry below it, without following symlinks or
 /// going into `mounts` or another device's folders.
-fn walk(top: &Path, mounts: &HashSet<PathBuf>, mut each: impl FnMut(&Path, Seen<'_>)) -> Walked {
+fn walk(top: &Path, mounts: &Mounts, mut each: impl FnMut(&Path, Seen<'_>)) -> Walked {
     let Ok(meta) = std::fs::symlink_metadata(top) else {
         return Walked::Whole;
     };
@@ -275,45 +335,11 @@ fn ours(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.uid() == vg_sandbox::real_ids().0)
 }
 
-/// The mount points of this mount namespace (`/proc/self/mountinfo`'s fifth
-/// field, its octal escapes undone).
-fn mount_points() -> HashSet<PathBuf> {
-    mount_points_in(&std::fs::read("/proc/self/mountinfo").unwrap_or_default())
-}
-
-fn mount_points_in(text: &[u8]) -> HashSet<PathBuf> {
-    use std::os::unix::ffi::OsStringExt;
-    text.split(|&b| b == b'\n')
-        .filter_map(|line| line.split(|&b| b == b' ').nth(4))
-        .map(|field| {
-            let mut out = Vec::with_capacity(field.len());
-            let mut i = 0;
-            while i < field.len() {
-                let octal = field.get(i + 1..i + 4).and_then(|d| {
-                    std::str::from_utf8(d)
-                        .ok()
-                        .and_then(|d| u8::from_str_radix(d, 8).ok())
-                });
-                match (field[i], octal) {
-                    (b'\\', Some(byte)) => {
-                        out.push(byte);
-                        i += 4;
-                    }
-                    (byte, _) => {
-                        out.push(byte);
-                        i += 1;
-                    }
-                }
-            }
-            PathBuf::from(std::ffi::OsString::from_vec(out))
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
 
     /// The paths of `held`, with their categories, in order.
     fn paths(held: &[Withheld]) -> Vec<(PathBuf, Sensitive)> {
@@ -479,25 +505,19 @@ mod tests {
     }
 
     #[test]
-    fn mount_points_are_read_with_their_escapes_undone() {
-        let text = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
-            40 22 8:1 /home/u/.ssh /srv/app/my\\040keys rw - ext4 /dev/sda1 rw\n";
-        let mounts = mount_points_in(text);
-        assert!(mounts.contains(Path::new("/")));
-        assert!(mounts.contains(Path::new("/srv/app/my keys")));
-        assert_eq!(mounts.len(), 2);
-        // This namespace's own root is one.
-        assert!(mount_points().contains(Path::new("/")));
-    }
-
-    #[test]
     fn a_mount_inside_a_grant_is_not_looked_through() {
         let d = dir("mounted");
         let work = d.0.join("home/work");
         std::fs::create_dir_all(work.join("keys")).unwrap();
         std::fs::write(work.join("keys/id"), "key").unwrap();
         let secrets = Secrets {
-            mounts: HashSet::from([work.join("keys")]),
+            mounts: Mounts::parse(
+                format!(
+                    "2 1 8:1 / {} rw - ext4 /dev/sda1 rw",
+                    work.join("keys").display()
+                )
+                .as_bytes(),
+            ),
             ..Secrets::default()
         };
         assert_eq!(
@@ -548,6 +568,77 @@ mod tests {
         assert_eq!(
             (&held[0].path, held[0].category),
             (&work, Sensitive::Unchecked)
+        );
+    }
+
+    /// A grant on a mount that shows other files under identities of its own
+    /// (session-25 red team, round 4 F1: an overlay of the home under `/srv`):
+    /// what its overlay layers hold at the same paths, and files like a sensitive
+    /// one on a FUSE or network mount, are withheld; a layer named relative to an
+    /// unknown folder withholds the grant. The mounts here are only described (no
+    /// mount is made), their folders are plain ones.
+    #[test]
+    fn a_grant_on_another_view_of_the_home_is_looked_through_in_what_it_shows() {
+        let d = dir("views");
+        let home = d.0.join("home");
+        std::fs::create_dir_all(home.join(".codex")).unwrap();
+        std::fs::write(home.join(".codex/auth.json"), "token").unwrap();
+        let (ov, share, rel) = (
+            d.0.join("srv/ov"),
+            d.0.join("srv/share"),
+            d.0.join("srv/rel"),
+        );
+        for folder in [&ov, &share.join("keys"), &rel] {
+            std::fs::create_dir_all(folder).unwrap();
+        }
+        // What the share shows of the login: another file of its size and time.
+        let copy = share.join("keys/copy");
+        std::fs::write(&copy, "token").unwrap();
+        let time = std::fs::metadata(home.join(".codex/auth.json"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&copy)
+            .unwrap()
+            .set_modified(time)
+            .unwrap();
+        std::fs::write(share.join("notes"), "other notes").unwrap();
+        let mounts = format!(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
+             2 1 0:40 / {ov} rw - overlay overlay rw,lowerdir={home}\n\
+             3 1 0:41 / {share} rw - fuse.sshfs u@host:/ rw\n\
+             4 1 0:42 / {rel} rw - overlay overlay rw,lowerdir=home\n",
+            ov = ov.display(),
+            home = home.display(),
+            share = share.display(),
+            rel = rel.display()
+        );
+        let secrets = Secrets {
+            mounts: Mounts::parse(mounts.as_bytes()),
+            ..Secrets::find(&[codex(&d)])
+        };
+        assert_eq!(
+            paths(&secrets.held_within(&home, &ov, false)),
+            [
+                (ov.join(".codex"), Sensitive::AgentCredentials),
+                (ov.join(".codex/auth.json"), Sensitive::AgentCredentials)
+            ]
+        );
+        assert_eq!(
+            paths(&secrets.held_within(&home, &share, false)),
+            [(copy, Sensitive::AgentCredentials)]
+        );
+        assert_eq!(
+            paths(&secrets.held_within(&home, &rel, false)),
+            [(rel.clone(), Sensitive::Unchecked)]
+        );
+        // Not on such a mount, a file of the same size and time is only a file.
+        assert!(
+            Secrets::find(&[codex(&d)])
+                .held_within(&home, &share, false)
+                .is_empty()
         );
     }
 
