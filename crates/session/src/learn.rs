@@ -19,7 +19,7 @@ use vg_policy::view::{HostLayout, LearnView, NodeKind, ViewOptions};
 use vg_policy::{FsView, NetworkMode};
 
 mod grant_scan;
-mod mounts;
+mod mount_views;
 
 /// Host folders shown read-only while learning, besides the system folders of the
 /// default view and the home. Secrets in them stay hidden by the host's own

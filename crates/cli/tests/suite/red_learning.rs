@@ -532,14 +532,20 @@ fn a_mount_inside_a_granted_folder_is_not_granted() {
 /// overlay with the home as a layer, a `bindfs` FUSE view) gives the home's files
 /// other identities (session-25 red team, round 4 F1: learning
 /// `cat /srv/ov/u/proj/file; ls /srv/ov/u/.ssh` granted `/srv/ov/u`). The agent's
-/// login seen through either is not granted; the project file read through them is.
+/// login seen through any of them is not granted; the project file read through them
+/// is. Session-26 red team: also not through an overlay folder redirected to the
+/// login's (`trusted.overlay.redirect`), nor through an overlay whose layer was a
+/// bind mount of the home unmounted since (its options name an empty folder).
 #[test]
 fn a_view_of_the_home_mounted_elsewhere_grants_none_of_its_secrets() {
     if !is_root() {
         // Only root can make the mounts this attack needs.
         return;
     }
-    if !require_tools(&[("/usr/bin/bindfs", "bindfs")]) {
+    if !require_tools(&[
+        ("/usr/bin/bindfs", "bindfs"),
+        ("/usr/bin/python3", "python3"),
+    ]) {
         return;
     }
     each_identity(|runner| {
@@ -552,8 +558,19 @@ fn a_view_of_the_home_mounted_elsewhere_grants_none_of_its_secrets() {
         let codex = user.home.join(&codex_name);
         let proj = user.home.join(&proj_name);
         let srv = Path::new("/srv").join(format!("vg-e2e-view-{u}"));
-        let (ov, fuse, empty) = (srv.join("ov"), srv.join("fuse"), srv.join("empty"));
-        for folder in [&codex, &proj, &ov, &fuse, &empty] {
+        let [ov, fuse, empty, top, redirected, bound, stale] =
+            ["ov", "fuse", "empty", "top", "redirected", "bound", "stale"].map(|n| srv.join(n));
+        for folder in [
+            &codex,
+            &proj,
+            &ov,
+            &fuse,
+            &empty,
+            &top.join("proj2"),
+            &redirected,
+            &bound,
+            &stale,
+        ] {
             std::fs::create_dir_all(folder).unwrap();
         }
         std::fs::write(codex.join("auth.json"), "RED-AGENT-TOKEN").unwrap();
@@ -566,27 +583,40 @@ fn a_view_of_the_home_mounted_elsewhere_grants_none_of_its_secrets() {
         ] {
             chown_to(path, &runner.invoker());
         }
-        let mounted = |command: &mut std::process::Command| {
+        let run = |command: &mut std::process::Command| {
             assert!(command.status().unwrap().success(), "{command:?}");
         };
-        // Read-only: two lower layers, no upper.
-        mounted(
-            std::process::Command::new("mount")
+        let overlay = |lower: String, at: &Path| {
+            run(std::process::Command::new("mount")
                 .args(["-t", "overlay", "overlay", "-o"])
-                .arg(format!(
-                    "lowerdir={}:{}",
-                    user.home.display(),
-                    empty.display()
-                ))
-                .arg(&ov),
+                .arg(format!("lowerdir={lower}"))
+                .arg(at));
+        };
+        // Read-only: two lower layers, no upper.
+        overlay(format!("{}:{}", user.home.display(), empty.display()), &ov);
+        run(std::process::Command::new("bindfs")
+            .args(["-o", "allow_other"])
+            .arg(&user.home)
+            .arg(&fuse));
+        // `proj2` of the top layer shows the login's folder of the lower one.
+        run(std::process::Command::new(PYTHON)
+            .args([
+                "-c",
+                "import os, sys; os.setxattr(sys.argv[1], 'trusted.overlay.redirect', sys.argv[2].encode())",
+            ])
+            .arg(top.join("proj2"))
+            .arg(format!("/{codex_name}")));
+        overlay(
+            format!("{}:{}", top.display(), user.home.display()),
+            &redirected,
         );
-        mounted(
-            std::process::Command::new("bindfs")
-                .args(["-o", "allow_other"])
-                .arg(&user.home)
-                .arg(&fuse),
-        );
-        let script = [&ov, &fuse]
+        run(std::process::Command::new("mount")
+            .arg("--bind")
+            .arg(&user.home)
+            .arg(&bound));
+        overlay(format!("{}:{}", bound.display(), empty.display()), &stale);
+        run(std::process::Command::new("umount").arg(&bound));
+        let script = [&ov, &fuse, &stale]
             .map(|view| {
                 format!(
                     "cat {v}/{proj_name}/readme; ls {v}/{codex_name}; cat {v}/{codex_name}/auth.json; ",
@@ -594,16 +624,19 @@ fn a_view_of_the_home_mounted_elsewhere_grants_none_of_its_secrets() {
                 )
             })
             .concat()
-            + "true";
+            + &format!("cat {}/proj2/auth.json; true", redirected.display());
         let learned = learn_with_codex(runner, &ws, &config, &format!("red{u}"), &script, &codex);
-        for view in [&ov, &fuse] {
+        for view in [&ov, &fuse, &redirected, &stale] {
             let _ = std::process::Command::new("umount").arg(view).status();
         }
         let _ = std::fs::remove_dir_all(&srv);
         let _ = std::fs::remove_dir_all(&codex);
         let _ = std::fs::remove_dir_all(&proj);
         let (profile, grants) = learned.grants();
-        let keys = [&ov, &fuse].map(|view| view.join(&codex_name).join("auth.json"));
+        let mut keys = [&ov, &fuse, &stale]
+            .map(|view| view.join(&codex_name).join("auth.json"))
+            .to_vec();
+        keys.push(redirected.join("proj2/auth.json"));
         assert_grants(runner, (&profile, &grants), &[&proj_name], &keys);
     });
 }

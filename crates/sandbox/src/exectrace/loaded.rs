@@ -144,12 +144,9 @@ fn c_path(path: &Path) -> Result<CString, String> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("{} holds a NUL", path.display()))
 }
 
-/// The name of this build's folder: the object file's FNV-1a hash.
-fn version() -> String {
-    let hash = OBJECT.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("{hash:016x}")
+/// The name of this build's folder: the object file's FNV-1a hash (`build.rs`).
+fn version() -> &'static str {
+    env!("VG_EXEC_BPF_VERSION")
 }
 
 /// The loaded and attached recorder, and this session's ring buffer; see the
@@ -769,6 +766,16 @@ fn remove_other_versions(ours: &Path, judge: &Owner) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pins' folder is named after the object this binary loads: a build whose
+    /// program changed never takes an older build's pins for its own.
+    #[test]
+    fn the_pins_folder_is_named_by_the_object_s_hash() {
+        let hash = OBJECT.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        assert_eq!(version(), format!("{hash:016x}"));
+    }
 
     #[test]
     fn a_session_s_entry_reads_back_as_written() {

@@ -26,11 +26,11 @@
 //! A secret linked into a granted folder after learning is not seen (the README says
 //! so).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::mounts::Mounts;
+use super::mount_views::Mounts;
 
 use vg_learn::Withheld;
 use vg_policy::sensitive::{Sensitive, sensitive};
@@ -45,9 +45,14 @@ const MAX_HELD: usize = 256;
 /// Steps of symlinks followed out of the sensitive places.
 const LINK_STEPS: usize = 8;
 
-/// Mounts showing other mounts (an overlay of an overlay) followed down to their
-/// layers; deeper, the grant is withheld.
-const VIEW_STEPS: usize = 4;
+/// Folders a grant's mount shows (an overlay's layers, and theirs) looked through
+/// for one grant; more, and the grant is withheld (session-26 red team: overlays
+/// whose layers were bind mounts of the overlay itself took minutes).
+const MAX_LAYERS: usize = 32;
+
+/// Modification times before this (a year after 1970) say nothing about which file
+/// it is: reproducible builds and Nix's store set them to 0 or 1.
+const DISTINCT_TIME: i64 = 365 * 24 * 60 * 60;
 
 /// What the sensitive places hold, by identity, and the real places of the
 /// symlinks in them.
@@ -56,9 +61,9 @@ pub(super) struct Secrets {
     /// Everything in the sensitive places (files and folders), by identity.
     by_id: HashMap<(u64, u64), Found>,
     /// The sensitive places' files that hold something, by size and modification
-    /// time (seconds: `sshfs` shows no finer): how a file is recognised on a mount
-    /// that shows it under another identity.
-    by_signature: HashMap<(u64, i64), Found>,
+    /// time ([`Signature`]): how a file is recognised on a mount that shows it
+    /// under another identity.
+    by_signature: HashMap<Signature, Found>,
     /// File systems (by device) a place could not be looked through whole on, with
     /// its category: any file there with more than one name may be one of its (a
     /// hard link never leaves its file system).
@@ -70,6 +75,31 @@ pub(super) struct Secrets {
     /// system's view even on the same device (a bind mount of `~/.ssh`), and the
     /// profile's mount would carry it (session-25 red team, round 2).
     mounts: Mounts,
+    /// A sensitive place is itself on a mount that shows another file system's
+    /// files (a home on an overlay, with its disk at `/media/root-ro`): the files
+    /// of every grant are compared by size and time (session-26 red team).
+    compare_everywhere: bool,
+}
+
+/// A file's size and modification time, to the nanosecond, or to the second for a
+/// file whose time has no nanoseconds (`sshfs` and some network file systems show
+/// none): a sensitive file is kept under both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Signature {
+    len: u64,
+    seconds: i64,
+    nanoseconds: Option<i64>,
+}
+
+impl Signature {
+    /// The one to look `meta` up by.
+    fn of(meta: &std::fs::Metadata) -> Self {
+        Self {
+            len: meta.len(),
+            seconds: meta.mtime(),
+            nanoseconds: Some(meta.mtime_nsec()).filter(|&ns| ns != 0),
+        }
+    }
 }
 
 /// What a name of a sensitive file is withheld as.
@@ -86,12 +116,26 @@ impl Secrets {
     /// `~/.ssh -> ~/dotfiles/ssh` whose files are links again: session-25 red team,
     /// round 2).
     pub(super) fn find(places: &[Withheld]) -> Self {
-        let mut secrets = Self {
-            mounts: Mounts::read(),
-            ..Self::default()
-        };
+        Self::find_with(
+            Self {
+                mounts: Mounts::read(),
+                ..Self::default()
+            },
+            places,
+        )
+    }
+
+    /// [`Self::find`], with the mounts of `secrets`.
+    fn find_with(mut secrets: Self, places: &[Withheld]) -> Self {
         let mut next = Vec::new();
         for place in places {
+            // What the place's mount shows it from: withheld as the place is.
+            let view = secrets.mounts.view_of(&place.path);
+            secrets.compare_everywhere |= view.compare_contents;
+            next.extend(view.layers.into_iter().map(|path| Withheld {
+                path,
+                ..place.clone()
+            }));
             secrets.look_through(place, &mut next);
         }
         for step in 0..=LINK_STEPS {
@@ -136,11 +180,16 @@ impl Secrets {
                 // The stricter of two places holding the same file.
                 let entry = by_id.entry((meta.dev(), meta.ino())).or_insert(found);
                 entry.write_only &= found.write_only;
-                if meta.is_file() && meta.len() > 0 {
-                    let entry = by_signature
-                        .entry((meta.len(), meta.mtime()))
-                        .or_insert(found);
-                    entry.write_only &= found.write_only;
+                if meta.is_file() && meta.len() > 0 && meta.mtime() >= DISTINCT_TIME {
+                    let exact = Signature::of(meta);
+                    let coarse = Signature {
+                        nanoseconds: None,
+                        ..exact
+                    };
+                    for signature in [exact, coarse] {
+                        let entry = by_signature.entry(signature).or_insert(found);
+                        entry.write_only &= found.write_only;
+                    }
                 }
             }
             // A folder another user keeps us out of altogether (root's
@@ -165,22 +214,22 @@ impl Secrets {
     /// What inside `grant` (a file or a folder) must be withheld for the profile to
     /// grant it with `write`.
     pub(super) fn held_within(&self, home: &Path, grant: &Path, write: bool) -> Vec<Withheld> {
-        self.held_within_view(home, grant, write, 0)
+        let mut looked = HashSet::from([grant.to_path_buf()]);
+        self.held_within_view(home, grant, write, &mut looked)
+            .unwrap_or_else(|| vec![Withheld::new(grant, Sensitive::Unchecked)])
     }
 
-    /// [`Self::held_within`], `steps` mounts below the grant's own.
+    /// [`Self::held_within`] of `grant` and of the folders its mount shows it from
+    /// (not those in `looked`); `None` when it is to be withheld whole.
     fn held_within_view(
         &self,
         home: &Path,
         grant: &Path,
         write: bool,
-        steps: usize,
-    ) -> Vec<Withheld> {
-        let whole = || vec![Withheld::new(grant, Sensitive::Unchecked)];
+        looked: &mut HashSet<PathBuf>,
+    ) -> Option<Vec<Withheld>> {
         let view = self.mounts.view_of(grant);
-        if view.unknown || steps > VIEW_STEPS {
-            return whole();
-        }
+        let compare = view.compare_contents || self.compare_everywhere;
         let mut held = Vec::new();
         let walked = walk(grant, &self.mounts, |path, seen| {
             let meta = match seen {
@@ -205,8 +254,8 @@ impl Secrets {
                 held.push(Withheld::new(path, Sensitive::HostSocket));
             }
             let like = || {
-                (view.compare_contents && meta.is_file())
-                    .then(|| self.by_signature.get(&(meta.len(), meta.mtime())))
+                (compare && meta.is_file())
+                    .then(|| self.by_signature.get(&Signature::of(meta)))
                     .flatten()
             };
             if let Some(found) = self.by_id.get(&(meta.dev(), meta.ino())).or_else(like) {
@@ -222,12 +271,18 @@ impl Secrets {
             }
         });
         if let Walked::Stopped { .. } = walked {
-            return whole();
+            return None;
         }
         // The same paths in the layers the mount shows, under their own identities,
         // named as the grant shows them.
         for layer in &view.layers {
-            for found in self.held_within_view(home, layer, write, steps + 1) {
+            if !looked.insert(layer.clone()) {
+                continue;
+            }
+            if looked.len() > MAX_LAYERS {
+                return None;
+            }
+            for found in self.held_within_view(home, layer, write, looked)? {
                 let Ok(inside) = found.path.strip_prefix(layer) else {
                     continue;
                 };
@@ -246,10 +301,7 @@ impl Secrets {
         held.dedup_by(|a, b| a.path == b.path);
         // A folder holding this many is not granted whole, nor is each withheld one
         // by one (learning would compare every path with every one of them).
-        if held.len() > MAX_HELD {
-            return whole();
-        }
-        held
+        (held.len() <= MAX_HELD).then_some(held)
     }
 }
 
@@ -339,7 +391,6 @@ fn ours(path: &Path) -> bool {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
-    use std::path::PathBuf;
 
     /// The paths of `held`, with their categories, in order.
     fn paths(held: &[Withheld]) -> Vec<(PathBuf, Sensitive)> {
@@ -574,9 +625,10 @@ mod tests {
     /// A grant on a mount that shows other files under identities of its own
     /// (session-25 red team, round 4 F1: an overlay of the home under `/srv`):
     /// what its overlay layers hold at the same paths, and files like a sensitive
-    /// one on a FUSE or network mount, are withheld; a layer named relative to an
-    /// unknown folder withholds the grant. The mounts here are only described (no
-    /// mount is made), their folders are plain ones.
+    /// one on an overlay, FUSE or network mount, are withheld, whether or not its
+    /// layers can be found (session-26 red team: relative, stale and redirected
+    /// layers). The mounts here are only described (no mount is made), their
+    /// folders are plain ones.
     #[test]
     fn a_grant_on_another_view_of_the_home_is_looked_through_in_what_it_shows() {
         let d = dir("views");
@@ -593,17 +645,10 @@ mod tests {
         }
         // What the share shows of the login: another file of its size and time.
         let copy = share.join("keys/copy");
-        std::fs::write(&copy, "token").unwrap();
-        let time = std::fs::metadata(home.join(".codex/auth.json"))
-            .unwrap()
-            .modified()
-            .unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&copy)
-            .unwrap()
-            .set_modified(time)
-            .unwrap();
+        let relayed = rel.join("relayed");
+        for shown in [&copy, &relayed] {
+            copy_like(&home.join(".codex/auth.json"), shown);
+        }
         std::fs::write(share.join("notes"), "other notes").unwrap();
         let mounts = format!(
             "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
@@ -632,7 +677,7 @@ mod tests {
         );
         assert_eq!(
             paths(&secrets.held_within(&home, &rel, false)),
-            [(rel.clone(), Sensitive::Unchecked)]
+            [(relayed, Sensitive::AgentCredentials)]
         );
         // Not on such a mount, a file of the same size and time is only a file.
         assert!(
@@ -640,6 +685,110 @@ mod tests {
                 .held_within(&home, &share, false)
                 .is_empty()
         );
+    }
+
+    /// Writes a file of `like`'s size and modification time at `to`.
+    fn copy_like(like: &Path, to: &Path) {
+        std::fs::copy(like, to).unwrap();
+        let time = std::fs::metadata(like).unwrap().modified().unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(to)
+            .unwrap()
+            .set_modified(time)
+            .unwrap();
+    }
+
+    /// A home that is itself a view (an overlay over the disk at `raw`, as
+    /// overlayroot makes): the place's folder in the layer is withheld as the place
+    /// is, and every grant's files are compared by size and time (session-26 red
+    /// team: `/media/root-ro/home/u` was granted whole).
+    #[test]
+    fn a_sensitive_place_on_a_view_withholds_what_it_is_shown_from() {
+        let d = dir("reverse");
+        let (home, raw, other) = (d.0.join("home"), d.0.join("raw"), d.0.join("other"));
+        for folder in [&home.join(".codex"), &raw.join(".codex"), &other] {
+            std::fs::create_dir_all(folder).unwrap();
+        }
+        std::fs::write(raw.join(".codex/auth.json"), "token").unwrap();
+        copy_like(
+            &raw.join(".codex/auth.json"),
+            &home.join(".codex/auth.json"),
+        );
+        copy_like(&raw.join(".codex/auth.json"), &other.join("kept"));
+        // Of the same size, written in the same second (a nanosecond apart at least).
+        std::fs::write(other.join("plain"), "plain").unwrap();
+        let mounts = format!(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
+             2 1 0:40 / {home} rw - overlay overlay rw,lowerdir={raw}\n",
+            home = home.display(),
+            raw = raw.display(),
+        );
+        let secrets = Secrets {
+            mounts: Mounts::parse(mounts.as_bytes()),
+            ..Secrets::default()
+        };
+        let secrets = Secrets::find_with(secrets, &[codex(&d)]);
+        assert_eq!(
+            paths(secrets.linked()),
+            [(raw.join(".codex"), Sensitive::AgentCredentials)]
+        );
+        assert_eq!(
+            paths(&secrets.held_within(&home, &raw, false)),
+            [
+                (raw.join(".codex"), Sensitive::AgentCredentials),
+                (raw.join(".codex/auth.json"), Sensitive::AgentCredentials)
+            ]
+        );
+        assert_eq!(
+            paths(&secrets.held_within(&home, &other, false)),
+            [(other.join("kept"), Sensitive::AgentCredentials)]
+        );
+    }
+
+    /// Layers that are views of the grant's own overlay (bind mounts of it) are
+    /// looked through once each, and a grant showing more than [`MAX_LAYERS`]
+    /// folders is withheld (session-26 red team: 20 such layers took minutes).
+    #[test]
+    fn layers_showing_their_own_overlay_are_looked_through_once() {
+        let d = dir("layers");
+        let home = d.0.join("home");
+        let x = d.0.join("x");
+        for n in [20, MAX_LAYERS + 8] {
+            let layers: Vec<PathBuf> = (0..n).map(|i| d.0.join(format!("l{n}-{i}"))).collect();
+            for folder in layers.iter().chain([&x]) {
+                std::fs::create_dir_all(folder).unwrap();
+            }
+            let options = format!(
+                "rw,lowerdir={}",
+                layers
+                    .iter()
+                    .map(|l| l.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(":")
+            );
+            let mut text = format!(
+                "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n2 1 0:40 / {} rw - overlay overlay {options}\n",
+                x.display()
+            );
+            for (i, layer) in layers.iter().enumerate() {
+                text.push_str(&format!(
+                    "{} 1 0:40 / {} rw - overlay overlay {options}\n",
+                    i + 3,
+                    layer.display()
+                ));
+            }
+            let secrets = Secrets {
+                mounts: Mounts::parse(text.as_bytes()),
+                ..Secrets::default()
+            };
+            let held = secrets.held_within(&home, &x, false);
+            if n <= MAX_LAYERS {
+                assert!(held.is_empty(), "{held:?}");
+            } else {
+                assert_eq!(paths(&held), [(x.clone(), Sensitive::Unchecked)]);
+            }
+        }
     }
 
     #[test]
