@@ -91,6 +91,20 @@ fn assert_grants(
     }
 }
 
+/// Writes `text` at `path`, dated 2001: on a view, a file of a secret's size
+/// written in the same second as one (any file of the parallel tests' records) is
+/// taken for it.
+fn write_old(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(978_307_200);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+}
+
 /// A symlink in the test user's home, removed on drop.
 struct HomeLink(std::path::PathBuf);
 
@@ -574,7 +588,7 @@ fn a_view_of_the_home_mounted_elsewhere_grants_none_of_its_secrets() {
             std::fs::create_dir_all(folder).unwrap();
         }
         std::fs::write(codex.join("auth.json"), "RED-AGENT-TOKEN").unwrap();
-        std::fs::write(proj.join("readme"), "read me").unwrap();
+        write_old(&proj.join("readme"), "read me");
         for path in [
             &codex,
             &codex.join("auth.json"),
@@ -638,6 +652,100 @@ fn a_view_of_the_home_mounted_elsewhere_grants_none_of_its_secrets() {
             .to_vec();
         keys.push(redirected.join("proj2/auth.json"));
         assert_grants(runner, (&profile, &grants), &[&proj_name], &keys);
+    });
+}
+
+/// What a sensitive place reaches through its mounts, symlinks and the views it is
+/// seen through is withheld wherever else it is reached (session-26 red team, round
+/// 2): a key bound into the agent's login folder (granted at the bind's source), a
+/// stow-style link from that folder into a `bindfs` view (granted at the view's
+/// source), and a hard link out of a closed folder of it, read through an overlay
+/// whose layer was unmounted since (the overlay shows its own device).
+#[test]
+fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted() {
+    if !is_root() {
+        // Only root can make the mounts this attack needs.
+        return;
+    }
+    if !require_tools(&[("/usr/bin/bindfs", "bindfs")]) {
+        return;
+    }
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let config = config_home(runner);
+        let u = unique();
+        let srv = Path::new("/srv").join(format!("vg-e2e-reach-{u}"));
+        let [codex, keys, data, vault, src, bound, stale, empty] = [
+            "codex", "keys", "data", "vault", "src", "bound", "stale", "empty",
+        ]
+        .map(|n| srv.join(n));
+        let locked = codex.join("locked");
+        for folder in [
+            &codex.join("vol"),
+            &locked,
+            &keys,
+            &data,
+            &vault,
+            &src,
+            &bound,
+            &stale,
+            &empty,
+        ] {
+            std::fs::create_dir_all(folder).unwrap();
+        }
+        std::fs::write(keys.join("id_vol"), "RED-VOL-KEY").unwrap();
+        std::fs::write(data.join("cfg"), "RED-CFG").unwrap();
+        std::fs::write(locked.join("id_hidden"), "RED-HIDDEN-KEY").unwrap();
+        std::fs::hard_link(locked.join("id_hidden"), src.join("hl")).unwrap();
+        write_old(&src.join("readme"), "read me");
+        std::os::unix::fs::symlink(vault.join("cfg"), codex.join("config.toml")).unwrap();
+        for path in [&srv, &codex, &locked, &keys, &data, &src] {
+            chown_to(path, &runner.invoker());
+        }
+        for file in [
+            keys.join("id_vol"),
+            data.join("cfg"),
+            src.join("readme"),
+            src.join("hl"),
+        ] {
+            chown_to(&file, &runner.invoker());
+        }
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o311)).unwrap();
+        let run = |command: &mut std::process::Command| {
+            assert!(command.status().unwrap().success(), "{command:?}");
+        };
+        let bind = |from: &Path, to: &Path| {
+            run(std::process::Command::new("mount")
+                .arg("--bind")
+                .arg(from)
+                .arg(to));
+        };
+        bind(&keys, &codex.join("vol"));
+        run(std::process::Command::new("bindfs")
+            .args(["-o", "allow_other"])
+            .arg(&data)
+            .arg(&vault));
+        bind(&src, &bound);
+        run(std::process::Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o"])
+            .arg(format!("lowerdir={}:{}", bound.display(), empty.display()))
+            .arg(&stale));
+        run(std::process::Command::new("umount").arg(&bound));
+        let script = format!(
+            "cat {k}/id_vol {d}/cfg {s}/readme {s}/hl; true",
+            k = keys.display(),
+            d = data.display(),
+            s = stale.display()
+        );
+        let learned = learn_with_codex(runner, &ws, &config, &format!("red{u}"), &script, &codex);
+        for mount in [codex.join("vol"), vault.clone(), stale.clone()] {
+            let _ = std::process::Command::new("umount").arg(&mount).status();
+        }
+        let _ = std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755));
+        let _ = std::fs::remove_dir_all(&srv);
+        let (profile, grants) = learned.grants();
+        let secrets = [keys.join("id_vol"), data.join("cfg"), stale.join("hl")];
+        assert_grants(runner, (&profile, &grants), &["readme"], &secrets);
     });
 }
 

@@ -81,23 +81,20 @@ pub(super) struct Secrets {
     compare_everywhere: bool,
 }
 
-/// A file's size and modification time, to the nanosecond, or to the second for a
-/// file whose time has no nanoseconds (`sshfs` and some network file systems show
-/// none): a sensitive file is kept under both.
+/// A file's size and modification time in seconds: views round or drop the
+/// nanoseconds (`sshfs` shows none, SMB 100 ns steps; session-26 red team), so a
+/// file of a secret's size written in the same second is taken for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Signature {
     len: u64,
     seconds: i64,
-    nanoseconds: Option<i64>,
 }
 
 impl Signature {
-    /// The one to look `meta` up by.
     fn of(meta: &std::fs::Metadata) -> Self {
         Self {
             len: meta.len(),
             seconds: meta.mtime(),
-            nanoseconds: Some(meta.mtime_nsec()).filter(|&ns| ns != 0),
         }
     }
 }
@@ -129,13 +126,6 @@ impl Secrets {
     fn find_with(mut secrets: Self, places: &[Withheld]) -> Self {
         let mut next = Vec::new();
         for place in places {
-            // What the place's mount shows it from: withheld as the place is.
-            let view = secrets.mounts.view_of(&place.path);
-            secrets.compare_everywhere |= view.compare_contents;
-            next.extend(view.layers.into_iter().map(|path| Withheld {
-                path,
-                ..place.clone()
-            }));
             secrets.look_through(place, &mut next);
         }
         for step in 0..=LINK_STEPS {
@@ -152,13 +142,29 @@ impl Secrets {
         secrets
     }
 
+    /// Notes what `place` holds; queues in `linked` the places it leads to: its
+    /// symlinks' real places, the mounts inside it (session-26 red team: a key
+    /// bound into `$CODEX_HOME/vol` was granted at its source), and the folders a
+    /// view it is on shows it from (a stow link into a `bindfs` view: its source
+    /// was granted).
     fn look_through(&mut self, place: &Withheld, linked: &mut Vec<Withheld>) {
+        let as_place = |path: PathBuf| Withheld {
+            path,
+            ..place.clone()
+        };
+        let view = self.mounts.view_of(&place.path);
+        self.compare_everywhere |= view.compare_contents;
+        linked.extend(view.layers.into_iter().map(as_place));
         let found = Found {
             category: place.category,
             write_only: place.write_only,
         };
-        let (by_id, by_signature, unknown) =
-            (&mut self.by_id, &mut self.by_signature, &mut self.unknown);
+        let (by_id, by_signature, unknown, mounts) = (
+            &mut self.by_id,
+            &mut self.by_signature,
+            &mut self.unknown,
+            &self.mounts,
+        );
         let mut not_whole = |device: u64| {
             let category = unknown.entry(device).or_insert(place.category);
             if !place.write_only {
@@ -180,16 +186,15 @@ impl Secrets {
                 // The stricter of two places holding the same file.
                 let entry = by_id.entry((meta.dev(), meta.ino())).or_insert(found);
                 entry.write_only &= found.write_only;
-                if meta.is_file() && meta.len() > 0 && meta.mtime() >= DISTINCT_TIME {
-                    let exact = Signature::of(meta);
-                    let coarse = Signature {
-                        nanoseconds: None,
-                        ..exact
-                    };
-                    for signature in [exact, coarse] {
-                        let entry = by_signature.entry(signature).or_insert(found);
-                        entry.write_only &= found.write_only;
-                    }
+                // Not Vectra Guard's own records: thousands of files, more every
+                // second, whose sizes and seconds a project's files would share.
+                if meta.is_file()
+                    && meta.len() > 0
+                    && meta.mtime() >= DISTINCT_TIME
+                    && place.category != Sensitive::VectraGuard
+                {
+                    let entry = by_signature.entry(Signature::of(meta)).or_insert(found);
+                    entry.write_only &= found.write_only;
                 }
             }
             // A folder another user keeps us out of altogether (root's
@@ -200,6 +205,19 @@ impl Secrets {
             // last hid a link from a mode-000 folder in `~/.ssh`).
             Seen::Unlisted { device } if searchable(path) || ours(path) => not_whole(device),
             Seen::Unlisted { .. } => {}
+            // A mount of a file system that keeps its own files (a bind mount, a
+            // tmpfs) is looked through as a place of its own. A view is not walked
+            // (it can be a remote share): the folders it names are, and its files
+            // with two names are suspect.
+            Seen::Mount { device } => {
+                let view = mounts.view_of(path);
+                if view.compare_contents {
+                    not_whole(device);
+                    linked.extend(view.layers.into_iter().map(as_place));
+                } else {
+                    linked.push(as_place(path.to_path_buf()));
+                }
+            }
         });
         if let Walked::Stopped { device } = whole {
             not_whole(device);
@@ -233,7 +251,7 @@ impl Secrets {
         let mut held = Vec::new();
         let walked = walk(grant, &self.mounts, |path, seen| {
             let meta = match seen {
-                Seen::Unlisted { .. } => {
+                Seen::Unlisted { .. } | Seen::Mount { .. } => {
                     held.push(Withheld::new(path, Sensitive::Unchecked));
                     return;
                 }
@@ -242,9 +260,16 @@ impl Secrets {
             if meta.file_type().is_symlink() {
                 return;
             }
-            if let Some(category) = sensitive(home, path, false) {
+            // On a view, a home's sensitive names are sensitive below any folder
+            // (`/srv/ov/u/.ssh`): views keep names, whatever they show of times.
+            let homes = || compare.then(|| dotted_parents(path)).into_iter().flatten();
+            let named = |write: bool| {
+                sensitive(home, path, write)
+                    .or_else(|| homes().find_map(|home| sensitive(home, path, write)))
+            };
+            if let Some(category) = named(false) {
                 held.push(Withheld::new(path, category));
-            } else if write && let Some(category) = sensitive(home, path, true) {
+            } else if write && let Some(category) = named(true) {
                 held.push(Withheld {
                     write_only: true,
                     ..Withheld::new(path, category)
@@ -265,9 +290,13 @@ impl Secrets {
                 });
             } else if meta.nlink() > 1
                 && !meta.is_dir()
-                && let Some(category) = self.unknown.get(&meta.dev())
+                && let Some(category) = self.unknown.get(&meta.dev()).copied().or_else(|| {
+                    // A view shows a file under its own device: one of two names
+                    // may be one a place hid on any (session-26 red team).
+                    (compare && !self.unknown.is_empty()).then_some(Sensitive::Unchecked)
+                })
             {
-                held.push(Withheld::new(path, *category));
+                held.push(Withheld::new(path, category));
             }
         });
         if let Walked::Stopped { .. } = walked {
@@ -309,9 +338,10 @@ impl Secrets {
 enum Seen<'a> {
     /// Not followed if a symlink; a folder is then gone into.
     Entry(&'a std::fs::Metadata),
-    /// A folder (on `device`) that could not be listed whole, or a mount inside the
-    /// top, not gone into.
+    /// A folder (on `device`) that could not be listed whole.
     Unlisted { device: u64 },
+    /// A mount inside the top (or a folder of another device), not gone into.
+    Mount { device: u64 },
 }
 
 /// How a [`walk`] ended.
@@ -365,7 +395,7 @@ fn walk(top: &Path, mounts: &Mounts, mut each: impl FnMut(&Path, Seen<'_>)) -> W
                 continue;
             };
             if (meta.is_dir() && meta.dev() != device) || mounts.contains(&path) {
-                each(&path, Seen::Unlisted { device: meta.dev() });
+                each(&path, Seen::Mount { device: meta.dev() });
                 continue;
             }
             each(&path, Seen::Entry(&meta));
@@ -375,6 +405,19 @@ fn walk(top: &Path, mounts: &Mounts, mut each: impl FnMut(&Path, Seen<'_>)) -> W
         }
     }
     Walked::Whole
+}
+
+/// The folders of `path` whose next name, within its last three, starts with a dot:
+/// where a home would be if that name were one of its sensitive places (`.ssh`,
+/// `.config/gcloud`, `.local/share/keyrings`).
+fn dotted_parents(path: &Path) -> impl Iterator<Item = &Path> {
+    path.ancestors()
+        .take(3)
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
+        })
+        .filter_map(Path::parent)
 }
 
 /// Whether we may enter `folder` (search it), listing it or not.
@@ -687,6 +730,47 @@ mod tests {
         );
     }
 
+    /// On a view, a home's sensitive names are sensitive under any folder, and a
+    /// file with two names is suspect when a place could not be looked through
+    /// whole on any device (session-26 red team, round 2: a hard link out of a
+    /// closed folder of `~/.ssh`, seen through an overlay whose layer was gone).
+    #[test]
+    fn a_view_s_sensitive_names_and_files_of_two_names_are_held() {
+        let d = dir("viewnames");
+        let (home, view) = (d.0.join("home"), d.0.join("view"));
+        std::fs::create_dir_all(view.join("u/.ssh")).unwrap();
+        std::fs::create_dir_all(view.join("u/.config/gcloud")).unwrap();
+        std::fs::write(view.join("u/.ssh/id_old"), "key").unwrap();
+        std::fs::write(view.join("u/proj"), "p").unwrap();
+        std::fs::hard_link(view.join("u/proj"), view.join("u/hl")).unwrap();
+        let line = format!(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n2 1 0:40 / {} rw - overlay overlay rw,lowerdir=/gone\n",
+            view.display()
+        );
+        let on_view = Secrets {
+            mounts: Mounts::parse(line.as_bytes()),
+            unknown: HashMap::from([(u64::MAX, Sensitive::SshKeys)]),
+            ..Secrets::default()
+        };
+        assert_eq!(
+            paths(&on_view.held_within(&home, &view, false)),
+            [
+                (view.join("u/.config/gcloud"), Sensitive::CloudCredentials),
+                (view.join("u/.ssh"), Sensitive::SshKeys),
+                (view.join("u/.ssh/id_old"), Sensitive::SshKeys),
+                (view.join("u/hl"), Sensitive::Unchecked),
+                (view.join("u/proj"), Sensitive::Unchecked),
+            ]
+        );
+        // Not on a view: names are judged from the home, and only a device a place
+        // was not seen whole on makes two names suspect.
+        let plain = Secrets {
+            unknown: HashMap::from([(u64::MAX, Sensitive::SshKeys)]),
+            ..Secrets::default()
+        };
+        assert!(plain.held_within(&home, &view, false).is_empty());
+    }
+
     /// Writes a file of `like`'s size and modification time at `to`.
     fn copy_like(like: &Path, to: &Path) {
         std::fs::copy(like, to).unwrap();
@@ -716,8 +800,7 @@ mod tests {
             &home.join(".codex/auth.json"),
         );
         copy_like(&raw.join(".codex/auth.json"), &other.join("kept"));
-        // Of the same size, written in the same second (a nanosecond apart at least).
-        std::fs::write(other.join("plain"), "plain").unwrap();
+        std::fs::write(other.join("plain"), "another size").unwrap();
         let mounts = format!(
             "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
              2 1 0:40 / {home} rw - overlay overlay rw,lowerdir={raw}\n",
