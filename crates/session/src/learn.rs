@@ -90,6 +90,27 @@ pub fn home(home: &Path) -> Option<PathBuf> {
     meta.is_dir().then(|| home.to_path_buf())
 }
 
+/// Refuses to learn with `home` when something is mounted inside it: the kernel
+/// does not let a user namespace's overlay take a folder whose mounts it would
+/// uncover as its lower layer ("failed to clone lowerpath"), and said so only as a
+/// bare `EINVAL` at the overlay (session-26 red team).
+pub fn check_home(home: &Path) -> anyhow::Result<()> {
+    home_without_mounts(home, &mount_views::Mounts::read())
+}
+
+fn home_without_mounts(home: &Path, mounts: &mount_views::Mounts) -> anyhow::Result<()> {
+    let inside = mounts.inside(home);
+    if inside.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = inside.iter().map(|p| p.display().to_string()).collect();
+    bail!(
+        "learning shows your home {} to the command through a throwaway layer, which the kernel does not allow while something is mounted inside it ({}): unmount it while learning, or learn as a user whose home holds no mount",
+        home.display(),
+        list.join(", ")
+    )
+}
+
 /// The relaxed view: the default view with the home shown read-only through a
 /// throwaway layer, [`extra_read_only`] folders read-only, and the sensitive places
 /// that exist hidden on top. Without a home folder on the host, the home stays the
@@ -642,6 +663,26 @@ mod tests {
         open_network(&mut settings).unwrap();
         assert_eq!(settings.network, Some(NetworkMode::None));
         assert!(settings.network_rules.is_empty());
+    }
+
+    #[test]
+    fn a_home_with_a_mount_inside_is_refused_with_the_mounts_named() {
+        let mounts = mount_views::Mounts::parse(
+            b"1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
+              2 1 0:40 / /home/u/mnt rw - tmpfs tmpfs rw\n\
+              3 1 0:41 / /home/u rw - ext4 /dev/sdb1 rw\n\
+              4 1 0:42 / /home/uv/x rw - tmpfs tmpfs rw\n",
+        );
+        let refused = home_without_mounts(Path::new("/home/u"), &mounts)
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("(/home/u/mnt)"), "{refused}");
+        assert!(refused.contains("unmount it while learning"), "{refused}");
+        // A home that is a mount itself, or a neighbour's mounts, are no reason.
+        assert!(home_without_mounts(Path::new("/home/uv"), &mounts).is_err());
+        assert!(home_without_mounts(Path::new("/home/w"), &mounts).is_ok());
+        let own = mount_views::Mounts::parse(b"3 1 0:41 / /home/u rw - ext4 /dev/sdb1 rw\n");
+        assert!(home_without_mounts(Path::new("/home/u"), &own).is_ok());
     }
 
     #[test]

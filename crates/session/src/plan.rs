@@ -149,6 +149,9 @@ impl Plan {
             name: name.clone(),
             home: crate::learn::home(&identity.home),
         });
+        if let Some(home) = learn.as_ref().and_then(|l| l.home.as_deref()) {
+            crate::learn::check_home(home)?;
+        }
         let view = match (&image, &learn) {
             (Some(img), _) => FsView::image_view(&img.image.rootfs, &options),
             (None, Some(learn)) => crate::learn::view(&host::layout(), &options, learn),

@@ -126,6 +126,18 @@ impl Mounts {
         self.points.contains(path)
     }
 
+    /// The mount points below `folder` (not at it), sorted.
+    pub(super) fn inside(&self, folder: &Path) -> Vec<&Path> {
+        let mut inside: Vec<&Path> = self
+            .points
+            .iter()
+            .filter(|p| p.starts_with(folder) && p.as_path() != folder)
+            .map(PathBuf::as_path)
+            .collect();
+        inside.sort();
+        inside
+    }
+
     /// What the mount holding `path` (absolute, without symlinks) shows of it.
     pub(super) fn view_of(&self, path: &Path) -> View {
         let mut view = View::default();
