@@ -660,14 +660,19 @@ fn a_view_of_the_home_mounted_elsewhere_grants_none_of_its_secrets() {
 /// 2): a key bound into the agent's login folder (granted at the bind's source), a
 /// stow-style link from that folder into a `bindfs` view (granted at the view's
 /// source), and a hard link out of a closed folder of it, read through an overlay
-/// whose layer was unmounted since (the overlay shows its own device).
+/// whose layer was unmounted since (the overlay shows its own device). Round 3: a
+/// `bindfs` view in the folder whose source was moved since (its options name a
+/// folder that is gone), and a disk image loop-mounted in it (granted as the image).
 #[test]
 fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted() {
     if !is_root() {
         // Only root can make the mounts this attack needs.
         return;
     }
-    if !require_tools(&[("/usr/bin/bindfs", "bindfs")]) {
+    if !require_tools(&[
+        ("/usr/bin/bindfs", "bindfs"),
+        ("/usr/sbin/mkfs.ext4", "e2fsprogs"),
+    ]) {
         return;
     }
     each_identity(|runner| {
@@ -679,6 +684,8 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
             "codex", "keys", "data", "vault", "src", "bound", "stale", "empty",
         ]
         .map(|n| srv.join(n));
+        let [moved_from, moved_to, image_src, image] =
+            ["moved-from", "moved-to", "image-src", "image.ext4"].map(|n| srv.join(n));
         let locked = codex.join("locked");
         for folder in [
             &codex.join("vol"),
@@ -693,15 +700,27 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
         ] {
             std::fs::create_dir_all(folder).unwrap();
         }
+        for folder in [
+            &moved_from,
+            &image_src,
+            &codex.join("moved"),
+            &codex.join("image"),
+        ] {
+            std::fs::create_dir_all(folder).unwrap();
+        }
+        // Sizes differ from the other secrets here, written in the same second.
+        std::fs::write(moved_from.join("token"), "RED-MOVED-TOKEN, of its own size").unwrap();
+        std::fs::write(image_src.join("token"), "RED-IMAGE-TOKEN").unwrap();
         std::fs::write(keys.join("id_vol"), "RED-VOL-KEY").unwrap();
         std::fs::write(data.join("cfg"), "RED-CFG").unwrap();
         std::fs::write(locked.join("id_hidden"), "RED-HIDDEN-KEY").unwrap();
         std::fs::hard_link(locked.join("id_hidden"), src.join("hl")).unwrap();
         write_old(&src.join("readme"), "read me");
         std::os::unix::fs::symlink(vault.join("cfg"), codex.join("config.toml")).unwrap();
-        for path in [&srv, &codex, &locked, &keys, &data, &src] {
+        for path in [&srv, &codex, &locked, &keys, &data, &src, &moved_from] {
             chown_to(path, &runner.invoker());
         }
+        chown_to(&moved_from.join("token"), &runner.invoker());
         for file in [
             keys.join("id_vol"),
             data.join("cfg"),
@@ -731,20 +750,49 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
             .arg(format!("lowerdir={}:{}", bound.display(), empty.display()))
             .arg(&stale));
         run(std::process::Command::new("umount").arg(&bound));
+        run(std::process::Command::new("bindfs")
+            .args(["-o", "allow_other"])
+            .arg(&moved_from)
+            .arg(codex.join("moved")));
+        std::fs::rename(&moved_from, &moved_to).unwrap();
+        run(std::process::Command::new("mkfs.ext4")
+            .args(["-q", "-d"])
+            .arg(&image_src)
+            .arg(&image)
+            .arg("2M"));
+        chown_to(&image, &runner.invoker());
+        run(std::process::Command::new("mount")
+            .args(["-o", "loop,ro"])
+            .arg(&image)
+            .arg(codex.join("image")));
         let script = format!(
-            "cat {k}/id_vol {d}/cfg {s}/readme {s}/hl; true",
+            "cat {k}/id_vol {d}/cfg {s}/readme {s}/hl {m}/token; grep -c RED-IMAGE {i}; true",
             k = keys.display(),
             d = data.display(),
-            s = stale.display()
+            s = stale.display(),
+            m = moved_to.display(),
+            i = image.display()
         );
         let learned = learn_with_codex(runner, &ws, &config, &format!("red{u}"), &script, &codex);
-        for mount in [codex.join("vol"), vault.clone(), stale.clone()] {
+        for mount in [
+            codex.join("vol"),
+            vault.clone(),
+            stale.clone(),
+            codex.join("moved"),
+            codex.join("image"),
+        ] {
             let _ = std::process::Command::new("umount").arg(&mount).status();
         }
         let _ = std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755));
         let _ = std::fs::remove_dir_all(&srv);
         let (profile, grants) = learned.grants();
-        let secrets = [keys.join("id_vol"), data.join("cfg"), stale.join("hl")];
+        let secrets = [
+            keys.join("id_vol"),
+            data.join("cfg"),
+            stale.join("hl"),
+            moved_to.join("token"),
+            image.clone(),
+        ];
         assert_grants(runner, (&profile, &grants), &["readme"], &secrets);
     });
 }

@@ -15,10 +15,15 @@
 //! - what cannot be looked through: an unreadable folder, a mount (even of the same
 //!   disk), a folder of more than [`MAX_WALKED`] entries (session-25 red team: a hard
 //!   link in a folder that could be entered but not listed was granted);
-//! - on a mount that shows other files under identities of its own
-//!   ([`Mounts::view_of`]): what the same paths hold in an overlay's layers, and
-//!   files of a sensitive file's size and modification time on a FUSE or network
-//!   mount; a grant whose mount cannot be told about is withheld.
+//! - on a mount that may show another file system's files under identities of its
+//!   own ([`Mounts::view_of`]: an overlay, FUSE, a network share), and everywhere
+//!   once a sensitive place is on one: files of a sensitive file's size and
+//!   modification time, a home's sensitive names below any folder, files of two
+//!   names where a place was not seen whole, and what the same paths hold in the
+//!   folders the mount names (an overlay's layers, a `bindfs` source).
+//!
+//! The places are followed into what they reach: their symlinks, the mounts inside
+//! them, and what the views they are on show them from ([`Secrets::find`]).
 //!
 //! A grant holding more than [`MAX_HELD`] of these is withheld whole.
 //!
@@ -79,6 +84,12 @@ pub(super) struct Secrets {
     /// files (a home on an overlay, with its disk at `/media/root-ro`): the files
     /// of every grant are compared by size and time (session-26 red team).
     compare_everywhere: bool,
+    /// A place on a file system that keeps its own files could not be looked
+    /// through whole: a view (which shows files under its own device) may show one
+    /// of its hidden files under a second name. A view's own such folder (a
+    /// desktop's FUSE mount) says nothing of other views (session-26 red team,
+    /// round 3: gvfs under `/run/user` made every pnpm store file suspect).
+    unknown_disk: bool,
 }
 
 /// A file's size and modification time in seconds: views round or drop the
@@ -131,10 +142,22 @@ impl Secrets {
         for step in 0..=LINK_STEPS {
             next.retain(|p: &Withheld| !secrets.linked.iter().any(|l| l.path == p.path));
             let these = std::mem::take(&mut next);
-            // Deeper than LINK_STEPS: withheld all the same, though not looked through.
+            // Deeper than LINK_STEPS: withheld all the same, though not looked
+            // through; what a view there shows is withheld too, and compared
+            // (session-26 red team, round 3: a ninth link onto a `bindfs` view).
             if step < LINK_STEPS {
                 for place in &these {
                     secrets.look_through(place, &mut next);
+                }
+            } else {
+                for place in &these {
+                    let view = secrets.mounts.view_of(&place.path);
+                    secrets.compare_everywhere |= view.compare_contents;
+                    let shown = view.layers.into_iter().chain(view.images);
+                    secrets.linked.extend(shown.map(|path| Withheld {
+                        path,
+                        ..place.clone()
+                    }));
                 }
             }
             secrets.linked.extend(these);
@@ -153,19 +176,21 @@ impl Secrets {
             ..place.clone()
         };
         let view = self.mounts.view_of(&place.path);
-        self.compare_everywhere |= view.compare_contents;
-        linked.extend(view.layers.into_iter().map(as_place));
+        let on_view = view.compare_contents;
+        self.compare_everywhere |= on_view;
+        linked.extend(view.layers.into_iter().chain(view.images).map(as_place));
         let found = Found {
             category: place.category,
             write_only: place.write_only,
         };
-        let (by_id, by_signature, unknown, mounts) = (
+        let (by_id, by_signature, unknown, unknown_disk) = (
             &mut self.by_id,
             &mut self.by_signature,
             &mut self.unknown,
-            &self.mounts,
+            &mut self.unknown_disk,
         );
         let mut not_whole = |device: u64| {
+            *unknown_disk |= !on_view;
             let category = unknown.entry(device).or_insert(place.category);
             if !place.write_only {
                 *category = place.category;
@@ -205,16 +230,15 @@ impl Secrets {
             // last hid a link from a mode-000 folder in `~/.ssh`).
             Seen::Unlisted { device } if searchable(path) || ours(path) => not_whole(device),
             Seen::Unlisted { .. } => {}
-            // A mount of a file system that keeps its own files (a bind mount, a
-            // tmpfs) is looked through as a place of its own. A view is not walked
-            // (it can be a remote share): the folders it names are, and its files
-            // with two names are suspect.
-            Seen::Mount { device } => {
-                let view = mounts.view_of(path);
-                if view.compare_contents {
-                    not_whole(device);
-                    linked.extend(view.layers.into_iter().map(as_place));
-                } else {
+            // A mount is looked through as a place of its own: then what it is
+            // shown from (a view's folders, a loop device's image) is withheld too
+            // and, for a view, its files' sizes and times noted (session-26 red
+            // team, round 3: a `bindfs` whose source was moved since). Except a
+            // view under the host's socket folders (a desktop's gvfs or document
+            // portal under `/run/user`): it carries no socket, and may be a remote
+            // share or stalled.
+            Seen::Mount { view } => {
+                if !(view && place.category == Sensitive::HostSocket) {
                     linked.push(as_place(path.to_path_buf()));
                 }
             }
@@ -293,7 +317,7 @@ impl Secrets {
                 && let Some(category) = self.unknown.get(&meta.dev()).copied().or_else(|| {
                     // A view shows a file under its own device: one of two names
                     // may be one a place hid on any (session-26 red team).
-                    (compare && !self.unknown.is_empty()).then_some(Sensitive::Unchecked)
+                    (compare && self.unknown_disk).then_some(Sensitive::Unchecked)
                 })
             {
                 held.push(Withheld::new(path, category));
@@ -340,8 +364,9 @@ enum Seen<'a> {
     Entry(&'a std::fs::Metadata),
     /// A folder (on `device`) that could not be listed whole.
     Unlisted { device: u64 },
-    /// A mount inside the top (or a folder of another device), not gone into.
-    Mount { device: u64 },
+    /// A mount inside the top (or a folder of another device), not gone into;
+    /// `view`: of a file system that may show another's files.
+    Mount { view: bool },
 }
 
 /// How a [`walk`] ended.
@@ -388,14 +413,20 @@ fn walk(top: &Path, mounts: &Mounts, mut each: impl FnMut(&Path, Seen<'_>)) -> W
                 break;
             };
             let path = entry.path();
+            // Told by `mountinfo`, not `stat`, which a stalled FUSE server never
+            // answers.
+            if let Some((_, view)) = mounts.at(&path) {
+                each(&path, Seen::Mount { view });
+                continue;
+            }
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 // Gone meanwhile, or its folder cannot be searched: a name that
                 // cannot be looked at is not vouched for.
                 each(&folder, Seen::Unlisted { device });
                 continue;
             };
-            if (meta.is_dir() && meta.dev() != device) || mounts.contains(&path) {
-                each(&path, Seen::Mount { device: meta.dev() });
+            if meta.is_dir() && meta.dev() != device {
+                each(&path, Seen::Mount { view: false });
                 continue;
             }
             each(&path, Seen::Entry(&meta));
@@ -407,12 +438,12 @@ fn walk(top: &Path, mounts: &Mounts, mut each: impl FnMut(&Path, Seen<'_>)) -> W
     Walked::Whole
 }
 
-/// The folders of `path` whose next name, within its last three, starts with a dot:
+/// The folders of `path` whose next name, within its last five, starts with a dot:
 /// where a home would be if that name were one of its sensitive places (`.ssh`,
-/// `.config/gcloud`, `.local/share/keyrings`).
+/// `.config/gcloud`, `.local/share/fish/fish_history`).
 fn dotted_parents(path: &Path) -> impl Iterator<Item = &Path> {
     path.ancestors()
-        .take(3)
+        .take(5)
         .filter(|p| {
             p.file_name()
                 .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
@@ -740,6 +771,8 @@ mod tests {
         let (home, view) = (d.0.join("home"), d.0.join("view"));
         std::fs::create_dir_all(view.join("u/.ssh")).unwrap();
         std::fs::create_dir_all(view.join("u/.config/gcloud")).unwrap();
+        std::fs::create_dir_all(view.join("u/.local/share/fish")).unwrap();
+        std::fs::write(view.join("u/.local/share/fish/fish_history"), "- cmd").unwrap();
         std::fs::write(view.join("u/.ssh/id_old"), "key").unwrap();
         std::fs::write(view.join("u/proj"), "p").unwrap();
         std::fs::hard_link(view.join("u/proj"), view.join("u/hl")).unwrap();
@@ -750,18 +783,31 @@ mod tests {
         let on_view = Secrets {
             mounts: Mounts::parse(line.as_bytes()),
             unknown: HashMap::from([(u64::MAX, Sensitive::SshKeys)]),
+            unknown_disk: true,
             ..Secrets::default()
         };
         assert_eq!(
             paths(&on_view.held_within(&home, &view, false)),
             [
                 (view.join("u/.config/gcloud"), Sensitive::CloudCredentials),
+                // Five names deep (session-26 red team, round 3).
+                (
+                    view.join("u/.local/share/fish/fish_history"),
+                    Sensitive::History
+                ),
                 (view.join("u/.ssh"), Sensitive::SshKeys),
                 (view.join("u/.ssh/id_old"), Sensitive::SshKeys),
                 (view.join("u/hl"), Sensitive::Unchecked),
                 (view.join("u/proj"), Sensitive::Unchecked),
             ]
         );
+        // Only a place on a disk not seen whole makes them suspect on a view, not
+        // a view's own (session-26 red team, round 3: gvfs under `/run/user`).
+        let views_own = Secrets {
+            unknown_disk: false,
+            ..on_view
+        };
+        assert_eq!(views_own.held_within(&home, &view, false).len(), 4);
         // Not on a view: names are judged from the home, and only a device a place
         // was not seen whole on makes two names suspect.
         let plain = Secrets {

@@ -77,6 +77,8 @@ const OWN_FILES: &[&str] = &[
 struct Mount {
     id: u64,
     parent: u64,
+    /// Its device, as `st_dev` shows it (from `MAJOR:MINOR`).
+    device: u64,
     /// Where it is mounted.
     point: PathBuf,
     /// The folder of its file system it shows there (`/` unless a bind mount).
@@ -104,6 +106,11 @@ pub(super) struct View {
     /// The files may be another file system's under other identities: compare them
     /// with the sensitive places' by size and modification time.
     pub(super) compare_contents: bool,
+    /// The files a loop device the mount reads holds (`/sys/block/loopN/loop/
+    /// backing_file`): an image whose bytes are the mount's files (session-26 red
+    /// team, round 3: a key in a loop-mounted image inside `$CODEX_HOME` was
+    /// granted as the image).
+    pub(super) images: Vec<PathBuf>,
 }
 
 impl Mounts {
@@ -119,11 +126,6 @@ impl Mounts {
             points: list.iter().map(|m| m.point.clone()).collect(),
             list,
         }
-    }
-
-    /// Whether a mount is at `path`.
-    pub(super) fn contains(&self, path: &Path) -> bool {
-        self.points.contains(path)
     }
 
     /// The mount points below `folder` (not at it), sorted.
@@ -159,8 +161,21 @@ impl Mounts {
                     view.layers.push(at(&dir));
                 }
             }
+            view.images.extend(backing_file(&mount.source));
         }
         view
+    }
+
+    /// The device and whether it may show another file system's files, of the
+    /// mount at `point` (none there: `None`), read from `mountinfo` rather than by
+    /// `stat`, which a stalled FUSE or network mount answers never (session-26 red
+    /// team, round 3: a stopped FUSE server under `/run/user` hung learning).
+    pub(super) fn at(&self, point: &Path) -> Option<(u64, bool)> {
+        if !self.points.contains(point) {
+            return None;
+        }
+        let mount = self.holding(point).into_iter().next()?;
+        Some((mount.device, !OWN_FILES.contains(&mount.fstype.as_str())))
     }
 
     /// The mount that holds `path`, found as the kernel does: from the root mount
@@ -221,6 +236,19 @@ fn on_top<'a>(on: &HashMap<(u64, &'a Path), &'a Mount>, mut mount: &'a Mount) ->
     None
 }
 
+/// The file behind a loop device named `source` (`/dev/loop3`), if it is one.
+fn backing_file(source: &[u8]) -> Option<PathBuf> {
+    let name = source.strip_prefix(b"/dev/")?;
+    if !name.starts_with(b"loop") || name.contains(&b'/') {
+        return None;
+    }
+    let name = std::str::from_utf8(name).ok()?;
+    let text = std::fs::read(format!("/sys/block/{name}/loop/backing_file")).ok()?;
+    let text = text.strip_suffix(b"\n").unwrap_or(&text);
+    // The kernel marks a file removed since with " (deleted)": nothing to withhold.
+    Some(PathBuf::from(OsString::from_vec(text.to_vec()))).filter(|p| p.is_absolute() && p.exists())
+}
+
 /// The folders `mount` names as what it shows: an overlay's layers, a FUSE file
 /// system's source when it is a path (`bindfs` names its source folder; others a
 /// remote, `host:/path`, or their own name).
@@ -260,9 +288,16 @@ fn parse_line(line: &[u8]) -> Option<Mount> {
     let options: &[u8] = fields.get(dash + 3).copied().unwrap_or_default();
     let path = |field: &[u8]| PathBuf::from(OsString::from_vec(octal_unescape(field)));
     let number = |field: &[u8]| std::str::from_utf8(field).ok()?.parse().ok();
+    let (major, minor) = {
+        let field = fields.get(2)?;
+        let colon = field.iter().position(|&b| b == b':')?;
+        let part = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<u32>().ok();
+        (part(&field[..colon])?, part(&field[colon + 1..])?)
+    };
     Some(Mount {
         id: number(fields.first()?)?,
         parent: number(fields.get(1)?)?,
+        device: libc::makedev(major, minor),
         point: path(point),
         root: path(root),
         fstype: String::from_utf8_lossy(&octal_unescape(fstype)).into_owned(),
@@ -337,13 +372,22 @@ mod tests {
         let text = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
             40 22 8:1 /home/u/.ssh /srv/app/my\\040keys rw shared:1 - ext4 /dev/sda1 rw\n";
         let mounts = Mounts::parse(text);
-        assert!(mounts.contains(Path::new("/")));
-        assert!(mounts.contains(Path::new("/srv/app/my keys")));
+        assert!(mounts.at(Path::new("/")).is_some());
+        // Its device from MAJOR:MINOR (no `stat`: a stalled FUSE server never
+        // answers one), and a disk's file system shows only its own files.
+        assert_eq!(
+            mounts.at(Path::new("/srv/app/my keys")),
+            Some((libc::makedev(8, 1), false))
+        );
+        assert_eq!(mounts.at(Path::new("/srv/app")), None);
+        // Only a loop device has a file behind it.
+        assert_eq!(backing_file(b"/dev/sda1"), None);
+        assert_eq!(backing_file(b"/dev/loop0/../sda"), None);
         assert_eq!(mounts.list.len(), 2);
         assert_eq!(mounts.list[1].root, Path::new("/home/u/.ssh"));
         assert_eq!(mounts.list[1].fstype, "ext4");
         // This namespace's own root is one.
-        assert!(Mounts::read().contains(Path::new("/")));
+        assert!(Mounts::read().at(Path::new("/")).is_some());
     }
 
     #[test]
@@ -397,6 +441,7 @@ mod tests {
             View {
                 layers: vec![lower.join("u/proj"), upper.join("u/proj")],
                 compare_contents: true,
+                images: vec![],
             }
         );
         // Relative layers: compared, not looked for.
@@ -405,6 +450,7 @@ mod tests {
             View {
                 layers: vec![],
                 compare_contents: true,
+                images: vec![],
             }
         );
         assert_eq!(
@@ -412,6 +458,7 @@ mod tests {
             View {
                 layers: vec![lower.join("p")],
                 compare_contents: true,
+                images: vec![],
             }
         );
         let nfs = mounts.view_of(Path::new("/mnt/nfs/p"));
