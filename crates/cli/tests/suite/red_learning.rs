@@ -105,6 +105,55 @@ fn write_old(path: &Path, text: &str) {
         .unwrap();
 }
 
+/// Runs `command`, which must succeed.
+fn run_ok(command: &mut std::process::Command) {
+    assert!(command.status().unwrap().success(), "{command:?}");
+}
+
+fn bind(from: &Path, to: &Path) {
+    run_ok(
+        std::process::Command::new("mount")
+            .arg("--bind")
+            .arg(from)
+            .arg(to),
+    );
+}
+
+fn bindfs(from: &Path, to: &Path) {
+    run_ok(
+        std::process::Command::new("bindfs")
+            .args(["-o", "allow_other"])
+            .arg(from)
+            .arg(to),
+    );
+}
+
+/// A read-only overlay of `lower` (at least two layers, no upper) at `at`.
+fn overlay(lower: &[&Path], at: &Path) {
+    let lower: Vec<String> = lower.iter().map(|l| l.display().to_string()).collect();
+    run_ok(
+        std::process::Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o"])
+            .arg(format!("lowerdir={}", lower.join(":")))
+            .arg(at),
+    );
+}
+
+/// An overlay at `at` of `shown`, through a bind mount at `bound` (over the layer
+/// `empty`) unmounted once the overlay is made: its options then name an empty
+/// folder.
+fn stale_overlay(shown: &Path, (bound, empty): (&Path, &Path), at: &Path) {
+    bind(shown, bound);
+    overlay(&[bound, empty], at);
+    run_ok(std::process::Command::new("umount").arg(bound));
+}
+
+fn unmount(points: &[&Path]) {
+    for point in points {
+        let _ = std::process::Command::new("umount").arg(point).status();
+    }
+}
+
 /// A symlink in the test user's home, removed on drop.
 struct HomeLink(std::path::PathBuf);
 
@@ -512,13 +561,7 @@ fn a_mount_inside_a_granted_folder_is_not_granted() {
             (codex.join("auth.json"), app.join("notes.txt")),
         ];
         for (from, to) in &binds {
-            let bound = std::process::Command::new("mount")
-                .arg("--bind")
-                .arg(from)
-                .arg(to)
-                .status()
-                .unwrap();
-            assert!(bound.success());
+            bind(from, to);
         }
         let name = format!("red{u}");
         let script = format!(
@@ -527,9 +570,7 @@ fn a_mount_inside_a_granted_folder_is_not_granted() {
             k = k2.display()
         );
         let learned = learn_with_codex(runner, &ws, &config, &name, &script, &codex);
-        for (_, to) in &binds {
-            let _ = std::process::Command::new("umount").arg(to).status();
-        }
+        unmount(&binds.iter().map(|(_, to)| to.as_path()).collect::<Vec<_>>());
         let _ = std::fs::remove_dir_all(&srv);
         let _ = std::fs::remove_dir_all(&codex);
         let (profile, grants) = learned.grants();
@@ -597,39 +638,18 @@ fn a_view_of_the_home_mounted_elsewhere_grants_none_of_its_secrets() {
         ] {
             chown_to(path, &runner.invoker());
         }
-        let run = |command: &mut std::process::Command| {
-            assert!(command.status().unwrap().success(), "{command:?}");
-        };
-        let overlay = |lower: String, at: &Path| {
-            run(std::process::Command::new("mount")
-                .args(["-t", "overlay", "overlay", "-o"])
-                .arg(format!("lowerdir={lower}"))
-                .arg(at));
-        };
-        // Read-only: two lower layers, no upper.
-        overlay(format!("{}:{}", user.home.display(), empty.display()), &ov);
-        run(std::process::Command::new("bindfs")
-            .args(["-o", "allow_other"])
-            .arg(&user.home)
-            .arg(&fuse));
+        overlay(&[&user.home, &empty], &ov);
+        bindfs(&user.home, &fuse);
         // `proj2` of the top layer shows the login's folder of the lower one.
-        run(std::process::Command::new(PYTHON)
+        run_ok(std::process::Command::new(PYTHON)
             .args([
                 "-c",
                 "import os, sys; os.setxattr(sys.argv[1], 'trusted.overlay.redirect', sys.argv[2].encode())",
             ])
             .arg(top.join("proj2"))
             .arg(format!("/{codex_name}")));
-        overlay(
-            format!("{}:{}", top.display(), user.home.display()),
-            &redirected,
-        );
-        run(std::process::Command::new("mount")
-            .arg("--bind")
-            .arg(&user.home)
-            .arg(&bound));
-        overlay(format!("{}:{}", bound.display(), empty.display()), &stale);
-        run(std::process::Command::new("umount").arg(&bound));
+        overlay(&[&top, &user.home], &redirected);
+        stale_overlay(&user.home, (&bound, &empty), &stale);
         let script = [&ov, &fuse, &stale]
             .map(|view| {
                 format!(
@@ -640,9 +660,7 @@ fn a_view_of_the_home_mounted_elsewhere_grants_none_of_its_secrets() {
             .concat()
             + &format!("cat {}/proj2/auth.json; true", redirected.display());
         let learned = learn_with_codex(runner, &ws, &config, &format!("red{u}"), &script, &codex);
-        for view in [&ov, &fuse, &redirected, &stale] {
-            let _ = std::process::Command::new("umount").arg(view).status();
-        }
+        unmount(&[&ov, &fuse, &redirected, &stale]);
         let _ = std::fs::remove_dir_all(&srv);
         let _ = std::fs::remove_dir_all(&codex);
         let _ = std::fs::remove_dir_all(&proj);
@@ -687,8 +705,11 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
         let [moved_from, moved_to, image_src, image] =
             ["moved-from", "moved-to", "image-src", "image.ext4"].map(|n| srv.join(n));
         let locked = codex.join("locked");
+        let [vol, moved, mounted_image] = ["vol", "moved", "image"].map(|n| codex.join(n));
         for folder in [
-            &codex.join("vol"),
+            &vol,
+            &moved,
+            &mounted_image,
             &locked,
             &keys,
             &data,
@@ -697,14 +718,8 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
             &bound,
             &stale,
             &empty,
-        ] {
-            std::fs::create_dir_all(folder).unwrap();
-        }
-        for folder in [
             &moved_from,
             &image_src,
-            &codex.join("moved"),
-            &codex.join("image"),
         ] {
             std::fs::create_dir_all(folder).unwrap();
         }
@@ -730,41 +745,25 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
             chown_to(&file, &runner.invoker());
         }
         std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o311)).unwrap();
-        let run = |command: &mut std::process::Command| {
-            assert!(command.status().unwrap().success(), "{command:?}");
-        };
-        let bind = |from: &Path, to: &Path| {
-            run(std::process::Command::new("mount")
-                .arg("--bind")
-                .arg(from)
-                .arg(to));
-        };
-        bind(&keys, &codex.join("vol"));
-        run(std::process::Command::new("bindfs")
-            .args(["-o", "allow_other"])
-            .arg(&data)
-            .arg(&vault));
-        bind(&src, &bound);
-        run(std::process::Command::new("mount")
-            .args(["-t", "overlay", "overlay", "-o"])
-            .arg(format!("lowerdir={}:{}", bound.display(), empty.display()))
-            .arg(&stale));
-        run(std::process::Command::new("umount").arg(&bound));
-        run(std::process::Command::new("bindfs")
-            .args(["-o", "allow_other"])
-            .arg(&moved_from)
-            .arg(codex.join("moved")));
+        bind(&keys, &vol);
+        bindfs(&data, &vault);
+        stale_overlay(&src, (&bound, &empty), &stale);
+        bindfs(&moved_from, &moved);
         std::fs::rename(&moved_from, &moved_to).unwrap();
-        run(std::process::Command::new("mkfs.ext4")
-            .args(["-q", "-d"])
-            .arg(&image_src)
-            .arg(&image)
-            .arg("2M"));
+        run_ok(
+            std::process::Command::new("mkfs.ext4")
+                .args(["-q", "-d"])
+                .arg(&image_src)
+                .arg(&image)
+                .arg("2M"),
+        );
         chown_to(&image, &runner.invoker());
-        run(std::process::Command::new("mount")
-            .args(["-o", "loop,ro"])
-            .arg(&image)
-            .arg(codex.join("image")));
+        run_ok(
+            std::process::Command::new("mount")
+                .args(["-o", "loop,ro"])
+                .arg(&image)
+                .arg(&mounted_image),
+        );
         let script = format!(
             "cat {k}/id_vol {d}/cfg {s}/readme {s}/hl {m}/token; grep -c RED-IMAGE {i}; true",
             k = keys.display(),
@@ -774,15 +773,7 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
             i = image.display()
         );
         let learned = learn_with_codex(runner, &ws, &config, &format!("red{u}"), &script, &codex);
-        for mount in [
-            codex.join("vol"),
-            vault.clone(),
-            stale.clone(),
-            codex.join("moved"),
-            codex.join("image"),
-        ] {
-            let _ = std::process::Command::new("umount").arg(&mount).status();
-        }
+        unmount(&[&vol, &vault, &stale, &moved, &mounted_image]);
         let _ = std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755));
         let _ = std::fs::remove_dir_all(&srv);
         let (profile, grants) = learned.grants();
