@@ -681,6 +681,7 @@ fn a_view_of_the_home_mounted_elsewhere_grants_none_of_its_secrets() {
 /// whose layer was unmounted since (the overlay shows its own device). Round 3: a
 /// `bindfs` view in the folder whose source was moved since (its options name a
 /// folder that is gone), and a disk image loop-mounted in it (granted as the image).
+/// Round 4: such an image whose name was removed once mounted, read by another name.
 #[test]
 fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted() {
     if !is_root() {
@@ -702,10 +703,18 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
             "codex", "keys", "data", "vault", "src", "bound", "stale", "empty",
         ]
         .map(|n| srv.join(n));
-        let [moved_from, moved_to, image_src, image] =
-            ["moved-from", "moved-to", "image-src", "image.ext4"].map(|n| srv.join(n));
+        let [moved_from, moved_to, image_src, image, removed, other_name] = [
+            "moved-from",
+            "moved-to",
+            "image-src",
+            "image.ext4",
+            "removed.ext4",
+            "other-name.ext4",
+        ]
+        .map(|n| srv.join(n));
         let locked = codex.join("locked");
-        let [vol, moved, mounted_image] = ["vol", "moved", "image"].map(|n| codex.join(n));
+        let [vol, moved, mounted_image, mounted_removed] =
+            ["vol", "moved", "image", "removed"].map(|n| codex.join(n));
         for folder in [
             &vol,
             &moved,
@@ -720,6 +729,7 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
             &empty,
             &moved_from,
             &image_src,
+            &mounted_removed,
         ] {
             std::fs::create_dir_all(folder).unwrap();
         }
@@ -758,22 +768,43 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
                 .arg("2M"),
         );
         chown_to(&image, &runner.invoker());
-        run_ok(
-            std::process::Command::new("mount")
-                .args(["-o", "loop,ro"])
-                .arg(&image)
-                .arg(&mounted_image),
-        );
+        std::fs::copy(&image, &removed).unwrap();
+        // Dated unlike the first image, which is a sensitive place's file too.
+        std::fs::File::options()
+            .write(true)
+            .open(&removed)
+            .unwrap()
+            .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(978_307_200))
+            .unwrap();
+        std::fs::hard_link(&removed, &other_name).unwrap();
+        chown_to(&other_name, &runner.invoker());
+        for (file, at) in [(&image, &mounted_image), (&removed, &mounted_removed)] {
+            run_ok(
+                std::process::Command::new("mount")
+                    .args(["-o", "loop,ro"])
+                    .arg(file)
+                    .arg(at),
+            );
+        }
+        std::fs::remove_file(&removed).unwrap();
         let script = format!(
-            "cat {k}/id_vol {d}/cfg {s}/readme {s}/hl {m}/token; grep -c RED-IMAGE {i}; true",
+            "cat {k}/id_vol {d}/cfg {s}/readme {s}/hl {m}/token; grep -c RED-IMAGE {i} {o}; true",
             k = keys.display(),
             d = data.display(),
             s = stale.display(),
             m = moved_to.display(),
-            i = image.display()
+            i = image.display(),
+            o = other_name.display()
         );
         let learned = learn_with_codex(runner, &ws, &config, &format!("red{u}"), &script, &codex);
-        unmount(&[&vol, &vault, &stale, &moved, &mounted_image]);
+        unmount(&[
+            &vol,
+            &vault,
+            &stale,
+            &moved,
+            &mounted_image,
+            &mounted_removed,
+        ]);
         let _ = std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755));
         let _ = std::fs::remove_dir_all(&srv);
         let (profile, grants) = learned.grants();
@@ -783,6 +814,7 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
             stale.join("hl"),
             moved_to.join("token"),
             image.clone(),
+            other_name.clone(),
         ];
         assert_grants(runner, (&profile, &grants), &["readme"], &secrets);
     });

@@ -90,6 +90,10 @@ pub(super) struct Secrets {
     /// desktop's FUSE mount) says nothing of other views (session-26 red team,
     /// round 3: gvfs under `/run/user` made every pnpm store file suspect).
     unknown_disk: bool,
+    /// A place is on a loop device whose file cannot be named (session-26 red
+    /// team, round 4: its first name removed, or its mount gone): the smallest
+    /// such device's size. Every granted file at least that large may be it.
+    unnamed_image: Option<u64>,
 }
 
 /// A file's size and modification time in seconds: views round or drop the
@@ -152,12 +156,23 @@ impl Secrets {
             } else {
                 for place in &these {
                     let view = secrets.mounts.view_of(&place.path);
-                    secrets.compare_everywhere |= view.compare_contents;
-                    let shown = view.layers.into_iter().chain(view.images);
-                    secrets.linked.extend(shown.map(|path| Withheld {
-                        path,
-                        ..place.clone()
-                    }));
+                    secrets.note_view(&view);
+                    let shown: Vec<Withheld> = view
+                        .layers
+                        .into_iter()
+                        .chain(view.images)
+                        .map(|path| Withheld {
+                            path,
+                            ..place.clone()
+                        })
+                        .collect();
+                    // Not looked through, but known by identity: a hard link to
+                    // one elsewhere is withheld too (session-26 red team, round 4:
+                    // an image eight links away, granted by its other name).
+                    for known in shown.iter().chain([place]) {
+                        secrets.note_identity(known);
+                    }
+                    secrets.linked.extend(shown);
                 }
             }
             secrets.linked.extend(these);
@@ -177,7 +192,7 @@ impl Secrets {
         };
         let view = self.mounts.view_of(&place.path);
         let on_view = view.compare_contents;
-        self.compare_everywhere |= on_view;
+        self.note_view(&view);
         linked.extend(view.layers.into_iter().chain(view.images).map(as_place));
         let found = Found {
             category: place.category,
@@ -190,7 +205,10 @@ impl Secrets {
             &mut self.unknown_disk,
         );
         let mut not_whole = |device: u64| {
-            *unknown_disk |= !on_view;
+            // Not a host socket folder's (`/run/user`'s tmpfs, systemd's closed
+            // `inaccessible` folders in it): no hard link leaves it (session-26
+            // red team, round 4).
+            *unknown_disk |= !on_view && place.category != Sensitive::HostSocket;
             let category = unknown.entry(device).or_insert(place.category);
             if !place.write_only {
                 *category = place.category;
@@ -245,6 +263,27 @@ impl Secrets {
         });
         if let Walked::Stopped { device } = whole {
             not_whole(device);
+        }
+    }
+
+    /// What a place's view says for every grant: compare contents, and files as
+    /// large as an image that cannot be named.
+    fn note_view(&mut self, view: &super::mount_views::View) {
+        self.compare_everywhere |= view.compare_contents;
+        if let Some(size) = view.unnamed_image {
+            self.unnamed_image = Some(self.unnamed_image.map_or(size, |s| s.min(size)));
+        }
+    }
+
+    /// Notes `place`'s own identity (not what is below it).
+    fn note_identity(&mut self, place: &Withheld) {
+        if let Ok(meta) = std::fs::metadata(&place.path) {
+            let found = Found {
+                category: place.category,
+                write_only: place.write_only,
+            };
+            let entry = self.by_id.entry((meta.dev(), meta.ino())).or_insert(found);
+            entry.write_only &= found.write_only;
         }
     }
 
@@ -312,6 +351,8 @@ impl Secrets {
                     write_only: found.write_only,
                     ..Withheld::new(path, found.category)
                 });
+            } else if meta.is_file() && self.unnamed_image.is_some_and(|size| meta.len() >= size) {
+                held.push(Withheld::new(path, Sensitive::Unchecked));
             } else if meta.nlink() > 1
                 && !meta.is_dir()
                 && let Some(category) = self.unknown.get(&meta.dev()).copied().or_else(|| {
@@ -620,12 +661,26 @@ mod tests {
             std::os::unix::fs::symlink(&to, from.join("next")).unwrap();
             from = to;
         }
+        // From `d0`, the last step reaches a file, which has a second name.
+        let token = home.join("vault/token");
+        std::fs::create_dir_all(home.join("vault")).unwrap();
+        std::fs::write(&token, "t").unwrap();
+        std::os::unix::fs::symlink(&token, from.join("file")).unwrap();
+        std::fs::create_dir_all(home.join("work")).unwrap();
+        std::fs::hard_link(&token, home.join("work/copy")).unwrap();
         let secrets = Secrets::find(&[codex(&d)]);
         let last = home.join(format!("d{LINK_STEPS}"));
         assert!(
             secrets.linked().iter().any(|l| l.path == last),
             "{:?}",
             paths(secrets.linked())
+        );
+        // Not looked through, but known by identity (session-26 red team, round 4).
+        let beyond = Secrets::find(&[Withheld::new(home.join("d0"), Sensitive::AgentCredentials)]);
+        assert!(beyond.linked().iter().any(|l| l.path == token));
+        assert_eq!(
+            paths(&beyond.held_within(&home, &home.join("work"), false)),
+            [(home.join("work/copy"), Sensitive::AgentCredentials)]
         );
     }
 

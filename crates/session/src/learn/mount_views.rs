@@ -111,6 +111,10 @@ pub(super) struct View {
     /// team, round 3: a key in a loop-mounted image inside `$CODEX_HOME` was
     /// granted as the image).
     pub(super) images: Vec<PathBuf>,
+    /// A loop device whose file cannot be named (its name removed since, or on a
+    /// mount gone since; session-26 red team, round 4): the device's size in
+    /// bytes. A file that large may be it, under another name.
+    pub(super) unnamed_image: Option<u64>,
 }
 
 impl Mounts {
@@ -161,7 +165,13 @@ impl Mounts {
                     view.layers.push(at(&dir));
                 }
             }
-            view.images.extend(backing_file(&mount.source));
+            match backing_files(&mount.source) {
+                Backing::None => {}
+                Backing::Files(files) => view.images.extend(files),
+                Backing::Unnamed(size) => {
+                    view.unnamed_image = Some(view.unnamed_image.map_or(size, |s| s.min(size)));
+                }
+            }
         }
         view
     }
@@ -236,17 +246,58 @@ fn on_top<'a>(on: &HashMap<(u64, &'a Path), &'a Mount>, mut mount: &'a Mount) ->
     None
 }
 
-/// The file behind a loop device named `source` (`/dev/loop3`), if it is one.
-fn backing_file(source: &[u8]) -> Option<PathBuf> {
+/// What a mount's source is read from.
+#[derive(Debug, PartialEq, Eq)]
+enum Backing {
+    /// Not a loop device.
+    None,
+    /// The files behind a loop device, and behind the loop devices it reads
+    /// (session-26 red team, round 4: a loop device over another).
+    Files(Vec<PathBuf>),
+    /// A loop device of this size (bytes) whose file cannot be named.
+    Unnamed(u64),
+}
+
+/// The files behind the loop device named `source` (`/dev/loop3`), if it is one.
+fn backing_files(source: &[u8]) -> Backing {
+    let mut files = Vec::new();
+    let mut source = source.to_vec();
+    for _ in 0..8 {
+        let Some(name) = loop_name(&source) else {
+            break;
+        };
+        let sys = Path::new("/sys/block").join(&name);
+        let size = std::fs::read_to_string(sys.join("size"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map_or(0, |sectors| sectors * 512);
+        let Ok(text) = std::fs::read(sys.join("loop/backing_file")) else {
+            return Backing::Unnamed(size);
+        };
+        let text = text.strip_suffix(b"\n").unwrap_or(&text).to_vec();
+        let file = PathBuf::from(OsString::from_vec(text.clone()));
+        // The kernel names a file removed since "… (deleted)"; a file on a mount
+        // unmounted since, by its path on that mount.
+        if !file.is_absolute() || !file.exists() {
+            return Backing::Unnamed(size);
+        }
+        files.push(file);
+        source = text;
+    }
+    if files.is_empty() {
+        Backing::None
+    } else {
+        Backing::Files(files)
+    }
+}
+
+/// `loop3` of `/dev/loop3`.
+fn loop_name(source: &[u8]) -> Option<String> {
     let name = source.strip_prefix(b"/dev/")?;
-    if !name.starts_with(b"loop") || name.contains(&b'/') {
+    if !name.starts_with(b"loop") || !name[4..].iter().all(u8::is_ascii_digit) || name.len() == 4 {
         return None;
     }
-    let name = std::str::from_utf8(name).ok()?;
-    let text = std::fs::read(format!("/sys/block/{name}/loop/backing_file")).ok()?;
-    let text = text.strip_suffix(b"\n").unwrap_or(&text);
-    // The kernel marks a file removed since with " (deleted)": nothing to withhold.
-    Some(PathBuf::from(OsString::from_vec(text.to_vec()))).filter(|p| p.is_absolute() && p.exists())
+    String::from_utf8(name.to_vec()).ok()
 }
 
 /// The folders `mount` names as what it shows: an overlay's layers, a FUSE file
@@ -381,8 +432,10 @@ mod tests {
         );
         assert_eq!(mounts.at(Path::new("/srv/app")), None);
         // Only a loop device has a file behind it.
-        assert_eq!(backing_file(b"/dev/sda1"), None);
-        assert_eq!(backing_file(b"/dev/loop0/../sda"), None);
+        assert_eq!(backing_files(b"/dev/sda1"), Backing::None);
+        assert_eq!(loop_name(b"/dev/loop0/../sda"), None);
+        assert_eq!(loop_name(b"/dev/loop-control"), None);
+        assert_eq!(loop_name(b"/dev/loop12").as_deref(), Some("loop12"));
         assert_eq!(mounts.list.len(), 2);
         assert_eq!(mounts.list[1].root, Path::new("/home/u/.ssh"));
         assert_eq!(mounts.list[1].fstype, "ext4");
@@ -442,6 +495,7 @@ mod tests {
                 layers: vec![lower.join("u/proj"), upper.join("u/proj")],
                 compare_contents: true,
                 images: vec![],
+                unnamed_image: None,
             }
         );
         // Relative layers: compared, not looked for.
@@ -451,6 +505,7 @@ mod tests {
                 layers: vec![],
                 compare_contents: true,
                 images: vec![],
+                unnamed_image: None,
             }
         );
         assert_eq!(
@@ -459,6 +514,7 @@ mod tests {
                 layers: vec![lower.join("p")],
                 compare_contents: true,
                 images: vec![],
+                unnamed_image: None,
             }
         );
         let nfs = mounts.view_of(Path::new("/mnt/nfs/p"));
