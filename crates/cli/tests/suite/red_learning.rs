@@ -96,6 +96,11 @@ fn assert_grants(
 /// taken for it.
 fn write_old(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
+    date_2001(path);
+}
+
+/// Dates `path` 2001 (see [`write_old`]).
+fn date_2001(path: &Path) {
     let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(978_307_200);
     std::fs::File::options()
         .write(true)
@@ -682,6 +687,7 @@ fn a_view_of_the_home_mounted_elsewhere_grants_none_of_its_secrets() {
 /// `bindfs` view in the folder whose source was moved since (its options name a
 /// folder that is gone), and a disk image loop-mounted in it (granted as the image).
 /// Round 4: such an image whose name was removed once mounted, read by another name.
+/// Round 5: an image mounted through a device node of another name than `/dev/loopN`.
 #[test]
 fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted() {
     if !is_root() {
@@ -712,9 +718,10 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
             "other-name.ext4",
         ]
         .map(|n| srv.join(n));
+        let (aliased, alias) = (srv.join("aliased.ext4"), srv.join("alias-node"));
         let locked = codex.join("locked");
-        let [vol, moved, mounted_image, mounted_removed] =
-            ["vol", "moved", "image", "removed"].map(|n| codex.join(n));
+        let [vol, moved, mounted_image, mounted_removed, mounted_alias] =
+            ["vol", "moved", "image", "removed", "alias"].map(|n| codex.join(n));
         for folder in [
             &vol,
             &moved,
@@ -730,6 +737,7 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
             &moved_from,
             &image_src,
             &mounted_removed,
+            &mounted_alias,
         ] {
             std::fs::create_dir_all(folder).unwrap();
         }
@@ -769,13 +777,16 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
         );
         chown_to(&image, &runner.invoker());
         std::fs::copy(&image, &removed).unwrap();
-        // Dated unlike the first image, which is a sensitive place's file too.
+        // Larger than the aliased image below, so that each case is caught by its
+        // own rule.
         std::fs::File::options()
             .write(true)
             .open(&removed)
             .unwrap()
-            .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(978_307_200))
+            .set_len(4 << 20)
             .unwrap();
+        // Dated unlike the first image, which is a sensitive place's file too.
+        date_2001(&removed);
         std::fs::hard_link(&removed, &other_name).unwrap();
         chown_to(&other_name, &runner.invoker());
         for (file, at) in [(&image, &mounted_image), (&removed, &mounted_removed)] {
@@ -787,14 +798,43 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
             );
         }
         std::fs::remove_file(&removed).unwrap();
+        // A loop device's own node under another name, mounted.
+        std::fs::copy(&image, &aliased).unwrap();
+        date_2001(&aliased);
+        chown_to(&aliased, &runner.invoker());
+        let attached = std::process::Command::new("losetup")
+            .args(["--find", "--show", "--read-only"])
+            .arg(&aliased)
+            .output()
+            .unwrap();
+        assert!(attached.status.success(), "{attached:?}");
+        let loop_device = String::from_utf8(attached.stdout)
+            .unwrap()
+            .trim()
+            .to_owned();
+        let rdev = std::os::unix::fs::MetadataExt::rdev(&std::fs::metadata(&loop_device).unwrap());
+        run_ok(
+            std::process::Command::new("mknod")
+                .arg(&alias)
+                .arg("b")
+                .arg(libc::major(rdev).to_string())
+                .arg(libc::minor(rdev).to_string()),
+        );
+        run_ok(
+            std::process::Command::new("mount")
+                .args(["-o", "ro"])
+                .arg(&alias)
+                .arg(&mounted_alias),
+        );
         let script = format!(
-            "cat {k}/id_vol {d}/cfg {s}/readme {s}/hl {m}/token; grep -c RED-IMAGE {i} {o}; true",
+            "cat {k}/id_vol {d}/cfg {s}/readme {s}/hl {m}/token; grep -c RED-IMAGE {i} {o} {a}; true",
             k = keys.display(),
             d = data.display(),
             s = stale.display(),
             m = moved_to.display(),
             i = image.display(),
-            o = other_name.display()
+            o = other_name.display(),
+            a = aliased.display()
         );
         let learned = learn_with_codex(runner, &ws, &config, &format!("red{u}"), &script, &codex);
         unmount(&[
@@ -804,7 +844,11 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
             &moved,
             &mounted_image,
             &mounted_removed,
+            &mounted_alias,
         ]);
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &loop_device])
+            .status();
         let _ = std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755));
         let _ = std::fs::remove_dir_all(&srv);
         let (profile, grants) = learned.grants();
@@ -815,6 +859,7 @@ fn what_a_sensitive_place_reaches_through_mounts_links_and_views_is_not_granted(
             moved_to.join("token"),
             image.clone(),
             other_name.clone(),
+            aliased.clone(),
         ];
         assert_grants(runner, (&profile, &grants), &["readme"], &secrets);
     });

@@ -55,6 +55,10 @@ const LINK_STEPS: usize = 8;
 /// whose layers were bind mounts of the overlay itself took minutes).
 const MAX_LAYERS: usize = 32;
 
+/// Granted files this large are withheld where a place is on a loop device (see
+/// `Secrets::unnamed_image`): smaller than any file system image.
+const IMAGE_FLOOR: u64 = 64 * 1024;
+
 /// Modification times before this (a year after 1970) say nothing about which file
 /// it is: reproducible builds and Nix's store set them to 0 or 1.
 const DISTINCT_TIME: i64 = 365 * 24 * 60 * 60;
@@ -90,10 +94,11 @@ pub(super) struct Secrets {
     /// desktop's FUSE mount) says nothing of other views (session-26 red team,
     /// round 3: gvfs under `/run/user` made every pnpm store file suspect).
     unknown_disk: bool,
-    /// A place is on a loop device whose file cannot be named (session-26 red
-    /// team, round 4: its first name removed, or its mount gone): the smallest
-    /// such device's size. Every granted file at least that large may be it.
-    unnamed_image: Option<u64>,
+    /// A place is on a loop device, whose file its path may not name (session-26
+    /// red team, rounds 4 and 5: the name removed, a decoy made at "NAME
+    /// (deleted)", the file's mount gone, the file cut short under another name):
+    /// every granted file of [`IMAGE_FLOOR`] bytes or more may be it.
+    unnamed_image: bool,
 }
 
 /// A file's size and modification time in seconds: views round or drop the
@@ -266,13 +271,11 @@ impl Secrets {
         }
     }
 
-    /// What a place's view says for every grant: compare contents, and files as
-    /// large as an image that cannot be named.
+    /// What a place's view says for every grant: compare contents, and withhold
+    /// large files where a place is on a loop device.
     fn note_view(&mut self, view: &super::mount_views::View) {
         self.compare_everywhere |= view.compare_contents;
-        if let Some(size) = view.unnamed_image {
-            self.unnamed_image = Some(self.unnamed_image.map_or(size, |s| s.min(size)));
-        }
+        self.unnamed_image |= view.unnamed_image;
     }
 
     /// Notes `place`'s own identity (not what is below it).
@@ -351,7 +354,7 @@ impl Secrets {
                     write_only: found.write_only,
                     ..Withheld::new(path, found.category)
                 });
-            } else if meta.is_file() && self.unnamed_image.is_some_and(|size| meta.len() >= size) {
+            } else if meta.is_file() && self.unnamed_image && meta.len() >= IMAGE_FLOOR {
                 held.push(Withheld::new(path, Sensitive::Unchecked));
             } else if meta.nlink() > 1
                 && !meta.is_dir()

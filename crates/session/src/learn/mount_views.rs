@@ -25,6 +25,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// File system types whose files are their own: identity is all there is to
@@ -111,10 +112,11 @@ pub(super) struct View {
     /// team, round 3: a key in a loop-mounted image inside `$CODEX_HOME` was
     /// granted as the image).
     pub(super) images: Vec<PathBuf>,
-    /// A loop device whose file cannot be named (its name removed since, or on a
-    /// mount gone since; session-26 red team, round 4): the device's size in
-    /// bytes. A file that large may be it, under another name.
-    pub(super) unnamed_image: Option<u64>,
+    /// The mount reads a loop device: the file its path names may not be the one
+    /// it reads (the name removed and another made, the file's mount gone since,
+    /// the file cut short under another name; session-26 red team, rounds 4 and
+    /// 5), so any large file may be it.
+    pub(super) unnamed_image: bool,
 }
 
 impl Mounts {
@@ -165,13 +167,9 @@ impl Mounts {
                     view.layers.push(at(&dir));
                 }
             }
-            match backing_files(&mount.source) {
-                Backing::None => {}
-                Backing::Files(files) => view.images.extend(files),
-                Backing::Unnamed(size) => {
-                    view.unnamed_image = Some(view.unnamed_image.map_or(size, |s| s.min(size)));
-                }
-            }
+            let backing = backing(mount.device);
+            view.images.extend(backing.files);
+            view.unnamed_image |= backing.image;
         }
         view
     }
@@ -246,58 +244,76 @@ fn on_top<'a>(on: &HashMap<(u64, &'a Path), &'a Mount>, mut mount: &'a Mount) ->
     None
 }
 
-/// What a mount's source is read from.
-#[derive(Debug, PartialEq, Eq)]
-enum Backing {
-    /// Not a loop device.
-    None,
-    /// The files behind a loop device, and behind the loop devices it reads
-    /// (session-26 red team, round 4: a loop device over another).
-    Files(Vec<PathBuf>),
-    /// A loop device of this size (bytes) whose file cannot be named.
-    Unnamed(u64),
+/// What a mount's device is read from.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Backing {
+    /// The files behind the loop devices it is made of, as their paths name them.
+    files: Vec<PathBuf>,
+    /// Whether a loop device is among them.
+    image: bool,
 }
 
-/// The files behind the loop device named `source` (`/dev/loop3`), if it is one.
-fn backing_files(source: &[u8]) -> Backing {
-    let mut files = Vec::new();
-    let mut source = source.to_vec();
-    for _ in 0..8 {
-        let Some(name) = loop_name(&source) else {
-            break;
-        };
-        let sys = Path::new("/sys/block").join(&name);
-        let size = std::fs::read_to_string(sys.join("size"))
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .map_or(0, |sectors| sectors * 512);
-        let Ok(text) = std::fs::read(sys.join("loop/backing_file")) else {
-            return Backing::Unnamed(size);
-        };
-        let text = text.strip_suffix(b"\n").unwrap_or(&text).to_vec();
-        let file = PathBuf::from(OsString::from_vec(text.clone()));
-        // The kernel names a file removed since "… (deleted)"; a file on a mount
-        // unmounted since, by its path on that mount.
-        if !file.is_absolute() || !file.exists() {
-            return Backing::Unnamed(size);
+/// The files behind the block device `device`: through loop devices (over loop
+/// devices), partitions and device-mapper or RAID devices (`slaves/`), found by
+/// device number, not by the name the mount's source gives (session-26 red team,
+/// round 5: a device node of another name for a loop device). A chain too long to
+/// follow counts as an image that cannot be named.
+fn backing(device: u64) -> Backing {
+    let mut backing = Backing::default();
+    let mut todo = vec![device];
+    let mut seen = HashSet::new();
+    while let Some(device) = todo.pop() {
+        if !seen.insert(device) {
+            continue;
         }
-        files.push(file);
-        source = text;
+        if seen.len() > 64 {
+            backing.image = true;
+            break;
+        }
+        let (major, minor) = (libc::major(device), libc::minor(device));
+        let Ok(dir) = std::fs::canonicalize(format!("/sys/dev/block/{major}:{minor}")) else {
+            continue;
+        };
+        let mut push = |dev_file: &Path| {
+            if let Some(device) = std::fs::read_to_string(dev_file)
+                .ok()
+                .and_then(|text| parse_device(text.trim()))
+            {
+                todo.push(device);
+            }
+        };
+        if dir.join("partition").exists()
+            && let Some(disk) = dir.parent()
+        {
+            push(&disk.join("dev"));
+        }
+        if let Ok(entries) = std::fs::read_dir(dir.join("slaves")) {
+            for entry in entries.flatten() {
+                push(&entry.path().join("dev"));
+            }
+        }
+        if let Ok(text) = std::fs::read(dir.join("loop/backing_file")) {
+            backing.image = true;
+            let text = text.strip_suffix(b"\n").unwrap_or(&text);
+            // " (deleted)": the name is gone, whatever holds it now.
+            if text.ends_with(b" (deleted)") {
+                continue;
+            }
+            let file = PathBuf::from(OsString::from_vec(text.to_vec()));
+            match std::fs::metadata(&file) {
+                Ok(meta) if meta.file_type().is_block_device() => todo.push(meta.rdev()),
+                Ok(_) if file.is_absolute() => backing.files.push(file),
+                _ => {}
+            }
+        }
     }
-    if files.is_empty() {
-        Backing::None
-    } else {
-        Backing::Files(files)
-    }
+    backing
 }
 
-/// `loop3` of `/dev/loop3`.
-fn loop_name(source: &[u8]) -> Option<String> {
-    let name = source.strip_prefix(b"/dev/")?;
-    if !name.starts_with(b"loop") || !name[4..].iter().all(u8::is_ascii_digit) || name.len() == 4 {
-        return None;
-    }
-    String::from_utf8(name.to_vec()).ok()
+/// A device number written `MAJOR:MINOR`.
+fn parse_device(text: &str) -> Option<u64> {
+    let (major, minor) = text.split_once(':')?;
+    Some(libc::makedev(major.parse().ok()?, minor.parse().ok()?))
 }
 
 /// The folders `mount` names as what it shows: an overlay's layers, a FUSE file
@@ -431,11 +447,10 @@ mod tests {
             Some((libc::makedev(8, 1), false))
         );
         assert_eq!(mounts.at(Path::new("/srv/app")), None);
-        // Only a loop device has a file behind it.
-        assert_eq!(backing_files(b"/dev/sda1"), Backing::None);
-        assert_eq!(loop_name(b"/dev/loop0/../sda"), None);
-        assert_eq!(loop_name(b"/dev/loop-control"), None);
-        assert_eq!(loop_name(b"/dev/loop12").as_deref(), Some("loop12"));
+        // A file system with no block device (a tmpfs's 0:N) reads no file.
+        assert_eq!(backing(libc::makedev(0, 40)), Backing::default());
+        assert_eq!(parse_device("7:12"), Some(libc::makedev(7, 12)));
+        assert_eq!(parse_device("7"), None);
         assert_eq!(mounts.list.len(), 2);
         assert_eq!(mounts.list[1].root, Path::new("/home/u/.ssh"));
         assert_eq!(mounts.list[1].fstype, "ext4");
@@ -495,7 +510,7 @@ mod tests {
                 layers: vec![lower.join("u/proj"), upper.join("u/proj")],
                 compare_contents: true,
                 images: vec![],
-                unnamed_image: None,
+                unnamed_image: false,
             }
         );
         // Relative layers: compared, not looked for.
@@ -505,7 +520,7 @@ mod tests {
                 layers: vec![],
                 compare_contents: true,
                 images: vec![],
-                unnamed_image: None,
+                unnamed_image: false,
             }
         );
         assert_eq!(
@@ -514,7 +529,7 @@ mod tests {
                 layers: vec![lower.join("p")],
                 compare_contents: true,
                 images: vec![],
-                unnamed_image: None,
+                unnamed_image: false,
             }
         );
         let nfs = mounts.view_of(Path::new("/mnt/nfs/p"));
