@@ -160,17 +160,7 @@ impl Secrets {
                 }
             } else {
                 for place in &these {
-                    let view = secrets.mounts.view_of(&place.path);
-                    secrets.note_view(&view);
-                    let shown: Vec<Withheld> = view
-                        .layers
-                        .into_iter()
-                        .chain(view.images)
-                        .map(|path| Withheld {
-                            path,
-                            ..place.clone()
-                        })
-                        .collect();
+                    let (shown, _) = secrets.shown_from(place);
                     // Not looked through, but known by identity: a hard link to
                     // one elsewhere is withheld too (session-26 red team, round 4:
                     // an image eight links away, granted by its other name).
@@ -195,10 +185,8 @@ impl Secrets {
             path,
             ..place.clone()
         };
-        let view = self.mounts.view_of(&place.path);
-        let on_view = view.compare_contents;
-        self.note_view(&view);
-        linked.extend(view.layers.into_iter().chain(view.images).map(as_place));
+        let (shown, on_view) = self.shown_from(place);
+        linked.extend(shown);
         let found = Found {
             category: place.category,
             write_only: place.write_only,
@@ -271,11 +259,24 @@ impl Secrets {
         }
     }
 
-    /// What a place's view says for every grant: compare contents, and withhold
-    /// large files where a place is on a loop device.
-    fn note_view(&mut self, view: &super::mount_views::View) {
+    /// What `place`'s mount shows it from (a view's folders, a loop device's
+    /// image), as places withheld as it is, and whether that mount is a view;
+    /// notes what the view says for every grant (compare contents, withhold large
+    /// files where a place is on a loop device).
+    fn shown_from(&mut self, place: &Withheld) -> (Vec<Withheld>, bool) {
+        let view = self.mounts.view_of(&place.path);
         self.compare_everywhere |= view.compare_contents;
         self.unnamed_image |= view.unnamed_image;
+        let shown = view
+            .layers
+            .into_iter()
+            .chain(view.images)
+            .map(|path| Withheld {
+                path,
+                ..place.clone()
+            })
+            .collect();
+        (shown, view.compare_contents)
     }
 
     /// Notes `place`'s own identity (not what is below it).

@@ -96,6 +96,11 @@ struct Mount {
 pub(super) struct Mounts {
     points: HashSet<PathBuf>,
     list: Vec<Mount>,
+    /// Each mount (its index in `list`) by the mount it is on and its point;
+    /// `None` when two share both, which is no tree to follow.
+    on: Option<HashMap<(u64, PathBuf), usize>>,
+    /// The root mount: at `/`, on no mount listed.
+    root: Option<usize>,
 }
 
 /// What the mount holding a path shows of it.
@@ -128,8 +133,18 @@ impl Mounts {
     /// Mounts from `mountinfo`'s text; a line that cannot be read is left out.
     pub(super) fn parse(text: &[u8]) -> Self {
         let list: Vec<Mount> = text.split(|&b| b == b'\n').filter_map(parse_line).collect();
+        let ids: HashSet<u64> = list.iter().map(|m| m.id).collect();
+        let mut on = HashMap::new();
+        let mut tree = true;
+        for (i, m) in list.iter().enumerate() {
+            tree &= on.insert((m.parent, m.point.clone()), i).is_none();
+        }
         Self {
             points: list.iter().map(|m| m.point.clone()).collect(),
+            root: list
+                .iter()
+                .position(|m| m.point == Path::new("/") && !ids.contains(&m.parent)),
+            on: tree.then_some(on),
             list,
         }
     }
@@ -208,40 +223,30 @@ impl Mounts {
     }
 
     fn visible(&self, path: &Path) -> Option<&Mount> {
-        let ids: HashSet<u64> = self.list.iter().map(|m| m.id).collect();
-        let mut on: HashMap<(u64, &Path), &Mount> = HashMap::new();
-        for m in &self.list {
-            // Two on one mount at one point: not a tree this can follow.
-            if on.insert((m.parent, m.point.as_path()), m).is_some() {
-                return None;
-            }
-        }
-        let root = self
-            .list
-            .iter()
-            .find(|m| m.point == Path::new("/") && !ids.contains(&m.parent))?;
-        let mut mount = on_top(&on, root)?;
+        let on = self.on.as_ref()?;
+        let mut mount = self.on_top(on, self.root?)?;
         let mut folder = PathBuf::from("/");
         for part in path.components().skip(1) {
             folder.push(part);
-            if let Some(child) = on.get(&(mount.id, folder.as_path())) {
-                mount = on_top(&on, child)?;
+            if let Some(&child) = on.get(&(self.list[mount].id, folder.clone())) {
+                mount = self.on_top(on, child)?;
             }
         }
-        Some(mount)
+        self.list.get(mount)
     }
-}
 
-/// The mount on top at `mount`'s point: `mount`, or one mounted over it there, and
-/// so on (`None` for a loop, which no kernel makes).
-fn on_top<'a>(on: &HashMap<(u64, &'a Path), &'a Mount>, mut mount: &'a Mount) -> Option<&'a Mount> {
-    for _ in 0..=on.len() {
-        match on.get(&(mount.id, mount.point.as_path())) {
-            Some(above) => mount = above,
-            None => return Some(mount),
+    /// The mount on top at `mount`'s point: `mount`, or one mounted over it there,
+    /// and so on (`None` for a loop, which no kernel makes).
+    fn on_top(&self, on: &HashMap<(u64, PathBuf), usize>, mut mount: usize) -> Option<usize> {
+        for _ in 0..=on.len() {
+            let m = self.list.get(mount)?;
+            match on.get(&(m.id, m.point.clone())) {
+                Some(&above) => mount = above,
+                None => return Some(mount),
+            }
         }
+        None
     }
-    None
 }
 
 /// What a mount's device is read from.
