@@ -111,6 +111,11 @@ fn setup(
     if !matches!(sync.read(&mut go), Ok(1)) {
         return Err(SetupError::ParentGone);
     }
+    // The sandbox is built: back to every CPU the supervisor had (it kept us off its
+    // own while we built), which the command inherits.
+    if let Some(cpus) = &p.cpus {
+        let _ = sys::set_affinity(0, cpus);
+    }
     sys::unshare(libc::CLONE_NEWCGROUP).map_err(|source| SetupError::Namespaces {
         hint: "this kernel lacks cgroup namespaces; `vectraguard doctor` shows it".into(),
         source,
@@ -318,9 +323,49 @@ fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::Owned
         while let Ok(Some((pid, status))) = sys::waitpid(-1, libc::WNOHANG) {
             if pid == main {
                 report_full(p, &mut full_seen, &mut report);
-                // Exiting ends the PID namespace: the kernel kills whatever is left.
+                // Exiting ends the PID namespace: the kernel kills whatever is left,
+                // but only once init has begun to exit, and the supervisor then
+                // waits out the namespaces' teardown too. Ending the rest here
+                // first lets it complete the record meanwhile.
+                let alone = end_the_rest(&set);
                 let _ = Message::Exited(status).send(&mut report);
+                if alone {
+                    let _ = Message::Alone.send(&mut report);
+                }
                 sys::exit_now(0);
+            }
+        }
+    }
+}
+
+/// How long init tries to end the sandbox's other processes itself once the command
+/// has ended. A process it cannot end (one stuck in an uninterruptible wait) is left
+/// to the kernel, which ends it with the PID namespace as init exits: the supervisor
+/// is then not told [`Message::Alone`] and waits for init's end as before.
+const END_THE_REST: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Kills every other process of the sandbox's PID namespace (`kill(-1)` from its
+/// init reaches all of them and never init) and reaps them all, orphans included,
+/// since init is their reaper. True once none is left; false when one outlived
+/// [`END_THE_REST`]. Killing again after each reap catches a child forked while
+/// the first kill went round.
+fn end_the_rest(set: &libc::sigset_t) -> bool {
+    let deadline = std::time::Instant::now() + END_THE_REST;
+    loop {
+        let _ = sys::kill(-1, libc::SIGKILL);
+        match sys::waitpid(-1, libc::WNOHANG) {
+            Ok(Some(_)) => continue,
+            Err(e) if e.raw_os_error() == Some(libc::ECHILD) => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+            Ok(None) => {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return false;
+                }
+                // Woken by the next child's end (SIGCHLD is blocked here, as in the
+                // loop above); any other signal only shortens the wait.
+                let _ = sys::sigtimedwait(set, left.min(std::time::Duration::from_millis(50)));
             }
         }
     }

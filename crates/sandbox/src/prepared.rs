@@ -46,6 +46,10 @@ pub(crate) struct Prepared {
     pub image_lower: Option<OwnedFd>,
     /// The child's end of the socket that carries the seccomp listener.
     pub notify_sock: Option<std::os::fd::OwnedFd>,
+    /// The supervisor's CPU affinity when it cloned init, which init gives back to
+    /// itself once it has built the sandbox (see `spawn_in`: while it builds, it is
+    /// kept off the supervisor's CPU).
+    pub cpus: Option<sys::CpuSet>,
 }
 
 fn cstring(s: impl AsRef<[u8]>, what: &str) -> Result<CString, SandboxError> {
@@ -146,6 +150,7 @@ impl Prepared {
                 _ => None,
             },
             notify_sock: None,
+            cpus: None,
         })
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Each message is `tag: u8, len: u32 (LE), payload`. Messages are small and written
 //! once; the supervisor reads `Ready` (or the setup failure) as soon as it arrives and
-//! the rest after init has ended.
+//! the rest as it comes while it waits for the sandbox to end.
 
 use std::io::{self, Read, Write};
 
@@ -18,6 +18,11 @@ pub enum Message {
     ExecFailed(i32),
     /// The command ended with this wait status.
     Exited(i32),
+    /// Sent after `Exited` when init has killed and reaped every other process of
+    /// the sandbox: nothing of it runs any more but init, which only exits. The
+    /// supervisor completes the record from here instead of waiting for init's own
+    /// end (the namespaces' teardown), and reaps init afterwards.
+    Alone,
     /// A limit was reached, e.g. `disk` with the full mount point.
     LimitHit {
         limit: String,
@@ -36,6 +41,7 @@ impl Message {
             Self::Started(pid) => (b'P', pid.to_le_bytes().to_vec()),
             Self::ExecFailed(errno) => (b'X', errno.to_le_bytes().to_vec()),
             Self::Exited(status) => (b'S', status.to_le_bytes().to_vec()),
+            Self::Alone => (b'A', Vec::new()),
             Self::LimitHit {
                 limit,
                 detail,
@@ -81,6 +87,7 @@ impl Message {
                 b'P' => out.push(Self::Started(int())),
                 b'X' => out.push(Self::ExecFailed(int())),
                 b'S' => out.push(Self::Exited(int())),
+                b'A' => out.push(Self::Alone),
                 b'L' => {
                     let text = String::from_utf8_lossy(payload);
                     let mut parts = text.splitn(3, '\0');
@@ -122,12 +129,6 @@ impl Message {
         }
         Ok(Self::decode_all(&bytes).into_iter().next())
     }
-
-    pub fn read_all(r: &mut impl Read) -> io::Result<Vec<Self>> {
-        let mut buf = Vec::new();
-        r.read_to_end(&mut buf)?;
-        Ok(Self::decode_all(&buf))
-    }
 }
 
 #[cfg(test)]
@@ -145,6 +146,7 @@ mod tests {
             Message::Started(2),
             Message::ExecFailed(2),
             Message::Exited(256),
+            Message::Alone,
             Message::LimitHit {
                 limit: "disk".into(),
                 detail: "/tmp".into(),
@@ -159,9 +161,9 @@ mod tests {
         }
         assert_eq!(Message::read_one(&mut reader).unwrap(), None);
         bytes.truncate(bytes.len() - 2);
-        assert_eq!(Message::decode_all(&bytes), msgs[..5]);
+        assert_eq!(Message::decode_all(&bytes), msgs[..6]);
         let mut reader = &bytes[..];
-        for m in &msgs[..5] {
+        for m in &msgs[..6] {
             assert_eq!(Message::read_one(&mut reader).unwrap().as_ref(), Some(m));
         }
         assert_eq!(Message::read_one(&mut reader).unwrap(), None);

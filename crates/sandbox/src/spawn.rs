@@ -27,6 +27,10 @@ pub struct Sandbox {
     notify: Option<std::os::fd::OwnedFd>,
     /// Messages read early by [`Sandbox::ready`], handled again by [`Sandbox::wait`].
     early: Vec<Message>,
+    /// What [`Sandbox::wait`] has read of the report pipe since.
+    received: Vec<u8>,
+    /// Init said it is [`Message::Alone`]: it is exiting, and is still to be reaped.
+    alone: bool,
     /// Refers to init for as long as we hold it, so signals never hit a recycled pid.
     pidfd: Arc<OwnedFd>,
     /// A stop asked for by a [`Stopper`], acted on by [`Sandbox::wait_with`].
@@ -89,7 +93,7 @@ impl Stopper {
 /// kills every process in the sandbox's PID namespace.
 #[derive(Debug, Clone)]
 pub struct Killer {
-    pidfd: Arc<OwnedFd>,
+    pub(crate) pidfd: Arc<OwnedFd>,
 }
 
 impl Killer {
@@ -178,6 +182,7 @@ pub fn spawn_in(
         },
     };
     let mut prepared = Prepared::new(spec, stdio, recorder.is_some())?;
+    prepared.cpus = sys::affinity(0).ok();
     let mut notify_parent = None;
     if spec.trace_exec
         || spec.tty
@@ -226,6 +231,16 @@ pub fn spawn_in(
         }
         Ok(Some(pid)) => pid,
     };
+    // Init builds the sandbox while the supervisor prepares the record: work for two
+    // CPUs. A new process starts on its parent's CPU unless the scheduler spreads it
+    // at once, which it may leave to its next tick (4 ms at 250 Hz), and the two
+    // then take turns on one CPU. Best effort: init gives itself back the mask
+    // before anything of the command's runs.
+    if let (Some(cpus), Some(here)) = (prepared.cpus, sys::current_cpu())
+        && let Some(elsewhere) = cpus.without(here)
+    {
+        let _ = sys::set_affinity(pid, &elsewhere);
+    }
     let pidfd = match sys::pidfd_open(pid) {
         Ok(fd) => Arc::new(fd),
         Err(e) => {
@@ -288,6 +303,8 @@ pub fn spawn_in(
         _alive: sync_w,
         report: report_r,
         early: Vec::new(),
+        received: Vec::new(),
+        alone: false,
         pidfd,
         stop: Arc::new(AtomicU8::new(STOP_NONE)),
         recorder,
@@ -311,6 +328,8 @@ impl Sandbox {
             _alive: alive,
             report,
             early: Vec::new(),
+            received: Vec::new(),
+            alone: false,
             pidfd: Arc::new(pidfd),
             stop: Arc::new(AtomicU8::new(STOP_NONE)),
             recorder: None,
@@ -498,25 +517,71 @@ impl Sandbox {
     /// `grace` is the time between SIGTERM and SIGKILL for a [`Stopper`]'s stop
     /// when there is no deadline (with one, the deadline's grace applies).
     pub fn wait_with(
-        mut self,
+        self,
         deadline: Option<(Instant, Duration)>,
         grace: Duration,
         on_signal: &mut dyn FnMut(libc::c_int) -> bool,
     ) -> Result<Outcome, SandboxError> {
+        self.wait_then(deadline, grace, on_signal, |_| ()).0
+    }
+
+    /// Like [`Self::wait_with`], running `then` on the result as soon as nothing of
+    /// the sandbox runs any more, and before init itself is reaped. Init ends the
+    /// sandbox's other processes itself when the command has ended and says so
+    /// ([`Message::Alone`]); its own end, the teardown of the namespaces (about half
+    /// a millisecond), then overlaps `then`'s work, the record's completion, instead
+    /// of preceding it. When this returns init has been reaped, as with `wait`.
+    pub fn wait_then<R>(
+        mut self,
+        deadline: Option<(Instant, Duration)>,
+        grace: Duration,
+        on_signal: &mut dyn FnMut(libc::c_int) -> bool,
+        then: impl FnOnce(&mut Result<Outcome, SandboxError>) -> R,
+    ) -> (Result<Outcome, SandboxError>, R) {
+        let mut result = self
+            .until_the_end(deadline, grace, on_signal)
+            .and_then(|end| self.outcome(end));
+        let after = then(&mut result);
+        // Init only exits after `Alone`; on every other path it was reaped already
+        // (or waiting failed, and dropping the sandbox leaves it to the kernel).
+        if self.alone {
+            loop {
+                match sys::waitpid(self.pid, 0) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    _ => break,
+                }
+            }
+        }
+        (result, after)
+    }
+
+    /// Forwards signals, acts on the deadline and on stops, and reads init's
+    /// messages until init has been reaped or has said it is [`Message::Alone`].
+    fn until_the_end(
+        &mut self,
+        deadline: Option<(Instant, Duration)>,
+        grace: Duration,
+        on_signal: &mut dyn FnMut(libc::c_int) -> bool,
+    ) -> Result<End, SandboxError> {
+        let lost = |e: std::io::Error| SandboxError::Lost(e.to_string());
         let signals = sys::sigset(&[FORWARDED_SIGNALS, &[libc::SIGCHLD]].concat());
+        // The signals stay blocked (since `spawn_in`); the descriptor takes them as
+        // `sigwait` would, and can be polled with init's report pipe.
+        let sigfd = sys::signalfd(&signals).map_err(lost)?;
         let stop_grace = deadline.map_or(grace, |(_, grace)| grace);
-        let mut timed_out = false;
+        let mut end = End::default();
         let mut next = deadline.map(|(at, _)| at);
         // The stop level acted on so far.
         let mut stopping = STOP_NONE;
         // SIGTERM was sent (at the deadline or a stop); SIGKILL comes at `next`.
         let mut terminating = false;
-        let mut stopped = None;
-        let init_status = loop {
+        // Until init's end of the pipe closes.
+        let mut report_open = true;
+        loop {
             let asked = self.stop.load(Ordering::SeqCst);
             if asked > stopping {
                 stopping = asked;
-                stopped = Some(asked == STOP_KILL);
+                end.stopped = Some(asked == STOP_KILL);
                 if asked == STOP_KILL {
                     let _ = sys::pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
                     next = None;
@@ -527,50 +592,76 @@ impl Sandbox {
                     next = Some(Instant::now() + stop_grace);
                 }
             }
-            let sig = match next {
-                None => {
-                    sys::sigwait(&signals)
-                        .map_err(|e| SandboxError::Lost(e.to_string()))?
-                        .0
-                }
-                Some(at) => {
-                    let left = at.saturating_duration_since(Instant::now());
-                    match sys::sigtimedwait(&signals, left)
-                        .map_err(|e| SandboxError::Lost(e.to_string()))?
-                    {
-                        Some(sig) => sig,
-                        None if Instant::now() < at => continue,
-                        None => {
-                            if terminating {
-                                // The grace period is over.
-                                let _ = sys::pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
-                                next = None;
-                            } else {
-                                timed_out = true;
-                                terminating = true;
-                                let _ = sys::pidfd_send_signal(self.pidfd.as_fd(), TERMINATE_ALL);
-                                next = Some(Instant::now() + stop_grace);
-                            }
-                            continue;
+            let timeout_ms = next.map_or(-1, |at| {
+                let left = at.saturating_duration_since(Instant::now());
+                // Rounded up: woken before `at`, the loop would only poll again.
+                libc::c_int::try_from(left.as_micros().div_ceil(1000)).unwrap_or(libc::c_int::MAX)
+            });
+            let revents = if report_open {
+                sys::poll_read(&[sigfd.as_fd(), self.report.as_fd()], timeout_ms)
+            } else {
+                sys::poll_read(&[sigfd.as_fd()], timeout_ms)
+            }
+            .map_err(lost)?;
+            if revents.get(1).is_some_and(|&r| r != 0) {
+                let mut buf = [0u8; 4096];
+                match std::io::Read::read(&mut self.report, &mut buf) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Ok(0) | Err(_) => report_open = false,
+                    Ok(n) => {
+                        self.received.extend_from_slice(&buf[..n]);
+                        if Message::decode_all(&self.received).contains(&Message::Alone) {
+                            self.alone = true;
+                            return Ok(end);
                         }
                     }
                 }
-            };
-            if sig != libc::SIGCHLD && on_signal(sig) {
-                continue;
             }
-            if sig == libc::SIGCHLD {
-                if let Some((_, status)) = sys::waitpid(self.pid, libc::WNOHANG)
-                    .map_err(|e| SandboxError::Lost(e.to_string()))?
-                {
-                    break status;
+            if let Some(at) = next
+                && Instant::now() >= at
+            {
+                if terminating {
+                    // The grace period is over.
+                    let _ = sys::pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
+                    next = None;
+                } else {
+                    end.timed_out = true;
+                    terminating = true;
+                    let _ = sys::pidfd_send_signal(self.pidfd.as_fd(), TERMINATE_ALL);
+                    next = Some(Instant::now() + stop_grace);
                 }
-                continue;
             }
-            let _ = sys::kill(self.pid, sig);
-        };
+            for got in sys::signalfd_read(sigfd.as_fd()) {
+                let sig = got.signal;
+                if sig == libc::SIGCHLD {
+                    if let Some((_, status)) =
+                        sys::waitpid(self.pid, libc::WNOHANG).map_err(lost)?
+                    {
+                        end.init_status = Some(status);
+                        return Ok(end);
+                    }
+                    continue;
+                }
+                if !on_signal(sig) {
+                    let _ = sys::kill(self.pid, sig);
+                }
+            }
+        }
+    }
+
+    /// How the command ended, from init's messages: all of them once init was
+    /// reaped, or those before [`Message::Alone`], its last.
+    fn outcome(&mut self, end: End) -> Result<Outcome, SandboxError> {
+        if end.init_status.is_some() {
+            let _ = std::io::Read::read_to_end(&mut self.report, &mut self.received);
+        }
         let mut messages = std::mem::take(&mut self.early);
-        messages.extend(Message::read_all(&mut self.report).unwrap_or_default());
+        messages.extend(Message::decode_all(&self.received));
+        let End {
+            init_status,
+            timed_out,
+            stopped,
+        } = end;
         let mut enforced = String::new();
         let mut command_pid = None;
         let mut limit_hits = Vec::new();
@@ -610,6 +701,7 @@ impl Sandbox {
                         limit_hits,
                     });
                 }
+                Message::Alone => {}
             }
         }
         if timed_out || stopped.is_some() {
@@ -624,12 +716,22 @@ impl Sandbox {
                 limit_hits,
             });
         }
-        Err(SandboxError::Lost(match decode_status(init_status) {
-            Termination::Signalled(sig) => format!("init was killed by signal {sig}"),
-            Termination::Exited(code) => format!("init exited with status {code}"),
-            Termination::ExecFailed(_) => "unknown".into(),
+        Err(SandboxError::Lost(match init_status.map(decode_status) {
+            Some(Termination::Signalled(sig)) => format!("init was killed by signal {sig}"),
+            Some(Termination::Exited(code)) => format!("init exited with status {code}"),
+            _ => "unknown".into(),
         }))
     }
+}
+
+/// How waiting for a sandbox ended.
+#[derive(Debug, Default)]
+struct End {
+    /// Init's wait status once reaped; `None` when it said it is alone and is still
+    /// to be reaped.
+    init_status: Option<i32>,
+    timed_out: bool,
+    stopped: Option<bool>,
 }
 
 pub(crate) fn decode_status(status: i32) -> Termination {

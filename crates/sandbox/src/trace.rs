@@ -305,7 +305,7 @@ pub fn serve(
     on_event: impl FnMut(TraceEvent) -> Verdict,
     between: impl FnMut(Between) -> bool,
 ) {
-    serve_with(listener, None, inspect, exits, on_event, between);
+    serve_with(listener, None, None, inspect, exits, on_event, between);
 }
 
 /// [`serve`], with the execs and exits recorded by `recorder` (the BPF recorder,
@@ -317,9 +317,17 @@ pub fn serve(
 /// makes; and, once every sandboxed process is gone, the last of them (each
 /// process's exit is in the ring buffer before its filter is released, which is
 /// what ends the listener). Their verdicts are ignored: they have happened.
+///
+/// With `ended`, the sandbox's init: its exit ends the serving too, as the listener's
+/// hang-up does. Init holds the filter as well, and before Linux 6.11 a filter is
+/// released only when its process is reaped, so the hang-up would wait for the
+/// supervisor's reap of init, which may come after it has waited for this tracer
+/// ([`crate::Sandbox::wait_then`]). Init exits last: every other process of the
+/// sandbox is gone by then.
 pub fn serve_with(
     listener: OwnedFd,
     mut recorder: Option<crate::exectrace::ExecRecorder>,
+    ended: Option<crate::Killer>,
     inspect: bool,
     exits: Exits,
     mut on_event: impl FnMut(TraceEvent) -> Verdict,
@@ -372,7 +380,12 @@ pub fn serve_with(
             .as_ref()
             .map(crate::exectrace::ExecRecorder::fd)
             .or(also);
-        let polled = sys::poll_hup_within(fd, also, timeout);
+        let polled = sys::poll_hup_within(
+            fd,
+            also,
+            ended.as_ref().map(|init| init.pidfd.as_fd()),
+            timeout,
+        );
         if let Some(recorder) = recorder.as_mut() {
             ring_poll = if recorded(recorder, &mut tracked, &mut on_event) > 0 {
                 RING_POLL_BUSY

@@ -71,6 +71,11 @@ const CASES: &[Case] = &[
         ignored: false,
     },
     Case {
+        name: "the_end_is_known_before_init_is_reaped",
+        run: the_end_is_known_before_init_is_reaped,
+        ignored: false,
+    },
+    Case {
         name: "bench_10000_opens",
         run: bench_10000_opens,
         ignored: true,
@@ -483,6 +488,73 @@ fn file_tracing_needs_exec_tracing(id: &Identity) {
 
 /// Times 10,000 `open`+`close` pairs inside a traced sandbox, with and without
 /// `trace_files`, measured by the sandboxed program itself.
+/// `wait_then` runs its work once nothing of the sandbox runs any more, before init is
+/// reaped: init ends what the command left running (a sleep holding stdout, whose
+/// pipe is then at its end) and says so, and the tracer, told init's end, is done
+/// without init being reaped (before Linux 6.11 a seccomp filter is released only
+/// when its process is reaped, and init holds the listener's). Init is reaped when
+/// `wait_then` returns.
+fn the_end_is_known_before_init_is_reaped(id: &Identity) {
+    use std::time::{Duration, Instant};
+    wait_single_threaded();
+    let spec = spec(
+        id,
+        &["/bin/sh", "-c", "sleep 30 & echo started"],
+        Options::EXEC_ONLY,
+    );
+    let null = std::fs::File::open("/dev/null").unwrap();
+    let (mut out_r, out_w) = std::io::pipe().unwrap();
+    let mut sandbox = vg_sandbox::spawn(
+        &spec,
+        [null.as_raw_fd(), out_w.as_raw_fd(), null.as_raw_fd()],
+    )
+    .unwrap();
+    drop((out_w, null));
+    let init = sandbox.pid();
+    let listener = sandbox.exec_listener().expect("the exec listener");
+    let killer = sandbox.killer();
+    let tracer = std::thread::spawn(move || {
+        vg_sandbox::trace::serve_with(
+            listener,
+            None,
+            Some(killer),
+            false,
+            Exits::Trap,
+            |_| Verdict::Continue,
+            |_| false,
+        );
+    });
+    let (to, stdout) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out_r.read_to_string(&mut s);
+        let _ = to.send(s);
+    });
+    let init_proc = PathBuf::from(format!("/proc/{init}"));
+    let (outcome, (stdout, tracer_done, init_unreaped)) =
+        sandbox.wait_then(None, Duration::from_secs(5), &mut |_| false, |_| {
+            let stdout = stdout.recv_timeout(Duration::from_secs(10)).ok();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !tracer.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            (stdout, tracer.is_finished(), init_proc.exists())
+        });
+    tracer.join().unwrap();
+    assert_eq!(outcome.unwrap().termination, Termination::Exited(0));
+    assert_eq!(
+        stdout.as_deref(),
+        Some("started\n"),
+        "the sleep outlived the end"
+    );
+    assert!(tracer_done, "the tracer waited for init to be reaped");
+    assert!(
+        init_unreaped,
+        "init was reaped before the work on the result"
+    );
+    assert!(!init_proc.exists(), "init is not reaped after wait_then");
+}
+
 fn bench_10000_opens(id: &Identity) {
     let script = r#"
 import os, time

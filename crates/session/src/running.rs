@@ -255,34 +255,58 @@ impl Running {
             } => {
                 let id = session.id().to_owned();
                 let dir = session.dir().to_path_buf();
-                let mut result = sandbox.wait_with(deadline, limits.kill_grace, &mut |sig| {
-                    resize(
-                        &session,
-                        terminal.as_ref().and_then(|slot| slot.get()),
-                        sig,
-                        stdin_is_terminal,
-                    )
-                });
-                if let Ok(outcome) = &result {
-                    held_files.1.client_ended(outcome.termination);
-                }
-                memory_hit = watchdog.and_then(Watchdog::finish);
-                if let Some(hit) = &memory_hit {
-                    killed_by_watchdog(&mut result);
-                    session
-                        .event(watchdog_event(hit))
-                        .map_err(|e| Error::from(e).in_session(&id))?;
-                }
-                let cgroup_hits = hits();
-                let denied = result
-                    .as_ref()
-                    .ok()
-                    .filter(|o| matches!(o.termination, vg_sandbox::Termination::ExecFailed(_)))
-                    .and_then(|o| o.command_pid)
-                    .and_then(|pid| session.gate_denial(pid));
-                let (_, observed) = session
-                    .finish(&result, &cgroup_hits)
-                    .map_err(|e| Error::from(e).in_session(&id))?;
+                // The record is completed while init exits (see `wait_then`):
+                // nothing of the sandbox runs any more by then.
+                // Lent to the signal handler while the sandbox runs, then taken
+                // to complete the record.
+                let session = std::cell::RefCell::new(Some(session));
+                let (result, finished) = sandbox.wait_then(
+                    deadline,
+                    limits.kill_grace,
+                    &mut |sig| {
+                        session.borrow().as_ref().is_some_and(|session| {
+                            resize(
+                                session,
+                                terminal.as_ref().and_then(|slot| slot.get()),
+                                sig,
+                                stdin_is_terminal,
+                            )
+                        })
+                    },
+                    |result| {
+                        // Taken once: `then` runs once, after the last signal.
+                        let Some(session) = session.borrow_mut().take() else {
+                            return Err(Error::from(anyhow::anyhow!(
+                                "the session's record was completed twice"
+                            )));
+                        };
+                        if let Ok(outcome) = &*result {
+                            held_files.1.client_ended(outcome.termination);
+                        }
+                        let memory_hit = watchdog.and_then(Watchdog::finish);
+                        if let Some(hit) = &memory_hit {
+                            killed_by_watchdog(result);
+                            session
+                                .event(watchdog_event(hit))
+                                .map_err(|e| Error::from(e).in_session(&id))?;
+                        }
+                        let cgroup_hits = hits();
+                        let denied = result
+                            .as_ref()
+                            .ok()
+                            .filter(|o| {
+                                matches!(o.termination, vg_sandbox::Termination::ExecFailed(_))
+                            })
+                            .and_then(|o| o.command_pid)
+                            .and_then(|pid| session.gate_denial(pid));
+                        let (_, observed) = session
+                            .finish(result, &cgroup_hits)
+                            .map_err(|e| Error::from(e).in_session(&id))?;
+                        Ok::<_, Error>((memory_hit, cgroup_hits, denied, observed))
+                    },
+                );
+                let (hit, cgroup_hits, denied, observed) = finished?;
+                memory_hit = hit;
                 drop(raw);
                 let outcome =
                     result.map_err(|e| Error::from(anyhow::Error::from(e)).in_session(&id))?;
@@ -297,19 +321,23 @@ impl Running {
                 (outcome, Some(id), cgroup_hits, denied)
             }
             Mode::Unrecorded { saved, mediator } => {
-                let mut outcome = sandbox.wait_until(deadline);
-                if let Ok(outcome) = &outcome {
-                    held_files.1.client_ended(outcome.termination);
-                }
-                memory_hit = watchdog.and_then(Watchdog::finish);
-                if memory_hit.is_some() {
-                    killed_by_watchdog(&mut outcome);
-                }
-                if let Some(mediator) = mediator {
-                    let _ = mediator.stop();
-                }
-                // Init is gone, and with it every process of the sandbox: restore now.
-                drop(saved);
+                let (outcome, hit) =
+                    sandbox.wait_then(deadline, limits.kill_grace, &mut |_| false, |outcome| {
+                        if let Ok(outcome) = &*outcome {
+                            held_files.1.client_ended(outcome.termination);
+                        }
+                        let memory_hit = watchdog.and_then(Watchdog::finish);
+                        if memory_hit.is_some() {
+                            killed_by_watchdog(outcome);
+                        }
+                        if let Some(mediator) = mediator {
+                            let _ = mediator.stop();
+                        }
+                        // Nothing of the sandbox runs any more: restore now.
+                        drop(saved);
+                        memory_hit
+                    });
+                memory_hit = hit;
                 let outcome = outcome.map_err(anyhow::Error::from)?;
                 (outcome, None, hits(), None)
             }

@@ -429,3 +429,33 @@ report("su-euid", euid)
         }
     });
 }
+
+/// The CPUs a `/proc/*/status` allows (`Cpus_allowed_list`).
+fn cpus_allowed(status: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|cpus| cpus.trim().to_owned())
+        .unwrap_or_else(|| panic!("no Cpus_allowed_list in {status:?}"))
+}
+
+/// Init builds the sandbox kept off the supervisor's CPU (so that the two work side by
+/// side), then gives itself back the caller's CPUs before the command starts: the
+/// command may run on every CPU its caller may, no more and no fewer.
+#[test]
+fn the_command_may_run_on_every_cpu_its_caller_may() {
+    let mine = cpus_allowed(&std::fs::read_to_string("/proc/self/status").unwrap());
+    each_identity(|runner| {
+        let ws = Workspace::new();
+        let status = ["cat", "/proc/self/status"];
+        let out = Vg::sandbox(runner, &ws, &[], &status).run();
+        out.assert_success();
+        assert_eq!(cpus_allowed(&out.stdout), mine, "{out}");
+        // A caller held to one CPU stays held to it.
+        let out = Vg::sandbox(runner, &ws, &[], &status)
+            .through_shell("exec taskset -c 0 \"$@\"")
+            .run();
+        out.assert_success();
+        assert_eq!(cpus_allowed(&out.stdout), "0", "{out}");
+    });
+}

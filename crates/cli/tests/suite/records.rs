@@ -618,3 +618,63 @@ fn closing_our_output_gives_the_sandboxed_writer_sigpipe() {
         assert_eq!(out.field("status"), "141", "{out}");
     });
 }
+
+/// The record is completed once nothing of the sandbox runs any more. Init ends what
+/// the command left running and only then says so, and the supervisor writes the
+/// record's end while init itself exits: a writer left behind is ended first, so
+/// its output is whole in the record, its end is there, and nothing it does comes
+/// after. With each exec recorder (as an unprivileged user, asking for the BPF one
+/// falls back to seccomp notification).
+#[test]
+fn what_the_command_leaves_running_is_ended_before_the_record_is_completed() {
+    each_identity(|runner| {
+        for recorder in ["bpf", "seccomp"] {
+            let ws = Workspace::new();
+            let home = RecordsHome::new(runner);
+            let writer = "sh -c 'while :; do echo tick >> left.log; echo tick; done'";
+            let out = Vg::new(runner, ws.path())
+                .args(["sandbox", "run", "--", "sh", "-c"])
+                .arg(format!(
+                    "{writer} & while [ ! -s left.log ]; do :; done; exit 3"
+                ))
+                .env("VECTRAGUARD_EXEC_TRACE", recorder)
+                .records_home(&home)
+                .run();
+            out.assert_code(3);
+            // Nothing writes any more once vectraguard has returned.
+            let size = || {
+                std::fs::metadata(ws.join("left.log"))
+                    .map(|m| m.len())
+                    .unwrap()
+            };
+            let before = size();
+            std::thread::sleep(Duration::from_millis(300));
+            assert_eq!(
+                size(),
+                before,
+                "the writer outlived the session ({recorder})"
+            );
+            // Its output is whole: every line it wrote to the pipe (one `write` each).
+            let dir = home.only_session();
+            let stdout = String::from_utf8(read(&dir, "stdout.log")).unwrap();
+            assert!(
+                !stdout.is_empty() && stdout.lines().all(|l| l == "tick") && stdout.ends_with('\n'),
+                "{recorder}: {stdout:?}"
+            );
+            // It was ended, and that is recorded.
+            let text = String::from_utf8(read(&dir, "commands.log")).unwrap();
+            let lines = parse_commands(&text);
+            let (at, line) = exec_of(&lines, writer);
+            assert_eq!(
+                exit_of(&lines, at, pid_of(line)),
+                "signal=9",
+                "{recorder}:\n{text}"
+            );
+            Vg::new(runner, ws.path())
+                .args(["logs", "verify", "last"])
+                .records_home(&home)
+                .run()
+                .assert_success();
+        }
+    });
+}

@@ -171,39 +171,45 @@ pub enum Polled {
     AlsoReadable,
 }
 
-/// Waits until `fd` is readable or hung up, `also` (when given) is readable, or
-/// `timeout` (`None`: no limit) passed. A descriptor both readable and hung up is
-/// readable: what is queued is read first.
+/// Waits until `fd` is readable or hung up, `also` (when given) is readable, `ended`
+/// (when given) is readable, or `timeout` (`None`: no limit) passed. A descriptor
+/// both readable and hung up is readable: what is queued is read first. `ended`
+/// readable counts as `fd` hung up (for the tracer: the sandbox's init, by pidfd, has
+/// exited, and with it every process that could notify).
 pub fn poll_hup_within(
     fd: BorrowedFd<'_>,
     also: Option<BorrowedFd<'_>>,
+    ended: Option<BorrowedFd<'_>>,
     timeout: Option<std::time::Duration>,
 ) -> io::Result<Polled> {
-    let mut pfds = [fd, also.unwrap_or(fd)].map(|fd| libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    });
-    let count: libc::nfds_t = if also.is_some() { 2 } else { 1 };
+    let mut pfds: Vec<libc::pollfd> = std::iter::once(Some(fd))
+        .chain([also, ended])
+        .map(|fd| libc::pollfd {
+            // A negative descriptor is skipped by poll: the slots keep their places.
+            fd: fd.map_or(-1, |fd| fd.as_raw_fd()),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     let millis = timeout.map_or(-1, |t| c_int::try_from(t.as_millis()).unwrap_or(c_int::MAX));
     loop {
-        // SAFETY: pfds is a valid pollfd array of at least `count` entries.
-        let ret = unsafe { libc::poll(pfds.as_mut_ptr(), count, millis) };
+        // SAFETY: pfds is a valid array of pfds.len() pollfd structures.
+        let ret = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, millis) };
         if ret == 0 {
             return Ok(Polled::TimedOut);
         }
         if ret > 0 {
-            let [first, second] = pfds;
-            if first.revents == 0 && count == 2 && second.revents != 0 {
+            let (first, second, third) = (pfds[0].revents, pfds[1].revents, pfds[2].revents);
+            if first & libc::POLLIN != 0 {
+                return Ok(Polled::Readable);
+            }
+            if first != 0 || third != 0 {
+                return Ok(Polled::HungUp);
+            }
+            if second != 0 {
                 return Ok(Polled::AlsoReadable);
             }
-            let hung_up = first.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
-                && first.revents & libc::POLLIN == 0;
-            return Ok(if hung_up {
-                Polled::HungUp
-            } else {
-                Polled::Readable
-            });
+            continue;
         }
         let err = io::Error::last_os_error();
         if err.kind() != io::ErrorKind::Interrupted {

@@ -67,8 +67,9 @@ pub use pidfd::{
 #[cfg(vg_exec_bpf)]
 pub use process::boottime_ns;
 pub use process::{
-    clone_fork, execve, exit_now, fork, kill, loaded_objects, new_process_group, prctl,
-    raise_open_files_limit, read_process_memory, sethostname, setrlimit, setsid, unshare, waitpid,
+    CpuSet, affinity, clone_fork, current_cpu, execve, exit_now, fork, kill, loaded_objects,
+    new_process_group, prctl, raise_open_files_limit, read_process_memory, set_affinity,
+    sethostname, setrlimit, setsid, unshare, waitpid,
 };
 pub use ptrace::{ptrace_detach, ptrace_interrupt, ptrace_seize_exec};
 #[cfg(vg_exec_bpf)]

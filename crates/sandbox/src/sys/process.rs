@@ -207,3 +207,54 @@ pub fn loaded_objects() -> Vec<(std::path::PathBuf, bool)> {
     }
     found.1
 }
+
+/// The CPUs a process may run on (`sched_getaffinity(2)`).
+#[derive(Clone, Copy)]
+pub struct CpuSet(libc::cpu_set_t);
+
+impl std::fmt::Debug for CpuSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: cpu is below CPU_SETSIZE, within the set.
+            .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &self.0) })
+            .collect();
+        f.debug_tuple("CpuSet").field(&cpus).finish()
+    }
+}
+
+impl CpuSet {
+    /// This set without `cpu`; `None` when nothing would be left.
+    pub fn without(&self, cpu: usize) -> Option<CpuSet> {
+        let mut out = *self;
+        if cpu < libc::CPU_SETSIZE as usize {
+            // SAFETY: cpu is below CPU_SETSIZE, within the set.
+            unsafe { libc::CPU_CLR(cpu, &mut out.0) };
+        }
+        // SAFETY: out.0 is a valid cpu_set_t.
+        (unsafe { libc::CPU_COUNT(&out.0) } > 0).then_some(out)
+    }
+}
+
+/// `pid`'s CPU affinity (0: this thread's).
+pub fn affinity(pid: pid_t) -> io::Result<CpuSet> {
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a valid cpu_set_t of the size given.
+    check(unsafe {
+        libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set)
+    })?;
+    Ok(CpuSet(set))
+}
+
+/// Sets `pid`'s CPU affinity (0: this thread's).
+pub fn set_affinity(pid: pid_t, set: &CpuSet) -> io::Result<()> {
+    // SAFETY: set.0 is a valid cpu_set_t of the size given.
+    check(unsafe { libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set.0) })
+        .map(drop)
+}
+
+/// The CPU this thread runs on now (`sched_getcpu(3)`).
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: no arguments.
+    usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+}

@@ -260,11 +260,22 @@ fn disk_full(error: &str) -> bool {
 /// What the tracer's thread leaves: the commands it logged and what it observed.
 type Traced = (Arc<Mutex<CommandsLog>>, Option<observe::Observed>);
 
+/// What a tracer serves: the sandbox's exec listener, the BPF recorder when execs go
+/// there, and the sandbox's init when the sandbox ends with it (not a container's).
+struct Traceable {
+    listener: std::os::fd::OwnedFd,
+    recorder: Option<vg_sandbox::exectrace::ExecRecorder>,
+    init: Option<Killer>,
+}
+
 /// The tracer's thread: serves the sandbox's exec listener into `commands.log` (and
 /// the observer and the gate, when there are), until every sandboxed process is gone.
 fn serve_listener(
-    listener: std::os::fd::OwnedFd,
-    recorder: Option<vg_sandbox::exectrace::ExecRecorder>,
+    Traceable {
+        listener,
+        recorder,
+        init,
+    }: Traceable,
     shared: &Arc<Shared>,
     gate: Option<Arc<crate::gate::Gate>>,
     mut observer: Option<Box<observe::Observer>>,
@@ -279,6 +290,7 @@ fn serve_listener(
     trace::serve_with(
         listener,
         recorder,
+        init,
         gate.is_some(),
         exits,
         |event| {
@@ -769,14 +781,18 @@ impl Session {
                 let (to, from) = std::sync::mpsc::sync_channel::<(
                     std::os::fd::OwnedFd,
                     Option<Box<vg_sandbox::exectrace::ExecRecorder>>,
+                    Killer,
                 )>(1);
                 let shared = Arc::clone(&shared);
                 let gate = self.gate.clone();
                 let observer = self.observer.take();
                 let thread = std::thread::spawn(move || match from.recv() {
-                    Ok((listener, recorder)) => serve_listener(
-                        listener,
-                        recorder.map(|r| *r),
+                    Ok((listener, recorder, init)) => serve_listener(
+                        Traceable {
+                            listener,
+                            recorder: recorder.map(|r| *r),
+                            init: Some(init),
+                        },
                         &shared,
                         gate,
                         observer,
@@ -805,10 +821,13 @@ impl Session {
             }
         }
         if let Some((to, thread)) = native_tracer {
-            match sandbox
-                .exec_listener()
-                .map(|listener| to.send((listener, sandbox.exec_recorder().map(Box::new))))
-            {
+            match sandbox.exec_listener().map(|listener| {
+                to.send((
+                    listener,
+                    sandbox.exec_recorder().map(Box::new),
+                    sandbox.killer(),
+                ))
+            }) {
                 Some(Ok(())) => self.tracer = Some(thread),
                 // No listener: no tracer, as if its thread had not been started.
                 _ => {
@@ -880,9 +899,14 @@ impl Session {
                             let _ = to.send(Ok((channel, handover.pid)));
                         }
                         drop(spawner);
+                        // A container's processes do not end with our keeper: its
+                        // listener's hang-up alone says they are gone.
                         serve_listener(
-                            handover.listener,
-                            None,
+                            Traceable {
+                                listener: handover.listener,
+                                recorder: None,
+                                init: None,
+                            },
                             &shared,
                             gate,
                             observer,
