@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use crate::deferred::Deferred;
 pub use crate::image::ImageCommand;
 pub use crate::logs::LogsCommand;
 
@@ -24,50 +25,50 @@ pub struct Cli {
 pub enum Command {
     /// Run commands in a sandbox
     #[command(subcommand)]
-    Sandbox(SandboxCommand),
+    Sandbox(Deferred<SandboxCommand>),
     /// List, show, follow, verify and remove recorded sessions
     #[command(subcommand)]
-    Logs(LogsCommand),
+    Logs(Deferred<LogsCommand>),
     /// Pull, load, import, list, inspect and remove container images
     #[command(subcommand)]
-    Image(ImageCommand),
+    Image(Deferred<ImageCommand>),
     /// List, show, compare and remove learned profiles (`sandbox run --learn NAME`)
     #[command(subcommand)]
-    Profile(crate::profile::ProfileCommand),
+    Profile(Deferred<crate::profile::ProfileCommand>),
     /// Show which isolation layers this host supports, and how to fix missing ones
-    Doctor(DoctorArgs),
+    Doctor(Deferred<DoctorArgs>),
     /// Explain how risky a command or a network destination is rated, and by which rule
     #[command(subcommand)]
-    Risk(crate::risk::RiskCommand),
+    Risk(Deferred<crate::risk::RiskCommand>),
     /// Run an AI agent CLI in a sandbox, recorded under the agent's name
     #[command(subcommand)]
-    Agent(AgentCommand),
+    Agent(Deferred<AgentCommand>),
     /// Serve code-execution tools to AI agents over MCP (stdio, or --http)
     #[command(subcommand)]
-    Mcp(McpCommand),
+    Mcp(Deferred<McpCommand>),
     /// List the running sessions
-    Ps(crate::live::PsArgs),
+    Ps(Deferred<crate::live::PsArgs>),
     /// Stop a running session: SIGTERM, then SIGKILL after the kill-grace (or --kill)
-    Stop(crate::live::StopArgs),
+    Stop(Deferred<crate::live::StopArgs>),
     /// Change or list a running session's network rules
     #[command(subcommand)]
-    Net(crate::live::NetCommand),
+    Net(Deferred<crate::live::NetCommand>),
     /// List what running sessions hold for approval (--ask LEVEL)
-    Approvals(crate::approvals::ApprovalsArgs),
+    Approvals(Deferred<crate::approvals::ApprovalsArgs>),
     /// Approve a held exec or destination: it runs (or connects) now
-    Approve(crate::approvals::DecideArgs),
+    Approve(Deferred<crate::approvals::DecideArgs>),
     /// Deny a held exec or destination: it fails with "Operation not permitted"
-    Deny(crate::approvals::DecideArgs),
+    Deny(Deferred<crate::approvals::DecideArgs>),
     /// Serve a live web dashboard of your sessions on the loopback (a URL with a token is printed)
     #[command(
         after_help = "Sessions, their commands, connections, output and approvals, live; allow or deny a destination, approve a held exec or stop a session at a click. The dashboard can do what you can do with `vectraguard stop`, `net` and `approve`, nothing more.\n\nExamples:\n  vectraguard dashboard\n  vectraguard dashboard --listen 127.0.0.1:0"
     )]
-    Dashboard(crate::dashboard::DashboardArgs),
+    Dashboard(Deferred<crate::dashboard::DashboardArgs>),
     /// Print a shell completion script: bash, zsh or fish
     #[command(
         after_help = "Examples:\n  vectraguard completions bash > ~/.local/share/bash-completion/completions/vectraguard\n  vectraguard completions zsh > \"${fpath[1]}/_vectraguard\"\n  vectraguard completions fish > ~/.config/fish/completions/vectraguard.fish"
     )]
-    Completions(CompletionsArgs),
+    Completions(Deferred<CompletionsArgs>),
     /// Print the manual page (roff), generated from these commands and options
     #[command(
         after_help = "Examples:\n  vectraguard man | man -l -\n  vectraguard man > /usr/local/share/man/man1/vectraguard.1"
@@ -101,15 +102,15 @@ pub enum SandboxCommand {
     #[command(
         after_help = "Examples:\n  vectraguard sandbox shell\n  vectraguard sandbox shell --name review --mount \"$PWD\":/workspace --no-network\n  echo 'ls' | vectraguard sandbox shell -T"
     )]
-    Shell(Box<ShellArgs>),
+    Shell(Box<Deferred<ShellArgs>>),
     /// Create a persistent sandbox NAME: commands started later with `sandbox exec`
     /// share its files, /tmp, processes and network policy, each recorded in its session
     #[command(
         after_help = "Examples:\n  vectraguard sandbox create dev --mount \"$PWD\":/workspace --network allow --allow pypi.org\n  vectraguard sandbox exec dev -- python3 -c 'print(1)'\n  vectraguard sandbox exec -t dev -- bash\n  vectraguard sandbox ls\n  vectraguard sandbox rm -f dev"
     )]
-    Create(Box<CreateArgs>),
+    Create(Box<Deferred<CreateArgs>>),
     /// Run a command in the persistent sandbox NAME, with this terminal's stdio
-    Exec(ExecArgs),
+    Exec(Deferred<ExecArgs>),
     /// List the persistent sandboxes and whether each still runs
     Ls(SandboxLsArgs),
     /// Stop the persistent sandbox NAME (its processes and /tmp are gone; its record stays)

@@ -446,7 +446,7 @@ mod tests {
     fn parse(args: &[&str]) -> Result<ImageCommand, clap::Error> {
         let argv = std::iter::once("vectraguard").chain(args.iter().copied());
         Cli::try_parse_from(argv).map(|cli| match cli.command {
-            Command::Image(cmd) => cmd,
+            Command::Image(cmd) => cmd.0,
             other => panic!("parsed as {other:?}"),
         })
     }

@@ -4,6 +4,7 @@ mod agent;
 mod approvals;
 mod cli;
 mod dashboard;
+mod deferred;
 mod doctor;
 mod image;
 mod learn;
@@ -20,7 +21,7 @@ mod typo;
 
 use clap::{CommandFactory, FromArgMatches};
 
-use cli::{Cli, Command, SandboxCommand};
+use cli::{Cli, Command, Deferred, SandboxCommand};
 
 pub use vg_session::exit::EXIT_FAILURE;
 
@@ -61,39 +62,41 @@ fn main() {
         Err(e) => std::process::exit(typo::report(&e)),
     };
     let code = match cli.command {
-        Command::Sandbox(SandboxCommand::Run(mut args)) => {
+        Command::Sandbox(Deferred(SandboxCommand::Run(mut args))) => {
             args.after_dash_dash = follows_dash_dash(args.args.len());
             args.options.rules_in_order = rules_in_order(&matches);
             run::run(*args)
         }
-        Command::Sandbox(SandboxCommand::Shell(mut args)) => {
+        Command::Sandbox(Deferred(SandboxCommand::Shell(args))) => {
+            let Deferred(mut args) = *args;
             args.options.rules_in_order = rules_in_order(&matches);
-            run::shell(*args)
+            run::shell(args)
         }
-        Command::Sandbox(SandboxCommand::Create(mut args)) => {
+        Command::Sandbox(Deferred(SandboxCommand::Create(args))) => {
+            let Deferred(mut args) = *args;
             args.options.rules_in_order = rules_in_order(&matches);
-            persistent::create(*args)
+            persistent::create(args)
         }
-        Command::Sandbox(SandboxCommand::Exec(args)) => persistent::exec(args),
-        Command::Sandbox(SandboxCommand::Ls(args)) => persistent::ls(&args),
-        Command::Sandbox(SandboxCommand::Stop(args)) => persistent::stop(&args),
-        Command::Sandbox(SandboxCommand::Rm(args)) => persistent::rm(&args),
-        Command::Mcp(cli::McpCommand::Serve(args)) => mcp::serve(args),
-        Command::Agent(cli::AgentCommand::Start(mut args)) => {
+        Command::Sandbox(Deferred(SandboxCommand::Exec(Deferred(args)))) => persistent::exec(args),
+        Command::Sandbox(Deferred(SandboxCommand::Ls(args))) => persistent::ls(&args),
+        Command::Sandbox(Deferred(SandboxCommand::Stop(args))) => persistent::stop(&args),
+        Command::Sandbox(Deferred(SandboxCommand::Rm(args))) => persistent::rm(&args),
+        Command::Mcp(Deferred(cli::McpCommand::Serve(args))) => mcp::serve(args),
+        Command::Agent(Deferred(cli::AgentCommand::Start(mut args))) => {
             args.options.rules_in_order = rules_in_order(&matches);
             agent::start(*args)
         }
-        Command::Logs(cmd) => logs::run(cmd),
-        Command::Image(cmd) => image::run(cmd),
-        Command::Profile(cmd) => profile::run(cmd),
+        Command::Logs(Deferred(cmd)) => logs::run(cmd),
+        Command::Image(Deferred(cmd)) => image::run(cmd),
+        Command::Profile(Deferred(cmd)) => profile::run(cmd),
         Command::Doctor(args) => doctor::doctor(args.json),
-        Command::Risk(cmd) => risk::run(cmd),
-        Command::Ps(args) => live::ps(args),
-        Command::Stop(args) => live::stop(args),
-        Command::Net(cmd) => live::net(cmd),
-        Command::Approvals(args) => approvals::approvals(args),
-        Command::Approve(args) => approvals::approve(args),
-        Command::Deny(args) => approvals::deny(args),
+        Command::Risk(Deferred(cmd)) => risk::run(cmd),
+        Command::Ps(Deferred(args)) => live::ps(args),
+        Command::Stop(Deferred(args)) => live::stop(args),
+        Command::Net(Deferred(cmd)) => live::net(cmd),
+        Command::Approvals(Deferred(args)) => approvals::approvals(args),
+        Command::Approve(Deferred(args)) => approvals::approve(args),
+        Command::Deny(Deferred(args)) => approvals::deny(args),
         Command::Dashboard(args) => dashboard::serve(&args),
         Command::Completions(args) => completions(args.shell),
         Command::Man => man(),
@@ -103,6 +106,7 @@ fn main() {
 
 /// `vectraguard completions SHELL`: generated from the same definitions that parse.
 fn completions(shell: clap_complete::Shell) -> i32 {
+    deferred::define_everything();
     let mut cmd = Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "vectraguard", &mut out);
@@ -111,6 +115,7 @@ fn completions(shell: clap_complete::Shell) -> i32 {
 
 /// `vectraguard man`: one page for the command and all its subcommands.
 fn man() -> i32 {
+    deferred::define_everything();
     let cmd = Cli::command();
     let mut out = Vec::new();
     if let Err(e) = render_man(&cmd, &mut out) {

@@ -221,7 +221,7 @@ mod tests {
         let mut argv = vec!["vectraguard", "profile"];
         argv.extend_from_slice(args);
         match Cli::try_parse_from(argv)?.command {
-            Command::Profile(cmd) => Ok(cmd),
+            Command::Profile(cmd) => Ok(cmd.0),
             other => panic!("{other:?}"),
         }
     }

@@ -86,6 +86,7 @@ mod tests {
             assert!(hint(&e).is_some(), "{word}");
         }
         // Every pointer names commands that exist.
+        crate::deferred::define_everything();
         let cmd = Cli::command();
         for (_, target) in HABITS {
             for alternative in target.split(" or ") {

@@ -353,7 +353,9 @@ fn end_the_rest(set: &libc::sigset_t) -> bool {
     let deadline = std::time::Instant::now() + END_THE_REST;
     loop {
         let _ = sys::kill(-1, libc::SIGKILL);
-        match sys::waitpid(-1, libc::WNOHANG) {
+        // `__WALL`: a child whose exit signal is not SIGCHLD counts too, or ECHILD
+        // could come while one is left (red team, session 27).
+        match sys::waitpid(-1, libc::WNOHANG | libc::__WALL) {
             Ok(Some(_)) => continue,
             Err(e) if e.raw_os_error() == Some(libc::ECHILD) => return true,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,

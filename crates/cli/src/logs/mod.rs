@@ -325,7 +325,7 @@ mod tests {
     fn parse(args: &[&str]) -> Result<LogsCommand, clap::Error> {
         let argv = std::iter::once("vectraguard").chain(args.iter().copied());
         Cli::try_parse_from(argv).map(|cli| match cli.command {
-            Command::Logs(cmd) => cmd,
+            Command::Logs(cmd) => cmd.0,
             other => panic!("parsed as {other:?}"),
         })
     }

@@ -389,3 +389,52 @@ fn the_readme_test_command_is_what_ci_runs() {
         "scripts/test counts skips"
     );
 }
+
+/// The commands listed in a `-h`: (name, description), without `help`.
+fn listed_commands(help: &str) -> Vec<(String, String)> {
+    help.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        // A long description goes on, further indented, on the next lines.
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| {
+            let (name, about) = l.trim().split_once(' ')?;
+            // Without its aliases (`[alias: list]`), which only the list shows.
+            let about = about.trim();
+            let about = about.split(" [alias").next().unwrap_or(about);
+            (name != "help").then(|| (name.to_owned(), about.to_owned()))
+        })
+        .collect()
+}
+
+/// Each command's own help opens with the description its parent lists for it, at
+/// every level: the commands off the path being run are defined only when entered
+/// (`deferred.rs`), and a definition made late must not replace the description.
+#[test]
+fn every_command_s_help_opens_with_its_listed_description() {
+    let runner = super::harness::runners()[0];
+    let ws = Workspace::new();
+    let home = RecordsHome::new(runner);
+    let mut todo: Vec<Vec<String>> = vec![Vec::new()];
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("-h");
+        let out = vg(runner, &ws, &home, &args);
+        out.assert_success();
+        for (name, about) in listed_commands(&out.stdout) {
+            let mut sub = path.clone();
+            sub.push(name);
+            let mut args: Vec<&str> = sub.iter().map(String::as_str).collect();
+            args.push("-h");
+            let help = vg(runner, &ws, &home, &args);
+            help.assert_success();
+            let opening = help.lines().first().copied().unwrap_or_default();
+            assert!(opening.starts_with(&about), "listed as {about:?}:\n{help}");
+            seen += 1;
+            todo.push(sub);
+        }
+    }
+    assert!(seen > 30, "only {seen} commands found");
+}
