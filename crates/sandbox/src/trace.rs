@@ -305,7 +305,7 @@ pub fn serve(
     on_event: impl FnMut(TraceEvent) -> Verdict,
     between: impl FnMut(Between) -> bool,
 ) {
-    serve_with(listener, None, None, inspect, exits, on_event, between);
+    let _ = serve_with(listener, None, None, inspect, exits, on_event, between);
 }
 
 /// [`serve`], with the execs and exits recorded by `recorder` (the BPF recorder,
@@ -324,6 +324,11 @@ pub fn serve(
 /// supervisor's reap of init, which may come after it has waited for this tracer
 /// ([`crate::Sandbox::wait_then`]). Init exits last: every other process of the
 /// sandbox is gone by then.
+///
+/// Returns the recorder, drained, for the caller to let go of when it suits it: its
+/// ring buffer's unmapping takes about a third of a millisecond, which the record's
+/// completion need not wait for.
+#[must_use = "dropping the recorder unmaps its ring: do it where it costs nothing"]
 pub fn serve_with(
     listener: OwnedFd,
     mut recorder: Option<crate::exectrace::ExecRecorder>,
@@ -332,7 +337,7 @@ pub fn serve_with(
     exits: Exits,
     mut on_event: impl FnMut(TraceEvent) -> Verdict,
     mut between: impl FnMut(Between) -> bool,
-) {
+) -> Option<crate::exectrace::ExecRecorder> {
     // Shared with the threads that answer deferred verdicts; a reply after every
     // sandboxed process is gone fails harmlessly (ENOENT).
     let listener = std::sync::Arc::new(listener);
@@ -412,7 +417,7 @@ pub fn serve_with(
                 if let Some(recorder) = recorder.as_mut() {
                     recorded(recorder, &mut tracked, &mut on_event);
                 }
-                return;
+                return recorder;
             }
         }
         quiet = false;

@@ -514,7 +514,7 @@ fn the_end_is_known_before_init_is_reaped(id: &Identity) {
     let listener = sandbox.exec_listener().expect("the exec listener");
     let killer = sandbox.killer();
     let tracer = std::thread::spawn(move || {
-        vg_sandbox::trace::serve_with(
+        let _recorder = vg_sandbox::trace::serve_with(
             listener,
             None,
             Some(killer),

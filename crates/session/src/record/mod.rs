@@ -281,13 +281,13 @@ fn serve_listener(
     mut observer: Option<Box<observe::Observer>>,
     caps: OutputCaps,
     exits: trace::Exits,
-) -> Traced {
+) -> (Traced, Option<vg_sandbox::exectrace::ExecRecorder>) {
     let log = CommandsLog::new(caps.shown);
     let log = Arc::new(Mutex::new(match gate {
         Some(_) => log,
         None => log.batching(),
     }));
-    trace::serve_with(
+    let recorder = trace::serve_with(
         listener,
         recorder,
         init,
@@ -311,7 +311,7 @@ fn serve_listener(
     );
     lock(&log).flush(shared);
     let observed = observer.map(|o| o.finish(shared));
-    (log, observed)
+    ((log, observed), recorder)
 }
 
 /// A container's exec listener still to be handed over (`vg_sandbox::engine_init`).
@@ -477,7 +477,9 @@ pub struct Session {
     writer: Arc<SessionWriter>,
     shared: Option<Arc<Shared>>,
     relays: Vec<JoinHandle<()>>,
-    tracer: Option<JoinHandle<Traced>>,
+    tracer: Option<JoinHandle<Option<Traced>>>,
+    /// What the native tracer logged, handed over before its thread ends.
+    handed: Option<std::sync::mpsc::Receiver<Traced>>,
     /// Watches file accesses and refused system calls (see `observe.rs`), handed to
     /// the tracer by [`Session::attach`].
     observer: Option<Box<observe::Observer>>,
@@ -559,6 +561,7 @@ impl Session {
             shared: None,
             relays: Vec::new(),
             tracer: None,
+            handed: None,
             observer: None,
             mediator: Arc::new(Mutex::new(None)),
             inspector: None,
@@ -786,24 +789,36 @@ impl Session {
                 let shared = Arc::clone(&shared);
                 let gate = self.gate.clone();
                 let observer = self.observer.take();
+                let (handed_to, handed) = std::sync::mpsc::channel();
                 let thread = std::thread::spawn(move || match from.recv() {
-                    Ok((listener, recorder, init)) => serve_listener(
-                        Traceable {
-                            listener,
-                            recorder: recorder.map(|r| *r),
-                            init: Some(init),
-                        },
-                        &shared,
-                        gate,
-                        observer,
-                        caps,
-                        exits,
-                    ),
+                    Ok((listener, recorder, init)) => {
+                        let (traced, recorder) = serve_listener(
+                            Traceable {
+                                listener,
+                                recorder: recorder.map(|r| *r),
+                                init: Some(init),
+                            },
+                            &shared,
+                            gate,
+                            observer,
+                            caps,
+                            exits,
+                        );
+                        // What was logged is all the record's last writes need: it
+                        // is handed over first, and the recorder let go of after,
+                        // while they are made (unmapping its ring takes about a
+                        // third of a millisecond). Our share of the record goes
+                        // before, so that its writer is the session's alone again.
+                        drop(shared);
+                        let unsent = handed_to.send(traced).err().map(|unsent| unsent.0);
+                        drop(recorder);
+                        unsent
+                    }
                     // No listener (init failed before sending it): nothing was served,
                     // and this thread's result is dropped (see below).
-                    Err(_) => (Arc::new(Mutex::new(CommandsLog::new(caps.shown))), None),
+                    Err(_) => Some((Arc::new(Mutex::new(CommandsLog::new(caps.shown))), None)),
                 });
-                (to, thread)
+                (to, handed, thread)
             });
 
         // Asked only with a network to mediate, and not of a container (whose
@@ -820,7 +835,7 @@ impl Session {
                 Err(e) => shared.fail("network mediator", e),
             }
         }
-        if let Some((to, thread)) = native_tracer {
+        if let Some((to, handed, thread)) = native_tracer {
             match sandbox.exec_listener().map(|listener| {
                 to.send((
                     listener,
@@ -828,7 +843,10 @@ impl Session {
                     sandbox.killer(),
                 ))
             }) {
-                Some(Ok(())) => self.tracer = Some(thread),
+                Some(Ok(())) => {
+                    self.tracer = Some(thread);
+                    self.handed = Some(handed);
+                }
                 // No listener: no tracer, as if its thread had not been started.
                 _ => {
                     drop(to);
@@ -901,7 +919,7 @@ impl Session {
                         drop(spawner);
                         // A container's processes do not end with our keeper: its
                         // listener's hang-up alone says they are gone.
-                        serve_listener(
+                        let (traced, _) = serve_listener(
                             Traceable {
                                 listener: handover.listener,
                                 recorder: None,
@@ -912,7 +930,8 @@ impl Session {
                             observer,
                             caps,
                             exits,
-                        )
+                        );
+                        Some(traced)
                     }
                     Err(e) => {
                         if let Some(to) = &spawner {
@@ -924,7 +943,7 @@ impl Session {
                         // code the loader took in, say), or nothing did; either way
                         // the record cannot say what ran.
                         shared.fail("exec records", e);
-                        (Arc::new(Mutex::new(CommandsLog::new(caps.shown))), None)
+                        Some((Arc::new(Mutex::new(CommandsLog::new(caps.shown))), None))
                     }
                 }
             }));
@@ -940,7 +959,7 @@ impl Session {
                     shared.fail("gVisor's trace points", crate::diag::chain(&e).to_string());
                 }
                 lock(&gvisor.log).flush(&shared);
-                (Arc::clone(&gvisor.log), None)
+                Some((Arc::clone(&gvisor.log), None))
             }));
         }
         let mut resize = None;
@@ -1110,7 +1129,14 @@ impl Session {
         if let Some(relay) = self.engine_terminal.take() {
             let _ = relay.join();
         }
-        let (commands, observed) = match self.tracer.take().and_then(|t| t.join().ok()) {
+        // The native tracer hands over what it logged before it lets go of the BPF
+        // recorder, and its thread is joined last; any other tracer's result comes
+        // with the end of its thread.
+        let traced = match self.handed.take().and_then(|handed| handed.recv().ok()) {
+            Some(traced) => Some(traced),
+            None => self.tracer.take().and_then(|t| t.join().ok()).flatten(),
+        };
+        let (commands, observed) = match traced {
             Some((log, observed)) => (Some(log), observed.unwrap_or_default()),
             None => (None, observe::Observed::default()),
         };
@@ -1164,10 +1190,15 @@ impl Session {
         }
         let shared = self.shared.take();
         drop(shared);
+        let tracer = self.tracer.take();
         let writer = sole_owner(self.writer)?;
         writer
             .finish(end)
             .context("cannot complete the session record")?;
+        // No thread of ours outlives the session.
+        if let Some(tracer) = tracer {
+            let _ = tracer.join();
+        }
         Ok((id, observed))
     }
 
