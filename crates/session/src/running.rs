@@ -255,10 +255,9 @@ impl Running {
             } => {
                 let id = session.id().to_owned();
                 let dir = session.dir().to_path_buf();
-                // The record is completed while init exits (see `wait_then`):
-                // nothing of the sandbox runs any more by then.
-                // Lent to the signal handler while the sandbox runs, then taken
-                // to complete the record.
+                // The record is completed while init exits (see `wait_then`),
+                // nothing of the sandbox running any more: the session is lent to
+                // the signal handler until then, and taken to complete the record.
                 let session = std::cell::RefCell::new(Some(session));
                 let (result, finished) = sandbox.wait_then(
                     deadline,

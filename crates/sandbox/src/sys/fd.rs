@@ -182,24 +182,21 @@ pub fn poll_hup_within(
     ended: Option<BorrowedFd<'_>>,
     timeout: Option<std::time::Duration>,
 ) -> io::Result<Polled> {
-    let mut pfds: Vec<libc::pollfd> = std::iter::once(Some(fd))
-        .chain([also, ended])
-        .map(|fd| libc::pollfd {
-            // A negative descriptor is skipped by poll: the slots keep their places.
-            fd: fd.map_or(-1, |fd| fd.as_raw_fd()),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+    let mut pfds = [Some(fd), also, ended].map(|fd| libc::pollfd {
+        // A negative descriptor is skipped by poll: the slots keep their places.
+        fd: fd.map_or(-1, |fd| fd.as_raw_fd()),
+        events: libc::POLLIN,
+        revents: 0,
+    });
     let millis = timeout.map_or(-1, |t| c_int::try_from(t.as_millis()).unwrap_or(c_int::MAX));
     loop {
-        // SAFETY: pfds is a valid array of pfds.len() pollfd structures.
-        let ret = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, millis) };
+        // SAFETY: pfds is a valid array of 3 pollfd structures.
+        let ret = unsafe { libc::poll(pfds.as_mut_ptr(), 3, millis) };
         if ret == 0 {
             return Ok(Polled::TimedOut);
         }
         if ret > 0 {
-            let (first, second, third) = (pfds[0].revents, pfds[1].revents, pfds[2].revents);
+            let [first, second, third] = pfds.map(|p| p.revents);
             if first & libc::POLLIN != 0 {
                 return Ok(Polled::Readable);
             }
