@@ -7,7 +7,7 @@ shuffled each round, so that load changing during a sitting lands on every comma
 Usage: VG_BASELINE=/path/to/older/vectraguard bench/records-interleaved.py [ROUNDS]
 Run as root (the workspace is given to nobody, as in bench/records.sh). Each build
 records with its default (since session 23, root's BPF exec recorder; before,
-seccomp notification); as root this build is also measured with
+seccomp notification); as root each build is also measured with
 VECTRAGUARD_EXEC_TRACE=seccomp, seccomp notification, every user's. VG_BIN overrides
 this build's path (default target/release/vectraguard). Prints medians, each build's
 overhead of recording (median of recorded / median of --no-record) and the median of
@@ -38,7 +38,8 @@ for name, vg in builds.items():
 # As root, this build's seccomp notification too (exec_trace = "seccomp"): that row
 # runs with VECTRAGUARD_EXEC_TRACE=seccomp, every other with each build's default.
 if os.getuid() == 0:
-    cmds[("this build", "recorded, seccomp notification")] = run(new)
+    for name, vg in builds.items():
+        cmds[(name, "recorded, seccomp notification")] = run(vg)
 os.environ.pop("VECTRAGUARD_EXEC_TRACE", None)
 times = {k: [] for k in cmds}
 try:
@@ -65,11 +66,13 @@ for name in builds:
     paired = statistics.median(a / b for a, b in zip(rec, plain))
     print(f"  {name:10s} recorded {mr:6.3f} s, --no-record {mp:6.3f} s: "
           f"overhead {100 * (mr / mp - 1):+5.1f} % (per round: {100 * (paired - 1):+5.1f} %)")
-if ("this build", "recorded, seccomp notification") in times:
-    rec, plain = times[("this build", "recorded, seccomp notification")], times[("this build", "no-record")]
+for name in builds:
+    if (name, "recorded, seccomp notification") not in times:
+        continue
+    rec, plain = times[(name, "recorded, seccomp notification")], times[(name, "no-record")]
     mr, mp = statistics.median(rec), statistics.median(plain)
     paired = statistics.median(a / b for a, b in zip(rec, plain))
-    print(f"  this build, seccomp notification: recorded {mr:6.3f} s: "
+    print(f"  {name}, seccomp notification: recorded {mr:6.3f} s: "
           f"overhead {100 * (mr / mp - 1):+5.1f} % (per round: {100 * (paired - 1):+5.1f} %)")
 if base:
     for kind in ("recorded", "no-record"):

@@ -48,8 +48,8 @@ pub(crate) struct Prepared {
     pub notify_sock: Option<std::os::fd::OwnedFd>,
     /// The supervisor's CPU affinity when it cloned init, which init gives back to
     /// itself once it has built the sandbox (see `spawn_in`: while it builds, it is
-    /// kept off the supervisor's CPU).
-    pub cpus: Option<sys::CpuSet>,
+    /// kept off the supervisor's CPU), and the CPU the supervisor was on.
+    pub cpus: Option<(sys::CpuSet, usize)>,
 }
 
 fn cstring(s: impl AsRef<[u8]>, what: &str) -> Result<CString, SandboxError> {

@@ -182,7 +182,7 @@ pub fn spawn_in(
         },
     };
     let mut prepared = Prepared::new(spec, stdio, recorder.is_some())?;
-    prepared.cpus = sys::affinity(0).ok();
+    prepared.cpus = sys::affinity(0).ok().zip(sys::current_cpu());
     let mut notify_parent = None;
     if spec.trace_exec
         || spec.tty
@@ -234,9 +234,9 @@ pub fn spawn_in(
     // Init builds the sandbox while the supervisor prepares the record: work for two
     // CPUs. A new process starts on its parent's CPU unless the scheduler spreads it
     // at once, which it may leave to its next tick (4 ms at 250 Hz), and the two
-    // then take turns on one CPU. Best effort: init gives itself back the mask
-    // before anything of the command's runs.
-    if let (Some(cpus), Some(here)) = (prepared.cpus, sys::current_cpu())
+    // then take turns on one CPU. Best effort: init gives itself back the mask, on
+    // this CPU, before anything of the command's runs.
+    if let Some((cpus, here)) = prepared.cpus
         && let Some(elsewhere) = cpus.without(here)
     {
         let _ = sys::set_affinity(pid, &elsewhere);

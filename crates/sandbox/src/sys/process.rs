@@ -223,6 +223,22 @@ impl std::fmt::Debug for CpuSet {
 }
 
 impl CpuSet {
+    /// `cpu` alone, when this set has it.
+    pub fn only(&self, cpu: usize) -> Option<CpuSet> {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return None;
+        }
+        // SAFETY: cpu is below CPU_SETSIZE, within the set.
+        if !unsafe { libc::CPU_ISSET(cpu, &self.0) } {
+            return None;
+        }
+        // SAFETY: an all-zero cpu_set_t is the empty set.
+        let mut out = CpuSet(unsafe { std::mem::zeroed() });
+        // SAFETY: cpu is below CPU_SETSIZE, within the set.
+        unsafe { libc::CPU_SET(cpu, &mut out.0) };
+        Some(out)
+    }
+
     /// This set without `cpu`; `None` when nothing would be left.
     pub fn without(&self, cpu: usize) -> Option<CpuSet> {
         let mut out = *self;
