@@ -334,6 +334,13 @@ fn run_init(p: &Prepared, mut report: PipeWriter, tty: Option<std::os::fd::Owned
                 // waits out the namespaces' teardown too. Ending the rest here
                 // first lets it complete the record meanwhile.
                 let alone = end_the_rest(&set);
+                // Our own end (the namespaces' teardown) off the supervisor's CPU,
+                // where it completes the record meanwhile.
+                if let Some((cpus, home)) = &p.cpus
+                    && let Some(away) = cpus.without(*home)
+                {
+                    let _ = sys::set_affinity(0, &away);
+                }
                 let _ = Message::Exited(status).send(&mut report);
                 if alone {
                     let _ = Message::Alone.send(&mut report);
