@@ -32,8 +32,6 @@ fn defined(cmd: Command, define: fn(Command) -> Command) -> Command {
     if EAGER.load(Ordering::Relaxed) {
         return define(cmd);
     }
-    // The same fn pointer cannot be captured: `defer` takes a plain `fn`, so the
-    // definition goes in through a per-type shim (below).
     cmd.defer(define)
 }
 
@@ -53,19 +51,13 @@ fn keeping_description(cmd: Command, define: fn(Command) -> Command) -> Command 
 }
 
 /// `T`'s subcommands or options, defined when its command is entered.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Deferred<T>(pub T);
 
 impl<T> std::ops::Deref for Deferred<T> {
     type Target = T;
     fn deref(&self) -> &T {
         &self.0
-    }
-}
-
-impl<T> std::ops::DerefMut for Deferred<T> {
-    fn deref_mut(&mut self) -> &mut T {
-        &mut self.0
     }
 }
 
